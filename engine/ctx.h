@@ -1,0 +1,43 @@
+/*
+ * ctx.h - the run context: options from the command line, the root, and
+ * handles that live for one command. Created by main(), released there.
+ *
+ * Paths: `root` is the sandbox root ("/" in production). Every path of a
+ * manifest (prefix, profile dir) and the state/cache dirs are resolved under
+ * it; rootfd is an O_PATH|O_DIRECTORY descriptor of it for *at() calls.
+ */
+#ifndef TFPROV_CTX_H
+#define TFPROV_CTX_H
+
+#include "util.h"
+
+struct state;
+
+enum ctx_flags {
+	CTX_JSON = 1 << 0,
+	CTX_QUIET = 1 << 1,
+	CTX_VERBOSE = 1 << 2,
+	CTX_COLOR = 1 << 3,
+	CTX_OFFLINE = 1 << 4,
+	CTX_YES = 1 << 5,
+	CTX_TTY = 1 << 6,
+	CTX_NO_GPU = 1 << 7, /* --no-gpu: provisioning without a GPU allowed */
+};
+
+struct ctx {
+	unsigned flags;
+	char *root;      /* absolute, no trailing slash except "/" */
+	int rootfd;
+	char *state_dir; /* absolute host path */
+	char *cache_dir; /* absolute host path */
+	char *ca_bundle; /* NULL: system default */
+	struct strvec mirrors;
+	int jobs;
+	double lock_timeout; /* seconds */
+	struct state *st;    /* open state db, or NULL */
+};
+
+/* Host path of a root-relative absolute path ("/opt/x" -> "<root>/opt/x"); caller frees. */
+char *ctx_host_path(const struct ctx *c, const char *path);
+
+#endif

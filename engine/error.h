@@ -1,0 +1,62 @@
+/*
+ * error.h - the one error vocabulary of tfprov.
+ *
+ * Functions return int: 0 on success, a negative TF_E* code on failure.
+ * tf_exit_code() maps an error to the process exit code documented in
+ * README.md (and DESIGN.md section 5); that mapping is a public contract.
+ */
+#ifndef TFPROV_ERROR_H
+#define TFPROV_ERROR_H
+
+/* Process exit codes: stable, documented, tested. */
+enum tf_exit {
+	TF_EXIT_OK = 0,
+	TF_EXIT_ERROR = 1,
+	TF_EXIT_CHANGES = 2,
+	TF_EXIT_MANIFEST = 3,
+	TF_EXIT_LOCKED = 4,
+	TF_EXIT_INTEGRITY = 5,
+	TF_EXIT_PRECONDITION = 6,
+	TF_EXIT_REBOOT = 7,
+	TF_EXIT_VERIFY = 8,
+	TF_EXIT_USAGE = 64,
+	TF_EXIT_INTERRUPTED = 130,
+};
+
+/* X-macro: name, exit code, message. */
+#define TF_ERRORS(X)                                                                              \
+	X(TF_OK, TF_EXIT_OK, "success")                                                          \
+	X(TF_EFAIL, TF_EXIT_ERROR, "operation failed")                                           \
+	X(TF_EIO, TF_EXIT_ERROR, "input/output error")                                           \
+	X(TF_ENOSPC, TF_EXIT_ERROR, "no space left on device")                                   \
+	X(TF_EMANIFEST, TF_EXIT_MANIFEST, "manifest is invalid")                                 \
+	X(TF_ELOCKED, TF_EXIT_LOCKED, "state is locked by another run")                          \
+	X(TF_EINTEGRITY, TF_EXIT_INTEGRITY, "integrity check failed")                            \
+	X(TF_EUNSAFE, TF_EXIT_INTEGRITY, "archive contains an unsafe entry")                     \
+	X(TF_EPRECOND, TF_EXIT_PRECONDITION, "precondition failed")                              \
+	X(TF_EREBOOT, TF_EXIT_REBOOT, "applied; reboot required")                                \
+	X(TF_EVERIFY, TF_EXIT_VERIFY, "verification failed")                                     \
+	X(TF_EUSAGE, TF_EXIT_USAGE, "usage error")                                               \
+	X(TF_EINTR, TF_EXIT_INTERRUPTED, "interrupted")                                          \
+	X(TF_ECONFLICT, TF_EXIT_ERROR, "file conflict")                                          \
+	X(TF_ENOTIMPL, TF_EXIT_ERROR, "not implemented yet")                                     \
+	X(TF_ESTATE, TF_EXIT_ERROR, "state database error")                                      \
+	X(TF_ENETWORK, TF_EXIT_ERROR, "download failed")                                         \
+	X(TF_EOFFLINE, TF_EXIT_ERROR, "not available offline")
+
+#define TF_ERR_ENUM(name, exit, msg) name##_IDX,
+enum tf_err_idx { TF_ERRORS(TF_ERR_ENUM) TF_ERR__COUNT };
+#undef TF_ERR_ENUM
+
+/* Error codes are the negated indexes: TF_EFAIL == -1, and so on. */
+#define TF_ERR_DEF(name, exit, msg) static const int name = -(int)name##_IDX;
+TF_ERRORS(TF_ERR_DEF)
+#undef TF_ERR_DEF
+
+const char *tf_strerror(int err);
+int tf_exit_code(int err);
+
+/* Set by the SIGINT/SIGTERM handler; long loops check it between atomic units. */
+extern volatile int tf_interrupted;
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * event.h - the engine never prints; it emits events.
+ *
+ * A renderer (render.c) turns them into terminal text or into one JSON
+ * object per line (--json). Strings in an event are borrowed for the duration
+ * of the emit call only.
+ */
+#ifndef TFPROV_EVENT_H
+#define TFPROV_EVENT_H
+
+#include <stdint.h>
+
+struct ctx;
+
+enum ev_kind {
+	EV_LOG,          /* a message at a level */
+	EV_PLAN_STEP,    /* one planned step: step, action, msg (detail) */
+	EV_PLAN_SUMMARY, /* counts: add, change, destroy, read */
+	EV_STEP_START,   /* apply: a step begins */
+	EV_STEP_DONE,    /* apply: a step ended: changed, failed, msg */
+	EV_PROGRESS,     /* bytes done/total for an item (download, unpack) */
+	EV_RESULT,       /* end of a command: exit code and msg */
+};
+
+enum ev_level { EV_DEBUG, EV_INFO, EV_WARN, EV_ERROR };
+
+struct event {
+	enum ev_kind kind;
+	enum ev_level level;
+	const char *step;   /* step address, e.g. "cuda" or "env" */
+	const char *action; /* noop, create, update, replace, delete, read */
+	const char *item;   /* progress: the artifact or file */
+	const char *msg;
+	uint64_t done, total;
+	int changed, failed;
+	int add, change, destroy, read; /* EV_PLAN_SUMMARY */
+	int exit_code;                  /* EV_RESULT */
+};
+
+void ev_emit(struct ctx *c, const struct event *e);
+void ev_log(struct ctx *c, enum ev_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void ev_progress(struct ctx *c, const char *step, const char *item, uint64_t done,
+		 uint64_t total);
+
+#endif

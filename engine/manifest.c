@@ -1,0 +1,2 @@
+/* manifest.c - placeholder; the libyaml parser lands next. */
+#include "manifest.h"

@@ -1,0 +1,251 @@
+/*
+ * render.c - draws engine events: human text on stdout/stderr, or one JSON
+ * object per line on stdout with --json (Terraform's machine-readable UI
+ * shape: "@level", "@message", "type", plus Ansible-style changed/failed).
+ *
+ * Off a terminal, progress is a heartbeat line at most every few seconds per
+ * item; on a terminal it is a single redrawn line.
+ */
+#include "ctx.h"
+#include "event.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct ctx *g_ctx_for_log;
+
+static const char *level_name(enum ev_level l)
+{
+	switch (l) {
+	case EV_DEBUG:
+		return "debug";
+	case EV_INFO:
+		return "info";
+	case EV_WARN:
+		return "warn";
+	case EV_ERROR:
+		return "error";
+	}
+	return "info";
+}
+
+static const char *kind_name(enum ev_kind k)
+{
+	switch (k) {
+	case EV_LOG:
+		return "log";
+	case EV_PLAN_STEP:
+		return "planned_change";
+	case EV_PLAN_SUMMARY:
+		return "change_summary";
+	case EV_STEP_START:
+		return "apply_start";
+	case EV_STEP_DONE:
+		return "apply_complete";
+	case EV_PROGRESS:
+		return "progress";
+	case EV_RESULT:
+		return "result";
+	}
+	return "log";
+}
+
+static void emit_json(const struct event *e)
+{
+	json_t *o = json_object();
+	json_object_set_new(o, "@level", json_string(level_name(e->level)));
+	json_object_set_new(o, "@timestamp", json_integer(now_unix()));
+	json_object_set_new(o, "type", json_string(kind_name(e->kind)));
+	if (e->msg)
+		json_object_set_new(o, "@message", json_string(e->msg));
+	if (e->step)
+		json_object_set_new(o, "step", json_string(e->step));
+	if (e->action)
+		json_object_set_new(o, "action", json_string(e->action));
+	if (e->item)
+		json_object_set_new(o, "item", json_string(e->item));
+	switch (e->kind) {
+	case EV_PROGRESS:
+		json_object_set_new(o, "done", json_integer((json_int_t)e->done));
+		json_object_set_new(o, "total", json_integer((json_int_t)e->total));
+		break;
+	case EV_STEP_DONE:
+		json_object_set_new(o, "changed", json_boolean(e->changed));
+		json_object_set_new(o, "failed", json_boolean(e->failed));
+		break;
+	case EV_PLAN_SUMMARY: {
+		json_t *c = json_object();
+		json_object_set_new(c, "add", json_integer(e->add));
+		json_object_set_new(c, "change", json_integer(e->change));
+		json_object_set_new(c, "remove", json_integer(e->destroy));
+		json_object_set_new(c, "read", json_integer(e->read));
+		json_object_set_new(o, "changes", c);
+		break;
+	}
+	case EV_RESULT:
+		json_object_set_new(o, "exit_code", json_integer(e->exit_code));
+		json_object_set_new(o, "changed", json_boolean(e->changed));
+		json_object_set_new(o, "failed", json_boolean(e->failed));
+		break;
+	default:
+		break;
+	}
+	char *s = json_dumps(o, JSON_COMPACT);
+	fputs(s, stdout);
+	fputc('\n', stdout);
+	fflush(stdout);
+	free(s);
+	json_decref(o);
+}
+
+static const char *symbol(const char *action)
+{
+	if (action == NULL)
+		return " ";
+	if (strcmp(action, "create") == 0)
+		return "+";
+	if (strcmp(action, "update") == 0)
+		return "~";
+	if (strcmp(action, "delete") == 0)
+		return "-";
+	if (strcmp(action, "replace") == 0)
+		return "-/+";
+	if (strcmp(action, "read") == 0)
+		return "<=";
+	return " ";
+}
+
+static const char *symbol_color(const char *action)
+{
+	if (action == NULL)
+		return "";
+	if (strcmp(action, "create") == 0)
+		return "\033[32m";
+	if (strcmp(action, "update") == 0)
+		return "\033[33m";
+	if (strcmp(action, "delete") == 0 || strcmp(action, "replace") == 0)
+		return "\033[31m";
+	if (strcmp(action, "read") == 0)
+		return "\033[36m";
+	return "";
+}
+
+static void emit_text(struct ctx *c, const struct event *e)
+{
+	int color = c->flags & CTX_COLOR;
+	int quiet = c->flags & CTX_QUIET;
+	static uint64_t last_beat;
+	switch (e->kind) {
+	case EV_LOG:
+		if (e->level == EV_DEBUG && !(c->flags & CTX_VERBOSE))
+			return;
+		if (quiet && e->level < EV_WARN)
+			return;
+		if (e->level >= EV_WARN)
+			fprintf(stderr, "tfprov: %s%s:%s %s\n", color ? "\033[1;33m" : "",
+				e->level == EV_ERROR ? "error" : "warning", color ? "\033[0m" : "",
+				e->msg);
+		else
+			printf("%s\n", e->msg);
+		break;
+	case EV_PLAN_STEP:
+		if (quiet)
+			return;
+		printf("  %s%3s%s %s", color ? symbol_color(e->action) : "", symbol(e->action),
+		       color ? "\033[0m" : "", e->step);
+		if (e->msg && e->msg[0])
+			printf(": %s", e->msg);
+		putchar('\n');
+		break;
+	case EV_PLAN_SUMMARY:
+		if (quiet)
+			return;
+		if (e->add + e->change + e->destroy == 0)
+			printf("\nNo changes. The stack matches the manifest.\n");
+		else
+			printf("\nPlan: %d to add, %d to change, %d to destroy, %d to read.\n", e->add,
+			       e->change, e->destroy, e->read);
+		break;
+	case EV_STEP_START:
+		if (!quiet)
+			printf("%s: %s...\n", e->step, e->msg ? e->msg : "applying");
+		break;
+	case EV_STEP_DONE:
+		if (quiet && !e->failed)
+			return;
+		printf("%s: %s%s\n", e->step, e->failed ? "failed" : e->changed ? "done" : "ok",
+		       e->msg && e->msg[0] ? (e->failed ? "" : "") : "");
+		if (e->msg && e->msg[0])
+			printf("  %s\n", e->msg);
+		break;
+	case EV_PROGRESS: {
+		if (quiet)
+			return;
+		uint64_t t = now_ns();
+		if (c->flags & CTX_TTY) {
+			double pct = e->total ? 100.0 * (double)e->done / (double)e->total : 0;
+			fprintf(stderr, "\r%s %s %.1f%% (%llu/%llu)\033[K", e->step ? e->step : "",
+				e->item ? e->item : "", pct, (unsigned long long)e->done,
+				(unsigned long long)e->total);
+			if (e->done >= e->total)
+				fputc('\n', stderr);
+		} else if (t - last_beat > 3000000000ull || e->done == e->total) {
+			last_beat = t;
+			fprintf(stderr, "%s: %s %llu/%llu bytes\n", e->step ? e->step : "",
+				e->item ? e->item : "", (unsigned long long)e->done,
+				(unsigned long long)e->total);
+		}
+		break;
+	}
+	case EV_RESULT:
+		if (e->msg && e->msg[0] && !quiet)
+			printf("%s\n", e->msg);
+		break;
+	}
+	fflush(stdout);
+}
+
+void ev_emit(struct ctx *c, const struct event *e)
+{
+	if (c == NULL)
+		c = g_ctx_for_log;
+	if (c == NULL) {
+		if (e->msg)
+			fprintf(stderr, "tfprov: %s\n", e->msg);
+		return;
+	}
+	g_ctx_for_log = c;
+	if (c->flags & CTX_JSON)
+		emit_json(e);
+	else
+		emit_text(c, e);
+}
+
+void ev_log(struct ctx *c, enum ev_level lvl, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *msg = xvasprintf(fmt, ap);
+	va_end(ap);
+	struct event e = {.kind = EV_LOG, .level = lvl, .msg = msg};
+	ev_emit(c, &e);
+	free(msg);
+}
+
+void ev_progress(struct ctx *c, const char *step, const char *item, uint64_t done,
+		 uint64_t total)
+{
+	struct event e = {.kind = EV_PROGRESS, .level = EV_INFO, .step = step, .item = item,
+			  .done = done, .total = total};
+	ev_emit(c, &e);
+}
+
+char *ctx_host_path(const struct ctx *c, const char *path)
+{
+	if (c->root == NULL || strcmp(c->root, "/") == 0)
+		return xstrdup(path);
+	return path_join(c->root, path);
+}
