@@ -139,8 +139,6 @@ struct manifest {
 		struct artifact_list artifacts;
 		struct artifact runfile;
 		int has_runfile;
-		struct mstr conda_spec[16]; /* e.g. "cudatoolkit=12.3" (guide style) */
-		size_t nconda_spec;
 	} cuda;
 
 	struct {
