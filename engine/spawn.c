@@ -1,0 +1,377 @@
+/*
+ * spawn.c - child processes with an argv, a controlled environment and
+ * bounded output capture (see spawn.h for the contract).
+ *
+ * Everything the child needs (the resolved program path, the environment,
+ * the descriptors) is prepared before fork(), so that between fork() and
+ * execve() only async-signal-safe calls run; this keeps spawning correct in
+ * a process that has other threads (libcurl's resolver). An exec failure is
+ * reported back through a close-on-exec pipe as an errno value.
+ */
+#include "spawn.h"
+
+#include "error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SPAWN_DEFAULT_MAX   (4u << 20)
+#define SPAWN_KILL_GRACE_NS (5ull * 1000000000ull)
+
+extern char **environ;
+
+void spawn_result_release(struct spawn_result *r)
+{
+	strbuf_release(&r->out);
+	strbuf_release(&r->err);
+	free(r->errmsg);
+	memset(r, 0, sizeof(*r));
+}
+
+static size_t env_find(const struct strvec *env, const char *name)
+{
+	size_t nl = strlen(name);
+	for (size_t i = 0; i < env->n; i++)
+		if (strncmp(env->v[i], name, nl) == 0 && env->v[i][nl] == '=')
+			return i;
+	return (size_t)-1;
+}
+
+const char *spawn_env_get(const struct strvec *env, const char *name)
+{
+	size_t i = env_find(env, name);
+	return i == (size_t)-1 ? NULL : env->v[i] + strlen(name) + 1;
+}
+
+static void env_remove_at(struct strvec *env, size_t i)
+{
+	free(env->v[i]);
+	memmove(&env->v[i], &env->v[i + 1], (env->n - i) * sizeof(*env->v));
+	env->n--;
+}
+
+void spawn_env_unset(struct strvec *env, const char *pattern)
+{
+	size_t pl = strlen(pattern);
+	int wild = pl > 0 && pattern[pl - 1] == '*';
+	for (size_t i = 0; i < env->n;) {
+		const char *eq = strchr(env->v[i], '=');
+		size_t nl = eq ? (size_t)(eq - env->v[i]) : strlen(env->v[i]);
+		int match = wild ? (nl >= pl - 1 && strncmp(env->v[i], pattern, pl - 1) == 0)
+		                 : (nl == pl && strncmp(env->v[i], pattern, pl) == 0);
+		if (match)
+			env_remove_at(env, i);
+		else
+			i++;
+	}
+}
+
+void spawn_env_set(struct strvec *env, const char *name, const char *value)
+{
+	spawn_env_unset(env, name);
+	strvec_pushf(env, "%s=%s", name, value);
+}
+
+void spawn_env_inherit(struct strvec *env, const char *name)
+{
+	const char *v = getenv(name);
+	if (v != NULL)
+		spawn_env_set(env, name, v);
+}
+
+void spawn_env_base(struct strvec *env)
+{
+	static const char *const keep[] = {
+	    "HOME",
+	    "TMPDIR",
+	    "http_proxy",
+	    "https_proxy",
+	    "no_proxy",
+	    "all_proxy",
+	    "HTTP_PROXY",
+	    "HTTPS_PROXY",
+	    "NO_PROXY",
+	    "ALL_PROXY",
+	    "SSL_CERT_FILE",
+	    "SSL_CERT_DIR",
+	    "CUDA_VISIBLE_DEVICES",
+	    "NVIDIA_VISIBLE_DEVICES",
+	};
+	const char *path = getenv("PATH");
+	spawn_env_set(
+	    env, "PATH",
+	    path && *path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
+		spawn_env_inherit(env, keep[i]);
+	/* Stable, parseable messages from every tool. */
+	spawn_env_set(env, "LANG", "C.UTF-8");
+	spawn_env_set(env, "LC_ALL", "C.UTF-8");
+}
+
+void spawn_env_python(struct strvec *env)
+{
+	spawn_env_unset(env, "PIP_*");
+	spawn_env_unset(env, "PYTHON*");
+	spawn_env_unset(env, "VIRTUAL_ENV");
+	spawn_env_unset(env, "CONDA_PREFIX");
+	spawn_env_set(env, "PIP_CONFIG_FILE", "/dev/null");
+	spawn_env_set(env, "PIP_DISABLE_PIP_VERSION_CHECK", "1");
+	spawn_env_set(env, "PIP_NO_INPUT", "1");
+	spawn_env_set(env, "PYTHONNOUSERSITE", "1");
+	spawn_env_set(env, "PYTHONIOENCODING", "utf-8");
+}
+
+/* Resolves argv[0] against PATH from envp (or ours); caller frees. NULL: not found. */
+static char *resolve_program(const char *name, char *const *envp)
+{
+	if (strchr(name, '/') != NULL)
+		return xstrdup(name);
+	const char *path = NULL;
+	for (size_t i = 0; envp && envp[i]; i++)
+		if (strncmp(envp[i], "PATH=", 5) == 0)
+			path = envp[i] + 5;
+	if (path == NULL)
+		path = getenv("PATH");
+	if (path == NULL)
+		path = "/usr/bin:/bin";
+	char *copy = xstrdup(path), *save = NULL, *found = NULL;
+	for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+		char *cand = path_join(*dir ? dir : ".", name);
+		struct stat st;
+		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0) {
+			found = cand;
+			break;
+		}
+		free(cand);
+	}
+	free(copy);
+	return found;
+}
+
+/* Appends to a capture buffer, keeping at most max bytes (the newest). */
+static void capture(struct strbuf *sb, int *truncated, size_t max, const char *data, size_t n)
+{
+	if (n >= max) {
+		strbuf_reset(sb);
+		strbuf_add(sb, data + n - max, max);
+		*truncated = 1;
+		return;
+	}
+	strbuf_add(sb, data, n);
+	if (sb->len > max) {
+		size_t drop = sb->len - max;
+		memmove(sb->buf, sb->buf + drop, max);
+		sb->len = max;
+		sb->buf[max] = '\0';
+		*truncated = 1;
+	}
+}
+
+static void child_exec(const char *prog, const struct spawn_opts *o, char *const *envp, int in_fd,
+                       int out_fd, int err_fd, int report_fd)
+{
+	int e;
+	sigset_t none;
+	/* Own process group: a terminal ^C reaches tfprov only. */
+	setpgid(0, 0);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL);
+	signal(SIGCHLD, SIG_DFL);
+	if (dup2(in_fd, 0) < 0 || (out_fd >= 0 && dup2(out_fd, 1) < 0) ||
+	    (err_fd >= 0 && dup2(err_fd, 2) < 0))
+		goto fail;
+	if (o->cwd && chdir(o->cwd) != 0)
+		goto fail;
+	execve(prog, o->argv, envp);
+fail:
+	e = errno;
+	if (write(report_fd, &e, sizeof(e)) < 0) {
+		/* nothing more can be done in the child */
+	}
+	_exit(127);
+}
+
+static void kill_group(pid_t pid, int sig)
+{
+	if (kill(-pid, sig) != 0)
+		kill(pid, sig);
+}
+
+int spawn_run(const struct spawn_opts *o, struct spawn_result *r)
+{
+	static char *const empty_env[] = {NULL};
+	char *const *envp = o->envp ? o->envp : empty_env;
+	size_t max = o->max_output ? o->max_output : SPAWN_DEFAULT_MAX;
+	int capture_out = !(o->flags & SPAWN_INHERIT_OUTPUT);
+	int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, rep_pipe[2] = {-1, -1};
+	int in_fd = -1, rc = 0, wstatus = 0;
+	pid_t pid = -1;
+	char *prog = NULL;
+	uint64_t t0 = now_ns(), kill_at = 0;
+	int killed = 0;
+
+	if (o->argv == NULL || o->argv[0] == NULL) {
+		r->errmsg = xstrdup("no program to run");
+		return TF_EFAIL;
+	}
+	prog = resolve_program(o->argv[0], envp);
+	if (prog == NULL) {
+		r->errmsg = xasprintf("%s: not found on PATH", o->argv[0]);
+		rc = TF_EFAIL;
+		goto out;
+	}
+	in_fd = open(o->stdin_path ? o->stdin_path : "/dev/null", O_RDONLY | O_CLOEXEC);
+	if (in_fd < 0) {
+		r->errmsg = xasprintf("%s: %s", o->stdin_path ? o->stdin_path : "/dev/null",
+		                      strerror(errno));
+		rc = TF_EFAIL;
+		goto out;
+	}
+	if (pipe2(rep_pipe, O_CLOEXEC) != 0 ||
+	    (capture_out &&
+	     (pipe2(out_pipe, O_CLOEXEC) != 0 ||
+	      (!(o->flags & SPAWN_MERGE_STDERR) && pipe2(err_pipe, O_CLOEXEC) != 0)))) {
+		r->errmsg = xasprintf("pipe: %s", strerror(errno));
+		rc = TF_EFAIL;
+		goto out;
+	}
+	pid = fork();
+	if (pid < 0) {
+		r->errmsg = xasprintf("fork: %s", strerror(errno));
+		rc = TF_EFAIL;
+		goto out;
+	}
+	if (pid == 0) {
+		int cout = capture_out ? out_pipe[1] : -1;
+		int cerr = capture_out ? (err_pipe[1] >= 0 ? err_pipe[1] : out_pipe[1]) : -1;
+		child_exec(prog, o, envp, in_fd, cout, cerr, rep_pipe[1]);
+	}
+	/* Also from the parent, so that no signal can race the child's setpgid. */
+	setpgid(pid, pid);
+	close(rep_pipe[1]);
+	rep_pipe[1] = -1;
+	if (out_pipe[1] >= 0) {
+		close(out_pipe[1]);
+		out_pipe[1] = -1;
+	}
+	if (err_pipe[1] >= 0) {
+		close(err_pipe[1]);
+		err_pipe[1] = -1;
+	}
+
+	int reaped = 0;
+	uint64_t reaped_at = 0;
+	for (;;) {
+		struct pollfd pfd[2];
+		int nfd = 0;
+		if (!reaped) {
+			pid_t w = waitpid(pid, &wstatus, WNOHANG);
+			if (w == pid) {
+				reaped = 1;
+				reaped_at = now_ns();
+			} else if (w < 0 && errno != EINTR) {
+				r->errmsg = xasprintf("waitpid: %s", strerror(errno));
+				rc = TF_EFAIL;
+				goto out;
+			}
+		}
+		if (out_pipe[0] >= 0)
+			pfd[nfd++] = (struct pollfd){.fd = out_pipe[0], .events = POLLIN};
+		if (err_pipe[0] >= 0)
+			pfd[nfd++] = (struct pollfd){.fd = err_pipe[0], .events = POLLIN};
+		/* Done when reaped and the pipes are drained; a grandchild that keeps
+		 * them open gets one more second, then is ignored. */
+		if (reaped && (nfd == 0 || now_ns() - reaped_at > 1000000000ull))
+			break;
+		int n = poll(nfd ? pfd : NULL, (nfds_t)nfd, reaped ? 50 : 20);
+		if (n < 0 && errno != EINTR) {
+			r->errmsg = xasprintf("poll: %s", strerror(errno));
+			rc = TF_EFAIL;
+			goto out;
+		}
+		for (int i = 0; n > 0 && i < nfd; i++) {
+			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			char buf[65536];
+			ssize_t k = read(pfd[i].fd, buf, sizeof(buf));
+			if (k < 0 && errno == EINTR)
+				continue;
+			int is_out = pfd[i].fd == out_pipe[0];
+			if (k <= 0) {
+				close(pfd[i].fd);
+				if (is_out)
+					out_pipe[0] = -1;
+				else
+					err_pipe[0] = -1;
+				continue;
+			}
+			if (is_out)
+				capture(&r->out, &r->out_truncated, max, buf, (size_t)k);
+			else
+				capture(&r->err, &r->err_truncated, max, buf, (size_t)k);
+			if (o->on_output)
+				o->on_output(o->arg, is_out ? 1 : 2, buf, (size_t)k);
+		}
+		if (reaped)
+			continue;
+		uint64_t now = now_ns();
+		if (!killed && o->timeout_s > 0 && (double)(now - t0) / 1e9 > o->timeout_s) {
+			r->timed_out = 1;
+			killed = 1;
+		}
+		if (!killed && tf_interrupted && (o->flags & SPAWN_KILL_ON_INTR)) {
+			r->interrupted = 1;
+			killed = 1;
+		}
+		if (killed && kill_at == 0) {
+			kill_group(pid, SIGTERM);
+			kill_at = now + SPAWN_KILL_GRACE_NS;
+		} else if (killed && kill_at > 1 && now > kill_at) {
+			kill_group(pid, SIGKILL);
+			kill_at = 1;
+		}
+	}
+	pid = -1;
+
+	/* Did execve() fail? The report pipe carries its errno. */
+	int child_errno = 0;
+	if (read(rep_pipe[0], &child_errno, sizeof(child_errno)) == (ssize_t)sizeof(child_errno)) {
+		r->errmsg = xasprintf("%s: cannot run: %s", prog, strerror(child_errno));
+		rc = TF_EFAIL;
+		goto out;
+	}
+	if (WIFEXITED(wstatus)) {
+		r->status = WEXITSTATUS(wstatus);
+	} else if (WIFSIGNALED(wstatus)) {
+		r->term_sig = WTERMSIG(wstatus);
+		r->status = 128 + r->term_sig;
+	}
+	if (r->interrupted)
+		rc = TF_EINTR;
+out:
+	r->wall_s = (double)(now_ns() - t0) / 1e9;
+	if (pid > 0) {
+		/* An error after fork: never leave a child behind. */
+		kill_group(pid, SIGKILL);
+		while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR)
+			;
+	}
+	int fds[] = {in_fd,       out_pipe[0], out_pipe[1], err_pipe[0],
+	             err_pipe[1], rep_pipe[0], rep_pipe[1]};
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(prog);
+	return rc;
+}
