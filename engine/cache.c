@@ -1,0 +1,285 @@
+/*
+ * cache.c - paths and moves of the content-addressed cache and of mirror dirs.
+ *
+ * Every move into sha256/ is a rename within one filesystem (partial/ and
+ * sha256/ are siblings), so a crash leaves either the old state or the new,
+ * never a half-written final file. Quarantined files keep a timestamp suffix
+ * so repeated failures of one artifact never overwrite the evidence.
+ */
+#include "cache.h"
+#include "ctx.h"
+#include "digest.h"
+#include "error.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int cache_init(const char *dir, char **errmsg)
+{
+	static const char *const subs[] = {"sha256", "partial", "quarantine"};
+	for (size_t i = 0; i < ARRAY_SIZE(subs); i++) {
+		char *p = path_join(dir, subs[i]);
+		int r = mkdirs_at(AT_FDCWD, p, 0755);
+		if (r < 0) {
+			if (errmsg)
+				*errmsg = xasprintf("cannot create cache directory %s: %s", p,
+				                    strerror(-r));
+			free(p);
+			return TF_EIO;
+		}
+		free(p);
+	}
+	return 0;
+}
+
+char *cache_final_path(const char *dir, const char *sha256)
+{
+	return xasprintf("%s/sha256/%s", dir, sha256);
+}
+
+char *cache_part_path(const char *dir, const char *sha256)
+{
+	return xasprintf("%s/partial/%s.part", dir, sha256);
+}
+
+char *cache_lookup_dir(const char *dir, const char *sha256)
+{
+	struct stat st;
+	if (dir == NULL || !is_hex64(sha256))
+		return NULL;
+	char *p = cache_final_path(dir, sha256);
+	if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+		return p;
+	free(p);
+	return NULL;
+}
+
+char *cache_lookup(struct ctx *c, const char *sha256)
+{
+	return cache_lookup_dir(c->cache_dir, sha256);
+}
+
+int cache_commit(const char *dir, const char *sha256, const char *tmp, char **out)
+{
+	char *final = cache_final_path(dir, sha256);
+	int ret = 0;
+	if (chmod(tmp, 0444) < 0 || rename(tmp, final) < 0) {
+		ret = -errno;
+		free(final);
+		return ret;
+	}
+	if (out)
+		*out = final;
+	else
+		free(final);
+	return 0;
+}
+
+int cache_quarantine(const char *dir, const char *sha256, const char *bad, char **out)
+{
+	char *q = xasprintf("%s/quarantine/%s.%lld", dir, sha256, (long long)now_unix());
+	/* Keep every failure: add a counter when one already landed this second. */
+	for (int i = 1; access(q, F_OK) == 0 && i < 1000; i++) {
+		free(q);
+		q = xasprintf("%s/quarantine/%s.%lld.%d", dir, sha256, (long long)now_unix(), i);
+	}
+	if (rename(bad, q) < 0) {
+		int e = -errno;
+		free(q);
+		return e;
+	}
+	chmod(q, 0444);
+	if (out)
+		*out = q;
+	else
+		free(q);
+	return 0;
+}
+
+char *url_basename(const char *url)
+{
+	size_t end = strcspn(url, "?#");
+	while (end > 0 && url[end - 1] == '/')
+		end--;
+	size_t start = end;
+	while (start > 0 && url[start - 1] != '/')
+		start--;
+	if (start == end)
+		return xstrdup("download");
+	return xstrndup(url + start, end - start);
+}
+
+int url_is_remote(const char *url)
+{
+	return str_starts_with(url, "http://") || str_starts_with(url, "https://");
+}
+
+char *url_local_path(const char *url)
+{
+	if (url_is_remote(url))
+		return NULL;
+	if (str_starts_with(url, "file://")) {
+		const char *p = url + 7;
+		/* file://localhost/x and file:///x only: another host is not local. */
+		if (str_starts_with(p, "localhost/"))
+			p += 9;
+		if (p[0] != '/')
+			return NULL;
+		/* Undo %XX escapes so file:// URLs of names with spaces work. */
+		struct strbuf sb = STRBUF_INIT;
+		for (; *p; p++) {
+			unsigned v;
+			if (p[0] == '%' && p[1] && p[2] && sscanf(p + 1, "%2x", &v) == 1) {
+				char ch = (char)v;
+				strbuf_add(&sb, &ch, 1);
+				p += 2;
+			} else {
+				strbuf_add(&sb, p, 1);
+			}
+		}
+		return strbuf_detach(&sb);
+	}
+	if (strstr(url, "://") != NULL)
+		return NULL;
+	return xstrdup(url);
+}
+
+char *url_host(const char *url)
+{
+	const char *p = strstr(url, "://");
+	p = p ? p + 3 : url;
+	const char *at = NULL;
+	size_t n = strcspn(p, "/?#");
+	/* Drop user:password@ so credentials never appear in messages. */
+	for (size_t i = 0; i < n; i++)
+		if (p[i] == '@')
+			at = p + i;
+	if (at) {
+		n -= (size_t)(at + 1 - p);
+		p = at + 1;
+	}
+	return xstrndup(p, n);
+}
+
+char *mirror_dir_lookup(const char *dir, const char *sha256, const char *url)
+{
+	struct stat st;
+	char *p = cache_final_path(dir, sha256);
+	if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+		return p;
+	free(p);
+	if (url == NULL)
+		return NULL;
+	char *base = url_basename(url);
+	p = path_join(dir, base);
+	free(base);
+	if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+		return p;
+	free(p);
+	return NULL;
+}
+
+int copy_file_hashing(const char *src, const char *dst, char hex[65], int64_t *size)
+{
+	struct sha256 s;
+	int in = -1, out = -1, ret = 0;
+	uint64_t total = 0;
+	char *buf = xmalloc(DIGEST_READ_SIZE);
+
+	sha256_init(&s);
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0) {
+		ret = -errno;
+		goto out;
+	}
+	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (out < 0) {
+		ret = -errno;
+		goto out;
+	}
+	for (;;) {
+		ssize_t r = read(in, buf, DIGEST_READ_SIZE);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			ret = -errno;
+			goto out;
+		}
+		if (r == 0)
+			break;
+		sha256_update(&s, buf, (size_t)r);
+		for (ssize_t off = 0; off < r;) {
+			ssize_t w = write(out, buf + off, (size_t)(r - off));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0) {
+				ret = -errno;
+				goto out;
+			}
+			off += w;
+		}
+		total += (uint64_t)r;
+	}
+	if (close(out) < 0)
+		ret = -errno;
+	out = -1;
+out:
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	if (ret < 0) {
+		unlink(dst);
+		sha256_release(&s);
+	} else {
+		sha256_final(&s, hex);
+		if (size)
+			*size = (int64_t)total;
+	}
+	free(buf);
+	return ret;
+}
+
+static int place_link_or_copy(const char *src, const char *dst)
+{
+	char hex[65];
+	struct stat st;
+	if (lstat(dst, &st) == 0)
+		return 0; /* already there: mirror dirs are append-only */
+	if (link(src, dst) == 0)
+		return 0;
+	char *tmp = xasprintf("%s.tmp.%d", dst, (int)getpid());
+	int r = copy_file_hashing(src, tmp, hex, NULL);
+	if (r == 0 && rename(tmp, dst) < 0)
+		r = -errno;
+	if (r < 0)
+		unlink(tmp);
+	free(tmp);
+	return r;
+}
+
+int mirror_put(const char *dir, const char *src, const char *sha256, const char *url)
+{
+	char *sub = path_join(dir, "sha256");
+	int r = mkdirs_at(AT_FDCWD, sub, 0755);
+	free(sub);
+	if (r < 0)
+		return r;
+	char *final = cache_final_path(dir, sha256);
+	r = place_link_or_copy(src, final);
+	if (r == 0 && url != NULL) {
+		char *base = url_basename(url);
+		char *named = path_join(dir, base);
+		r = place_link_or_copy(final, named);
+		free(named);
+		free(base);
+	}
+	free(final);
+	return r;
+}
