@@ -1,0 +1,702 @@
+/*
+ * pyenv.c - venv creation and pip (install, list, lock) through the env's
+ * own interpreter. See pyenv.h for the contract.
+ *
+ * Why pip_install() has two phases and a snapshot: pip with --require-hashes
+ * prepares (downloads and hash-checks) every requirement before it installs
+ * any, so a wrong hash already aborts before the env changes. tfprov does
+ * not rely on that ordering alone: phase 1 is `pip download` into a private
+ * wheelhouse (it cannot touch the env at all), and only when every file is
+ * there and verified does phase 2 run `pip install --no-index --find-links
+ * <wheelhouse>`. Phase 2 can still fail half-way (disk full, a broken wheel,
+ * interrupted), so the env is first snapshotted as a hard-link tree, which
+ * costs one link per file rather than a copy of site-packages: pip never
+ * rewrites an existing file in place (it unlinks before writing, writes
+ * metadata through a temporary file plus rename, and moves uninstalled files
+ * aside), so the snapshot's inodes keep the old bytes. On failure the
+ * snapshot is swapped back with one atomic rename.
+ */
+#include "pyenv.h"
+
+#include "ctx.h"
+#include "error.h"
+#include "event.h"
+#include "manifest.h"
+#include "pyfs.h"
+#include "spawn.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PIP_DEFAULT_TIMEOUT_S 3600.0
+
+/* Debug log only when a run context exists (the core never prints). */
+#define dlog(c, ...)                                                                               \
+	do {                                                                                       \
+		if ((c) != NULL)                                                                   \
+			ev_log((c), EV_DEBUG, __VA_ARGS__);                                        \
+	} while (0)
+
+static const char probe_src[] =
+    "import sys\n"
+    "try:\n"
+    "    import ensurepip, venv\n"
+    "    ok = 1\n"
+    "except ImportError:\n"
+    "    ok = 0\n"
+    "print('%d.%d %d' % (sys.version_info[0], sys.version_info[1], ok))\n";
+
+char *pip_normalize_name(const char *name)
+{
+	struct strbuf sb = STRBUF_INIT;
+	int sep = 0;
+	for (const char *p = name; *p; p++) {
+		if (*p == '-' || *p == '_' || *p == '.') {
+			sep = 1;
+			continue;
+		}
+		if (sep && sb.len)
+			strbuf_add(&sb, "-", 1);
+		sep = 0;
+		char ch = (char)tolower((unsigned char)*p);
+		strbuf_add(&sb, &ch, 1);
+	}
+	return strbuf_detach(&sb);
+}
+
+void pip_result_release(struct pip_result *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		free(r->v[i].name);
+		free(r->v[i].version);
+		free(r->v[i].sha256);
+	}
+	free(r->v);
+	free(r->failed_pkg);
+	free(r->log);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Runs argv with the hardened Python environment; output captured in r. */
+static int run_python(struct ctx *c, char *const *argv, double timeout_s, struct spawn_result *r)
+{
+	struct strvec env = STRVEC_INIT;
+	spawn_env_base(&env);
+	spawn_env_python(&env);
+	struct spawn_opts o = {
+	    .argv = argv,
+	    .envp = env.v,
+	    .timeout_s = timeout_s,
+	    .flags = SPAWN_KILL_ON_INTR,
+	};
+	if (c != NULL) {
+		struct strbuf cmd = STRBUF_INIT;
+		for (size_t i = 0; argv[i]; i++)
+			strbuf_addf(&cmd, "%s%s", i ? " " : "", argv[i]);
+		dlog(c, "run: %s", cmd.buf);
+		strbuf_release(&cmd);
+	}
+	int rc = spawn_run(&o, r);
+	strvec_release(&env);
+	return rc;
+}
+
+/* Asks a candidate for its X.Y; 0 and *ver (caller frees), *has_venv. */
+static int probe_python(const char *path, char **ver, int *has_venv)
+{
+	char *argv[] = {(char *)path, "-I", "-c", (char *)probe_src, NULL};
+	struct spawn_result r = {0};
+	int rc = run_python(NULL, argv, 30, &r);
+	if (rc == 0 && r.status == 0 && r.out.buf) {
+		char v[32];
+		int ok = 0;
+		if (sscanf(r.out.buf, "%31s %d", v, &ok) == 2) {
+			*ver = xstrdup(v);
+			*has_venv = ok;
+		} else {
+			rc = TF_EFAIL;
+		}
+	} else if (rc == 0) {
+		rc = TF_EFAIL;
+	}
+	spawn_result_release(&r);
+	return rc;
+}
+
+static char *which(const char *name)
+{
+	const char *path = getenv("PATH");
+	if (path == NULL)
+		return NULL;
+	char *copy = xstrdup(path), *save = NULL, *found = NULL;
+	for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		char *cand = path_join(*d ? d : ".", name);
+		if (access(cand, X_OK) == 0) {
+			found = cand;
+			break;
+		}
+		free(cand);
+	}
+	free(copy);
+	return found;
+}
+
+int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_path, char **path,
+                      char **errmsg)
+{
+	struct strvec cands = STRVEC_INIT, tried = STRVEC_INIT;
+	char *name = xasprintf("python%s", version);
+	char *no_venv = NULL;
+	int rc = TF_EPRECOND;
+	*path = NULL;
+
+	if (explicit_path != NULL) {
+		strvec_push(&cands, explicit_path);
+	} else {
+		char *w = which(name);
+		if (w != NULL) {
+			strvec_push(&cands, w);
+			free(w);
+		}
+		strvec_pushf(&cands, "/usr/bin/%s", name);
+		strvec_pushf(&cands, "/usr/local/bin/%s", name);
+	}
+	for (size_t i = 0; i < cands.n; i++) {
+		char *ver = NULL;
+		int has_venv = 0;
+		if (access(cands.v[i], X_OK) != 0)
+			continue;
+		if (probe_python(cands.v[i], &ver, &has_venv) != 0) {
+			strvec_pushf(&tried, "%s (does not run)", cands.v[i]);
+			continue;
+		}
+		dlog(c, "python candidate %s is %s", cands.v[i], ver);
+		if (strcmp(ver, version) != 0) {
+			strvec_pushf(&tried, "%s (is %s)", cands.v[i], ver);
+		} else if (!has_venv) {
+			if (no_venv == NULL)
+				no_venv = xstrdup(cands.v[i]);
+			strvec_pushf(&tried, "%s (no venv/ensurepip module)", cands.v[i]);
+		} else {
+			*path = xstrdup(cands.v[i]);
+			rc = 0;
+			free(ver);
+			goto out;
+		}
+		free(ver);
+	}
+
+	struct strbuf sb = STRBUF_INIT;
+	if (no_venv != NULL) {
+		strbuf_addf(
+		    &sb,
+		    "Python %s at %s cannot create virtual environments (no venv/ensurepip);"
+		    " install it with `apt install python%s-venv`",
+		    version, no_venv, version);
+	} else {
+		strbuf_addf(&sb, "no Python %s interpreter found", version);
+		if (tried.n) {
+			strbuf_adds(&sb, " (tried ");
+			for (size_t i = 0; i < tried.n; i++)
+				strbuf_addf(&sb, "%s%s", i ? ", " : "", tried.v[i]);
+			strbuf_adds(&sb, ")");
+		}
+		strbuf_addf(&sb,
+		            "; manager: venv needs python%s: install it (`apt install python%s "
+		            "python%s-venv`, or `pyenv install %s`), set python.interpreter to its "
+		            "path, or use manager: conda, which brings its own Python",
+		            version, version, version, version);
+	}
+	*errmsg = strbuf_detach(&sb);
+out:
+	free(name);
+	free(no_venv);
+	strvec_release(&cands);
+	strvec_release(&tried);
+	return rc;
+}
+
+/* X.Y of an existing venv from pyvenv.cfg ("version = 3.11.2"), or NULL. */
+static char *venv_version(const char *prefix)
+{
+	char *cfg = path_join(prefix, "pyvenv.cfg"), *text = NULL, *ver = NULL;
+	size_t len = 0;
+	if (read_file_at(AT_FDCWD, cfg, 1 << 16, &text, &len) == 0) {
+		for (char *line = text; line && *line;) {
+			char *nl = strchr(line, '\n');
+			if (nl)
+				*nl = '\0';
+			int maj, min;
+			if ((sscanf(line, "version = %d.%d", &maj, &min) == 2 ||
+			     sscanf(line, "version_info = %d.%d", &maj, &min) == 2) &&
+			    ver == NULL)
+				ver = xasprintf("%d.%d", maj, min);
+			line = nl ? nl + 1 : NULL;
+		}
+	}
+	free(text);
+	free(cfg);
+	return ver;
+}
+
+int venv_create(struct ctx *c, const char *python, const char *prefix, int *created, char **errmsg)
+{
+	char *want = NULL, *have = NULL, *aside = NULL, *py = NULL;
+	int has_venv = 0, rc = 0;
+	struct spawn_result r = {0};
+	struct stat st;
+	*created = 0;
+
+	rc = probe_python(python, &want, &has_venv);
+	if (rc != 0) {
+		*errmsg = xasprintf("%s: cannot run this interpreter", python);
+		goto out;
+	}
+	have = venv_version(prefix);
+	py = path_join(prefix, "bin/python");
+	if (have != NULL && strcmp(have, want) == 0 && access(py, X_OK) == 0) {
+		dlog(c, "venv %s (Python %s) already exists", prefix, have);
+		goto out;
+	}
+	if (lstat(prefix, &st) == 0) {
+		aside = xasprintf("%s.tfprov-old", prefix);
+		pyfs_rmtree(aside);
+		if (rename(prefix, aside) != 0) {
+			rc = TF_EIO;
+			*errmsg = xasprintf("%s: cannot move the old environment aside: %s", prefix,
+			                    strerror(errno));
+			goto out;
+		}
+	}
+	/* A venv records its own path (activate, script shebangs), so it is
+	 * created at the final path; a failure removes it and restores the old. */
+	char *argv[] = {(char *)python, "-I", "-m", "venv", (char *)prefix, NULL};
+	rc = run_python(c, argv, 600, &r);
+	if (rc == 0 && r.status != 0) {
+		rc = TF_EFAIL;
+		*errmsg = xasprintf("%s -m venv %s failed (exit %d): %s", python, prefix, r.status,
+		                    r.err.buf ? r.err.buf : "");
+	} else if (rc != 0) {
+		*errmsg =
+		    xasprintf("%s -m venv: %s", python, r.errmsg ? r.errmsg : tf_strerror(rc));
+	}
+	if (rc != 0) {
+		pyfs_rmtree(prefix);
+		if (aside)
+			rename(aside, prefix);
+		goto out;
+	}
+	if (aside)
+		pyfs_rmtree(aside);
+	*created = 1;
+out:
+	spawn_result_release(&r);
+	free(want);
+	free(have);
+	free(aside);
+	free(py);
+	return rc;
+}
+
+char *pip_requirements_text(const struct pip_req *reqs, size_t n)
+{
+	struct strbuf sb = STRBUF_INIT;
+	for (size_t i = 0; i < n; i++) {
+		const struct pip_req *q = &reqs[i];
+		if (q->spec != NULL)
+			strbuf_adds(&sb, q->spec);
+		else if (q->version != NULL)
+			strbuf_addf(&sb, "%s==%s", q->raw_name ? q->raw_name : q->name, q->version);
+		else
+			strbuf_adds(&sb, q->raw_name ? q->raw_name : q->name);
+		for (size_t h = 0; h < q->nhashes; h++)
+			strbuf_addf(&sb, " \\\n    --hash=sha256:%s", q->hashes[h]);
+		strbuf_adds(&sb, "\n");
+	}
+	return strbuf_detach(&sb);
+}
+
+/* Finds the package pip blames in its stderr; sets *integrity when the
+ * failure is a hash mismatch or a missing distribution. Caller frees. */
+static char *pip_blame(const char *err, int *integrity, const char **what)
+{
+	const char *p;
+	*integrity = 0;
+	*what = NULL;
+	if (err == NULL)
+		return NULL;
+	if ((p = strstr(err, "DO NOT MATCH THE HASHES")) != NULL) {
+		*integrity = 1;
+		*what = "hash mismatch";
+		/* The next indented line: "    name==ver from URL:" */
+		for (const char *l = strchr(p, '\n'); l; l = strchr(l + 1, '\n')) {
+			const char *s = l + 1;
+			while (*s == ' ')
+				s++;
+			if (*s == '\0' || strncmp(s, "Expected", 8) == 0 ||
+			    strncmp(s, "Got", 3) == 0)
+				continue;
+			size_t n = strcspn(s, " \n:");
+			if (n > 0)
+				return xstrndup(s, n);
+		}
+		return NULL;
+	}
+	if ((p = strstr(err, "No matching distribution found for ")) != NULL) {
+		*integrity = 1;
+		*what = "no matching distribution (missing wheel)";
+		p += strlen("No matching distribution found for ");
+		return xstrndup(p, strcspn(p, " \n"));
+	}
+	if ((p = strstr(err, "Could not find a version that satisfies the requirement ")) != NULL) {
+		*integrity = 1;
+		*what = "no matching distribution (missing wheel)";
+		p += strlen("Could not find a version that satisfies the requirement ");
+		return xstrndup(p, strcspn(p, " \n"));
+	}
+	if (strstr(err, "Hashes are required in --require-hashes mode") != NULL ||
+	    strstr(err, "In --require-hashes mode, all requirements must have their versions "
+	                "pinned") != NULL) {
+		*integrity = 1;
+		*what = "a requirement has no pinned version or no hash";
+		const char *l = strstr(err, "    ");
+		if (l != NULL) {
+			l += 4;
+			return xstrndup(l, strcspn(l, " \n"));
+		}
+	}
+	return NULL;
+}
+
+/* Appends the index/mirror options shared by download, install and lock. */
+static void push_index_opts(struct strvec *a, const struct pip_opts *o)
+{
+	if (o->index_url)
+		strvec_pushf(a, "--index-url=%s", o->index_url);
+	for (size_t i = 0; o->find_links && o->find_links[i]; i++)
+		strvec_pushf(a, "--find-links=%s", o->find_links[i]);
+	if (o->no_index)
+		strvec_push(a, "--no-index");
+	if (!o->allow_sdist)
+		strvec_push(a, "--only-binary=:all:");
+	if (o->cache_dir)
+		strvec_pushf(a, "--cache-dir=%s", o->cache_dir);
+	else
+		strvec_push(a, "--no-cache-dir");
+	if (o->cert)
+		strvec_pushf(a, "--cert=%s", o->cert);
+}
+
+static void push_pip(struct strvec *a, const char *prefix, const char *subcmd)
+{
+	strvec_pushf(a, "%s/bin/python", prefix);
+	strvec_push(a, "-I");
+	strvec_push(a, "-m");
+	strvec_push(a, "pip");
+	strvec_push(a, subcmd);
+	strvec_push(a, "--isolated");
+	strvec_push(a, "--disable-pip-version-check");
+	strvec_push(a, "--no-input");
+}
+
+/* Runs one pip command; on a non-zero exit fills errmsg/res and returns an error. */
+static int run_pip(struct ctx *c, struct strvec *argv, const struct pip_opts *o, const char *phase,
+                   struct pip_result *res, char **errmsg)
+{
+	struct spawn_result r = {0};
+	int rc =
+	    run_python(c, argv->v, o->timeout_s > 0 ? o->timeout_s : PIP_DEFAULT_TIMEOUT_S, &r);
+	if (rc != 0) {
+		*errmsg = xasprintf("pip %s: %s", phase, r.errmsg ? r.errmsg : tf_strerror(rc));
+		goto out;
+	}
+	if (r.timed_out) {
+		rc = TF_EFAIL;
+		*errmsg = xasprintf("pip %s: timed out after %.0f s", phase, r.wall_s);
+		goto out;
+	}
+	if (r.status != 0) {
+		int integrity = 0;
+		const char *what = NULL;
+		char *pkg = pip_blame(r.err.buf, &integrity, &what);
+		rc = integrity ? TF_EINTEGRITY : TF_EFAIL;
+		if (res) {
+			free(res->log);
+			res->log = xstrdup(r.err.buf ? r.err.buf : "");
+			free(res->failed_pkg);
+			res->failed_pkg = pkg ? xstrdup(pkg) : NULL;
+		}
+		if (integrity)
+			*errmsg = xasprintf("pip %s: %s: %s", phase,
+			                    pkg ? pkg : "(unknown package)", what);
+		else
+			*errmsg = xasprintf("pip %s failed (exit %d): %s", phase, r.status,
+			                    r.err.buf ? r.err.buf : "");
+		free(pkg);
+	}
+out:
+	spawn_result_release(&r);
+	return rc;
+}
+
+static int write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "wxe");
+	if (f == NULL)
+		return -errno;
+	int rc = fputs(text, f) < 0 ? -EIO : 0;
+	if (fclose(f) != 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+int pip_list(struct ctx *c, const char *prefix, struct pip_result *res, char **errmsg)
+{
+	struct strvec argv = STRVEC_INIT;
+	struct spawn_result r = {0};
+	json_t *root = NULL;
+	int rc;
+
+	push_pip(&argv, prefix, "list");
+	strvec_push(&argv, "--format=json");
+	rc = run_python(c, argv.v, 300, &r);
+	if (rc == 0 && r.status != 0)
+		rc = TF_EFAIL;
+	if (rc != 0) {
+		*errmsg =
+		    xasprintf("pip list: %s", r.errmsg ? r.errmsg : (r.err.buf ? r.err.buf : ""));
+		goto out;
+	}
+	json_error_t je;
+	root = json_loads(r.out.buf ? r.out.buf : "", 0, &je);
+	if (!json_is_array(root)) {
+		rc = TF_EFAIL;
+		*errmsg = xasprintf("pip list: output is not a JSON array: %s", je.text);
+		goto out;
+	}
+	size_t i;
+	json_t *d;
+	res->v = xcalloc(json_array_size(root) + 1, sizeof(*res->v));
+	json_array_foreach(root, i, d)
+	{
+		const char *name = json_string_value(json_object_get(d, "name"));
+		const char *ver = json_string_value(json_object_get(d, "version"));
+		if (name == NULL || ver == NULL)
+			continue;
+		res->v[res->n].name = pip_normalize_name(name);
+		res->v[res->n].version = xstrdup(ver);
+		res->n++;
+	}
+out:
+	json_decref(root);
+	spawn_result_release(&r);
+	strvec_release(&argv);
+	return rc;
+}
+
+int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
+                const struct pip_opts *o, struct pip_result *res, char **errmsg)
+{
+	struct strvec argv = STRVEC_INIT;
+	char *work = NULL, *reqfile = NULL, *wheels = NULL, *snap = NULL, *text = NULL;
+	int rc = 0, snapped = 0;
+
+	char *tmpl = xasprintf("%s.tfprov-pip.XXXXXX", prefix);
+	work = mkdtemp(tmpl);
+	if (work == NULL) {
+		free(tmpl);
+		*errmsg =
+		    xasprintf("%s: cannot create a work directory: %s", prefix, strerror(errno));
+		return TF_EIO;
+	}
+	reqfile = path_join(work, "requirements.txt");
+	wheels = path_join(work, "wheels");
+	text = pip_requirements_text(reqs, n);
+	if (write_text(reqfile, text) != 0 || mkdir(wheels, 0755) != 0) {
+		rc = TF_EIO;
+		*errmsg = xasprintf("%s: cannot write: %s", work, strerror(errno));
+		goto out;
+	}
+
+	/* Phase 1: fetch and verify everything; the env is not touched. */
+	push_pip(&argv, prefix, "download");
+	strvec_push(&argv, "--require-hashes");
+	if (o->complete)
+		strvec_push(&argv, "--no-deps");
+	strvec_pushf(&argv, "--dest=%s", wheels);
+	push_index_opts(&argv, o);
+	strvec_pushf(&argv, "--requirement=%s", reqfile);
+	rc = run_pip(c, &argv, o, "download", res, errmsg);
+	if (rc != 0)
+		goto out;
+	if (tf_interrupted) {
+		rc = TF_EINTR;
+		*errmsg = xstrdup("interrupted before installing");
+		goto out;
+	}
+
+	/* Phase 2: snapshot, then install offline from the verified wheelhouse. */
+	snap = xasprintf("%s.tfprov-snap", prefix);
+	pyfs_rmtree(snap);
+	if (pyfs_link_tree(prefix, snap) != 0) {
+		rc = TF_EIO;
+		*errmsg =
+		    xasprintf("%s: cannot snapshot the environment: %s", prefix, strerror(errno));
+		goto out;
+	}
+	snapped = 1;
+	strvec_release(&argv);
+	push_pip(&argv, prefix, "install");
+	strvec_push(&argv, "--require-hashes");
+	if (o->complete)
+		strvec_push(&argv, "--no-deps");
+	strvec_push(&argv, "--no-index");
+	strvec_pushf(&argv, "--find-links=%s", wheels);
+	if (!o->allow_sdist)
+		strvec_push(&argv, "--only-binary=:all:");
+	strvec_push(&argv, "--no-cache-dir");
+	strvec_push(&argv, "--no-warn-script-location");
+	strvec_pushf(&argv, "--requirement=%s", reqfile);
+	rc = run_pip(c, &argv, o, "install", res, errmsg);
+	if (rc != 0) {
+		int e = pyfs_swap_in(snap, prefix);
+		if (e != 0) {
+			char *m = *errmsg;
+			*errmsg = xasprintf("%s; restoring the environment from %s also failed: %s",
+			                    m, snap, strerror(-e));
+			free(m);
+		} else {
+			snapped = 0; /* the snapshot is the env again */
+		}
+		goto out;
+	}
+
+	rc = pip_list(c, prefix, res, errmsg);
+	if (rc != 0)
+		goto out;
+	for (size_t i = 0; i < res->n; i++)
+		for (size_t j = 0; j < n; j++) {
+			char *nm =
+			    pip_normalize_name(reqs[j].name ? reqs[j].name : reqs[j].raw_name);
+			if (strcmp(nm, res->v[i].name) == 0 && reqs[j].nhashes > 0 &&
+			    res->v[i].sha256 == NULL)
+				res->v[i].sha256 = xstrdup(reqs[j].hashes[0]);
+			free(nm);
+		}
+out:
+	if (snapped && snap)
+		pyfs_rmtree(snap);
+	if (work)
+		pyfs_rmtree(work);
+	free(work);
+	free(reqfile);
+	free(wheels);
+	free(snap);
+	free(text);
+	strvec_release(&argv);
+	return rc;
+}
+
+static int cmp_lines(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const struct pip_opts *o,
+             char **out, char **errmsg)
+{
+	struct strvec argv = STRVEC_INIT, lines = STRVEC_INIT;
+	char *work = NULL, *reqfile = NULL, *report = NULL, *json = NULL;
+	json_t *root = NULL;
+	size_t len = 0;
+	int rc = 0;
+
+	char *tmpl = xasprintf("%s.tfprov-lock.XXXXXX", prefix);
+	work = mkdtemp(tmpl);
+	if (work == NULL) {
+		free(tmpl);
+		*errmsg =
+		    xasprintf("%s: cannot create a work directory: %s", prefix, strerror(errno));
+		return TF_EIO;
+	}
+	reqfile = path_join(work, "requirements.in");
+	report = path_join(work, "report.json");
+	if (write_text(reqfile, reqs_text) != 0) {
+		rc = TF_EIO;
+		*errmsg = xasprintf("%s: cannot write: %s", reqfile, strerror(errno));
+		goto out;
+	}
+	push_pip(&argv, prefix, "install");
+	strvec_push(&argv, "--dry-run");
+	strvec_push(&argv, "--ignore-installed");
+	strvec_push(&argv, "--quiet");
+	strvec_pushf(&argv, "--report=%s", report);
+	push_index_opts(&argv, o);
+	strvec_pushf(&argv, "--requirement=%s", reqfile);
+	rc = run_pip(c, &argv, o, "lock", NULL, errmsg);
+	if (rc != 0)
+		goto out;
+	if (read_file_at(AT_FDCWD, report, 64u << 20, &json, &len) != 0) {
+		rc = TF_EFAIL;
+		*errmsg = xasprintf("pip wrote no report at %s", report);
+		goto out;
+	}
+	json_error_t je;
+	root = json_loadb(json, len, 0, &je);
+	json_t *inst = json_object_get(root, "install");
+	if (!json_is_array(inst)) {
+		rc = TF_EFAIL;
+		*errmsg = xasprintf("pip report: no \"install\" array (%s)", je.text);
+		goto out;
+	}
+	size_t i;
+	json_t *item;
+	json_array_foreach(inst, i, item)
+	{
+		json_t *md = json_object_get(item, "metadata");
+		json_t *ai =
+		    json_object_get(json_object_get(item, "download_info"), "archive_info");
+		const char *name = json_string_value(json_object_get(md, "name"));
+		const char *ver = json_string_value(json_object_get(md, "version"));
+		const char *h =
+		    json_string_value(json_object_get(json_object_get(ai, "hashes"), "sha256"));
+		const char *legacy = json_string_value(json_object_get(ai, "hash"));
+		if (h == NULL && legacy != NULL && str_starts_with(legacy, "sha256="))
+			h = legacy + 7;
+		if (name == NULL || ver == NULL || h == NULL || !is_hex64(h)) {
+			rc = TF_EFAIL;
+			*errmsg =
+			    xasprintf("pip report: %s has no sha256 (a local directory or VCS "
+			              "requirement cannot be locked)",
+			              name ? name : "an entry");
+			goto out;
+		}
+		char *nm = pip_normalize_name(name);
+		strvec_pushf(&lines, "%s==%s \\\n    --hash=sha256:%s\n", nm, ver, h);
+		free(nm);
+	}
+	qsort(lines.v, lines.n, sizeof(*lines.v), cmp_lines);
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_adds(&sb, "# Generated by tfprov lock via pip's resolver; do not edit.\n");
+	for (i = 0; i < lines.n; i++)
+		strbuf_adds(&sb, lines.v[i]);
+	*out = strbuf_detach(&sb);
+out:
+	json_decref(root);
+	free(json);
+	if (work)
+		pyfs_rmtree(work);
+	free(work);
+	free(reqfile);
+	free(report);
+	strvec_release(&argv);
+	strvec_release(&lines);
+	return rc;
+}

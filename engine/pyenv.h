@@ -1,0 +1,98 @@
+/*
+ * pyenv.h - `manager: venv` environments and pip, driven through the env's
+ * own interpreter and pip (never a home-made installer or resolver).
+ *
+ * Invariants:
+ *  - Every child is started with an argv and a clean environment
+ *    (spawn_env_base + spawn_env_python): no PIP_* or PYTHON* variable of the
+ *    user's, no pip.conf at any level (PIP_CONFIG_FILE=/dev/null), pip runs
+ *    with --isolated and the interpreter with -I.
+ *  - pip_install() leaves the env exactly as it was when it fails: a download
+ *    phase fetches and hash-checks every wheel into a private wheelhouse
+ *    before the env is touched; the install phase then runs offline from that
+ *    wheelhouse, with a hard-link snapshot of the env restored on failure.
+ *  - Integrity failures (hash mismatch, a pinned wheel that is not there)
+ *    return TF_EINTEGRITY and name the package.
+ *
+ * Paths are host paths. Strings returned through char ** are owned by the
+ * caller; results are released with their _release function.
+ */
+#ifndef TFPROV_PYENV_H
+#define TFPROV_PYENV_H
+
+#include <stddef.h>
+
+struct ctx;
+struct pip_req;
+
+/*
+ * Finds an interpreter of exactly `version` ("3.10"): explicit_path when
+ * given, else python3.X on PATH, /usr/bin/python3.X, /usr/local/bin/python3.X.
+ * Each candidate is asked for sys.version_info and whether it has ensurepip.
+ * 0 and *path (caller frees); TF_EPRECOND and *errmsg naming the version and
+ * how to get it otherwise.
+ */
+int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_path, char **path,
+                      char **errmsg);
+
+/*
+ * Creates a venv with pip at prefix using `python`. An existing venv of the
+ * same X.Y is kept (*created = 0); one of another version is replaced, and a
+ * failed creation restores it. 0, or an error with *errmsg.
+ */
+int venv_create(struct ctx *c, const char *python, const char *prefix, int *created, char **errmsg);
+
+struct pip_opts {
+	const char *index_url;         /* --index-url; NULL: pip's default */
+	const char *const *find_links; /* --find-links, NULL-terminated; may be NULL */
+	int no_index;                  /* --no-index (find-links only) */
+	int complete;                  /* the pins are the full closure: --no-deps */
+	int allow_sdist;               /* 0: --only-binary=:all: (no build code runs) */
+	const char *cache_dir;         /* pip's cache; NULL: --no-cache-dir */
+	const char *cert;              /* CA bundle for --cert; NULL: default */
+	double timeout_s;              /* per pip run; 0: 1 hour */
+};
+
+struct pip_dist {
+	char *name; /* PEP 503 normalised */
+	char *version;
+	char *sha256; /* from the requirements when pinned there, else NULL */
+};
+
+struct pip_result {
+	struct pip_dist *v; /* everything installed in the env after the run */
+	size_t n;
+	char *failed_pkg; /* on TF_EINTEGRITY: the package named by pip */
+	char *log;        /* pip's stderr tail of the failing run, or NULL */
+};
+
+void pip_result_release(struct pip_result *r);
+
+/* Writes requirements text (one "spec --hash=sha256:..." line each); caller frees. */
+char *pip_requirements_text(const struct pip_req *reqs, size_t n);
+
+/*
+ * Installs reqs into the env at prefix with <prefix>/bin/python -m pip:
+ * --require-hashes, --no-deps when o->complete, --no-input, isolated.
+ * On success res lists what the env holds. On failure the env is unchanged.
+ */
+int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
+                const struct pip_opts *o, struct pip_result *res, char **errmsg);
+
+/* Lists the env's distributions (pip list --format=json). */
+int pip_list(struct ctx *c, const char *prefix, struct pip_result *res, char **errmsg);
+
+/*
+ * Completes a partial pin set (requirements text, hashes optional) into the
+ * full closure with hashes via pip's resolver: pip install --dry-run
+ * --ignore-installed --report. *out is requirements text with --hash lines,
+ * sorted by name (caller frees). The hashes are those of the files pip chose
+ * for this interpreter and platform.
+ */
+int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const struct pip_opts *o,
+             char **out, char **errmsg);
+
+/* PEP 503 normalisation: lowercase, runs of -_. become '-'; caller frees. */
+char *pip_normalize_name(const char *name);
+
+#endif

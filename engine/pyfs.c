@@ -1,0 +1,188 @@
+/*
+ * pyfs.c - tree removal, hard-link snapshots, copies and the atomic swap of
+ * an environment directory. See pyfs.h.
+ */
+#include "pyfs.h"
+
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int rmtree_at(int parent, const char *name)
+{
+	struct stat st;
+	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISDIR(st.st_mode))
+		return unlinkat(parent, name, 0) == 0 || errno == ENOENT ? 0 : -errno;
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	DIR *d = fdopendir(fd);
+	if (d == NULL) {
+		close(fd);
+		return -errno;
+	}
+	int rc = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		rc = rmtree_at(dirfd(d), de->d_name);
+		if (rc)
+			break;
+	}
+	closedir(d);
+	if (rc == 0 && unlinkat(parent, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+		rc = -errno;
+	return rc;
+}
+
+int pyfs_rmtree(const char *path)
+{
+	return rmtree_at(AT_FDCWD, path);
+}
+
+int pyfs_copy_file(const char *src, const char *dst, mode_t mode)
+{
+	int rc = 0;
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
+	if (out < 0) {
+		rc = -errno;
+		goto out;
+	}
+	char buf[1 << 16];
+	for (;;) {
+		ssize_t n = read(in, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		for (ssize_t off = 0; off < n;) {
+			ssize_t w = write(out, buf + off, (size_t)(n - off));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0) {
+				rc = -errno;
+				goto out;
+			}
+			off += w;
+		}
+	}
+	if (fchmod(out, mode & 07777) != 0)
+		rc = -errno;
+out:
+	if (out >= 0 && close(out) != 0 && rc == 0)
+		rc = -errno;
+	close(in);
+	if (rc && out >= 0)
+		unlink(dst);
+	return rc;
+}
+
+int pyfs_link_tree(const char *src, const char *dst)
+{
+	struct stat st;
+	if (lstat(src, &st) != 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode)) {
+		if (mkdir(dst, st.st_mode & 07777) != 0)
+			return -errno;
+		DIR *d = opendir(src);
+		if (d == NULL)
+			return -errno;
+		int rc = 0;
+		struct dirent *de;
+		while (rc == 0 && (de = readdir(d)) != NULL) {
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			char *s = path_join(src, de->d_name), *t = path_join(dst, de->d_name);
+			rc = pyfs_link_tree(s, t);
+			free(s);
+			free(t);
+		}
+		closedir(d);
+		return rc;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		char target[4096];
+		ssize_t n = readlink(src, target, sizeof(target) - 1);
+		if (n < 0)
+			return -errno;
+		target[n] = '\0';
+		return symlink(target, dst) == 0 ? 0 : -errno;
+	}
+	if (S_ISREG(st.st_mode)) {
+		if (link(src, dst) == 0)
+			return 0;
+		return pyfs_copy_file(src, dst, st.st_mode);
+	}
+	return 0; /* sockets, fifos: not part of an env */
+}
+
+int pyfs_rel_is_safe(const char *rel)
+{
+	if (rel == NULL || rel[0] == '\0' || rel[0] == '/')
+		return 0;
+	for (const char *p = rel; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return 0;
+	const char *c = rel;
+	for (;;) {
+		const char *e = strchr(c, '/');
+		size_t n = e ? (size_t)(e - c) : strlen(c);
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return 0;
+		if (e == NULL)
+			break;
+		c = e + 1;
+	}
+	return 1;
+}
+
+int pyfs_swap_in(const char *src, const char *dst)
+{
+	struct stat st;
+	if (lstat(dst, &st) != 0) {
+		if (errno != ENOENT)
+			return -errno;
+		return rename(src, dst) == 0 ? 0 : -errno;
+	}
+	if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, RENAME_EXCHANGE) != 0) {
+		if (errno != EINVAL && errno != ENOSYS)
+			return -errno;
+		/* No RENAME_EXCHANGE on this filesystem: move aside, then in. */
+		char *aside = xasprintf("%s.tfprov-old", dst);
+		pyfs_rmtree(aside);
+		if (rename(dst, aside) != 0) {
+			int e = -errno;
+			free(aside);
+			return e;
+		}
+		if (rename(src, dst) != 0) {
+			int e = -errno;
+			rename(aside, dst);
+			free(aside);
+			return e;
+		}
+		pyfs_rmtree(aside);
+		free(aside);
+		return 0;
+	}
+	/* src now holds the old tree. */
+	return pyfs_rmtree(src);
+}
