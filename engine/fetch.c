@@ -487,6 +487,8 @@ static void give_up(struct fetch_run *r, struct xfer *x)
 		item_fail(x->it, TF_ENETWORK, strbuf_detach(&sb));
 	}
 	ev_log(c, EV_ERROR, "%s", x->it->errmsg);
+	if (x->part && x->got == 0)
+		unlink(x->part); /* nothing to resume: leave no empty .part behind */
 	close_part(x);
 	if (x->sha_live)
 		sha256_release(&x->sha);

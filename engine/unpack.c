@@ -1,0 +1,960 @@
+/*
+ * unpack.c - libarchive extraction split over two threads.
+ *
+ * The decoder thread reads headers and data with libarchive and pushes
+ * messages (ENTRY, DATA, FILE_END, EOF, ERROR) into a ring; the caller's
+ * thread pops them, checks every entry, and creates the files. Data travels in
+ * buffers from a fixed pool (UNPACK_NBUF x UNPACK_BUFSZ), so memory is bounded
+ * by the pool plus libarchive's own decoder window.
+ *
+ * Invariants:
+ *  1. Every name is checked before anything is created for it: no absolute
+ *     path, no "..", no control character; after strip it is a clean relative
+ *     path of components.
+ *  2. Parent directories are opened one component at a time with O_NOFOLLOW,
+ *     and leaves are created with O_EXCL|O_NOFOLLOW (or mkdirat/symlinkat/
+ *     linkat, which never follow the last component), so no write can pass
+ *     through a symlink, whatever order the archive uses.
+ *  3. A symlink target is checked lexically when the link is created, and
+ *     again at the end with openat2(RESOLVE_BENEATH), which catches chains of
+ *     links that are each harmless alone but escape together.
+ *  4. On any refusal or error the decoder is stopped, joined, and dest_dir is
+ *     removed: the caller never sees a partial tree.
+ *  5. Only the caller's thread emits events (the renderer is not thread-safe).
+ */
+#include "unpack.h"
+#include "ctx.h"
+#include "digest.h"
+#include "error.h"
+#include "event.h"
+#include "util.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <linux/openat2.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define UNPACK_BUFSZ         (64u * 1024)
+#define UNPACK_NBUF          128 /* 8 MiB in flight at most */
+#define UNPACK_RING          1024
+#define PROGRESS_INTERVAL_NS 250000000ull
+
+enum mkind { M_ENTRY, M_DATA, M_FILE_END, M_EOF, M_ERROR };
+
+struct raw_entry {
+	char *path;
+	char *link; /* symlink target or hardlink name */
+	int hard;
+	unsigned type; /* AE_IF* */
+	unsigned perm;
+	int64_t size;
+	int has_mtime;
+	struct timespec mtime;
+};
+
+struct msg {
+	enum mkind kind;
+	struct raw_entry *e;
+	char *buf;
+	size_t len;
+	char *err;
+};
+
+struct queue {
+	pthread_mutex_t mu;
+	pthread_cond_t can_pop, can_push, can_take;
+	struct msg ring[UNPACK_RING];
+	size_t head, count;
+	char *free_bufs[UNPACK_NBUF];
+	size_t nfree;
+	int abort;
+	uint64_t in_bytes; /* compressed bytes consumed, for progress */
+};
+
+struct decoder {
+	struct queue *q;
+	const char *archive;
+	int conda;
+};
+
+/* ---- queue ---- */
+
+static void queue_init(struct queue *q)
+{
+	memset(q, 0, sizeof(*q));
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_cond_init(&q->can_pop, NULL);
+	pthread_cond_init(&q->can_push, NULL);
+	pthread_cond_init(&q->can_take, NULL);
+	for (size_t i = 0; i < UNPACK_NBUF; i++)
+		q->free_bufs[i] = xmalloc(UNPACK_BUFSZ);
+	q->nfree = UNPACK_NBUF;
+}
+
+static void raw_entry_free(struct raw_entry *e)
+{
+	if (e == NULL)
+		return;
+	free(e->path);
+	free(e->link);
+	free(e);
+}
+
+/* Returns -1 when the consumer aborted; the message is then freed here. */
+static int queue_push(struct queue *q, struct msg m)
+{
+	pthread_mutex_lock(&q->mu);
+	while (q->count == UNPACK_RING && !q->abort)
+		pthread_cond_wait(&q->can_push, &q->mu);
+	if (q->abort) {
+		if (m.buf)
+			q->free_bufs[q->nfree++] = m.buf;
+		pthread_mutex_unlock(&q->mu);
+		raw_entry_free(m.e);
+		free(m.err);
+		return -1;
+	}
+	q->ring[(q->head + q->count) % UNPACK_RING] = m;
+	q->count++;
+	pthread_cond_signal(&q->can_pop);
+	pthread_mutex_unlock(&q->mu);
+	return 0;
+}
+
+static struct msg queue_pop(struct queue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	while (q->count == 0)
+		pthread_cond_wait(&q->can_pop, &q->mu);
+	struct msg m = q->ring[q->head];
+	q->head = (q->head + 1) % UNPACK_RING;
+	q->count--;
+	pthread_cond_signal(&q->can_push);
+	pthread_mutex_unlock(&q->mu);
+	return m;
+}
+
+static char *buf_take(struct queue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	while (q->nfree == 0 && !q->abort)
+		pthread_cond_wait(&q->can_take, &q->mu);
+	char *b = q->abort ? NULL : q->free_bufs[--q->nfree];
+	pthread_mutex_unlock(&q->mu);
+	return b;
+}
+
+static void buf_give(struct queue *q, char *b)
+{
+	if (b == NULL)
+		return;
+	pthread_mutex_lock(&q->mu);
+	q->free_bufs[q->nfree++] = b;
+	pthread_cond_signal(&q->can_take);
+	pthread_mutex_unlock(&q->mu);
+}
+
+static void queue_abort(struct queue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	q->abort = 1;
+	pthread_cond_broadcast(&q->can_push);
+	pthread_cond_broadcast(&q->can_take);
+	pthread_mutex_unlock(&q->mu);
+}
+
+/* After the decoder is joined: frees whatever it left in the ring and the pool. */
+static void queue_destroy(struct queue *q)
+{
+	while (q->count > 0) {
+		struct msg m = q->ring[q->head];
+		q->head = (q->head + 1) % UNPACK_RING;
+		q->count--;
+		if (m.buf)
+			q->free_bufs[q->nfree++] = m.buf;
+		raw_entry_free(m.e);
+		free(m.err);
+	}
+	for (size_t i = 0; i < q->nfree; i++)
+		free(q->free_bufs[i]);
+	pthread_mutex_destroy(&q->mu);
+	pthread_cond_destroy(&q->can_pop);
+	pthread_cond_destroy(&q->can_push);
+	pthread_cond_destroy(&q->can_take);
+}
+
+/* ---- decoder thread ---- */
+
+static int push_error(struct queue *q, const char *what, struct archive *a)
+{
+	const char *s = a ? archive_error_string(a) : NULL;
+	struct msg m = {.kind = M_ERROR,
+	                .err = xasprintf("%s: %s", what, s ? s : "unknown libarchive error")};
+	queue_push(q, m);
+	return -1;
+}
+
+static void set_formats(struct archive *a)
+{
+	archive_read_support_filter_all(a);
+	archive_read_support_format_tar(a);
+	archive_read_support_format_gnutar(a);
+	archive_read_support_format_zip(a);
+}
+
+/* Pushes the entries of an open archive. 0 at EOF, -1 on error/abort. */
+static int decode_stream(struct queue *q, struct archive *a, struct archive *outer)
+{
+	struct archive_entry *ae;
+	for (;;) {
+		int r = archive_read_next_header(a, &ae);
+		if (r == ARCHIVE_EOF)
+			return 0;
+		if (r < ARCHIVE_WARN)
+			return push_error(q, "cannot read archive header", a);
+		struct raw_entry *e = xcalloc(1, sizeof(*e));
+		const char *p = archive_entry_pathname(ae);
+		e->path = xstrdup(p ? p : "");
+		const char *hl = archive_entry_hardlink(ae);
+		const char *sl = archive_entry_symlink(ae);
+		e->hard = hl != NULL;
+		e->link = hl ? xstrdup(hl) : sl ? xstrdup(sl) : NULL;
+		e->type = archive_entry_filetype(ae);
+		e->perm = archive_entry_perm(ae);
+		e->size = archive_entry_size_is_set(ae) ? archive_entry_size(ae) : -1;
+		if (archive_entry_mtime_is_set(ae)) {
+			e->has_mtime = 1;
+			e->mtime.tv_sec = archive_entry_mtime(ae);
+			e->mtime.tv_nsec = archive_entry_mtime_nsec(ae);
+		}
+		int is_file = e->type == AE_IFREG && !e->hard;
+		struct msg m = {.kind = M_ENTRY, .e = e};
+		if (queue_push(q, m) < 0)
+			return -1;
+		if (!is_file)
+			continue;
+		for (;;) {
+			char *b = buf_take(q);
+			if (b == NULL)
+				return -1;
+			la_ssize_t n = archive_read_data(a, b, UNPACK_BUFSZ);
+			if (n < 0) {
+				buf_give(q, b);
+				return push_error(q, "cannot read archive data", a);
+			}
+			if (n == 0) {
+				buf_give(q, b);
+				break;
+			}
+			struct msg d = {.kind = M_DATA, .buf = b, .len = (size_t)n};
+			if (queue_push(q, d) < 0)
+				return -1;
+			__atomic_store_n(&q->in_bytes, (uint64_t)archive_filter_bytes(outer, 0),
+			                 __ATOMIC_RELAXED);
+		}
+		struct msg end = {.kind = M_FILE_END};
+		if (queue_push(q, end) < 0)
+			return -1;
+		__atomic_store_n(&q->in_bytes, (uint64_t)archive_filter_bytes(outer, 0),
+		                 __ATOMIC_RELAXED);
+	}
+}
+
+/* A .conda is a zip whose pkg-*.tar.zst and info-*.tar.zst hold the files. */
+struct inner_src {
+	struct archive *outer;
+	char buf[UNPACK_BUFSZ];
+};
+
+static la_ssize_t inner_read(struct archive *a, void *ud, const void **out)
+{
+	struct inner_src *s = ud;
+	*out = s->buf;
+	return archive_read_data(s->outer, s->buf, sizeof(s->buf));
+}
+
+static int decode_conda(struct queue *q, struct archive *outer)
+{
+	struct archive_entry *ae;
+	struct inner_src *src = xmalloc(sizeof(*src));
+	int ret = 0;
+	src->outer = outer;
+	for (;;) {
+		int r = archive_read_next_header(outer, &ae);
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r < ARCHIVE_WARN) {
+			ret = push_error(q, "cannot read .conda container", outer);
+			break;
+		}
+		const char *name = archive_entry_pathname(ae);
+		if (name == NULL || !str_ends_with(name, ".tar.zst") ||
+		    (!str_starts_with(name, "pkg-") && !str_starts_with(name, "info-")))
+			continue; /* metadata.json and friends are not part of the tree */
+		struct archive *in = archive_read_new();
+		archive_read_support_filter_zstd(in);
+		archive_read_support_format_tar(in);
+		if (archive_read_open(in, src, NULL, inner_read, NULL) != ARCHIVE_OK) {
+			ret = push_error(q, "cannot open inner tarball of .conda", in);
+			archive_read_free(in);
+			break;
+		}
+		ret = decode_stream(q, in, outer);
+		archive_read_free(in);
+		if (ret < 0)
+			break;
+	}
+	free(src);
+	return ret;
+}
+
+static void *decoder_main(void *arg)
+{
+	struct decoder *d = arg;
+	struct queue *q = d->q;
+	struct archive *a = archive_read_new();
+	int r;
+	if (d->conda) {
+		archive_read_support_format_zip(a);
+	} else {
+		set_formats(a);
+	}
+	if (archive_read_open_filename(a, d->archive, 1u << 20) != ARCHIVE_OK) {
+		push_error(q, "cannot open archive", a);
+		goto out;
+	}
+	r = d->conda ? decode_conda(q, a) : decode_stream(q, a, a);
+	if (r == 0) {
+		struct msg m = {.kind = M_EOF};
+		queue_push(q, m);
+	}
+out:
+	archive_read_free(a);
+	return NULL;
+}
+
+/* ---- path checks ---- */
+
+static int has_control(const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return 1;
+	return 0;
+}
+
+/*
+ * Splits a relative archive name into clean components (no "", no ".").
+ * Returns NULL and a reason for an unsafe name.
+ */
+static char **split_name(const char *name, size_t *n, const char **why)
+{
+	if (has_control(name)) {
+		*why = "control character in name";
+		return NULL;
+	}
+	if (name[0] == '/') {
+		*why = "absolute path";
+		return NULL;
+	}
+	char **v = NULL;
+	size_t cnt = 0;
+	const char *p = name;
+	while (*p) {
+		size_t len = strcspn(p, "/");
+		if (len == 2 && p[0] == '.' && p[1] == '.') {
+			for (size_t i = 0; i < cnt; i++)
+				free(v[i]);
+			free(v);
+			*why = "'..' component";
+			return NULL;
+		}
+		if (len > 0 && !(len == 1 && p[0] == '.')) {
+			v = xrealloc(v, (cnt + 1) * sizeof(*v));
+			v[cnt++] = xstrndup(p, len);
+		}
+		p += len;
+		while (*p == '/')
+			p++;
+	}
+	*n = cnt;
+	if (v == NULL)
+		v = xcalloc(1, sizeof(*v));
+	return v;
+}
+
+static void free_comps(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static char *join_comps(char **v, size_t from, size_t to)
+{
+	struct strbuf sb = STRBUF_INIT;
+	for (size_t i = from; i < to; i++) {
+		if (i > from)
+			strbuf_add(&sb, "/", 1);
+		strbuf_adds(&sb, v[i]);
+	}
+	return strbuf_detach(&sb);
+}
+
+/* Whether a relative symlink target, seen from the link's directory, stays inside. */
+static int link_target_inside(const char *path, const char *target)
+{
+	long depth = 0;
+	for (const char *p = path; *p; p++)
+		if (*p == '/')
+			depth++;
+	const char *p = target;
+	while (*p) {
+		size_t len = strcspn(p, "/");
+		if (len == 2 && p[0] == '.' && p[1] == '.') {
+			if (depth == 0)
+				return 0;
+			depth--;
+		} else if (len > 0 && !(len == 1 && p[0] == '.')) {
+			depth++;
+		}
+		p += len;
+		while (*p == '/')
+			p++;
+	}
+	return 1;
+}
+
+/* ---- writer (caller thread) ---- */
+
+struct writer {
+	struct ctx *c;
+	const char *archive;
+	const char *dest;
+	int destfd;
+	int strip;
+	struct unpack_result *res;
+	size_t cap;
+	char *parent;  /* cached parent dir, relative ("" for dest) */
+	int parent_fd; /* its fd (destfd itself for "") */
+	int err;
+	char *errmsg;
+	struct strvec symlinks;
+	uint64_t last_progress;
+	int64_t archive_size;
+	const char *label;
+};
+
+static void w_fail(struct writer *w, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void w_fail(struct writer *w, int err, const char *fmt, ...)
+{
+	if (w->err)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	char *m = xvasprintf(fmt, ap);
+	va_end(ap);
+	w->err = err;
+	w->errmsg = xasprintf("%s: %s", w->archive, m);
+	free(m);
+}
+
+static void w_unsafe(struct writer *w, const char *entry, const char *why)
+{
+	w_fail(w, TF_EUNSAFE, "refusing unsafe entry '%s': %s", entry, why);
+}
+
+static int errno_to_tf(int e)
+{
+	return e == ENOSPC || e == EDQUOT ? TF_ENOSPC : TF_EIO;
+}
+
+static void drop_parent(struct writer *w)
+{
+	if (w->parent_fd >= 0 && w->parent_fd != w->destfd)
+		close(w->parent_fd);
+	w->parent_fd = -1;
+	free(w->parent);
+	w->parent = NULL;
+}
+
+/*
+ * Opens the directory made of comps[0..n) under dest, one component at a
+ * time with O_NOFOLLOW; creates missing ones when `create`. Returns an fd
+ * (borrowed: valid until the next call) or -1 with w->err set.
+ */
+static int open_dir(struct writer *w, char **comps, size_t n, int create, const char *entry)
+{
+	char *rel = join_comps(comps, 0, n);
+	if (w->parent && strcmp(rel, w->parent) == 0) {
+		free(rel);
+		return w->parent_fd;
+	}
+	drop_parent(w);
+	int fd = w->destfd;
+	for (size_t i = 0; i < n; i++) {
+		int nfd = openat(fd, comps[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (nfd < 0 && errno == ENOENT && create) {
+			if (mkdirat(fd, comps[i], 0755) < 0 && errno != EEXIST) {
+				w_fail(w, errno_to_tf(errno),
+				       "cannot create directory for '%s': %s", entry,
+				       strerror(errno));
+				goto fail;
+			}
+			nfd = openat(fd, comps[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		}
+		if (nfd < 0) {
+			int e = errno;
+			struct stat st;
+			if ((e == ELOOP || e == ENOTDIR) &&
+			    fstatat(fd, comps[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISLNK(st.st_mode))
+				w_unsafe(w, entry, "it would write through a symlink");
+			else if (e == ENOTDIR)
+				w_unsafe(w, entry, "a parent component is not a directory");
+			else
+				w_fail(w, errno_to_tf(e), "cannot open directory for '%s': %s",
+				       entry, strerror(e));
+			goto fail;
+		}
+		if (fd != w->destfd)
+			close(fd);
+		fd = nfd;
+	}
+	w->parent = rel;
+	w->parent_fd = fd;
+	return fd;
+fail:
+	if (fd != w->destfd)
+		close(fd);
+	free(rel);
+	return -1;
+}
+
+static struct unpack_entry *add_result(struct writer *w, const char *path, int type,
+                                       const char *link, unsigned mode, int64_t size)
+{
+	struct unpack_result *r = w->res;
+	if (r->n == w->cap) {
+		w->cap = w->cap ? w->cap * 2 : 256;
+		r->v = xrealloc(r->v, w->cap * sizeof(*r->v));
+	}
+	struct unpack_entry *e = &r->v[r->n++];
+	memset(e, 0, sizeof(*e));
+	e->path = xstrdup(path);
+	e->type = type;
+	e->link = link ? xstrdup(link) : NULL;
+	e->mode = mode;
+	e->size = size;
+	return e;
+}
+
+/* Removes a non-directory leaf so a later archive entry can replace it (tar semantics). */
+static int clear_leaf(struct writer *w, int pfd, const char *base, const char *entry)
+{
+	struct stat st;
+	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (S_ISDIR(st.st_mode)) {
+		w_fail(w, TF_EUNSAFE, "refusing entry '%s': it would replace a directory", entry);
+		return -1;
+	}
+	if (unlinkat(pfd, base, 0) < 0) {
+		w_fail(w, TF_EIO, "cannot replace '%s': %s", entry, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Writes one regular file; consumes its DATA messages through FILE_END. */
+static void write_file(struct writer *w, struct queue *q, int pfd, const char *base,
+                       const char *rel, struct raw_entry *e)
+{
+	unsigned mode = e->perm & 0777;
+	if (mode == 0)
+		mode = 0644; /* zip from Windows: no Unix mode at all */
+	int fd = -1;
+	struct sha256 sha;
+	uint64_t total = 0;
+	sha256_init(&sha);
+	if (!w->err) {
+		fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && errno == EEXIST && clear_leaf(w, pfd, base, rel) == 0)
+			fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			            0600);
+		if (fd < 0)
+			w_fail(w, errno_to_tf(errno), "cannot create '%s': %s", rel,
+			       strerror(errno));
+	}
+	for (;;) {
+		struct msg m = queue_pop(q);
+		if (m.kind == M_DATA) {
+			if (fd >= 0 && !w->err) {
+				sha256_update(&sha, m.buf, m.len);
+				for (size_t off = 0; off < m.len;) {
+					ssize_t n = write(fd, m.buf + off, m.len - off);
+					if (n < 0 && errno == EINTR)
+						continue;
+					if (n < 0) {
+						w_fail(w, errno_to_tf(errno),
+						       "cannot write '%s': %s", rel,
+						       strerror(errno));
+						break;
+					}
+					off += (size_t)n;
+				}
+				total += m.len;
+				w->res->bytes += m.len;
+			}
+			buf_give(q, m.buf);
+			continue;
+		}
+		if (m.kind == M_FILE_END)
+			break;
+		/* ERROR mid-file (truncated archive): report it and stop. */
+		if (m.kind == M_ERROR)
+			w_fail(w, TF_EIO, "%s (in '%s')", m.err, rel);
+		else
+			w_fail(w, TF_EIO, "archive ended inside '%s'", rel);
+		free(m.err);
+		raw_entry_free(m.e);
+		break;
+	}
+	if (fd >= 0) {
+		if (!w->err && fchmod(fd, mode) < 0)
+			w_fail(w, TF_EIO, "cannot chmod '%s': %s", rel, strerror(errno));
+		if (!w->err && e->has_mtime) {
+			struct timespec ts[2] = {e->mtime, e->mtime};
+			futimens(fd, ts);
+		}
+		if (close(fd) < 0)
+			w_fail(w, errno_to_tf(errno), "cannot write '%s': %s", rel,
+			       strerror(errno));
+	}
+	if (w->err) {
+		sha256_release(&sha);
+		return;
+	}
+	struct unpack_entry *r = add_result(w, rel, 'f', NULL, mode, (int64_t)total);
+	sha256_final(&sha, r->sha256);
+}
+
+static void drain_file(struct queue *q)
+{
+	for (;;) {
+		struct msg m = queue_pop(q);
+		buf_give(q, m.buf);
+		raw_entry_free(m.e);
+		free(m.err);
+		if (m.kind != M_DATA)
+			return;
+	}
+}
+
+static void handle_entry(struct writer *w, struct queue *q, struct raw_entry *e)
+{
+	const char *why = NULL;
+	size_t n = 0, ln = 0;
+	char **comps = NULL, **lcomps = NULL;
+	char *rel = NULL, *lrel = NULL;
+	int is_file = e->type == AE_IFREG && !e->hard;
+	int consumed = 0;
+
+	comps = split_name(e->path, &n, &why);
+	if (comps == NULL) {
+		w_unsafe(w, e->path, why);
+		goto out;
+	}
+	if (!e->hard && e->type != AE_IFREG && e->type != AE_IFDIR && e->type != AE_IFLNK) {
+		w_unsafe(w, e->path,
+		         e->type == AE_IFIFO    ? "FIFO"
+		         : e->type == AE_IFSOCK ? "socket"
+		                                : "device node");
+		goto out;
+	}
+	if (n <= (size_t)w->strip)
+		goto out; /* stripped away entirely, like tar --strip-components */
+	rel = join_comps(comps, (size_t)w->strip, n);
+
+	if (e->hard) {
+		lcomps = split_name(e->link ? e->link : "", &ln, &why);
+		if (lcomps == NULL) {
+			w_unsafe(w, e->path, why);
+			goto out;
+		}
+		if (ln <= (size_t)w->strip) {
+			w_unsafe(w, e->path, "hard link target outside the destination");
+			goto out;
+		}
+		lrel = join_comps(lcomps, (size_t)w->strip, ln);
+		int sfd = open_dir(w, lcomps + w->strip, ln - (size_t)w->strip - 1, 0, e->path);
+		if (sfd < 0)
+			goto out;
+		int sdup = dup(sfd);
+		int pfd = open_dir(w, comps + w->strip, n - (size_t)w->strip - 1, 1, e->path);
+		if (pfd >= 0) {
+			const char *base = comps[n - 1];
+			if (clear_leaf(w, pfd, base, rel) == 0 &&
+			    linkat(sdup, lcomps[ln - 1], pfd, base, 0) < 0)
+				w_fail(w, errno == ENOENT ? TF_EIO : errno_to_tf(errno),
+				       "cannot hard link '%s' to '%s': %s", rel, lrel,
+				       strerror(errno));
+		}
+		close(sdup);
+		if (w->err)
+			goto out;
+		/* The link shares the data of an earlier entry: copy its record. */
+		struct unpack_entry *src = NULL;
+		for (size_t i = w->res->n; i-- > 0;)
+			if (strcmp(w->res->v[i].path, lrel) == 0) {
+				src = &w->res->v[i];
+				break;
+			}
+		struct unpack_entry *r =
+		    add_result(w, rel, 'h', lrel, src ? src->mode : 0, src ? src->size : 0);
+		if (src)
+			memcpy(r->sha256, src->sha256, sizeof(r->sha256));
+		goto out;
+	}
+
+	int pfd = open_dir(w, comps + w->strip, n - (size_t)w->strip - 1, 1, e->path);
+	if (pfd < 0)
+		goto out;
+	const char *base = comps[n - 1];
+	switch (e->type) {
+	case AE_IFREG:
+		consumed = 1;
+		write_file(w, q, pfd, base, rel, e);
+		break;
+	case AE_IFDIR: {
+		struct stat st;
+		if (mkdirat(pfd, base, 0755) < 0 && errno != EEXIST) {
+			w_fail(w, errno_to_tf(errno), "cannot create directory '%s': %s", rel,
+			       strerror(errno));
+			break;
+		}
+		if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
+			w_unsafe(w, e->path, "a directory entry over an existing non-directory");
+			break;
+		}
+		/* Applied at the end so restrictive modes never block our own writes. */
+		add_result(w, rel, 'd', NULL, (e->perm & 0777) | 0700, 0);
+		break;
+	}
+	case AE_IFLNK: {
+		const char *t = e->link ? e->link : "";
+		if (has_control(t)) {
+			w_unsafe(w, e->path, "control character in symlink target");
+			break;
+		}
+		if (t[0] == '/' || t[0] == '\0' || !link_target_inside(rel, t)) {
+			w_unsafe(w, e->path, "symlink target leaves the destination");
+			break;
+		}
+		if (clear_leaf(w, pfd, base, rel) < 0)
+			break;
+		if (symlinkat(t, pfd, base) < 0) {
+			w_fail(w, errno_to_tf(errno), "cannot create symlink '%s': %s", rel,
+			       strerror(errno));
+			break;
+		}
+		strvec_push(&w->symlinks, rel);
+		add_result(w, rel, 'l', t, 0777, 0);
+		break;
+	}
+	}
+out:
+	if (is_file && !consumed)
+		drain_file(q);
+	free_comps(comps, n);
+	free_comps(lcomps, ln);
+	free(rel);
+	free(lrel);
+}
+
+/* Resolves every symlink with RESOLVE_BENEATH: chains may escape where single links do not. */
+static void check_symlinks(struct writer *w)
+{
+	for (size_t i = 0; i < w->symlinks.n && !w->err; i++) {
+		struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+		                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+		long fd = syscall(SYS_openat2, w->destfd, w->symlinks.v[i], &how, sizeof(how));
+		if (fd >= 0) {
+			close((int)fd);
+			continue;
+		}
+		if (errno == ENOSYS)
+			return; /* old kernel: the lexical check at creation stands alone */
+		if (errno == EXDEV || errno == ELOOP)
+			w_unsafe(w, w->symlinks.v[i],
+			         "symlink chain resolves outside the destination");
+	}
+}
+
+static void finish_dirs(struct writer *w)
+{
+	/* Deepest (latest created) first, so a read-only parent is set last. */
+	for (size_t i = w->res->n; i-- > 0;) {
+		struct unpack_entry *e = &w->res->v[i];
+		if (e->type == 'd' && e->mode != 0755)
+			fchmodat(w->destfd, e->path, e->mode, AT_SYMLINK_NOFOLLOW);
+	}
+}
+
+static void maybe_progress(struct writer *w, struct queue *q, int force)
+{
+	uint64_t t = now_ns();
+	if (!force && t - w->last_progress < PROGRESS_INTERVAL_NS)
+		return;
+	w->last_progress = t;
+	uint64_t done = __atomic_load_n(&q->in_bytes, __ATOMIC_RELAXED);
+	uint64_t total = w->archive_size > 0 ? (uint64_t)w->archive_size : 0;
+	if (force)
+		done = total;
+	ev_progress(w->c, "unpack", w->label, done, total);
+}
+
+static int chmod_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	if (flag == FTW_D || flag == FTW_DNR)
+		chmod(p, (st->st_mode & 07777) | 0700);
+	return 0;
+}
+
+static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	if (flag == FTW_DP || flag == FTW_D)
+		return rmdir(p) < 0 ? -1 : 0;
+	return unlink(p) < 0 ? -1 : 0;
+}
+
+int remove_tree(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	/* Make directories writable first: an archive may have set 0555. */
+	if (S_ISDIR(st.st_mode))
+		nftw(path, chmod_cb, 32, FTW_PHYS);
+	if (nftw(path, rm_cb, 32, FTW_DEPTH | FTW_PHYS) < 0)
+		return -errno;
+	return 0;
+}
+
+void unpack_result_release(struct unpack_result *res)
+{
+	for (size_t i = 0; i < res->n; i++) {
+		free(res->v[i].path);
+		free(res->v[i].link);
+	}
+	free(res->v);
+	res->v = NULL;
+	res->n = 0;
+	res->bytes = 0;
+}
+
+int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
+                   struct unpack_result *res, char **errmsg)
+{
+	struct writer w = {.c = c,
+	                   .archive = archive,
+	                   .dest = dest_dir,
+	                   .destfd = -1,
+	                   .strip = strip < 0 ? 0 : strip,
+	                   .res = res,
+	                   .parent_fd = -1};
+	struct queue *q = NULL;
+	struct decoder d = {.archive = archive, .conda = str_ends_with(archive, ".conda")};
+	pthread_t th;
+	int started = 0, created = 0;
+	struct stat st;
+
+	memset(res, 0, sizeof(*res));
+	*errmsg = NULL;
+	w.label = strrchr(archive, '/') ? strrchr(archive, '/') + 1 : archive;
+	if (stat(archive, &st) < 0) {
+		w_fail(&w, TF_EIO, "cannot read: %s", strerror(errno));
+		goto out;
+	}
+	w.archive_size = st.st_size;
+	if (mkdir(dest_dir, 0755) < 0) {
+		w_fail(&w, errno == EEXIST ? TF_EFAIL : errno_to_tf(errno),
+		       "cannot create staging directory %s: %s", dest_dir, strerror(errno));
+		goto out;
+	}
+	created = 1;
+	w.destfd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (w.destfd < 0) {
+		w_fail(&w, TF_EIO, "cannot open %s: %s", dest_dir, strerror(errno));
+		goto out;
+	}
+
+	q = xmalloc(sizeof(*q));
+	queue_init(q);
+	d.q = q;
+	if (pthread_create(&th, NULL, decoder_main, &d) != 0) {
+		w_fail(&w, TF_EFAIL, "cannot start the decoder thread");
+		goto out;
+	}
+	started = 1;
+
+	for (;;) {
+		if (tf_interrupted)
+			w_fail(&w, TF_EINTR, "interrupted");
+		if (w.err)
+			break;
+		struct msg m = queue_pop(q);
+		if (m.kind == M_EOF)
+			break;
+		if (m.kind == M_ERROR) {
+			w_fail(&w, TF_EIO, "%s", m.err);
+			free(m.err);
+			break;
+		}
+		if (m.kind == M_ENTRY) {
+			handle_entry(&w, q, m.e);
+			raw_entry_free(m.e);
+		} else {
+			/* DATA/FILE_END outside a file cannot happen; free defensively. */
+			buf_give(q, m.buf);
+		}
+		maybe_progress(&w, q, 0);
+	}
+	if (!w.err)
+		check_symlinks(&w);
+	if (!w.err) {
+		finish_dirs(&w);
+		maybe_progress(&w, q, 1);
+	}
+out:
+	if (started) {
+		queue_abort(q);
+		pthread_join(th, NULL);
+	}
+	if (q) {
+		queue_destroy(q);
+		free(q);
+	}
+	drop_parent(&w);
+	if (w.destfd >= 0)
+		close(w.destfd);
+	strvec_release(&w.symlinks);
+	if (w.err) {
+		if (created)
+			remove_tree(dest_dir);
+		unpack_result_release(res);
+		*errmsg = w.errmsg;
+		return w.err;
+	}
+	return 0;
+}

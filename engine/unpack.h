@@ -1,0 +1,58 @@
+/*
+ * unpack.h - safe, streaming extraction of artifacts with libarchive.
+ *
+ * Decoding (the expensive part for xz) runs on its own thread and file
+ * creation on the caller's, connected by a bounded queue, so the two use both
+ * cores and memory stays bounded whatever the archive size
+ * (research/limits.md: on two cores this is the only way to beat the shell).
+ *
+ * Safety: an archive can only create regular files, directories, symlinks
+ * and hard links strictly inside dest_dir. Anything else is refused with
+ * TF_EUNSAFE and dest_dir is removed entirely, so nothing is ever placed.
+ *
+ * Ownership: *res and *errmsg are filled by the callee and freed by the
+ * caller (unpack_result_release(), free()).
+ */
+#ifndef TFPROV_UNPACK_H
+#define TFPROV_UNPACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ctx;
+
+struct unpack_entry {
+	char *path;    /* relative to dest, after strip */
+	int type;      /* 'f' file, 'd' dir, 'l' symlink, 'h' hardlink */
+	char *link;    /* symlink target or hardlink (relative) source, else NULL */
+	unsigned mode; /* permission bits after set-uid/gid dropped */
+	int64_t size;
+	char sha256[65]; /* files (and hard links to them): computed while writing */
+};
+
+struct unpack_result {
+	struct unpack_entry *v;
+	size_t n;
+	uint64_t bytes; /* file data written */
+};
+
+/*
+ * Streams `archive` (tar.xz, tar.gz/tgz, tar.bz2, tar.zst, plain tar, zip, and
+ * .conda: the inner pkg-*.tar.zst and info-*.tar.zst are extracted) into
+ * `dest_dir`, which must not exist yet (its parent must). Strips `strip`
+ * leading components (entries with no component left are skipped). Refuses
+ * with TF_EUNSAFE: absolute paths, '..' components, control characters in
+ * names, device nodes, FIFOs and sockets, symlinks/hardlinks whose target
+ * leaves dest, an entry that would write through a symlink. Drops set-uid,
+ * set-gid and sticky bits. No fsync: the caller does one syncfs.
+ * Returns 0, TF_EUNSAFE, TF_EIO (corrupt/unreadable archive, write error),
+ * TF_ENOSPC, TF_EINTR or TF_EFAIL (dest exists) with *errmsg set.
+ */
+int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
+                   struct unpack_result *res, char **errmsg);
+void unpack_result_release(struct unpack_result *res);
+
+/* Removes a tree without following symlinks. 0 or -errno. */
+int remove_tree(const char *path);
+
+#endif
