@@ -1,0 +1,321 @@
+/*
+ * libcheck.c - the verify loader check (see libcheck.h).
+ *
+ * Shared-memory protocol with the child: struct shared holds `current`, the
+ * index being loaded, then the items. The child writes each item before and
+ * after its dlopen, so when the child dies the parent knows which library
+ * killed it and keeps every answer given before.
+ */
+#include "libcheck.h"
+
+#include "error.h"
+#include "isolate.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Loading cuDNN 9's engine libraries (hundreds of MB) takes seconds; a
+ * library that needs more than this is hung, not slow. */
+#define LIBCHECK_TIMEOUT_MS 120000
+
+struct shared {
+	int current;
+	int finished;
+	struct libcheck_item items[];
+};
+
+struct job {
+	const char *const *dirs;
+	size_t ndirs;
+	size_t n;
+	unsigned flags;
+};
+
+/* What TF dlopens, per CUDA / cuDNN major (compat-facts 3e; TF's
+ * dso_loader). Dependencies first, though the retry makes order irrelevant. */
+static const char *const cuda11_sonames[] = {
+    "libcudart.so.11.0", "libcublasLt.so.11", "libcublas.so.11",   "libcufft.so.10",
+    "libcurand.so.10",   "libcusolver.so.11", "libcusparse.so.11", NULL,
+};
+static const char *const cuda12_sonames[] = {
+    "libcudart.so.12",   "libnvJitLink.so.12", "libcublasLt.so.12",
+    "libcublas.so.12",   "libcufft.so.11",     "libcurand.so.10",
+    "libcusolver.so.11", "libcusparse.so.12",  NULL,
+};
+/* No TF build uses CUDA 13 yet; the list lets verify check a 13.x toolkit. */
+static const char *const cuda13_sonames[] = {
+    "libcudart.so.13",   "libnvJitLink.so.13", "libcublasLt.so.13",
+    "libcublas.so.13",   "libcufft.so.12",     "libcurand.so.10",
+    "libcusolver.so.12", "libcusparse.so.12",  NULL,
+};
+static const char *const cudnn8_sonames[] = {
+    "libcudnn.so.8",           "libcudnn_ops_infer.so.8",
+    "libcudnn_ops_train.so.8", "libcudnn_cnn_infer.so.8",
+    "libcudnn_cnn_train.so.8", "libcudnn_adv_infer.so.8",
+    "libcudnn_adv_train.so.8", NULL,
+};
+static const char *const cudnn9_sonames[] = {
+    "libcudnn.so.9",
+    "libcudnn_graph.so.9",
+    "libcudnn_ops.so.9",
+    "libcudnn_cnn.so.9",
+    "libcudnn_adv.so.9",
+    "libcudnn_heuristic.so.9",
+    "libcudnn_engines_precompiled.so.9",
+    "libcudnn_engines_runtime_compiled.so.9",
+    NULL,
+};
+
+size_t libcheck_tf_sonames(int cuda_major, int cudnn_major, struct strvec *out)
+{
+	const char *const *cuda = NULL, *const *cudnn = NULL;
+	size_t n = 0;
+
+	switch (cuda_major) {
+	case 11:
+		cuda = cuda11_sonames;
+		break;
+	case 12:
+		cuda = cuda12_sonames;
+		break;
+	case 13:
+		cuda = cuda13_sonames;
+		break;
+	default:
+		return 0;
+	}
+	switch (cudnn_major) {
+	case 0:
+		break;
+	case 8:
+		cudnn = cudnn8_sonames;
+		break;
+	case 9:
+		cudnn = cudnn9_sonames;
+		break;
+	default:
+		return 0;
+	}
+	for (; *cuda != NULL; cuda++, n++)
+		strvec_push(out, *cuda);
+	for (; cudnn != NULL && *cudnn != NULL; cudnn++, n++)
+		strvec_push(out, *cudnn);
+	return n;
+}
+
+const char *libcheck_state_name(enum libcheck_state state)
+{
+	switch (state) {
+	case LIBCHECK_OK:
+		return "ok";
+	case LIBCHECK_NOT_FOUND:
+		return "not-found";
+	case LIBCHECK_LOAD_FAILED:
+		return "load-failed";
+	case LIBCHECK_CRASHED:
+		return "crashed";
+	case LIBCHECK_NOT_RUN:
+		break;
+	}
+	return "not-run";
+}
+
+const char *libcheck_advice(const char *soname, enum libcheck_state state)
+{
+	if (state == LIBCHECK_OK)
+		return NULL;
+	if (state == LIBCHECK_CRASHED)
+		return "loading this library crashed or hung the checking process: the file is "
+		       "corrupt or built for another system; run `tfprov verify --deep` and "
+		       "`tfprov apply` to restore it";
+	if (state == LIBCHECK_LOAD_FAILED)
+		return "the file is there but does not load (wrong architecture, truncated, or a "
+		       "dependency missing: see the loader's error); run `tfprov verify --deep` to "
+		       "compare it with what was placed, then `tfprov apply`";
+	if (state == LIBCHECK_NOT_RUN)
+		return "not checked: the checking process ended before reaching it";
+	/* Not found: the guide's "Could not load dynamic library ..." rows. */
+	if (str_starts_with(soname, "libcudnn"))
+		return "cuDNN is not placed where the stack's LD_LIBRARY_PATH points: check "
+		       "cudnn.placement (merge copies it into the CUDA prefix's lib64, separate "
+		       "keeps its own prefix, which must be on LD_LIBRARY_PATH) and its cuDNN "
+		       "major against the TF build, then run `tfprov apply`";
+	if (str_starts_with(soname, "libcudart"))
+		return "the CUDA runtime of this major is not in the stack's CUDA prefix: TF "
+		       "2.4-2.14 load libcudart.so.11.0, TF 2.15+ libcudart.so.12; check "
+		       "cuda.version against the TF build and run `tfprov apply`";
+	if (str_starts_with(soname, "libcu") || str_starts_with(soname, "libnvJitLink"))
+		return "a CUDA library component is missing from the stack's CUDA prefix: add it "
+		       "to the cuda components (TF needs cudart, cublas, cufft, curand, cusolver, "
+		       "cusparse and, for CUDA 12, nvjitlink) and run `tfprov apply`";
+	return "the library is in none of the searched directories: check the stack's "
+	       "LD_LIBRARY_PATH and run `tfprov apply`";
+}
+
+static void copy_trunc(char *dst, size_t n, const char *src)
+{
+	size_t len = strnlen(src, n - 1);
+	memcpy(dst, src, len);
+	dst[len] = '\0';
+}
+
+/* First dirs[i]/soname that exists (following links), like the loader's search. */
+static int find_in_dirs(const struct job *job, const char *soname, char *path, size_t n)
+{
+	struct stat sb;
+	size_t i;
+
+	for (i = 0; i < job->ndirs; i++) {
+		int len = snprintf(path, n, "%s/%s", job->dirs[i], soname);
+		if (len < 0 || (size_t)len >= n)
+			continue;
+		if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+			return 0;
+	}
+	path[0] = '\0';
+	return -1;
+}
+
+/* One dlopen attempt; fills the item. Handles stay open: later libraries may need them. */
+static int try_load(const struct job *job, struct libcheck_item *it)
+{
+	struct link_map *lm = NULL;
+	const char *err;
+	void *h;
+
+	if (find_in_dirs(job, it->soname, it->path, sizeof(it->path)) < 0) {
+		if (!(job->flags & LIBCHECK_SYSTEM_FALLBACK)) {
+			it->state = LIBCHECK_NOT_FOUND;
+			copy_trunc(it->error, sizeof(it->error),
+			           "not found in any searched directory");
+			return -1;
+		}
+		h = dlopen(it->soname, RTLD_NOW | RTLD_LOCAL);
+		if (h == NULL) {
+			it->state = LIBCHECK_NOT_FOUND;
+			err = dlerror();
+			copy_trunc(it->error, sizeof(it->error),
+			           err != NULL ? err : "not found by the loader");
+			return -1;
+		}
+		it->from_system = 1;
+	} else {
+		h = dlopen(it->path, RTLD_NOW | RTLD_LOCAL);
+		if (h == NULL) {
+			it->state = LIBCHECK_LOAD_FAILED;
+			err = dlerror();
+			copy_trunc(it->error, sizeof(it->error),
+			           err != NULL ? err : "dlopen failed");
+			return -1;
+		}
+	}
+	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm != NULL && lm->l_name != NULL &&
+	    lm->l_name[0] != '\0')
+		copy_trunc(it->path, sizeof(it->path), lm->l_name);
+	it->state = LIBCHECK_OK;
+	it->error[0] = '\0';
+	return 0;
+}
+
+static int child_check(void *arg, void *mem)
+{
+	const struct job *job = arg;
+	struct shared *sh = mem;
+	int progress = 1;
+	size_t i;
+
+	/* Retry until a pass loads nothing new: a dependency listed later may
+	 * satisfy an earlier failure. A crash is recorded by the parent. */
+	while (progress) {
+		progress = 0;
+		for (i = 0; i < job->n; i++) {
+			struct libcheck_item *it = &sh->items[i];
+
+			if (it->state == LIBCHECK_OK || it->state == LIBCHECK_NOT_FOUND ||
+			    it->state == LIBCHECK_CRASHED)
+				continue;
+			sh->current = (int)i;
+			if (try_load(job, it) == 0)
+				progress = 1;
+		}
+	}
+	sh->current = -1;
+	sh->finished = 1;
+	return 0;
+}
+
+int libcheck_run(const char *const *dirs, size_t ndirs, const char *const *sonames, size_t nsonames,
+                 unsigned flags, struct libcheck_result *res)
+{
+	struct job job = {dirs, ndirs, nsonames, flags};
+	size_t size = sizeof(struct shared) + nsonames * sizeof(struct libcheck_item);
+	struct strbuf sb = STRBUF_INIT;
+	struct isolate_status st;
+	struct libcheck_item *it;
+	struct shared *sh;
+	size_t i, round;
+	int ret = 0;
+
+	memset(res, 0, sizeof(*res));
+	for (i = 0; i < ndirs; i++) {
+		if (i > 0)
+			strbuf_adds(&sb, ":");
+		strbuf_adds(&sb, dirs[i]);
+	}
+	res->searched = strbuf_detach(&sb);
+	res->n = nsonames;
+	res->items = xcalloc(nsonames ? nsonames : 1, sizeof(*res->items));
+
+	sh = isolate_shared_alloc(size);
+	sh->current = -1;
+	for (i = 0; i < nsonames; i++)
+		copy_trunc(sh->items[i].soname, sizeof(sh->items[i].soname), sonames[i]);
+	/* A library that kills the child is marked and the check starts over
+	 * without it, so one bad file does not hide the state of the others. */
+	for (round = 0; round <= nsonames; round++) {
+		for (i = 0; i < nsonames; i++) {
+			if (sh->items[i].state != LIBCHECK_CRASHED)
+				sh->items[i].state = LIBCHECK_NOT_RUN;
+		}
+		sh->current = -1;
+		if (isolate_run(child_check, &job, sh, LIBCHECK_TIMEOUT_MS, &st) < 0) {
+			ret = TF_EFAIL;
+			goto out;
+		}
+		if (sh->finished)
+			break;
+		isolate_describe(&st, LIBCHECK_TIMEOUT_MS, res->child, sizeof(res->child));
+		if (sh->current < 0 || (size_t)sh->current >= nsonames)
+			break; /* died outside any dlopen: nothing to skip next time */
+		it = &sh->items[sh->current];
+		it->state = LIBCHECK_CRASHED;
+		snprintf(it->error, sizeof(it->error), "loading it: %s", res->child);
+	}
+	for (i = 0; i < nsonames; i++) {
+		it = &res->items[i];
+		*it = sh->items[i];
+		it->soname[sizeof(it->soname) - 1] = '\0';
+		it->path[sizeof(it->path) - 1] = '\0';
+		it->error[sizeof(it->error) - 1] = '\0';
+		/* A pointer written by the child is meaningless here; recompute. */
+		it->advice = libcheck_advice(it->soname, it->state);
+		if (it->state != LIBCHECK_OK)
+			res->nfail++;
+	}
+	ret = res->nfail ? TF_EVERIFY : 0;
+out:
+	isolate_shared_free(sh, size);
+	return ret;
+}
+
+void libcheck_result_release(struct libcheck_result *res)
+{
+	free(res->items);
+	free(res->searched);
+	memset(res, 0, sizeof(*res));
+}
