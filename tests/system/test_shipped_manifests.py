@@ -1,0 +1,429 @@
+"""The shipped manifests (manifests/*.yaml) against the reference data they are built from.
+
+"Never invent a hash" as a check: every sha256, url and size in a shipped manifest
+must come from manifests/data/ (a committed copy of the team's reference data, so
+that a clean clone can run this), and each must belong to the same record there.
+Then `tfprov validate` must accept every shipped manifest (exit 0, warnings allowed).
+
+Run with Debian's pytest: /usr/bin/python3 -m pytest tests/system/test_shipped_manifests.py
+The binary comes from $TFPROV_BIN (set by ctest), else build/tfprov.
+"""
+
+import csv
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+try:  # Debian: python3-yaml
+    import yaml
+except ImportError:  # pragma: no cover - reported as a failure, never skipped
+    yaml = None
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFESTS = REPO / "manifests"
+DATA = MANIFESTS / "data"
+SHARED_DATA = REPO.parent / "shared" / "data"  # exists on the team's machines only
+
+CUDA_REDIST = "https://developer.download.nvidia.com/compute/cuda/redist/"
+CUDNN_REDIST = "https://developer.download.nvidia.com/compute/cudnn/redist/"
+
+SHIPPED = ["stable-2.15.yaml", "stable-2.12.yaml", "stable-2.9.yaml", "legacy-1.15.yaml"]
+
+HEX64 = re.compile(r"(?<![0-9A-Za-z])[0-9a-fA-F]{64}(?![0-9A-Za-z])")
+
+
+# --------------------------------------------------------------------------- reference
+
+
+class Ref:
+    """Every pinned file the reference data knows, by URL."""
+
+    def __init__(self):
+        self.by_url = {}  # url -> dict(sha256, size or None, name, source)
+        self.hashes = set()  # every 64-hex token in any data file
+        self.wheels = {}  # sha256 -> (normalized name, version, filename, url)
+        for p in sorted(DATA.rglob("*")):
+            if p.is_file():
+                self.hashes.update(h.lower() for h in HEX64.findall(p.read_text(errors="replace")))
+        self._redist()
+        self._legacy()
+        self._pypi()
+        self._conda()
+
+    def add(self, url, sha256, size, name, source):
+        old = self.by_url.get(url)
+        rec = dict(sha256=sha256, size=size, name=name, source=source)
+        if old is not None and (old["sha256"], old["size"]) != (sha256, size):
+            # The same URL twice must agree (e.g. Spack and the redist JSON for
+            # cuDNN 8.9.7.29). Keep the record that has a size.
+            assert old["sha256"] == sha256, f"reference data disagrees on {url}"
+            if old["size"] is not None:
+                return
+        self.by_url[url] = rec
+
+    def _redist(self):
+        for p in sorted((DATA / "nvidia-redist").glob("*.json")):
+            base = CUDNN_REDIST if p.name.startswith("cudnn") else CUDA_REDIST
+            doc = json.loads(p.read_text())
+            for comp, body in doc.items():
+                if not isinstance(body, dict) or "name" not in body:
+                    continue
+                for plat, ent in body.items():
+                    if not isinstance(ent, dict):
+                        continue
+                    entries = [ent] if "relative_path" in ent else [
+                        v for k, v in ent.items() if isinstance(v, dict) and "relative_path" in v
+                    ]
+                    for e in entries:
+                        self.add(base + e["relative_path"], e["sha256"], int(e["size"]), comp,
+                                 f"{p.name} {comp} {plat}")
+
+    def _legacy(self):
+        for r in _tsv(DATA / "legacy-artifacts.tsv"):
+            self.add(r["url"], r["sha256"], None, f"{r['product']} {r['version']}",
+                     "legacy-artifacts.tsv")
+
+    def _pypi(self):
+        urls = {r["filename"]: r for r in _tsv(DATA / "pypi-urls.tsv")}
+        for r in _tsv(DATA / "pypi-pins.tsv"):
+            u = urls[r["filename"]]
+            size = int(u["size"]) if u["size"].strip() else None
+            self.add(u["url"], r["sha256"], size, r["name"], "pypi-pins.tsv")
+            self.wheels[r["sha256"]] = (pep503(r["name"]), r["version"], r["filename"], u["url"])
+
+    def _conda(self):
+        for r in _tsv(DATA / "conda" / "python-3.10-linux-64.tsv"):
+            self.add(r["url"], r["sha256"], None, r["name"], "conda/python-3.10-linux-64.tsv")
+
+
+def _tsv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def pep503(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return Ref()
+
+
+# --------------------------------------------------------------------------- manifests
+
+
+def stack_manifests():
+    """manifests/*.yaml that describe a stack (compat.yaml and other data files are not)."""
+    out = []
+    for p in sorted(MANIFESTS.glob("*.yaml")):
+        if p.name == "compat.yaml":
+            continue
+        if re.search(r"(?m)^stack:", p.read_text()):
+            out.append(p)
+    return out
+
+
+MANIFEST_PATHS = stack_manifests()
+IDS = [p.name for p in MANIFEST_PATHS]
+
+
+def load(path):
+    assert yaml is not None, "python3-yaml is needed (Debian package python3-yaml)"
+    return yaml.safe_load(path.read_text())
+
+
+def artifacts(doc):
+    """(where, mapping) for every pinned file of the manifest outside python/pip."""
+    out = []
+    cuda = doc.get("cuda") or {}
+    for i, a in enumerate(cuda.get("artifacts") or []):
+        out.append((f"cuda.artifacts[{i}] {a.get('name', '')}".strip(), a))
+    if "runfile" in cuda:
+        out.append(("cuda.runfile", cuda["runfile"]))
+    if "redist" in cuda:
+        out.append(("cuda.redist", cuda["redist"]))
+    cudnn = doc.get("cudnn") or {}
+    if "artifact" in cudnn:
+        out.append(("cudnn.artifact", cudnn["artifact"]))
+    if "redist" in cudnn:
+        out.append(("cudnn.redist", cudnn["redist"]))
+    return out
+
+
+def conda_lines(doc, path):
+    py = doc.get("python") or {}
+    text = py.get("lock")
+    if text is None and py.get("lock_file"):
+        text = (path.parent / py["lock_file"]).read_text()
+    if not text:
+        return []
+    return [l.strip() for l in text.splitlines() if l.strip() and not l.strip().startswith(("#", "@"))]
+
+
+def pip_requirements(doc, path):
+    """[(spec, [sha256...])] from pip.requirements / requirements_file (pip's format)."""
+    pip = doc.get("pip") or {}
+    text = pip.get("requirements")
+    if text is None and pip.get("requirements_file"):
+        text = (path.parent / pip["requirements_file"]).read_text()
+    if not text:
+        return []
+    logical, cur = [], ""
+    for line in text.splitlines():
+        s = line.strip()
+        if not cur and (not s or s.startswith("#")):
+            continue
+        if s.endswith("\\"):
+            cur += s[:-1] + " "
+            continue
+        logical.append(cur + s)
+        cur = ""
+    if cur.strip():
+        logical.append(cur)
+    out = []
+    for l in logical:
+        toks = l.split()
+        hashes = [t.split(":", 1)[1] for t in toks if t.startswith("--hash=sha256:")]
+        spec = " ".join(t for t in toks if not t.startswith("--"))
+        out.append((spec, hashes))
+    return out
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_reference_copy_present():
+    for rel in ["README.md", "legacy-artifacts.tsv", "pypi-pins.tsv", "pypi-urls.tsv",
+                "nvidia-redist/README.md", "conda/python-3.10-linux-64.explicit.txt"]:
+        assert (DATA / rel).is_file(), f"manifests/data/{rel} is missing"
+
+
+def test_reference_copy_matches_shared():
+    """On the team's machines, manifests/data must still equal ../shared/data byte for byte."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"{SHARED_DATA} does not exist (clean clone): nothing to compare with")
+    theirs = {p.relative_to(SHARED_DATA) for p in SHARED_DATA.rglob("*") if p.is_file()}
+    for rel in sorted(theirs):
+        mine = DATA / rel
+        assert mine.is_file(), f"manifests/data/{rel} is missing (present in {SHARED_DATA})"
+        assert mine.read_bytes() == (SHARED_DATA / rel).read_bytes(), \
+            f"manifests/data/{rel} differs from {SHARED_DATA / rel}: refresh the copy"
+
+
+def test_every_shipped_manifest_exists():
+    names = {p.name for p in MANIFEST_PATHS}
+    for n in SHIPPED:
+        assert n in names, f"manifests/{n} is missing"
+
+
+@pytest.mark.parametrize("path", MANIFEST_PATHS, ids=IDS)
+def test_no_invented_hash(path, ref):
+    """Every 64-hex string anywhere in the file (values and comments) is in the data."""
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        for h in HEX64.findall(line):
+            assert h == h.lower(), f"{path.name}:{lineno}: sha256 not lowercase: {h}"
+            assert h in ref.hashes, \
+                f"{path.name}:{lineno}: sha256 {h} is not in manifests/data (invented?)"
+
+
+@pytest.mark.parametrize("path", MANIFEST_PATHS, ids=IDS)
+def test_header_comment(path):
+    """A manifest begins with a comment block saying what it is and where its hashes come from."""
+    lines = path.read_text().splitlines()
+    head = []
+    for l in lines:
+        if not l.startswith("#"):
+            break
+        head.append(l)
+    assert len(head) >= 5, f"{path.name}: no header comment block"
+    text = "\n".join(head)
+    assert "manifests/data" in text, f"{path.name}: the header does not say where the hashes come from"
+    assert re.search(r"(?i)missing", text), f"{path.name}: the header does not say what is missing"
+
+
+@pytest.mark.parametrize("path", MANIFEST_PATHS, ids=IDS)
+def test_identity(path):
+    doc = load(path)
+    assert doc.get("schema") == 1
+    assert doc["stack"]["name"] == path.stem
+    assert doc["stack"]["platform"] in ("linux-x86_64", "wsl2", "windows-x86_64")
+    v = doc["versions"]
+    for k in ("tensorflow", "cuda", "cudnn", "python"):
+        assert isinstance(v.get(k), str), f"versions.{k} must be a string (quote \"3.10\")"
+    assert doc["cuda"].get("version", v["cuda"]) == v["cuda"]
+    assert doc["cudnn"].get("version", v["cudnn"]) == v["cudnn"]
+    assert str(doc["python"].get("version", v["python"])) == v["python"]
+
+
+@pytest.mark.parametrize("path", MANIFEST_PATHS, ids=IDS)
+def test_artifacts_match_reference(path, ref):
+    """url, sha256 and size of each artifact are one record of the reference data."""
+    doc = load(path)
+    arts = artifacts(doc)
+    assert arts, f"{path.name}: no CUDA/cuDNN artifacts"
+    for where, a in arts:
+        label = f"{path.name}: {where}"
+        assert isinstance(a, dict), label
+        assert "url" in a and "sha256" in a, f"{label}: url and sha256 are required"
+        r = ref.by_url.get(a["url"])
+        assert r is not None, f"{label}: url {a['url']} is not in manifests/data"
+        assert a["sha256"] == r["sha256"], \
+            f"{label}: sha256 {a['sha256']} != {r['sha256']} ({r['source']})"
+        if r["size"] is None:
+            assert "size" not in a, f"{label}: size {a.get('size')} is not in the data (invented?)"
+        else:
+            assert a.get("size") == r["size"], \
+                f"{label}: size {a.get('size')} != {r['size']} ({r['source']}); the data has it"
+        if where.startswith("cuda.artifacts"):
+            assert a.get("name") == r["name"], \
+                f"{label}: name {a.get('name')} but the url is component {r['name']}"
+        if urlparse(a["url"]).path.endswith((".tar.xz", ".tgz", ".tar.gz", ".zip")):
+            assert a.get("strip") == 1, f"{label}: archives in the data have one top directory: strip: 1"
+
+
+@pytest.mark.parametrize("path", MANIFEST_PATHS, ids=IDS)
+def test_conda_lock_matches_reference(path, ref):
+    doc = load(path)
+    for line in conda_lines(doc, path):
+        url, _, frag = line.partition("#")
+        r = ref.by_url.get(url)
+        assert r is not None, f"{path.name}: conda package {url} is not in manifests/data"
+        assert frag.startswith("sha256:"), f"{path.name}: {url} is not pinned by sha256"
+        assert frag[len("sha256:"):] == r["sha256"], f"{path.name}: {url}: sha256 differs from the data"
+
+
+@pytest.mark.parametrize("path", MANIFEST_PATHS, ids=IDS)
+def test_pip_pins_match_reference(path, ref):
+    """Each --hash is a wheel of that very project and version (or that very URL)."""
+    doc = load(path)
+    for spec, hashes in pip_requirements(doc, path):
+        assert hashes, f"{path.name}: '{spec}' has no --hash"
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*)$", spec)
+        assert m, spec
+        name, rest = pep503(m.group(1)), m.group(2).strip()
+        for h in hashes:
+            assert h in ref.wheels, f"{path.name}: {spec}: hash {h} is not a wheel in manifests/data"
+            wname, wver, wfile, wurl = ref.wheels[h]
+            assert wname == name, f"{path.name}: {spec}: hash {h} belongs to {wfile}"
+            if rest.startswith("=="):
+                assert rest[2:].split(";")[0].strip() == wver, \
+                    f"{path.name}: {spec}: hash {h} belongs to {wfile}"
+            elif rest.startswith("@"):
+                url = rest[1:].split(";")[0].strip()
+                assert url == wurl, f"{path.name}: {spec}: hash {h} belongs to {wurl}"
+                assert unquote(urlparse(url).path).endswith(wfile)
+            else:
+                pytest.fail(f"{path.name}: '{spec}' is neither ==-pinned nor a direct URL")
+
+
+@pytest.mark.parametrize("path", MANIFEST_PATHS, ids=IDS)
+def test_gaps_are_declared(path, ref):
+    """A stack whose data lacks pins says so under `missing:` (validate turns them into warnings)."""
+    doc = load(path)
+    missing = doc.get("missing") or []
+    assert all(isinstance(m, str) and m.strip() for m in missing)
+    pip = doc.get("pip") or {}
+    if pip and pip.get("complete") is not True:
+        assert any(m.startswith("pip:") for m in missing), \
+            f"{path.name}: pip pins are incomplete but no `missing:` entry says what is missing"
+    if (doc.get("python") or {}).get("manager") == "venv":
+        assert any(m.startswith("python:") for m in missing), \
+            f"{path.name}: a venv interpreter is not pinned; say so under `missing:`"
+
+
+# --------------------------------------------------------------------------- tfprov validate
+
+
+def tfprov_bin():
+    b = os.environ.get("TFPROV_BIN") or str(REPO / "build" / "tfprov")
+    assert os.access(b, os.X_OK), f"tfprov binary not found at {b} (set TFPROV_BIN)"
+    return b
+
+
+def run(*args, timeout=60):
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, NO_COLOR="1"))
+
+
+@pytest.fixture(scope="module")
+def validate_bin():
+    """The binary, if it has a `validate` subcommand; skip (saying why) only if it has not."""
+    b = tfprov_bin()
+    helped = run(b, "validate", "--help")
+    bogus = run(b, "no-such-subcommand-xyz")
+    if helped.returncode != 0:
+        pytest.skip(f"`tfprov validate --help` exits {helped.returncode}: validate not implemented yet")
+    if bogus.returncode == 0:
+        # A CLI that accepts any word has no subcommand dispatch yet (the skeleton).
+        pytest.skip("tfprov accepts any subcommand (exit 0): no subcommand dispatch yet, "
+                    "so `validate` is not implemented")
+    return b
+
+
+@pytest.mark.parametrize("path", MANIFEST_PATHS, ids=IDS)
+def test_validate_accepts(path, validate_bin):
+    p = run(validate_bin, "validate", str(path))
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, f"tfprov validate {path.name} exited {p.returncode}:\n{out}"
+    assert not re.search(r":\d+:\d+: error:", out), f"errors reported:\n{out}"
+
+
+@pytest.mark.parametrize("path", MANIFEST_PATHS, ids=IDS)
+def test_validate_names_every_gap(path, validate_bin):
+    """Each `missing:` entry and each artifact without a size comes back as a warning."""
+    doc = load(path)
+    p = run(validate_bin, "validate", str(path))
+    out = p.stdout + p.stderr
+    warnings = [l for l in out.splitlines() if re.search(r":\d+:\d+: warning:", l)]
+    lines = path.read_text().splitlines()
+    for gap in doc.get("missing") or []:
+        # The entry's own line: the warning points at it.
+        ln = next(i for i, l in enumerate(lines, 1) if l.lstrip().startswith("- ") and gap in l)
+        hit = [w for w in warnings if f":{ln}:" in w]
+        assert hit, f"no warning at line {ln} for missing entry {gap!r}:\n{out}"
+    marks = artifact_lines(path)
+    for where, a in artifacts(doc):
+        if "size" in a:
+            continue
+        ln = marks[where]
+        keys = [str(a.get("name") or ""), a["url"]]
+        hit = [w for w in warnings if "size" in w and
+               (f":{ln}:" in w or any(k and k in w for k in keys))]
+        assert hit, f"{where} (line {ln}) has no size but validate does not warn about it:\n{out}"
+
+
+def artifact_lines(path):
+    """1-based line of each artifact mapping, keyed like artifacts()."""
+    root = yaml.compose(path.read_text())
+    top = {k.value: v for k, v in root.value}
+    out = {}
+
+    def sub(node, key):
+        for k, v in node.value:
+            if k.value == key:
+                return v
+        return None
+
+    cuda, cudnn = top.get("cuda"), top.get("cudnn")
+    if cuda is not None:
+        arts = sub(cuda, "artifacts")
+        for i, n in enumerate(arts.value if arts is not None else []):
+            name = sub(n, "name")
+            out[f"cuda.artifacts[{i}] {name.value if name is not None else ''}".strip()] = \
+                n.start_mark.line + 1
+        for key in ("runfile", "redist"):
+            n = sub(cuda, key)
+            if n is not None:
+                out[f"cuda.{key}"] = n.start_mark.line + 1
+    if cudnn is not None:
+        for key in ("artifact", "redist"):
+            n = sub(cudnn, key)
+            if n is not None:
+                out[f"cudnn.{key}"] = n.start_mark.line + 1
+    return out
