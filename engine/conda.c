@@ -1,0 +1,1155 @@
+/*
+ * conda.c - native installation of a conda explicit lock (see conda.h).
+ *
+ * Order of work: (1) every package is verified (sha256 or md5 of the file)
+ * and extracted into the package cache, or its cache entry reused; (2) a
+ * staging prefix is created next to the final one (same filesystem, so
+ * hard links from the cache and the final rename work); (3) each package's
+ * files are linked or copied in lock order (later packages win a clash, as
+ * in conda), placeholders replaced with the final prefix, noarch: python
+ * relocated and its entry points written; (4) conda-meta/<dist>.json per
+ * package and conda-meta/history are written; (5) one syncfs, then the
+ * staging prefix is exchanged with the old env, which is then deleted.
+ * Nothing at `prefix` changes before step 5, which is one rename.
+ */
+#include "conda.h"
+
+#include "ctx.h"
+#include "error.h"
+#include "event.h"
+#include "manifest.h"
+#include "pyfs.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CONDA_MAX_META     (64u << 20)     /* paths.json of a big package */
+#define CONDA_MAX_PATCHED  (2048ull << 20) /* a file rewritten in memory */
+#define LEGACY_PLACEHOLDER "/opt/anaconda1anaconda2anaconda3"
+
+#define dlog(c, ...)                                                                               \
+	do {                                                                                       \
+		if ((c) != NULL)                                                                   \
+			ev_log((c), EV_DEBUG, __VA_ARGS__);                                        \
+	} while (0)
+
+void conda_result_release(struct conda_result *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		free(r->files[i].path);
+	free(r->files);
+	free(r->python_version);
+	memset(r, 0, sizeof(*r));
+}
+
+static void result_add(struct conda_result *r, const char *path, const char *sha, uint64_t size,
+                       unsigned mode)
+{
+	if (r->n == r->cap) {
+		r->cap = r->cap ? r->cap * 2 : 256;
+		r->files = xrealloc(r->files, r->cap * sizeof(*r->files));
+	}
+	struct conda_file *f = &r->files[r->n++];
+	f->path = xstrdup(path);
+	snprintf(f->sha256, sizeof(f->sha256), "%s", sha);
+	f->size = size;
+	f->mode = mode;
+}
+
+/* ---- hashing ---- */
+
+static void hash_buf(const EVP_MD *md, const void *data, size_t n, char *hex)
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned dl = 0;
+	EVP_Digest(data, n, d, &dl, md, NULL);
+	hex_encode(d, dl, hex);
+}
+
+/* sha256 and md5 of a file in one pass. 0 or -errno. */
+static int hash_file(const char *path, char sha[65], char md5[33], uint64_t *size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	EVP_MD_CTX *a = EVP_MD_CTX_new(), *b = EVP_MD_CTX_new();
+	EVP_DigestInit_ex(a, EVP_sha256(), NULL);
+	EVP_DigestInit_ex(b, EVP_md5(), NULL);
+	static __thread unsigned char buf[1 << 20];
+	uint64_t total = 0;
+	int rc = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		EVP_DigestUpdate(a, buf, (size_t)n);
+		EVP_DigestUpdate(b, buf, (size_t)n);
+		total += (uint64_t)n;
+	}
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned dl = 0;
+	EVP_DigestFinal_ex(a, d, &dl);
+	hex_encode(d, dl, sha);
+	EVP_DigestFinal_ex(b, d, &dl);
+	hex_encode(d, dl, md5);
+	EVP_MD_CTX_free(a);
+	EVP_MD_CTX_free(b);
+	close(fd);
+	if (size)
+		*size = total;
+	return rc;
+}
+
+/* ---- extraction ---- */
+
+/* A symlink target must resolve (lexically) inside the package root. */
+static int link_target_inside(const char *rel, const char *target)
+{
+	if (target[0] == '/')
+		return 0;
+	int depth = 0;
+	for (const char *p = rel; *p; p++)
+		if (*p == '/')
+			depth++;
+	const char *c = target;
+	while (*c) {
+		const char *e = strchr(c, '/');
+		size_t n = e ? (size_t)(e - c) : strlen(c);
+		if (n == 2 && c[0] == '.' && c[1] == '.') {
+			if (--depth < 0)
+				return 0;
+		} else if (n > 0 && !(n == 1 && c[0] == '.')) {
+			depth++;
+		}
+		if (e == NULL)
+			break;
+		c = e + 1;
+	}
+	return 1;
+}
+
+/* Writes every entry of a (tar) archive under dest, with the safety rules. */
+static int extract_entries(struct archive *a, const char *dest, const char *what, char **errmsg)
+{
+	struct archive *w = archive_write_disk_new();
+	archive_write_disk_set_options(
+	    w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+	           ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_UNLINK);
+	struct archive_entry *e;
+	int rc = 0, r;
+	while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK || r == ARCHIVE_WARN) {
+		const char *name = archive_entry_pathname(e);
+		while (name && name[0] == '.' && name[1] == '/')
+			name += 2;
+		char *rel = name ? xstrdup(name) : xstrdup("");
+		size_t rl = strlen(rel);
+		while (rl > 0 && rel[rl - 1] == '/')
+			rel[--rl] = '\0';
+		if (rl == 0 && archive_entry_filetype(e) == AE_IFDIR) {
+			free(rel);
+			continue;
+		}
+		mode_t type = archive_entry_filetype(e);
+		const char *hl = archive_entry_hardlink(e);
+		const char *sl = archive_entry_symlink(e);
+		const char *why = NULL;
+		if (!pyfs_rel_is_safe(rel))
+			why = "unsafe path";
+		else if (hl == NULL && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
+			why = "device, fifo or socket entry";
+		else if (type == AE_IFLNK && (sl == NULL || !link_target_inside(rel, sl)))
+			why = "symlink pointing outside the package";
+		else if (hl != NULL &&
+		         !pyfs_rel_is_safe(hl[0] == '.' && hl[1] == '/' ? hl + 2 : hl))
+			why = "hard link to an unsafe path";
+		if (why != NULL) {
+			*errmsg = xasprintf("%s: entry '%s': %s", what, name ? name : "", why);
+			free(rel);
+			rc = TF_EUNSAFE;
+			goto out;
+		}
+		char *full = path_join(dest, rel);
+		archive_entry_set_pathname(e, full);
+		if (hl != NULL) {
+			char *hfull = path_join(dest, hl[0] == '.' && hl[1] == '/' ? hl + 2 : hl);
+			archive_entry_set_hardlink(e, hfull);
+			free(hfull);
+		}
+		archive_entry_set_perm(e, archive_entry_perm(e) & 0777);
+		free(full);
+		free(rel);
+		if (archive_write_header(w, e) != ARCHIVE_OK) {
+			*errmsg = xasprintf("%s: %s", what, archive_error_string(w));
+			rc = TF_EIO;
+			goto out;
+		}
+		const void *buf;
+		size_t sz;
+		la_int64_t off;
+		while ((r = archive_read_data_block(a, &buf, &sz, &off)) == ARCHIVE_OK) {
+			if (archive_write_data_block(w, buf, sz, off) != ARCHIVE_OK) {
+				*errmsg = xasprintf("%s: %s", what, archive_error_string(w));
+				rc = TF_EIO;
+				goto out;
+			}
+		}
+		if (r != ARCHIVE_EOF) {
+			*errmsg = xasprintf("%s: %s", what, archive_error_string(a));
+			rc = TF_EINTEGRITY;
+			goto out;
+		}
+		if (archive_write_finish_entry(w) != ARCHIVE_OK) {
+			*errmsg = xasprintf("%s: %s", what, archive_error_string(w));
+			rc = TF_EIO;
+			goto out;
+		}
+	}
+	if (r != ARCHIVE_EOF) {
+		*errmsg = xasprintf("%s: %s", what, archive_error_string(a));
+		rc = TF_EINTEGRITY;
+	}
+out:
+	archive_write_close(w);
+	archive_write_free(w);
+	return rc;
+}
+
+/* The inner .tar.zst of a .conda is read straight out of the outer zip. */
+struct inner_src {
+	struct archive *outer;
+	char buf[1 << 16];
+};
+
+static la_ssize_t inner_read(struct archive *a, void *cd, const void **out)
+{
+	struct inner_src *s = cd;
+	*out = s->buf;
+	return archive_read_data(s->outer, s->buf, sizeof(s->buf));
+}
+
+static int extract_tar_bz2(const char *file, const char *dest, char **errmsg)
+{
+	struct archive *a = archive_read_new();
+	archive_read_support_filter_bzip2(a);
+	archive_read_support_format_tar(a);
+	int rc = 0;
+	if (archive_read_open_filename(a, file, 1 << 16) != ARCHIVE_OK) {
+		*errmsg = xasprintf("%s: %s", file, archive_error_string(a));
+		rc = TF_EINTEGRITY;
+	} else {
+		rc = extract_entries(a, dest, file, errmsg);
+	}
+	archive_read_free(a);
+	return rc;
+}
+
+static int extract_conda(const char *file, const char *dest, char **errmsg)
+{
+	struct archive *z = archive_read_new();
+	struct inner_src *src = xmalloc(sizeof(*src));
+	archive_read_support_format_zip(z);
+	int rc = 0, r, seen_pkg = 0, seen_info = 0;
+	if (archive_read_open_filename(z, file, 1 << 16) != ARCHIVE_OK) {
+		*errmsg = xasprintf("%s: %s", file, archive_error_string(z));
+		rc = TF_EINTEGRITY;
+		goto out;
+	}
+	struct archive_entry *e;
+	while ((r = archive_read_next_header(z, &e)) == ARCHIVE_OK) {
+		const char *name = archive_entry_pathname(e);
+		int is_info = str_starts_with(name, "info-") && str_ends_with(name, ".tar.zst");
+		int is_pkg = str_starts_with(name, "pkg-") && str_ends_with(name, ".tar.zst");
+		if (!is_info && !is_pkg)
+			continue; /* metadata.json */
+		struct archive *t = archive_read_new();
+		archive_read_support_filter_zstd(t);
+		archive_read_support_format_tar(t);
+		src->outer = z;
+		char *what = xasprintf("%s:%s", file, name);
+		if (archive_read_open(t, src, NULL, inner_read, NULL) != ARCHIVE_OK) {
+			*errmsg = xasprintf("%s: %s", what, archive_error_string(t));
+			rc = TF_EINTEGRITY;
+		} else {
+			rc = extract_entries(t, dest, what, errmsg);
+		}
+		archive_read_free(t);
+		free(what);
+		if (rc)
+			goto out;
+		seen_info |= is_info;
+		seen_pkg |= is_pkg;
+	}
+	if (r != ARCHIVE_EOF) {
+		*errmsg = xasprintf("%s: %s", file, archive_error_string(z));
+		rc = TF_EINTEGRITY;
+	} else if (!seen_info || !seen_pkg) {
+		*errmsg = xasprintf("%s: not a .conda package (no %s-*.tar.zst member)", file,
+		                    seen_info ? "pkg" : "info");
+		rc = TF_EINTEGRITY;
+	}
+out:
+	archive_read_free(z);
+	free(src);
+	return rc;
+}
+
+static char *dist_name(const struct conda_pkg *p)
+{
+	return xasprintf("%s-%s-%s", p->name, p->version, p->build);
+}
+
+static const char *url_basename(const char *url)
+{
+	const char *s = strrchr(url, '/');
+	return s ? s + 1 : url;
+}
+
+/* channel = URL up to and including the subdir ("https://.../conda-forge/linux-64"). */
+static void url_channel(const char *url, char **channel, char **subdir)
+{
+	const char *fn = url_basename(url);
+	size_t cl = fn > url ? (size_t)(fn - url - 1) : 0;
+	*channel = xstrndup(url, cl);
+	const char *s = memrchr(url, '/', cl);
+	*subdir = s ? xstrndup(s + 1, cl - (size_t)(s + 1 - url)) : xstrdup("");
+}
+
+static json_t *load_json(const char *dir, const char *rel)
+{
+	char *p = path_join(dir, rel), *text = NULL;
+	size_t len = 0;
+	json_t *j = NULL;
+	if (read_file_at(AT_FDCWD, p, CONDA_MAX_META, &text, &len) == 0)
+		j = json_loadb(text, len, 0, NULL);
+	free(text);
+	free(p);
+	return j;
+}
+
+/* Is the cache entry complete and from the same bytes the lock pins? */
+static int cache_entry_matches(const char *dir, const struct conda_pkg *p)
+{
+	json_t *rec = load_json(dir, "info/repodata_record.json");
+	int ok = 0;
+	if (rec != NULL) {
+		const char *sha = json_string_value(json_object_get(rec, "sha256"));
+		const char *md5 = json_string_value(json_object_get(rec, "md5"));
+		if (p->sha256[0])
+			ok = sha && strcmp(sha, p->sha256) == 0;
+		else if (p->md5[0])
+			ok = md5 && strcmp(md5, p->md5) == 0;
+	}
+	json_decref(rec);
+	return ok;
+}
+
+static int write_json_file(const char *path, json_t *j)
+{
+	char *tmp = xasprintf("%s.tmp", path);
+	unlink(tmp);
+	int rc = json_dump_file(j, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 ? 0 : TF_EIO;
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = TF_EIO;
+	if (rc)
+		unlink(tmp);
+	free(tmp);
+	return rc;
+}
+
+int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p, const char *file,
+                  char **dir, int *reused, char **errmsg)
+{
+	char *dist = dist_name(p), *final = path_join(pkgs_dir, dist), *tmp = NULL;
+	char sha[65], md5[33];
+	uint64_t size = 0;
+	json_t *idx = NULL;
+	int rc = 0;
+	*reused = 0;
+	*dir = NULL;
+
+	if (!pyfs_rel_is_safe(dist) || strchr(dist, '/') != NULL) {
+		*errmsg = xasprintf("package name '%s' is not a plain file name", dist);
+		rc = TF_EUNSAFE;
+		goto out;
+	}
+	if (cache_entry_matches(final, p)) {
+		dlog(c, "conda: reusing %s", final);
+		*reused = 1;
+		goto done;
+	}
+	int e = hash_file(file, sha, md5, &size);
+	if (e != 0) {
+		*errmsg = xasprintf("%s: %s", file, strerror(-e));
+		rc = TF_EIO;
+		goto out;
+	}
+	if ((p->sha256[0] && strcmp(sha, p->sha256) != 0) ||
+	    (p->md5[0] && strcmp(md5, p->md5) != 0)) {
+		*errmsg = xasprintf("%s: %s mismatch for %s: expected %s, got %s", file,
+		                    p->sha256[0] ? "sha256" : "md5", dist,
+		                    p->sha256[0] ? p->sha256 : p->md5, p->sha256[0] ? sha : md5);
+		rc = TF_EINTEGRITY;
+		goto out;
+	}
+	if (!p->sha256[0] && !p->md5[0]) {
+		*errmsg = xasprintf("%s: the lock pins no hash", dist);
+		rc = TF_EINTEGRITY;
+		goto out;
+	}
+	if ((e = mkdirs_at(AT_FDCWD, pkgs_dir, 0755)) != 0) {
+		*errmsg = xasprintf("%s: %s", pkgs_dir, strerror(-e));
+		rc = TF_EIO;
+		goto out;
+	}
+	char *tmpl = xasprintf("%s.tfprov-x.XXXXXX", final);
+	tmp = mkdtemp(tmpl);
+	if (tmp == NULL) {
+		free(tmpl);
+		*errmsg = xasprintf("%s: %s", pkgs_dir, strerror(errno));
+		rc = TF_EIO;
+		goto out;
+	}
+	chmod(tmp, 0755);
+	if (str_ends_with(file, ".conda") || str_ends_with(p->url, ".conda"))
+		rc = extract_conda(file, tmp, errmsg);
+	else
+		rc = extract_tar_bz2(file, tmp, errmsg);
+	if (rc)
+		goto out;
+	idx = load_json(tmp, "info/index.json");
+	if (!json_is_object(idx)) {
+		*errmsg = xasprintf("%s: no valid info/index.json", file);
+		rc = TF_EINTEGRITY;
+		goto out;
+	}
+	/* repodata_record.json: index.json plus where the bytes came from. */
+	char *channel, *subdir;
+	url_channel(p->url, &channel, &subdir);
+	json_object_set_new(idx, "url", json_string(p->url));
+	json_object_set_new(idx, "channel", json_string(channel));
+	json_object_set_new(idx, "fn", json_string(url_basename(p->url)));
+	json_object_set_new(idx, "sha256", json_string(sha));
+	json_object_set_new(idx, "md5", json_string(md5));
+	json_object_set_new(idx, "size", json_integer((json_int_t)size));
+	free(channel);
+	free(subdir);
+	char *rec = path_join(tmp, "info/repodata_record.json");
+	rc = write_json_file(rec, idx);
+	free(rec);
+	if (rc) {
+		*errmsg = xasprintf("%s: cannot write repodata_record.json", tmp);
+		goto out;
+	}
+	pyfs_rmtree(final);
+	if (rename(tmp, final) != 0) {
+		*errmsg = xasprintf("%s: %s", final, strerror(errno));
+		rc = TF_EIO;
+		goto out;
+	}
+	dlog(c, "conda: extracted %s", final);
+done:
+	*dir = final;
+	final = NULL;
+out:
+	if (tmp && rc)
+		pyfs_rmtree(tmp);
+	free(tmp);
+	json_decref(idx);
+	free(dist);
+	free(final);
+	return rc;
+}
+
+/* ---- linking ---- */
+
+struct path_entry {
+	char *path;
+	char *type; /* hardlink, softlink, directory */
+	char *placeholder;
+	int binary;
+	int no_link;
+	char sha256[65];
+	int64_t size;
+};
+
+static void entries_free(struct path_entry *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].path);
+		free(v[i].type);
+		free(v[i].placeholder);
+	}
+	free(v);
+}
+
+/* Splits a small text file into lines (owned strvec). */
+static void read_lines(const char *dir, const char *rel, struct strvec *out)
+{
+	char *p = path_join(dir, rel), *text = NULL;
+	size_t len = 0;
+	if (read_file_at(AT_FDCWD, p, CONDA_MAX_META, &text, &len) == 0) {
+		char *save = NULL;
+		for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+			size_t n = strlen(l);
+			while (n && (l[n - 1] == '\r' || l[n - 1] == ' '))
+				l[--n] = '\0';
+			if (n)
+				strvec_push(out, l);
+		}
+	}
+	free(text);
+	free(p);
+}
+
+/* info/paths.json, else the legacy info/files + has_prefix + no_link. */
+static int read_paths(const char *dir, struct path_entry **out, size_t *nout, char **errmsg)
+{
+	json_t *pj = load_json(dir, "info/paths.json");
+	struct path_entry *v = NULL;
+	size_t n = 0;
+	if (pj != NULL) {
+		json_t *arr = json_object_get(pj, "paths");
+		size_t i;
+		json_t *it;
+		v = xcalloc(json_array_size(arr) + 1, sizeof(*v));
+		json_array_foreach(arr, i, it)
+		{
+			const char *p = json_string_value(json_object_get(it, "_path"));
+			const char *t = json_string_value(json_object_get(it, "path_type"));
+			const char *ph =
+			    json_string_value(json_object_get(it, "prefix_placeholder"));
+			const char *fm = json_string_value(json_object_get(it, "file_mode"));
+			const char *sh = json_string_value(json_object_get(it, "sha256"));
+			if (p == NULL)
+				continue;
+			struct path_entry *e = &v[n++];
+			e->path = xstrdup(p);
+			e->type = xstrdup(t ? t : "hardlink");
+			e->placeholder = ph ? xstrdup(ph) : NULL;
+			e->binary = fm && strcmp(fm, "binary") == 0;
+			e->no_link = json_is_true(json_object_get(it, "no_link"));
+			if (sh && is_hex64(sh))
+				memcpy(e->sha256, sh, 65);
+			json_t *sz = json_object_get(it, "size_in_bytes");
+			e->size = json_is_integer(sz) ? (int64_t)json_integer_value(sz) : -1;
+		}
+		json_decref(pj);
+	} else {
+		struct strvec files = STRVEC_INIT, hp = STRVEC_INIT, nl = STRVEC_INIT;
+		read_lines(dir, "info/files", &files);
+		read_lines(dir, "info/has_prefix", &hp);
+		read_lines(dir, "info/no_link", &nl);
+		if (files.n == 0) {
+			*errmsg = xasprintf("%s: neither info/paths.json nor info/files", dir);
+			strvec_release(&files);
+			strvec_release(&hp);
+			strvec_release(&nl);
+			return TF_EINTEGRITY;
+		}
+		v = xcalloc(files.n + 1, sizeof(*v));
+		for (size_t i = 0; i < files.n; i++) {
+			struct path_entry *e = &v[n++];
+			char *full = path_join(dir, files.v[i]);
+			struct stat st;
+			e->path = xstrdup(files.v[i]);
+			e->type = xstrdup(
+			    lstat(full, &st) == 0 && S_ISLNK(st.st_mode) ? "softlink" : "hardlink");
+			e->size = -1;
+			free(full);
+			for (size_t k = 0; k < nl.n; k++)
+				if (strcmp(nl.v[k], files.v[i]) == 0)
+					e->no_link = 1;
+			/* has_prefix: "path" (text, legacy placeholder) or "placeholder mode path". */
+			for (size_t k = 0; k < hp.n; k++) {
+				char ph[4096], mode[16], path[4096];
+				if (sscanf(hp.v[k], "%4095s %15s %4095[^\n]", ph, mode, path) ==
+				    3) {
+					if (strcmp(path, files.v[i]) == 0) {
+						e->placeholder = xstrdup(ph);
+						e->binary = strcmp(mode, "binary") == 0;
+					}
+				} else if (strcmp(hp.v[k], files.v[i]) == 0) {
+					e->placeholder = xstrdup(LEGACY_PLACEHOLDER);
+				}
+			}
+		}
+		strvec_release(&files);
+		strvec_release(&hp);
+		strvec_release(&nl);
+	}
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+/* Text mode: every occurrence replaced, length may change. */
+static void replace_text(const char *d, size_t n, const char *ph, const char *np,
+                         struct strbuf *out)
+{
+	size_t pl = strlen(ph);
+	size_t i = 0;
+	while (i < n) {
+		const char *hit = pl ? memmem(d + i, n - i, ph, pl) : NULL;
+		if (hit == NULL) {
+			strbuf_add(out, d + i, n - i);
+			break;
+		}
+		strbuf_add(out, d + i, (size_t)(hit - (d + i)));
+		strbuf_adds(out, np);
+		i = (size_t)(hit - d) + pl;
+	}
+}
+
+/*
+ * Binary mode: each C string containing the placeholder is rewritten in
+ * place with the new prefix and padded with NULs to its old length.
+ * -1 when the new prefix is longer than the placeholder.
+ */
+static int replace_binary(char *d, size_t n, const char *ph, const char *np)
+{
+	size_t pl = strlen(ph), nl = strlen(np);
+	size_t i = 0;
+	if (pl == 0)
+		return 0;
+	while (i < n) {
+		char *hit = memmem(d + i, n - i, ph, pl);
+		if (hit == NULL)
+			break;
+		if (nl > pl)
+			return -1;
+		char *end = memchr(hit, '\0', (size_t)(d + n - hit));
+		if (end == NULL)
+			end = d + n;
+		struct strbuf s = STRBUF_INIT;
+		replace_text(hit, (size_t)(end - hit), ph, np, &s);
+		memcpy(hit, s.buf, s.len);
+		memset(hit + s.len, 0, (size_t)(end - hit) - s.len);
+		strbuf_release(&s);
+		i = (size_t)(end - d);
+	}
+	return 0;
+}
+
+struct linker {
+	struct ctx *c;
+	const char *prefix; /* final prefix, written into files */
+	const char *stage;  /* host path of the staging prefix */
+	const char *pyver;  /* "X.Y" or NULL */
+	struct conda_result *res;
+	int copied; /* a file had to be copied rather than linked */
+};
+
+static int place_parent(const char *stage, const char *rel)
+{
+	char *full = path_join(stage, rel);
+	char *slash = strrchr(full, '/');
+	int rc = 0;
+	if (slash) {
+		*slash = '\0';
+		rc = mkdirs_at(AT_FDCWD, full, 0755);
+	}
+	free(full);
+	return rc;
+}
+
+/* Writes bytes as a new file at stage/rel with mode (replacing a clash). */
+static int write_new(const char *dst, const void *data, size_t n, mode_t mode)
+{
+	unlink(dst);
+	int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 0777);
+	if (fd < 0)
+		return -errno;
+	const char *p = data;
+	int rc = 0;
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			rc = -errno;
+			break;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	if (fchmod(fd, mode & 0777) != 0 && rc == 0)
+		rc = -errno;
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+/* Maps a package path to the env path (noarch: python relocation). */
+static char *target_path(const char *path, int noarch_python, const char *pyver)
+{
+	if (noarch_python && str_starts_with(path, "site-packages/"))
+		return xasprintf("lib/python%s/%s", pyver, path);
+	if (noarch_python && str_starts_with(path, "python-scripts/"))
+		return xasprintf("bin/%s", path + strlen("python-scripts/"));
+	return xstrdup(path);
+}
+
+/* Places one entry; appends its paths_data object to pd. */
+static int link_entry(struct linker *L, const char *pkgdir, const struct path_entry *e,
+                      int noarch_python, json_t *files, json_t *pd, char **errmsg)
+{
+	char *src = path_join(pkgdir, e->path);
+	char *rel = target_path(e->path, noarch_python, L->pyver);
+	char *dst = path_join(L->stage, rel);
+	char *data = NULL;
+	size_t len = 0;
+	int rc = 0, err;
+	struct stat st;
+	json_t *o = json_object();
+
+	if (!pyfs_rel_is_safe(e->path) || !pyfs_rel_is_safe(rel)) {
+		*errmsg = xasprintf("%s: unsafe path '%s' in paths.json", pkgdir, e->path);
+		rc = TF_EUNSAFE;
+		goto out;
+	}
+	if ((err = place_parent(L->stage, rel)) != 0)
+		goto io;
+	if (strcmp(e->type, "directory") == 0) {
+		if ((err = mkdirs_at(AT_FDCWD, dst, 0755)) != 0)
+			goto io;
+		json_object_set_new(o, "path_type", json_string("directory"));
+		goto record;
+	}
+	if (lstat(src, &st) != 0) {
+		*errmsg =
+		    xasprintf("%s: '%s' is listed but missing from the package", pkgdir, e->path);
+		rc = TF_EINTEGRITY;
+		goto out;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		char target[4096];
+		ssize_t n = readlink(src, target, sizeof(target) - 1);
+		if (n < 0) {
+			err = -errno;
+			goto io;
+		}
+		target[n] = '\0';
+		unlink(dst);
+		if (symlink(target, dst) != 0) {
+			err = -errno;
+			goto io;
+		}
+		char h[65];
+		hash_buf(EVP_sha256(), target, (size_t)n, h);
+		result_add(L->res, rel, h, (uint64_t)n, S_IFLNK | 0777);
+		json_object_set_new(o, "path_type", json_string("softlink"));
+		goto record;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		*errmsg = xasprintf("%s: '%s' is not a regular file", pkgdir, e->path);
+		rc = TF_EUNSAFE;
+		goto out;
+	}
+	json_object_set_new(o, "path_type", json_string("hardlink"));
+	char h[65];
+	if (e->placeholder != NULL) {
+		if ((uint64_t)st.st_size > CONDA_MAX_PATCHED) {
+			*errmsg = xasprintf("%s: too large to patch the prefix", src);
+			rc = TF_EFAIL;
+			goto out;
+		}
+		if ((err = read_file_at(AT_FDCWD, src, CONDA_MAX_PATCHED, &data, &len)) != 0)
+			goto io;
+		struct strbuf nb = STRBUF_INIT;
+		if (e->binary) {
+			if (replace_binary(data, len, e->placeholder, L->prefix) != 0) {
+				*errmsg = xasprintf(
+				    "%s: binary file '%s' holds a %zu-byte prefix placeholder but "
+				    "the env prefix '%s' is %zu bytes; binary files cannot grow. "
+				    "Choose a shorter prefix",
+				    url_basename(pkgdir), rel, strlen(e->placeholder), L->prefix,
+				    strlen(L->prefix));
+				rc = TF_EFAIL;
+				goto out;
+			}
+			strbuf_add(&nb, data, len);
+		} else {
+			replace_text(data, len, e->placeholder, L->prefix, &nb);
+		}
+		err = write_new(dst, nb.buf ? nb.buf : "", nb.len, st.st_mode);
+		hash_buf(EVP_sha256(), nb.buf ? nb.buf : "", nb.len, h);
+		result_add(L->res, rel, h, nb.len, S_IFREG | (st.st_mode & 0777));
+		json_object_set_new(o, "sha256_in_prefix", json_string(h));
+		json_object_set_new(o, "prefix_placeholder", json_string(e->placeholder));
+		json_object_set_new(o, "file_mode", json_string(e->binary ? "binary" : "text"));
+		strbuf_release(&nb);
+		if (err)
+			goto io;
+	} else {
+		unlink(dst);
+		if (e->no_link || link(src, dst) != 0) {
+			if (!e->no_link)
+				L->copied = 1;
+			if ((err = pyfs_copy_file(src, dst, st.st_mode & 0777)) != 0)
+				goto io;
+		}
+		if (e->sha256[0]) {
+			memcpy(h, e->sha256, 65);
+		} else {
+			char md5[33];
+			uint64_t sz;
+			if ((err = hash_file(dst, h, md5, &sz)) != 0)
+				goto io;
+		}
+		result_add(L->res, rel, h, (uint64_t)st.st_size, S_IFREG | (st.st_mode & 0777));
+	}
+	json_object_set_new(o, "sha256", json_string(e->sha256[0] ? e->sha256 : h));
+	json_object_set_new(o, "size_in_bytes", json_integer((json_int_t)st.st_size));
+record:
+	json_object_set_new(o, "_path", json_string(rel));
+	if (strcmp(e->type, "directory") != 0)
+		json_array_append_new(files, json_string(rel));
+	json_array_append(pd, o);
+	goto out;
+io:
+	*errmsg = xasprintf("%s: %s", dst, strerror(-err));
+	rc = TF_EIO;
+out:
+	json_decref(o);
+	free(data);
+	free(src);
+	free(rel);
+	free(dst);
+	return rc;
+}
+
+/* Writes bin/<name> for "name = module:func" (conda's entry-point template). */
+static int write_entry_point(struct linker *L, const char *spec, json_t *files, json_t *pd,
+                             char **errmsg)
+{
+	char name[256], module[512], func[256];
+	if (sscanf(spec, " %255[^= ] = %511[^: ] : %255s", name, module, func) != 3 ||
+	    !pyfs_rel_is_safe(name) || strchr(name, '/') != NULL) {
+		*errmsg = xasprintf("invalid entry point '%s' in info/link.json", spec);
+		return TF_EINTEGRITY;
+	}
+	char *python = xasprintf("%s/bin/python", L->prefix);
+	struct strbuf sb = STRBUF_INIT;
+	/* Linux truncates a shebang at 127 bytes: use sh to exec a long path. */
+	if (strlen(python) + 2 < 127)
+		strbuf_addf(&sb, "#!%s\n", python);
+	else
+		strbuf_addf(&sb, "#!/bin/sh\n'''exec' \"%s\" \"$0\" \"$@\"\n' '''\n", python);
+	char *fattr = xstrdup(func), *dot = strchr(fattr, '.');
+	if (dot)
+		*dot = '\0';
+	strbuf_addf(&sb,
+	            "# -*- coding: utf-8 -*-\n"
+	            "import re\n"
+	            "import sys\n\n"
+	            "from %s import %s\n\n"
+	            "if __name__ == '__main__':\n"
+	            "    sys.argv[0] = re.sub(r'(-script\\.pyw?|\\.exe)?$', '', sys.argv[0])\n"
+	            "    sys.exit(%s())\n",
+	            module, fattr, func);
+	free(fattr);
+	char *rel = xasprintf("bin/%s", name), *dst = path_join(L->stage, rel);
+	int rc = place_parent(L->stage, rel);
+	if (rc == 0)
+		rc = write_new(dst, sb.buf, sb.len, 0755);
+	if (rc != 0) {
+		*errmsg = xasprintf("%s: %s", dst, strerror(-rc));
+		rc = TF_EIO;
+	} else {
+		char h[65];
+		hash_buf(EVP_sha256(), sb.buf, sb.len, h);
+		result_add(L->res, rel, h, sb.len, S_IFREG | 0755);
+		json_array_append_new(files, json_string(rel));
+		json_t *o = json_object();
+		json_object_set_new(o, "_path", json_string(rel));
+		json_object_set_new(o, "path_type", json_string("unix_python_entry_point"));
+		json_object_set_new(o, "sha256", json_string(h));
+		json_object_set_new(o, "size_in_bytes", json_integer((json_int_t)sb.len));
+		json_array_append_new(pd, o);
+	}
+	free(python);
+	free(rel);
+	free(dst);
+	strbuf_release(&sb);
+	return rc;
+}
+
+static json_t *array_or_empty(json_t *v)
+{
+	return json_is_array(v) ? json_incref(v) : json_array();
+}
+
+/* Links one package into the stage and writes its conda-meta record. */
+static int link_package(struct linker *L, const struct conda_pkg *p, const char *pkgdir,
+                        const char *file, const char *pkgs_dir, char **errmsg)
+{
+	struct path_entry *ents = NULL;
+	size_t nent = 0;
+	json_t *idx = load_json(pkgdir, "info/repodata_record.json");
+	json_t *link = load_json(pkgdir, "info/link.json");
+	json_t *files = json_array(), *pd = json_array(), *rec = json_object();
+	char *dist = dist_name(p), *meta = NULL;
+	int rc = read_paths(pkgdir, &ents, &nent, errmsg);
+	if (rc)
+		goto out;
+	json_t *na = json_object_get(idx, "noarch");
+	const char *natype =
+	    json_string_value(json_object_get(json_object_get(link, "noarch"), "type"));
+	int noarch_python = (json_is_string(na) && strcmp(json_string_value(na), "python") == 0) ||
+	                    (natype && strcmp(natype, "python") == 0);
+	if (noarch_python && L->pyver == NULL) {
+		*errmsg = xasprintf("%s is a noarch: python package but the lock has no python "
+		                    "package to install it for",
+		                    dist);
+		rc = TF_EMANIFEST;
+		goto out;
+	}
+	L->copied = 0;
+	for (size_t i = 0; i < nent && rc == 0; i++)
+		rc = link_entry(L, pkgdir, &ents[i], noarch_python, files, pd, errmsg);
+	if (rc)
+		goto out;
+	json_t *eps = json_object_get(json_object_get(link, "noarch"), "entry_points");
+	size_t k;
+	json_t *ep;
+	json_array_foreach(eps, k, ep)
+	{
+		if (!json_is_string(ep))
+			continue;
+		rc = write_entry_point(L, json_string_value(ep), files, pd, errmsg);
+		if (rc)
+			goto out;
+	}
+
+	/* conda-meta/<dist>.json: the fields conda and micromamba read. */
+	char *channel, *subdir;
+	url_channel(p->url, &channel, &subdir);
+	const char *fields[] = {"name",    "version", "build",     "build_number",   "subdir",
+	                        "license", "noarch",  "timestamp", "track_features", "features",
+	                        "md5",     "sha256",  "size"};
+	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
+		json_t *v = json_object_get(idx, fields[i]);
+		if (v != NULL)
+			json_object_set(rec, fields[i], v);
+	}
+	json_object_set_new(rec, "name", json_string(p->name));
+	json_object_set_new(rec, "version", json_string(p->version));
+	json_object_set_new(rec, "build", json_string(p->build));
+	if (json_object_get(rec, "build_number") == NULL)
+		json_object_set_new(rec, "build_number", json_integer(0));
+	if (json_object_get(rec, "subdir") == NULL)
+		json_object_set_new(rec, "subdir", json_string(subdir));
+	json_object_set_new(rec, "channel", json_string(channel));
+	json_object_set_new(rec, "url", json_string(p->url));
+	json_object_set_new(rec, "fn", json_string(url_basename(p->url)));
+	json_object_set_new(rec, "depends", array_or_empty(json_object_get(idx, "depends")));
+	json_object_set_new(rec, "constrains", array_or_empty(json_object_get(idx, "constrains")));
+	json_object_set_new(rec, "files", json_incref(files));
+	json_t *pdo = json_object();
+	json_object_set_new(pdo, "paths_version", json_integer(1));
+	json_object_set_new(pdo, "paths", json_incref(pd));
+	json_object_set_new(rec, "paths_data", pdo);
+	json_t *lk = json_object();
+	json_object_set_new(lk, "source", json_string(pkgdir));
+	json_object_set_new(lk, "type", json_integer(L->copied ? 3 : 1)); /* 1 hardlink, 3 copy */
+	json_object_set_new(rec, "link", lk);
+	json_object_set_new(rec, "extracted_package_dir", json_string(pkgdir));
+	char *tarball = path_join(pkgs_dir, url_basename(p->url));
+	json_object_set_new(rec, "package_tarball_full_path", json_string(file ? file : tarball));
+	free(tarball);
+	json_object_set_new(rec, "requested_spec", json_string("None"));
+	free(channel);
+	free(subdir);
+
+	char *rel = xasprintf("conda-meta/%s.json", dist);
+	meta = path_join(L->stage, rel);
+	rc = write_json_file(meta, rec);
+	if (rc) {
+		*errmsg = xasprintf("%s: cannot write", meta);
+	} else {
+		char sha[65], md5[33];
+		uint64_t sz = 0;
+		hash_file(meta, sha, md5, &sz);
+		result_add(L->res, rel, sha, sz, S_IFREG | 0644);
+	}
+	free(rel);
+out:
+	entries_free(ents, nent);
+	json_decref(idx);
+	json_decref(link);
+	json_decref(files);
+	json_decref(pd);
+	json_decref(rec);
+	free(dist);
+	free(meta);
+	return rc;
+}
+
+/* conda-meta/history: the old env's history plus one revision for this install. */
+static int write_history(struct linker *L, const char *host_prefix, const struct conda_pkg *pkgs,
+                         size_t n, char **errmsg)
+{
+	struct strbuf sb = STRBUF_INIT;
+	char *old = path_join(host_prefix, "conda-meta/history"), *text = NULL;
+	size_t len = 0;
+	if (read_file_at(AT_FDCWD, old, 16u << 20, &text, &len) == 0)
+		strbuf_add(&sb, text, len);
+	free(text);
+	free(old);
+	char when[64];
+	time_t t = time(NULL);
+	struct tm tm;
+	localtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	strbuf_addf(&sb, "==> %s <==\n# cmd: tfprov apply (explicit lock)\n", when);
+	strbuf_adds(&sb, "# conda version: 4.14.0\n");
+	for (size_t i = 0; i < n; i++) {
+		char *channel, *subdir;
+		url_channel(pkgs[i].url, &channel, &subdir);
+		const char *cname = channel;
+		/* conda's short form: conda-forge/linux-64::name-version-build */
+		const char *anaconda = strstr(channel, "conda.anaconda.org/");
+		if (anaconda)
+			cname = anaconda + strlen("conda.anaconda.org/");
+		strbuf_addf(&sb, "+%s::%s-%s-%s\n", cname, pkgs[i].name, pkgs[i].version,
+		            pkgs[i].build);
+		free(channel);
+		free(subdir);
+	}
+	char *rel = xstrdup("conda-meta/history"), *dst = path_join(L->stage, rel);
+	int rc = write_new(dst, sb.buf, sb.len, 0644);
+	if (rc) {
+		*errmsg = xasprintf("%s: %s", dst, strerror(-rc));
+		rc = TF_EIO;
+	} else {
+		char h[65];
+		hash_buf(EVP_sha256(), sb.buf, sb.len, h);
+		result_add(L->res, rel, h, sb.len, S_IFREG | 0644);
+	}
+	free(rel);
+	free(dst);
+	strbuf_release(&sb);
+	return rc;
+}
+
+int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
+                  const struct conda_pkg *pkgs, char *const *files, size_t n,
+                  struct conda_result *res, char **errmsg)
+{
+	char *host = c ? ctx_host_path(c, prefix) : xstrdup(prefix);
+	char **dirs = xcalloc(n + 1, sizeof(*dirs));
+	char *stage = NULL;
+	int rc = 0;
+
+	if (prefix[0] != '/') {
+		*errmsg = xasprintf("conda prefix '%s' must be an absolute path", prefix);
+		rc = TF_EUSAGE;
+		goto out;
+	}
+	/* The interpreter version for noarch: python (from the lock's python). */
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(pkgs[i].name, "python") == 0) {
+			const char *v = pkgs[i].version, *d1 = strchr(v, '.');
+			const char *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+			res->python_version = d2 ? xstrndup(v, (size_t)(d2 - v)) : xstrdup(v);
+		}
+
+	for (size_t i = 0; i < n; i++) {
+		int reused = 0;
+		if (tf_interrupted) {
+			rc = TF_EINTR;
+			*errmsg = xstrdup("interrupted");
+			goto out;
+		}
+		rc = conda_extract(c, pkgs_dir, &pkgs[i], files[i], &dirs[i], &reused, errmsg);
+		if (rc)
+			goto out;
+		if (reused)
+			res->reused++;
+		else
+			res->extracted++;
+	}
+
+	char *parent = xstrdup(host), *slash = strrchr(parent, '/');
+	if (slash && slash != parent) {
+		*slash = '\0';
+		mkdirs_at(AT_FDCWD, parent, 0755);
+	}
+	free(parent);
+	char *tmpl = xasprintf("%s.tfprov-stage.XXXXXX", host);
+	stage = mkdtemp(tmpl);
+	if (stage == NULL) {
+		free(tmpl);
+		*errmsg =
+		    xasprintf("%s: cannot create a staging directory: %s", host, strerror(errno));
+		rc = TF_EIO;
+		goto out;
+	}
+	chmod(stage, 0755);
+	char *cm = path_join(stage, "conda-meta");
+	mkdir(cm, 0755);
+	free(cm);
+
+	struct linker L = {
+	    .c = c, .prefix = prefix, .stage = stage, .pyver = res->python_version, .res = res};
+	for (size_t i = 0; i < n; i++) {
+		if (tf_interrupted) {
+			rc = TF_EINTR;
+			*errmsg = xstrdup("interrupted");
+			goto out;
+		}
+		dlog(c, "conda: linking %s-%s-%s", pkgs[i].name, pkgs[i].version, pkgs[i].build);
+		rc = link_package(&L, &pkgs[i], dirs[i], files[i], pkgs_dir, errmsg);
+		if (rc)
+			goto out;
+	}
+	rc = write_history(&L, host, pkgs, n, errmsg);
+	if (rc)
+		goto out;
+
+	int sfd = open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sfd >= 0) {
+		syncfs(sfd);
+		close(sfd);
+	}
+	int e = pyfs_swap_in(stage, host);
+	if (e != 0) {
+		*errmsg = xasprintf("%s: cannot move the new environment into place: %s", host,
+		                    strerror(-e));
+		rc = TF_EIO;
+		goto out;
+	}
+	free(stage);
+	stage = NULL;
+out:
+	if (stage) {
+		pyfs_rmtree(stage);
+		free(stage);
+	}
+	if (rc) {
+		for (size_t i = 0; i < res->n; i++)
+			free(res->files[i].path);
+		res->n = 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(dirs[i]);
+	free(dirs);
+	free(host);
+	return rc;
+}
