@@ -1,0 +1,914 @@
+/*
+ * compat.c - loads the compatibility knowledge base (manifests/compat.yaml)
+ * into C structs and answers the queries other steps need (tested TF build,
+ * driver minimums, kernels per compute capability, sonames).
+ *
+ * Invariants:
+ *  - compat.yaml is checked as strictly as a manifest: an unknown key, a
+ *    missing source, a version that is not dotted digits, or a wrong node
+ *    type is an error at its line:column, and nothing is returned;
+ *  - every string the struct compat points at is owned by kb->pool, every
+ *    array by the struct itself, so compat_free() is one walk;
+ *  - no fact is known here: the queries are generic over the tables
+ *    (the lints live in compat_lint.c).
+ */
+#include "compat.h"
+#include "error.h"
+#include "version.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#define COMPAT_MAX_BYTES (4u << 20)
+
+struct loader {
+	yaml_document_t doc;
+	struct compat *kb;
+	const char *file;
+	struct diags *d;
+	int bad;
+};
+
+const char *compat_default_path(void)
+{
+	static const char src[] = TFPROV_SRCDIR "/manifests/compat.yaml";
+	static const char data[] = TFPROV_DATADIR "/manifests/compat.yaml";
+	const char *env = getenv("TFPROV_COMPAT");
+
+	if (env != NULL && *env != '\0')
+		return env;
+	if (access(src, R_OK) == 0)
+		return src;
+	return data;
+}
+
+static const char *own(struct compat *kb, const char *s, size_t n)
+{
+	char *copy = xstrndup(s, n);
+
+	strvec_push(&kb->pool, copy);
+	free(copy);
+	return kb->pool.v[kb->pool.n - 1];
+}
+
+static struct pos npos(const yaml_node_t *n)
+{
+	struct pos p = {(int)n->start_mark.line + 1, (int)n->start_mark.column + 1};
+	return p;
+}
+
+static void bad(struct loader *L, const yaml_node_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void bad(struct loader *L, const yaml_node_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	struct pos p = {0, 0};
+	char *msg;
+
+	va_start(ap, fmt);
+	msg = xvasprintf(fmt, ap);
+	va_end(ap);
+	if (n != NULL)
+		p = npos(n);
+	diags_add(L->d, DIAG_ERROR, L->file, p, "compat.kb-invalid",
+	          "compat.yaml is tfprov's knowledge base; fix the data (see its header)", "%s",
+	          msg);
+	free(msg);
+	L->bad = 1;
+}
+
+static yaml_node_t *node_at(struct loader *L, int idx)
+{
+	return yaml_document_get_node(&L->doc, idx);
+}
+
+static int is_scalar(const yaml_node_t *n, const char *s)
+{
+	size_t len = strlen(s);
+
+	return n != NULL && n->type == YAML_SCALAR_NODE && n->data.scalar.length == len &&
+	       memcmp(n->data.scalar.value, s, len) == 0;
+}
+
+static yaml_node_t *map_get(struct loader *L, const yaml_node_t *map, const char *key)
+{
+	if (map == NULL || map->type != YAML_MAPPING_NODE)
+		return NULL;
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+	     p++) {
+		if (is_scalar(node_at(L, p->key), key))
+			return node_at(L, p->value);
+	}
+	return NULL;
+}
+
+/* Reports keys of map that are not in allowed (NULL-terminated) and duplicates. */
+static void check_keys(struct loader *L, const yaml_node_t *map, const char *const *allowed)
+{
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+	     p++) {
+		yaml_node_t *k = node_at(L, p->key);
+		int ok = 0;
+
+		if (k == NULL || k->type != YAML_SCALAR_NODE) {
+			bad(L, k, "mapping keys must be scalars");
+			continue;
+		}
+		for (const char *const *a = allowed; *a != NULL; a++)
+			if (is_scalar(k, *a))
+				ok = 1;
+		if (!ok)
+			bad(L, k, "unknown key '%.*s'", (int)k->data.scalar.length,
+			    (const char *)k->data.scalar.value);
+		for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
+			yaml_node_t *prev = node_at(L, q->key);
+			if (prev != NULL && prev->type == YAML_SCALAR_NODE &&
+			    prev->data.scalar.length == k->data.scalar.length &&
+			    memcmp(prev->data.scalar.value, k->data.scalar.value,
+			           k->data.scalar.length) == 0)
+				bad(L, k, "duplicate key '%.*s'", (int)k->data.scalar.length,
+				    (const char *)k->data.scalar.value);
+		}
+	}
+}
+
+static yaml_node_t *get_node(struct loader *L, const yaml_node_t *map, const char *key,
+                             yaml_node_type_t type, int required)
+{
+	static const char *const names[] = {"", "a scalar", "a list", "a mapping"};
+	yaml_node_t *n = map_get(L, map, key);
+
+	if (n == NULL) {
+		if (required)
+			bad(L, map, "missing key '%s'", key);
+		return NULL;
+	}
+	if (n->type != type) {
+		bad(L, n, "'%s' must be %s", key, names[type]);
+		return NULL;
+	}
+	return n;
+}
+
+static const char *scalar_str(struct loader *L, const yaml_node_t *n)
+{
+	return own(L->kb, (const char *)n->data.scalar.value, n->data.scalar.length);
+}
+
+enum { OPT = 0, REQ = 1 };
+
+static const char *get_str(struct loader *L, const yaml_node_t *map, const char *key, int req)
+{
+	yaml_node_t *n = get_node(L, map, key, YAML_SCALAR_NODE, req);
+
+	return n ? scalar_str(L, n) : NULL;
+}
+
+/* A version field: dotted digits ("12.3.2", "545.23.08"). */
+static const char *get_ver(struct loader *L, const yaml_node_t *map, const char *key, int req)
+{
+	yaml_node_t *n = get_node(L, map, key, YAML_SCALAR_NODE, req);
+	const char *s;
+
+	if (n == NULL)
+		return NULL;
+	s = scalar_str(L, n);
+	if (!version_valid(s))
+		bad(L, n, "'%s' must be a dotted version, not '%s'", key, s);
+	return s;
+}
+
+/* A list of scalars (a lone scalar counts as a list of one). */
+static const char **get_list(struct loader *L, const yaml_node_t *map, const char *key, size_t *n,
+                             int req, int versions)
+{
+	yaml_node_t *node = map_get(L, map, key);
+	const char **v;
+	size_t cnt, i = 0;
+
+	*n = 0;
+	if (node == NULL) {
+		if (req)
+			bad(L, map, "missing key '%s'", key);
+		return NULL;
+	}
+	if (node->type == YAML_SCALAR_NODE) {
+		v = xcalloc(1, sizeof(*v));
+		v[0] = scalar_str(L, node);
+		*n = 1;
+		if (versions && !version_valid(v[0]))
+			bad(L, node, "'%s' must be a dotted version, not '%s'", key, v[0]);
+		return v;
+	}
+	if (node->type != YAML_SEQUENCE_NODE) {
+		bad(L, node, "'%s' must be a list", key);
+		return NULL;
+	}
+	cnt = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
+	v = xcalloc(cnt ? cnt : 1, sizeof(*v));
+	for (yaml_node_item_t *it = node->data.sequence.items.start;
+	     it < node->data.sequence.items.top; it++) {
+		yaml_node_t *e = node_at(L, *it);
+		if (e == NULL || e->type != YAML_SCALAR_NODE) {
+			bad(L, e, "'%s' must list scalars", key);
+			continue;
+		}
+		v[i] = scalar_str(L, e);
+		if (versions && !version_valid(v[i]))
+			bad(L, e, "'%s' must list dotted versions, not '%s'", key, v[i]);
+		i++;
+	}
+	*n = i;
+	return v;
+}
+
+/* Iterates over the mappings of a list; returns the count and the array of nodes. */
+static yaml_node_t **get_rows(struct loader *L, const yaml_node_t *map, const char *key, size_t *n)
+{
+	yaml_node_t *seq = get_node(L, map, key, YAML_SEQUENCE_NODE, REQ);
+	yaml_node_t **rows;
+	size_t i = 0;
+
+	*n = 0;
+	if (seq == NULL)
+		return NULL;
+	rows = xcalloc((size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start) + 1,
+	               sizeof(*rows));
+	for (yaml_node_item_t *it = seq->data.sequence.items.start;
+	     it < seq->data.sequence.items.top; it++) {
+		yaml_node_t *e = node_at(L, *it);
+		if (e == NULL || e->type != YAML_MAPPING_NODE) {
+			bad(L, e, "each entry of '%s' must be a mapping", key);
+			continue;
+		}
+		rows[i++] = e;
+	}
+	*n = i;
+	return rows;
+}
+
+/* Lowercase, runs of [-_.] become '-' (PEP 503). */
+static const char *pep503(struct loader *L, const char *name)
+{
+	struct strbuf sb = STRBUF_INIT;
+	const char *out;
+
+	for (const char *p = name; *p != '\0'; p++) {
+		if (*p == '-' || *p == '_' || *p == '.') {
+			while (p[1] == '-' || p[1] == '_' || p[1] == '.')
+				p++;
+			strbuf_add(&sb, "-", 1);
+		} else {
+			char c = (char)tolower((unsigned char)*p);
+			strbuf_add(&sb, &c, 1);
+		}
+	}
+	out = own(L->kb, sb.buf ? sb.buf : "", sb.len);
+	strbuf_release(&sb);
+	return out;
+}
+
+/* "2.7, 3.5-3.7" -> ranges. */
+static void parse_python(struct loader *L, const yaml_node_t *n, struct compat_tf_build *b)
+{
+	const char *s = scalar_str(L, n);
+	const char *p = s;
+
+	b->python = xcalloc(strlen(s) / 2 + 1, sizeof(*b->python));
+	while (*p != '\0') {
+		const char *end = strchr(p, ',');
+		const char *dash;
+		size_t len;
+
+		if (end == NULL)
+			end = p + strlen(p);
+		while (p < end && *p == ' ')
+			p++;
+		len = (size_t)(end - p);
+		while (len > 0 && p[len - 1] == ' ')
+			len--;
+		dash = memchr(p, '-', len);
+		struct compat_range *r = &b->python[b->npython++];
+		if (dash != NULL) {
+			r->lo = own(L->kb, p, (size_t)(dash - p));
+			r->hi = own(L->kb, dash + 1, len - (size_t)(dash - p) - 1);
+		} else {
+			r->lo = r->hi = own(L->kb, p, len);
+		}
+		if (!version_valid(r->lo) || !version_valid(r->hi))
+			bad(L, n,
+			    "python must read like \"3.9-3.11\" or \"2.7, 3.5-3.7\", not '%s'", s);
+		p = *end ? end + 1 : end;
+	}
+	if (b->npython == 0)
+		bad(L, n, "python range is empty");
+}
+
+static void load_tf_table(struct loader *L, const yaml_node_t *tf, const char *key,
+                          struct compat_tf_build **out, size_t *nout)
+{
+	static const char *const table_keys[] = {"source", "note", "runtime_rule", "builds", NULL};
+	static const char *const row_keys[] = {
+	    "name", "version",   "python",           "compiler", "bazel", "cudnn",
+	    "cuda", "cudnn_min", "cudnn_min_source", "note",     NULL};
+	yaml_node_t *t = get_node(L, tf, key, YAML_MAPPING_NODE, REQ);
+	yaml_node_t **rows;
+	const char *source;
+	size_t n;
+
+	if (t == NULL)
+		return;
+	check_keys(L, t, table_keys);
+	source = get_str(L, t, "source", REQ);
+	rows = get_rows(L, t, "builds", &n);
+	*out = xcalloc(n ? n : 1, sizeof(**out));
+	*nout = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_tf_build *b = &(*out)[i];
+		const char *extra;
+		yaml_node_t *py;
+
+		check_keys(L, rows[i], row_keys);
+		b->pos = npos(rows[i]);
+		b->name = get_str(L, rows[i], "name", REQ);
+		b->version = get_ver(L, rows[i], "version", REQ);
+		b->cuda = get_ver(L, rows[i], "cuda", REQ);
+		b->cudnn = get_ver(L, rows[i], "cudnn", REQ);
+		b->cudnn_min = get_ver(L, rows[i], "cudnn_min", OPT);
+		if (b->cudnn_min == NULL)
+			b->cudnn_min = b->cudnn;
+		b->compiler = get_str(L, rows[i], "compiler", OPT);
+		b->bazel = get_str(L, rows[i], "bazel", OPT);
+		py = get_node(L, rows[i], "python", YAML_SCALAR_NODE, REQ);
+		if (py != NULL)
+			parse_python(L, py, b);
+		extra = get_str(L, rows[i], "cudnn_min_source", OPT);
+		if (b->cudnn_min != b->cudnn && extra == NULL)
+			bad(L, rows[i], "cudnn_min needs its own cudnn_min_source");
+		b->source = source;
+		if (extra != NULL) {
+			char *s = xasprintf("%s; cudnn_min: %s", source ? source : "", extra);
+			b->source = own(L->kb, s, strlen(s));
+			free(s);
+		}
+	}
+	free(rows);
+}
+
+static void load_tensorflow(struct loader *L, const yaml_node_t *root)
+{
+	static const char *const keys[] = {"linux_gpu", "windows_gpu", "windows_native_gpu",
+	                                   "pip_page_requirements", NULL};
+	static const char *const win_keys[] = {"last",    "source", "quote", "after",
+	                                       "instead", "wsl2",   NULL};
+	yaml_node_t *tf = get_node(L, root, "tensorflow", YAML_MAPPING_NODE, REQ);
+	yaml_node_t *w;
+
+	if (tf == NULL)
+		return;
+	check_keys(L, tf, keys);
+	load_tf_table(L, tf, "linux_gpu", &L->kb->tf_linux, &L->kb->ntf_linux);
+	load_tf_table(L, tf, "windows_gpu", &L->kb->tf_windows, &L->kb->ntf_windows);
+	w = get_node(L, tf, "windows_native_gpu", YAML_MAPPING_NODE, REQ);
+	if (w != NULL) {
+		check_keys(L, w, win_keys);
+		L->kb->windows_gpu_last = get_ver(L, w, "last", REQ);
+		L->kb->windows_gpu_source = get_str(L, w, "source", REQ);
+		L->kb->windows_gpu_instead = get_str(L, w, "instead", REQ);
+	}
+}
+
+static void load_cuda(struct loader *L, const yaml_node_t *root)
+{
+	static const char *const keys[] = {"min_driver", "minor_version_compat", NULL};
+	static const char *const md_keys[] = {"source", "note", "toolkits", NULL};
+	static const char *const row_keys[] = {"cuda", "label", "linux", "windows", "note", NULL};
+	static const char *const mvc_keys[] = {"from",   "below", "linux", "windows",
+	                                       "source", "note",  NULL};
+	yaml_node_t *cuda = get_node(L, root, "cuda", YAML_MAPPING_NODE, REQ);
+	yaml_node_t *md, **rows;
+	size_t n;
+
+	if (cuda == NULL)
+		return;
+	check_keys(L, cuda, keys);
+	md = get_node(L, cuda, "min_driver", YAML_MAPPING_NODE, REQ);
+	if (md != NULL) {
+		check_keys(L, md, md_keys);
+		get_str(L, md, "source", REQ);
+		rows = get_rows(L, md, "toolkits", &n);
+		L->kb->drivers = xcalloc(n ? n : 1, sizeof(*L->kb->drivers));
+		L->kb->ndrivers = n;
+		for (size_t i = 0; i < n; i++) {
+			struct compat_driver_row *r = &L->kb->drivers[i];
+			check_keys(L, rows[i], row_keys);
+			r->pos = npos(rows[i]);
+			r->cuda = get_ver(L, rows[i], "cuda", REQ);
+			r->label = get_str(L, rows[i], "label", REQ);
+			r->linux_min = get_ver(L, rows[i], "linux", REQ);
+			r->windows_min = get_ver(L, rows[i], "windows", OPT);
+		}
+		free(rows);
+	}
+	rows = get_rows(L, cuda, "minor_version_compat", &n);
+	L->kb->mvc = xcalloc(n ? n : 1, sizeof(*L->kb->mvc));
+	L->kb->nmvc = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_mvc *r = &L->kb->mvc[i];
+		check_keys(L, rows[i], mvc_keys);
+		r->from = get_ver(L, rows[i], "from", REQ);
+		r->below = get_ver(L, rows[i], "below", OPT);
+		r->linux_min = get_ver(L, rows[i], "linux", REQ);
+		r->windows_min = get_ver(L, rows[i], "windows", OPT);
+		r->source = get_str(L, rows[i], "source", REQ);
+	}
+	free(rows);
+}
+
+static void load_gpus(struct loader *L, const yaml_node_t *root)
+{
+	static const char *const keys[] = {"compute_capabilities", "kernel_rules_source",
+	                                   "tf_kernels", NULL};
+	static const char *const cc_keys[] = {"cc",         "arch",   "examples", "first_cuda",
+	                                      "dropped_in", "source", NULL};
+	static const char *const k_keys[] = {"tf_from", "tf_below", "min_cc", "sass",
+	                                     "ptx",     "source",   NULL};
+	yaml_node_t *g = get_node(L, root, "gpus", YAML_MAPPING_NODE, REQ);
+	yaml_node_t **rows;
+	size_t n;
+
+	if (g == NULL)
+		return;
+	check_keys(L, g, keys);
+	get_str(L, g, "kernel_rules_source", REQ);
+	rows = get_rows(L, g, "compute_capabilities", &n);
+	L->kb->ccs = xcalloc(n ? n : 1, sizeof(*L->kb->ccs));
+	L->kb->nccs = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_cc *c = &L->kb->ccs[i];
+		check_keys(L, rows[i], cc_keys);
+		c->cc = get_ver(L, rows[i], "cc", REQ);
+		if (c->cc != NULL && compat_cc_parse(c->cc) < 0)
+			bad(L, rows[i], "cc must read like \"8.9\", not '%s'", c->cc);
+		c->arch = get_str(L, rows[i], "arch", REQ);
+		c->examples = get_str(L, rows[i], "examples", OPT);
+		c->first_cuda = get_ver(L, rows[i], "first_cuda", OPT);
+		c->dropped_in = get_ver(L, rows[i], "dropped_in", OPT);
+		get_str(L, rows[i], "source", REQ);
+	}
+	free(rows);
+	rows = get_rows(L, g, "tf_kernels", &n);
+	L->kb->kernels = xcalloc(n ? n : 1, sizeof(*L->kb->kernels));
+	L->kb->nkernels = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_tf_kernels *k = &L->kb->kernels[i];
+		check_keys(L, rows[i], k_keys);
+		k->tf_from = get_ver(L, rows[i], "tf_from", REQ);
+		k->tf_below = get_ver(L, rows[i], "tf_below", OPT);
+		k->min_cc = get_ver(L, rows[i], "min_cc", OPT);
+		k->sass = get_list(L, rows[i], "sass", &k->nsass, OPT, 1);
+		k->ptx = get_list(L, rows[i], "ptx", &k->nptx, OPT, 1);
+		k->source = get_str(L, rows[i], "source", REQ);
+		/* Without an explicit floor, the lowest SASS is it. */
+		for (size_t j = 0; k->min_cc == NULL && j < k->nsass; j++)
+			if (j == 0 || compat_cc_parse(k->sass[j]) < compat_cc_parse(k->min_cc))
+				k->min_cc = k->sass[j];
+		for (size_t j = 0; j < k->nsass; j++)
+			if (compat_cc_parse(k->sass[j]) < 0)
+				bad(L, rows[i], "sass entry '%s' is not a compute capability",
+				    k->sass[j]);
+		for (size_t j = 0; j < k->nptx; j++)
+			if (compat_cc_parse(k->ptx[j]) < 0)
+				bad(L, rows[i], "ptx entry '%s' is not a compute capability",
+				    k->ptx[j]);
+		if (k->min_cc == NULL)
+			bad(L, rows[i], "a tf_kernels row needs min_cc or a sass list");
+	}
+	free(rows);
+}
+
+static void load_pip(struct loader *L, const yaml_node_t *root)
+{
+	static const char *const keys[] = {"removed", "requires", "and_cuda", "notes", NULL};
+	static const char *const rm_keys[] = {"name",  "last_real", "stub", "replacement",
+	                                      "quote", "source",    NULL};
+	static const char *const lr_keys[] = {"linux", "windows", NULL};
+	static const char *const rq_keys[] = {"tensorflow", "package", "spec", "source", NULL};
+	yaml_node_t *p = get_node(L, root, "pip", YAML_MAPPING_NODE, REQ);
+	yaml_node_t **rows;
+	size_t n;
+
+	if (p == NULL)
+		return;
+	check_keys(L, p, keys);
+	rows = get_rows(L, p, "removed", &n);
+	L->kb->pip_removed = xcalloc(n ? n : 1, sizeof(*L->kb->pip_removed));
+	L->kb->npip_removed = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_pip_removed *r = &L->kb->pip_removed[i];
+		yaml_node_t *lr;
+		const char *name;
+
+		check_keys(L, rows[i], rm_keys);
+		name = get_str(L, rows[i], "name", REQ);
+		r->name = name ? pep503(L, name) : NULL;
+		lr = get_node(L, rows[i], "last_real", YAML_MAPPING_NODE, REQ);
+		if (lr != NULL) {
+			check_keys(L, lr, lr_keys);
+			r->last_real_linux = get_ver(L, lr, "linux", REQ);
+			r->last_real_windows = get_ver(L, lr, "windows", OPT);
+		}
+		r->stub = get_ver(L, rows[i], "stub", OPT);
+		r->replacement = get_str(L, rows[i], "replacement", REQ);
+		r->source = get_str(L, rows[i], "source", REQ);
+	}
+	free(rows);
+	rows = get_rows(L, p, "requires", &n);
+	L->kb->pip_requires = xcalloc(n ? n : 1, sizeof(*L->kb->pip_requires));
+	L->kb->npip_requires = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_pip_requires *r = &L->kb->pip_requires[i];
+		const char *name;
+
+		check_keys(L, rows[i], rq_keys);
+		r->tf_series = get_ver(L, rows[i], "tensorflow", REQ);
+		name = get_str(L, rows[i], "package", REQ);
+		r->package = name ? pep503(L, name) : NULL;
+		r->spec = get_str(L, rows[i], "spec", REQ);
+		r->source = get_str(L, rows[i], "source", REQ);
+	}
+	free(rows);
+}
+
+static void load_conda(struct loader *L, const yaml_node_t *root)
+{
+	static const char *const keys[] = {"packages", NULL};
+	static const char *const pk_keys[] = {
+	    "channel",   "name",         "versions", "complete_through", "discontinued_after",
+	    "successor", "latest_known", "note",     "source",           NULL};
+	yaml_node_t *c = get_node(L, root, "conda", YAML_MAPPING_NODE, REQ);
+	yaml_node_t **rows;
+	size_t n;
+
+	if (c == NULL)
+		return;
+	check_keys(L, c, keys);
+	rows = get_rows(L, c, "packages", &n);
+	L->kb->conda = xcalloc(n ? n : 1, sizeof(*L->kb->conda));
+	L->kb->nconda = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_conda_pkg *k = &L->kb->conda[i];
+		check_keys(L, rows[i], pk_keys);
+		k->channel = get_str(L, rows[i], "channel", REQ);
+		k->name = get_str(L, rows[i], "name", REQ);
+		k->versions = get_list(L, rows[i], "versions", &k->nversions, REQ, 1);
+		k->complete_through = get_ver(L, rows[i], "complete_through", OPT);
+		k->discontinued_after = get_ver(L, rows[i], "discontinued_after", OPT);
+		k->successor = get_str(L, rows[i], "successor", OPT);
+		get_ver(L, rows[i], "latest_known", OPT);
+		k->source = get_str(L, rows[i], "source", REQ);
+		if (k->discontinued_after != NULL && k->successor == NULL)
+			bad(L, rows[i], "a discontinued package needs a successor");
+	}
+	free(rows);
+}
+
+static void load_sonames(struct loader *L, const yaml_node_t *root)
+{
+	static const char *const keys[] = {"platform",   "cuda",    "cudnn",  "libs",
+	                                   "companions", "derived", "source", NULL};
+	yaml_node_t **rows;
+	size_t n;
+
+	rows = get_rows(L, root, "sonames", &n);
+	L->kb->sonames = xcalloc(n ? n : 1, sizeof(*L->kb->sonames));
+	L->kb->nsonames = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_sonames *s = &L->kb->sonames[i];
+		yaml_node_t *plat;
+
+		check_keys(L, rows[i], keys);
+		plat = get_node(L, rows[i], "platform", YAML_SCALAR_NODE, REQ);
+		if (plat != NULL && is_scalar(plat, "windows"))
+			s->os = COMPAT_WINDOWS;
+		else if (plat != NULL && !is_scalar(plat, "linux"))
+			bad(L, plat, "platform must be linux or windows");
+		s->cuda = get_ver(L, rows[i], "cuda", OPT);
+		s->cudnn = get_ver(L, rows[i], "cudnn", OPT);
+		if ((s->cuda == NULL) == (s->cudnn == NULL))
+			bad(L, rows[i], "a sonames entry names either cuda or cudnn");
+		s->libs = get_list(L, rows[i], "libs", &s->nlibs, REQ, 0);
+		s->companions = get_list(L, rows[i], "companions", &s->ncompanions, OPT, 0);
+		s->derived = get_str(L, rows[i], "derived", OPT);
+		s->source = get_str(L, rows[i], "source", REQ);
+	}
+	free(rows);
+}
+
+static void load_guide(struct loader *L, const yaml_node_t *root)
+{
+	static const char *const keys[] = {"id",     "claim", "verdict", "correction",
+	                                   "source", "lint",  "test",    NULL};
+	yaml_node_t **rows;
+	size_t n;
+
+	rows = get_rows(L, root, "guide_mistakes", &n);
+	L->kb->guide = xcalloc(n ? n : 1, sizeof(*L->kb->guide));
+	L->kb->nguide = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_guide_mistake *g = &L->kb->guide[i];
+		check_keys(L, rows[i], keys);
+		g->id = get_str(L, rows[i], "id", REQ);
+		g->claim = get_str(L, rows[i], "claim", REQ);
+		g->verdict = get_str(L, rows[i], "verdict", REQ);
+		g->correction = get_str(L, rows[i], "correction", REQ);
+		g->source = get_str(L, rows[i], "source", REQ);
+		g->lint = get_str(L, rows[i], "lint", OPT);
+		g->test = get_str(L, rows[i], "test", OPT);
+		if (g->test != NULL && g->lint == NULL)
+			bad(L, rows[i], "a guide test needs the lint it proves");
+	}
+	free(rows);
+}
+
+int compat_load(const char *path, struct compat **out, struct diags *d)
+{
+	static const char *const keys[] = {"schema",         "sources", "tensorflow", "cuda",
+	                                   "gpus",           "pip",     "conda",      "sonames",
+	                                   "guide_mistakes", NULL};
+	struct loader L = {0};
+	yaml_parser_t parser;
+	int parser_ok = 0, doc_ok = 0, rc = 0;
+	yaml_node_t *root, *schema;
+	char *buf = NULL;
+	size_t len = 0;
+	int err;
+
+	*out = NULL;
+	L.file = path;
+	L.d = d;
+	err = read_file_at(AT_FDCWD, path, COMPAT_MAX_BYTES, &buf, &len);
+	if (err != 0) {
+		diags_add(d, DIAG_ERROR, path, (struct pos){0, 0}, "compat.kb-unreadable",
+		          "set TFPROV_COMPAT to the knowledge base (manifests/compat.yaml)",
+		          "cannot read the compatibility knowledge base: %s", strerror(-err));
+		rc = TF_EIO;
+		goto out;
+	}
+	if (!yaml_parser_initialize(&parser)) {
+		rc = TF_EFAIL;
+		goto out;
+	}
+	parser_ok = 1;
+	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
+	if (!yaml_parser_load(&parser, &L.doc)) {
+		struct pos p = {(int)parser.problem_mark.line + 1,
+		                (int)parser.problem_mark.column + 1};
+		diags_add(d, DIAG_ERROR, path, p, "compat.kb-invalid", NULL, "YAML: %s",
+		          parser.problem ? parser.problem : "syntax error");
+		rc = TF_EFAIL;
+		goto out;
+	}
+	doc_ok = 1;
+	L.kb = xcalloc(1, sizeof(*L.kb));
+	L.kb->path = xstrdup(path);
+	root = yaml_document_get_root_node(&L.doc);
+	if (root == NULL || root->type != YAML_MAPPING_NODE) {
+		bad(&L, root, "compat.yaml must be a mapping");
+		goto out;
+	}
+	check_keys(&L, root, keys);
+	schema = get_node(&L, root, "schema", YAML_SCALAR_NODE, REQ);
+	if (schema != NULL && !is_scalar(schema, "1")) {
+		bad(&L, schema, "unsupported compat.yaml schema (this tfprov reads 1)");
+		goto out;
+	}
+	get_node(&L, root, "sources", YAML_MAPPING_NODE, REQ);
+	load_tensorflow(&L, root);
+	load_cuda(&L, root);
+	load_gpus(&L, root);
+	load_pip(&L, root);
+	load_conda(&L, root);
+	load_sonames(&L, root);
+	load_guide(&L, root);
+out:
+	if (L.bad) {
+		rc = TF_EFAIL;
+		compat_free(L.kb);
+		L.kb = NULL;
+	}
+	if (rc == 0)
+		*out = L.kb;
+	if (doc_ok)
+		yaml_document_delete(&L.doc);
+	if (parser_ok)
+		yaml_parser_delete(&parser);
+	free(buf);
+	return rc;
+}
+
+void compat_free(struct compat *kb)
+{
+	if (kb == NULL)
+		return;
+	for (size_t i = 0; i < kb->ntf_linux; i++)
+		free(kb->tf_linux[i].python);
+	for (size_t i = 0; i < kb->ntf_windows; i++)
+		free(kb->tf_windows[i].python);
+	free(kb->tf_linux);
+	free(kb->tf_windows);
+	free(kb->drivers);
+	free(kb->mvc);
+	free(kb->ccs);
+	for (size_t i = 0; i < kb->nkernels; i++) {
+		free(kb->kernels[i].sass);
+		free(kb->kernels[i].ptx);
+	}
+	free(kb->kernels);
+	free(kb->pip_removed);
+	free(kb->pip_requires);
+	for (size_t i = 0; i < kb->nconda; i++)
+		free(kb->conda[i].versions);
+	free(kb->conda);
+	for (size_t i = 0; i < kb->nsonames; i++) {
+		free(kb->sonames[i].libs);
+		free(kb->sonames[i].companions);
+	}
+	free(kb->sonames);
+	free(kb->guide);
+	strvec_release(&kb->pool);
+	free(kb->path);
+	free(kb);
+}
+
+/* ---- queries ---- */
+
+const struct compat_tf_build *compat_tf_build(const struct compat *kb, const char *tf_version,
+                                              int windows_native)
+{
+	const struct compat_tf_build *v = windows_native ? kb->tf_windows : kb->tf_linux;
+	size_t n = windows_native ? kb->ntf_windows : kb->ntf_linux;
+
+	if (tf_version == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (version_cmp_n(v[i].version, tf_version, 2) == 0)
+			return &v[i];
+	return NULL;
+}
+
+/* The row of a toolkit: the newest of its major.minor at or below it, else the oldest. */
+static const struct compat_driver_row *driver_row(const struct compat *kb, const char *cuda)
+{
+	const struct compat_driver_row *best = NULL, *lowest = NULL;
+
+	if (cuda == NULL)
+		return NULL;
+	for (size_t i = 0; i < kb->ndrivers; i++) {
+		const struct compat_driver_row *r = &kb->drivers[i];
+		if (version_cmp_n(r->cuda, cuda, 2) != 0)
+			continue;
+		if (lowest == NULL || version_cmp(r->cuda, lowest->cuda) < 0)
+			lowest = r;
+		if (version_cmp(r->cuda, cuda) <= 0 &&
+		    (best == NULL || version_cmp(r->cuda, best->cuda) > 0))
+			best = r;
+	}
+	return best ? best : lowest;
+}
+
+const char *compat_cuda_min_driver(const struct compat *kb, const char *cuda, int windows)
+{
+	const struct compat_driver_row *r = driver_row(kb, cuda);
+
+	if (r == NULL)
+		return NULL;
+	return windows ? r->windows_min : r->linux_min;
+}
+
+const char *compat_cuda_compat_driver(const struct compat *kb, const char *cuda, int windows)
+{
+	if (cuda == NULL)
+		return NULL;
+	for (size_t i = 0; i < kb->nmvc; i++) {
+		const struct compat_mvc *r = &kb->mvc[i];
+		if (version_cmp(cuda, r->from) >= 0 &&
+		    (r->below == NULL || version_cmp(cuda, r->below) < 0))
+			return windows ? r->windows_min : r->linux_min;
+	}
+	return NULL;
+}
+
+int compat_cc_parse(const char *cc)
+{
+	long major, minor;
+
+	if (cc == NULL || !version_valid(cc) || strchr(cc, '.') == NULL ||
+	    strchr(strchr(cc, '.') + 1, '.') != NULL)
+		return -1;
+	major = version_component(cc, 0);
+	minor = version_component(cc, 1);
+	if (major < 0 || major > 99 || minor < 0 || minor > 9 || strlen(strchr(cc, '.') + 1) != 1)
+		return -1;
+	return (int)(major * 10 + minor);
+}
+
+static const struct compat_tf_kernels *kernels_row(const struct compat *kb, const char *tf)
+{
+	if (tf == NULL)
+		return NULL;
+	for (size_t i = 0; i < kb->nkernels; i++) {
+		const struct compat_tf_kernels *k = &kb->kernels[i];
+		if (version_cmp_n(tf, k->tf_from, 2) >= 0 &&
+		    (k->tf_below == NULL || version_cmp_n(tf, k->tf_below, 2) < 0))
+			return k;
+	}
+	return NULL;
+}
+
+int compat_tf_min_cc(const struct compat *kb, const char *tf_version)
+{
+	const struct compat_tf_kernels *k = kernels_row(kb, tf_version);
+
+	return k ? compat_cc_parse(k->min_cc) : -1;
+}
+
+enum compat_kernel compat_tf_kernels_for(const struct compat *kb, const char *tf_version,
+                                         const char *cc, const struct compat_tf_kernels **row)
+{
+	const struct compat_tf_kernels *k = kernels_row(kb, tf_version);
+	int c = compat_cc_parse(cc);
+
+	if (row != NULL)
+		*row = k;
+	if (k == NULL || c < 0)
+		return COMPAT_KERNEL_UNKNOWN;
+	if (k->nsass == 0 && k->nptx == 0)
+		return c < compat_cc_parse(k->min_cc) ? COMPAT_KERNEL_NONE : COMPAT_KERNEL_UNKNOWN;
+	/* SASS runs on the same major with an equal or higher minor. */
+	for (size_t i = 0; i < k->nsass; i++) {
+		int s = compat_cc_parse(k->sass[i]);
+		if (s / 10 == c / 10 && s <= c)
+			return COMPAT_KERNEL_SASS;
+	}
+	/* PTX is JIT-compiled for any equal or newer GPU. */
+	for (size_t i = 0; i < k->nptx; i++)
+		if (compat_cc_parse(k->ptx[i]) <= c)
+			return COMPAT_KERNEL_PTX;
+	return COMPAT_KERNEL_NONE;
+}
+
+static size_t ncomponents(const char *v)
+{
+	size_t n = 1;
+
+	for (; *v != '\0'; v++)
+		n += *v == '.';
+	return n;
+}
+
+/* The entry with the longest prefix of version (for the cuda or the cudnn key). */
+static const struct compat_sonames *sonames_best(const struct compat *kb, enum compat_os os,
+                                                 const char *version, int cudnn)
+{
+	const struct compat_sonames *best = NULL;
+	size_t best_len = 0;
+
+	if (version == NULL)
+		return NULL;
+	for (size_t i = 0; i < kb->nsonames; i++) {
+		const struct compat_sonames *s = &kb->sonames[i];
+		const char *key = cudnn ? s->cudnn : s->cuda;
+		if (s->os != os || key == NULL || !version_has_prefix(version, key))
+			continue;
+		if (ncomponents(key) > best_len) {
+			best = s;
+			best_len = ncomponents(key);
+		}
+	}
+	return best;
+}
+
+size_t compat_sonames(const struct compat *kb, int windows, const char *cuda, const char *cudnn,
+                      struct strvec *out)
+{
+	enum compat_os os = windows ? COMPAT_WINDOWS : COMPAT_LINUX;
+	const struct compat_sonames *s[2];
+	size_t added = 0;
+
+	s[0] = sonames_best(kb, os, cuda, 0);
+	s[1] = sonames_best(kb, os, cudnn, 1);
+	for (size_t k = 0; k < 2; k++) {
+		for (size_t i = 0; s[k] != NULL && i < s[k]->nlibs; i++) {
+			strvec_push(out, s[k]->libs[i]);
+			added++;
+		}
+	}
+	return added;
+}

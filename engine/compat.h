@@ -1,0 +1,209 @@
+/*
+ * compat.h - the compatibility knowledge base (manifests/compat.yaml) and the
+ * lints `tfprov validate` draws from it.
+ *
+ * The knowledge base is data: TF tested builds, CUDA driver minimums,
+ * minor-version compatibility floors, compute capabilities and the kernels
+ * each TF build carries, pip and conda packaging facts, the sonames TF loads.
+ * This code is generic over it: no version number lives in C.
+ *
+ * Ownership: compat_load() returns a struct compat that owns every string and
+ * array reachable from it; compat_free() releases all of it. The query
+ * functions return pointers into the knowledge base, valid until
+ * compat_free(). Versions are compared with version_cmp() (component-wise,
+ * as integers).
+ */
+#ifndef TFPROV_COMPAT_H
+#define TFPROV_COMPAT_H
+
+#include <stddef.h>
+
+#include "diag.h"
+#include "manifest.h"
+#include "util.h"
+
+/* An inclusive range of major.minor versions: "3.9-3.11", or "2.7" (lo == hi). */
+struct compat_range {
+	const char *lo, *hi;
+};
+
+/* One row of TF's "tested build configurations". */
+struct compat_tf_build {
+	const char *name;      /* "tensorflow-2.15.0", "tensorflow_gpu-1.15.0" */
+	const char *version;   /* "2.15.0"; rows are matched by series (major.minor) */
+	const char *cuda;      /* "12.2" */
+	const char *cudnn;     /* "8.9", as the table says */
+	const char *cudnn_min; /* what the binary was compiled against ("8.9.4"); else = cudnn */
+	const char *compiler, *bazel;
+	struct compat_range *python;
+	size_t npython;
+	const char *source;
+	struct pos pos; /* in compat.yaml */
+};
+
+struct compat_driver_row {
+	const char *cuda;  /* "12.6.3", "10.0" */
+	const char *label; /* "12.6 Update 3" */
+	const char *linux_min, *windows_min;
+	struct pos pos;
+};
+
+/* Minimum driver for minor-version compatibility of from <= cuda < below. */
+struct compat_mvc {
+	const char *from, *below;
+	const char *linux_min, *windows_min; /* windows_min may be NULL */
+	const char *source;
+};
+
+struct compat_cc {
+	const char *cc; /* "8.9" */
+	const char *arch, *examples;
+	const char *first_cuda; /* NULL when older than the table */
+	const char *dropped_in; /* first CUDA without it; NULL while supported */
+};
+
+/* The kernels of the TF builds tf_from <= series < tf_below (tf_below may be NULL). */
+struct compat_tf_kernels {
+	const char *tf_from, *tf_below;
+	const char *min_cc;
+	const char **sass; /* empty when unknown: then only min_cc is known */
+	size_t nsass;
+	const char **ptx;
+	size_t nptx;
+	const char *source;
+};
+
+struct compat_pip_removed {
+	const char *name;
+	const char *last_real_linux, *last_real_windows;
+	const char *stub;
+	const char *replacement;
+	const char *source;
+};
+
+/* A requirement a TF series puts on another distribution: numpy ">=1.23.5,<2". */
+struct compat_pip_requires {
+	const char *tf_series;
+	const char *package; /* PEP 503 normalized */
+	const char *spec;
+	const char *source;
+};
+
+struct compat_conda_pkg {
+	const char *channel, *name;
+	const char **versions;
+	size_t nversions;
+	const char *complete_through;   /* versions above are not judged */
+	const char *discontinued_after; /* NULL while maintained */
+	const char *successor;          /* what replaces it, for the hint */
+	const char *source;
+};
+
+enum compat_os { COMPAT_LINUX, COMPAT_WINDOWS };
+
+struct compat_sonames {
+	enum compat_os os;
+	const char *cuda;  /* component prefix this entry matches, or NULL */
+	const char *cudnn; /* idem */
+	const char **libs;
+	size_t nlibs;
+	const char **companions; /* loaded by the libs themselves */
+	size_t ncompanions;
+	const char *derived; /* non-NULL: inferred, not observed */
+	const char *source;
+};
+
+struct compat_guide_mistake {
+	const char *id;
+	const char *claim, *verdict, *correction, *source;
+	const char *lint; /* diagnostic code, or NULL */
+	const char *test; /* guide manifest path relative to the repo, or NULL */
+};
+
+struct compat {
+	char *path;
+	struct compat_tf_build *tf_linux;
+	size_t ntf_linux;
+	struct compat_tf_build *tf_windows;
+	size_t ntf_windows;
+	const char *windows_gpu_last; /* "2.10" */
+	const char *windows_gpu_instead;
+	const char *windows_gpu_source;
+	struct compat_driver_row *drivers;
+	size_t ndrivers;
+	struct compat_mvc *mvc;
+	size_t nmvc;
+	struct compat_cc *ccs;
+	size_t nccs;
+	struct compat_tf_kernels *kernels;
+	size_t nkernels;
+	struct compat_pip_removed *pip_removed;
+	size_t npip_removed;
+	struct compat_pip_requires *pip_requires;
+	size_t npip_requires;
+	struct compat_conda_pkg *conda;
+	size_t nconda;
+	struct compat_sonames *sonames;
+	size_t nsonames;
+	struct compat_guide_mistake *guide;
+	size_t nguide;
+	struct strvec pool; /* owns every string above */
+};
+
+/*
+ * The knowledge base to use: $TFPROV_COMPAT if set, else the source tree's
+ * manifests/compat.yaml when it exists (running from a build tree), else the
+ * installed TFPROV_DATADIR copy. Returns a static or environment string.
+ */
+const char *compat_default_path(void);
+
+/*
+ * Loads and checks compat.yaml. 0 and *out on success; TF_EIO when the file
+ * cannot be read, TF_EFAIL when it is malformed, with diagnostics (positioned
+ * in compat.yaml) in d and *out NULL.
+ */
+int compat_load(const char *path, struct compat **out, struct diags *d);
+void compat_free(struct compat *kb);
+
+/*
+ * Lints a manifest against the knowledge base; diagnostics carry m->path and
+ * the position of the offending node. Returns the number of errors added.
+ */
+int compat_lint(const struct compat *kb, const struct manifest *m, struct diags *d);
+
+/* The tested build of a TF version (matched by major.minor); NULL if unknown. */
+const struct compat_tf_build *compat_tf_build(const struct compat *kb, const char *tf_version,
+                                              int windows_native);
+
+/*
+ * The toolkit's own minimum driver (Linux or Windows column; WSL2 uses the
+ * Windows driver); NULL when the CUDA version is unknown.
+ */
+const char *compat_cuda_min_driver(const struct compat *kb, const char *cuda, int windows);
+/* The minor-version-compatibility floor for cuda's family; NULL when there is none. */
+const char *compat_cuda_compat_driver(const struct compat *kb, const char *cuda, int windows);
+
+/* A compute capability as an integer: "8.9" -> 89, "10.0" -> 100; -1 if malformed. */
+int compat_cc_parse(const char *cc);
+/* The lowest compute capability a TF version has kernels for (as compat_cc_parse); -1 unknown. */
+int compat_tf_min_cc(const struct compat *kb, const char *tf_version);
+
+enum compat_kernel {
+	COMPAT_KERNEL_UNKNOWN, /* the TF version or its kernel list is unknown */
+	COMPAT_KERNEL_SASS,    /* native code runs */
+	COMPAT_KERNEL_PTX,     /* only through PTX JIT at first use */
+	COMPAT_KERNEL_NONE,    /* "device kernel image is invalid" */
+};
+/* How a TF version's kernels reach a GPU of compute capability cc ("8.9"). */
+enum compat_kernel compat_tf_kernels_for(const struct compat *kb, const char *tf_version,
+                                         const char *cc, const struct compat_tf_kernels **row);
+
+/*
+ * Appends to out the library names TF loads for a CUDA and a cuDNN version
+ * (either may be NULL) on Linux or Windows. Returns how many were appended;
+ * 0 when the knowledge base has no entry.
+ */
+size_t compat_sonames(const struct compat *kb, int windows, const char *cuda, const char *cudnn,
+                      struct strvec *out);
+
+#endif
