@@ -469,9 +469,24 @@ static void w_fail(struct writer *w, int err, const char *fmt, ...)
 	free(m);
 }
 
+/* Names go into terminal messages: control characters are shown escaped. */
+static char *escape_name(const char *s)
+{
+	struct strbuf sb = STRBUF_INIT;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f)
+			strbuf_addf(&sb, "\\x%02x", *p);
+		else
+			strbuf_add(&sb, p, 1);
+	}
+	return strbuf_detach(&sb);
+}
+
 static void w_unsafe(struct writer *w, const char *entry, const char *why)
 {
-	w_fail(w, TF_EUNSAFE, "refusing unsafe entry '%s': %s", entry, why);
+	char *e = escape_name(entry);
+	w_fail(w, TF_EUNSAFE, "refusing unsafe entry '%s': %s", e, why);
+	free(e);
 }
 
 static int errno_to_tf(int e)
@@ -689,7 +704,9 @@ static void handle_entry(struct writer *w, struct queue *q, struct raw_entry *e)
 	if (e->hard) {
 		lcomps = split_name(e->link ? e->link : "", &ln, &why);
 		if (lcomps == NULL) {
-			w_unsafe(w, e->path, why);
+			char *reason = xasprintf("hard link target: %s", why);
+			w_unsafe(w, e->path, reason);
+			free(reason);
 			goto out;
 		}
 		if (ln <= (size_t)w->strip) {
