@@ -496,8 +496,8 @@ static void load_gpus(struct loader *L, const yaml_node_t *root)
 static void load_pip(struct loader *L, const yaml_node_t *root)
 {
 	static const char *const keys[] = {"removed", "requires", "and_cuda", "notes", NULL};
-	static const char *const rm_keys[] = {"name",  "last_real", "stub", "replacement",
-	                                      "quote", "source",    NULL};
+	static const char *const rm_keys[] = {"name",        "last_real", "identical_since", "stub",
+	                                      "replacement", "quote",     "source",          NULL};
 	static const char *const lr_keys[] = {"linux", "windows", NULL};
 	static const char *const rq_keys[] = {"tensorflow", "package", "spec", "source", NULL};
 	yaml_node_t *p = get_node(L, root, "pip", YAML_MAPPING_NODE, REQ);
@@ -524,6 +524,7 @@ static void load_pip(struct loader *L, const yaml_node_t *root)
 			r->last_real_linux = get_ver(L, lr, "linux", REQ);
 			r->last_real_windows = get_ver(L, lr, "windows", OPT);
 		}
+		r->identical_since = get_ver(L, rows[i], "identical_since", REQ);
 		r->stub = get_ver(L, rows[i], "stub", OPT);
 		r->replacement = get_str(L, rows[i], "replacement", REQ);
 		r->source = get_str(L, rows[i], "source", REQ);

@@ -76,6 +76,7 @@ struct compat_tf_kernels {
 struct compat_pip_removed {
 	const char *name;
 	const char *last_real_linux, *last_real_windows;
+	const char *identical_since; /* before it the name was a package of its own */
 	const char *stub;
 	const char *replacement;
 	const char *source;

@@ -84,8 +84,8 @@ static int lint_windows(struct lint *L)
 	diags_add(L->d, DIAG_ERROR, L->file, at(&m->stack.platform_s, m->versions.pos),
 	          "compat.windows-native-gpu", L->kb->windows_gpu_instead,
 	          "TensorFlow %s has no GPU build for native Windows: native Windows GPU support "
-	          "ended with TF %s (%s)",
-	          series(L->tf->s, s), last, L->kb->windows_gpu_source);
+	          "ended with TF %s",
+	          series(L->tf->s, s), last);
 	return 1;
 }
 
@@ -128,7 +128,10 @@ static void lint_cuda(struct lint *L)
 	          "%s is built for CUDA %s, not %s", b->name, b->cuda, c);
 }
 
-/* A CUDA version must be a real release before its driver can be judged. */
+/*
+ * A CUDA version must be a real release before its driver can be judged.
+ * 1 known; 0 unknown to the knowledge base (warning); -1 no such release (error).
+ */
 static int cuda_known(struct lint *L)
 {
 	const struct compat *kb = L->kb;
@@ -142,16 +145,16 @@ static int cuda_known(struct lint *L)
 		if (hi == NULL || version_cmp(kb->drivers[i].cuda, hi) > 0)
 			hi = kb->drivers[i].cuda;
 	}
-	if (lo != NULL && version_cmp_n(c, lo, 2) > 0 && version_cmp_n(c, hi, 2) < 0)
+	if (lo != NULL && version_cmp_n(c, lo, 2) > 0 && version_cmp_n(c, hi, 2) < 0) {
 		diags_add(L->d, DIAG_ERROR, L->file, L->cuda->pos, "compat.cuda-no-such-release",
 		          "NVIDIA's release notes list every toolkit with its minimum driver; "
 		          "pick one of those",
 		          "CUDA %s does not exist (no such toolkit between %s and %s)", c, lo, hi);
-	else
-		diags_add(L->d, DIAG_WARNING, L->file, L->cuda->pos, "compat.cuda-unknown",
-		          "add the toolkit's row (CUDA release notes) to manifests/compat.yaml",
-		          "CUDA %s is not in the knowledge base; its driver minimum is not checked",
-		          c);
+		return -1;
+	}
+	diags_add(L->d, DIAG_WARNING, L->file, L->cuda->pos, "compat.cuda-unknown",
+	          "add the toolkit's row (CUDA release notes) to manifests/compat.yaml",
+	          "CUDA %s is not in the knowledge base; its driver minimum is not checked", c);
 	return 0;
 }
 
@@ -279,13 +282,14 @@ static void lint_gpu(struct lint *L, const struct mstr *g)
 		          "compute capability %s is not a known NVIDIA GPU", g->s);
 		return;
 	}
-	if (L->build != NULL)
+	if (L->build != NULL) {
 		kern = compat_tf_kernels_for(L->kb, tf, g->s, &k);
+		series(tf, s);
+	}
 	if (kern == COMPAT_KERNEL_NONE) {
 		kernel_list(&sb, k);
-		hint =
-		    xasprintf("TF %s carries %s; a %s GPU (%s) needs an older TF or another GPU",
-		              series(tf, s), sb.buf, row->arch, row->examples ? row->examples : "");
+		hint = xasprintf("TF %s carries %s; a %s GPU (%s) needs an older TF or another GPU",
+		                 s, sb.buf, row->arch, row->examples ? row->examples : "");
 		diags_add(L->d, DIAG_ERROR, L->file, g->pos, "compat.gpu-no-kernels", hint,
 		          "TensorFlow %s has no kernels for compute capability %s (%s): "
 		          "\"device kernel image is invalid\"",
@@ -374,6 +378,11 @@ static void lint_pip_req(struct lint *L, const struct pip_req *r)
 		if (strcmp(r->name, x->name) != 0)
 			continue;
 		hint = xasprintf("install %s", x->replacement);
+		/* Before the merge the name was the GPU package itself. */
+		if (r->version != NULL && version_cmp(r->version, x->identical_since) < 0) {
+			free(hint);
+			continue;
+		}
 		if (r->version == NULL || version_cmp(r->version, last) > 0)
 			diags_add(
 			    L->d, DIAG_ERROR, L->file, r->pos, "compat.pip-package-removed", hint,
@@ -382,10 +391,12 @@ static void lint_pip_req(struct lint *L, const struct pip_req *r)
 			    r->raw_name, r->version ? "==" : "", r->version ? r->version : "", last,
 			    x->stub ? "; " : "", x->stub ? "later ones are stubs that fail" : "");
 		else
-			diags_add(L->d, DIAG_WARNING, L->file, r->pos,
-			          "compat.pip-package-deprecated", hint,
-			          "%s is a removed package name; %s is its last real release",
-			          r->raw_name, last);
+			diags_add(
+			    L->d, DIAG_WARNING, L->file, r->pos, "compat.pip-package-deprecated",
+			    hint,
+			    "%s is a removed name, identical to tensorflow since %s; %s is its "
+			    "last real release",
+			    r->raw_name, x->identical_since, last);
 		free(hint);
 	}
 	if (r->version == NULL || tf == NULL)
@@ -557,6 +568,9 @@ int compat_lint(const struct compat *kb, const struct manifest *m, struct diags 
 		}
 	}
 
+	/* A CUDA release that does not exist is the one thing to say about it. */
+	if (L.cuda != NULL && cuda_known(&L) < 0)
+		L.cuda = NULL;
 	if (L.tf != NULL && !lint_windows(&L)) {
 		lint_tf(&L);
 		if (L.build != NULL && L.cuda != NULL)
@@ -566,7 +580,7 @@ int compat_lint(const struct compat *kb, const struct manifest *m, struct diags 
 		if (L.build != NULL && L.python != NULL)
 			lint_python(&L);
 	}
-	if (L.cuda != NULL && cuda_known(&L))
+	if (L.cuda != NULL)
 		lint_driver(&L);
 	for (size_t i = 0; i < m->driver.ngpus; i++)
 		if (m->driver.gpus[i].s != NULL)
