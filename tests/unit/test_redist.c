@@ -1,0 +1,154 @@
+/* Redist resolution on NVIDIA's real manifests (committed under manifests/data). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "error.h"
+#include "redist.h"
+
+#define DIR       "manifests/data/nvidia-redist/"
+#define CUDA_URL  "https://developer.download.nvidia.com/compute/cuda/redist/redistrib_12.3.2.json"
+#define CUDNN_URL "https://developer.download.nvidia.com/compute/cudnn/redist/redistrib_8.6.0.json"
+
+static void test_cuda_components(void **state)
+{
+	const char *comps[] = {"cuda_cudart", "libcublas"};
+	struct redist_artifact *a = NULL;
+	size_t n = 0;
+	char *err = NULL;
+	int r = redist_resolve(DIR "cuda-redistrib_12.3.2.json", CUDA_URL, "linux-x86_64", NULL,
+	                       comps, 2, &a, &n, &err);
+	assert_int_equal(r, 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(a[0].component, "cuda_cudart");
+	assert_string_equal(a[0].version, "12.3.101");
+	assert_string_equal(a[0].url, "https://developer.download.nvidia.com/compute/cuda/redist/"
+	                              "cuda_cudart/linux-x86_64/"
+	                              "cuda_cudart-linux-x86_64-12.3.101-archive.tar.xz");
+	assert_string_equal(a[0].sha256,
+	                    "e37d478d1e7a10490d55fb87a5ef379a18c648f3010e1d3687c4298ddc3e9e19");
+	assert_int_equal(a[0].size, 1088388);
+	assert_int_equal(a[0].strip, 1);
+	assert_string_equal(a[1].component, "libcublas");
+	assert_true(strstr(a[1].relative_path, "libcublas/linux-x86_64/") == a[1].relative_path);
+	redist_artifacts_free(a, n);
+}
+
+static void test_cudnn_nested_variant(void **state)
+{
+	const char *comps[] = {"cudnn"};
+	struct redist_artifact *a = NULL;
+	size_t n = 0;
+	char *err = NULL;
+	int r = redist_resolve(DIR "cudnn-redistrib_8.6.0.json", CUDNN_URL, "linux-x86_64",
+	                       "cuda11", comps, 1, &a, &n, &err);
+	assert_int_equal(r, 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(a[0].version, "8.6.0.163");
+	assert_string_equal(a[0].url, "https://developer.download.nvidia.com/compute/cudnn/redist/"
+	                              "cudnn/linux-x86_64/"
+	                              "cudnn-linux-x86_64-8.6.0.163_cuda11-archive.tar.xz");
+	assert_string_equal(a[0].sha256,
+	                    "bbc396df47294c657edc09c600674d608cb1bfc80b82dcf4547060c21711159e");
+	assert_int_equal(a[0].size, 864470696);
+	redist_artifacts_free(a, n);
+
+	/* Two variants and none named: an error that lists them. */
+	r = redist_resolve(DIR "cudnn-redistrib_8.6.0.json", CUDNN_URL, "linux-x86_64", NULL, comps,
+	                   1, &a, &n, &err);
+	assert_int_equal(r, TF_EMANIFEST);
+	assert_non_null(strstr(err, "cuda10"));
+	assert_non_null(strstr(err, "cuda11"));
+	free(err);
+
+	r = redist_resolve(DIR "cudnn-redistrib_8.6.0.json", CUDNN_URL, "linux-x86_64", "cuda12",
+	                   comps, 1, &a, &n, &err);
+	assert_int_equal(r, TF_EMANIFEST);
+	assert_non_null(strstr(err, "no variant 'cuda12'"));
+	free(err);
+}
+
+static void test_cudnn_flat_entries(void **state)
+{
+	const char *comps[] = {"cudnn"};
+	struct redist_artifact *a = NULL;
+	size_t n = 0;
+	char *err = NULL;
+	int r = redist_resolve(DIR "cudnn-redistrib_8.9.4.25.json",
+	                       "https://developer.download.nvidia.com/compute/cudnn/redist/"
+	                       "redistrib_8.9.4.25.json",
+	                       "linux-x86_64", "cuda12", comps, 1, &a, &n, &err);
+	assert_int_equal(r, 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(a[0].sha256,
+	                    "82d04906c0d6828561bbddc68f8b18cf0a334ef1162f6eff7bc88dc3313e15d1");
+	assert_int_equal(a[0].size, 887509908);
+	assert_non_null(strstr(a[0].url, "/compute/cudnn/redist/cudnn/linux-x86_64/"
+	                                 "cudnn-linux-x86_64-8.9.4.25_cuda12-archive.tar.xz"));
+	redist_artifacts_free(a, n);
+
+	/* The flat 8.9.4.25 archive is built for CUDA 12 only. */
+	r = redist_resolve(DIR "cudnn-redistrib_8.9.4.25.json", NULL, "linux-x86_64", "cuda11",
+	                   comps, 1, &a, &n, &err);
+	assert_int_equal(r, TF_EMANIFEST);
+	assert_non_null(strstr(err, "cuda11"));
+	free(err);
+}
+
+static void test_errors_name_choices(void **state)
+{
+	const char *comps[] = {"cuda_cudartt"};
+	struct redist_artifact *a = NULL;
+	size_t n = 0;
+	char *err = NULL;
+	int r = redist_resolve(DIR "cuda-redistrib_12.3.2.json", CUDA_URL, "linux-x86_64", NULL,
+	                       comps, 1, &a, &n, &err);
+	assert_int_equal(r, TF_EMANIFEST);
+	assert_non_null(strstr(err, "did you mean 'cuda_cudart'"));
+	free(err);
+
+	const char *c2[] = {"nvidia_fs"};
+	r = redist_resolve(DIR "cuda-redistrib_12.3.2.json", CUDA_URL, "windows-x86_64", NULL, c2,
+	                   1, &a, &n, &err);
+	assert_int_equal(r, TF_EMANIFEST);
+	assert_non_null(strstr(err, "no platform 'windows-x86_64'"));
+	free(err);
+
+	r = redist_resolve(DIR "nonexistent.json", NULL, "linux-x86_64", NULL, comps, 1, &a, &n,
+	                   &err);
+	assert_int_equal(r, TF_EIO);
+	free(err);
+}
+
+static void test_all_components(void **state)
+{
+	struct redist_artifact *a = NULL;
+	size_t n = 0;
+	char *err = NULL;
+	int r = redist_resolve(DIR "cuda-redistrib_11.8.0.json", NULL, "linux-x86_64", NULL, NULL,
+	                       0, &a, &n, &err);
+	assert_int_equal(r, 0);
+	assert_true(n > 20);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(strlen(a[i].sha256), 64);
+		assert_true(a[i].size > 0);
+		/* No json_url: URLs are relative to the JSON's directory. */
+		assert_true(strncmp(a[i].url, DIR, strlen(DIR)) == 0);
+	}
+	redist_artifacts_free(a, n);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_cuda_components),    cmocka_unit_test(test_cudnn_nested_variant),
+	    cmocka_unit_test(test_cudnn_flat_entries), cmocka_unit_test(test_errors_name_choices),
+	    cmocka_unit_test(test_all_components),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
