@@ -1,0 +1,529 @@
+/*
+ * test_compat.c - the knowledge base (manifests/compat.yaml) and its lints.
+ *
+ * Loads the real compat.yaml, checks the queries other steps rely on against
+ * the facts of shared/research/compat-facts.md, then lints every manifest of
+ * tests/manifests/guide/ (one mistake of the original setup guide each) and
+ * asserts that exactly one compat.* diagnostic comes out, with its code,
+ * severity and line:column. The clean counterpart must yield none. Runs with
+ * the repository root as the working directory.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compat.h"
+#include "error.h"
+#include "manifest.h"
+
+#define GUIDE_DIR "tests/manifests/guide"
+
+static struct compat *kb;
+
+static int setup(void **state)
+{
+	struct diags d = {0};
+
+	(void)state;
+	unsetenv("TFPROV_COMPAT");
+	if (compat_load(compat_default_path(), &kb, &d) != 0) {
+		diags_print(&d, stderr, 0);
+		diags_release(&d);
+		return -1;
+	}
+	diags_release(&d);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	compat_free(kb);
+	return 0;
+}
+
+static size_t count_prefix(const struct diags *d, const char *prefix)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->n; i++)
+		n += strncmp(d->v[i].code, prefix, strlen(prefix)) == 0;
+	return n;
+}
+
+static void test_default_path(void **state)
+{
+	(void)state;
+	/* From the build tree the source copy wins over the installed one. */
+	assert_string_equal(compat_default_path(), TFPROV_SRCDIR "/manifests/compat.yaml");
+	setenv("TFPROV_COMPAT", "/elsewhere/compat.yaml", 1);
+	assert_string_equal(compat_default_path(), "/elsewhere/compat.yaml");
+	unsetenv("TFPROV_COMPAT");
+}
+
+static void test_tables_loaded(void **state)
+{
+	(void)state;
+	assert_int_equal(kb->ntf_linux, 23);
+	assert_int_equal(kb->ntf_windows, 12);
+	assert_string_equal(kb->windows_gpu_last, "2.10");
+	assert_true(kb->ndrivers >= 40);
+	assert_true(kb->nmvc >= 3);
+	assert_true(kb->nguide >= 14);
+	for (size_t i = 0; i < kb->ntf_linux; i++)
+		assert_non_null(kb->tf_linux[i].source);
+}
+
+static void test_tf_builds(void **state)
+{
+	const struct compat_tf_build *b;
+
+	(void)state;
+	b = compat_tf_build(kb, "2.15.1", 0); /* matched by series */
+	assert_non_null(b);
+	assert_string_equal(b->cuda, "12.2");
+	assert_string_equal(b->cudnn, "8.9");
+	assert_string_equal(b->cudnn_min, "8.9.4");
+	assert_int_equal(b->npython, 1);
+	assert_string_equal(b->python[0].lo, "3.9");
+	assert_string_equal(b->python[0].hi, "3.11");
+	b = compat_tf_build(kb, "1.15.5", 0);
+	assert_non_null(b);
+	assert_string_equal(b->cuda, "10.0");
+	assert_int_equal(b->npython, 2); /* "2.7, 3.3-3.7" */
+	assert_string_equal(b->python[0].lo, "2.7");
+	assert_string_equal(b->python[1].hi, "3.7");
+	b = compat_tf_build(kb, "2.16.1", 0);
+	assert_non_null(b);
+	assert_string_equal(b->cuda, "12.3");
+	assert_string_equal(b->cudnn_min, "8.9");      /* no compiled-with note: the row */
+	assert_null(compat_tf_build(kb, "2.15.0", 1)); /* no native Windows GPU build */
+	b = compat_tf_build(kb, "2.10.1", 1);
+	assert_non_null(b);
+	assert_string_equal(b->cuda, "11.2");
+	assert_null(compat_tf_build(kb, "2.99.0", 0));
+	assert_null(compat_tf_build(kb, NULL, 0));
+}
+
+static void test_driver_minimums(void **state)
+{
+	(void)state;
+	/* 12.3.2 has no row of its own: 12.3 Update 1's. */
+	assert_string_equal(compat_cuda_min_driver(kb, "12.3.2", 0), "545.23.08");
+	assert_string_equal(compat_cuda_min_driver(kb, "12.3.2", 1), "546.12");
+	assert_string_equal(compat_cuda_min_driver(kb, "12.3.0", 0), "545.23.06");
+	assert_string_equal(compat_cuda_min_driver(kb, "12.3", 0), "545.23.06");
+	assert_string_equal(compat_cuda_min_driver(kb, "12.2.2", 0), "535.104.05");
+	assert_string_equal(compat_cuda_min_driver(kb, "11.8.0", 1), "520.06");
+	assert_string_equal(compat_cuda_min_driver(kb, "11.1.1", 0), "455.32");
+	assert_string_equal(compat_cuda_min_driver(kb, "10.0.130", 0), "410.48");
+	assert_string_equal(compat_cuda_min_driver(kb, "10.1.243", 1), "418.96");
+	assert_null(compat_cuda_min_driver(kb, "12.7.0", 0)); /* there is no 12.7 */
+	assert_null(compat_cuda_min_driver(kb, "9.2.148", 0));
+	/* Minor-version compatibility floors per family; none before CUDA 11. */
+	assert_string_equal(compat_cuda_compat_driver(kb, "12.3.2", 0), "525.60.13");
+	assert_string_equal(compat_cuda_compat_driver(kb, "12.3.2", 1), "528.33");
+	assert_string_equal(compat_cuda_compat_driver(kb, "11.2.2", 0), "450.80.02");
+	assert_string_equal(compat_cuda_compat_driver(kb, "11.0.3", 1), "451.22");
+	assert_string_equal(compat_cuda_compat_driver(kb, "13.0", 0), "580");
+	assert_null(compat_cuda_compat_driver(kb, "13.0", 1));
+	assert_null(compat_cuda_compat_driver(kb, "10.1.243", 0));
+}
+
+static void test_compute_capability(void **state)
+{
+	const struct compat_tf_kernels *row = NULL;
+
+	(void)state;
+	assert_int_equal(compat_cc_parse("8.9"), 89);
+	assert_int_equal(compat_cc_parse("10.0"), 100);
+	assert_int_equal(compat_cc_parse("8"), -1);
+	assert_int_equal(compat_cc_parse("8.10"), -1);
+	assert_int_equal(compat_cc_parse("x.y"), -1);
+	assert_int_equal(compat_tf_min_cc(kb, "1.15.5"), 35);
+	assert_int_equal(compat_tf_min_cc(kb, "2.12.0"), 35);
+	assert_int_equal(compat_tf_min_cc(kb, "2.15.1"), 50);
+	assert_int_equal(compat_tf_min_cc(kb, "2.18.0"), 60);
+	assert_int_equal(compat_tf_min_cc(kb, "2.21.0"), 60);
+	/* sm_80 SASS runs on 8.9 but not on 9.0, which gets compute_90 PTX. */
+	assert_int_equal(compat_tf_kernels_for(kb, "2.15.1", "8.9", &row), COMPAT_KERNEL_SASS);
+	assert_non_null(row);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.15.1", "9.0", NULL), COMPAT_KERNEL_PTX);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.15.1", "12.0", NULL), COMPAT_KERNEL_PTX);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.15.1", "3.7", NULL), COMPAT_KERNEL_NONE);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.12.0", "3.7", NULL), COMPAT_KERNEL_SASS);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.12.0", "8.6", NULL), COMPAT_KERNEL_PTX);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.18.0", "8.9", NULL), COMPAT_KERNEL_SASS);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.18.0", "5.2", NULL), COMPAT_KERNEL_NONE);
+	/* TF 2.3 had no kernels for CC 5.0 (tensorflow/tensorflow#46537). */
+	assert_int_equal(compat_tf_kernels_for(kb, "2.3.1", "5.0", NULL), COMPAT_KERNEL_NONE);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.3.1", "5.2", NULL), COMPAT_KERNEL_SASS);
+	/* Up to 2.2 only the floor is known. */
+	assert_int_equal(compat_tf_kernels_for(kb, "1.15.5", "3.0", NULL), COMPAT_KERNEL_NONE);
+	assert_int_equal(compat_tf_kernels_for(kb, "1.15.5", "7.5", NULL), COMPAT_KERNEL_UNKNOWN);
+}
+
+static int has(const struct strvec *sv, const char *s)
+{
+	for (size_t i = 0; i < sv->n; i++)
+		if (strcmp(sv->v[i], s) == 0)
+			return 1;
+	return 0;
+}
+
+static void test_sonames(void **state)
+{
+	struct strvec sv = STRVEC_INIT;
+
+	(void)state;
+	assert_int_equal(compat_sonames(kb, 0, "10.0.130", "7.6.5.32", &sv), 6);
+	assert_true(has(&sv, "libcudart.so.10.0"));
+	assert_true(has(&sv, "libcudnn.so.7"));
+	assert_false(has(&sv, "libcudart.so.10.1"));
+	strvec_release(&sv);
+	/* The longest prefix wins: 10.1 is not 10.0's list. */
+	assert_int_equal(compat_sonames(kb, 0, "10.1.243", NULL, &sv), 1);
+	assert_string_equal(sv.v[0], "libcudart.so.10.1");
+	strvec_release(&sv);
+	compat_sonames(kb, 0, "12.3.2", "8.9.7.29", &sv);
+	assert_true(has(&sv, "libcudart.so.12"));
+	assert_true(has(&sv, "libcufft.so.11"));
+	assert_true(has(&sv, "libcudnn.so.8"));
+	strvec_release(&sv);
+	compat_sonames(kb, 1, "11.2.2", "8.1.1.33", &sv);
+	assert_true(has(&sv, "cudart64_110.dll"));
+	assert_true(has(&sv, "cudnn64_8.dll"));
+	strvec_release(&sv);
+	assert_int_equal(compat_sonames(kb, 0, "9.2", "6.0", &sv), 0);
+	strvec_release(&sv);
+}
+
+/* ---- lints on the guide manifests ---- */
+
+struct expect {
+	const char *file; /* under tests/manifests/guide/ */
+	const char *code;
+	enum diag_severity sev;
+	int line, col;
+};
+
+static const struct expect guide[] = {
+    {"cuda-12.0-tf-2.15.yaml", "compat.cuda-untested", DIAG_WARNING, 12, 9},
+    {"windows-native-tf-2.15.yaml", "compat.windows-native-gpu", DIAG_ERROR, 8, 13},
+    {"conda-cudatoolkit-12.3.yaml", "compat.conda-package-discontinued", DIAG_ERROR, 42, 7},
+    {"conda-lock-cudatoolkit-12.3.yaml", "compat.conda-package-discontinued", DIAG_ERROR, 44, 5},
+    {"conda-cudnn-8.9.4.yaml", "compat.conda-no-such-version", DIAG_ERROR, 41, 7},
+    {"numpy-1.23-tf-2.15.yaml", "compat.pip-requirement-conflict", DIAG_ERROR, 50, 5},
+    {"tensorflow-gpu-2.15.0.yaml", "compat.pip-package-removed", DIAG_ERROR, 48, 5},
+    {"tf-1.15-cuda-10.1.yaml", "compat.cuda-mismatch", DIAG_ERROR, 13, 9},
+    {"driver-below-cuda-min.yaml", "compat.driver-below-cuda-min", DIAG_ERROR, 17, 16},
+    {"driver-minor-compat.yaml", "compat.driver-minor-compat", DIAG_WARNING, 17, 16},
+    {"cudnn-too-old.yaml", "compat.cudnn-too-old", DIAG_ERROR, 12, 10},
+    {"python-3.12-tf-2.15.yaml", "compat.python-unsupported", DIAG_ERROR, 13, 11},
+    {"gpu-cc-3.7-tf-2.15.yaml", "compat.gpu-no-kernels", DIAG_ERROR, 18, 17},
+    {"gpu-cc-8.9-cuda-11.2.yaml", "compat.gpu-newer-than-cuda", DIAG_WARNING, 18, 10},
+    {"gpu-cc-9.0-tf-2.12.yaml", "compat.gpu-ptx-jit", DIAG_WARNING, 18, 10},
+    {"tf-unknown.yaml", "compat.tf-unknown", DIAG_WARNING, 10, 15},
+    {"cuda-11.8-tf-2.15.yaml", "compat.cuda-major-mismatch", DIAG_ERROR, 11, 9},
+    {"cudnn-9-tf-2.15.yaml", "compat.cudnn-major-mismatch", DIAG_ERROR, 12, 10},
+    {"cuda-12.7-no-such-release.yaml", "compat.cuda-no-such-release", DIAG_ERROR, 11, 9},
+    {"pip-tf-mismatch.yaml", "compat.pip-tf-mismatch", DIAG_ERROR, 48, 5},
+};
+
+/* Parses and lints; the manifest itself must be valid (no schema errors). */
+static void lint_file(const char *path, struct diags *d)
+{
+	struct manifest *m = NULL;
+	int rc = manifest_load(path, &m, d);
+
+	if (rc != 0 || d->errors != 0) {
+		diags_print(d, stderr, 0);
+		fail_msg("%s does not parse cleanly", path);
+	}
+	compat_lint(kb, m, d);
+	manifest_free(m);
+}
+
+static void test_guide_manifests(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(guide); i++) {
+		const struct expect *e = &guide[i];
+		struct diags d = {0};
+		char *path = xasprintf("%s/%s", GUIDE_DIR, e->file);
+		const struct diag *g = NULL;
+
+		lint_file(path, &d);
+		for (size_t j = 0; j < d.n; j++) {
+			if (strncmp(d.v[j].code, "compat.", 7) != 0)
+				continue;
+			if (g != NULL || strcmp(d.v[j].code, e->code) != 0) {
+				diags_print(&d, stderr, 0);
+				fail_msg("%s: expected only %s", path, e->code);
+			}
+			g = &d.v[j];
+		}
+		if (g == NULL) {
+			diags_print(&d, stderr, 0);
+			fail_msg("%s: no %s", path, e->code);
+		}
+		assert_string_equal(g->file, path);
+		assert_int_equal(g->sev, e->sev);
+		if (g->pos.line != e->line || g->pos.col != e->col)
+			fail_msg("%s: %s at %d:%d, expected %d:%d", path, e->code, g->pos.line,
+			         g->pos.col, e->line, e->col);
+		assert_non_null(g->hint);
+		diags_release(&d);
+		free(path);
+	}
+}
+
+/* Every file of the guide directory has an expectation above. */
+static void test_guide_dir_covered(void **state)
+{
+	DIR *dir = opendir(GUIDE_DIR);
+	struct dirent *de;
+	size_t files = 0;
+
+	(void)state;
+	assert_non_null(dir);
+	while ((de = readdir(dir)) != NULL) {
+		int found = 0;
+		if (!str_ends_with(de->d_name, ".yaml"))
+			continue;
+		files++;
+		for (size_t i = 0; i < ARRAY_SIZE(guide); i++)
+			found |= strcmp(guide[i].file, de->d_name) == 0;
+		if (!found)
+			fail_msg("%s/%s has no expectation in test_compat.c", GUIDE_DIR,
+			         de->d_name);
+	}
+	closedir(dir);
+	assert_int_equal(files, ARRAY_SIZE(guide));
+}
+
+/* compat.yaml's guide_mistakes name a lint and a test manifest: they agree. */
+static void test_kb_guide_table(void **state)
+{
+	size_t tested = 0;
+
+	(void)state;
+	for (size_t i = 0; i < kb->nguide; i++) {
+		const struct compat_guide_mistake *g = &kb->guide[i];
+		struct diags d = {0};
+
+		if (g->test == NULL)
+			continue;
+		tested++;
+		lint_file(g->test, &d);
+		if (!diags_has(&d, g->lint)) {
+			diags_print(&d, stderr, 0);
+			fail_msg("guide mistake %s: %s does not yield %s", g->id, g->test, g->lint);
+		}
+		diags_release(&d);
+	}
+	assert_true(tested >= 11);
+}
+
+static void test_clean_manifest(void **state)
+{
+	struct diags d = {0};
+
+	(void)state;
+	lint_file("tests/manifests/compat-clean.yaml", &d);
+	if (count_prefix(&d, "compat.") != 0) {
+		diags_print(&d, stderr, 0);
+		fail_msg("the clean manifest has compat diagnostics");
+	}
+	diags_release(&d);
+}
+
+/* The shipped stacks may carry compat warnings, never compat errors. */
+static void test_shipped_manifests(void **state)
+{
+	static const char *const files[] = {
+	    "manifests/stable-2.15.yaml", "manifests/stable-2.12.yaml", "manifests/stable-2.9.yaml",
+	    "manifests/legacy-1.15.yaml"};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		struct manifest *m = NULL;
+		struct diags d = {0};
+
+		if (access(files[i], R_OK) != 0)
+			continue;
+		if (manifest_load(files[i], &m, &d) == 0) {
+			compat_lint(kb, m, &d);
+			for (size_t j = 0; j < d.n; j++)
+				if (d.v[j].sev == DIAG_ERROR &&
+				    strncmp(d.v[j].code, "compat.", 7) == 0) {
+					diags_print(&d, stderr, 0);
+					fail_msg("%s: compat error %s", files[i], d.v[j].code);
+				}
+		}
+		manifest_free(m);
+		diags_release(&d);
+	}
+}
+
+/* The lints read positions from the model, whoever filled it. */
+static void test_hand_built_model(void **state)
+{
+	struct manifest m;
+	struct pip_req req;
+	struct diags d = {0};
+
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	memset(&req, 0, sizeof(req));
+	m.path = "hand.yaml";
+	m.stack.platform = PLATFORM_WSL2;
+	m.versions.tensorflow = (struct mstr){"2.15.1", {3, 15}, 1};
+	m.versions.cuda = (struct mstr){"12.2.2", {4, 9}, 1};
+	m.versions.python = (struct mstr){"3.8", {5, 11}, 1};
+	m.cudnn.version = (struct mstr){"8.9.7.29", {20, 12}, 1};
+	/* WSL2 runs the Windows driver: 528.33 is below 12.2.2's 537.13. */
+	m.driver.min_version = (struct mstr){"528.33", {7, 16}, 1};
+	m.python.channel = (struct mstr){"conda-forge", {30, 12}, 1};
+	m.python.specs[0] = (struct mstr){"conda-forge::cudnn==8.9.4.25", {31, 7}, 1};
+	m.python.specs[1] = (struct mstr){"cudnn>=8.9", {32, 7}, 1};
+	m.python.specs[2] = (struct mstr){"cudatoolkit=11.8", {33, 7}, 1};
+	m.python.nspecs = 3;
+	req.pos = (struct pos){40, 5};
+	req.name = "numpy";
+	req.raw_name = "NumPy";
+	req.version = "2.0.0";
+	m.pip.reqs = &req;
+	m.pip.nreqs = 1;
+
+	compat_lint(kb, &m, &d);
+	diags_sort(&d);
+	assert_int_equal(count_prefix(&d, "compat."), 4);
+	assert_string_equal(d.v[0].code, "compat.python-unsupported");
+	assert_int_equal(d.v[0].pos.line, 5);
+	assert_int_equal(d.v[0].pos.col, 11);
+	assert_string_equal(d.v[1].code, "compat.driver-minor-compat");
+	assert_int_equal(d.v[1].pos.line, 7);
+	assert_string_equal(d.v[2].code, "compat.conda-no-such-version");
+	assert_int_equal(d.v[2].pos.line, 31);
+	assert_string_equal(d.v[3].code, "compat.pip-requirement-conflict");
+	assert_int_equal(d.v[3].pos.line, 40);
+	assert_int_equal(d.v[3].pos.col, 5);
+	assert_string_equal(d.v[3].file, "hand.yaml");
+	diags_release(&d);
+
+	/* No TF in versions: the pip pin names it. tensorflow-gpu 1.15 is no mistake. */
+	memset(&m, 0, sizeof(m));
+	memset(&req, 0, sizeof(req));
+	m.path = "hand.yaml";
+	req.pos = (struct pos){9, 5};
+	req.name = "tensorflow";
+	req.raw_name = "tensorflow";
+	req.version = "2.99.0";
+	m.pip.reqs = &req;
+	m.pip.nreqs = 1;
+	compat_lint(kb, &m, &d);
+	assert_int_equal(d.n, 1);
+	assert_string_equal(d.v[0].code, "compat.tf-unknown");
+	assert_int_equal(d.v[0].pos.line, 9);
+	diags_release(&d);
+	req.name = "tensorflow-gpu";
+	req.version = "1.15.5";
+	compat_lint(kb, &m, &d);
+	assert_int_equal(d.n, 0);
+	req.version = "2.10.0";
+	compat_lint(kb, &m, &d);
+	assert_true(diags_has(&d, "compat.pip-package-deprecated"));
+	assert_int_equal(d.errors, 0);
+	diags_release(&d);
+}
+
+/* ---- errors in compat.yaml are diagnostics too ---- */
+
+static int load_text(const char *text, struct diags *d, struct compat **out)
+{
+	char path[] = "/tmp/tfprov-compat-XXXXXX";
+	int fd = mkstemp(path);
+	int rc;
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	rc = compat_load(path, out, d);
+	unlink(path);
+	return rc;
+}
+
+static void test_kb_errors(void **state)
+{
+	struct compat *bad = NULL;
+	struct diags d = {0};
+
+	(void)state;
+	assert_int_equal(compat_load("/nonexistent/compat.yaml", &bad, &d), TF_EIO);
+	assert_null(bad);
+	assert_true(diags_has(&d, "compat.kb-unreadable"));
+	diags_release(&d);
+
+	assert_int_equal(load_text("schema: 2\n", &d, &bad), TF_EFAIL);
+	assert_null(bad);
+	assert_int_equal(d.v[0].pos.line, 1);
+	assert_int_equal(d.v[0].pos.col, 9);
+	diags_release(&d);
+
+	assert_int_equal(load_text("schema: 1\nsources: {}\n  bad: [\n", &d, &bad), TF_EFAIL);
+	assert_true(diags_has(&d, "compat.kb-invalid"));
+	diags_release(&d);
+
+	/* A typo and a non-version in an otherwise real table are found where they are. */
+	assert_int_equal(
+	    load_text("schema: 1\n"
+	              "sources: {}\n"
+	              "tensorflow:\n"
+	              "  linux_gpu:\n"
+	              "    source: TF-SRC\n"
+	              "    builds:\n"
+	              "      - {name: t, version: 2.15.0, python: \"3.9-3.11\", cudnn: \"8.9\",\n"
+	              "         cuda: twelve, cudn_min: 8.9.4}\n",
+	              &d, &bad),
+	    TF_EFAIL);
+	assert_null(bad);
+	{
+		int typo = 0, version = 0;
+		for (size_t i = 0; i < d.n; i++) {
+			if (strstr(d.v[i].msg, "unknown key 'cudn_min'") && d.v[i].pos.line == 8 &&
+			    d.v[i].pos.col == 24)
+				typo = 1;
+			if (strstr(d.v[i].msg, "'cuda' must be a dotted version") &&
+			    d.v[i].pos.line == 8 && d.v[i].pos.col == 16)
+				version = 1;
+		}
+		if (!typo || !version) {
+			diags_print(&d, stderr, 0);
+			fail_msg("compat.yaml errors not positioned");
+		}
+	}
+	diags_release(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_default_path),       cmocka_unit_test(test_tables_loaded),
+	    cmocka_unit_test(test_tf_builds),          cmocka_unit_test(test_driver_minimums),
+	    cmocka_unit_test(test_compute_capability), cmocka_unit_test(test_sonames),
+	    cmocka_unit_test(test_guide_manifests),    cmocka_unit_test(test_guide_dir_covered),
+	    cmocka_unit_test(test_kb_guide_table),     cmocka_unit_test(test_clean_manifest),
+	    cmocka_unit_test(test_shipped_manifests),  cmocka_unit_test(test_hand_built_model),
+	    cmocka_unit_test(test_kb_errors),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
