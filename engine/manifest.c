@@ -1,2 +1,1258 @@
-/* manifest.c - placeholder; the libyaml parser lands next. */
+/*
+ * manifest.c - schema v1: YAML tree -> typed model, with structural checks.
+ *
+ * What is checked here is what the format itself requires (types, required
+ * keys, unknown keys, ranges, hash syntax). What depends on facts about
+ * TensorFlow, CUDA and drivers lives in compat.c and its data file.
+ *
+ * Invariants:
+ *  - every diagnostic carries the position of the node it is about;
+ *  - a model is returned only when there are no errors;
+ *  - the input is refused before parsing when it is too large, empty, binary
+ *    (NUL bytes) or not UTF-8, so libyaml never sees such input.
+ */
 #include "manifest.h"
+#include "error.h"
+#include "util.h"
+#include "yamltree.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_SIZE_BYTES (64ll << 30) /* 64 GiB: larger than any NVIDIA archive */
+
+struct pctx {
+	const char *file;
+	const char *text;
+	size_t textlen;
+	struct diags *d;
+	char *dir; /* directory of the manifest, for lock_file and requirements_file */
+};
+
+#define err(p, pos, code, hint, ...) diags_add((p)->d, DIAG_ERROR, (p)->file, pos, code, hint, __VA_ARGS__)
+
+static const char *type_name(const struct ynode *n)
+{
+	switch (n->type) {
+	case Y_MAP:
+		return "a mapping";
+	case Y_SEQ:
+		return "a list";
+	default:
+		return "a scalar";
+	}
+}
+
+/* Unknown keys get an error with the closest allowed key as a hint. */
+static void check_keys(struct pctx *p, const struct ynode *map, const char *section,
+		       const char *const *allowed)
+{
+	for (size_t i = 0; i < map->n; i++) {
+		const struct ynode *k = map->keys[i];
+		if (k->type != Y_SCALAR) {
+			err(p, k->pos, "schema.key-type", "keys are plain words", "%s: key is not a scalar", section);
+			continue;
+		}
+		int ok = 0;
+		const char *best = NULL;
+		size_t bestd = (size_t)-1;
+		for (size_t j = 0; allowed[j]; j++) {
+			if (strcmp(k->str, allowed[j]) == 0) {
+				ok = 1;
+				break;
+			}
+			size_t dist = edit_distance(k->str, allowed[j]);
+			if (dist < bestd) {
+				bestd = dist;
+				best = allowed[j];
+			}
+		}
+		if (ok)
+			continue;
+		struct strbuf hint = STRBUF_INIT;
+		if (best && bestd <= 3 && bestd < strlen(k->str))
+			strbuf_addf(&hint, "did you mean '%s'?", best);
+		else {
+			strbuf_adds(&hint, "allowed keys:");
+			for (size_t j = 0; allowed[j]; j++)
+				strbuf_addf(&hint, " %s", allowed[j]);
+		}
+		diags_add(p->d, DIAG_ERROR, p->file, k->pos, "schema.unknown-key", hint.buf,
+			  "unknown key '%s' in %s", k->str, section);
+		strbuf_release(&hint);
+	}
+}
+
+static int want_type(struct pctx *p, const struct ynode *n, enum ynode_type t, const char *what)
+{
+	if (n->type == t)
+		return 1;
+	static const char *names[] = {"a scalar", "a list", "a mapping"};
+	diags_add(p->d, DIAG_ERROR, p->file, n->pos, "schema.type", NULL, "%s must be %s, not %s",
+		  what, names[t], type_name(n));
+	return 0;
+}
+
+static void get_str(struct pctx *p, const struct ynode *map, const char *key, const char *what,
+		    struct mstr *out)
+{
+	struct ynode *n = ymap_get(map, key);
+	if (n == NULL)
+		return;
+	out->pos = n->pos;
+	if (!want_type(p, n, Y_SCALAR, what))
+		return;
+	free(out->s);
+	out->s = xstrdup(n->str);
+	out->set = 1;
+}
+
+static int parse_int(const char *s, int64_t *out)
+{
+	if (*s == '\0')
+		return -1;
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static void get_int(struct pctx *p, const struct ynode *map, const char *key, const char *what,
+		    int64_t lo, int64_t hi, struct mint *out)
+{
+	struct ynode *n = ymap_get(map, key);
+	if (n == NULL)
+		return;
+	out->pos = n->pos;
+	if (!want_type(p, n, Y_SCALAR, what))
+		return;
+	int64_t v;
+	if (n->style == YS_QUOTED || parse_int(n->str, &v) != 0) {
+		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "schema.type", "write a whole number without quotes",
+			  "%s must be an integer, not '%s'", what, n->str);
+		return;
+	}
+	if (v < lo || v > hi) {
+		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "schema.range", NULL,
+			  "%s is %lld, out of range [%lld, %lld]", what, (long long)v, (long long)lo,
+			  (long long)hi);
+		return;
+	}
+	out->v = v;
+	out->set = 1;
+}
+
+static void get_bool(struct pctx *p, const struct ynode *map, const char *key, const char *what,
+		     struct mbool *out)
+{
+	struct ynode *n = ymap_get(map, key);
+	if (n == NULL)
+		return;
+	out->pos = n->pos;
+	if (!want_type(p, n, Y_SCALAR, what))
+		return;
+	if (n->style != YS_QUOTED && (strcmp(n->str, "true") == 0 || strcmp(n->str, "false") == 0)) {
+		out->v = n->str[0] == 't';
+		out->set = 1;
+		return;
+	}
+	diags_add(p->d, DIAG_ERROR, p->file, n->pos, "schema.type", "use true or false",
+		  "%s must be a boolean, not '%s'", what, n->str);
+}
+
+/* Picks one of `names` for a string; returns its index or -1 (with an error). */
+static int get_enum(struct pctx *p, const struct mstr *s, const char *what,
+		    const char *const *names)
+{
+	for (int i = 0; names[i]; i++)
+		if (strcmp(s->s, names[i]) == 0)
+			return i;
+	struct strbuf hint = STRBUF_INIT;
+	strbuf_adds(&hint, "one of:");
+	for (int i = 0; names[i]; i++)
+		strbuf_addf(&hint, " %s", names[i]);
+	diags_add(p->d, DIAG_ERROR, p->file, s->pos, "schema.enum", hint.buf,
+		  "%s '%s' is not a valid value", what, s->s);
+	strbuf_release(&hint);
+	return -1;
+}
+
+static int is_version(const char *s)
+{
+	if (!(*s >= '0' && *s <= '9'))
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= '0' && *s <= '9') || *s == '.'))
+			return 0;
+	return s[-1] != '.';
+}
+
+static void check_version(struct pctx *p, struct mstr *v, const char *what)
+{
+	if (v->set && !is_version(v->s))
+		diags_add(p->d, DIAG_ERROR, p->file, v->pos, "schema.version",
+			  "versions are dotted numbers, e.g. 12.3.2; quote them (\"3.10\") so YAML "
+			  "keeps the text",
+			  "%s '%s' is not a version", what, v->s);
+}
+
+static void check_abs_path(struct pctx *p, struct mstr *v, const char *what)
+{
+	if (!v->set)
+		return;
+	if (v->s[0] != '/' || strstr(v->s, "/../") || str_ends_with(v->s, "/..") ||
+	    strchr(v->s, '\n'))
+		diags_add(p->d, DIAG_ERROR, p->file, v->pos, "schema.path",
+			  "use an absolute path without '..'; --root puts it under the sandbox",
+			  "%s '%s' is not a clean absolute path", what, v->s);
+}
+
+static void parse_artifact(struct pctx *p, const struct ynode *n, const char *what,
+			   struct artifact *a)
+{
+	static const char *const keys[] = {"name", "url", "sha256", "size", "strip", NULL};
+	a->pos = n->pos;
+	if (!want_type(p, n, Y_MAP, what))
+		return;
+	check_keys(p, n, what, keys);
+	get_str(p, n, "name", "artifact name", &a->name);
+	get_str(p, n, "url", "artifact url", &a->url);
+	get_str(p, n, "sha256", "artifact sha256", &a->sha256);
+	get_int(p, n, "size", "artifact size", 1, MAX_SIZE_BYTES, &a->size);
+	get_int(p, n, "strip", "artifact strip", 0, 8, &a->strip);
+	const char *label = a->name.set ? a->name.s : what;
+	if (!a->url.set)
+		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "artifact.no-url", NULL,
+			  "%s has no url", label);
+	else if (!(str_starts_with(a->url.s, "https://") || str_starts_with(a->url.s, "http://") ||
+		   str_starts_with(a->url.s, "file://")))
+		diags_add(p->d, DIAG_ERROR, p->file, a->url.pos, "artifact.url-scheme",
+			  "use https://, http:// or file://", "%s: unsupported url '%s'", label,
+			  a->url.s);
+	if (!a->sha256.set)
+		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "artifact.no-sha256",
+			  "every artifact is pinned by its sha256; there is no insecure mode",
+			  "%s has no sha256", label);
+	else if (!is_hex64(a->sha256.s)) {
+		int upper = 0;
+		for (const char *s = a->sha256.s; *s; s++)
+			upper |= (*s >= 'A' && *s <= 'F');
+		diags_add(p->d, DIAG_ERROR, p->file, a->sha256.pos, "artifact.bad-sha256",
+			  upper ? "write the digest in lowercase hex"
+				: "a sha256 is 64 hex digits (sha256sum prints it)",
+			  "%s: sha256 '%s' is not 64 lowercase hex digits", label, a->sha256.s);
+	}
+	if (!a->size.set && ymap_get(n, "size") == NULL)
+		diags_add(p->d, DIAG_WARNING, p->file, n->pos, "artifact.no-size",
+			  "add size: BYTES so a wrong or endless download is cut short",
+			  "%s has no size; only its hash will be enforced", label);
+}
+
+static void parse_redist(struct pctx *p, const struct ynode *n, struct redist_ref *r,
+			 int allow_variant)
+{
+	static const char *const keys[] = {"url", "sha256", "size", "components", "variant", NULL};
+	static const char *const keys_nv[] = {"url", "sha256", "size", "components", NULL};
+	r->pos = n->pos;
+	if (!want_type(p, n, Y_MAP, "redist"))
+		return;
+	r->set = 1;
+	check_keys(p, n, "redist", allow_variant ? keys : keys_nv);
+	/* The JSON itself is an artifact: same rules. */
+	static const char *const none[] = {NULL};
+	(void)none;
+	get_str(p, n, "url", "redist url", &r->json.url);
+	get_str(p, n, "sha256", "redist sha256", &r->json.sha256);
+	get_int(p, n, "size", "redist size", 1, 1 << 30, &r->json.size);
+	r->json.pos = n->pos;
+	r->json.name.s = xstrdup("redistrib json");
+	r->json.name.set = 1;
+	if (!r->json.url.set)
+		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "artifact.no-url", NULL,
+			  "redist has no url");
+	if (!r->json.sha256.set)
+		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "artifact.no-sha256",
+			  "pin the redistrib JSON by sha256, or run `tfprov lock` on a machine "
+			  "with network and ship the inline artifacts",
+			  "redist has no sha256");
+	else if (!is_hex64(r->json.sha256.s))
+		diags_add(p->d, DIAG_ERROR, p->file, r->json.sha256.pos, "artifact.bad-sha256",
+			  "a sha256 is 64 lowercase hex digits",
+			  "redist: sha256 '%s' is not 64 lowercase hex digits", r->json.sha256.s);
+	if (allow_variant)
+		get_str(p, n, "variant", "redist variant", &r->variant);
+	struct ynode *c = ymap_get(n, "components");
+	if (c && want_type(p, c, Y_SEQ, "redist components")) {
+		for (size_t i = 0; i < c->n; i++) {
+			if (r->ncomponents == ARRAY_SIZE(r->components)) {
+				diags_add(p->d, DIAG_ERROR, p->file, c->items[i]->pos, "schema.range",
+					  NULL, "too many components (max %zu)",
+					  ARRAY_SIZE(r->components));
+				break;
+			}
+			if (!want_type(p, c->items[i], Y_SCALAR, "component"))
+				continue;
+			struct mstr *m = &r->components[r->ncomponents++];
+			m->s = xstrdup(c->items[i]->str);
+			m->pos = c->items[i]->pos;
+			m->set = 1;
+		}
+	}
+}
+
+/* Position of line `idx` (0-based) of a block scalar's content. */
+static struct pos block_line_pos(struct pctx *p, const struct ynode *n, size_t idx)
+{
+	struct pos pos = n->pos;
+	if (n->style != YS_LITERAL && n->style != YS_FOLDED) {
+		return pos;
+	}
+	int line = n->pos.line + 1 + (int)idx;
+	/* Find the column of the first non-space on that line of the file. */
+	const char *s = p->text;
+	for (int l = 1; l < line && s < p->text + p->textlen; s++)
+		if (*s == '\n')
+			l++;
+	int col = 1;
+	while (s < p->text + p->textlen && *s == ' ') {
+		s++;
+		col++;
+	}
+	pos.line = line;
+	pos.col = col;
+	return pos;
+}
+
+/* Reads a file named relative to the manifest's directory. */
+static int read_side_file(struct pctx *p, struct mstr *name, char **text, size_t *len,
+			  char **path)
+{
+	*path = name->s[0] == '/' ? xstrdup(name->s) : path_join(p->dir, name->s);
+	int rc = read_file_at(AT_FDCWD, *path, MANIFEST_MAX_BYTES, text, len);
+	if (rc != 0) {
+		diags_add(p->d, DIAG_ERROR, p->file, name->pos, "schema.file",
+			  "the path is relative to the manifest's directory", "cannot read '%s': %s",
+			  *path, strerror(-rc));
+		return -1;
+	}
+	if (memchr(*text, '\0', *len)) {
+		diags_add(p->d, DIAG_ERROR, p->file, name->pos, "schema.file", NULL,
+			  "'%s' is a binary file", *path);
+		free(*text);
+		*text = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+int conda_explicit_parse(const char *file, const char *text, struct pos base, int block,
+			 struct conda_pkg **pkgs, size_t *npkgs, struct diags *d)
+{
+	size_t errors_before = d->errors;
+	int explicit_seen = 0;
+	size_t idx = 0;
+	const char *s = text;
+	*pkgs = NULL;
+	*npkgs = 0;
+	size_t cap = 0;
+	while (*s) {
+		const char *e = strchr(s, '\n');
+		size_t n = e ? (size_t)(e - s) : strlen(s);
+		char *line = xstrndup(s, n);
+		char *t = line;
+		while (*t == ' ' || *t == '\t')
+			t++;
+		size_t tl = strlen(t);
+		while (tl && (t[tl - 1] == ' ' || t[tl - 1] == '\r' || t[tl - 1] == '\t'))
+			t[--tl] = '\0';
+		struct pos pos = block ? base : (struct pos){(int)idx + 1, 1};
+		if (block) {
+			pos.line = base.line + (int)idx;
+			pos.col = base.col + (int)(t - line);
+		}
+		if (*t == '\0' || *t == '#') {
+			/* comments, including "# platform: linux-64" */
+		} else if (strcmp(t, "@EXPLICIT") == 0) {
+			explicit_seen = 1;
+		} else if (!explicit_seen) {
+			diags_add(d, DIAG_ERROR, file, pos, "conda.no-explicit",
+				  "an explicit lock starts with a line '@EXPLICIT' (conda list "
+				  "--explicit, conda-lock)",
+				  "package line before @EXPLICIT");
+		} else {
+			char *hash = strchr(t, '#');
+			struct conda_pkg pk;
+			memset(&pk, 0, sizeof(pk));
+			pk.pos = pos;
+			if (hash == NULL) {
+				diags_add(d, DIAG_ERROR, file, pos, "conda.no-hash",
+					  "append #sha256:<64 hex> to the URL", "conda package '%s' has no hash",
+					  t);
+				goto next;
+			}
+			*hash++ = '\0';
+			if (str_starts_with(hash, "sha256:") && is_hex64(hash + 7)) {
+				memcpy(pk.sha256, hash + 7, 65);
+			} else if (strlen(hash) == 32 && strspn(hash, "0123456789abcdef") == 32) {
+				memcpy(pk.md5, hash, 33);
+			} else {
+				diags_add(d, DIAG_ERROR, file, pos, "conda.bad-hash",
+					  "use #sha256:<64 lowercase hex> (CEP 23) or #<32 hex md5>",
+					  "conda package hash '%s' is malformed", hash);
+				goto next;
+			}
+			if (!(str_starts_with(t, "https://") || str_starts_with(t, "http://") ||
+			      str_starts_with(t, "file://"))) {
+				diags_add(d, DIAG_ERROR, file, pos, "conda.bad-url", NULL,
+					  "'%s' is not a package URL", t);
+				goto next;
+			}
+			const char *fn = strrchr(t, '/') + 1;
+			size_t fl = strlen(fn);
+			if (str_ends_with(fn, ".tar.bz2"))
+				fl -= 8;
+			else if (str_ends_with(fn, ".conda"))
+				fl -= 6;
+			else {
+				diags_add(d, DIAG_ERROR, file, pos, "conda.bad-url",
+					  "conda packages end in .conda or .tar.bz2",
+					  "'%s' is not a conda package file name", fn);
+				goto next;
+			}
+			char *stem = xstrndup(fn, fl);
+			char *b = strrchr(stem, '-');
+			char *v = NULL;
+			if (b) {
+				*b = '\0';
+				v = strrchr(stem, '-');
+			}
+			if (b == NULL || v == NULL || v == stem) {
+				diags_add(d, DIAG_ERROR, file, pos, "conda.bad-url",
+					  "file names are NAME-VERSION-BUILD.conda",
+					  "cannot read name-version-build from '%s'", fn);
+				free(stem);
+				goto next;
+			}
+			*v = '\0';
+			pk.name = xstrdup(stem);
+			pk.version = xstrdup(v + 1);
+			pk.build = xstrdup(b + 1);
+			pk.url = xstrdup(t);
+			free(stem);
+			if (*npkgs == cap) {
+				cap = cap ? cap * 2 : 32;
+				*pkgs = xrealloc(*pkgs, cap * sizeof(**pkgs));
+			}
+			(*pkgs)[(*npkgs)++] = pk;
+		}
+	next:
+		free(line);
+		idx++;
+		s = e ? e + 1 : s + n;
+	}
+	if (!explicit_seen && d->errors == errors_before)
+		diags_add(d, DIAG_ERROR, file, base, "conda.no-explicit",
+			  "an explicit lock has a line '@EXPLICIT' before its package URLs",
+			  "conda lock has no @EXPLICIT line");
+	return d->errors > errors_before ? TF_EMANIFEST : 0;
+}
+
+/* PEP 503 normalisation: lowercase, runs of -_. become one '-'. */
+static char *pep503(const char *s, size_t n)
+{
+	struct strbuf sb = STRBUF_INIT;
+	int dash = 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (c == '-' || c == '_' || c == '.') {
+			dash = 1;
+			continue;
+		}
+		if (dash && sb.len)
+			strbuf_add(&sb, "-", 1);
+		dash = 0;
+		if (c >= 'A' && c <= 'Z')
+			c = (char)(c - 'A' + 'a');
+		strbuf_add(&sb, &c, 1);
+	}
+	return strbuf_detach(&sb);
+}
+
+int pip_requirements_parse(const char *file, const char *text, struct pos base, int block,
+			   struct pip_req **reqs, size_t *nreqs, struct diags *d)
+{
+	size_t errors_before = d->errors;
+	size_t cap = 0, idx = 0;
+	const char *s = text;
+	struct strbuf logical = STRBUF_INIT;
+	struct pos lpos = base;
+	*reqs = NULL;
+	*nreqs = 0;
+	while (*s) {
+		const char *e = strchr(s, '\n');
+		size_t n = e ? (size_t)(e - s) : strlen(s);
+		char *line = xstrndup(s, n);
+		char *t = line;
+		while (*t == ' ' || *t == '\t')
+			t++;
+		struct pos pos = {(int)idx + 1, (int)(t - line) + 1};
+		if (block)
+			pos = (struct pos){base.line + (int)idx, base.col + (int)(t - line)};
+		if (logical.len == 0)
+			lpos = pos;
+		char *hashc = strstr(t, " #");
+		if (*t == '#')
+			*t = '\0';
+		else if (hashc)
+			*hashc = '\0';
+		size_t tl = strlen(t);
+		while (tl && (t[tl - 1] == ' ' || t[tl - 1] == '\r' || t[tl - 1] == '\t'))
+			t[--tl] = '\0';
+		int cont = tl && t[tl - 1] == '\\';
+		if (cont)
+			t[--tl] = '\0';
+		strbuf_addf(&logical, "%s ", t);
+		free(line);
+		idx++;
+		s = e ? e + 1 : s + n;
+		if (cont && *s)
+			continue;
+		/* One logical requirement line: NAME[extras]==VER [; marker] --hash=... */
+		char *buf = strbuf_detach(&logical);
+		char *save = NULL, *tok;
+		struct pip_req r;
+		memset(&r, 0, sizeof(r));
+		r.pos = lpos;
+		struct strbuf spec = STRBUF_INIT;
+		int bad = 0;
+		for (tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+			if (str_starts_with(tok, "--hash=")) {
+				const char *h = tok + 7;
+				if (!str_starts_with(h, "sha256:") || !is_hex64(h + 7)) {
+					diags_add(d, DIAG_ERROR, file, lpos, "pip.bad-hash",
+						  "use --hash=sha256:<64 lowercase hex>",
+						  "malformed hash option '%s'", tok);
+					bad = 1;
+					continue;
+				}
+				r.hashes = xrealloc(r.hashes, (r.nhashes + 1) * sizeof(*r.hashes));
+				r.hashes[r.nhashes++] = xstrdup(h + 7);
+			} else if (tok[0] == '-') {
+				diags_add(d, DIAG_ERROR, file, lpos, "pip.option",
+					  "only --hash options are allowed; set the index with pip.index_url",
+					  "pip option '%s' is not allowed in pins", tok);
+				bad = 1;
+			} else {
+				if (spec.len)
+					strbuf_adds(&spec, " ");
+				strbuf_adds(&spec, tok);
+			}
+		}
+		free(buf);
+		if (spec.len == 0) {
+			strbuf_release(&spec);
+			for (size_t i = 0; i < r.nhashes; i++)
+				free(r.hashes[i]);
+			free(r.hashes);
+			if (r.nhashes)
+				diags_add(d, DIAG_ERROR, file, lpos, "pip.syntax", NULL,
+					  "hash without a requirement");
+			continue;
+		}
+		r.spec = strbuf_detach(&spec);
+		size_t nl = strcspn(r.spec, "[=<>!~; ");
+		r.raw_name = xstrndup(r.spec, nl);
+		r.name = pep503(r.spec, nl);
+		const char *eq = strstr(r.spec, "==");
+		const char *at = strchr(r.spec, '@');
+		if (at && !eq) {
+			/* PEP 440 direct reference to a wheel: the version is in its name. */
+			at++;
+			while (*at == ' ')
+				at++;
+			r.url = xstrndup(at, strcspn(at, " ;"));
+			const char *fn = strrchr(r.url, '/');
+			fn = fn ? fn + 1 : r.url;
+			const char *v = strchr(fn, '-');
+			if (str_ends_with(r.url, ".whl") && v && strchr(v + 1, '-'))
+				r.version = xstrndup(v + 1, strcspn(v + 1, "-"));
+		} else if (eq && eq[2] != '=') {
+			const char *v = eq + 2;
+			r.version = xstrndup(v, strcspn(v, " ;,"));
+		}
+		if (!bad && r.version == NULL)
+			diags_add(d, DIAG_ERROR, file, lpos, "pip.unpinned",
+				  "pin an exact version with ==, as `pip-compile --generate-hashes` or "
+				  "`uv export` write it, or reference a wheel: name @ https://.../x.whl",
+				  "requirement '%s' is not pinned to one version", r.spec);
+		else if (!bad && r.nhashes == 0)
+			diags_add(d, DIAG_ERROR, file, lpos, "pip.no-hash",
+				  "add --hash=sha256:<hex> for every file of this release",
+				  "requirement '%s' has no --hash", r.spec);
+		if (*nreqs == cap) {
+			cap = cap ? cap * 2 : 32;
+			*reqs = xrealloc(*reqs, cap * sizeof(**reqs));
+		}
+		(*reqs)[(*nreqs)++] = r;
+	}
+	strbuf_release(&logical);
+	return d->errors > errors_before ? TF_EMANIFEST : 0;
+}
+
+static void parse_stack(struct pctx *p, const struct ynode *n, struct manifest *m)
+{
+	static const char *const keys[] = {"name", "platform", "description", NULL};
+	static const char *const plats[] = {"linux-x86_64", "wsl2", "windows-x86_64", NULL};
+	if (!want_type(p, n, Y_MAP, "stack"))
+		return;
+	check_keys(p, n, "stack", keys);
+	get_str(p, n, "name", "stack.name", &m->stack.name);
+	get_str(p, n, "platform", "stack.platform", &m->stack.platform_s);
+	get_str(p, n, "description", "stack.description", &m->stack.description);
+	if (!m->stack.name.set)
+		err(p, n->pos, "schema.required", "e.g. name: stable-2.15", "stack.name is required");
+	else if (m->stack.name.s[0] == '\0' ||
+		 strspn(m->stack.name.s, "abcdefghijklmnopqrstuvwxyz0123456789._-") !=
+			 strlen(m->stack.name.s) ||
+		 strlen(m->stack.name.s) > 64)
+		err(p, m->stack.name.pos, "schema.name",
+		    "use lowercase letters, digits, '.', '_' and '-' (at most 64)",
+		    "stack name '%s' is not allowed", m->stack.name.s);
+	if (!m->stack.platform_s.set) {
+		err(p, n->pos, "schema.required", "one of: linux-x86_64 wsl2 windows-x86_64",
+		    "stack.platform is required");
+	} else {
+		int i = get_enum(p, &m->stack.platform_s, "platform", plats);
+		m->stack.platform = i < 0 ? PLATFORM_UNKNOWN : (enum platform)(i + 1);
+	}
+}
+
+static void parse_versions(struct pctx *p, const struct ynode *n, struct manifest *m)
+{
+	static const char *const keys[] = {"tensorflow", "cuda", "cudnn", "python", NULL};
+	m->versions.pos = n->pos;
+	if (!want_type(p, n, Y_MAP, "versions"))
+		return;
+	m->versions.set = 1;
+	check_keys(p, n, "versions", keys);
+	get_str(p, n, "tensorflow", "versions.tensorflow", &m->versions.tensorflow);
+	get_str(p, n, "cuda", "versions.cuda", &m->versions.cuda);
+	get_str(p, n, "cudnn", "versions.cudnn", &m->versions.cudnn);
+	get_str(p, n, "python", "versions.python", &m->versions.python);
+	check_version(p, &m->versions.tensorflow, "versions.tensorflow");
+	check_version(p, &m->versions.cuda, "versions.cuda");
+	check_version(p, &m->versions.cudnn, "versions.cudnn");
+	check_version(p, &m->versions.python, "versions.python");
+	if (!m->versions.tensorflow.set)
+		err(p, n->pos, "schema.required", NULL, "versions.tensorflow is required");
+}
+
+static void parse_driver(struct pctx *p, const struct ynode *n, struct manifest *m)
+{
+	static const char *const keys[] = {"policy", "min_version", "gpus", NULL};
+	static const char *const pols[] = {"require", "skip", NULL};
+	m->driver.pos = n->pos;
+	if (!want_type(p, n, Y_MAP, "driver"))
+		return;
+	m->driver.set = 1;
+	check_keys(p, n, "driver", keys);
+	get_str(p, n, "policy", "driver.policy", &m->driver.policy_s);
+	if (m->driver.policy_s.set) {
+		int i = get_enum(p, &m->driver.policy_s, "driver.policy", pols);
+		m->driver.policy = i == 1 ? DRIVER_SKIP : DRIVER_REQUIRE;
+	}
+	get_str(p, n, "min_version", "driver.min_version", &m->driver.min_version);
+	check_version(p, &m->driver.min_version, "driver.min_version");
+	struct ynode *g = ymap_get(n, "gpus");
+	if (g && want_type(p, g, Y_SEQ, "driver.gpus")) {
+		for (size_t i = 0; i < g->n && m->driver.ngpus < ARRAY_SIZE(m->driver.gpus); i++) {
+			if (!want_type(p, g->items[i], Y_SCALAR, "compute capability"))
+				continue;
+			struct mstr *s = &m->driver.gpus[m->driver.ngpus++];
+			s->s = xstrdup(g->items[i]->str);
+			s->pos = g->items[i]->pos;
+			s->set = 1;
+			check_version(p, s, "compute capability");
+		}
+	}
+}
+
+static void parse_cuda(struct pctx *p, const struct ynode *n, struct manifest *m)
+{
+	static const char *const keys[] = {"version", "redist", "artifacts", "runfile", NULL};
+	m->cuda.pos = n->pos;
+	if (!want_type(p, n, Y_MAP, "cuda"))
+		return;
+	m->cuda.set = 1;
+	check_keys(p, n, "cuda", keys);
+	get_str(p, n, "version", "cuda.version", &m->cuda.version);
+	check_version(p, &m->cuda.version, "cuda.version");
+	struct ynode *r = ymap_get(n, "redist");
+	if (r)
+		parse_redist(p, r, &m->cuda.redist, 0);
+	struct ynode *a = ymap_get(n, "artifacts");
+	if (a && want_type(p, a, Y_SEQ, "cuda.artifacts")) {
+		m->cuda.artifacts.v = xcalloc(a->n, sizeof(struct artifact));
+		for (size_t i = 0; i < a->n; i++)
+			parse_artifact(p, a->items[i], "cuda artifact",
+				       &m->cuda.artifacts.v[m->cuda.artifacts.n++]);
+	}
+	struct ynode *rf = ymap_get(n, "runfile");
+	if (rf) {
+		parse_artifact(p, rf, "cuda runfile", &m->cuda.runfile);
+		m->cuda.has_runfile = 1;
+	}
+	if (!r && !a && !rf)
+		err(p, n->pos, "schema.required",
+		    "give inline artifacts, a redist JSON with components, or a runfile",
+		    "cuda has nothing to install");
+	if (rf && (r || a))
+		err(p, rf->pos, "schema.conflict",
+		    "a runfile toolkit and redist components do not mix in one prefix",
+		    "cuda.runfile cannot be combined with redist or artifacts");
+}
+
+static void parse_cudnn(struct pctx *p, const struct ynode *n, struct manifest *m)
+{
+	static const char *const keys[] = {"version", "placement", "artifact", "redist", NULL};
+	static const char *const pl[] = {"merge", "separate", NULL};
+	m->cudnn.pos = n->pos;
+	if (!want_type(p, n, Y_MAP, "cudnn"))
+		return;
+	m->cudnn.set = 1;
+	check_keys(p, n, "cudnn", keys);
+	get_str(p, n, "version", "cudnn.version", &m->cudnn.version);
+	check_version(p, &m->cudnn.version, "cudnn.version");
+	get_str(p, n, "placement", "cudnn.placement", &m->cudnn.placement_s);
+	if (m->cudnn.placement_s.set) {
+		int i = get_enum(p, &m->cudnn.placement_s, "cudnn.placement", pl);
+		m->cudnn.placement = i == 1 ? PLACEMENT_SEPARATE : PLACEMENT_MERGE;
+	}
+	struct ynode *a = ymap_get(n, "artifact");
+	if (a) {
+		parse_artifact(p, a, "cudnn artifact", &m->cudnn.artifact);
+		m->cudnn.has_artifact = 1;
+	}
+	struct ynode *r = ymap_get(n, "redist");
+	if (r)
+		parse_redist(p, r, &m->cudnn.redist, 1);
+	if (!a && !r)
+		err(p, n->pos, "schema.required", "give an artifact or a redist JSON",
+		    "cudnn has nothing to install");
+}
+
+static void parse_env(struct pctx *p, const struct ynode *n, struct manifest *m)
+{
+	static const char *const keys[] = {"vars", "profile_dir", NULL};
+	m->env.pos = n->pos;
+	if (!want_type(p, n, Y_MAP, "env"))
+		return;
+	m->env.set = 1;
+	check_keys(p, n, "env", keys);
+	get_str(p, n, "profile_dir", "env.profile_dir", &m->env.profile_dir);
+	check_abs_path(p, &m->env.profile_dir, "env.profile_dir");
+	struct ynode *v = ymap_get(n, "vars");
+	if (v && want_type(p, v, Y_MAP, "env.vars")) {
+		m->env.vars = xcalloc(v->n, sizeof(*m->env.vars));
+		for (size_t i = 0; i < v->n; i++) {
+			struct ynode *k = v->keys[i], *val = v->items[i];
+			if (k->type != Y_SCALAR || !want_type(p, val, Y_SCALAR, "env value"))
+				continue;
+			const char *s = k->str;
+			int ok = (s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') ||
+				  (s[0] >= 'a' && s[0] <= 'z'));
+			for (; *s && ok; s++)
+				ok = (*s == '_' || (*s >= 'A' && *s <= 'Z') ||
+				      (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9'));
+			if (!ok) {
+				err(p, k->pos, "env.name", "names are letters, digits and '_'",
+				    "'%s' is not a valid environment variable name", k->str);
+				continue;
+			}
+			if (strpbrk(val->str, "\n\r") || memchr(val->str, '\0', val->len)) {
+				err(p, val->pos, "env.value", "values are one line of text",
+				    "value of %s contains a line break", k->str);
+				continue;
+			}
+			struct env_var *ev = &m->env.vars[m->env.nvars++];
+			ev->name = (struct mstr){xstrdup(k->str), k->pos, 1};
+			ev->value = (struct mstr){xstrdup(val->str), val->pos, 1};
+		}
+	}
+}
+
+static void parse_python(struct pctx *p, const struct ynode *n, struct manifest *m)
+{
+	static const char *const keys[] = {"manager", "name",	  "version", "interpreter",
+					   "lock",    "lock_file", "specs",   "channel", NULL};
+	static const char *const mgr[] = {"conda", "venv", NULL};
+	m->python.pos = n->pos;
+	if (!want_type(p, n, Y_MAP, "python"))
+		return;
+	m->python.set = 1;
+	check_keys(p, n, "python", keys);
+	get_str(p, n, "manager", "python.manager", &m->python.manager_s);
+	get_str(p, n, "name", "python.name", &m->python.name);
+	get_str(p, n, "version", "python.version", &m->python.version);
+	get_str(p, n, "interpreter", "python.interpreter", &m->python.interpreter);
+	get_str(p, n, "lock_file", "python.lock_file", &m->python.lock_file);
+	get_str(p, n, "channel", "python.channel", &m->python.channel);
+	check_version(p, &m->python.version, "python.version");
+	if (!m->python.manager_s.set) {
+		err(p, n->pos, "schema.required", "manager: conda or manager: venv",
+		    "python.manager is required");
+	} else {
+		int i = get_enum(p, &m->python.manager_s, "python.manager", mgr);
+		m->python.manager = i == 0 ? PYENV_CONDA : i == 1 ? PYENV_VENV : PYENV_NONE;
+	}
+	if (m->python.name.set &&
+	    (m->python.name.s[0] == '\0' || m->python.name.s[0] == '.' ||
+	     strspn(m->python.name.s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+		     strlen(m->python.name.s)))
+		err(p, m->python.name.pos, "schema.name", "letters, digits, '.', '_' and '-'",
+		    "python env name '%s' is not allowed", m->python.name.s);
+	struct ynode *sp = ymap_get(n, "specs");
+	if (sp && want_type(p, sp, Y_SEQ, "python.specs")) {
+		for (size_t i = 0; i < sp->n && m->python.nspecs < ARRAY_SIZE(m->python.specs); i++) {
+			if (!want_type(p, sp->items[i], Y_SCALAR, "conda spec"))
+				continue;
+			struct mstr *s = &m->python.specs[m->python.nspecs++];
+			*s = (struct mstr){xstrdup(sp->items[i]->str), sp->items[i]->pos, 1};
+		}
+	}
+	struct ynode *lk = ymap_get(n, "lock");
+	if (lk && want_type(p, lk, Y_SCALAR, "python.lock")) {
+		m->python.lock = (struct mstr){xstrdup(lk->str), lk->pos, 1};
+		int block = lk->style == YS_LITERAL;
+		struct pos base = block_line_pos(p, lk, 0);
+		conda_explicit_parse(p->file, lk->str, base, block, &m->python.pkgs,
+				     &m->python.npkgs, p->d);
+	}
+	if (m->python.lock_file.set) {
+		char *text = NULL, *path = NULL;
+		size_t len;
+		if (lk)
+			err(p, m->python.lock_file.pos, "schema.conflict", "keep one of them",
+			    "python.lock and python.lock_file are both given");
+		else if (read_side_file(p, &m->python.lock_file, &text, &len, &path) == 0)
+			conda_explicit_parse(path, text, (struct pos){1, 1}, 0, &m->python.pkgs,
+					     &m->python.npkgs, p->d);
+		free(text);
+		free(path);
+	}
+	if (m->python.manager == PYENV_CONDA && !lk && !m->python.lock_file.set)
+		err(p, n->pos, "schema.required",
+		    "tfprov installs conda envs from an explicit lock (conda list --explicit "
+		    "--sha256, or conda-lock); give lock: or lock_file:",
+		    "manager: conda needs a lock");
+	if (m->python.manager == PYENV_VENV && (lk || m->python.lock_file.set))
+		err(p, lk ? lk->pos : m->python.lock_file.pos, "schema.conflict",
+		    "a venv takes its interpreter from the system; use manager: conda for a lock",
+		    "a conda lock does not apply to manager: venv");
+}
+
+static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
+{
+	static const char *const keys[] = {"requirements", "requirements_file", "index_url",
+					   "complete", NULL};
+	m->pip.pos = n->pos;
+	if (!want_type(p, n, Y_MAP, "pip"))
+		return;
+	m->pip.set = 1;
+	check_keys(p, n, "pip", keys);
+	get_str(p, n, "index_url", "pip.index_url", &m->pip.index_url);
+	get_str(p, n, "requirements_file", "pip.requirements_file", &m->pip.requirements_file);
+	get_bool(p, n, "complete", "pip.complete", &m->pip.complete);
+	struct ynode *rq = ymap_get(n, "requirements");
+	if (rq && want_type(p, rq, Y_SCALAR, "pip.requirements")) {
+		m->pip.requirements = (struct mstr){xstrdup(rq->str), rq->pos, 1};
+		int block = rq->style == YS_LITERAL;
+		pip_requirements_parse(p->file, rq->str, block_line_pos(p, rq, 0), block,
+				       &m->pip.reqs, &m->pip.nreqs, p->d);
+	}
+	if (m->pip.requirements_file.set) {
+		char *text = NULL, *path = NULL;
+		size_t len;
+		if (rq)
+			err(p, m->pip.requirements_file.pos, "schema.conflict", "keep one of them",
+			    "pip.requirements and pip.requirements_file are both given");
+		else if (read_side_file(p, &m->pip.requirements_file, &text, &len, &path) == 0)
+			pip_requirements_parse(path, text, (struct pos){1, 1}, 0, &m->pip.reqs,
+					       &m->pip.nreqs, p->d);
+		free(text);
+		free(path);
+	}
+	if (!rq && !m->pip.requirements_file.set)
+		err(p, n->pos, "schema.required", NULL,
+		    "pip needs requirements or requirements_file");
+}
+
+static void parse_bench(struct pctx *p, const struct ynode *n, struct manifest *m)
+{
+	static const char *const keys[] = {"enabled", "batch_size", "steps", "precisions",
+					   "margin_pct", NULL};
+	static const char *const precs[] = {"fp32", "mixed_float16", NULL};
+	m->bench.pos = n->pos;
+	if (!want_type(p, n, Y_MAP, "bench"))
+		return;
+	m->bench.set = 1;
+	check_keys(p, n, "bench", keys);
+	get_bool(p, n, "enabled", "bench.enabled", &m->bench.enabled);
+	get_int(p, n, "batch_size", "bench.batch_size", 1, 4096, &m->bench.batch_size);
+	get_int(p, n, "steps", "bench.steps", 1, 100000, &m->bench.steps);
+	get_int(p, n, "margin_pct", "bench.margin_pct", 0, 1000, &m->bench.margin_pct);
+	struct ynode *pr = ymap_get(n, "precisions");
+	if (pr && want_type(p, pr, Y_SEQ, "bench.precisions")) {
+		for (size_t i = 0; i < pr->n; i++) {
+			if (!want_type(p, pr->items[i], Y_SCALAR, "precision"))
+				continue;
+			if (m->bench.nprecisions == ARRAY_SIZE(m->bench.precisions))
+				break;
+			struct mstr *s = &m->bench.precisions[m->bench.nprecisions];
+			*s = (struct mstr){xstrdup(pr->items[i]->str), pr->items[i]->pos, 1};
+			if (get_enum(p, s, "bench precision", precs) >= 0)
+				m->bench.nprecisions++;
+			else
+				free(s->s);
+		}
+	}
+}
+
+static void parse_missing(struct pctx *p, const struct ynode *n, struct manifest *m)
+{
+	if (!want_type(p, n, Y_SEQ, "missing"))
+		return;
+	m->gaps = xcalloc(n->n, sizeof(*m->gaps));
+	for (size_t i = 0; i < n->n; i++) {
+		if (!want_type(p, n->items[i], Y_SCALAR, "missing entry"))
+			continue;
+		struct gap *g = &m->gaps[m->ngaps++];
+		g->what = (struct mstr){xstrdup(n->items[i]->str), n->items[i]->pos, 1};
+		diags_add(p->d, DIAG_WARNING, p->file, g->what.pos, "pins.missing",
+			  "run `tfprov lock` on a machine with network to complete the pins",
+			  "not pinned: %s", g->what.s);
+	}
+}
+
+static void parse_root(struct pctx *p, const struct ynode *root, struct manifest *m)
+{
+	static const char *const keys[] = {"schema", "stack",  "prefix", "versions",
+					   "driver", "cuda",   "cudnn",  "env",
+					   "python", "pip",    "missing", "bench", NULL};
+	if (!want_type(p, root, Y_MAP, "a manifest"))
+		return;
+	check_keys(p, root, "the manifest", keys);
+	get_int(p, root, "schema", "schema", 1, 1, &m->schema);
+	if (!m->schema.set && ymap_get(root, "schema") == NULL)
+		err(p, root->pos, "schema.required", "add `schema: 1` at the top",
+		    "the manifest has no schema version");
+	struct ynode *n;
+	if ((n = ymap_get(root, "stack")))
+		parse_stack(p, n, m);
+	else
+		err(p, root->pos, "schema.required", "stack: {name: ..., platform: linux-x86_64}",
+		    "the manifest has no stack section");
+	get_str(p, root, "prefix", "prefix", &m->prefix);
+	check_abs_path(p, &m->prefix, "prefix");
+	if ((n = ymap_get(root, "versions")))
+		parse_versions(p, n, m);
+	else
+		err(p, root->pos, "schema.required", "versions: {tensorflow: ..., cuda: ..., ...}",
+		    "the manifest has no versions section");
+	if ((n = ymap_get(root, "driver")))
+		parse_driver(p, n, m);
+	if ((n = ymap_get(root, "cuda")))
+		parse_cuda(p, n, m);
+	if ((n = ymap_get(root, "cudnn")))
+		parse_cudnn(p, n, m);
+	if ((n = ymap_get(root, "env")))
+		parse_env(p, n, m);
+	if ((n = ymap_get(root, "python")))
+		parse_python(p, n, m);
+	if ((n = ymap_get(root, "pip")))
+		parse_pip(p, n, m);
+	if ((n = ymap_get(root, "missing")))
+		parse_missing(p, n, m);
+	if ((n = ymap_get(root, "bench")))
+		parse_bench(p, n, m);
+	if (m->pip.set && !m->python.set)
+		err(p, ymap_get(root, "pip")->pos, "schema.required",
+		    "pip installs into the stack's Python env; add a python section",
+		    "pip needs a python section");
+	if (m->cudnn.set && !m->cuda.set)
+		err(p, ymap_get(root, "cudnn")->pos, "schema.required", NULL,
+		    "cudnn needs a cuda section");
+	/* Defaults that follow from other keys. */
+	if (!m->prefix.set)
+		m->prefix = (struct mstr){xstrdup("/opt/tfprov"), root->pos, 0};
+	if (!m->cuda.version.set && m->versions.cuda.set)
+		m->cuda.version = (struct mstr){xstrdup(m->versions.cuda.s), m->versions.cuda.pos, 0};
+	if (!m->cudnn.version.set && m->versions.cudnn.set)
+		m->cudnn.version =
+			(struct mstr){xstrdup(m->versions.cudnn.s), m->versions.cudnn.pos, 0};
+	if (!m->python.version.set && m->versions.python.set)
+		m->python.version =
+			(struct mstr){xstrdup(m->versions.python.s), m->versions.python.pos, 0};
+	if (!m->python.name.set && m->python.set && m->stack.name.set)
+		m->python.name = (struct mstr){xstrdup(m->stack.name.s), m->python.pos, 0};
+	if (!m->env.profile_dir.set)
+		m->env.profile_dir = (struct mstr){xstrdup("/etc/profile.d"), root->pos, 0};
+	if (m->cuda.set && !m->cuda.version.set)
+		err(p, m->cuda.pos, "schema.required", "set versions.cuda or cuda.version",
+		    "the CUDA version is not given");
+}
+
+/* Refuses input that is not a text manifest before libyaml sees it. */
+static int precheck(struct pctx *p, const char *buf, size_t len)
+{
+	struct pos none = {0, 0};
+	if (len > MANIFEST_MAX_BYTES) {
+		diags_add(p->d, DIAG_ERROR, p->file, none, "file.too-large",
+			  "a manifest is a few kilobytes; is this the right file?",
+			  "file is %zu bytes, larger than the %u-byte limit", len, MANIFEST_MAX_BYTES);
+		return -1;
+	}
+	size_t i = 0;
+	while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t'))
+		i++;
+	if (i == len) {
+		diags_add(p->d, DIAG_ERROR, p->file, none, "file.empty",
+			  "see manifests/SCHEMA.md for the format", "manifest is empty");
+		return -1;
+	}
+	const char *nul = memchr(buf, '\0', len);
+	if (nul) {
+		int line = 1, col = 1;
+		for (const char *s = buf; s < nul; s++) {
+			if (*s == '\n') {
+				line++;
+				col = 1;
+			} else {
+				col++;
+			}
+		}
+		diags_add(p->d, DIAG_ERROR, p->file, (struct pos){line, col}, "file.binary",
+			  "a manifest is UTF-8 text", "file contains a NUL byte: not a text file");
+		return -1;
+	}
+	/* UTF-8 validity, with the position of the first bad byte. */
+	int line = 1, col = 1;
+	for (size_t k = 0; k < len;) {
+		unsigned char c = (unsigned char)buf[k];
+		size_t need = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2
+					 : (c & 0xF8) == 0xF0 ? 3 : 4;
+		int bad = need == 4 || (need == 1 && c < 0xC2) || k + need >= len + (need ? 0 : 1);
+		for (size_t j = 1; !bad && j <= need; j++)
+			bad = k + j >= len || ((unsigned char)buf[k + j] & 0xC0) != 0x80;
+		if (bad) {
+			diags_add(p->d, DIAG_ERROR, p->file, (struct pos){line, col}, "file.encoding",
+				  "save the manifest as UTF-8",
+				  "invalid UTF-8 byte 0x%02x", c);
+			return -1;
+		}
+		if (c == '\n') {
+			line++;
+			col = 1;
+		} else {
+			col++;
+		}
+		k += need + 1;
+	}
+	return 0;
+}
+
+int manifest_load_buf(const char *name, const char *buf, size_t len, struct manifest **out,
+		      struct diags *d)
+{
+	struct manifest *m = NULL;
+	struct ynode *root = NULL;
+	size_t errors_before = d->errors;
+	int empty = 0;
+	struct pctx p = {name, buf, len, d, NULL};
+	char *slash = strrchr(name, '/');
+	p.dir = slash ? xstrndup(name, (size_t)(slash - name)) : xstrdup(".");
+
+	*out = NULL;
+	if (precheck(&p, buf, len) != 0)
+		goto out;
+	struct ytree_limits lim = {MANIFEST_MAX_NODES, MANIFEST_MAX_DEPTH};
+	root = ytree_parse(name, buf, len, &lim, d, &empty);
+	if (root == NULL) {
+		if (empty)
+			diags_add(d, DIAG_ERROR, name, (struct pos){0, 0}, "file.empty",
+				  "see manifests/SCHEMA.md for the format",
+				  "manifest has no content (only comments)");
+		goto out;
+	}
+	m = xcalloc(1, sizeof(*m));
+	m->path = xstrdup(name);
+	m->text = xstrndup(buf, len);
+	m->textlen = len;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL);
+	m->sha256 = xmalloc(65);
+	hex_encode(md, 32, m->sha256);
+	parse_root(&p, root, m);
+out:
+	ytree_free(root);
+	free(p.dir);
+	if (d->errors > errors_before) {
+		manifest_free(m);
+		return TF_EMANIFEST;
+	}
+	*out = m;
+	return 0;
+}
+
+int manifest_load(const char *path, struct manifest **out, struct diags *d)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t len = 0;
+	*out = NULL;
+	if (stat(path, &st) != 0) {
+		diags_add(d, DIAG_ERROR, path, (struct pos){0, 0}, "file.read", NULL,
+			  "cannot read manifest: %s", strerror(errno));
+		return TF_EMANIFEST;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		diags_add(d, DIAG_ERROR, path, (struct pos){0, 0}, "file.read", NULL,
+			  "not a regular file");
+		return TF_EMANIFEST;
+	}
+	if ((uint64_t)st.st_size > MANIFEST_MAX_BYTES) {
+		diags_add(d, DIAG_ERROR, path, (struct pos){0, 0}, "file.too-large",
+			  "a manifest is a few kilobytes; is this the right file?",
+			  "file is %lld bytes, larger than the %u-byte limit", (long long)st.st_size,
+			  MANIFEST_MAX_BYTES);
+		return TF_EMANIFEST;
+	}
+	int rc = read_file_at(AT_FDCWD, path, MANIFEST_MAX_BYTES, &buf, &len);
+	if (rc != 0) {
+		diags_add(d, DIAG_ERROR, path, (struct pos){0, 0}, "file.read", NULL,
+			  "cannot read manifest: %s", strerror(-rc));
+		return TF_EMANIFEST;
+	}
+	rc = manifest_load_buf(path, buf, len, out, d);
+	free(buf);
+	return rc;
+}
+
+static void mstr_free(struct mstr *s)
+{
+	free(s->s);
+}
+
+static void artifact_free(struct artifact *a)
+{
+	mstr_free(&a->name);
+	mstr_free(&a->url);
+	mstr_free(&a->sha256);
+	mstr_free(&a->relative_path);
+	mstr_free(&a->component);
+}
+
+static void redist_free(struct redist_ref *r)
+{
+	artifact_free(&r->json);
+	mstr_free(&r->variant);
+	for (size_t i = 0; i < r->ncomponents; i++)
+		mstr_free(&r->components[i]);
+}
+
+void manifest_free(struct manifest *m)
+{
+	if (m == NULL)
+		return;
+	free(m->path);
+	free(m->text);
+	free(m->sha256);
+	mstr_free(&m->stack.name);
+	mstr_free(&m->stack.platform_s);
+	mstr_free(&m->stack.description);
+	mstr_free(&m->prefix);
+	mstr_free(&m->versions.tensorflow);
+	mstr_free(&m->versions.cuda);
+	mstr_free(&m->versions.cudnn);
+	mstr_free(&m->versions.python);
+	mstr_free(&m->driver.policy_s);
+	mstr_free(&m->driver.min_version);
+	for (size_t i = 0; i < m->driver.ngpus; i++)
+		mstr_free(&m->driver.gpus[i]);
+	mstr_free(&m->cuda.version);
+	redist_free(&m->cuda.redist);
+	for (size_t i = 0; i < m->cuda.artifacts.n; i++)
+		artifact_free(&m->cuda.artifacts.v[i]);
+	free(m->cuda.artifacts.v);
+	artifact_free(&m->cuda.runfile);
+	mstr_free(&m->cudnn.version);
+	mstr_free(&m->cudnn.placement_s);
+	artifact_free(&m->cudnn.artifact);
+	redist_free(&m->cudnn.redist);
+	for (size_t i = 0; i < m->env.nvars; i++) {
+		mstr_free(&m->env.vars[i].name);
+		mstr_free(&m->env.vars[i].value);
+	}
+	free(m->env.vars);
+	mstr_free(&m->env.profile_dir);
+	mstr_free(&m->python.manager_s);
+	mstr_free(&m->python.name);
+	mstr_free(&m->python.version);
+	mstr_free(&m->python.interpreter);
+	mstr_free(&m->python.lock);
+	mstr_free(&m->python.lock_file);
+	mstr_free(&m->python.channel);
+	for (size_t i = 0; i < m->python.nspecs; i++)
+		mstr_free(&m->python.specs[i]);
+	for (size_t i = 0; i < m->python.npkgs; i++) {
+		free(m->python.pkgs[i].url);
+		free(m->python.pkgs[i].name);
+		free(m->python.pkgs[i].version);
+		free(m->python.pkgs[i].build);
+	}
+	free(m->python.pkgs);
+	mstr_free(&m->pip.requirements);
+	mstr_free(&m->pip.requirements_file);
+	mstr_free(&m->pip.index_url);
+	for (size_t i = 0; i < m->pip.nreqs; i++) {
+		struct pip_req *r = &m->pip.reqs[i];
+		free(r->name);
+		free(r->raw_name);
+		free(r->version);
+		free(r->spec);
+		free(r->url);
+		for (size_t j = 0; j < r->nhashes; j++)
+			free(r->hashes[j]);
+		free(r->hashes);
+	}
+	free(m->pip.reqs);
+	for (size_t i = 0; i < m->ngaps; i++)
+		mstr_free(&m->gaps[i].what);
+	free(m->gaps);
+	for (size_t i = 0; i < m->bench.nprecisions; i++)
+		mstr_free(&m->bench.precisions[i]);
+	free(m);
+}
+
+const char *platform_name(enum platform p)
+{
+	switch (p) {
+	case PLATFORM_LINUX_X86_64:
+		return "linux-x86_64";
+	case PLATFORM_WSL2:
+		return "wsl2";
+	case PLATFORM_WINDOWS_X86_64:
+		return "windows-x86_64";
+	default:
+		return "unknown";
+	}
+}

@@ -92,6 +92,7 @@ struct pip_req {
 	char *raw_name;
 	char *version; /* NULL when not pinned with == */
 	char *spec;    /* the whole requirement before options */
+	char *url;     /* direct reference "name @ URL" (a .whl), else NULL */
 	char **hashes; /* sha256 hex strings */
 	size_t nhashes;
 };

@@ -1,0 +1,53 @@
+/*
+ * cli.h - the subcommand table (git's builtin/ pattern): one file per
+ * subcommand under engine/cli/, registered in main.c's table, which also says
+ * what each command needs (the state lock, a manifest) so the core takes the
+ * lock for it.
+ */
+#ifndef TFPROV_CLI_H
+#define TFPROV_CLI_H
+
+#include "ctx.h"
+
+struct opts {
+	int detailed_exitcode;
+	int deep;
+	int history;
+	int allow_no_gpu;
+	long generation;
+	const char *out;
+	const char *stack;
+	struct strvec args; /* positional arguments after the subcommand */
+};
+
+enum cmd_flags {
+	CMD_STATE = 1 << 0,     /* opens the state db (read) */
+	CMD_LOCK = 1 << 1,      /* takes the writer lock */
+	CMD_MANIFEST = 1 << 2,  /* first positional argument is a manifest */
+};
+
+struct cmd {
+	const char *name;
+	int (*fn)(struct ctx *c, struct opts *o);
+	unsigned flags;
+	const char *usage;
+};
+
+int cmd_validate(struct ctx *c, struct opts *o);
+int cmd_plan(struct ctx *c, struct opts *o);
+int cmd_apply(struct ctx *c, struct opts *o);
+int cmd_status(struct ctx *c, struct opts *o);
+int cmd_verify(struct ctx *c, struct opts *o);
+int cmd_destroy(struct ctx *c, struct opts *o);
+int cmd_rollback(struct ctx *c, struct opts *o);
+int cmd_show(struct ctx *c, struct opts *o);
+int cmd_bench(struct ctx *c, struct opts *o);
+int cmd_doctor(struct ctx *c, struct opts *o);
+int cmd_lock(struct ctx *c, struct opts *o);
+int cmd_mirror(struct ctx *c, struct opts *o);
+
+/* Loads and lints a manifest, printing diagnostics; 0 or TF_EMANIFEST. */
+struct manifest;
+int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, int print_warnings);
+
+#endif

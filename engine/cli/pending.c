@@ -1,0 +1,37 @@
+/*
+ * pending.c - subcommands whose engines land with their issues (bench,
+ * doctor, lock, mirror). They say so plainly instead of pretending.
+ */
+#include "cli.h"
+#include "error.h"
+#include "event.h"
+
+static int pending(struct ctx *c, const char *what)
+{
+	ev_log(c, EV_ERROR, "`tfprov %s` is not implemented yet", what);
+	return TF_ENOTIMPL;
+}
+
+int cmd_bench(struct ctx *c, struct opts *o)
+{
+	(void)o;
+	return pending(c, "bench");
+}
+
+int cmd_doctor(struct ctx *c, struct opts *o)
+{
+	(void)o;
+	return pending(c, "doctor");
+}
+
+int cmd_lock(struct ctx *c, struct opts *o)
+{
+	(void)o;
+	return pending(c, "lock");
+}
+
+int cmd_mirror(struct ctx *c, struct opts *o)
+{
+	(void)o;
+	return pending(c, "mirror");
+}

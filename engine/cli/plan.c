@@ -1,0 +1,24 @@
+/* plan.c - `tfprov plan MANIFEST`: what apply would do; reads only. */
+#include "cli.h"
+#include "error.h"
+#include "event.h"
+#include "manifest.h"
+#include "plan.h"
+
+int cmd_plan(struct ctx *c, struct opts *o)
+{
+	struct manifest *m = NULL;
+	struct plan p;
+	int rc = cli_load_manifest(c, o->args.v[0], &m, 1);
+	if (rc != 0)
+		return rc;
+	ev_log(c, EV_INFO, "Stack %s (%s) from %s:\n", m->stack.name.s,
+	       platform_name(m->stack.platform), m->path);
+	plan_build(c, m, &p);
+	plan_emit(c, &p);
+	if (o->detailed_exitcode && plan_has_changes(&p))
+		rc = TF_EXIT_CHANGES;
+	plan_release(&p);
+	manifest_free(m);
+	return rc;
+}

@@ -1,0 +1,677 @@
+/*
+ * place.c - journaled, atomic placement of files and trees (see place.h for
+ * the protocol and its guarantees).
+ *
+ * Journal rows: (op, path, tmp, backup) with op one of
+ *   stage  - a staging directory `path` was created (undo: remove it)
+ *   put    - a file `path` is being written via `tmp`, old one kept at `backup`
+ *   tree   - a staged tree `tmp` is being renamed to `path`, old at `backup`
+ *   rm     - `path` is being removed by renaming it to `backup`
+ *   gc     - committed; `backup` is garbage to delete
+ * Undo never touches a path that the files table says is recorded, except to
+ * restore a backup over it, so an undo can never delete committed work.
+ */
+#include "place.h"
+#include "error.h"
+#include "event.h"
+#include "state.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct pending_file {
+	struct state_file f;
+};
+
+struct txn {
+	struct ctx *c;
+	int64_t stack_id;
+	char *addr;
+	char *kind;
+	int64_t *jids; /* journal rows of this txn */
+	size_t njids, capj;
+	struct state_file *adds;
+	size_t nadds, capa;
+	struct strvec dels; /* record paths (and their subtrees) to forget */
+	char *err;
+	unsigned seq;
+};
+
+static int64_t journal_add(struct txn *t, const char *op, const char *path, const char *tmp,
+			   const char *backup)
+{
+	sqlite3_stmt *s = NULL;
+	int64_t id = 0;
+	sqlite3_prepare_v2(t->c->st->db,
+			   "INSERT INTO journal(op, path, tmp, backup, created) VALUES (?,?,?,?,?)",
+			   -1, &s, NULL);
+	sqlite3_bind_text(s, 1, op, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
+	if (tmp)
+		sqlite3_bind_text(s, 3, tmp, -1, SQLITE_STATIC);
+	if (backup)
+		sqlite3_bind_text(s, 4, backup, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 5, now_unix());
+	if (sqlite3_step(s) == SQLITE_DONE)
+		id = sqlite3_last_insert_rowid(t->c->st->db);
+	sqlite3_finalize(s);
+	if (id) {
+		if (t->njids == t->capj) {
+			t->capj = t->capj ? t->capj * 2 : 16;
+			t->jids = xrealloc(t->jids, t->capj * sizeof(*t->jids));
+		}
+		t->jids[t->njids++] = id;
+	}
+	return id;
+}
+
+static int fail(struct txn *t, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct txn *t, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	free(t->err);
+	t->err = xvasprintf(fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+const char *txn_error(const struct txn *t)
+{
+	return t->err;
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(p) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+int rm_rf(const char *host_path)
+{
+	struct stat st;
+	if (lstat(host_path, &st) != 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISDIR(st.st_mode))
+		return unlink(host_path) == 0 ? 0 : -errno;
+	return nftw(host_path, rm_cb, 32, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
+}
+
+static int exists(const char *host)
+{
+	struct stat st;
+	return lstat(host, &st) == 0;
+}
+
+int txn_begin(struct ctx *c, int64_t stack_id, const char *addr, const char *kind,
+	      struct txn **out)
+{
+	struct txn *t = xcalloc(1, sizeof(*t));
+	t->c = c;
+	t->stack_id = stack_id;
+	t->addr = xstrdup(addr);
+	t->kind = xstrdup(kind);
+	*out = t;
+	return 0;
+}
+
+static void add_record(struct txn *t, const struct state_file *f)
+{
+	if (t->nadds == t->capa) {
+		t->capa = t->capa ? t->capa * 2 : 64;
+		t->adds = xrealloc(t->adds, t->capa * sizeof(*t->adds));
+	}
+	struct state_file *d = &t->adds[t->nadds++];
+	*d = *f;
+	d->path = xstrdup(f->path);
+	d->link = f->link ? xstrdup(f->link) : NULL;
+}
+
+/* Who owns path: 0 nobody, 1 this resource (or this txn), 2 someone else. */
+static int owner_class(struct txn *t, const char *path)
+{
+	int64_t rid = state_file_owner(t->c->st, path);
+	if (rid == 0)
+		return 0;
+	sqlite3_stmt *s = NULL;
+	int mine = 0;
+	sqlite3_prepare_v2(t->c->st->db,
+			   "SELECT 1 FROM resources WHERE id = ? AND stack_id = ? AND addr = ?", -1,
+			   &s, NULL);
+	sqlite3_bind_int64(s, 1, rid);
+	sqlite3_bind_int64(s, 2, t->stack_id);
+	sqlite3_bind_text(s, 3, t->addr, -1, SQLITE_STATIC);
+	mine = sqlite3_step(s) == SQLITE_ROW;
+	sqlite3_finalize(s);
+	return mine ? 1 : 2;
+}
+
+int place_is_foreign(struct ctx *c, const char *path)
+{
+	char *host = ctx_host_path(c, path);
+	int r = exists(host) && (c->st == NULL || state_file_owner(c->st, path) == 0);
+	free(host);
+	return r;
+}
+
+static char *sibling(struct txn *t, const char *host, const char *tag)
+{
+	const char *slash = strrchr(host, '/');
+	size_t dl = slash ? (size_t)(slash - host) : 0;
+	return xasprintf("%.*s/.tfprov-%s-%ld-%u-%s", (int)dl, host, tag, (long)getpid(), t->seq++,
+			 slash ? slash + 1 : host);
+}
+
+static void stat_record(struct state_file *f, const char *host)
+{
+	struct stat st;
+	if (lstat(host, &st) == 0) {
+		f->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
+		if (f->size < 0)
+			f->size = st.st_size;
+	}
+}
+
+int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, unsigned mode)
+{
+	char *host = ctx_host_path(t->c, path);
+	char *tmp = NULL, *backup = NULL;
+	int fd = -1, rc = 0;
+	int oc = owner_class(t, path);
+	if (exists(host) && oc != 1) {
+		rc = fail(t, TF_ECONFLICT, "%s exists and %s", path,
+			  oc == 0 ? "was not placed by tfprov (move it away, or remove it)"
+				  : "belongs to another tfprov resource");
+		goto out;
+	}
+	char *dir = xstrndup(host, (size_t)(strrchr(host, '/') - host));
+	mkdirs_at(AT_FDCWD, dir, 0755);
+	free(dir);
+	tmp = sibling(t, host, "tmp");
+	backup = exists(host) ? sibling(t, host, "bak") : NULL;
+	if (journal_add(t, "put", path, tmp, backup) == 0) {
+		rc = fail(t, TF_ESTATE, "cannot write the journal: %s",
+			  sqlite3_errmsg(t->c->st->db));
+		goto out;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode & 07777);
+	if (fd < 0) {
+		rc = fail(t, errno == ENOSPC ? TF_ENOSPC : TF_EIO, "cannot create %s: %s", tmp,
+			  strerror(errno));
+		goto out;
+	}
+	const char *p = data;
+	size_t left = len;
+	while (left) {
+		ssize_t n = write(fd, p, left);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = fail(t, errno == ENOSPC ? TF_ENOSPC : TF_EIO, "cannot write %s: %s", path,
+				  strerror(errno));
+			goto out;
+		}
+		p += n;
+		left -= (size_t)n;
+	}
+	if (fchmod(fd, mode & 07777) != 0 || fsync(fd) != 0) {
+		rc = fail(t, TF_EIO, "cannot sync %s: %s", path, strerror(errno));
+		goto out;
+	}
+	close(fd);
+	fd = -1;
+	if (backup && rename(host, backup) != 0) {
+		rc = fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
+		goto out;
+	}
+	if (rename(tmp, host) != 0) {
+		rc = fail(t, TF_EIO, "cannot rename into %s: %s", path, strerror(errno));
+		goto out;
+	}
+	struct state_file f;
+	memset(&f, 0, sizeof(f));
+	f.path = (char *)path;
+	f.type = 'f';
+	f.size = (int64_t)len;
+	f.mode = mode & 07777;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdl;
+	EVP_Digest(data, len, md, &mdl, EVP_sha256(), NULL);
+	hex_encode(md, 32, f.sha256);
+	stat_record(&f, host);
+	add_record(t, &f);
+out:
+	if (fd >= 0) {
+		close(fd);
+		unlink(tmp);
+	}
+	free(host);
+	free(tmp);
+	free(backup);
+	return rc;
+}
+
+static void record_entries(struct txn *t, const char *path, const struct place_entry *e,
+			   size_t n, int with_dirs)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (e[i].type == 'd' && !with_dirs)
+			continue;
+		struct state_file f;
+		memset(&f, 0, sizeof(f));
+		f.path = path_join(path, e[i].path);
+		f.type = e[i].type == 'h' ? 'f' : e[i].type;
+		if (e[i].sha256)
+			snprintf(f.sha256, sizeof(f.sha256), "%s", e[i].sha256);
+		f.size = e[i].type == 'f' || e[i].type == 'h' ? e[i].size : 0;
+		f.mode = e[i].mode;
+		f.link = (char *)e[i].link;
+		char *host = ctx_host_path(t->c, f.path);
+		stat_record(&f, host);
+		free(host);
+		add_record(t, &f);
+		free(f.path);
+	}
+}
+
+int txn_put_tree(struct txn *t, const char *staged, const char *path,
+		 const struct place_entry *entries, size_t n)
+{
+	char *host = ctx_host_path(t->c, path);
+	char *backup = NULL;
+	int rc = 0;
+	int oc = owner_class(t, path);
+	if (exists(host) && oc != 1) {
+		rc = fail(t, TF_ECONFLICT, "%s exists and %s", path,
+			  oc == 0 ? "was not placed by tfprov (move it away, or remove it)"
+				  : "belongs to another tfprov resource");
+		goto out;
+	}
+	char *dir = xstrndup(host, (size_t)(strrchr(host, '/') - host));
+	mkdirs_at(AT_FDCWD, dir, 0755);
+	free(dir);
+	backup = exists(host) ? sibling(t, host, "bak") : NULL;
+	if (journal_add(t, "tree", path, staged, backup) == 0) {
+		rc = fail(t, TF_ESTATE, "cannot write the journal");
+		goto out;
+	}
+	if (backup) {
+		if (rename(host, backup) != 0) {
+			rc = fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
+			goto out;
+		}
+		/* Forget the old records; the new tree's are added below. */
+		strvec_push(&t->dels, path);
+	}
+	if (rename(staged, host) != 0) {
+		rc = fail(t, TF_EIO, "cannot rename the staged tree into %s: %s", path,
+			  strerror(errno));
+		goto out;
+	}
+	struct place_entry root = {"", 'd', NULL, 0, 0755, NULL};
+	struct state_file f;
+	memset(&f, 0, sizeof(f));
+	f.path = (char *)path;
+	f.type = 'd';
+	f.mode = root.mode;
+	stat_record(&f, host);
+	add_record(t, &f);
+	record_entries(t, path, entries, n, 1);
+out:
+	free(host);
+	free(backup);
+	return rc;
+}
+
+int txn_merge_tree(struct txn *t, const char *staged, const char *path,
+		   const struct place_entry *e, size_t n)
+{
+	int rc = 0;
+	/* Pass 1: conflicts, before any write. */
+	for (size_t i = 0; i < n; i++) {
+		if (e[i].type == 'd')
+			continue;
+		char *dst = path_join(path, e[i].path);
+		char *host = ctx_host_path(t->c, dst);
+		int oc = exists(host) ? owner_class(t, dst) : 1;
+		if (oc != 1)
+			rc = fail(t, TF_ECONFLICT, "%s exists and %s", dst,
+				  oc == 0 ? "was not placed by tfprov"
+					  : "belongs to another tfprov resource (another stack "
+					    "merged a different version here?)");
+		free(host);
+		free(dst);
+		if (rc)
+			return rc;
+	}
+	/* Pass 2: journal every move in one transaction, then move. */
+	struct strvec backups = STRVEC_INIT;
+	state_begin(t->c->st);
+	for (size_t i = 0; i < n; i++) {
+		if (e[i].type == 'd') {
+			strvec_push(&backups, "");
+			continue;
+		}
+		char *dst = path_join(path, e[i].path);
+		char *host = ctx_host_path(t->c, dst);
+		char *src = path_join(staged, e[i].path);
+		char *bak = exists(host) ? sibling(t, host, "bak") : NULL;
+		journal_add(t, "put", dst, src, bak);
+		strvec_push(&backups, bak ? bak : "");
+		free(bak);
+		free(src);
+		free(host);
+		free(dst);
+	}
+	if (state_commit(t->c->st) != 0) {
+		state_rollback(t->c->st);
+		strvec_release(&backups);
+		return fail(t, TF_ESTATE, "cannot write the journal");
+	}
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		char *dst = path_join(path, e[i].path);
+		char *host = ctx_host_path(t->c, dst);
+		if (e[i].type == 'd') {
+			mkdirs_at(AT_FDCWD, host, 0755);
+		} else {
+			char *src = path_join(staged, e[i].path);
+			char *parent = xstrndup(host, (size_t)(strrchr(host, '/') - host));
+			mkdirs_at(AT_FDCWD, parent, 0755);
+			free(parent);
+			if (backups.v[i][0] && rename(host, backups.v[i]) != 0)
+				rc = fail(t, TF_EIO, "cannot move %s aside: %s", dst, strerror(errno));
+			else if (rename(src, host) != 0)
+				rc = fail(t, TF_EIO, "cannot place %s: %s", dst, strerror(errno));
+			free(src);
+		}
+		free(host);
+		free(dst);
+	}
+	strvec_release(&backups);
+	if (rc == 0) {
+		record_entries(t, path, e, n, 0);
+		rm_rf(staged);
+	}
+	return rc;
+}
+
+int txn_remove(struct txn *t, const char *path)
+{
+	char *host = ctx_host_path(t->c, path);
+	char *backup = NULL;
+	int rc = 0;
+	if (!exists(host)) {
+		strvec_push(&t->dels, path);
+		goto out;
+	}
+	backup = sibling(t, host, "del");
+	if (journal_add(t, "rm", path, NULL, backup) == 0) {
+		rc = fail(t, TF_ESTATE, "cannot write the journal");
+		goto out;
+	}
+	if (rename(host, backup) != 0) {
+		rc = fail(t, TF_EIO, "cannot remove %s: %s", path, strerror(errno));
+		goto out;
+	}
+	strvec_push(&t->dels, path);
+out:
+	free(host);
+	free(backup);
+	return rc;
+}
+
+struct collect {
+	struct strvec paths;
+	struct strvec types;
+};
+
+static int collect_cb(const struct state_file *f, void *arg)
+{
+	struct collect *c = arg;
+	strvec_push(&c->paths, f->path);
+	char ty[2] = {f->type, 0};
+	strvec_push(&c->types, ty);
+	return 0;
+}
+
+int txn_remove_all(struct txn *t)
+{
+	struct state_resource r;
+	int rc = 0;
+	if (state_resource_get(t->c->st, t->stack_id, t->addr, &r) != 0)
+		return 0;
+	struct collect col = {STRVEC_INIT, STRVEC_INIT};
+	state_files_foreach(t->c->st, r.id, collect_cb, &col);
+	const char *root = NULL;
+	size_t rootlen = 0;
+	/* Sorted by path: a recorded directory comes before its contents. */
+	for (size_t i = 0; i < col.paths.n && rc == 0; i++) {
+		const char *p = col.paths.v[i];
+		if (root && strncmp(p, root, rootlen) == 0 && p[rootlen] == '/')
+			continue;
+		rc = txn_remove(t, p);
+		if (col.types.v[i][0] == 'd') {
+			root = p;
+			rootlen = strlen(p);
+		}
+	}
+	strvec_release(&col.paths);
+	strvec_release(&col.types);
+	state_resource_release(&r);
+	return rc;
+}
+
+static int forget_records(struct state *st, const char *path)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = 0;
+	sqlite3_prepare_v2(st->db,
+			   "DELETE FROM files WHERE path = ?1 OR (path > ?1 || '/' AND "
+			   "path < ?1 || '0')",
+			   -1, &s, NULL);
+	sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) != SQLITE_DONE)
+		rc = TF_ESTATE;
+	sqlite3_finalize(s);
+	return rc;
+}
+
+static void gc_rows(struct state *st)
+{
+	sqlite3_stmt *s = NULL;
+	struct strvec ids = STRVEC_INIT, paths = STRVEC_INIT;
+	sqlite3_prepare_v2(st->db, "SELECT id, backup FROM journal WHERE op = 'gc'", -1, &s, NULL);
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		strvec_pushf(&ids, "%lld", (long long)sqlite3_column_int64(s, 0));
+		const unsigned char *b = sqlite3_column_text(s, 1);
+		strvec_push(&paths, b ? (const char *)b : "");
+	}
+	sqlite3_finalize(s);
+	for (size_t i = 0; i < ids.n; i++) {
+		if (paths.v[i][0])
+			rm_rf(paths.v[i]);
+		char *sql = xasprintf("DELETE FROM journal WHERE id = %s", ids.v[i]);
+		state_exec(st, sql);
+		free(sql);
+	}
+	strvec_release(&ids);
+	strvec_release(&paths);
+}
+
+int txn_commit(struct txn *t, const char *desired, const char *attrs)
+{
+	struct state *st = t->c->st;
+	int rc = 0;
+	/* One syncfs makes every staged byte and rename durable (no per-file fsync). */
+	int fd = open(t->c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		syncfs(fd);
+		close(fd);
+	}
+	if (state_begin(st) != 0)
+		return fail(t, TF_ESTATE, "cannot begin: %s", sqlite3_errmsg(st->db));
+	int64_t rid = 0;
+	if (desired) {
+		rid = state_resource_put(st, t->stack_id, t->addr, t->kind, desired, attrs);
+		if (rid == 0) {
+			rc = fail(t, TF_ESTATE, "cannot record the resource: %s",
+				  sqlite3_errmsg(st->db));
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < t->dels.n && rc == 0; i++)
+		rc = forget_records(st, t->dels.v[i]);
+	for (size_t i = 0; i < t->nadds && rc == 0; i++)
+		rc = state_file_put(st, rid, &t->adds[i]);
+	if (rc == 0 && !desired) {
+		struct state_resource r;
+		if (state_resource_get(st, t->stack_id, t->addr, &r) == 0) {
+			rc = state_resource_delete(st, r.id);
+			state_resource_release(&r);
+		}
+	}
+	for (size_t i = 0; i < t->njids && rc == 0; i++) {
+		char *sql = xasprintf("UPDATE journal SET op = 'gc' WHERE id = %lld AND backup IS "
+				      "NOT NULL; DELETE FROM journal WHERE id = %lld AND op <> 'gc'",
+				      (long long)t->jids[i], (long long)t->jids[i]);
+		rc = state_exec(st, sql);
+		free(sql);
+	}
+out:
+	if (rc == 0 && state_commit(st) != 0)
+		rc = fail(t, TF_ESTATE, "cannot commit: %s", sqlite3_errmsg(st->db));
+	if (rc != 0) {
+		state_rollback(st);
+		return rc;
+	}
+	t->njids = 0;
+	gc_rows(st);
+	return 0;
+}
+
+/* Undoes one journal row. */
+static void undo_row(struct ctx *c, const char *op, const char *path, const char *tmp,
+		     const char *backup)
+{
+	char *host = ctx_host_path(c, path);
+	if (strcmp(op, "stage") == 0) {
+		rm_rf(host);
+	} else if (strcmp(op, "put") == 0 || strcmp(op, "tree") == 0) {
+		if (tmp && exists(tmp) && strcmp(op, "put") == 0)
+			rm_rf(tmp);
+		if (tmp && strcmp(op, "tree") == 0)
+			rm_rf(tmp);
+		if (backup && exists(backup)) {
+			rm_rf(host);
+			rename(backup, host);
+		} else if (exists(host) && state_file_owner(c->st, path) == 0) {
+			rm_rf(host);
+		}
+	} else if (strcmp(op, "rm") == 0) {
+		if (backup && exists(backup) && !exists(host))
+			rename(backup, host);
+	} else if (strcmp(op, "gc") == 0) {
+		if (backup)
+			rm_rf(backup);
+	}
+	free(host);
+}
+
+void txn_abort(struct txn *t)
+{
+	if (t == NULL)
+		return;
+	struct state *st = t->c->st;
+	for (size_t i = t->njids; i-- > 0;) {
+		sqlite3_stmt *s = NULL;
+		sqlite3_prepare_v2(st->db, "SELECT op, path, tmp, backup FROM journal WHERE id = ?",
+				   -1, &s, NULL);
+		sqlite3_bind_int64(s, 1, t->jids[i]);
+		if (sqlite3_step(s) == SQLITE_ROW)
+			undo_row(t->c, (const char *)sqlite3_column_text(s, 0),
+				 (const char *)sqlite3_column_text(s, 1),
+				 (const char *)sqlite3_column_text(s, 2),
+				 (const char *)sqlite3_column_text(s, 3));
+		sqlite3_finalize(s);
+		char *sql = xasprintf("DELETE FROM journal WHERE id = %lld", (long long)t->jids[i]);
+		state_exec(st, sql);
+		free(sql);
+	}
+	free(t->jids);
+	for (size_t i = 0; i < t->nadds; i++) {
+		free(t->adds[i].path);
+		free(t->adds[i].link);
+	}
+	free(t->adds);
+	strvec_release(&t->dels);
+	free(t->addr);
+	free(t->kind);
+	free(t->err);
+	free(t);
+}
+
+int txn_stage_dir(struct txn *t, const char *near_path, char **host_out)
+{
+	char *host = ctx_host_path(t->c, near_path);
+	char *dir = xstrndup(host, (size_t)(strrchr(host, '/') - host));
+	mkdirs_at(AT_FDCWD, dir, 0755);
+	char *stage = sibling(t, host, "stage");
+	char *rel = xstrdup(stage + (strcmp(t->c->root, "/") == 0 ? 0 : strlen(t->c->root)));
+	int64_t id = journal_add(t, "stage", rel, NULL, NULL);
+	free(rel);
+	free(dir);
+	free(host);
+	if (id == 0) {
+		free(stage);
+		return fail(t, TF_ESTATE, "cannot write the journal");
+	}
+	*host_out = stage;
+	return 0;
+}
+
+int place_recover(struct ctx *c)
+{
+	struct state *st = c->st;
+	sqlite3_stmt *s = NULL;
+	int n = 0;
+	struct strvec rows = STRVEC_INIT; /* op \x1f path \x1f tmp \x1f backup */
+	sqlite3_prepare_v2(st->db, "SELECT op, path, tmp, backup FROM journal ORDER BY id DESC",
+			   -1, &s, NULL);
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		const char *op = (const char *)sqlite3_column_text(s, 0);
+		const char *p = (const char *)sqlite3_column_text(s, 1);
+		const char *tmp = (const char *)sqlite3_column_text(s, 2);
+		const char *b = (const char *)sqlite3_column_text(s, 3);
+		strvec_pushf(&rows, "%s\x1f%s\x1f%s\x1f%s", op, p, tmp ? tmp : "", b ? b : "");
+	}
+	sqlite3_finalize(s);
+	for (size_t i = 0; i < rows.n; i++) {
+		char *f[4] = {rows.v[i], NULL, NULL, NULL};
+		for (int k = 1; k < 4; k++) {
+			f[k] = strchr(f[k - 1], '\x1f');
+			*f[k]++ = '\0';
+		}
+		undo_row(c, f[0], f[1], f[2][0] ? f[2] : NULL, f[3][0] ? f[3] : NULL);
+		if (strcmp(f[0], "gc") != 0)
+			n++;
+	}
+	strvec_release(&rows);
+	/* We hold the writer lock: any generation still 'running' was killed. */
+	state_exec(st, "DELETE FROM journal; UPDATE generations SET result = 'interrupted', "
+		       "finished = strftime('%s','now') WHERE result = 'running'");
+	if (n)
+		ev_log(c, EV_WARN, "recovered from an interrupted run: undid %d unfinished operation%s",
+		       n, n == 1 ? "" : "s");
+	return n;
+}

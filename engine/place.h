@@ -1,0 +1,85 @@
+/*
+ * place.h - the placement layer: every filesystem change tfprov makes.
+ *
+ * A struct txn belongs to one step (one resource of one stack). Protocol:
+ *
+ *   txn_begin -> (txn_put_file | txn_put_tree | txn_remove)* -> txn_commit
+ *
+ * Each operation first writes its intent to the journal table (committed),
+ * then stages bytes in the destination directory and renames them into place;
+ * a path that existed is first renamed aside as a backup. txn_commit does one
+ * syncfs, then in ONE SQLite transaction records the files, the resource and
+ * drops the journal rows (keeping backups as 'gc' rows that are deleted
+ * after). txn_abort and place_recover undo whatever the journal says was
+ * started and not committed: remove new paths, restore backups.
+ *
+ * So a kill at any instant leaves either the old state (recovered on the next
+ * run) or the new one; never a file recorded that is not on disk, never a
+ * half-written file at a final path.
+ *
+ * Paths given to these functions are root-relative absolute paths
+ * ("/opt/tfprov/..."); the txn maps them under ctx->root.
+ */
+#ifndef TFPROV_PLACE_H
+#define TFPROV_PLACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctx.h"
+
+struct txn;
+
+/* A file of a staged tree, as unpack reports it (paths relative to the tree). */
+struct place_entry {
+	const char *path;
+	char type; /* 'f', 'd', 'l' */
+	const char *sha256;
+	int64_t size;
+	unsigned mode;
+	const char *link;
+};
+
+int txn_begin(struct ctx *c, int64_t stack_id, const char *addr, const char *kind,
+	      struct txn **out);
+/* Writes a whole small file atomically (tmp in the same dir, fsync, rename). */
+int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, unsigned mode);
+/*
+ * Moves a staged directory (a host path on the destination filesystem) to
+ * `path`. The staged tree must not contain paths owned by someone else.
+ * Entries (relative to the tree) are recorded.
+ */
+int txn_put_tree(struct txn *t, const char *staged_host_dir, const char *path,
+		 const struct place_entry *entries, size_t n);
+/*
+ * Copies the files of a staged tree INTO an existing directory (cuDNN merge):
+ * each file is staged next to its destination and renamed; existing files not
+ * owned by this resource are a conflict, found before any write.
+ */
+int txn_merge_tree(struct txn *t, const char *staged_host_dir, const char *path,
+		   const struct place_entry *entries, size_t n);
+/* Creates a journaled staging directory next to `near_path` (root-relative)
+ * for an unpack; *host_out is a host path that does not exist yet. */
+int txn_stage_dir(struct txn *t, const char *near_path, char **host_out);
+/* Removes a path (file, symlink or tree) tfprov placed. */
+int txn_remove(struct txn *t, const char *path);
+/* Removes every file recorded for this resource (destroy / replace). */
+int txn_remove_all(struct txn *t);
+/* Records desired/attrs and makes everything durable and recorded. */
+int txn_commit(struct txn *t, const char *desired, const char *attrs);
+void txn_abort(struct txn *t);
+/* Last error message of the txn (borrowed), or NULL. */
+const char *txn_error(const struct txn *t);
+
+/* Conflict check before any write: is `path` (root-relative) present on disk
+ * and not owned by tfprov? Returns 1 for a conflict. */
+int place_is_foreign(struct ctx *c, const char *path);
+
+/* Undoes interrupted transactions found in the journal. Needs the writer lock.
+ * Returns the number of operations undone, or a negative error. */
+int place_recover(struct ctx *c);
+
+/* Removes a host path recursively (files, links, dirs); 0 or -errno. */
+int rm_rf(const char *host_path);
+
+#endif

@@ -1,0 +1,360 @@
+/*
+ * plan.c - the planner and the executor.
+ *
+ * Planning reads only: the manifest, the state db and stat() of recorded
+ * files. A step is
+ *   create  when nothing is recorded for its address,
+ *   update  when the desired digest differs, or recorded files drifted,
+ *   replace when the module says the change needs a new tree (a new CUDA
+ *           version lands in a new versioned prefix),
+ *   delete  when the state has a resource the manifest no longer has,
+ *   read    for checks that change nothing (the driver),
+ *   noop    otherwise.
+ *
+ * Applying: every precheck runs before the first change, so a failed
+ * precondition (exit 6) leaves root and state untouched; then one generation
+ * is opened and each changing step runs in its own txn.
+ */
+#include "plan.h"
+#include "error.h"
+#include "event.h"
+#include "state.h"
+#include "util.h"
+
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char *action_name(enum action a)
+{
+	static const char *names[] = {"noop", "create", "update", "replace", "delete", "read"};
+	return names[a];
+}
+
+void step_fail(struct step *s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	free(s->error);
+	s->error = xvasprintf(fmt, ap);
+	va_end(ap);
+}
+
+void drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed)
+{
+	sqlite3_stmt *s = NULL;
+	*missing = *changed = 0;
+	sqlite3_prepare_v2(c->st->db,
+			   "SELECT path, type, size, mtime_ns FROM files WHERE resource_id = ?", -1,
+			   &s, NULL);
+	sqlite3_bind_int64(s, 1, res_id);
+	size_t rl = strcmp(c->root, "/") == 0 ? 0 : strlen(c->root);
+	char buf[4096];
+	memcpy(buf, c->root, rl);
+	while (sqlite3_step(s) == SQLITE_ROW) {
+		const char *p = (const char *)sqlite3_column_text(s, 0);
+		size_t pl = strlen(p);
+		if (rl + pl + 1 > sizeof(buf))
+			continue;
+		memcpy(buf + rl, p, pl + 1);
+		struct stat st;
+		if (lstat(buf, &st) != 0) {
+			(*missing)++;
+			continue;
+		}
+		const char *type = (const char *)sqlite3_column_text(s, 1);
+		if (type[0] != 'f')
+			continue;
+		int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
+		if (st.st_size != sqlite3_column_int64(s, 2) || mt != sqlite3_column_int64(s, 3))
+			(*changed)++;
+	}
+	sqlite3_finalize(s);
+}
+
+static void digest_hex(const char *text, size_t len, char out[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int l;
+	EVP_Digest(text, len, md, &l, EVP_sha256(), NULL);
+	hex_encode(md, 32, out);
+}
+
+static struct step *plan_push(struct plan *p)
+{
+	p->steps = xrealloc(p->steps, (p->n + 1) * sizeof(*p->steps));
+	struct step *s = &p->steps[p->n++];
+	memset(s, 0, sizeof(*s));
+	return s;
+}
+
+static void count(struct plan *p, const struct step *s)
+{
+	switch (s->action) {
+	case ACT_CREATE:
+		p->add++;
+		break;
+	case ACT_UPDATE:
+		p->change++;
+		break;
+	case ACT_REPLACE:
+		p->add++;
+		p->destroy++;
+		break;
+	case ACT_DELETE:
+		p->destroy++;
+		break;
+	case ACT_READ:
+		p->read++;
+		break;
+	case ACT_NOOP:
+		break;
+	}
+}
+
+int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->stack_id = c->st ? state_stack_id(c->st, m->stack.name.s) : 0;
+	struct strvec wanted = STRVEC_INIT;
+	for (size_t i = 0; i < nmodules; i++) {
+		const struct module *mod = modules[i];
+		struct strbuf canon = STRBUF_INIT, detail = STRBUF_INIT;
+		struct strvec urls = STRVEC_INIT;
+		if (mod->desire(c, m, &canon, &detail, &urls) != 0) {
+			strbuf_release(&canon);
+			strbuf_release(&detail);
+			strvec_release(&urls);
+			continue;
+		}
+		struct step *s = plan_push(p);
+		s->mod = mod;
+		s->addr = mod->kind;
+		s->detail = strbuf_detach(&detail);
+		s->urls = urls;
+		strvec_push(&wanted, mod->kind);
+		if (mod->apply == NULL) {
+			s->action = ACT_READ;
+			strbuf_release(&canon);
+			count(p, s);
+			continue;
+		}
+		digest_hex(canon.buf ? canon.buf : "", canon.len, s->desired);
+		strbuf_release(&canon);
+		struct state_resource r;
+		if (p->stack_id == 0 || state_resource_get(c->st, p->stack_id, mod->kind, &r) != 0) {
+			s->action = ACT_CREATE;
+		} else {
+			s->res_id = r.id;
+			s->nfiles = state_files_count(c->st, r.id);
+			drift_check(c, r.id, &s->drift_missing, &s->drift_changed);
+			if (strcmp(r.desired, s->desired) != 0) {
+				s->action = ACT_UPDATE;
+				s->reason = xstrdup("the manifest changed");
+			} else if (s->drift_missing || s->drift_changed) {
+				s->action = ACT_UPDATE;
+				s->reason = xasprintf("drift: %d missing, %d changed of %lld files",
+						      s->drift_missing, s->drift_changed,
+						      (long long)s->nfiles);
+			} else {
+				s->action = ACT_NOOP;
+			}
+			state_resource_release(&r);
+		}
+		count(p, s);
+	}
+	/* Recorded resources the manifest no longer wants. */
+	if (p->stack_id) {
+		sqlite3_stmt *q = NULL;
+		sqlite3_prepare_v2(c->st->db,
+				   "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id DESC",
+				   -1, &q, NULL);
+		sqlite3_bind_int64(q, 1, p->stack_id);
+		while (sqlite3_step(q) == SQLITE_ROW) {
+			const char *addr = (const char *)sqlite3_column_text(q, 1);
+			int found = 0;
+			for (size_t i = 0; i < wanted.n; i++)
+				found |= strcmp(wanted.v[i], addr) == 0;
+			if (found)
+				continue;
+			for (size_t i = 0; i < nmodules; i++) {
+				if (strcmp(modules[i]->kind, addr) != 0)
+					continue;
+				struct step *s = plan_push(p);
+				s->mod = modules[i];
+				s->addr = modules[i]->kind;
+				s->action = ACT_DELETE;
+				s->res_id = sqlite3_column_int64(q, 0);
+				s->nfiles = state_files_count(c->st, s->res_id);
+				s->detail = xasprintf("no longer in the manifest (%lld files)",
+						      (long long)s->nfiles);
+				count(p, s);
+			}
+		}
+		sqlite3_finalize(q);
+	}
+	strvec_release(&wanted);
+	return 0;
+}
+
+int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->stack_id = c->st ? state_stack_id(c->st, stack) : 0;
+	if (p->stack_id == 0)
+		return 0;
+	/* Reverse dependency order: pip before pyenv before cudnn before cuda. */
+	for (size_t i = nmodules; i-- > 0;) {
+		struct state_resource r;
+		if (state_resource_get(c->st, p->stack_id, modules[i]->kind, &r) != 0)
+			continue;
+		struct step *s = plan_push(p);
+		s->mod = modules[i];
+		s->addr = modules[i]->kind;
+		s->action = ACT_DELETE;
+		s->res_id = r.id;
+		s->nfiles = state_files_count(c->st, r.id);
+		s->detail = xasprintf("%lld files", (long long)s->nfiles);
+		state_resource_release(&r);
+		count(p, s);
+	}
+	return 0;
+}
+
+int plan_has_changes(const struct plan *p)
+{
+	return p->add + p->change + p->destroy > 0;
+}
+
+void plan_emit(struct ctx *c, const struct plan *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		const struct step *s = &p->steps[i];
+		if (s->action == ACT_NOOP && !(c->flags & CTX_VERBOSE) && !(c->flags & CTX_JSON))
+			continue;
+		struct strbuf msg = STRBUF_INIT;
+		strbuf_adds(&msg, s->detail ? s->detail : "");
+		if (s->reason)
+			strbuf_addf(&msg, " (%s)", s->reason);
+		if (s->action != ACT_NOOP && s->action != ACT_DELETE)
+			for (size_t u = 0; u < s->urls.n; u++)
+				strbuf_addf(&msg, "\n        fetch %s", s->urls.v[u]);
+		struct event e = {.kind = EV_PLAN_STEP, .level = EV_INFO, .step = s->addr,
+				  .action = action_name(s->action), .msg = msg.buf};
+		ev_emit(c, &e);
+		strbuf_release(&msg);
+	}
+	struct event e = {.kind = EV_PLAN_SUMMARY, .level = EV_INFO, .add = p->add,
+			  .change = p->change, .destroy = p->destroy, .read = p->read};
+	ev_emit(c, &e);
+}
+
+void plan_release(struct plan *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		free(p->steps[i].detail);
+		free(p->steps[i].reason);
+		free(p->steps[i].error);
+		strvec_release(&p->steps[i].urls);
+	}
+	free(p->steps);
+	memset(p, 0, sizeof(*p));
+}
+
+static void step_event(struct ctx *c, const struct step *s, int changed, int failed,
+		       const char *msg)
+{
+	struct event e = {.kind = EV_STEP_DONE, .level = failed ? EV_ERROR : EV_INFO,
+			  .step = s->addr, .action = action_name(s->action), .msg = msg,
+			  .changed = changed, .failed = failed};
+	ev_emit(c, &e);
+}
+
+static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, struct step *s)
+{
+	struct txn *t = NULL;
+	int rc = 0;
+	struct event e = {.kind = EV_STEP_START, .level = EV_INFO, .step = s->addr,
+			  .action = action_name(s->action),
+			  .msg = s->action == ACT_DELETE ? "removing" : "applying"};
+	ev_emit(c, &e);
+	txn_begin(c, stack_id, s->addr, s->mod->kind, &t);
+	if (s->action == ACT_DELETE) {
+		rc = txn_remove_all(t);
+		if (rc == 0)
+			rc = txn_commit(t, NULL, NULL);
+		if (rc != 0)
+			step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
+	} else {
+		rc = s->mod->apply(c, m, s, t);
+		if (rc == 0)
+			rc = txn_commit(t, s->desired, NULL);
+		if (rc != 0 && s->error == NULL)
+			step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
+	}
+	if (rc != 0) {
+		txn_abort(t);
+		step_event(c, s, 0, 1, s->error);
+		return rc;
+	}
+	txn_abort(t); /* committed: releases memory, nothing left to undo */
+	step_event(c, s, 1, 0, NULL);
+	return 0;
+}
+
+static int execute(struct ctx *c, const struct manifest *m, struct plan *p, int64_t stack_id)
+{
+	int rc = 0;
+	for (size_t i = 0; i < p->n && rc == 0; i++) {
+		struct step *s = &p->steps[i];
+		if (s->action == ACT_NOOP || s->action == ACT_READ)
+			continue;
+		if (tf_interrupted) {
+			rc = TF_EINTR;
+			break;
+		}
+		rc = run_step(c, m, stack_id, s);
+	}
+	return rc;
+}
+
+int plan_apply(struct ctx *c, const struct manifest *m, struct plan *p)
+{
+	int rc = 0;
+	/* Preconditions: nothing has changed yet when one fails. */
+	for (size_t i = 0; i < p->n; i++) {
+		struct step *s = &p->steps[i];
+		if (s->mod->precheck == NULL || s->action == ACT_DELETE)
+			continue;
+		rc = s->mod->precheck(c, m, s);
+		if (rc != 0) {
+			step_event(c, s, 0, 1, s->error);
+			return rc;
+		}
+	}
+	int64_t stack_id = state_stack_ensure(c->st, m->stack.name.s, m->path);
+	int64_t gen = state_gen_begin(c->st, stack_id, m->path, m->sha256, m->text);
+	if (stack_id == 0 || gen == 0)
+		return TF_ESTATE;
+	rc = execute(c, m, p, stack_id);
+	state_gen_finish(c->st, gen,
+			 rc == 0 ? "ok" : rc == TF_EINTR ? "interrupted" : "failed");
+	return rc;
+}
+
+int plan_apply_destroy(struct ctx *c, const char *stack, struct plan *p)
+{
+	int rc = execute(c, NULL, p, p->stack_id);
+	if (rc == 0) {
+		sqlite3_stmt *s = NULL;
+		sqlite3_prepare_v2(c->st->db, "DELETE FROM stacks WHERE id = ?", -1, &s, NULL);
+		sqlite3_bind_int64(s, 1, p->stack_id);
+		if (sqlite3_step(s) != SQLITE_DONE)
+			rc = TF_ESTATE;
+		sqlite3_finalize(s);
+	}
+	(void)stack;
+	return rc;
+}

@@ -1,0 +1,38 @@
+/*
+ * plan.h - desired (manifest) vs recorded (state) vs observed (disk) -> steps.
+ *
+ * A plan owns its steps; plan_release() frees them. The plan of a stack lists
+ * the manifest's resources in dependency order, then deletions of recorded
+ * resources the manifest no longer has.
+ */
+#ifndef TFPROV_PLAN_H
+#define TFPROV_PLAN_H
+
+#include "manifest.h"
+#include "module.h"
+
+struct plan {
+	struct step *steps;
+	size_t n;
+	int64_t stack_id; /* 0 when the stack was never applied */
+	int add, change, destroy, read;
+};
+
+int plan_build(struct ctx *c, const struct manifest *m, struct plan *p);
+/* A plan that removes every recorded resource of a stack (destroy). */
+int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p);
+void plan_emit(struct ctx *c, const struct plan *p);
+int plan_has_changes(const struct plan *p);
+void plan_release(struct plan *p);
+
+/* Stats every recorded file of a resource against size/mtime. */
+void drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed);
+
+/*
+ * Applies the plan: preconditions first (nothing changed when they fail),
+ * then one generation, one txn per step. Returns 0 or a TF_E* code.
+ */
+int plan_apply(struct ctx *c, const struct manifest *m, struct plan *p);
+int plan_apply_destroy(struct ctx *c, const char *stack, struct plan *p);
+
+#endif

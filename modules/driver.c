@@ -1,0 +1,129 @@
+/*
+ * driver.c - the `driver` step: a read, never a change. tfprov never installs
+ * a kernel driver; it reads what is there and refuses (exit 6) before
+ * anything changes when it cannot serve the stack.
+ */
+#include "compat.h"
+#include "error.h"
+#include "event.h"
+#include "gpu_probe.h"
+#include "module.h"
+#include "version.h"
+
+#include <string.h>
+
+/*
+ * Minimum driver for the stack's CUDA: the toolkit's own minimum, or, where
+ * NVIDIA documents minor-version compatibility, the family floor (then with a
+ * warning that features needing the newer driver are unavailable).
+ */
+static int driver_check(struct ctx *c, const struct manifest *m, struct step *s)
+{
+	struct gpu_probe g;
+	struct compat *kb = NULL;
+	struct diags d = {0};
+	int rc = 0;
+	int windows = m->stack.platform != PLATFORM_LINUX_X86_64;
+	gpu_probe_run(&g);
+	if (!g.found) {
+		step_fail(s,
+			  "no NVIDIA driver found (%s). tfprov never installs a kernel driver: "
+			  "install the NVIDIA driver for your GPU%s, or allow provisioning "
+			  "without a GPU (driver.policy: skip, or --no-gpu)",
+			  g.error[0] ? g.error : "no NVML, no /proc/driver/nvidia",
+			  g.wsl ? " on the Windows host (WSL2 uses the Windows driver)" : "");
+		rc = TF_EPRECOND;
+		goto out;
+	}
+	if (compat_load(compat_default_path(), &kb, &d) != 0 || m->versions.cuda.s == NULL)
+		goto report;
+	const char *min = compat_cuda_min_driver(kb, m->versions.cuda.s, windows);
+	const char *floor = compat_cuda_compat_driver(kb, m->versions.cuda.s, windows);
+	if (min && version_cmp(g.driver_version, min) < 0) {
+		if (floor && version_cmp(g.driver_version, floor) >= 0) {
+			ev_log(c, EV_WARN,
+			       "driver %s is older than CUDA %s's minimum %s but at or above the "
+			       "minor-version-compatibility floor %s: it runs, without features "
+			       "that need the newer driver (e.g. PTX built by the newer compiler)",
+			       g.driver_version, m->versions.cuda.s, min, floor);
+		} else {
+			step_fail(s,
+				  "NVIDIA driver %s is too old for CUDA %s: the minimum is %s%s%s "
+				  "(source: CUDA release notes). Upgrade the driver, or choose a "
+				  "stack with an older CUDA",
+				  g.driver_version, m->versions.cuda.s, min,
+				  floor ? ", or at least " : "", floor ? floor : "");
+			rc = TF_EPRECOND;
+			goto out;
+		}
+	}
+	if (m->driver.min_version.set && version_cmp(g.driver_version, m->driver.min_version.s) < 0) {
+		step_fail(s, "NVIDIA driver %s is older than the manifest's driver.min_version %s",
+			  g.driver_version, m->driver.min_version.s);
+		rc = TF_EPRECOND;
+		goto out;
+	}
+	for (int i = 0; i < g.ngpus; i++) {
+		char cc[16];
+		if (g.gpus[i].cc_major < 0)
+			continue;
+		snprintf(cc, sizeof(cc), "%d.%d", g.gpus[i].cc_major, g.gpus[i].cc_minor);
+		enum compat_kernel k =
+			compat_tf_kernels_for(kb, m->versions.tensorflow.s, cc, NULL);
+		if (k == COMPAT_KERNEL_NONE) {
+			step_fail(s,
+				  "GPU %d (%s, compute capability %s) has no kernels in "
+				  "TensorFlow %s: it would fail with 'device kernel image is invalid'",
+				  i, g.gpus[i].name, cc, m->versions.tensorflow.s);
+			rc = TF_EPRECOND;
+			goto out;
+		}
+		if (k == COMPAT_KERNEL_PTX)
+			ev_log(c, EV_WARN,
+			       "GPU %d (%s, compute capability %s): TensorFlow %s has only PTX for "
+			       "it; the first run JIT-compiles kernels (minutes)",
+			       i, g.gpus[i].name, cc, m->versions.tensorflow.s);
+	}
+report:
+	ev_log(c, EV_INFO, "driver: NVIDIA %s via %s, %d GPU%s%s", g.driver_version, g.source,
+	       g.ngpus, g.ngpus == 1 ? "" : "s", g.wsl ? " (WSL2: driver on the Windows host)" : "");
+out:
+	compat_free(kb);
+	diags_release(&d);
+	return rc;
+}
+
+static int driver_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
+			 struct strbuf *detail, struct strvec *urls)
+{
+	(void)canon;
+	(void)urls;
+	int skip = m->driver.policy == DRIVER_SKIP || (c->flags & CTX_NO_GPU);
+	if (m->stack.platform == PLATFORM_WSL2)
+		strbuf_adds(detail, "NVIDIA driver on the Windows host (WSL2)");
+	else
+		strbuf_adds(detail, "NVIDIA driver and GPUs");
+	if (skip)
+		strbuf_adds(detail, ": GPU checks SKIPPED (no-GPU provisioning allowed)");
+	else if (m->versions.cuda.set)
+		strbuf_addf(detail, ": must support CUDA %s", m->versions.cuda.s);
+	return 0;
+}
+
+static int driver_precheck(struct ctx *c, const struct manifest *m, struct step *s)
+{
+	(void)s;
+	if (m->driver.policy == DRIVER_SKIP || (c->flags & CTX_NO_GPU)) {
+		ev_log(c, EV_WARN, "GPU checks SKIPPED: %s allows provisioning without a GPU; "
+				   "nothing about the driver or GPUs was verified",
+		       (c->flags & CTX_NO_GPU) ? "--no-gpu" : "driver.policy: skip");
+		return 0;
+	}
+	return driver_check(c, m, s);
+}
+
+const struct module module_driver = {
+	.kind = "driver",
+	.desire = driver_desire,
+	.precheck = driver_precheck,
+};

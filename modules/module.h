@@ -1,0 +1,72 @@
+/*
+ * module.h - the contract every step kind implements (DESIGN.md section 3).
+ *
+ * The planner asks each module, in dependency order, for the desired
+ * configuration of its resource (a canonical text whose sha256 is compared
+ * with the one recorded at the last apply), then decides noop / create /
+ * update / replace / delete, adding a repair when recorded files drifted.
+ * apply() writes only through the txn (place.h); it never prints: it emits
+ * events.
+ */
+#ifndef TFPROV_MODULE_H
+#define TFPROV_MODULE_H
+
+#include "ctx.h"
+#include "manifest.h"
+#include "place.h"
+#include "util.h"
+
+enum action { ACT_NOOP, ACT_CREATE, ACT_UPDATE, ACT_REPLACE, ACT_DELETE, ACT_READ };
+
+struct step;
+
+struct module {
+	const char *kind;
+	/*
+	 * Describes the resource the manifest wants: canonical text (hashed into
+	 * the desired digest), a one-line detail for the plan, and the URLs the
+	 * step would fetch. Returns 0 when the manifest has this resource, 1
+	 * when it has none.
+	 */
+	int (*desire)(struct ctx *c, const struct manifest *m, struct strbuf *canon,
+		      struct strbuf *detail, struct strvec *urls);
+	/* Precondition before anything changes (driver); NULL when none. 0 or TF_E*. */
+	int (*precheck)(struct ctx *c, const struct manifest *m, struct step *s);
+	/* Makes the resource match; writes through t only. 0 or TF_E* (s->error set). */
+	int (*apply)(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t);
+};
+
+struct step {
+	const struct module *mod;
+	const char *addr;
+	enum action action;
+	char desired[65];
+	char *detail;
+	char *reason; /* why it is not a noop */
+	struct strvec urls;
+	int64_t res_id; /* recorded resource, 0 when none */
+	int64_t nfiles; /* recorded files */
+	int drift_missing, drift_changed;
+	char *error; /* set by apply on failure */
+};
+
+extern const struct module module_driver;
+extern const struct module module_cuda;
+extern const struct module module_cudnn;
+extern const struct module module_env;
+extern const struct module module_pyenv;
+extern const struct module module_pip;
+
+/* In dependency order. */
+extern const struct module *const modules[];
+extern const size_t nmodules;
+
+const char *action_name(enum action a);
+void step_fail(struct step *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Paths shared by modules (root-relative, caller frees). */
+char *stack_cuda_prefix(const struct manifest *m);  /* <prefix>/cuda/<version> */
+char *stack_cudnn_prefix(const struct manifest *m); /* merge: cuda prefix; separate: own */
+char *stack_env_prefix(const struct manifest *m);   /* <prefix>/envs/<name> */
+
+#endif

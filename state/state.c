@@ -1,0 +1,516 @@
+/*
+ * state.c - SQLite state database, migrations and the writer lock.
+ *
+ * Invariants:
+ *  - PRAGMA user_version equals the number of migrations applied; each
+ *    migration runs in its own transaction together with the version bump,
+ *    so a crash mid-migration leaves the previous version intact;
+ *  - a database newer than this binary is refused, never downgraded;
+ *  - only the holder of the flock on <dir>/lock writes.
+ */
+#include "state.h"
+#include "error.h"
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const migrations[] = {
+	/* 1: the initial schema. */
+	"CREATE TABLE stacks ("
+	"  id INTEGER PRIMARY KEY,"
+	"  name TEXT NOT NULL UNIQUE,"
+	"  manifest_path TEXT,"
+	"  current_gen INTEGER,"
+	"  created INTEGER NOT NULL,"
+	"  updated INTEGER NOT NULL);"
+	"CREATE TABLE generations ("
+	"  id INTEGER PRIMARY KEY,"
+	"  stack_id INTEGER NOT NULL REFERENCES stacks(id) ON DELETE CASCADE,"
+	"  manifest_path TEXT,"
+	"  manifest_sha256 TEXT NOT NULL,"
+	"  manifest_text TEXT NOT NULL,"
+	"  started INTEGER NOT NULL,"
+	"  finished INTEGER,"
+	"  result TEXT NOT NULL DEFAULT 'running');"
+	"CREATE TABLE resources ("
+	"  id INTEGER PRIMARY KEY,"
+	"  stack_id INTEGER NOT NULL REFERENCES stacks(id) ON DELETE CASCADE,"
+	"  addr TEXT NOT NULL,"
+	"  kind TEXT NOT NULL,"
+	"  desired TEXT NOT NULL,"
+	"  attrs TEXT,"
+	"  updated INTEGER NOT NULL,"
+	"  UNIQUE(stack_id, addr));"
+	"CREATE TABLE files ("
+	"  path TEXT PRIMARY KEY,"
+	"  resource_id INTEGER NOT NULL REFERENCES resources(id) ON DELETE CASCADE,"
+	"  type TEXT NOT NULL,"
+	"  sha256 TEXT,"
+	"  size INTEGER NOT NULL,"
+	"  mode INTEGER NOT NULL,"
+	"  mtime_ns INTEGER NOT NULL,"
+	"  link TEXT) WITHOUT ROWID;"
+	"CREATE INDEX files_resource ON files(resource_id);"
+	"CREATE TABLE journal ("
+	"  id INTEGER PRIMARY KEY,"
+	"  op TEXT NOT NULL,"
+	"  path TEXT NOT NULL,"
+	"  tmp TEXT,"
+	"  backup TEXT,"
+	"  created INTEGER NOT NULL);"
+	"CREATE TABLE cache ("
+	"  sha256 TEXT PRIMARY KEY,"
+	"  size INTEGER NOT NULL,"
+	"  url TEXT,"
+	"  added INTEGER NOT NULL,"
+	"  last_used INTEGER NOT NULL);"
+	"CREATE TABLE bench_results ("
+	"  id INTEGER PRIMARY KEY,"
+	"  stack_id INTEGER REFERENCES stacks(id) ON DELETE SET NULL,"
+	"  at INTEGER NOT NULL,"
+	"  gpu TEXT, precision TEXT, ms_per_step REAL, images_per_sec REAL,"
+	"  tf_version TEXT, cuda_version TEXT, cudnn_version TEXT,"
+	"  source TEXT, raw TEXT);",
+};
+
+/* Sets *errmsg to "what: detail" and returns TF_ESTATE. */
+static int set_err(char **errmsg, const char *what, const char *detail)
+{
+	if (errmsg)
+		*errmsg = xasprintf("%s: %s", what, detail ? detail : "");
+	return TF_ESTATE;
+}
+
+int state_exec(struct state *st, const char *sql)
+{
+	char *e = NULL;
+	if (sqlite3_exec(st->db, sql, NULL, NULL, &e) != SQLITE_OK) {
+		sqlite3_free(e);
+		return TF_ESTATE;
+	}
+	return 0;
+}
+
+int state_begin(struct state *st)
+{
+	return state_exec(st, "BEGIN IMMEDIATE");
+}
+
+int state_commit(struct state *st)
+{
+	return state_exec(st, "COMMIT");
+}
+
+void state_rollback(struct state *st)
+{
+	if (!sqlite3_get_autocommit(st->db))
+		state_exec(st, "ROLLBACK");
+}
+
+static int migrate(struct state *st, char **errmsg)
+{
+	sqlite3_stmt *s = NULL;
+	int version = 0;
+	if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK)
+		return set_err(errmsg, "cannot read the schema version",
+			       sqlite3_errmsg(st->db));
+	if (sqlite3_step(s) == SQLITE_ROW)
+		version = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+	int target = (int)ARRAY_SIZE(migrations);
+	if (version > target) {
+		char v[64];
+		snprintf(v, sizeof(v), "%d > %d", version, target);
+		return set_err(errmsg,
+			       "state database schema is newer than this tfprov (%s); upgrade tfprov",
+			       v);
+	}
+	for (int i = version; i < target; i++) {
+		char *e = NULL;
+		char *sql = xasprintf("BEGIN IMMEDIATE; %s PRAGMA user_version = %d; COMMIT;",
+				      migrations[i], i + 1);
+		int rc = sqlite3_exec(st->db, sql, NULL, NULL, &e);
+		free(sql);
+		if (rc != SQLITE_OK) {
+			state_exec(st, "ROLLBACK");
+			int r = set_err(errmsg, "state migration failed", e);
+			sqlite3_free(e);
+			return r;
+		}
+	}
+	return 0;
+}
+
+int state_open(const char *dir, int create, struct state **out, char **errmsg)
+{
+	struct state *st = xcalloc(1, sizeof(*st));
+	int rc = 0;
+	st->lockfd = -1;
+	st->dir = xstrdup(dir);
+	*out = NULL;
+	char *path = path_join(dir, "state.db");
+	if (create) {
+		int r = mkdirs_at(AT_FDCWD, dir, 0755);
+		if (r != 0) {
+			rc = set_err(errmsg, "cannot create the state directory", strerror(-r));
+			goto out;
+		}
+	} else if (access(path, F_OK) != 0) {
+		rc = 1; /* no state yet: not an error for readers */
+		goto out;
+	}
+	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+	if (sqlite3_open_v2(path, &st->db, flags, NULL) != SQLITE_OK) {
+		rc = set_err(errmsg, "cannot open the state database",
+			     st->db ? sqlite3_errmsg(st->db) : "out of memory");
+		goto out;
+	}
+	sqlite3_busy_timeout(st->db, 10000);
+	if (state_exec(st, "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; "
+			   "PRAGMA synchronous=NORMAL") != 0) {
+		rc = set_err(errmsg, "cannot configure the state database",
+			     sqlite3_errmsg(st->db));
+		goto out;
+	}
+	rc = migrate(st, errmsg);
+out:
+	free(path);
+	if (rc != 0) {
+		state_close(st);
+		return rc;
+	}
+	*out = st;
+	return 0;
+}
+
+void state_close(struct state *st)
+{
+	if (st == NULL)
+		return;
+	state_unlock(st);
+	if (st->db)
+		sqlite3_close_v2(st->db);
+	free(st->dir);
+	free(st);
+}
+
+static char *read_holder(int fd)
+{
+	char buf[256];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return xstrdup("unknown holder");
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return xstrdup(buf);
+}
+
+int state_lock(struct state *st, double timeout, char **holder)
+{
+	char *path = path_join(st->dir, "lock");
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	free(path);
+	if (fd < 0)
+		return TF_ESTATE;
+	uint64_t deadline = now_ns() + (uint64_t)(timeout * 1e9);
+	for (;;) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			break;
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			close(fd);
+			return TF_ESTATE;
+		}
+		if (now_ns() >= deadline || tf_interrupted) {
+			if (holder)
+				*holder = read_holder(fd);
+			close(fd);
+			return TF_ELOCKED;
+		}
+		usleep(50 * 1000);
+	}
+	char host[128] = "unknown";
+	gethostname(host, sizeof(host) - 1);
+	char when[64];
+	time_t t = time(NULL);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+	char *msg = xasprintf("pid %ld on %s since %s\n", (long)getpid(), host, when);
+	if (ftruncate(fd, 0) == 0 && pwrite(fd, msg, strlen(msg), 0) < 0) {
+		/* The message is advisory; the lock itself is what matters. */
+	}
+	free(msg);
+	st->lockfd = fd;
+	return 0;
+}
+
+void state_unlock(struct state *st)
+{
+	if (st->lockfd >= 0) {
+		close(st->lockfd); /* releases the flock */
+		st->lockfd = -1;
+	}
+}
+
+int64_t state_stack_id(struct state *st, const char *name)
+{
+	sqlite3_stmt *s = NULL;
+	int64_t id = 0;
+	sqlite3_prepare_v2(st->db, "SELECT id FROM stacks WHERE name = ?", -1, &s, NULL);
+	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		id = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return id;
+}
+
+int64_t state_stack_ensure(struct state *st, const char *name, const char *manifest_path)
+{
+	int64_t id = state_stack_id(st, name);
+	sqlite3_stmt *s = NULL;
+	if (id) {
+		sqlite3_prepare_v2(st->db,
+				   "UPDATE stacks SET manifest_path = ?, updated = ? WHERE id = ?",
+				   -1, &s, NULL);
+		sqlite3_bind_text(s, 1, manifest_path, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 2, now_unix());
+		sqlite3_bind_int64(s, 3, id);
+		sqlite3_step(s);
+		sqlite3_finalize(s);
+		return id;
+	}
+	sqlite3_prepare_v2(st->db,
+			   "INSERT INTO stacks(name, manifest_path, created, updated) "
+			   "VALUES (?, ?, ?, ?)",
+			   -1, &s, NULL);
+	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 2, manifest_path, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, now_unix());
+	sqlite3_bind_int64(s, 4, now_unix());
+	if (sqlite3_step(s) == SQLITE_DONE)
+		id = sqlite3_last_insert_rowid(st->db);
+	sqlite3_finalize(s);
+	return id;
+}
+
+int64_t state_gen_begin(struct state *st, int64_t stack_id, const char *manifest_path,
+			const char *manifest_sha256, const char *manifest_text)
+{
+	sqlite3_stmt *s = NULL;
+	int64_t id = 0;
+	sqlite3_prepare_v2(st->db,
+			   "INSERT INTO generations(stack_id, manifest_path, manifest_sha256, "
+			   "manifest_text, started) VALUES (?, ?, ?, ?, ?)",
+			   -1, &s, NULL);
+	sqlite3_bind_int64(s, 1, stack_id);
+	sqlite3_bind_text(s, 2, manifest_path, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, manifest_sha256, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 4, manifest_text, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 5, now_unix());
+	if (sqlite3_step(s) == SQLITE_DONE)
+		id = sqlite3_last_insert_rowid(st->db);
+	sqlite3_finalize(s);
+	return id;
+}
+
+int state_gen_finish(struct state *st, int64_t gen_id, const char *result)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = 0;
+	sqlite3_prepare_v2(st->db, "UPDATE generations SET finished = ?, result = ? WHERE id = ?",
+			   -1, &s, NULL);
+	sqlite3_bind_int64(s, 1, now_unix());
+	sqlite3_bind_text(s, 2, result, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 3, gen_id);
+	if (sqlite3_step(s) != SQLITE_DONE)
+		rc = TF_ESTATE;
+	sqlite3_finalize(s);
+	if (rc == 0 && strcmp(result, "ok") == 0) {
+		sqlite3_prepare_v2(st->db,
+				   "UPDATE stacks SET current_gen = ?, updated = ? WHERE id = "
+				   "(SELECT stack_id FROM generations WHERE id = ?)",
+				   -1, &s, NULL);
+		sqlite3_bind_int64(s, 1, gen_id);
+		sqlite3_bind_int64(s, 2, now_unix());
+		sqlite3_bind_int64(s, 3, gen_id);
+		if (sqlite3_step(s) != SQLITE_DONE)
+			rc = TF_ESTATE;
+		sqlite3_finalize(s);
+	}
+	return rc;
+}
+
+static char *col_dup(sqlite3_stmt *s, int i)
+{
+	const unsigned char *t = sqlite3_column_text(s, i);
+	return t ? xstrdup((const char *)t) : NULL;
+}
+
+int state_resource_get(struct state *st, int64_t stack_id, const char *addr,
+		       struct state_resource *out)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = 1;
+	memset(out, 0, sizeof(*out));
+	sqlite3_prepare_v2(st->db,
+			   "SELECT id, addr, kind, desired, attrs FROM resources "
+			   "WHERE stack_id = ? AND addr = ?",
+			   -1, &s, NULL);
+	sqlite3_bind_int64(s, 1, stack_id);
+	sqlite3_bind_text(s, 2, addr, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		out->id = sqlite3_column_int64(s, 0);
+		out->addr = col_dup(s, 1);
+		out->kind = col_dup(s, 2);
+		out->desired = col_dup(s, 3);
+		out->attrs = col_dup(s, 4);
+		rc = 0;
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+void state_resource_release(struct state_resource *r)
+{
+	free(r->addr);
+	free(r->kind);
+	free(r->desired);
+	free(r->attrs);
+	memset(r, 0, sizeof(*r));
+}
+
+int64_t state_resource_put(struct state *st, int64_t stack_id, const char *addr, const char *kind,
+			   const char *desired, const char *attrs)
+{
+	sqlite3_stmt *s = NULL;
+	int64_t id = 0;
+	sqlite3_prepare_v2(st->db,
+			   "INSERT INTO resources(stack_id, addr, kind, desired, attrs, updated) "
+			   "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(stack_id, addr) DO UPDATE SET "
+			   "kind = excluded.kind, desired = excluded.desired, "
+			   "attrs = excluded.attrs, updated = excluded.updated RETURNING id",
+			   -1, &s, NULL);
+	sqlite3_bind_int64(s, 1, stack_id);
+	sqlite3_bind_text(s, 2, addr, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 3, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 4, desired, -1, SQLITE_STATIC);
+	sqlite3_bind_text(s, 5, attrs, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 6, now_unix());
+	if (sqlite3_step(s) == SQLITE_ROW)
+		id = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return id;
+}
+
+int state_resource_delete(struct state *st, int64_t res_id)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = 0;
+	sqlite3_prepare_v2(st->db, "DELETE FROM resources WHERE id = ?", -1, &s, NULL);
+	sqlite3_bind_int64(s, 1, res_id);
+	if (sqlite3_step(s) != SQLITE_DONE)
+		rc = TF_ESTATE;
+	sqlite3_finalize(s);
+	return rc;
+}
+
+int state_file_put(struct state *st, int64_t res_id, const struct state_file *f)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = 0;
+	char type[2] = {f->type, 0};
+	sqlite3_prepare_v2(st->db,
+			   "INSERT OR REPLACE INTO files(path, resource_id, type, sha256, size, mode, "
+			   "mtime_ns, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+			   -1, &s, NULL);
+	sqlite3_bind_text(s, 1, f->path, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, res_id);
+	sqlite3_bind_text(s, 3, type, -1, SQLITE_STATIC);
+	if (f->sha256[0])
+		sqlite3_bind_text(s, 4, f->sha256, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 5, f->size);
+	sqlite3_bind_int(s, 6, (int)f->mode);
+	sqlite3_bind_int64(s, 7, f->mtime_ns);
+	if (f->link)
+		sqlite3_bind_text(s, 8, f->link, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) != SQLITE_DONE)
+		rc = TF_ESTATE;
+	sqlite3_finalize(s);
+	return rc;
+}
+
+int state_file_delete(struct state *st, const char *path)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = 0;
+	sqlite3_prepare_v2(st->db, "DELETE FROM files WHERE path = ?", -1, &s, NULL);
+	sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) != SQLITE_DONE)
+		rc = TF_ESTATE;
+	sqlite3_finalize(s);
+	return rc;
+}
+
+int64_t state_file_owner(struct state *st, const char *path)
+{
+	sqlite3_stmt *s = NULL;
+	int64_t id = 0;
+	sqlite3_prepare_v2(st->db, "SELECT resource_id FROM files WHERE path = ?", -1, &s, NULL);
+	sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		id = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return id;
+}
+
+int state_files_foreach(struct state *st, int64_t res_id, state_file_cb cb, void *arg)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = 0;
+	sqlite3_prepare_v2(st->db,
+			   "SELECT path, type, sha256, size, mode, mtime_ns, link, resource_id "
+			   "FROM files WHERE resource_id = ? ORDER BY path",
+			   -1, &s, NULL);
+	sqlite3_bind_int64(s, 1, res_id);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct state_file f;
+		memset(&f, 0, sizeof(f));
+		f.path = (char *)sqlite3_column_text(s, 0);
+		const unsigned char *t = sqlite3_column_text(s, 1);
+		f.type = t ? (char)t[0] : 'f';
+		const unsigned char *h = sqlite3_column_text(s, 2);
+		if (h)
+			snprintf(f.sha256, sizeof(f.sha256), "%s", (const char *)h);
+		f.size = sqlite3_column_int64(s, 3);
+		f.mode = (unsigned)sqlite3_column_int(s, 4);
+		f.mtime_ns = sqlite3_column_int64(s, 5);
+		f.link = (char *)sqlite3_column_text(s, 6);
+		f.resource_id = sqlite3_column_int64(s, 7);
+		int r = cb(&f, arg);
+		if (r != 0) {
+			sqlite3_finalize(s);
+			return r;
+		}
+	}
+	sqlite3_finalize(s);
+	return rc == SQLITE_DONE ? 0 : TF_ESTATE;
+}
+
+int64_t state_files_count(struct state *st, int64_t res_id)
+{
+	sqlite3_stmt *s = NULL;
+	int64_t n = 0;
+	sqlite3_prepare_v2(st->db, "SELECT count(*) FROM files WHERE resource_id = ?", -1, &s,
+			   NULL);
+	sqlite3_bind_int64(s, 1, res_id);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		n = sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
+	return n;
+}

@@ -1,0 +1,90 @@
+/*
+ * state.h - the state database: one SQLite file per root.
+ *
+ * <state_dir>/state.db, WAL, foreign keys on, schema version in
+ * PRAGMA user_version with ordered migrations (FreeBSD pkg's pattern).
+ * One writer at a time: an flock on <state_dir>/lock, whose content names
+ * the holder (pid, host, start time) for the "locked" message.
+ *
+ * Tables: stacks, generations (one per apply, with the manifest text, so a
+ * rollback can re-apply it), resources (one per step of a stack, with the
+ * hash of the desired configuration it was applied from), files (every path
+ * tfprov placed: sha256, size, mode, mtime), journal (write-ahead intents of
+ * the placement layer), cache (downloaded artifacts), bench_results.
+ *
+ * The struct state owns the sqlite handle; state_close() releases it.
+ */
+#ifndef TFPROV_STATE_H
+#define TFPROV_STATE_H
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+struct state {
+	sqlite3 *db;
+	char *dir;
+	int lockfd; /* -1 when not holding the writer lock */
+};
+
+#define STATE_SCHEMA_VERSION 1
+
+/* Opens (creating dir and db when `create`), runs migrations. 0 or TF_ESTATE. */
+int state_open(const char *dir, int create, struct state **out, char **errmsg);
+void state_close(struct state *st);
+
+/*
+ * Takes the writer lock, waiting up to timeout seconds. TF_ELOCKED with
+ * *holder (malloc'd "pid 123 on host since 2026-...") when still held.
+ */
+int state_lock(struct state *st, double timeout, char **holder);
+void state_unlock(struct state *st);
+
+int state_exec(struct state *st, const char *sql);
+int state_begin(struct state *st);
+int state_commit(struct state *st);
+void state_rollback(struct state *st);
+
+/* Stacks. */
+int64_t state_stack_id(struct state *st, const char *name); /* 0 when absent */
+int64_t state_stack_ensure(struct state *st, const char *name, const char *manifest_path);
+
+/* Generations. */
+int64_t state_gen_begin(struct state *st, int64_t stack_id, const char *manifest_path,
+			const char *manifest_sha256, const char *manifest_text);
+int state_gen_finish(struct state *st, int64_t gen_id, const char *result);
+
+/* Resources. */
+struct state_resource {
+	int64_t id;
+	char *addr;
+	char *kind;
+	char *desired; /* hash of the applied configuration */
+	char *attrs;   /* JSON text */
+};
+int state_resource_get(struct state *st, int64_t stack_id, const char *addr,
+		       struct state_resource *out); /* 0 found, 1 absent */
+void state_resource_release(struct state_resource *r);
+int64_t state_resource_put(struct state *st, int64_t stack_id, const char *addr, const char *kind,
+			   const char *desired, const char *attrs);
+int state_resource_delete(struct state *st, int64_t res_id);
+
+/* Files. */
+struct state_file {
+	char *path; /* root-relative absolute path */
+	char type;  /* 'f', 'l', 'd' */
+	char sha256[65];
+	int64_t size;
+	unsigned mode;
+	int64_t mtime_ns;
+	char *link;
+	int64_t resource_id;
+};
+int state_file_put(struct state *st, int64_t res_id, const struct state_file *f);
+int state_file_delete(struct state *st, const char *path);
+/* Owner resource id of a path, 0 when tfprov does not own it. */
+int64_t state_file_owner(struct state *st, const char *path);
+typedef int (*state_file_cb)(const struct state_file *f, void *arg);
+int state_files_foreach(struct state *st, int64_t res_id, state_file_cb cb, void *arg);
+int64_t state_files_count(struct state *st, int64_t res_id);
+
+#endif
