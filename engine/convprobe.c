@@ -135,6 +135,10 @@ static const struct sym cudnn_syms[] = {
 /* A workspace larger than this is not worth it for a probe. */
 #define MAX_WORKSPACE ((size_t)256 << 20)
 
+/* The child's exit status when the probe ran and found a fault; any other
+ * non-zero end (a signal, a sanitizer's exit 1) means the child died. */
+#define PROBE_FAILED 2
+
 struct job {
 	const char *cudart_path;
 	const char *cudnn_path;
@@ -478,7 +482,7 @@ out:
 	(void)hrt;
 	(void)hdn;
 	o->ok = ok;
-	return ok ? 0 : 1;
+	return ok ? 0 : PROBE_FAILED;
 }
 
 int convprobe_run(const char *cudart_path, const char *cudnn_path, const struct convprobe_params *p,
@@ -495,6 +499,7 @@ int convprobe_run(const char *cudart_path, const char *cudnn_path, const struct 
 	else
 		convprobe_params_default(&out->params);
 	out->cudnn_create_status = -1;
+	out->cc_major = out->cc_minor = -1;
 	if (out->params.n <= 0 || out->params.c <= 0 || out->params.k <= 0 || out->params.r <= 0 ||
 	    out->params.s <= 0 || out->params.h < out->params.r || out->params.w < out->params.s ||
 	    out->params.iters < 0) {
@@ -514,7 +519,7 @@ int convprobe_run(const char *cudart_path, const char *cudnn_path, const struct 
 	out->call[sizeof(out->call) - 1] = '\0';
 	out->error[sizeof(out->error) - 1] = '\0';
 	out->cudnn_create_error[sizeof(out->cudnn_create_error) - 1] = '\0';
-	if (!st.exited) {
+	if (!st.exited || (st.exit_code != 0 && st.exit_code != PROBE_FAILED)) {
 		char how[96];
 
 		isolate_describe(&st, out->params.timeout_ms, how, sizeof(how));

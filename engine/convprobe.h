@@ -54,7 +54,7 @@ struct convprobe_result {
 	int driver_version;  /* cudaDriverGetVersion: 0 = no driver */
 	long cudnn_version;  /* cudnnGetVersion: 8907, 91900 */
 	int device_count;
-	int cc_major, cc_minor;
+	int cc_major, cc_minor; /* -1 when not reached */
 	int cudnn_create_status; /* cudnnCreate's answer, also when the driver failed; -1 not called */
 	char cudnn_create_error[96];
 

@@ -34,6 +34,7 @@ typedef struct nvmlDevice_st *nvmlDevice_t;
 
 /* NVML gets this long to answer; a wedged GPU can make nvmlInit hang. */
 #define NVML_TIMEOUT_MS 30000
+#define NVML_NO_ANSWER  2
 
 struct nvml_api {
 	nvmlReturn_t (*init)(void);
@@ -98,14 +99,15 @@ static void *nvml_open(struct gpu_probe *out)
 	return h;
 }
 
-/* Runs in the child: fills *shared from NVML. Exit 0 when NVML answered. */
+/* Runs in the child: fills *shared from NVML. Exit 0 when NVML answered,
+ * NVML_NO_ANSWER when it did not; any other end means the child died. */
 static int nvml_query(void *arg, void *shared)
 {
 	struct gpu_probe *out = shared;
 	struct nvml_api api;
 	char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
 	unsigned int count = 0, i;
-	int inited = 0, ret = 1, cuda = 0;
+	int inited = 0, ret = NVML_NO_ANSWER, cuda = 0;
 	nvmlReturn_t rc;
 	void *h;
 
@@ -114,7 +116,7 @@ static int nvml_query(void *arg, void *shared)
 	h = nvml_open(out);
 	if (h == NULL) {
 		out->nvml_status = -1;
-		return 1;
+		return NVML_NO_ANSWER;
 	}
 	api.init = (nvmlReturn_t(*)(void))sym2(h, "nvmlInit_v2", "nvmlInit");
 	api.shutdown = (nvmlReturn_t(*)(void))sym2(h, "nvmlShutdown", NULL);
@@ -343,6 +345,7 @@ int gpu_probe_run(struct gpu_probe *out)
 	struct gpu_probe *shared = NULL;
 	struct isolate_status st;
 	const char *no_nvml = getenv("TFPROV_NO_NVML");
+	int timeout;
 
 	memset(out, 0, sizeof(*out));
 	snprintf(out->source, sizeof(out->source), "none");
@@ -353,9 +356,12 @@ int gpu_probe_run(struct gpu_probe *out)
 		goto fallback;
 	}
 
+	timeout = atoi(env_or("TFPROV_NVML_TIMEOUT_MS", "0"));
+	if (timeout <= 0)
+		timeout = NVML_TIMEOUT_MS;
 	shared = isolate_shared_alloc(sizeof(*shared));
 	memcpy(shared, out, sizeof(*out));
-	if (isolate_run(nvml_query, NULL, shared, NVML_TIMEOUT_MS, &st) < 0) {
+	if (isolate_run(nvml_query, NULL, shared, timeout, &st) < 0) {
 		snprintf(out->error, sizeof(out->error),
 		         "NVML probe: cannot start a child process");
 		out->nvml_status = -1;
@@ -365,9 +371,9 @@ int gpu_probe_run(struct gpu_probe *out)
 	out->error[sizeof(out->error) - 1] = '\0';
 	if (st.exited && st.exit_code == 0 && out->found)
 		goto out;
-	if (!st.exited) {
+	if (!st.exited || st.exit_code != NVML_NO_ANSWER) {
 		char how[96];
-		isolate_describe(&st, NVML_TIMEOUT_MS, how, sizeof(how));
+		isolate_describe(&st, timeout, how, sizeof(how));
 		snprintf(out->error, sizeof(out->error), "NVML probe %s", how);
 		out->nvml_status = -1;
 	}

@@ -20,6 +20,7 @@
  * Test overrides (environment; production leaves them unset):
  *   LD_LIBRARY_PATH            where the loader finds libnvidia-ml.so.1 (a stand-in)
  *   TFPROV_NO_NVML=1           skip NVML entirely (exercise the procfs fallback)
+ *   TFPROV_NVML_TIMEOUT_MS     how long NVML may take (default 30000)
  *   TFPROV_PROC_DRIVER_NVIDIA  directory replacing /proc/driver/nvidia
  *   TFPROV_PROC_VERSION        file replacing /proc/version (WSL detection)
  *   TFPROV_WSL_LIB_DIR         directory replacing /usr/lib/wsl/lib
