@@ -23,3 +23,38 @@ if [ -n "$missing" ]; then
 	# shellcheck disable=SC2086
 	apt-get install -y -qq --no-install-recommends $missing
 fi
+
+# Real NVIDIA libraries from Debian's non-free archive, for the GPU tests
+# (tests/system/test_gpu_*.py): NVML of driver 535 and the CUDA 11.8 runtime
+# and cuBLAS. Without a GPU they fail as users' machines do (nvmlInit_v2 = 9,
+# cudaGetDeviceCount = 35). Debian 12 only; a separate deb822 file adds the
+# contrib/non-free components next to the system's debian.sources. Failure
+# here is not fatal: those tests skip, saying why.
+NV_PKGS="libnvidia-ml1 libcudart11.0 libcublas11 libcublaslt11"
+NV_SOURCES=/etc/apt/sources.list.d/tfprov-nonfree.sources
+if [ -r /etc/os-release ] && . /etc/os-release && [ "${VERSION_CODENAME:-}" = bookworm ]; then
+	nv_missing=""
+	for p in $NV_PKGS; do
+		if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+			nv_missing="$nv_missing $p"
+		fi
+	done
+	if [ -n "$nv_missing" ]; then
+		if [ ! -e "$NV_SOURCES" ]; then
+			uri=$(sed -n 's/^URIs:[[:space:]]*//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
+			cat >"$NV_SOURCES" <<SRC
+Types: deb
+URIs: ${uri:-http://deb.debian.org/debian}
+Suites: bookworm bookworm-updates
+Components: contrib non-free non-free-firmware
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+		fi
+		echo "install-deps: installing NVIDIA non-free libraries:$nv_missing"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq || true
+		# shellcheck disable=SC2086
+		apt-get install -y -qq --no-install-recommends $nv_missing ||
+			echo "install-deps: warning: NVIDIA non-free libraries not installed; GPU tests will skip them" >&2
+	fi
+fi
