@@ -274,16 +274,20 @@ static const char *pep503(struct loader *L, const char *name)
 	return out;
 }
 
-/* "2.7, 3.5-3.7" -> ranges. */
+/* "2.7, 3.5-3.7" -> ranges; one diagnostic for a malformed field. */
 static void parse_python(struct loader *L, const yaml_node_t *n, struct compat_tf_build *b)
 {
 	const char *s = scalar_str(L, n);
 	const char *p = s;
+	size_t slots = 1;
 
-	b->python = xcalloc(strlen(s) / 2 + 1, sizeof(*b->python));
-	while (*p != '\0') {
+	for (const char *q = s; *q != '\0'; q++)
+		slots += *q == ',';
+	b->python = xcalloc(slots, sizeof(*b->python));
+	while (*p != '\0' && b->npython < slots) {
 		const char *end = strchr(p, ',');
 		const char *dash;
+		struct compat_range *r;
 		size_t len;
 
 		if (end == NULL)
@@ -294,16 +298,18 @@ static void parse_python(struct loader *L, const yaml_node_t *n, struct compat_t
 		while (len > 0 && p[len - 1] == ' ')
 			len--;
 		dash = memchr(p, '-', len);
-		struct compat_range *r = &b->python[b->npython++];
+		r = &b->python[b->npython++];
 		if (dash != NULL) {
 			r->lo = own(L->kb, p, (size_t)(dash - p));
 			r->hi = own(L->kb, dash + 1, len - (size_t)(dash - p) - 1);
 		} else {
 			r->lo = r->hi = own(L->kb, p, len);
 		}
-		if (!version_valid(r->lo) || !version_valid(r->hi))
+		if (!version_valid(r->lo) || !version_valid(r->hi)) {
 			bad(L, n,
 			    "python must read like \"3.9-3.11\" or \"2.7, 3.5-3.7\", not '%s'", s);
+			return;
+		}
 		p = *end ? end + 1 : end;
 	}
 	if (b->npython == 0)
