@@ -1005,7 +1005,7 @@ static void parse_root(struct pctx *p, const struct ynode *root, struct manifest
 		m->python.name = (struct mstr){xstrdup(m->stack.name.s), m->python.pos, 0};
 	if (!m->env.profile_dir.set)
 		m->env.profile_dir = (struct mstr){xstrdup("/etc/profile.d"), root->pos, 0};
-	if (m->cuda.set && !m->cuda.version.set)
+	if (m->cuda.set && m->cuda.version.s == NULL)
 		err(p, m->cuda.pos, "schema.required", "set versions.cuda or cuda.version",
 		    "the CUDA version is not given");
 }

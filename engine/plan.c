@@ -160,6 +160,13 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 						      (long long)s->nfiles);
 			} else {
 				s->action = ACT_NOOP;
+				for (size_t k = 0; mod->depends_on && k + 1 < p->n; k++)
+					if (strcmp(p->steps[k].addr, mod->depends_on) == 0 &&
+					    p->steps[k].action != ACT_NOOP &&
+					    p->steps[k].action != ACT_READ) {
+						s->action = ACT_UPDATE;
+						s->reason = xasprintf("%s is rebuilt", mod->depends_on);
+					}
 			}
 			state_resource_release(&r);
 		}

@@ -138,6 +138,7 @@ static void emit_text(struct ctx *c, const struct event *e)
 	int color = c->flags & CTX_COLOR;
 	int quiet = c->flags & CTX_QUIET;
 	static uint64_t last_beat;
+	static char last_done[256];
 	switch (e->kind) {
 	case EV_LOG:
 		if (e->level == EV_DEBUG && !(c->flags & CTX_VERBOSE))
@@ -193,6 +194,13 @@ static void emit_text(struct ctx *c, const struct event *e)
 			if (e->done >= e->total)
 				fputc('\n', stderr);
 		} else if (t - last_beat > 3000000000ull || e->done == e->total) {
+			char key[256];
+			snprintf(key, sizeof(key), "%s/%s/%llu", e->step ? e->step : "",
+				 e->item ? e->item : "", (unsigned long long)e->done);
+			if (e->done == e->total && strcmp(key, last_done) == 0)
+				break;
+			if (e->done == e->total)
+				memcpy(last_done, key, sizeof(key));
 			last_beat = t;
 			fprintf(stderr, "%s: %s %llu/%llu bytes\n", e->step ? e->step : "",
 				e->item ? e->item : "", (unsigned long long)e->done,

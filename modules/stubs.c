@@ -10,64 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void artifact_line(struct strvec *urls, const struct artifact *a)
-{
-	if (a->url.set)
-		strvec_push(urls, a->url.s);
-}
-
-static int cuda_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-		       struct strbuf *detail, struct strvec *urls)
-{
-	(void)c;
-	if (!m->cuda.set)
-		return 1;
-	char *prefix = stack_cuda_prefix(m);
-	strbuf_addf(canon, "prefix=%s\n", prefix);
-	for (size_t i = 0; i < m->cuda.artifacts.n; i++) {
-		const struct artifact *a = &m->cuda.artifacts.v[i];
-		strbuf_addf(canon, "artifact=%s %s\n", a->sha256.s, a->url.s);
-		artifact_line(urls, a);
-	}
-	if (m->cuda.redist.set) {
-		strbuf_addf(canon, "redist=%s\n", m->cuda.redist.json.sha256.s);
-		artifact_line(urls, &m->cuda.redist.json);
-		for (size_t i = 0; i < m->cuda.redist.ncomponents; i++)
-			strbuf_addf(canon, "component=%s\n", m->cuda.redist.components[i].s);
-	}
-	if (m->cuda.has_runfile) {
-		strbuf_addf(canon, "runfile=%s\n", m->cuda.runfile.sha256.s);
-		artifact_line(urls, &m->cuda.runfile);
-	}
-	strbuf_addf(detail, "CUDA %s into %s (%zu archive%s%s)", m->cuda.version.s, prefix,
-		    m->cuda.artifacts.n, m->cuda.artifacts.n == 1 ? "" : "s",
-		    m->cuda.has_runfile ? ", runfile" : "");
-	free(prefix);
-	return 0;
-}
-
-static int cudnn_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-			struct strbuf *detail, struct strvec *urls)
-{
-	(void)c;
-	if (!m->cudnn.set)
-		return 1;
-	char *prefix = stack_cudnn_prefix(m);
-	strbuf_addf(canon, "prefix=%s\nplacement=%d\n", prefix, (int)m->cudnn.placement);
-	if (m->cudnn.has_artifact) {
-		strbuf_addf(canon, "artifact=%s\n", m->cudnn.artifact.sha256.s);
-		artifact_line(urls, &m->cudnn.artifact);
-	}
-	if (m->cudnn.redist.set) {
-		strbuf_addf(canon, "redist=%s\n", m->cudnn.redist.json.sha256.s);
-		artifact_line(urls, &m->cudnn.redist.json);
-	}
-	strbuf_addf(detail, "cuDNN %s, %s into %s", m->cudnn.version.s ? m->cudnn.version.s : "?",
-		    m->cudnn.placement == PLACEMENT_MERGE ? "merged" : "separate", prefix);
-	free(prefix);
-	return 0;
-}
-
 static int pyenv_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
 			struct strbuf *detail, struct strvec *urls)
 {
@@ -120,7 +62,5 @@ static int not_yet(struct ctx *c, const struct manifest *m, struct step *s, stru
 	return TF_ENOTIMPL;
 }
 
-const struct module module_cuda = {.kind = "cuda", .desire = cuda_desire, .apply = not_yet};
-const struct module module_cudnn = {.kind = "cudnn", .desire = cudnn_desire, .apply = not_yet};
 const struct module module_pyenv = {.kind = "pyenv", .desire = pyenv_desire, .apply = not_yet};
 const struct module module_pip = {.kind = "pip", .desire = pip_desire, .apply = not_yet};

@@ -1,0 +1,46 @@
+/*
+ * artifacts.h - pinned artifacts of a step: fetch into the cache, unpack
+ * into one staged tree. An artset owns its strings; a staged owns its
+ * entries (as place_entry, ready for txn_put_tree / txn_merge_tree).
+ */
+#ifndef TFPROV_ARTIFACTS_H
+#define TFPROV_ARTIFACTS_H
+
+#include "module.h"
+
+struct art {
+	char *name;
+	char *url;
+	char sha256[65];
+	int64_t size;
+	int strip;
+	char *path; /* after fetch: the verified file in the cache */
+	int cached;
+};
+
+struct artset {
+	struct art *v;
+	size_t n;
+};
+
+struct staged {
+	struct place_entry *v;
+	size_t n, cap;
+};
+
+void artset_add(struct artset *s, const char *name, const char *url, const char *sha256,
+		int64_t size, int strip);
+void artset_add_artifact(struct artset *s, const struct artifact *a, int default_strip);
+/* Fetches the pinned redistrib JSON, resolves its components into s. */
+int artset_add_redist(struct ctx *c, struct artset *s, const struct redist_ref *r,
+		      const char *platform, struct step *st);
+int artset_fetch(struct ctx *c, struct artset *s, struct step *st);
+void artset_release(struct artset *s);
+
+void staged_add(struct staged *t, const char *path, char type, const char *sha256, int64_t size,
+		unsigned mode, const char *link);
+int staged_unpack(struct ctx *c, struct artset *s, const char *stage, struct staged *out,
+		  struct step *st);
+void staged_release(struct staged *t);
+
+#endif
