@@ -316,6 +316,21 @@ static void parse_python(struct loader *L, const yaml_node_t *n, struct compat_t
 		bad(L, n, "python range is empty");
 }
 
+/* Informational rows (not used by the lints): only their shape and source are checked. */
+static void check_info_rows(struct loader *L, const yaml_node_t *map, const char *key,
+                            const char *const *keys)
+{
+	yaml_node_t **rows;
+	size_t n;
+
+	rows = get_rows(L, map, key, &n);
+	for (size_t i = 0; i < n; i++) {
+		check_keys(L, rows[i], keys);
+		get_str(L, rows[i], "source", REQ);
+	}
+	free(rows);
+}
+
 static void load_tf_table(struct loader *L, const yaml_node_t *tf, const char *key,
                           struct compat_tf_build **out, size_t *nout)
 {
@@ -381,6 +396,22 @@ static void load_tensorflow(struct loader *L, const yaml_node_t *root)
 	check_keys(L, tf, keys);
 	load_tf_table(L, tf, "linux_gpu", &L->kb->tf_linux, &L->kb->ntf_linux);
 	load_tf_table(L, tf, "windows_gpu", &L->kb->tf_windows, &L->kb->ntf_windows);
+	w = get_node(L, tf, "pip_page_requirements", YAML_MAPPING_NODE, OPT);
+	if (w != NULL) {
+		static const char *const pp_keys[] = {"source", "rows", NULL};
+		static const char *const row_keys[] = {
+		    "at",   "tf",    "python", "driver_linux", "driver_windows",
+		    "cuda", "cudnn", "note",   "source",       NULL};
+		yaml_node_t **rows;
+		size_t n;
+
+		check_keys(L, w, pp_keys);
+		get_str(L, w, "source", REQ);
+		rows = get_rows(L, w, "rows", &n);
+		for (size_t i = 0; i < n; i++)
+			check_keys(L, rows[i], row_keys);
+		free(rows);
+	}
 	w = get_node(L, tf, "windows_native_gpu", YAML_MAPPING_NODE, REQ);
 	if (w != NULL) {
 		check_keys(L, w, win_keys);
@@ -506,6 +537,8 @@ static void load_pip(struct loader *L, const yaml_node_t *root)
 	                                      "replacement", "quote",     "source",          NULL};
 	static const char *const lr_keys[] = {"linux", "windows", NULL};
 	static const char *const rq_keys[] = {"tensorflow", "package", "spec", "source", NULL};
+	static const char *const ac_keys[] = {"tensorflow", "source", "pins", "note", NULL};
+	static const char *const note_keys[] = {"fact", "source", NULL};
 	yaml_node_t *p = get_node(L, root, "pip", YAML_MAPPING_NODE, REQ);
 	yaml_node_t **rows;
 	size_t n;
@@ -513,6 +546,10 @@ static void load_pip(struct loader *L, const yaml_node_t *root)
 	if (p == NULL)
 		return;
 	check_keys(L, p, keys);
+	if (map_get(L, p, "and_cuda") != NULL)
+		check_info_rows(L, p, "and_cuda", ac_keys);
+	if (map_get(L, p, "notes") != NULL)
+		check_info_rows(L, p, "notes", note_keys);
 	rows = get_rows(L, p, "removed", &n);
 	L->kb->pip_removed = xcalloc(n ? n : 1, sizeof(*L->kb->pip_removed));
 	L->kb->npip_removed = n;

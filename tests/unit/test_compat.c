@@ -483,6 +483,29 @@ static void test_kb_errors(void **state)
 	assert_true(diags_has(&d, "compat.kb-invalid"));
 	diags_release(&d);
 
+	/* A malformed Python range is one diagnostic, at its node, and no overflow. */
+	assert_int_equal(
+	    load_text("schema: 1\n"
+	              "tensorflow:\n"
+	              "  linux_gpu:\n"
+	              "    source: TF-SRC\n"
+	              "    builds:\n"
+	              "      - {name: t, version: 2.15.0, python: \",,,,,,\", cudnn: \"8.9\", "
+	              "cuda: \"12.2\"}\n",
+	              &d, &bad),
+	    TF_EFAIL);
+	{
+		size_t python = 0;
+		for (size_t i = 0; i < d.n; i++)
+			if (strstr(d.v[i].msg, "python must read like")) {
+				python++;
+				assert_int_equal(d.v[i].pos.line, 6);
+				assert_int_equal(d.v[i].pos.col, 44);
+			}
+		assert_int_equal(python, 1);
+	}
+	diags_release(&d);
+
 	/* A typo and a non-version in an otherwise real table are found where they are. */
 	assert_int_equal(
 	    load_text("schema: 1\n"
