@@ -12,6 +12,7 @@
  * restore a backup over it, so an undo can never delete committed work.
  */
 #include "place.h"
+#include "digest.h"
 #include "error.h"
 #include "event.h"
 #include "state.h"
@@ -44,6 +45,7 @@ struct txn {
 	struct strvec dels; /* record paths (and their subtrees) to forget */
 	char *err;
 	unsigned seq;
+	int forget_all;
 };
 
 static int64_t journal_add(struct txn *t, const char *op, const char *path, const char *tmp,
@@ -472,6 +474,71 @@ int txn_remove_all(struct txn *t)
 	return rc;
 }
 
+int txn_record_tree(struct txn *t, const char *path, const struct place_entry *entries, size_t n)
+{
+	struct state_file f;
+	memset(&f, 0, sizeof(f));
+	f.path = (char *)path;
+	f.type = 'd';
+	f.mode = 0755;
+	char *host = ctx_host_path(t->c, path);
+	stat_record(&f, host);
+	free(host);
+	add_record(t, &f);
+	record_entries(t, path, entries, n, 1);
+	return 0;
+}
+
+int txn_forget_all(struct txn *t)
+{
+	t->forget_all = 1;
+	return 0;
+}
+
+int txn_refresh_resource(struct txn *t, const char *addr)
+{
+	struct state *st = t->c->st;
+	struct state_resource r;
+	struct collect col = {STRVEC_INIT, STRVEC_INIT};
+	int rc = 0;
+	if (state_resource_get(st, t->stack_id, addr, &r) != 0)
+		return 0;
+	state_files_foreach(st, r.id, collect_cb, &col);
+	if (state_begin(st) != 0) {
+		rc = TF_ESTATE;
+		goto out;
+	}
+	for (size_t i = 0; i < col.paths.n && rc == 0; i++) {
+		char *host = ctx_host_path(t->c, col.paths.v[i]);
+		struct stat sb;
+		if (lstat(host, &sb) != 0) {
+			rc = state_file_delete(st, col.paths.v[i]);
+		} else if (col.types.v[i][0] == 'f') {
+			struct state_file f;
+			memset(&f, 0, sizeof(f));
+			f.path = col.paths.v[i];
+			f.type = 'f';
+			f.mode = sb.st_mode & 07777;
+			f.size = -1;
+			int64_t size = 0;
+			sha256_file(host, f.sha256, &size);
+			f.size = size;
+			stat_record(&f, host);
+			rc = state_file_put(st, r.id, &f);
+		}
+		free(host);
+	}
+	if (rc == 0)
+		rc = state_commit(st);
+	else
+		state_rollback(st);
+out:
+	strvec_release(&col.paths);
+	strvec_release(&col.types);
+	state_resource_release(&r);
+	return rc;
+}
+
 static int forget_records(struct state *st, const char *path)
 {
 	sqlite3_stmt *s = NULL;
@@ -529,6 +596,11 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 				  sqlite3_errmsg(st->db));
 			goto out;
 		}
+	}
+	if (t->forget_all && rid) {
+		char *sql = xasprintf("DELETE FROM files WHERE resource_id = %lld", (long long)rid);
+		rc = state_exec(st, sql);
+		free(sql);
 	}
 	for (size_t i = 0; i < t->dels.n && rc == 0; i++)
 		rc = forget_records(st, t->dels.v[i]);

@@ -65,6 +65,14 @@ int txn_stage_dir(struct txn *t, const char *near_path, char **host_out);
 int txn_remove(struct txn *t, const char *path);
 /* Removes every file recorded for this resource (destroy / replace). */
 int txn_remove_all(struct txn *t);
+/* Records a tree something else built in place (a conda swap, a venv). */
+int txn_record_tree(struct txn *t, const char *path, const struct place_entry *entries, size_t n);
+/* Forgets every record of this resource at commit (the files are rebuilt). */
+int txn_forget_all(struct txn *t);
+/* Re-reads the recorded files of another resource of this stack that this
+ * step changed on purpose (pip inside the env): missing ones are forgotten,
+ * changed ones rehashed. */
+int txn_refresh_resource(struct txn *t, const char *addr);
 /* Records desired/attrs and makes everything durable and recorded. */
 int txn_commit(struct txn *t, const char *desired, const char *attrs);
 void txn_abort(struct txn *t);

@@ -88,6 +88,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         fault = srv._next_fault(path)
         srv._log(self.command, path, rng, fault)
         src = srv._lookup(path)
+        if src is None and path.endswith("/"):
+            # A directory URL serves its index.html (a static PEP 503 index).
+            src = srv._lookup(path + "index.html")
         if fault.isdigit():
             return self._status(int(fault))
         if src is None:
@@ -115,7 +118,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if start:
             self.send_header("Content-Range", "bytes %d-%d/%d" % (start, size - 1, size))
         self.send_header("Content-Length", str(length))
-        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Type", "text/html" if path.endswith("/")
+                         or path.endswith(".html") else "application/octet-stream")
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()
         if head:

@@ -1,0 +1,319 @@
+/*
+ * python.c - the `pyenv` and `pip` steps.
+ *
+ * pyenv: manager conda installs the manifest's explicit lock natively
+ * (conda.c: fetch, verify, extract, link, prefix replacement, conda-meta,
+ * atomic swap) and writes the stack's activation hook into
+ * etc/conda/activate.d so `conda activate` sets the CUDA environment;
+ * manager venv uses a system interpreter of exactly the manifest's X.Y.
+ * Every file of the env is recorded.
+ *
+ * pip: installs the pins with the env's own pip, hashes required, isolated
+ * from the user's PIP_* settings (pyenv.c). It depends on pyenv: a rebuilt
+ * env has lost its pip packages, so pip runs again. What pip changed in the
+ * env is re-recorded, so the env's own drift check does not mistake pip's
+ * work for drift.
+ */
+#include "conda.h"
+#include "digest.h"
+#include "error.h"
+#include "event.h"
+#include "fetch.h"
+#include "module.h"
+#include "pyenv.h"
+#include "state.h"
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int pyenv_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
+			struct strbuf *detail, struct strvec *urls)
+{
+	(void)c;
+	if (!m->python.set)
+		return 1;
+	char *prefix = stack_env_prefix(m);
+	strbuf_addf(canon, "prefix=%s\nmanager=%d\nversion=%s\ninterpreter=%s\n", prefix,
+		    (int)m->python.manager, m->python.version.s ? m->python.version.s : "",
+		    m->python.interpreter.s ? m->python.interpreter.s : "");
+	for (size_t i = 0; i < m->python.npkgs; i++) {
+		strbuf_addf(canon, "pkg=%s %s%s\n", m->python.pkgs[i].url, m->python.pkgs[i].sha256,
+			    m->python.pkgs[i].md5);
+		strvec_push(urls, m->python.pkgs[i].url);
+	}
+	if (m->python.manager == PYENV_CONDA)
+		strbuf_addf(detail, "conda env %s from an explicit lock (%zu packages)", prefix,
+			    m->python.npkgs);
+	else
+		strbuf_addf(detail, "venv %s with the system's Python %s", prefix,
+			    m->python.version.s ? m->python.version.s : "?");
+	free(prefix);
+	return 0;
+}
+
+/* Records every path of an env that was built outside the txn (conda swap, venv). */
+static struct txn *walk_txn;
+static size_t walk_root;
+static struct staged_list {
+	struct place_entry *v;
+	size_t n, cap;
+} walk_list;
+
+static int walk_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)ftw;
+	if (strlen(p) <= walk_root)
+		return 0;
+	struct staged_list *l = &walk_list;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 1024;
+		l->v = xrealloc(l->v, l->cap * sizeof(*l->v));
+	}
+	struct place_entry *e = &l->v[l->n];
+	memset(e, 0, sizeof(*e));
+	e->path = xstrdup(p + walk_root + 1);
+	e->mode = sb->st_mode & 07777;
+	if (flag == FTW_D) {
+		e->type = 'd';
+	} else if (flag == FTW_SL) {
+		char buf[4096];
+		ssize_t n = readlink(p, buf, sizeof(buf) - 1);
+		buf[n > 0 ? n : 0] = '\0';
+		e->type = 'l';
+		e->link = xstrdup(buf);
+	} else if (flag == FTW_F) {
+		char hex[65];
+		int64_t size = 0;
+		e->type = 'f';
+		if (sha256_file(p, hex, &size) == 0)
+			e->sha256 = xstrdup(hex);
+		e->size = size;
+	} else {
+		return 0;
+	}
+	l->n++;
+	return 0;
+}
+
+static int record_env(struct ctx *c, struct txn *t, const char *prefix)
+{
+	char *host = ctx_host_path(c, prefix);
+	walk_txn = t;
+	walk_root = strlen(host);
+	memset(&walk_list, 0, sizeof(walk_list));
+	nftw(host, walk_cb, 32, FTW_PHYS);
+	int rc = txn_record_tree(t, prefix, walk_list.v, walk_list.n);
+	for (size_t i = 0; i < walk_list.n; i++) {
+		free((char *)walk_list.v[i].path);
+		free((char *)walk_list.v[i].sha256);
+		free((char *)walk_list.v[i].link);
+	}
+	free(walk_list.v);
+	memset(&walk_list, 0, sizeof(walk_list));
+	free(host);
+	return rc;
+}
+
+static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
+		       const char *prefix)
+{
+	size_t n = m->python.npkgs;
+	struct fetch_item *items = xcalloc(n ? n : 1, sizeof(*items));
+	char **files = xcalloc(n ? n : 1, sizeof(*files));
+	struct conda_result res = {0};
+	char *err = NULL, *pkgs = path_join(c->cache_dir, "pkgs");
+	int rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct conda_pkg *p = &m->python.pkgs[i];
+		if (p->sha256[0] == '\0') {
+			step_fail(s,
+				  "%s-%s-%s is pinned by md5 only; tfprov verifies downloads by "
+				  "sha256: regenerate the lock with `conda list --explicit --sha256`",
+				  p->name, p->version, p->build);
+			rc = TF_EMANIFEST;
+			goto out;
+		}
+		items[i].name = p->name;
+		items[i].url = p->url;
+		items[i].sha256 = p->sha256;
+		items[i].size = -1;
+	}
+	rc = fetch_all(c, items, n);
+	for (size_t i = 0; i < n; i++) {
+		if (rc != 0 && items[i].err && s->error == NULL)
+			step_fail(s, "%s", items[i].errmsg ? items[i].errmsg : tf_strerror(items[i].err));
+		files[i] = items[i].path ? xstrdup(items[i].path) : NULL;
+	}
+	if (rc != 0)
+		goto out;
+	mkdirs_at(AT_FDCWD, pkgs, 0755);
+	rc = conda_install(c, prefix, pkgs, m->python.pkgs, files, n, &res, &err);
+	if (rc != 0) {
+		step_fail(s, "%s", err ? err : tf_strerror(rc));
+		goto out;
+	}
+	ev_log(c, EV_INFO, "pyenv: conda env %s: %zu packages (%zu extracted, %zu from the cache)",
+	       prefix, n, res.extracted, res.reused);
+out:
+	for (size_t i = 0; i < n; i++) {
+		fetch_item_release(&items[i]);
+		free(files[i]);
+	}
+	free(items);
+	free(files);
+	free(pkgs);
+	free(err);
+	conda_result_release(&res);
+	return rc;
+}
+
+static int venv_apply(struct ctx *c, const struct manifest *m, struct step *s, const char *prefix)
+{
+	char *python = NULL, *err = NULL;
+	char *host = ctx_host_path(c, prefix);
+	int created = 0;
+	int rc = pyenv_find_python(c, m->python.version.s, m->python.interpreter.s, &python, &err);
+	if (rc == 0) {
+		char *parent = xstrndup(host, (size_t)(strrchr(host, '/') - host));
+		mkdirs_at(AT_FDCWD, parent, 0755);
+		free(parent);
+		rc = venv_create(c, python, host, &created, &err);
+	}
+	if (rc != 0)
+		step_fail(s, "%s", err ? err : tf_strerror(rc));
+	else
+		ev_log(c, EV_INFO, "pyenv: venv %s %s with %s", prefix, created ? "created" : "kept",
+		       python);
+	free(python);
+	free(err);
+	free(host);
+	return rc;
+}
+
+/* `conda activate` sources the scripts in etc/conda/activate.d: the stack environment. */
+static int write_hook(struct ctx *c, const struct manifest *m, struct txn *t, const char *prefix)
+{
+	(void)c;
+	if (!m->env.set && !m->cuda.set)
+		return 0;
+	char *hook = xasprintf("%s/etc/conda/activate.d/tfprov-%s.sh", prefix, m->stack.name.s);
+	char *profile = xasprintf("%s/tfprov-%s.sh", m->env.profile_dir.s, m->stack.name.s);
+	char *text = xasprintf("# Written by tfprov: the environment of stack '%s'.\n"
+			       "[ -r '%s' ] && . '%s'\n",
+			       m->stack.name.s, profile, profile);
+	/* The hook is part of the freshly built env tree, so it is placed in it directly. */
+	int rc = txn_put_file(t, hook, text, strlen(text), 0644);
+	free(hook);
+	free(profile);
+	free(text);
+	return rc;
+}
+
+static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
+{
+	char *prefix = stack_env_prefix(m);
+	int rc;
+	/* The old records go; the rebuilt env is recorded afresh. */
+	rc = txn_forget_all(t);
+	if (rc == 0)
+		rc = m->python.manager == PYENV_CONDA ? conda_apply(c, m, s, t, prefix)
+						     : venv_apply(c, m, s, prefix);
+	if (rc == 0)
+		rc = record_env(c, t, prefix);
+	if (rc == 0 && m->python.manager == PYENV_CONDA)
+		rc = write_hook(c, m, t, prefix);
+	free(prefix);
+	return rc;
+}
+
+static int pip_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
+		      struct strbuf *detail, struct strvec *urls)
+{
+	(void)urls;
+	if (!m->pip.set)
+		return 1;
+	strbuf_addf(canon, "index=%s\ncomplete=%d\n", m->pip.index_url.s ? m->pip.index_url.s : "",
+		    m->pip.complete.v);
+	for (size_t i = 0; i < c->mirrors.n; i++)
+		strbuf_addf(canon, "mirror=%s\n", c->mirrors.v[i]);
+	for (size_t i = 0; i < m->pip.nreqs; i++) {
+		strbuf_addf(canon, "req=%s", m->pip.reqs[i].spec);
+		for (size_t j = 0; j < m->pip.reqs[i].nhashes; j++)
+			strbuf_addf(canon, " %s", m->pip.reqs[i].hashes[j]);
+		strbuf_adds(canon, "\n");
+	}
+	strbuf_addf(detail, "%zu pinned package%s from %s%s", m->pip.nreqs,
+		    m->pip.nreqs == 1 ? "" : "s",
+		    c->mirrors.n ? c->mirrors.v[0]
+				 : m->pip.index_url.s ? m->pip.index_url.s : "the default index",
+		    m->pip.complete.v ? " (complete lock, --no-deps)" : "");
+	return 0;
+}
+
+static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
+{
+	char *prefix = stack_env_prefix(m);
+	char *host = ctx_host_path(c, prefix);
+	char *cache = path_join(c->cache_dir, "pip");
+	char *err = NULL;
+	struct pip_result res = {0};
+	struct pip_opts o = {0};
+	const char *links[2] = {NULL, NULL};
+	int rc = 0;
+	o.index_url = m->pip.index_url.s;
+	o.complete = m->pip.complete.v;
+	o.cache_dir = cache;
+	o.cert = c->ca_bundle;
+	/* A mirror: a directory of wheels (find-links only) or a PEP 503 index URL. */
+	if (c->mirrors.n) {
+		const char *mir = c->mirrors.v[0];
+		if (str_starts_with(mir, "http://") || str_starts_with(mir, "https://")) {
+			o.index_url = mir;
+		} else {
+			links[0] = mir;
+			o.find_links = links;
+			o.no_index = 1;
+		}
+	}
+	if (c->flags & CTX_OFFLINE && !o.no_index) {
+		step_fail(s, "--offline: pip needs a local wheel directory (--mirror DIR)");
+		rc = TF_EOFFLINE;
+		goto out;
+	}
+	if (m->pip.nreqs == 0)
+		goto out;
+	rc = pip_install(c, host, m->pip.reqs, m->pip.nreqs, &o, &res, &err);
+	if (rc != 0) {
+		step_fail(s, "%s%s%s", err ? err : tf_strerror(rc),
+			  res.failed_pkg ? "; package: " : "", res.failed_pkg ? res.failed_pkg : "");
+		goto out;
+	}
+	ev_log(c, EV_INFO, "pip: %zu pins installed; the env holds %zu distributions", m->pip.nreqs,
+	       res.n);
+	/* What pip changed in the env belongs to the env now. */
+	rc = txn_refresh_resource(t, "pyenv");
+out:
+	pip_result_release(&res);
+	free(prefix);
+	free(host);
+	free(cache);
+	free(err);
+	return rc;
+}
+
+const struct module module_pyenv = {
+	.kind = "pyenv",
+	.desire = pyenv_desire,
+	.apply = pyenv_apply,
+};
+
+const struct module module_pip = {
+	.kind = "pip",
+	.desire = pip_desire,
+	.apply = pip_apply,
+	.depends_on = "pyenv",
+};
