@@ -264,6 +264,7 @@ void plan_release(struct plan *p)
 		free(p->steps[i].detail);
 		free(p->steps[i].reason);
 		free(p->steps[i].error);
+		free(p->steps[i].attrs);
 		strvec_release(&p->steps[i].urls);
 	}
 	free(p->steps);
@@ -297,7 +298,7 @@ static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, s
 	} else {
 		rc = s->mod->apply(c, m, s, t);
 		if (rc == 0)
-			rc = txn_commit(t, s->desired, NULL);
+			rc = txn_commit(t, s->desired, s->attrs);
 		if (rc != 0 && s->error == NULL)
 			step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
 	}

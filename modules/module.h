@@ -50,6 +50,7 @@ struct step {
 	int64_t nfiles; /* recorded files */
 	int drift_missing, drift_changed;
 	char *error; /* set by apply on failure */
+	char *attrs; /* JSON recorded with the resource (e.g. what pip installed) */
 };
 
 extern const struct module module_driver;

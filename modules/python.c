@@ -25,6 +25,7 @@
 
 #include <fcntl.h>
 #include <ftw.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -294,6 +295,19 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	}
 	ev_log(c, EV_INFO, "pip: %zu pins installed; the env holds %zu distributions", m->pip.nreqs,
 	       res.n);
+	json_t *arr = json_array();
+	for (size_t i = 0; i < res.n; i++) {
+		json_t *d = json_object();
+		json_object_set_new(d, "name", json_string(res.v[i].name));
+		json_object_set_new(d, "version", json_string(res.v[i].version));
+		if (res.v[i].sha256)
+			json_object_set_new(d, "sha256", json_string(res.v[i].sha256));
+		json_array_append_new(arr, d);
+	}
+	json_t *top = json_pack("{s:o}", "installed", arr);
+	free(s->attrs);
+	s->attrs = json_dumps(top, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(top);
 	/* What pip changed in the env belongs to the env now. */
 	rc = txn_refresh_resource(t, "pyenv");
 out:
