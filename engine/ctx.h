@@ -26,7 +26,7 @@ enum ctx_flags {
 
 struct ctx {
 	unsigned flags;
-	char *root;      /* absolute, no trailing slash except "/" */
+	char *root; /* absolute, no trailing slash except "/" */
 	int rootfd;
 	char *state_dir; /* absolute host path */
 	char *cache_dir; /* absolute host path */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 void diags_add(struct diags *d, enum diag_severity sev, const char *file, struct pos pos,
-	       const char *code, const char *hint, const char *fmt, ...)
+               const char *code, const char *hint, const char *fmt, ...)
 {
 	if (d->n == d->cap) {
 		d->cap = d->cap ? d->cap * 2 : 16;
@@ -67,7 +67,8 @@ void diags_print(const struct diags *d, FILE *f, int color)
 	for (size_t i = 0; i < d->n; i++) {
 		const struct diag *g = &d->v[i];
 		if (g->pos.line > 0)
-			fprintf(f, "%s:%d:%d: ", g->file, g->pos.line, g->pos.col > 0 ? g->pos.col : 1);
+			fprintf(f, "%s:%d:%d: ", g->file, g->pos.line,
+			        g->pos.col > 0 ? g->pos.col : 1);
 		else
 			fprintf(f, "%s: ", g->file);
 		if (color)

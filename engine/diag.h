@@ -34,8 +34,8 @@ struct diags {
 };
 
 void diags_add(struct diags *d, enum diag_severity sev, const char *file, struct pos pos,
-	       const char *code, const char *hint, const char *fmt, ...)
-	__attribute__((format(printf, 7, 8)));
+               const char *code, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
 void diags_release(struct diags *d);
 /* Sorts by file, line, column (stable). */
 void diags_sort(struct diags *d);

@@ -24,24 +24,24 @@ enum tf_exit {
 };
 
 /* X-macro: name, exit code, message. */
-#define TF_ERRORS(X)                                                                              \
-	X(TF_OK, TF_EXIT_OK, "success")                                                          \
-	X(TF_EFAIL, TF_EXIT_ERROR, "operation failed")                                           \
-	X(TF_EIO, TF_EXIT_ERROR, "input/output error")                                           \
-	X(TF_ENOSPC, TF_EXIT_ERROR, "no space left on device")                                   \
-	X(TF_EMANIFEST, TF_EXIT_MANIFEST, "manifest is invalid")                                 \
-	X(TF_ELOCKED, TF_EXIT_LOCKED, "state is locked by another run")                          \
-	X(TF_EINTEGRITY, TF_EXIT_INTEGRITY, "integrity check failed")                            \
-	X(TF_EUNSAFE, TF_EXIT_INTEGRITY, "archive contains an unsafe entry")                     \
-	X(TF_EPRECOND, TF_EXIT_PRECONDITION, "precondition failed")                              \
-	X(TF_EREBOOT, TF_EXIT_REBOOT, "applied; reboot required")                                \
-	X(TF_EVERIFY, TF_EXIT_VERIFY, "verification failed")                                     \
-	X(TF_EUSAGE, TF_EXIT_USAGE, "usage error")                                               \
-	X(TF_EINTR, TF_EXIT_INTERRUPTED, "interrupted")                                          \
-	X(TF_ECONFLICT, TF_EXIT_ERROR, "file conflict")                                          \
-	X(TF_ENOTIMPL, TF_EXIT_ERROR, "not implemented yet")                                     \
-	X(TF_ESTATE, TF_EXIT_ERROR, "state database error")                                      \
-	X(TF_ENETWORK, TF_EXIT_ERROR, "download failed")                                         \
+#define TF_ERRORS(X)                                                                               \
+	X(TF_OK, TF_EXIT_OK, "success")                                                            \
+	X(TF_EFAIL, TF_EXIT_ERROR, "operation failed")                                             \
+	X(TF_EIO, TF_EXIT_ERROR, "input/output error")                                             \
+	X(TF_ENOSPC, TF_EXIT_ERROR, "no space left on device")                                     \
+	X(TF_EMANIFEST, TF_EXIT_MANIFEST, "manifest is invalid")                                   \
+	X(TF_ELOCKED, TF_EXIT_LOCKED, "state is locked by another run")                            \
+	X(TF_EINTEGRITY, TF_EXIT_INTEGRITY, "integrity check failed")                              \
+	X(TF_EUNSAFE, TF_EXIT_INTEGRITY, "archive contains an unsafe entry")                       \
+	X(TF_EPRECOND, TF_EXIT_PRECONDITION, "precondition failed")                                \
+	X(TF_EREBOOT, TF_EXIT_REBOOT, "applied; reboot required")                                  \
+	X(TF_EVERIFY, TF_EXIT_VERIFY, "verification failed")                                       \
+	X(TF_EUSAGE, TF_EXIT_USAGE, "usage error")                                                 \
+	X(TF_EINTR, TF_EXIT_INTERRUPTED, "interrupted")                                            \
+	X(TF_ECONFLICT, TF_EXIT_ERROR, "file conflict")                                            \
+	X(TF_ENOTIMPL, TF_EXIT_ERROR, "not implemented yet")                                       \
+	X(TF_ESTATE, TF_EXIT_ERROR, "state database error")                                        \
+	X(TF_ENETWORK, TF_EXIT_ERROR, "download failed")                                           \
 	X(TF_EOFFLINE, TF_EXIT_ERROR, "not available offline")
 
 #define TF_ERR_ENUM(name, exit, msg) name##_IDX,

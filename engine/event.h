@@ -39,8 +39,7 @@ struct event {
 
 void ev_emit(struct ctx *c, const struct event *e);
 void ev_log(struct ctx *c, enum ev_level lvl, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-void ev_progress(struct ctx *c, const char *step, const char *item, uint64_t done,
-		 uint64_t total);
+    __attribute__((format(printf, 3, 4)));
+void ev_progress(struct ctx *c, const char *step, const char *item, uint64_t done, uint64_t total);
 
 #endif

@@ -22,20 +22,21 @@
 #include <unistd.h>
 
 static const struct cmd commands[] = {
-	{"validate", cmd_validate, CMD_MANIFEST, "validate MANIFEST...   check a manifest (no I/O)"},
-	{"plan", cmd_plan, CMD_MANIFEST | CMD_STATE, "plan MANIFEST          show what apply would do"},
-	{"apply", cmd_apply, CMD_MANIFEST | CMD_STATE | CMD_LOCK,
-	 "apply MANIFEST         make the machine match the manifest"},
-	{"status", cmd_status, CMD_STATE, "status                 stacks, generations, drift"},
-	{"verify", cmd_verify, CMD_STATE, "verify [STACK] [--deep] check what was placed"},
-	{"destroy", cmd_destroy, CMD_STATE | CMD_LOCK, "destroy STACK          remove a stack"},
-	{"rollback", cmd_rollback, CMD_STATE | CMD_LOCK,
-	 "rollback STACK [--generation N]  re-apply an earlier generation"},
-	{"show", cmd_show, CMD_STATE, "show STACK             files and resources of a stack"},
-	{"bench", cmd_bench, CMD_STATE, "bench [STACK] [--history]  GPU conv benchmark"},
-	{"doctor", cmd_doctor, CMD_STATE, "doctor [MANIFEST]      diagnose common problems"},
-	{"lock", cmd_lock, CMD_MANIFEST, "lock MANIFEST [-o OUT] resolve pins into a full lockfile"},
-	{"mirror", cmd_mirror, CMD_STATE, "mirror build DIR MANIFEST...  copy artifacts for offline use"},
+    {"validate", cmd_validate, CMD_MANIFEST, "validate MANIFEST...   check a manifest (no I/O)"},
+    {"plan", cmd_plan, CMD_MANIFEST | CMD_STATE, "plan MANIFEST          show what apply would do"},
+    {"apply", cmd_apply, CMD_MANIFEST | CMD_STATE | CMD_LOCK,
+     "apply MANIFEST         make the machine match the manifest"},
+    {"status", cmd_status, CMD_STATE, "status                 stacks, generations, drift"},
+    {"verify", cmd_verify, CMD_STATE, "verify [STACK] [--deep] check what was placed"},
+    {"destroy", cmd_destroy, CMD_STATE | CMD_LOCK, "destroy STACK          remove a stack"},
+    {"rollback", cmd_rollback, CMD_STATE | CMD_LOCK,
+     "rollback STACK [--generation N]  re-apply an earlier generation"},
+    {"show", cmd_show, CMD_STATE, "show STACK             files and resources of a stack"},
+    {"bench", cmd_bench, CMD_STATE, "bench [STACK] [--history]  GPU conv benchmark"},
+    {"doctor", cmd_doctor, CMD_STATE, "doctor [MANIFEST]      diagnose common problems"},
+    {"lock", cmd_lock, CMD_MANIFEST, "lock MANIFEST [-o OUT] resolve pins into a full lockfile"},
+    {"mirror", cmd_mirror, CMD_STATE,
+     "mirror build DIR MANIFEST...  copy artifacts for offline use"},
 };
 
 static void usage(FILE *f)
@@ -43,23 +44,25 @@ static void usage(FILE *f)
 	fprintf(f, "usage: tfprov [options] COMMAND [args]\n\ncommands:\n");
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
 		fprintf(f, "  %s\n", commands[i].usage);
-	fprintf(f, "\noptions:\n"
-		   "  --root DIR           put every path and the state under DIR\n"
-		   "  --state-dir DIR      state database directory (default ROOT/var/lib/tfprov)\n"
-		   "  --cache-dir DIR      download cache (default ROOT/var/cache/tfprov)\n"
-		   "  --json               one JSON event per line on stdout\n"
-		   "  --no-color, -q, -v   output control\n"
-		   "  -y, --yes, --auto-approve  do not ask before applying\n"
-		   "  --offline            never touch the network\n"
-		   "  --mirror URL|DIR     try this source before the origin (repeatable)\n"
-		   "  --jobs N             parallel downloads (default 4)\n"
-		   "  --ca-bundle FILE     CA certificates for HTTPS\n"
-		   "  --lock-timeout SEC   wait this long for another run (default 0)\n"
-		   "  --no-gpu             allow provisioning without a GPU (checks reported as skipped)\n"
-		   "  --detailed-exitcode  plan: exit 2 when there are changes\n"
-		   "\nexit codes: 0 ok, 1 error, 2 changes pending, 3 manifest invalid, 4 locked,\n"
-		   "  5 integrity failure, 6 precondition failed, 7 reboot required,\n"
-		   "  8 verify/benchmark failed, 64 usage, 130 interrupted\n");
+	fprintf(
+	    f,
+	    "\noptions:\n"
+	    "  --root DIR           put every path and the state under DIR\n"
+	    "  --state-dir DIR      state database directory (default ROOT/var/lib/tfprov)\n"
+	    "  --cache-dir DIR      download cache (default ROOT/var/cache/tfprov)\n"
+	    "  --json               one JSON event per line on stdout\n"
+	    "  --no-color, -q, -v   output control\n"
+	    "  -y, --yes, --auto-approve  do not ask before applying\n"
+	    "  --offline            never touch the network\n"
+	    "  --mirror URL|DIR     try this source before the origin (repeatable)\n"
+	    "  --jobs N             parallel downloads (default 4)\n"
+	    "  --ca-bundle FILE     CA certificates for HTTPS\n"
+	    "  --lock-timeout SEC   wait this long for another run (default 0)\n"
+	    "  --no-gpu             allow provisioning without a GPU (checks reported as skipped)\n"
+	    "  --detailed-exitcode  plan: exit 2 when there are changes\n"
+	    "\nexit codes: 0 ok, 1 error, 2 changes pending, 3 manifest invalid, 4 locked,\n"
+	    "  5 integrity failure, 6 precondition failed, 7 reboot required,\n"
+	    "  8 verify/benchmark failed, 64 usage, 130 interrupted\n");
 }
 
 static void on_signal(int sig)
@@ -99,28 +102,28 @@ enum {
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"root", required_argument, NULL, OPT_ROOT},
-		{"state-dir", required_argument, NULL, OPT_STATE_DIR},
-		{"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
-		{"json", no_argument, NULL, OPT_JSON},
-		{"no-color", no_argument, NULL, OPT_NO_COLOR},
-		{"quiet", no_argument, NULL, 'q'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"yes", no_argument, NULL, 'y'},
-		{"auto-approve", no_argument, NULL, 'y'},
-		{"offline", no_argument, NULL, OPT_OFFLINE},
-		{"mirror", required_argument, NULL, OPT_MIRROR},
-		{"jobs", required_argument, NULL, OPT_JOBS},
-		{"ca-bundle", required_argument, NULL, OPT_CA},
-		{"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
-		{"detailed-exitcode", no_argument, NULL, OPT_DETAILED},
-		{"deep", no_argument, NULL, OPT_DEEP},
-		{"history", no_argument, NULL, OPT_HISTORY},
-		{"no-gpu", no_argument, NULL, OPT_NO_GPU},
-		{"generation", required_argument, NULL, OPT_GENERATION},
-		{"output", required_argument, NULL, 'o'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"root", required_argument, NULL, OPT_ROOT},
+	    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+	    {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+	    {"json", no_argument, NULL, OPT_JSON},
+	    {"no-color", no_argument, NULL, OPT_NO_COLOR},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"yes", no_argument, NULL, 'y'},
+	    {"auto-approve", no_argument, NULL, 'y'},
+	    {"offline", no_argument, NULL, OPT_OFFLINE},
+	    {"mirror", required_argument, NULL, OPT_MIRROR},
+	    {"jobs", required_argument, NULL, OPT_JOBS},
+	    {"ca-bundle", required_argument, NULL, OPT_CA},
+	    {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
+	    {"detailed-exitcode", no_argument, NULL, OPT_DETAILED},
+	    {"deep", no_argument, NULL, OPT_DEEP},
+	    {"history", no_argument, NULL, OPT_HISTORY},
+	    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
+	    {"generation", required_argument, NULL, OPT_GENERATION},
+	    {"output", required_argument, NULL, 'o'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct ctx c;
 	struct opts o;
@@ -240,7 +243,7 @@ int main(int argc, char **argv)
 		strvec_push(&o.args, argv[i]);
 	if ((cmd->flags & CMD_MANIFEST) && o.args.n == 0) {
 		fprintf(stderr, "tfprov %s: a manifest is required\nusage: tfprov %s\n", cmd->name,
-			cmd->usage);
+		        cmd->usage);
 		ex = TF_EXIT_USAGE;
 		goto out;
 	}
@@ -272,7 +275,8 @@ int main(int argc, char **argv)
 		int create = (cmd->flags & CMD_LOCK) != 0;
 		rc = state_open(c.state_dir, create, &c.st, &err);
 		if (rc < 0) {
-			ev_log(&c, EV_ERROR, "%s (%s)", err ? err : "cannot open the state", c.state_dir);
+			ev_log(&c, EV_ERROR, "%s (%s)", err ? err : "cannot open the state",
+			       c.state_dir);
 			free(err);
 			goto done;
 		}
@@ -282,10 +286,11 @@ int main(int argc, char **argv)
 		char *holder = NULL;
 		rc = state_lock(c.st, c.lock_timeout, &holder);
 		if (rc != 0) {
-			ev_log(&c, EV_ERROR,
-			       "the state in %s is locked by another tfprov run (%s); waited %.0f s "
-			       "(--lock-timeout)",
-			       c.state_dir, holder ? holder : "unknown", c.lock_timeout);
+			ev_log(
+			    &c, EV_ERROR,
+			    "the state in %s is locked by another tfprov run (%s); waited %.0f s "
+			    "(--lock-timeout)",
+			    c.state_dir, holder ? holder : "unknown", c.lock_timeout);
 			free(holder);
 			goto done;
 		}
@@ -297,8 +302,10 @@ done:
 		rc = TF_EINTR;
 	ex = rc > 0 ? rc : tf_exit_code(rc);
 	if (c.flags & CTX_JSON) {
-		struct event e = {.kind = EV_RESULT, .level = ex ? EV_ERROR : EV_INFO,
-				  .exit_code = ex, .failed = ex != 0 && ex != 2};
+		struct event e = {.kind = EV_RESULT,
+		                  .level = ex ? EV_ERROR : EV_INFO,
+		                  .exit_code = ex,
+		                  .failed = ex != 0 && ex != 2};
 		ev_emit(&c, &e);
 	}
 out:

@@ -34,7 +34,8 @@ struct pctx {
 	char *dir; /* directory of the manifest, for lock_file and requirements_file */
 };
 
-#define err(p, pos, code, hint, ...) diags_add((p)->d, DIAG_ERROR, (p)->file, pos, code, hint, __VA_ARGS__)
+#define err(p, pos, code, hint, ...)                                                               \
+	diags_add((p)->d, DIAG_ERROR, (p)->file, pos, code, hint, __VA_ARGS__)
 
 static const char *type_name(const struct ynode *n)
 {
@@ -50,12 +51,13 @@ static const char *type_name(const struct ynode *n)
 
 /* Unknown keys get an error with the closest allowed key as a hint. */
 static void check_keys(struct pctx *p, const struct ynode *map, const char *section,
-		       const char *const *allowed)
+                       const char *const *allowed)
 {
 	for (size_t i = 0; i < map->n; i++) {
 		const struct ynode *k = map->keys[i];
 		if (k->type != Y_SCALAR) {
-			err(p, k->pos, "schema.key-type", "keys are plain words", "%s: key is not a scalar", section);
+			err(p, k->pos, "schema.key-type", "keys are plain words",
+			    "%s: key is not a scalar", section);
 			continue;
 		}
 		int ok = 0;
@@ -83,7 +85,7 @@ static void check_keys(struct pctx *p, const struct ynode *map, const char *sect
 				strbuf_addf(&hint, " %s", allowed[j]);
 		}
 		diags_add(p->d, DIAG_ERROR, p->file, k->pos, "schema.unknown-key", hint.buf,
-			  "unknown key '%s' in %s", k->str, section);
+		          "unknown key '%s' in %s", k->str, section);
 		strbuf_release(&hint);
 	}
 }
@@ -94,12 +96,12 @@ static int want_type(struct pctx *p, const struct ynode *n, enum ynode_type t, c
 		return 1;
 	static const char *names[] = {"a scalar", "a list", "a mapping"};
 	diags_add(p->d, DIAG_ERROR, p->file, n->pos, "schema.type", NULL, "%s must be %s, not %s",
-		  what, names[t], type_name(n));
+	          what, names[t], type_name(n));
 	return 0;
 }
 
 static void get_str(struct pctx *p, const struct ynode *map, const char *key, const char *what,
-		    struct mstr *out)
+                    struct mstr *out)
 {
 	struct ynode *n = ymap_get(map, key);
 	if (n == NULL)
@@ -126,7 +128,7 @@ static int parse_int(const char *s, int64_t *out)
 }
 
 static void get_int(struct pctx *p, const struct ynode *map, const char *key, const char *what,
-		    int64_t lo, int64_t hi, struct mint *out)
+                    int64_t lo, int64_t hi, struct mint *out)
 {
 	struct ynode *n = ymap_get(map, key);
 	if (n == NULL)
@@ -136,14 +138,15 @@ static void get_int(struct pctx *p, const struct ynode *map, const char *key, co
 		return;
 	int64_t v;
 	if (n->style == YS_QUOTED || parse_int(n->str, &v) != 0) {
-		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "schema.type", "write a whole number without quotes",
-			  "%s must be an integer, not '%s'", what, n->str);
+		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "schema.type",
+		          "write a whole number without quotes", "%s must be an integer, not '%s'",
+		          what, n->str);
 		return;
 	}
 	if (v < lo || v > hi) {
 		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "schema.range", NULL,
-			  "%s is %lld, out of range [%lld, %lld]", what, (long long)v, (long long)lo,
-			  (long long)hi);
+		          "%s is %lld, out of range [%lld, %lld]", what, (long long)v,
+		          (long long)lo, (long long)hi);
 		return;
 	}
 	out->v = v;
@@ -151,7 +154,7 @@ static void get_int(struct pctx *p, const struct ynode *map, const char *key, co
 }
 
 static void get_bool(struct pctx *p, const struct ynode *map, const char *key, const char *what,
-		     struct mbool *out)
+                     struct mbool *out)
 {
 	struct ynode *n = ymap_get(map, key);
 	if (n == NULL)
@@ -159,18 +162,19 @@ static void get_bool(struct pctx *p, const struct ynode *map, const char *key, c
 	out->pos = n->pos;
 	if (!want_type(p, n, Y_SCALAR, what))
 		return;
-	if (n->style != YS_QUOTED && (strcmp(n->str, "true") == 0 || strcmp(n->str, "false") == 0)) {
+	if (n->style != YS_QUOTED &&
+	    (strcmp(n->str, "true") == 0 || strcmp(n->str, "false") == 0)) {
 		out->v = n->str[0] == 't';
 		out->set = 1;
 		return;
 	}
 	diags_add(p->d, DIAG_ERROR, p->file, n->pos, "schema.type", "use true or false",
-		  "%s must be a boolean, not '%s'", what, n->str);
+	          "%s must be a boolean, not '%s'", what, n->str);
 }
 
 /* Picks one of `names` for a string; returns its index or -1 (with an error). */
 static int get_enum(struct pctx *p, const struct mstr *s, const char *what,
-		    const char *const *names)
+                    const char *const *names)
 {
 	for (int i = 0; names[i]; i++)
 		if (strcmp(s->s, names[i]) == 0)
@@ -180,7 +184,7 @@ static int get_enum(struct pctx *p, const struct mstr *s, const char *what,
 	for (int i = 0; names[i]; i++)
 		strbuf_addf(&hint, " %s", names[i]);
 	diags_add(p->d, DIAG_ERROR, p->file, s->pos, "schema.enum", hint.buf,
-		  "%s '%s' is not a valid value", what, s->s);
+	          "%s '%s' is not a valid value", what, s->s);
 	strbuf_release(&hint);
 	return -1;
 }
@@ -199,9 +203,9 @@ static void check_version(struct pctx *p, struct mstr *v, const char *what)
 {
 	if (v->set && !is_version(v->s))
 		diags_add(p->d, DIAG_ERROR, p->file, v->pos, "schema.version",
-			  "versions are dotted numbers, e.g. 12.3.2; quote them (\"3.10\") so YAML "
-			  "keeps the text",
-			  "%s '%s' is not a version", what, v->s);
+		          "versions are dotted numbers, e.g. 12.3.2; quote them (\"3.10\") so YAML "
+		          "keeps the text",
+		          "%s '%s' is not a version", what, v->s);
 }
 
 static void check_abs_path(struct pctx *p, struct mstr *v, const char *what)
@@ -211,12 +215,12 @@ static void check_abs_path(struct pctx *p, struct mstr *v, const char *what)
 	if (v->s[0] != '/' || strstr(v->s, "/../") || str_ends_with(v->s, "/..") ||
 	    strchr(v->s, '\n'))
 		diags_add(p->d, DIAG_ERROR, p->file, v->pos, "schema.path",
-			  "use an absolute path without '..'; --root puts it under the sandbox",
-			  "%s '%s' is not a clean absolute path", what, v->s);
+		          "use an absolute path without '..'; --root puts it under the sandbox",
+		          "%s '%s' is not a clean absolute path", what, v->s);
 }
 
 static void parse_artifact(struct pctx *p, const struct ynode *n, const char *what,
-			   struct artifact *a)
+                           struct artifact *a)
 {
 	static const char *const keys[] = {"name", "url", "sha256", "size", "strip", NULL};
 	a->pos = n->pos;
@@ -231,33 +235,33 @@ static void parse_artifact(struct pctx *p, const struct ynode *n, const char *wh
 	const char *label = a->name.set ? a->name.s : what;
 	if (!a->url.set)
 		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "artifact.no-url", NULL,
-			  "%s has no url", label);
+		          "%s has no url", label);
 	else if (!(str_starts_with(a->url.s, "https://") || str_starts_with(a->url.s, "http://") ||
-		   str_starts_with(a->url.s, "file://")))
+	           str_starts_with(a->url.s, "file://")))
 		diags_add(p->d, DIAG_ERROR, p->file, a->url.pos, "artifact.url-scheme",
-			  "use https://, http:// or file://", "%s: unsupported url '%s'", label,
-			  a->url.s);
+		          "use https://, http:// or file://", "%s: unsupported url '%s'", label,
+		          a->url.s);
 	if (!a->sha256.set)
 		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "artifact.no-sha256",
-			  "every artifact is pinned by its sha256; there is no insecure mode",
-			  "%s has no sha256", label);
+		          "every artifact is pinned by its sha256; there is no insecure mode",
+		          "%s has no sha256", label);
 	else if (!is_hex64(a->sha256.s)) {
 		int upper = 0;
 		for (const char *s = a->sha256.s; *s; s++)
 			upper |= (*s >= 'A' && *s <= 'F');
 		diags_add(p->d, DIAG_ERROR, p->file, a->sha256.pos, "artifact.bad-sha256",
-			  upper ? "write the digest in lowercase hex"
-				: "a sha256 is 64 hex digits (sha256sum prints it)",
-			  "%s: sha256 '%s' is not 64 lowercase hex digits", label, a->sha256.s);
+		          upper ? "write the digest in lowercase hex"
+		                : "a sha256 is 64 hex digits (sha256sum prints it)",
+		          "%s: sha256 '%s' is not 64 lowercase hex digits", label, a->sha256.s);
 	}
 	if (!a->size.set && ymap_get(n, "size") == NULL)
 		diags_add(p->d, DIAG_WARNING, p->file, n->pos, "artifact.no-size",
-			  "add size: BYTES so a wrong or endless download is cut short",
-			  "%s has no size; only its hash will be enforced", label);
+		          "add size: BYTES so a wrong or endless download is cut short",
+		          "%s has no size; only its hash will be enforced", label);
 }
 
 static void parse_redist(struct pctx *p, const struct ynode *n, struct redist_ref *r,
-			 int allow_variant)
+                         int allow_variant)
 {
 	static const char *const keys[] = {"url", "sha256", "size", "components", "variant", NULL};
 	static const char *const keys_nv[] = {"url", "sha256", "size", "components", NULL};
@@ -277,25 +281,25 @@ static void parse_redist(struct pctx *p, const struct ynode *n, struct redist_re
 	r->json.name.set = 1;
 	if (!r->json.url.set)
 		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "artifact.no-url", NULL,
-			  "redist has no url");
+		          "redist has no url");
 	if (!r->json.sha256.set)
 		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "artifact.no-sha256",
-			  "pin the redistrib JSON by sha256, or run `tfprov lock` on a machine "
-			  "with network and ship the inline artifacts",
-			  "redist has no sha256");
+		          "pin the redistrib JSON by sha256, or run `tfprov lock` on a machine "
+		          "with network and ship the inline artifacts",
+		          "redist has no sha256");
 	else if (!is_hex64(r->json.sha256.s))
 		diags_add(p->d, DIAG_ERROR, p->file, r->json.sha256.pos, "artifact.bad-sha256",
-			  "a sha256 is 64 lowercase hex digits",
-			  "redist: sha256 '%s' is not 64 lowercase hex digits", r->json.sha256.s);
+		          "a sha256 is 64 lowercase hex digits",
+		          "redist: sha256 '%s' is not 64 lowercase hex digits", r->json.sha256.s);
 	if (allow_variant)
 		get_str(p, n, "variant", "redist variant", &r->variant);
 	struct ynode *c = ymap_get(n, "components");
 	if (c && want_type(p, c, Y_SEQ, "redist components")) {
 		for (size_t i = 0; i < c->n; i++) {
 			if (r->ncomponents == ARRAY_SIZE(r->components)) {
-				diags_add(p->d, DIAG_ERROR, p->file, c->items[i]->pos, "schema.range",
-					  NULL, "too many components (max %zu)",
-					  ARRAY_SIZE(r->components));
+				diags_add(p->d, DIAG_ERROR, p->file, c->items[i]->pos,
+				          "schema.range", NULL, "too many components (max %zu)",
+				          ARRAY_SIZE(r->components));
 				break;
 			}
 			if (!want_type(p, c->items[i], Y_SCALAR, "component"))
@@ -332,20 +336,19 @@ static struct pos block_line_pos(struct pctx *p, const struct ynode *n, size_t i
 }
 
 /* Reads a file named relative to the manifest's directory. */
-static int read_side_file(struct pctx *p, struct mstr *name, char **text, size_t *len,
-			  char **path)
+static int read_side_file(struct pctx *p, struct mstr *name, char **text, size_t *len, char **path)
 {
 	*path = name->s[0] == '/' ? xstrdup(name->s) : path_join(p->dir, name->s);
 	int rc = read_file_at(AT_FDCWD, *path, MANIFEST_MAX_BYTES, text, len);
 	if (rc != 0) {
 		diags_add(p->d, DIAG_ERROR, p->file, name->pos, "schema.file",
-			  "the path is relative to the manifest's directory", "cannot read '%s': %s",
-			  *path, strerror(-rc));
+		          "the path is relative to the manifest's directory",
+		          "cannot read '%s': %s", *path, strerror(-rc));
 		return -1;
 	}
 	if (memchr(*text, '\0', *len)) {
 		diags_add(p->d, DIAG_ERROR, p->file, name->pos, "schema.file", NULL,
-			  "'%s' is a binary file", *path);
+		          "'%s' is a binary file", *path);
 		free(*text);
 		*text = NULL;
 		return -1;
@@ -354,7 +357,7 @@ static int read_side_file(struct pctx *p, struct mstr *name, char **text, size_t
 }
 
 int conda_explicit_parse(const char *file, const char *text, struct pos base, int block,
-			 struct conda_pkg **pkgs, size_t *npkgs, struct diags *d)
+                         struct conda_pkg **pkgs, size_t *npkgs, struct diags *d)
 {
 	size_t errors_before = d->errors;
 	int explicit_seen = 0;
@@ -384,9 +387,9 @@ int conda_explicit_parse(const char *file, const char *text, struct pos base, in
 			explicit_seen = 1;
 		} else if (!explicit_seen) {
 			diags_add(d, DIAG_ERROR, file, pos, "conda.no-explicit",
-				  "an explicit lock starts with a line '@EXPLICIT' (conda list "
-				  "--explicit, conda-lock)",
-				  "package line before @EXPLICIT");
+			          "an explicit lock starts with a line '@EXPLICIT' (conda list "
+			          "--explicit, conda-lock)",
+			          "package line before @EXPLICIT");
 		} else {
 			char *hash = strchr(t, '#');
 			struct conda_pkg pk;
@@ -394,8 +397,8 @@ int conda_explicit_parse(const char *file, const char *text, struct pos base, in
 			pk.pos = pos;
 			if (hash == NULL) {
 				diags_add(d, DIAG_ERROR, file, pos, "conda.no-hash",
-					  "append #sha256:<64 hex> to the URL", "conda package '%s' has no hash",
-					  t);
+				          "append #sha256:<64 hex> to the URL",
+				          "conda package '%s' has no hash", t);
 				goto next;
 			}
 			*hash++ = '\0';
@@ -404,15 +407,16 @@ int conda_explicit_parse(const char *file, const char *text, struct pos base, in
 			} else if (strlen(hash) == 32 && strspn(hash, "0123456789abcdef") == 32) {
 				memcpy(pk.md5, hash, 33);
 			} else {
-				diags_add(d, DIAG_ERROR, file, pos, "conda.bad-hash",
-					  "use #sha256:<64 lowercase hex> (CEP 23) or #<32 hex md5>",
-					  "conda package hash '%s' is malformed", hash);
+				diags_add(
+				    d, DIAG_ERROR, file, pos, "conda.bad-hash",
+				    "use #sha256:<64 lowercase hex> (CEP 23) or #<32 hex md5>",
+				    "conda package hash '%s' is malformed", hash);
 				goto next;
 			}
 			if (!(str_starts_with(t, "https://") || str_starts_with(t, "http://") ||
 			      str_starts_with(t, "file://"))) {
 				diags_add(d, DIAG_ERROR, file, pos, "conda.bad-url", NULL,
-					  "'%s' is not a package URL", t);
+				          "'%s' is not a package URL", t);
 				goto next;
 			}
 			const char *fn = strrchr(t, '/') + 1;
@@ -423,8 +427,8 @@ int conda_explicit_parse(const char *file, const char *text, struct pos base, in
 				fl -= 6;
 			else {
 				diags_add(d, DIAG_ERROR, file, pos, "conda.bad-url",
-					  "conda packages end in .conda or .tar.bz2",
-					  "'%s' is not a conda package file name", fn);
+				          "conda packages end in .conda or .tar.bz2",
+				          "'%s' is not a conda package file name", fn);
 				goto next;
 			}
 			char *stem = xstrndup(fn, fl);
@@ -436,8 +440,8 @@ int conda_explicit_parse(const char *file, const char *text, struct pos base, in
 			}
 			if (b == NULL || v == NULL || v == stem) {
 				diags_add(d, DIAG_ERROR, file, pos, "conda.bad-url",
-					  "file names are NAME-VERSION-BUILD.conda",
-					  "cannot read name-version-build from '%s'", fn);
+				          "file names are NAME-VERSION-BUILD.conda",
+				          "cannot read name-version-build from '%s'", fn);
 				free(stem);
 				goto next;
 			}
@@ -460,8 +464,8 @@ int conda_explicit_parse(const char *file, const char *text, struct pos base, in
 	}
 	if (!explicit_seen && d->errors == errors_before)
 		diags_add(d, DIAG_ERROR, file, base, "conda.no-explicit",
-			  "an explicit lock has a line '@EXPLICIT' before its package URLs",
-			  "conda lock has no @EXPLICIT line");
+		          "an explicit lock has a line '@EXPLICIT' before its package URLs",
+		          "conda lock has no @EXPLICIT line");
 	return d->errors > errors_before ? TF_EMANIFEST : 0;
 }
 
@@ -487,7 +491,7 @@ static char *pep503(const char *s, size_t n)
 }
 
 int pip_requirements_parse(const char *file, const char *text, struct pos base, int block,
-			   struct pip_req **reqs, size_t *nreqs, struct diags *d)
+                           struct pip_req **reqs, size_t *nreqs, struct diags *d)
 {
 	size_t errors_before = d->errors;
 	size_t cap = 0, idx = 0;
@@ -538,8 +542,8 @@ int pip_requirements_parse(const char *file, const char *text, struct pos base, 
 				const char *h = tok + 7;
 				if (!str_starts_with(h, "sha256:") || !is_hex64(h + 7)) {
 					diags_add(d, DIAG_ERROR, file, lpos, "pip.bad-hash",
-						  "use --hash=sha256:<64 lowercase hex>",
-						  "malformed hash option '%s'", tok);
+					          "use --hash=sha256:<64 lowercase hex>",
+					          "malformed hash option '%s'", tok);
 					bad = 1;
 					continue;
 				}
@@ -547,8 +551,9 @@ int pip_requirements_parse(const char *file, const char *text, struct pos base, 
 				r.hashes[r.nhashes++] = xstrdup(h + 7);
 			} else if (tok[0] == '-') {
 				diags_add(d, DIAG_ERROR, file, lpos, "pip.option",
-					  "only --hash options are allowed; set the index with pip.index_url",
-					  "pip option '%s' is not allowed in pins", tok);
+				          "only --hash options are allowed; set the index with "
+				          "pip.index_url",
+				          "pip option '%s' is not allowed in pins", tok);
 				bad = 1;
 			} else {
 				if (spec.len)
@@ -564,7 +569,7 @@ int pip_requirements_parse(const char *file, const char *text, struct pos base, 
 			free(r.hashes);
 			if (r.nhashes)
 				diags_add(d, DIAG_ERROR, file, lpos, "pip.syntax", NULL,
-					  "hash without a requirement");
+				          "hash without a requirement");
 			continue;
 		}
 		r.spec = strbuf_detach(&spec);
@@ -589,14 +594,15 @@ int pip_requirements_parse(const char *file, const char *text, struct pos base, 
 			r.version = xstrndup(v, strcspn(v, " ;,"));
 		}
 		if (!bad && r.version == NULL)
-			diags_add(d, DIAG_ERROR, file, lpos, "pip.unpinned",
-				  "pin an exact version with ==, as `pip-compile --generate-hashes` or "
-				  "`uv export` write it, or reference a wheel: name @ https://.../x.whl",
-				  "requirement '%s' is not pinned to one version", r.spec);
+			diags_add(
+			    d, DIAG_ERROR, file, lpos, "pip.unpinned",
+			    "pin an exact version with ==, as `pip-compile --generate-hashes` or "
+			    "`uv export` write it, or reference a wheel: name @ https://.../x.whl",
+			    "requirement '%s' is not pinned to one version", r.spec);
 		else if (!bad && r.nhashes == 0)
 			diags_add(d, DIAG_ERROR, file, lpos, "pip.no-hash",
-				  "add --hash=sha256:<hex> for every file of this release",
-				  "requirement '%s' has no --hash", r.spec);
+			          "add --hash=sha256:<hex> for every file of this release",
+			          "requirement '%s' has no --hash", r.spec);
 		if (*nreqs == cap) {
 			cap = cap ? cap * 2 : 32;
 			*reqs = xrealloc(*reqs, cap * sizeof(**reqs));
@@ -618,11 +624,12 @@ static void parse_stack(struct pctx *p, const struct ynode *n, struct manifest *
 	get_str(p, n, "platform", "stack.platform", &m->stack.platform_s);
 	get_str(p, n, "description", "stack.description", &m->stack.description);
 	if (!m->stack.name.set)
-		err(p, n->pos, "schema.required", "e.g. name: stable-2.15", "stack.name is required");
+		err(p, n->pos, "schema.required", "e.g. name: stable-2.15",
+		    "stack.name is required");
 	else if (m->stack.name.s[0] == '\0' ||
-		 strspn(m->stack.name.s, "abcdefghijklmnopqrstuvwxyz0123456789._-") !=
-			 strlen(m->stack.name.s) ||
-		 strlen(m->stack.name.s) > 64)
+	         strspn(m->stack.name.s, "abcdefghijklmnopqrstuvwxyz0123456789._-") !=
+	             strlen(m->stack.name.s) ||
+	         strlen(m->stack.name.s) > 64)
 		err(p, m->stack.name.pos, "schema.name",
 		    "use lowercase letters, digits, '.', '_' and '-' (at most 64)",
 		    "stack name '%s' is not allowed", m->stack.name.s);
@@ -703,7 +710,7 @@ static void parse_cuda(struct pctx *p, const struct ynode *n, struct manifest *m
 		m->cuda.artifacts.v = xcalloc(a->n, sizeof(struct artifact));
 		for (size_t i = 0; i < a->n; i++)
 			parse_artifact(p, a->items[i], "cuda artifact",
-				       &m->cuda.artifacts.v[m->cuda.artifacts.n++]);
+			               &m->cuda.artifacts.v[m->cuda.artifacts.n++]);
 	}
 	struct ynode *rf = ymap_get(n, "runfile");
 	if (rf) {
@@ -768,7 +775,7 @@ static void parse_env(struct pctx *p, const struct ynode *n, struct manifest *m)
 				continue;
 			const char *s = k->str;
 			int ok = (s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') ||
-				  (s[0] >= 'a' && s[0] <= 'z'));
+			          (s[0] >= 'a' && s[0] <= 'z'));
 			for (; *s && ok; s++)
 				ok = (*s == '_' || (*s >= 'A' && *s <= 'Z') ||
 				      (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9'));
@@ -791,8 +798,8 @@ static void parse_env(struct pctx *p, const struct ynode *n, struct manifest *m)
 
 static void parse_python(struct pctx *p, const struct ynode *n, struct manifest *m)
 {
-	static const char *const keys[] = {"manager", "name",	  "version", "interpreter",
-					   "lock",    "lock_file", "specs",   "channel", NULL};
+	static const char *const keys[] = {"manager",   "name",  "version", "interpreter", "lock",
+	                                   "lock_file", "specs", "channel", NULL};
 	static const char *const mgr[] = {"conda", "venv", NULL};
 	m->python.pos = n->pos;
 	if (!want_type(p, n, Y_MAP, "python"))
@@ -815,13 +822,15 @@ static void parse_python(struct pctx *p, const struct ynode *n, struct manifest 
 	}
 	if (m->python.name.set &&
 	    (m->python.name.s[0] == '\0' || m->python.name.s[0] == '.' ||
-	     strspn(m->python.name.s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
-		     strlen(m->python.name.s)))
+	     strspn(m->python.name.s,
+	            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+	         strlen(m->python.name.s)))
 		err(p, m->python.name.pos, "schema.name", "letters, digits, '.', '_' and '-'",
 		    "python env name '%s' is not allowed", m->python.name.s);
 	struct ynode *sp = ymap_get(n, "specs");
 	if (sp && want_type(p, sp, Y_SEQ, "python.specs")) {
-		for (size_t i = 0; i < sp->n && m->python.nspecs < ARRAY_SIZE(m->python.specs); i++) {
+		for (size_t i = 0; i < sp->n && m->python.nspecs < ARRAY_SIZE(m->python.specs);
+		     i++) {
 			if (!want_type(p, sp->items[i], Y_SCALAR, "conda spec"))
 				continue;
 			struct mstr *s = &m->python.specs[m->python.nspecs++];
@@ -834,7 +843,7 @@ static void parse_python(struct pctx *p, const struct ynode *n, struct manifest 
 		int block = lk->style == YS_LITERAL;
 		struct pos base = block_line_pos(p, lk, 0);
 		conda_explicit_parse(p->file, lk->str, base, block, &m->python.pkgs,
-				     &m->python.npkgs, p->d);
+		                     &m->python.npkgs, p->d);
 	}
 	if (m->python.lock_file.set) {
 		char *text = NULL, *path = NULL;
@@ -844,7 +853,7 @@ static void parse_python(struct pctx *p, const struct ynode *n, struct manifest 
 			    "python.lock and python.lock_file are both given");
 		else if (read_side_file(p, &m->python.lock_file, &text, &len, &path) == 0)
 			conda_explicit_parse(path, text, (struct pos){1, 1}, 0, &m->python.pkgs,
-					     &m->python.npkgs, p->d);
+			                     &m->python.npkgs, p->d);
 		free(text);
 		free(path);
 	}
@@ -862,7 +871,7 @@ static void parse_python(struct pctx *p, const struct ynode *n, struct manifest 
 static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 {
 	static const char *const keys[] = {"requirements", "requirements_file", "index_url",
-					   "complete", NULL};
+	                                   "complete", NULL};
 	m->pip.pos = n->pos;
 	if (!want_type(p, n, Y_MAP, "pip"))
 		return;
@@ -876,7 +885,7 @@ static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 		m->pip.requirements = (struct mstr){xstrdup(rq->str), rq->pos, 1};
 		int block = rq->style == YS_LITERAL;
 		pip_requirements_parse(p->file, rq->str, block_line_pos(p, rq, 0), block,
-				       &m->pip.reqs, &m->pip.nreqs, p->d);
+		                       &m->pip.reqs, &m->pip.nreqs, p->d);
 	}
 	if (m->pip.requirements_file.set) {
 		char *text = NULL, *path = NULL;
@@ -886,7 +895,7 @@ static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 			    "pip.requirements and pip.requirements_file are both given");
 		else if (read_side_file(p, &m->pip.requirements_file, &text, &len, &path) == 0)
 			pip_requirements_parse(path, text, (struct pos){1, 1}, 0, &m->pip.reqs,
-					       &m->pip.nreqs, p->d);
+			                       &m->pip.nreqs, p->d);
 		free(text);
 		free(path);
 	}
@@ -897,8 +906,8 @@ static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 
 static void parse_bench(struct pctx *p, const struct ynode *n, struct manifest *m)
 {
-	static const char *const keys[] = {"enabled", "batch_size", "steps", "precisions",
-					   "margin_pct", NULL};
+	static const char *const keys[] = {"enabled",    "batch_size", "steps",
+	                                   "precisions", "margin_pct", NULL};
 	static const char *const precs[] = {"fp32", "mixed_float16", NULL};
 	m->bench.pos = n->pos;
 	if (!want_type(p, n, Y_MAP, "bench"))
@@ -937,16 +946,16 @@ static void parse_missing(struct pctx *p, const struct ynode *n, struct manifest
 		struct gap *g = &m->gaps[m->ngaps++];
 		g->what = (struct mstr){xstrdup(n->items[i]->str), n->items[i]->pos, 1};
 		diags_add(p->d, DIAG_WARNING, p->file, g->what.pos, "pins.missing",
-			  "run `tfprov lock` on a machine with network to complete the pins",
-			  "not pinned: %s", g->what.s);
+		          "run `tfprov lock` on a machine with network to complete the pins",
+		          "not pinned: %s", g->what.s);
 	}
 }
 
 static void parse_root(struct pctx *p, const struct ynode *root, struct manifest *m)
 {
-	static const char *const keys[] = {"schema", "stack",  "prefix", "versions",
-					   "driver", "cuda",   "cudnn",  "env",
-					   "python", "pip",    "missing", "bench", NULL};
+	static const char *const keys[] = {"schema",  "stack", "prefix", "versions", "driver",
+	                                   "cuda",    "cudnn", "env",    "python",   "pip",
+	                                   "missing", "bench", NULL};
 	if (!want_type(p, root, Y_MAP, "a manifest"))
 		return;
 	check_keys(p, root, "the manifest", keys);
@@ -994,13 +1003,14 @@ static void parse_root(struct pctx *p, const struct ynode *root, struct manifest
 	if (!m->prefix.set)
 		m->prefix = (struct mstr){xstrdup("/opt/tfprov"), root->pos, 0};
 	if (!m->cuda.version.set && m->versions.cuda.set)
-		m->cuda.version = (struct mstr){xstrdup(m->versions.cuda.s), m->versions.cuda.pos, 0};
+		m->cuda.version =
+		    (struct mstr){xstrdup(m->versions.cuda.s), m->versions.cuda.pos, 0};
 	if (!m->cudnn.version.set && m->versions.cudnn.set)
 		m->cudnn.version =
-			(struct mstr){xstrdup(m->versions.cudnn.s), m->versions.cudnn.pos, 0};
+		    (struct mstr){xstrdup(m->versions.cudnn.s), m->versions.cudnn.pos, 0};
 	if (!m->python.version.set && m->versions.python.set)
 		m->python.version =
-			(struct mstr){xstrdup(m->versions.python.s), m->versions.python.pos, 0};
+		    (struct mstr){xstrdup(m->versions.python.s), m->versions.python.pos, 0};
 	if (!m->python.name.set && m->python.set && m->stack.name.set)
 		m->python.name = (struct mstr){xstrdup(m->stack.name.s), m->python.pos, 0};
 	if (!m->env.profile_dir.set)
@@ -1016,8 +1026,9 @@ static int precheck(struct pctx *p, const char *buf, size_t len)
 	struct pos none = {0, 0};
 	if (len > MANIFEST_MAX_BYTES) {
 		diags_add(p->d, DIAG_ERROR, p->file, none, "file.too-large",
-			  "a manifest is a few kilobytes; is this the right file?",
-			  "file is %zu bytes, larger than the %u-byte limit", len, MANIFEST_MAX_BYTES);
+		          "a manifest is a few kilobytes; is this the right file?",
+		          "file is %zu bytes, larger than the %u-byte limit", len,
+		          MANIFEST_MAX_BYTES);
 		return -1;
 	}
 	size_t i = 0;
@@ -1025,7 +1036,7 @@ static int precheck(struct pctx *p, const char *buf, size_t len)
 		i++;
 	if (i == len) {
 		diags_add(p->d, DIAG_ERROR, p->file, none, "file.empty",
-			  "see manifests/SCHEMA.md for the format", "manifest is empty");
+		          "see manifests/SCHEMA.md for the format", "manifest is empty");
 		return -1;
 	}
 	const char *nul = memchr(buf, '\0', len);
@@ -1040,22 +1051,25 @@ static int precheck(struct pctx *p, const char *buf, size_t len)
 			}
 		}
 		diags_add(p->d, DIAG_ERROR, p->file, (struct pos){line, col}, "file.binary",
-			  "a manifest is UTF-8 text", "file contains a NUL byte: not a text file");
+		          "a manifest is UTF-8 text", "file contains a NUL byte: not a text file");
 		return -1;
 	}
 	/* UTF-8 validity, with the position of the first bad byte. */
 	int line = 1, col = 1;
 	for (size_t k = 0; k < len;) {
 		unsigned char c = (unsigned char)buf[k];
-		size_t need = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2
-					 : (c & 0xF8) == 0xF0 ? 3 : 4;
+		size_t need = c < 0x80             ? 0
+		              : (c & 0xE0) == 0xC0 ? 1
+		              : (c & 0xF0) == 0xE0 ? 2
+		              : (c & 0xF8) == 0xF0 ? 3
+		                                   : 4;
 		int bad = need == 4 || (need == 1 && c < 0xC2) || k + need >= len + (need ? 0 : 1);
 		for (size_t j = 1; !bad && j <= need; j++)
 			bad = k + j >= len || ((unsigned char)buf[k + j] & 0xC0) != 0x80;
 		if (bad) {
-			diags_add(p->d, DIAG_ERROR, p->file, (struct pos){line, col}, "file.encoding",
-				  "save the manifest as UTF-8",
-				  "invalid UTF-8 byte 0x%02x", c);
+			diags_add(p->d, DIAG_ERROR, p->file, (struct pos){line, col},
+			          "file.encoding", "save the manifest as UTF-8",
+			          "invalid UTF-8 byte 0x%02x", c);
 			return -1;
 		}
 		if (c == '\n') {
@@ -1070,7 +1084,7 @@ static int precheck(struct pctx *p, const char *buf, size_t len)
 }
 
 int manifest_load_buf(const char *name, const char *buf, size_t len, struct manifest **out,
-		      struct diags *d)
+                      struct diags *d)
 {
 	struct manifest *m = NULL;
 	struct ynode *root = NULL;
@@ -1088,8 +1102,8 @@ int manifest_load_buf(const char *name, const char *buf, size_t len, struct mani
 	if (root == NULL) {
 		if (empty)
 			diags_add(d, DIAG_ERROR, name, (struct pos){0, 0}, "file.empty",
-				  "see manifests/SCHEMA.md for the format",
-				  "manifest has no content (only comments)");
+			          "see manifests/SCHEMA.md for the format",
+			          "manifest has no content (only comments)");
 		goto out;
 	}
 	m = xcalloc(1, sizeof(*m));
@@ -1121,25 +1135,25 @@ int manifest_load(const char *path, struct manifest **out, struct diags *d)
 	*out = NULL;
 	if (stat(path, &st) != 0) {
 		diags_add(d, DIAG_ERROR, path, (struct pos){0, 0}, "file.read", NULL,
-			  "cannot read manifest: %s", strerror(errno));
+		          "cannot read manifest: %s", strerror(errno));
 		return TF_EMANIFEST;
 	}
 	if (!S_ISREG(st.st_mode)) {
 		diags_add(d, DIAG_ERROR, path, (struct pos){0, 0}, "file.read", NULL,
-			  "not a regular file");
+		          "not a regular file");
 		return TF_EMANIFEST;
 	}
 	if ((uint64_t)st.st_size > MANIFEST_MAX_BYTES) {
 		diags_add(d, DIAG_ERROR, path, (struct pos){0, 0}, "file.too-large",
-			  "a manifest is a few kilobytes; is this the right file?",
-			  "file is %lld bytes, larger than the %u-byte limit", (long long)st.st_size,
-			  MANIFEST_MAX_BYTES);
+		          "a manifest is a few kilobytes; is this the right file?",
+		          "file is %lld bytes, larger than the %u-byte limit",
+		          (long long)st.st_size, MANIFEST_MAX_BYTES);
 		return TF_EMANIFEST;
 	}
 	int rc = read_file_at(AT_FDCWD, path, MANIFEST_MAX_BYTES, &buf, &len);
 	if (rc != 0) {
 		diags_add(d, DIAG_ERROR, path, (struct pos){0, 0}, "file.read", NULL,
-			  "cannot read manifest: %s", strerror(-rc));
+		          "cannot read manifest: %s", strerror(-rc));
 		return TF_EMANIFEST;
 	}
 	rc = manifest_load_buf(path, buf, len, out, d);

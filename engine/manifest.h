@@ -17,8 +17,8 @@
 #include "diag.h"
 
 /* Parser limits: a document beyond these is refused (exit 3). */
-#define MANIFEST_MAX_BYTES (8u << 20)   /* 8 MiB */
-#define MANIFEST_MAX_NODES 200000u      /* after alias expansion */
+#define MANIFEST_MAX_BYTES (8u << 20) /* 8 MiB */
+#define MANIFEST_MAX_NODES 200000u    /* after alias expansion */
 #define MANIFEST_MAX_DEPTH 64u
 
 struct mstr {
@@ -44,9 +44,9 @@ struct artifact {
 	struct pos pos; /* the mapping */
 	struct mstr name;
 	struct mstr url;
-	struct mstr sha256; /* 64 lowercase hex when valid */
-	struct mint size;   /* bytes; size.set == 0 is reported as a gap */
-	struct mint strip;  /* leading path components to strip when unpacking */
+	struct mstr sha256;        /* 64 lowercase hex when valid */
+	struct mint size;          /* bytes; size.set == 0 is reported as a gap */
+	struct mint strip;         /* leading path components to strip when unpacking */
 	struct mstr relative_path; /* from a redist manifest, informational */
 	struct mstr component;     /* redist component name, if resolved from one */
 };
@@ -102,10 +102,10 @@ struct gap {
 };
 
 struct manifest {
-	char *path;     /* as given on the command line */
-	char *text;     /* the raw file, for hint context */
+	char *path; /* as given on the command line */
+	char *text; /* the raw file, for hint context */
 	size_t textlen;
-	char *sha256;   /* of the raw bytes */
+	char *sha256; /* of the raw bytes */
 
 	struct mint schema;
 	struct {
@@ -167,7 +167,7 @@ struct manifest {
 		struct mstr manager_s;
 		enum pyenv_manager manager;
 		struct mstr name;
-		struct mstr version; /* defaults to versions.python */
+		struct mstr version;     /* defaults to versions.python */
 		struct mstr interpreter; /* venv: explicit python path */
 		struct mstr lock;        /* conda explicit text, inline */
 		struct mstr lock_file;   /* or a path relative to the manifest */
@@ -211,15 +211,15 @@ struct manifest {
 int manifest_load(const char *path, struct manifest **out, struct diags *d);
 /* Same, from memory (tests, fuzzers). `name` is used in diagnostics. */
 int manifest_load_buf(const char *name, const char *buf, size_t len, struct manifest **out,
-		      struct diags *d);
+                      struct diags *d);
 void manifest_free(struct manifest *m);
 
 /* Parses conda explicit text into pkgs; diagnostics positioned from base. */
 int conda_explicit_parse(const char *file, const char *text, struct pos base, int block,
-			 struct conda_pkg **pkgs, size_t *npkgs, struct diags *d);
+                         struct conda_pkg **pkgs, size_t *npkgs, struct diags *d);
 /* Parses requirements text (pip hash-pinned format). */
 int pip_requirements_parse(const char *file, const char *text, struct pos base, int block,
-			   struct pip_req **reqs, size_t *nreqs, struct diags *d);
+                           struct pip_req **reqs, size_t *nreqs, struct diags *d);
 
 const char *platform_name(enum platform p);
 

@@ -49,13 +49,13 @@ struct txn {
 };
 
 static int64_t journal_add(struct txn *t, const char *op, const char *path, const char *tmp,
-			   const char *backup)
+                           const char *backup)
 {
 	sqlite3_stmt *s = NULL;
 	int64_t id = 0;
 	sqlite3_prepare_v2(t->c->st->db,
-			   "INSERT INTO journal(op, path, tmp, backup, created) VALUES (?,?,?,?,?)",
-			   -1, &s, NULL);
+	                   "INSERT INTO journal(op, path, tmp, backup, created) VALUES (?,?,?,?,?)",
+	                   -1, &s, NULL);
 	sqlite3_bind_text(s, 1, op, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
 	if (tmp)
@@ -116,8 +116,7 @@ static int exists(const char *host)
 	return lstat(host, &st) == 0;
 }
 
-int txn_begin(struct ctx *c, int64_t stack_id, const char *addr, const char *kind,
-	      struct txn **out)
+int txn_begin(struct ctx *c, int64_t stack_id, const char *addr, const char *kind, struct txn **out)
 {
 	struct txn *t = xcalloc(1, sizeof(*t));
 	t->c = c;
@@ -149,8 +148,8 @@ static int owner_class(struct txn *t, const char *path)
 	sqlite3_stmt *s = NULL;
 	int mine = 0;
 	sqlite3_prepare_v2(t->c->st->db,
-			   "SELECT 1 FROM resources WHERE id = ? AND stack_id = ? AND addr = ?", -1,
-			   &s, NULL);
+	                   "SELECT 1 FROM resources WHERE id = ? AND stack_id = ? AND addr = ?", -1,
+	                   &s, NULL);
 	sqlite3_bind_int64(s, 1, rid);
 	sqlite3_bind_int64(s, 2, t->stack_id);
 	sqlite3_bind_text(s, 3, t->addr, -1, SQLITE_STATIC);
@@ -172,7 +171,7 @@ static char *sibling(struct txn *t, const char *host, const char *tag)
 	const char *slash = strrchr(host, '/');
 	size_t dl = slash ? (size_t)(slash - host) : 0;
 	return xasprintf("%.*s/.tfprov-%s-%ld-%u-%s", (int)dl, host, tag, (long)getpid(), t->seq++,
-			 slash ? slash + 1 : host);
+	                 slash ? slash + 1 : host);
 }
 
 static void stat_record(struct state_file *f, const char *host)
@@ -193,8 +192,8 @@ int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, 
 	int oc = owner_class(t, path);
 	if (exists(host) && oc != 1) {
 		rc = fail(t, TF_ECONFLICT, "%s exists and %s", path,
-			  oc == 0 ? "was not placed by tfprov (move it away, or remove it)"
-				  : "belongs to another tfprov resource");
+		          oc == 0 ? "was not placed by tfprov (move it away, or remove it)"
+		                  : "belongs to another tfprov resource");
 		goto out;
 	}
 	char *dir = xstrndup(host, (size_t)(strrchr(host, '/') - host));
@@ -204,13 +203,13 @@ int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, 
 	backup = exists(host) ? sibling(t, host, "bak") : NULL;
 	if (journal_add(t, "put", path, tmp, backup) == 0) {
 		rc = fail(t, TF_ESTATE, "cannot write the journal: %s",
-			  sqlite3_errmsg(t->c->st->db));
+		          sqlite3_errmsg(t->c->st->db));
 		goto out;
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode & 07777);
 	if (fd < 0) {
 		rc = fail(t, errno == ENOSPC ? TF_ENOSPC : TF_EIO, "cannot create %s: %s", tmp,
-			  strerror(errno));
+		          strerror(errno));
 		goto out;
 	}
 	const char *p = data;
@@ -220,8 +219,8 @@ int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, 
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			rc = fail(t, errno == ENOSPC ? TF_ENOSPC : TF_EIO, "cannot write %s: %s", path,
-				  strerror(errno));
+			rc = fail(t, errno == ENOSPC ? TF_ENOSPC : TF_EIO, "cannot write %s: %s",
+			          path, strerror(errno));
 			goto out;
 		}
 		p += n;
@@ -264,8 +263,8 @@ out:
 	return rc;
 }
 
-static void record_entries(struct txn *t, const char *path, const struct place_entry *e,
-			   size_t n, int with_dirs)
+static void record_entries(struct txn *t, const char *path, const struct place_entry *e, size_t n,
+                           int with_dirs)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (e[i].type == 'd' && !with_dirs)
@@ -288,7 +287,7 @@ static void record_entries(struct txn *t, const char *path, const struct place_e
 }
 
 int txn_put_tree(struct txn *t, const char *staged, const char *path,
-		 const struct place_entry *entries, size_t n)
+                 const struct place_entry *entries, size_t n)
 {
 	char *host = ctx_host_path(t->c, path);
 	char *backup = NULL;
@@ -296,8 +295,8 @@ int txn_put_tree(struct txn *t, const char *staged, const char *path,
 	int oc = owner_class(t, path);
 	if (exists(host) && oc != 1) {
 		rc = fail(t, TF_ECONFLICT, "%s exists and %s", path,
-			  oc == 0 ? "was not placed by tfprov (move it away, or remove it)"
-				  : "belongs to another tfprov resource");
+		          oc == 0 ? "was not placed by tfprov (move it away, or remove it)"
+		                  : "belongs to another tfprov resource");
 		goto out;
 	}
 	char *dir = xstrndup(host, (size_t)(strrchr(host, '/') - host));
@@ -318,7 +317,7 @@ int txn_put_tree(struct txn *t, const char *staged, const char *path,
 	}
 	if (rename(staged, host) != 0) {
 		rc = fail(t, TF_EIO, "cannot rename the staged tree into %s: %s", path,
-			  strerror(errno));
+		          strerror(errno));
 		goto out;
 	}
 	struct place_entry root = {"", 'd', NULL, 0, 0755, NULL};
@@ -336,8 +335,8 @@ out:
 	return rc;
 }
 
-int txn_merge_tree(struct txn *t, const char *staged, const char *path,
-		   const struct place_entry *e, size_t n)
+int txn_merge_tree(struct txn *t, const char *staged, const char *path, const struct place_entry *e,
+                   size_t n)
 {
 	int rc = 0;
 	/* Pass 1: conflicts, before any write. */
@@ -349,9 +348,9 @@ int txn_merge_tree(struct txn *t, const char *staged, const char *path,
 		int oc = exists(host) ? owner_class(t, dst) : 1;
 		if (oc != 1)
 			rc = fail(t, TF_ECONFLICT, "%s exists and %s", dst,
-				  oc == 0 ? "was not placed by tfprov"
-					  : "belongs to another tfprov resource (another stack "
-					    "merged a different version here?)");
+			          oc == 0 ? "was not placed by tfprov"
+			                  : "belongs to another tfprov resource (another stack "
+			                    "merged a different version here?)");
 		free(host);
 		free(dst);
 		if (rc)
@@ -392,7 +391,8 @@ int txn_merge_tree(struct txn *t, const char *staged, const char *path,
 			mkdirs_at(AT_FDCWD, parent, 0755);
 			free(parent);
 			if (backups.v[i][0] && rename(host, backups.v[i]) != 0)
-				rc = fail(t, TF_EIO, "cannot move %s aside: %s", dst, strerror(errno));
+				rc = fail(t, TF_EIO, "cannot move %s aside: %s", dst,
+				          strerror(errno));
 			else if (rename(src, host) != 0)
 				rc = fail(t, TF_EIO, "cannot place %s: %s", dst, strerror(errno));
 			free(src);
@@ -544,9 +544,9 @@ static int forget_records(struct state *st, const char *path)
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
 	sqlite3_prepare_v2(st->db,
-			   "DELETE FROM files WHERE path = ?1 OR (path > ?1 || '/' AND "
-			   "path < ?1 || '0')",
-			   -1, &s, NULL);
+	                   "DELETE FROM files WHERE path = ?1 OR (path > ?1 || '/' AND "
+	                   "path < ?1 || '0')",
+	                   -1, &s, NULL);
 	sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) != SQLITE_DONE)
 		rc = TF_ESTATE;
@@ -593,7 +593,7 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 		rid = state_resource_put(st, t->stack_id, t->addr, t->kind, desired, attrs);
 		if (rid == 0) {
 			rc = fail(t, TF_ESTATE, "cannot record the resource: %s",
-				  sqlite3_errmsg(st->db));
+			          sqlite3_errmsg(st->db));
 			goto out;
 		}
 	}
@@ -614,9 +614,10 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 		}
 	}
 	for (size_t i = 0; i < t->njids && rc == 0; i++) {
-		char *sql = xasprintf("UPDATE journal SET op = 'gc' WHERE id = %lld AND backup IS "
-				      "NOT NULL; DELETE FROM journal WHERE id = %lld AND op <> 'gc'",
-				      (long long)t->jids[i], (long long)t->jids[i]);
+		char *sql =
+		    xasprintf("UPDATE journal SET op = 'gc' WHERE id = %lld AND backup IS "
+		              "NOT NULL; DELETE FROM journal WHERE id = %lld AND op <> 'gc'",
+		              (long long)t->jids[i], (long long)t->jids[i]);
 		rc = state_exec(st, sql);
 		free(sql);
 	}
@@ -634,7 +635,7 @@ out:
 
 /* Undoes one journal row. */
 static void undo_row(struct ctx *c, const char *op, const char *path, const char *tmp,
-		     const char *backup)
+                     const char *backup)
 {
 	char *host = ctx_host_path(c, path);
 	if (strcmp(op, "stage") == 0) {
@@ -668,13 +669,13 @@ void txn_abort(struct txn *t)
 	for (size_t i = t->njids; i-- > 0;) {
 		sqlite3_stmt *s = NULL;
 		sqlite3_prepare_v2(st->db, "SELECT op, path, tmp, backup FROM journal WHERE id = ?",
-				   -1, &s, NULL);
+		                   -1, &s, NULL);
 		sqlite3_bind_int64(s, 1, t->jids[i]);
 		if (sqlite3_step(s) == SQLITE_ROW)
 			undo_row(t->c, (const char *)sqlite3_column_text(s, 0),
-				 (const char *)sqlite3_column_text(s, 1),
-				 (const char *)sqlite3_column_text(s, 2),
-				 (const char *)sqlite3_column_text(s, 3));
+			         (const char *)sqlite3_column_text(s, 1),
+			         (const char *)sqlite3_column_text(s, 2),
+			         (const char *)sqlite3_column_text(s, 3));
 		sqlite3_finalize(s);
 		char *sql = xasprintf("DELETE FROM journal WHERE id = %lld", (long long)t->jids[i]);
 		state_exec(st, sql);
@@ -718,8 +719,8 @@ int place_recover(struct ctx *c)
 	sqlite3_stmt *s = NULL;
 	int n = 0;
 	struct strvec rows = STRVEC_INIT; /* op \x1f path \x1f tmp \x1f backup */
-	sqlite3_prepare_v2(st->db, "SELECT op, path, tmp, backup FROM journal ORDER BY id DESC",
-			   -1, &s, NULL);
+	sqlite3_prepare_v2(st->db, "SELECT op, path, tmp, backup FROM journal ORDER BY id DESC", -1,
+	                   &s, NULL);
 	while (sqlite3_step(s) == SQLITE_ROW) {
 		const char *op = (const char *)sqlite3_column_text(s, 0);
 		const char *p = (const char *)sqlite3_column_text(s, 1);
@@ -741,9 +742,10 @@ int place_recover(struct ctx *c)
 	strvec_release(&rows);
 	/* We hold the writer lock: any generation still 'running' was killed. */
 	state_exec(st, "DELETE FROM journal; UPDATE generations SET result = 'interrupted', "
-		       "finished = strftime('%s','now') WHERE result = 'running'");
+	               "finished = strftime('%s','now') WHERE result = 'running'");
 	if (n)
-		ev_log(c, EV_WARN, "recovered from an interrupted run: undid %d unfinished operation%s",
-		       n, n == 1 ? "" : "s");
+		ev_log(c, EV_WARN,
+		       "recovered from an interrupted run: undid %d unfinished operation%s", n,
+		       n == 1 ? "" : "s");
 	return n;
 }

@@ -41,7 +41,7 @@ struct place_entry {
 };
 
 int txn_begin(struct ctx *c, int64_t stack_id, const char *addr, const char *kind,
-	      struct txn **out);
+              struct txn **out);
 /* Writes a whole small file atomically (tmp in the same dir, fsync, rename). */
 int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, unsigned mode);
 /*
@@ -50,14 +50,14 @@ int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, 
  * Entries (relative to the tree) are recorded.
  */
 int txn_put_tree(struct txn *t, const char *staged_host_dir, const char *path,
-		 const struct place_entry *entries, size_t n);
+                 const struct place_entry *entries, size_t n);
 /*
  * Copies the files of a staged tree INTO an existing directory (cuDNN merge):
  * each file is staged next to its destination and renamed; existing files not
  * owned by this resource are a conflict, found before any write.
  */
 int txn_merge_tree(struct txn *t, const char *staged_host_dir, const char *path,
-		   const struct place_entry *entries, size_t n);
+                   const struct place_entry *entries, size_t n);
 /* Creates a journaled staging directory next to `near_path` (root-relative)
  * for an unpack; *host_out is a host path that does not exist yet. */
 int txn_stage_dir(struct txn *t, const char *near_path, char **host_out);

@@ -47,8 +47,8 @@ void drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed)
 	sqlite3_stmt *s = NULL;
 	*missing = *changed = 0;
 	sqlite3_prepare_v2(c->st->db,
-			   "SELECT path, type, size, mtime_ns FROM files WHERE resource_id = ?", -1,
-			   &s, NULL);
+	                   "SELECT path, type, size, mtime_ns FROM files WHERE resource_id = ?", -1,
+	                   &s, NULL);
 	sqlite3_bind_int64(s, 1, res_id);
 	size_t rl = strcmp(c->root, "/") == 0 ? 0 : strlen(c->root);
 	char buf[4096];
@@ -144,7 +144,8 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 		digest_hex(canon.buf ? canon.buf : "", canon.len, s->desired);
 		strbuf_release(&canon);
 		struct state_resource r;
-		if (p->stack_id == 0 || state_resource_get(c->st, p->stack_id, mod->kind, &r) != 0) {
+		if (p->stack_id == 0 ||
+		    state_resource_get(c->st, p->stack_id, mod->kind, &r) != 0) {
 			s->action = ACT_CREATE;
 		} else {
 			s->res_id = r.id;
@@ -156,8 +157,8 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 			} else if (s->drift_missing || s->drift_changed) {
 				s->action = ACT_UPDATE;
 				s->reason = xasprintf("drift: %d missing, %d changed of %lld files",
-						      s->drift_missing, s->drift_changed,
-						      (long long)s->nfiles);
+				                      s->drift_missing, s->drift_changed,
+				                      (long long)s->nfiles);
 			} else {
 				s->action = ACT_NOOP;
 				for (size_t k = 0; mod->depends_on && k + 1 < p->n; k++)
@@ -165,7 +166,8 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 					    p->steps[k].action != ACT_NOOP &&
 					    p->steps[k].action != ACT_READ) {
 						s->action = ACT_UPDATE;
-						s->reason = xasprintf("%s is rebuilt", mod->depends_on);
+						s->reason =
+						    xasprintf("%s is rebuilt", mod->depends_on);
 					}
 			}
 			state_resource_release(&r);
@@ -175,9 +177,9 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 	/* Recorded resources the manifest no longer wants. */
 	if (p->stack_id) {
 		sqlite3_stmt *q = NULL;
-		sqlite3_prepare_v2(c->st->db,
-				   "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id DESC",
-				   -1, &q, NULL);
+		sqlite3_prepare_v2(
+		    c->st->db, "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id DESC",
+		    -1, &q, NULL);
 		sqlite3_bind_int64(q, 1, p->stack_id);
 		while (sqlite3_step(q) == SQLITE_ROW) {
 			const char *addr = (const char *)sqlite3_column_text(q, 1);
@@ -196,7 +198,7 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 				s->res_id = sqlite3_column_int64(q, 0);
 				s->nfiles = state_files_count(c->st, s->res_id);
 				s->detail = xasprintf("no longer in the manifest (%lld files)",
-						      (long long)s->nfiles);
+				                      (long long)s->nfiles);
 				count(p, s);
 			}
 		}
@@ -248,13 +250,20 @@ void plan_emit(struct ctx *c, const struct plan *p)
 		if (s->action != ACT_NOOP && s->action != ACT_DELETE)
 			for (size_t u = 0; u < s->urls.n; u++)
 				strbuf_addf(&msg, "\n        fetch %s", s->urls.v[u]);
-		struct event e = {.kind = EV_PLAN_STEP, .level = EV_INFO, .step = s->addr,
-				  .action = action_name(s->action), .msg = msg.buf};
+		struct event e = {.kind = EV_PLAN_STEP,
+		                  .level = EV_INFO,
+		                  .step = s->addr,
+		                  .action = action_name(s->action),
+		                  .msg = msg.buf};
 		ev_emit(c, &e);
 		strbuf_release(&msg);
 	}
-	struct event e = {.kind = EV_PLAN_SUMMARY, .level = EV_INFO, .add = p->add,
-			  .change = p->change, .destroy = p->destroy, .read = p->read};
+	struct event e = {.kind = EV_PLAN_SUMMARY,
+	                  .level = EV_INFO,
+	                  .add = p->add,
+	                  .change = p->change,
+	                  .destroy = p->destroy,
+	                  .read = p->read};
 	ev_emit(c, &e);
 }
 
@@ -272,11 +281,15 @@ void plan_release(struct plan *p)
 }
 
 static void step_event(struct ctx *c, const struct step *s, int changed, int failed,
-		       const char *msg)
+                       const char *msg)
 {
-	struct event e = {.kind = EV_STEP_DONE, .level = failed ? EV_ERROR : EV_INFO,
-			  .step = s->addr, .action = action_name(s->action), .msg = msg,
-			  .changed = changed, .failed = failed};
+	struct event e = {.kind = EV_STEP_DONE,
+	                  .level = failed ? EV_ERROR : EV_INFO,
+	                  .step = s->addr,
+	                  .action = action_name(s->action),
+	                  .msg = msg,
+	                  .changed = changed,
+	                  .failed = failed};
 	ev_emit(c, &e);
 }
 
@@ -284,9 +297,11 @@ static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, s
 {
 	struct txn *t = NULL;
 	int rc = 0;
-	struct event e = {.kind = EV_STEP_START, .level = EV_INFO, .step = s->addr,
-			  .action = action_name(s->action),
-			  .msg = s->action == ACT_DELETE ? "removing" : "applying"};
+	struct event e = {.kind = EV_STEP_START,
+	                  .level = EV_INFO,
+	                  .step = s->addr,
+	                  .action = action_name(s->action),
+	                  .msg = s->action == ACT_DELETE ? "removing" : "applying"};
 	ev_emit(c, &e);
 	txn_begin(c, stack_id, s->addr, s->mod->kind, &t);
 	if (s->action == ACT_DELETE) {
@@ -347,8 +362,7 @@ int plan_apply(struct ctx *c, const struct manifest *m, struct plan *p)
 	if (stack_id == 0 || gen == 0)
 		return TF_ESTATE;
 	rc = execute(c, m, p, stack_id);
-	state_gen_finish(c->st, gen,
-			 rc == 0 ? "ok" : rc == TF_EINTR ? "interrupted" : "failed");
+	state_gen_finish(c->st, gen, rc == 0 ? "ok" : rc == TF_EINTR ? "interrupted" : "failed");
 	return rc;
 }
 

@@ -147,8 +147,8 @@ static void emit_text(struct ctx *c, const struct event *e)
 			return;
 		if (e->level >= EV_WARN)
 			fprintf(stderr, "tfprov: %s%s:%s %s\n", color ? "\033[1;33m" : "",
-				e->level == EV_ERROR ? "error" : "warning", color ? "\033[0m" : "",
-				e->msg);
+			        e->level == EV_ERROR ? "error" : "warning", color ? "\033[0m" : "",
+			        e->msg);
 		else
 			printf("%s\n", e->msg);
 		break;
@@ -167,8 +167,8 @@ static void emit_text(struct ctx *c, const struct event *e)
 		if (e->add + e->change + e->destroy == 0)
 			printf("\nNo changes. The stack matches the manifest.\n");
 		else
-			printf("\nPlan: %d to add, %d to change, %d to destroy, %d to read.\n", e->add,
-			       e->change, e->destroy, e->read);
+			printf("\nPlan: %d to add, %d to change, %d to destroy, %d to read.\n",
+			       e->add, e->change, e->destroy, e->read);
 		break;
 	case EV_STEP_START:
 		if (!quiet)
@@ -177,7 +177,10 @@ static void emit_text(struct ctx *c, const struct event *e)
 	case EV_STEP_DONE:
 		if (quiet && !e->failed)
 			return;
-		printf("%s: %s%s\n", e->step, e->failed ? "failed" : e->changed ? "done" : "ok",
+		printf("%s: %s%s\n", e->step,
+		       e->failed    ? "failed"
+		       : e->changed ? "done"
+		                    : "ok",
 		       e->msg && e->msg[0] ? (e->failed ? "" : "") : "");
 		if (e->msg && e->msg[0])
 			printf("  %s\n", e->msg);
@@ -189,22 +192,22 @@ static void emit_text(struct ctx *c, const struct event *e)
 		if (c->flags & CTX_TTY) {
 			double pct = e->total ? 100.0 * (double)e->done / (double)e->total : 0;
 			fprintf(stderr, "\r%s %s %.1f%% (%llu/%llu)\033[K", e->step ? e->step : "",
-				e->item ? e->item : "", pct, (unsigned long long)e->done,
-				(unsigned long long)e->total);
+			        e->item ? e->item : "", pct, (unsigned long long)e->done,
+			        (unsigned long long)e->total);
 			if (e->done >= e->total)
 				fputc('\n', stderr);
 		} else if (t - last_beat > 3000000000ull || e->done == e->total) {
 			char key[256];
 			snprintf(key, sizeof(key), "%s/%s/%llu", e->step ? e->step : "",
-				 e->item ? e->item : "", (unsigned long long)e->done);
+			         e->item ? e->item : "", (unsigned long long)e->done);
 			if (e->done == e->total && strcmp(key, last_done) == 0)
 				break;
 			if (e->done == e->total)
 				memcpy(last_done, key, sizeof(key));
 			last_beat = t;
 			fprintf(stderr, "%s: %s %llu/%llu bytes\n", e->step ? e->step : "",
-				e->item ? e->item : "", (unsigned long long)e->done,
-				(unsigned long long)e->total);
+			        e->item ? e->item : "", (unsigned long long)e->done,
+			        (unsigned long long)e->total);
 		}
 		break;
 	}
@@ -243,11 +246,14 @@ void ev_log(struct ctx *c, enum ev_level lvl, const char *fmt, ...)
 	free(msg);
 }
 
-void ev_progress(struct ctx *c, const char *step, const char *item, uint64_t done,
-		 uint64_t total)
+void ev_progress(struct ctx *c, const char *step, const char *item, uint64_t done, uint64_t total)
 {
-	struct event e = {.kind = EV_PROGRESS, .level = EV_INFO, .step = step, .item = item,
-			  .done = done, .total = total};
+	struct event e = {.kind = EV_PROGRESS,
+	                  .level = EV_INFO,
+	                  .step = step,
+	                  .item = item,
+	                  .done = done,
+	                  .total = total};
 	ev_emit(c, &e);
 }
 

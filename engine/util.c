@@ -209,7 +209,7 @@ int mkdirs_at(int dirfd, const char *path, unsigned mode)
 {
 	char *p = xstrdup(path);
 	int rc = 0;
-	for (char *s = p + 1; ; s++) {
+	for (char *s = p + 1;; s++) {
 		if (*s != '/' && *s != '\0')
 			continue;
 		char saved = *s;

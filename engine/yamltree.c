@@ -36,17 +36,17 @@ static struct ynode *convert(struct conv *cv, yaml_node_t *yn, unsigned depth)
 		return NULL;
 	if (++cv->nodes > cv->lim->max_nodes) {
 		diags_add(cv->d, DIAG_ERROR, cv->file, mark_pos(yn->start_mark), "yaml.too-large",
-			  "anchors and aliases (&a / *a) can multiply a small file; write the "
-			  "values out",
-			  "document expands to more than %zu nodes", cv->lim->max_nodes);
+		          "anchors and aliases (&a / *a) can multiply a small file; write the "
+		          "values out",
+		          "document expands to more than %zu nodes", cv->lim->max_nodes);
 		cv->failed = 1;
 		return NULL;
 	}
 	if (depth > cv->lim->max_depth) {
 		diags_add(cv->d, DIAG_ERROR, cv->file, mark_pos(yn->start_mark), "yaml.too-deep",
-			  "a manifest is a few levels deep; an alias that refers to itself "
-			  "nests forever",
-			  "document nests deeper than %u levels", cv->lim->max_depth);
+		          "a manifest is a few levels deep; an alias that refers to itself "
+		          "nests forever",
+		          "document nests deeper than %u levels", cv->lim->max_depth);
 		cv->failed = 1;
 		return NULL;
 	}
@@ -81,7 +81,7 @@ static struct ynode *convert(struct conv *cv, yaml_node_t *yn, unsigned depth)
 		n->items = xcalloc(cnt, sizeof(*n->items));
 		for (size_t i = 0; i < cnt && !cv->failed; i++) {
 			yaml_node_t *c =
-				yaml_document_get_node(cv->doc, yn->data.sequence.items.start[i]);
+			    yaml_document_get_node(cv->doc, yn->data.sequence.items.start[i]);
 			n->items[n->n++] = convert(cv, c, depth + 1);
 		}
 		break;
@@ -94,9 +94,9 @@ static struct ynode *convert(struct conv *cv, yaml_node_t *yn, unsigned depth)
 		for (size_t i = 0; i < cnt && !cv->failed; i++) {
 			yaml_node_pair_t *pr = &yn->data.mapping.pairs.start[i];
 			struct ynode *k =
-				convert(cv, yaml_document_get_node(cv->doc, pr->key), depth + 1);
+			    convert(cv, yaml_document_get_node(cv->doc, pr->key), depth + 1);
 			struct ynode *v =
-				convert(cv, yaml_document_get_node(cv->doc, pr->value), depth + 1);
+			    convert(cv, yaml_document_get_node(cv->doc, pr->value), depth + 1);
 			n->keys[n->n] = k;
 			n->items[n->n] = v;
 			n->n++;
@@ -105,10 +105,12 @@ static struct ynode *convert(struct conv *cv, yaml_node_t *yn, unsigned depth)
 			for (size_t j = 0; j + 1 < n->n; j++) {
 				struct ynode *o = n->keys[j];
 				if (o && o->type == Y_SCALAR && strcmp(o->str, k->str) == 0) {
-					diags_add(cv->d, DIAG_ERROR, cv->file, k->pos, "yaml.duplicate-key",
-						  "YAML keeps only one of them; remove or merge the other",
-						  "duplicate key '%s' (first defined at line %d)", k->str,
-						  o->pos.line);
+					diags_add(cv->d, DIAG_ERROR, cv->file, k->pos,
+					          "yaml.duplicate-key",
+					          "YAML keeps only one of them; remove or merge "
+					          "the other",
+					          "duplicate key '%s' (first defined at line %d)",
+					          k->str, o->pos.line);
 					break;
 				}
 			}
@@ -124,7 +126,7 @@ static struct ynode *convert(struct conv *cv, yaml_node_t *yn, unsigned depth)
 }
 
 struct ynode *ytree_parse(const char *file, const char *buf, size_t len,
-			  const struct ytree_limits *lim, struct diags *d, int *empty)
+                          const struct ytree_limits *lim, struct diags *d, int *empty)
 {
 	yaml_parser_t parser;
 	yaml_document_t doc;
@@ -134,13 +136,13 @@ struct ynode *ytree_parse(const char *file, const char *buf, size_t len,
 	*empty = 0;
 	if (!yaml_parser_initialize(&parser)) {
 		diags_add(d, DIAG_ERROR, file, (struct pos){0, 0}, "yaml.init", NULL,
-			  "cannot initialise the YAML parser");
+		          "cannot initialise the YAML parser");
 		return NULL;
 	}
 	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
 	if (!yaml_parser_load(&parser, &doc)) {
 		struct pos p = {(int)parser.problem_mark.line + 1,
-				(int)parser.problem_mark.column + 1};
+		                (int)parser.problem_mark.column + 1};
 		const char *hint = NULL;
 		if (parser.error == YAML_READER_ERROR) {
 			p.line = 0;
@@ -151,8 +153,8 @@ struct ynode *ytree_parse(const char *file, const char *buf, size_t len,
 			hint = "check the indentation and the quoting near this position";
 		}
 		diags_add(d, DIAG_ERROR, file, p, "yaml.syntax", hint, "%s%s%s",
-			  parser.problem ? parser.problem : "invalid YAML",
-			  parser.context ? " " : "", parser.context ? parser.context : "");
+		          parser.problem ? parser.problem : "invalid YAML",
+		          parser.context ? " " : "", parser.context ? parser.context : "");
 		yaml_parser_delete(&parser);
 		return NULL;
 	}
@@ -174,9 +176,9 @@ struct ynode *ytree_parse(const char *file, const char *buf, size_t len,
 			yaml_node_t *r2 = yaml_document_get_root_node(&doc2);
 			if (r2 != NULL) {
 				diags_add(d, DIAG_ERROR, file, mark_pos(r2->start_mark),
-					  "yaml.multiple-documents",
-					  "a manifest is a single YAML document; remove the '---'",
-					  "more than one document in the file");
+				          "yaml.multiple-documents",
+				          "a manifest is a single YAML document; remove the '---'",
+				          "more than one document in the file");
 				ytree_free(root);
 				root = NULL;
 			}

@@ -44,7 +44,7 @@ struct ytree_limits {
  * which case *empty is set) or NULL with errors in d.
  */
 struct ynode *ytree_parse(const char *file, const char *buf, size_t len,
-			  const struct ytree_limits *lim, struct diags *d, int *empty);
+                          const struct ytree_limits *lim, struct diags *d, int *empty);
 void ytree_free(struct ynode *n);
 /* Looks up a key in a mapping; NULL when absent. */
 struct ynode *ymap_get(const struct ynode *map, const char *key);

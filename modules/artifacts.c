@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 void artset_add(struct artset *s, const char *name, const char *url, const char *sha256,
-		int64_t size, int strip)
+                int64_t size, int strip)
 {
 	s->v = xrealloc(s->v, (s->n + 1) * sizeof(*s->v));
 	struct art *a = &s->v[s->n++];
@@ -49,7 +49,7 @@ void artset_release(struct artset *s)
 void artset_add_artifact(struct artset *s, const struct artifact *a, int default_strip)
 {
 	artset_add(s, a->name.set ? a->name.s : NULL, a->url.s, a->sha256.s,
-		   a->size.set ? a->size.v : -1, a->strip.set ? (int)a->strip.v : default_strip);
+	           a->size.set ? a->size.v : -1, a->strip.set ? (int)a->strip.v : default_strip);
 }
 
 int artset_fetch(struct ctx *c, struct artset *s, struct step *st)
@@ -65,7 +65,8 @@ int artset_fetch(struct ctx *c, struct artset *s, struct step *st)
 	rc = fetch_all(c, items, s->n);
 	for (size_t i = 0; i < s->n; i++) {
 		if (items[i].err && rc != 0 && st->error == NULL)
-			step_fail(st, "%s", items[i].errmsg ? items[i].errmsg : tf_strerror(items[i].err));
+			step_fail(st, "%s",
+			          items[i].errmsg ? items[i].errmsg : tf_strerror(items[i].err));
 		if (items[i].path)
 			s->v[i].path = xstrdup(items[i].path);
 		s->v[i].cached = items[i].cached;
@@ -76,7 +77,7 @@ int artset_fetch(struct ctx *c, struct artset *s, struct step *st)
 }
 
 int artset_add_redist(struct ctx *c, struct artset *s, const struct redist_ref *r,
-		      const char *platform, struct step *st)
+                      const char *platform, struct step *st)
 {
 	struct artset json = {0};
 	struct redist_artifact *ra = NULL;
@@ -91,8 +92,8 @@ int artset_add_redist(struct ctx *c, struct artset *s, const struct redist_ref *
 	for (size_t i = 0; i < r->ncomponents; i++)
 		names[i] = r->components[i].s;
 	rc = redist_resolve(json.v[0].path, r->json.url.s, platform,
-			    r->variant.set ? r->variant.s : NULL, names, r->ncomponents, &ra, &nra,
-			    &err);
+	                    r->variant.set ? r->variant.s : NULL, names, r->ncomponents, &ra, &nra,
+	                    &err);
 	if (rc != 0) {
 		step_fail(st, "%s: %s", r->json.url.s, err ? err : tf_strerror(rc));
 		goto out;
@@ -112,8 +113,8 @@ static int cmp_entry(const void *a, const void *b)
 	return strcmp(((const struct place_entry *)a)->path, ((const struct place_entry *)b)->path);
 }
 
-void staged_add(struct staged *t, const char *path, char type, const char *sha256,
-		int64_t size, unsigned mode, const char *link)
+void staged_add(struct staged *t, const char *path, char type, const char *sha256, int64_t size,
+                unsigned mode, const char *link)
 {
 	if (t->n == t->cap) {
 		t->cap = t->cap ? t->cap * 2 : 256;
@@ -155,7 +156,7 @@ void staged_release(struct staged *t)
  * two archives both provide must be identical, else it is an error.
  */
 int staged_unpack(struct ctx *c, struct artset *s, const char *stage, struct staged *out,
-		  struct step *st)
+                  struct step *st)
 {
 	int rc = 0;
 	if (mkdir(stage, 0755) != 0) {
@@ -186,12 +187,12 @@ int staged_unpack(struct ctx *c, struct artset *s, const char *stage, struct sta
 				}
 			} else if (prev) {
 				int same = prev->sha256 && e->sha256[0] &&
-					   strcmp(prev->sha256, e->sha256) == 0;
+				           strcmp(prev->sha256, e->sha256) == 0;
 				if (!same && strchr(e->path, '/') != NULL) {
 					step_fail(st,
-						  "%s and an earlier archive both provide %s with "
-						  "different content",
-						  s->v[i].name, e->path);
+					          "%s and an earlier archive both provide %s with "
+					          "different content",
+					          s->v[i].name, e->path);
 					rc = TF_ECONFLICT;
 				}
 			} else {
@@ -200,11 +201,13 @@ int staged_unpack(struct ctx *c, struct artset *s, const char *stage, struct sta
 				mkdirs_at(AT_FDCWD, parent, 0755);
 				free(parent);
 				if (rename(src, dst) != 0) {
-					step_fail(st, "cannot stage %s: %s", e->path, strerror(errno));
+					step_fail(st, "cannot stage %s: %s", e->path,
+					          strerror(errno));
 					rc = TF_EIO;
 				} else {
-					staged_add(out, e->path, type, e->sha256[0] ? e->sha256 : NULL,
-						   e->size, e->mode, e->link);
+					staged_add(out, e->path, type,
+					           e->sha256[0] ? e->sha256 : NULL, e->size,
+					           e->mode, e->link);
 				}
 			}
 			free(src);

@@ -29,18 +29,18 @@ struct staged {
 };
 
 void artset_add(struct artset *s, const char *name, const char *url, const char *sha256,
-		int64_t size, int strip);
+                int64_t size, int strip);
 void artset_add_artifact(struct artset *s, const struct artifact *a, int default_strip);
 /* Fetches the pinned redistrib JSON, resolves its components into s. */
 int artset_add_redist(struct ctx *c, struct artset *s, const struct redist_ref *r,
-		      const char *platform, struct step *st);
+                      const char *platform, struct step *st);
 int artset_fetch(struct ctx *c, struct artset *s, struct step *st);
 void artset_release(struct artset *s);
 
 void staged_add(struct staged *t, const char *path, char type, const char *sha256, int64_t size,
-		unsigned mode, const char *link);
+                unsigned mode, const char *link);
 int staged_unpack(struct ctx *c, struct artset *s, const char *stage, struct staged *out,
-		  struct step *st);
+                  struct step *st);
 void staged_release(struct staged *t);
 
 #endif

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 static int cuda_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-		       struct strbuf *detail, struct strvec *urls)
+                       struct strbuf *detail, struct strvec *urls)
 {
 	(void)c;
 	if (!m->cuda.set)
@@ -40,7 +40,7 @@ static int cuda_desire(struct ctx *c, const struct manifest *m, struct strbuf *c
 	for (size_t i = 0; i < m->cuda.artifacts.n; i++) {
 		const struct artifact *a = &m->cuda.artifacts.v[i];
 		strbuf_addf(canon, "artifact=%s %s strip=%lld\n", a->sha256.s, a->url.s,
-			    (long long)a->strip.v);
+		            (long long)a->strip.v);
 		strvec_push(urls, a->url.s);
 	}
 	if (m->cuda.redist.set) {
@@ -51,7 +51,7 @@ static int cuda_desire(struct ctx *c, const struct manifest *m, struct strbuf *c
 			strbuf_addf(&names, "%s%s", i ? ", " : "", m->cuda.redist.components[i].s);
 		}
 		strvec_pushf(urls, "%s, then the archives of: %s", m->cuda.redist.json.url.s,
-			     names.buf ? names.buf : "every component");
+		             names.buf ? names.buf : "every component");
 		strbuf_release(&names);
 	}
 	if (m->cuda.has_runfile) {
@@ -60,7 +60,7 @@ static int cuda_desire(struct ctx *c, const struct manifest *m, struct strbuf *c
 	}
 	size_t n = m->cuda.artifacts.n + m->cuda.redist.ncomponents;
 	strbuf_addf(detail, "CUDA %s into %s (%s%zu archive%s)", m->cuda.version.s, prefix,
-		    m->cuda.has_runfile ? "runfile, " : "", n, n == 1 ? "" : "s");
+	            m->cuda.has_runfile ? "runfile, " : "", n, n == 1 ? "" : "s");
 	free(prefix);
 	return 0;
 }
@@ -80,11 +80,12 @@ static int cuda_precheck(struct ctx *c, const struct manifest *m, struct step *s
 				continue;
 			char *p = path_join(dirs[i], e->d_name);
 			if (c->st == NULL || state_file_owner(c->st, p) == 0)
-				ev_log(c, EV_WARN,
-				       "a CUDA installation tfprov did not make exists at %s; it is "
-				       "left alone. If it comes first on PATH or LD_LIBRARY_PATH it "
-				       "can shadow this stack (see `tfprov doctor`)",
-				       p);
+				ev_log(
+				    c, EV_WARN,
+				    "a CUDA installation tfprov did not make exists at %s; it is "
+				    "left alone. If it comes first on PATH or LD_LIBRARY_PATH it "
+				    "can shadow this stack (see `tfprov doctor`)",
+				    p);
 			free(p);
 		}
 		if (d)
@@ -120,7 +121,7 @@ static int walk_cb(const char *p, const struct stat *sb, int flag, struct FTW *f
 }
 
 static int run_runfile(struct ctx *c, const struct art *a, const char *stage, struct staged *out,
-		       struct step *s)
+                       struct step *s)
 {
 	struct spawn_result r = {0};
 	int rc = 0;
@@ -131,15 +132,18 @@ static int run_runfile(struct ctx *c, const struct art *a, const char *stage, st
 	char *tp = xasprintf("--toolkitpath=%s", stage);
 	char *tmpdir = xasprintf("--tmpdir=%s", c->cache_dir);
 	/* The runfile is a shell archive; it is executed directly, never via a shell string. */
-	char *const argv[] = {"/bin/sh", a->path, "--silent", "--toolkit", tp, tmpdir,
-			      "--no-opengl-libs", "--no-man-page", "--override", NULL};
+	char *const argv[] = {"/bin/sh",    a->path, "--silent",         "--toolkit",
+	                      tp,           tmpdir,  "--no-opengl-libs", "--no-man-page",
+	                      "--override", NULL};
 	char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
 	struct spawn_opts o = {.argv = argv, .envp = envp, .timeout_s = 3600};
 	ev_log(c, EV_INFO, "cuda: running the NVIDIA runfile %s in toolkit-only mode", a->name);
 	rc = spawn_run(&o, &r);
 	if (rc == 0 && r.status != 0) {
 		step_fail(s, "the CUDA runfile exited with status %d: %.400s", r.status,
-			  r.err.len ? r.err.buf : r.out.buf ? r.out.buf : "");
+		          r.err.len   ? r.err.buf
+		          : r.out.buf ? r.out.buf
+		                      : "");
 		rc = TF_EFAIL;
 	} else if (rc != 0) {
 		step_fail(s, "cannot run the CUDA runfile: %s", r.errmsg ? r.errmsg : "");
@@ -162,8 +166,8 @@ static int cuda_apply(struct ctx *c, const struct manifest *m, struct step *s, s
 	char *prefix = stack_cuda_prefix(m);
 	char *stage = NULL;
 	int rc = 0;
-	const char *platform = m->stack.platform == PLATFORM_WINDOWS_X86_64 ? "windows-x86_64"
-										 : "linux-x86_64";
+	const char *platform =
+	    m->stack.platform == PLATFORM_WINDOWS_X86_64 ? "windows-x86_64" : "linux-x86_64";
 	if (m->cuda.has_runfile)
 		artset_add_artifact(&arts, &m->cuda.runfile, 0);
 	for (size_t i = 0; i < m->cuda.artifacts.n; i++)
@@ -201,8 +205,8 @@ out:
 }
 
 const struct module module_cuda = {
-	.kind = "cuda",
-	.desire = cuda_desire,
-	.precheck = cuda_precheck,
-	.apply = cuda_apply,
+    .kind = "cuda",
+    .desire = cuda_desire,
+    .precheck = cuda_precheck,
+    .apply = cuda_apply,
 };

@@ -20,7 +20,7 @@
 #include <string.h>
 
 static int cudnn_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-			struct strbuf *detail, struct strvec *urls)
+                        struct strbuf *detail, struct strvec *urls)
 {
 	(void)c;
 	if (!m->cudnn.set)
@@ -29,16 +29,16 @@ static int cudnn_desire(struct ctx *c, const struct manifest *m, struct strbuf *
 	strbuf_addf(canon, "prefix=%s\nplacement=%d\n", prefix, (int)m->cudnn.placement);
 	if (m->cudnn.has_artifact) {
 		strbuf_addf(canon, "artifact=%s strip=%lld\n", m->cudnn.artifact.sha256.s,
-			    (long long)m->cudnn.artifact.strip.v);
+		            (long long)m->cudnn.artifact.strip.v);
 		strvec_push(urls, m->cudnn.artifact.url.s);
 	}
 	if (m->cudnn.redist.set) {
 		strbuf_addf(canon, "redist=%s variant=%s\n", m->cudnn.redist.json.sha256.s,
-			    m->cudnn.redist.variant.s ? m->cudnn.redist.variant.s : "");
+		            m->cudnn.redist.variant.s ? m->cudnn.redist.variant.s : "");
 		strvec_push(urls, m->cudnn.redist.json.url.s);
 	}
 	strbuf_addf(detail, "cuDNN %s, %s %s", m->cudnn.version.s ? m->cudnn.version.s : "?",
-		    m->cudnn.placement == PLACEMENT_MERGE ? "merged into" : "separate in", prefix);
+	            m->cudnn.placement == PLACEMENT_MERGE ? "merged into" : "separate in", prefix);
 	free(prefix);
 	return 0;
 }
@@ -47,8 +47,8 @@ static int cudnn_desire(struct ctx *c, const struct manifest *m, struct strbuf *
 static int merged_path(const char *p)
 {
 	return str_starts_with(p, "include/") || str_starts_with(p, "lib/") ||
-	       str_starts_with(p, "lib64/") || strcmp(p, "include") == 0 ||
-	       strcmp(p, "lib") == 0 || strcmp(p, "lib64") == 0;
+	       str_starts_with(p, "lib64/") || strcmp(p, "include") == 0 || strcmp(p, "lib") == 0 ||
+	       strcmp(p, "lib64") == 0;
 }
 
 static int cudnn_precheck(struct ctx *c, const struct manifest *m, struct step *s)
@@ -58,19 +58,21 @@ static int cudnn_precheck(struct ctx *c, const struct manifest *m, struct step *
 	char *prefix = stack_cudnn_prefix(m);
 	sqlite3_stmt *q = NULL;
 	int rc = 0;
-	sqlite3_prepare_v2(c->st->db,
-			   "SELECT st.name, f.path FROM files f JOIN resources r ON r.id = "
-			   "f.resource_id JOIN stacks st ON st.id = r.stack_id WHERE r.addr = 'cudnn' "
-			   "AND st.name <> ?1 AND f.path > ?2 || '/' AND f.path < ?2 || '0' LIMIT 1",
-			   -1, &q, NULL);
+	sqlite3_prepare_v2(
+	    c->st->db,
+	    "SELECT st.name, f.path FROM files f JOIN resources r ON r.id = "
+	    "f.resource_id JOIN stacks st ON st.id = r.stack_id WHERE r.addr = 'cudnn' "
+	    "AND st.name <> ?1 AND f.path > ?2 || '/' AND f.path < ?2 || '0' LIMIT 1",
+	    -1, &q, NULL);
 	sqlite3_bind_text(q, 1, m->stack.name.s, -1, SQLITE_STATIC);
 	sqlite3_bind_text(q, 2, prefix, -1, SQLITE_STATIC);
 	if (sqlite3_step(q) == SQLITE_ROW) {
-		step_fail(s,
-			  "stack '%s' already merged its cuDNN into %s (e.g. %s); two stacks cannot "
-			  "merge cuDNN into one CUDA prefix. Use cudnn.placement: separate in one "
-			  "of them",
-			  sqlite3_column_text(q, 0), prefix, sqlite3_column_text(q, 1));
+		step_fail(
+		    s,
+		    "stack '%s' already merged its cuDNN into %s (e.g. %s); two stacks cannot "
+		    "merge cuDNN into one CUDA prefix. Use cudnn.placement: separate in one "
+		    "of them",
+		    sqlite3_column_text(q, 0), prefix, sqlite3_column_text(q, 1));
 		rc = TF_ECONFLICT;
 	}
 	sqlite3_finalize(q);
@@ -85,8 +87,8 @@ static int cudnn_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 	char *prefix = stack_cudnn_prefix(m);
 	char *stage = NULL;
 	int rc = 0;
-	const char *platform = m->stack.platform == PLATFORM_WINDOWS_X86_64 ? "windows-x86_64"
-										 : "linux-x86_64";
+	const char *platform =
+	    m->stack.platform == PLATFORM_WINDOWS_X86_64 ? "windows-x86_64" : "linux-x86_64";
 	if (m->cudnn.has_artifact)
 		artset_add_artifact(&arts, &m->cudnn.artifact, 1);
 	if (m->cudnn.redist.set &&
@@ -106,11 +108,13 @@ static int cudnn_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 	} else {
 		for (size_t i = 0; i < tree.n; i++)
 			if (merged_path(tree.v[i].path))
-				staged_add(&merged, tree.v[i].path, tree.v[i].type, tree.v[i].sha256,
-					   tree.v[i].size, tree.v[i].mode, tree.v[i].link);
+				staged_add(&merged, tree.v[i].path, tree.v[i].type,
+				           tree.v[i].sha256, tree.v[i].size, tree.v[i].mode,
+				           tree.v[i].link);
 		if (merged.n == 0) {
-			step_fail(s, "the cuDNN archive has no include/ or lib/ directory: is strip "
-				     "right for its layout?");
+			step_fail(s,
+			          "the cuDNN archive has no include/ or lib/ directory: is strip "
+			          "right for its layout?");
 			rc = TF_EFAIL;
 			goto out;
 		}
@@ -130,9 +134,9 @@ out:
 }
 
 const struct module module_cudnn = {
-	.kind = "cudnn",
-	.desire = cudnn_desire,
-	.precheck = cudnn_precheck,
-	.apply = cudnn_apply,
-	.depends_on = "cuda",
+    .kind = "cudnn",
+    .desire = cudnn_desire,
+    .precheck = cudnn_precheck,
+    .apply = cudnn_apply,
+    .depends_on = "cuda",
 };

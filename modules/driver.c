@@ -27,11 +27,11 @@ static int driver_check(struct ctx *c, const struct manifest *m, struct step *s)
 	gpu_probe_run(&g);
 	if (!g.found) {
 		step_fail(s,
-			  "no NVIDIA driver found (%s). tfprov never installs a kernel driver: "
-			  "install the NVIDIA driver for your GPU%s, or allow provisioning "
-			  "without a GPU (driver.policy: skip, or --no-gpu)",
-			  g.error[0] ? g.error : "no NVML, no /proc/driver/nvidia",
-			  g.wsl ? " on the Windows host (WSL2 uses the Windows driver)" : "");
+		          "no NVIDIA driver found (%s). tfprov never installs a kernel driver: "
+		          "install the NVIDIA driver for your GPU%s, or allow provisioning "
+		          "without a GPU (driver.policy: skip, or --no-gpu)",
+		          g.error[0] ? g.error : "no NVML, no /proc/driver/nvidia",
+		          g.wsl ? " on the Windows host (WSL2 uses the Windows driver)" : "");
 		rc = TF_EPRECOND;
 		goto out;
 	}
@@ -48,18 +48,19 @@ static int driver_check(struct ctx *c, const struct manifest *m, struct step *s)
 			       g.driver_version, m->versions.cuda.s, min, floor);
 		} else {
 			step_fail(s,
-				  "NVIDIA driver %s is too old for CUDA %s: the minimum is %s%s%s "
-				  "(source: CUDA release notes). Upgrade the driver, or choose a "
-				  "stack with an older CUDA",
-				  g.driver_version, m->versions.cuda.s, min,
-				  floor ? ", or at least " : "", floor ? floor : "");
+			          "NVIDIA driver %s is too old for CUDA %s: the minimum is %s%s%s "
+			          "(source: CUDA release notes). Upgrade the driver, or choose a "
+			          "stack with an older CUDA",
+			          g.driver_version, m->versions.cuda.s, min,
+			          floor ? ", or at least " : "", floor ? floor : "");
 			rc = TF_EPRECOND;
 			goto out;
 		}
 	}
-	if (m->driver.min_version.set && version_cmp(g.driver_version, m->driver.min_version.s) < 0) {
+	if (m->driver.min_version.set &&
+	    version_cmp(g.driver_version, m->driver.min_version.s) < 0) {
 		step_fail(s, "NVIDIA driver %s is older than the manifest's driver.min_version %s",
-			  g.driver_version, m->driver.min_version.s);
+		          g.driver_version, m->driver.min_version.s);
 		rc = TF_EPRECOND;
 		goto out;
 	}
@@ -69,12 +70,13 @@ static int driver_check(struct ctx *c, const struct manifest *m, struct step *s)
 			continue;
 		snprintf(cc, sizeof(cc), "%d.%d", g.gpus[i].cc_major, g.gpus[i].cc_minor);
 		enum compat_kernel k =
-			compat_tf_kernels_for(kb, m->versions.tensorflow.s, cc, NULL);
+		    compat_tf_kernels_for(kb, m->versions.tensorflow.s, cc, NULL);
 		if (k == COMPAT_KERNEL_NONE) {
-			step_fail(s,
-				  "GPU %d (%s, compute capability %s) has no kernels in "
-				  "TensorFlow %s: it would fail with 'device kernel image is invalid'",
-				  i, g.gpus[i].name, cc, m->versions.tensorflow.s);
+			step_fail(
+			    s,
+			    "GPU %d (%s, compute capability %s) has no kernels in "
+			    "TensorFlow %s: it would fail with 'device kernel image is invalid'",
+			    i, g.gpus[i].name, cc, m->versions.tensorflow.s);
 			rc = TF_EPRECOND;
 			goto out;
 		}
@@ -86,7 +88,8 @@ static int driver_check(struct ctx *c, const struct manifest *m, struct step *s)
 	}
 report:
 	ev_log(c, EV_INFO, "driver: NVIDIA %s via %s, %d GPU%s%s", g.driver_version, g.source,
-	       g.ngpus, g.ngpus == 1 ? "" : "s", g.wsl ? " (WSL2: driver on the Windows host)" : "");
+	       g.ngpus, g.ngpus == 1 ? "" : "s",
+	       g.wsl ? " (WSL2: driver on the Windows host)" : "");
 out:
 	compat_free(kb);
 	diags_release(&d);
@@ -94,7 +97,7 @@ out:
 }
 
 static int driver_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-			 struct strbuf *detail, struct strvec *urls)
+                         struct strbuf *detail, struct strvec *urls)
 {
 	(void)canon;
 	(void)urls;
@@ -114,8 +117,9 @@ static int driver_precheck(struct ctx *c, const struct manifest *m, struct step 
 {
 	(void)s;
 	if (m->driver.policy == DRIVER_SKIP || (c->flags & CTX_NO_GPU)) {
-		ev_log(c, EV_WARN, "GPU checks SKIPPED: %s allows provisioning without a GPU; "
-				   "nothing about the driver or GPUs was verified",
+		ev_log(c, EV_WARN,
+		       "GPU checks SKIPPED: %s allows provisioning without a GPU; "
+		       "nothing about the driver or GPUs was verified",
 		       (c->flags & CTX_NO_GPU) ? "--no-gpu" : "driver.policy: skip");
 		return 0;
 	}
@@ -123,7 +127,7 @@ static int driver_precheck(struct ctx *c, const struct manifest *m, struct step 
 }
 
 const struct module module_driver = {
-	.kind = "driver",
-	.desire = driver_desire,
-	.precheck = driver_precheck,
+    .kind = "driver",
+    .desire = driver_desire,
+    .precheck = driver_precheck,
 };

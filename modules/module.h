@@ -29,7 +29,7 @@ struct module {
 	 * when it has none.
 	 */
 	int (*desire)(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-		      struct strbuf *detail, struct strvec *urls);
+	              struct strbuf *detail, struct strvec *urls);
 	/* Precondition before anything changes (driver); NULL when none. 0 or TF_E*. */
 	int (*precheck)(struct ctx *c, const struct manifest *m, struct step *s);
 	/* Makes the resource match; writes through t only. 0 or TF_E* (s->error set). */

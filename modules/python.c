@@ -32,26 +32,26 @@
 #include <unistd.h>
 
 static int pyenv_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-			struct strbuf *detail, struct strvec *urls)
+                        struct strbuf *detail, struct strvec *urls)
 {
 	(void)c;
 	if (!m->python.set)
 		return 1;
 	char *prefix = stack_env_prefix(m);
 	strbuf_addf(canon, "prefix=%s\nmanager=%d\nversion=%s\ninterpreter=%s\n", prefix,
-		    (int)m->python.manager, m->python.version.s ? m->python.version.s : "",
-		    m->python.interpreter.s ? m->python.interpreter.s : "");
+	            (int)m->python.manager, m->python.version.s ? m->python.version.s : "",
+	            m->python.interpreter.s ? m->python.interpreter.s : "");
 	for (size_t i = 0; i < m->python.npkgs; i++) {
 		strbuf_addf(canon, "pkg=%s %s%s\n", m->python.pkgs[i].url, m->python.pkgs[i].sha256,
-			    m->python.pkgs[i].md5);
+		            m->python.pkgs[i].md5);
 		strvec_push(urls, m->python.pkgs[i].url);
 	}
 	if (m->python.manager == PYENV_CONDA)
 		strbuf_addf(detail, "conda env %s from an explicit lock (%zu packages)", prefix,
-			    m->python.npkgs);
+		            m->python.npkgs);
 	else
 		strbuf_addf(detail, "venv %s with the system's Python %s", prefix,
-			    m->python.version.s ? m->python.version.s : "?");
+		            m->python.version.s ? m->python.version.s : "?");
 	free(prefix);
 	return 0;
 }
@@ -120,7 +120,7 @@ static int record_env(struct ctx *c, struct txn *t, const char *prefix)
 }
 
 static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
-		       const char *prefix)
+                       const char *prefix)
 {
 	size_t n = m->python.npkgs;
 	struct fetch_item *items = xcalloc(n ? n : 1, sizeof(*items));
@@ -131,10 +131,11 @@ static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 	for (size_t i = 0; i < n; i++) {
 		const struct conda_pkg *p = &m->python.pkgs[i];
 		if (p->sha256[0] == '\0') {
-			step_fail(s,
-				  "%s-%s-%s is pinned by md5 only; tfprov verifies downloads by "
-				  "sha256: regenerate the lock with `conda list --explicit --sha256`",
-				  p->name, p->version, p->build);
+			step_fail(
+			    s,
+			    "%s-%s-%s is pinned by md5 only; tfprov verifies downloads by "
+			    "sha256: regenerate the lock with `conda list --explicit --sha256`",
+			    p->name, p->version, p->build);
 			rc = TF_EMANIFEST;
 			goto out;
 		}
@@ -146,7 +147,8 @@ static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 	rc = fetch_all(c, items, n);
 	for (size_t i = 0; i < n; i++) {
 		if (rc != 0 && items[i].err && s->error == NULL)
-			step_fail(s, "%s", items[i].errmsg ? items[i].errmsg : tf_strerror(items[i].err));
+			step_fail(s, "%s",
+			          items[i].errmsg ? items[i].errmsg : tf_strerror(items[i].err));
 		files[i] = items[i].path ? xstrdup(items[i].path) : NULL;
 	}
 	if (rc != 0)
@@ -187,8 +189,8 @@ static int venv_apply(struct ctx *c, const struct manifest *m, struct step *s, c
 	if (rc != 0)
 		step_fail(s, "%s", err ? err : tf_strerror(rc));
 	else
-		ev_log(c, EV_INFO, "pyenv: venv %s %s with %s", prefix, created ? "created" : "kept",
-		       python);
+		ev_log(c, EV_INFO, "pyenv: venv %s %s with %s", prefix,
+		       created ? "created" : "kept", python);
 	free(python);
 	free(err);
 	free(host);
@@ -204,8 +206,8 @@ static int write_hook(struct ctx *c, const struct manifest *m, struct txn *t, co
 	char *hook = xasprintf("%s/etc/conda/activate.d/tfprov-%s.sh", prefix, m->stack.name.s);
 	char *profile = xasprintf("%s/tfprov-%s.sh", m->env.profile_dir.s, m->stack.name.s);
 	char *text = xasprintf("# Written by tfprov: the environment of stack '%s'.\n"
-			       "[ -r '%s' ] && . '%s'\n",
-			       m->stack.name.s, profile, profile);
+	                       "[ -r '%s' ] && . '%s'\n",
+	                       m->stack.name.s, profile, profile);
 	/* The hook is part of the freshly built env tree, so it is placed in it directly. */
 	int rc = txn_put_file(t, hook, text, strlen(text), 0644);
 	free(hook);
@@ -222,7 +224,7 @@ static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 	rc = txn_forget_all(t);
 	if (rc == 0)
 		rc = m->python.manager == PYENV_CONDA ? conda_apply(c, m, s, t, prefix)
-						     : venv_apply(c, m, s, prefix);
+		                                      : venv_apply(c, m, s, prefix);
 	if (rc == 0)
 		rc = record_env(c, t, prefix);
 	if (rc == 0 && m->python.manager == PYENV_CONDA)
@@ -232,13 +234,13 @@ static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 }
 
 static int pip_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-		      struct strbuf *detail, struct strvec *urls)
+                      struct strbuf *detail, struct strvec *urls)
 {
 	(void)urls;
 	if (!m->pip.set)
 		return 1;
 	strbuf_addf(canon, "index=%s\ncomplete=%d\n", m->pip.index_url.s ? m->pip.index_url.s : "",
-		    m->pip.complete.v);
+	            m->pip.complete.v);
 	for (size_t i = 0; i < c->mirrors.n; i++)
 		strbuf_addf(canon, "mirror=%s\n", c->mirrors.v[i]);
 	for (size_t i = 0; i < m->pip.nreqs; i++) {
@@ -248,10 +250,11 @@ static int pip_desire(struct ctx *c, const struct manifest *m, struct strbuf *ca
 		strbuf_adds(canon, "\n");
 	}
 	strbuf_addf(detail, "%zu pinned package%s from %s%s", m->pip.nreqs,
-		    m->pip.nreqs == 1 ? "" : "s",
-		    c->mirrors.n ? c->mirrors.v[0]
-				 : m->pip.index_url.s ? m->pip.index_url.s : "the default index",
-		    m->pip.complete.v ? " (complete lock, --no-deps)" : "");
+	            m->pip.nreqs == 1 ? "" : "s",
+	            c->mirrors.n         ? c->mirrors.v[0]
+	            : m->pip.index_url.s ? m->pip.index_url.s
+	                                 : "the default index",
+	            m->pip.complete.v ? " (complete lock, --no-deps)" : "");
 	return 0;
 }
 
@@ -290,7 +293,8 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	rc = pip_install(c, host, m->pip.reqs, m->pip.nreqs, &o, &res, &err);
 	if (rc != 0) {
 		step_fail(s, "%s%s%s", err ? err : tf_strerror(rc),
-			  res.failed_pkg ? "; package: " : "", res.failed_pkg ? res.failed_pkg : "");
+		          res.failed_pkg ? "; package: " : "",
+		          res.failed_pkg ? res.failed_pkg : "");
 		goto out;
 	}
 	ev_log(c, EV_INFO, "pip: %zu pins installed; the env holds %zu distributions", m->pip.nreqs,
@@ -320,14 +324,14 @@ out:
 }
 
 const struct module module_pyenv = {
-	.kind = "pyenv",
-	.desire = pyenv_desire,
-	.apply = pyenv_apply,
+    .kind = "pyenv",
+    .desire = pyenv_desire,
+    .apply = pyenv_apply,
 };
 
 const struct module module_pip = {
-	.kind = "pip",
-	.desire = pip_desire,
-	.apply = pip_apply,
-	.depends_on = "pyenv",
+    .kind = "pip",
+    .desire = pip_desire,
+    .apply = pip_apply,
+    .depends_on = "pyenv",
 };

@@ -7,7 +7,7 @@
 #include <string.h>
 
 const struct module *const modules[] = {
-	&module_driver, &module_cuda, &module_cudnn, &module_env, &module_pyenv, &module_pip,
+    &module_driver, &module_cuda, &module_cudnn, &module_env, &module_pyenv, &module_pip,
 };
 const size_t nmodules = ARRAY_SIZE(modules);
 
@@ -24,7 +24,7 @@ char *stack_cudnn_prefix(const struct manifest *m)
 	if (m->cudnn.placement == PLACEMENT_MERGE)
 		return stack_cuda_prefix(m);
 	char *v = xasprintf("cudnn/%s-cuda%s", m->cudnn.version.s ? m->cudnn.version.s : "unknown",
-			    m->cuda.version.s ? m->cuda.version.s : "unknown");
+	                    m->cuda.version.s ? m->cuda.version.s : "unknown");
 	char *p = path_join(m->prefix.s, v);
 	free(v);
 	return p;

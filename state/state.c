@@ -23,62 +23,62 @@
 #include <unistd.h>
 
 static const char *const migrations[] = {
-	/* 1: the initial schema. */
-	"CREATE TABLE stacks ("
-	"  id INTEGER PRIMARY KEY,"
-	"  name TEXT NOT NULL UNIQUE,"
-	"  manifest_path TEXT,"
-	"  current_gen INTEGER,"
-	"  created INTEGER NOT NULL,"
-	"  updated INTEGER NOT NULL);"
-	"CREATE TABLE generations ("
-	"  id INTEGER PRIMARY KEY,"
-	"  stack_id INTEGER NOT NULL REFERENCES stacks(id) ON DELETE CASCADE,"
-	"  manifest_path TEXT,"
-	"  manifest_sha256 TEXT NOT NULL,"
-	"  manifest_text TEXT NOT NULL,"
-	"  started INTEGER NOT NULL,"
-	"  finished INTEGER,"
-	"  result TEXT NOT NULL DEFAULT 'running');"
-	"CREATE TABLE resources ("
-	"  id INTEGER PRIMARY KEY,"
-	"  stack_id INTEGER NOT NULL REFERENCES stacks(id) ON DELETE CASCADE,"
-	"  addr TEXT NOT NULL,"
-	"  kind TEXT NOT NULL,"
-	"  desired TEXT NOT NULL,"
-	"  attrs TEXT,"
-	"  updated INTEGER NOT NULL,"
-	"  UNIQUE(stack_id, addr));"
-	"CREATE TABLE files ("
-	"  path TEXT PRIMARY KEY,"
-	"  resource_id INTEGER NOT NULL REFERENCES resources(id) ON DELETE CASCADE,"
-	"  type TEXT NOT NULL,"
-	"  sha256 TEXT,"
-	"  size INTEGER NOT NULL,"
-	"  mode INTEGER NOT NULL,"
-	"  mtime_ns INTEGER NOT NULL,"
-	"  link TEXT) WITHOUT ROWID;"
-	"CREATE INDEX files_resource ON files(resource_id);"
-	"CREATE TABLE journal ("
-	"  id INTEGER PRIMARY KEY,"
-	"  op TEXT NOT NULL,"
-	"  path TEXT NOT NULL,"
-	"  tmp TEXT,"
-	"  backup TEXT,"
-	"  created INTEGER NOT NULL);"
-	"CREATE TABLE cache ("
-	"  sha256 TEXT PRIMARY KEY,"
-	"  size INTEGER NOT NULL,"
-	"  url TEXT,"
-	"  added INTEGER NOT NULL,"
-	"  last_used INTEGER NOT NULL);"
-	"CREATE TABLE bench_results ("
-	"  id INTEGER PRIMARY KEY,"
-	"  stack_id INTEGER REFERENCES stacks(id) ON DELETE SET NULL,"
-	"  at INTEGER NOT NULL,"
-	"  gpu TEXT, precision TEXT, ms_per_step REAL, images_per_sec REAL,"
-	"  tf_version TEXT, cuda_version TEXT, cudnn_version TEXT,"
-	"  source TEXT, raw TEXT);",
+    /* 1: the initial schema. */
+    "CREATE TABLE stacks ("
+    "  id INTEGER PRIMARY KEY,"
+    "  name TEXT NOT NULL UNIQUE,"
+    "  manifest_path TEXT,"
+    "  current_gen INTEGER,"
+    "  created INTEGER NOT NULL,"
+    "  updated INTEGER NOT NULL);"
+    "CREATE TABLE generations ("
+    "  id INTEGER PRIMARY KEY,"
+    "  stack_id INTEGER NOT NULL REFERENCES stacks(id) ON DELETE CASCADE,"
+    "  manifest_path TEXT,"
+    "  manifest_sha256 TEXT NOT NULL,"
+    "  manifest_text TEXT NOT NULL,"
+    "  started INTEGER NOT NULL,"
+    "  finished INTEGER,"
+    "  result TEXT NOT NULL DEFAULT 'running');"
+    "CREATE TABLE resources ("
+    "  id INTEGER PRIMARY KEY,"
+    "  stack_id INTEGER NOT NULL REFERENCES stacks(id) ON DELETE CASCADE,"
+    "  addr TEXT NOT NULL,"
+    "  kind TEXT NOT NULL,"
+    "  desired TEXT NOT NULL,"
+    "  attrs TEXT,"
+    "  updated INTEGER NOT NULL,"
+    "  UNIQUE(stack_id, addr));"
+    "CREATE TABLE files ("
+    "  path TEXT PRIMARY KEY,"
+    "  resource_id INTEGER NOT NULL REFERENCES resources(id) ON DELETE CASCADE,"
+    "  type TEXT NOT NULL,"
+    "  sha256 TEXT,"
+    "  size INTEGER NOT NULL,"
+    "  mode INTEGER NOT NULL,"
+    "  mtime_ns INTEGER NOT NULL,"
+    "  link TEXT) WITHOUT ROWID;"
+    "CREATE INDEX files_resource ON files(resource_id);"
+    "CREATE TABLE journal ("
+    "  id INTEGER PRIMARY KEY,"
+    "  op TEXT NOT NULL,"
+    "  path TEXT NOT NULL,"
+    "  tmp TEXT,"
+    "  backup TEXT,"
+    "  created INTEGER NOT NULL);"
+    "CREATE TABLE cache ("
+    "  sha256 TEXT PRIMARY KEY,"
+    "  size INTEGER NOT NULL,"
+    "  url TEXT,"
+    "  added INTEGER NOT NULL,"
+    "  last_used INTEGER NOT NULL);"
+    "CREATE TABLE bench_results ("
+    "  id INTEGER PRIMARY KEY,"
+    "  stack_id INTEGER REFERENCES stacks(id) ON DELETE SET NULL,"
+    "  at INTEGER NOT NULL,"
+    "  gpu TEXT, precision TEXT, ms_per_step REAL, images_per_sec REAL,"
+    "  tf_version TEXT, cuda_version TEXT, cudnn_version TEXT,"
+    "  source TEXT, raw TEXT);",
 };
 
 /* Sets *errmsg to "what: detail" and returns TF_ESTATE. */
@@ -120,8 +120,7 @@ static int migrate(struct state *st, char **errmsg)
 	sqlite3_stmt *s = NULL;
 	int version = 0;
 	if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK)
-		return set_err(errmsg, "cannot read the schema version",
-			       sqlite3_errmsg(st->db));
+		return set_err(errmsg, "cannot read the schema version", sqlite3_errmsg(st->db));
 	if (sqlite3_step(s) == SQLITE_ROW)
 		version = sqlite3_column_int(s, 0);
 	sqlite3_finalize(s);
@@ -129,14 +128,14 @@ static int migrate(struct state *st, char **errmsg)
 	if (version > target) {
 		char v[64];
 		snprintf(v, sizeof(v), "%d > %d", version, target);
-		return set_err(errmsg,
-			       "state database schema is newer than this tfprov (%s); upgrade tfprov",
-			       v);
+		return set_err(
+		    errmsg, "state database schema is newer than this tfprov (%s); upgrade tfprov",
+		    v);
 	}
 	for (int i = version; i < target; i++) {
 		char *e = NULL;
 		char *sql = xasprintf("BEGIN IMMEDIATE; %s PRAGMA user_version = %d; COMMIT;",
-				      migrations[i], i + 1);
+		                      migrations[i], i + 1);
 		int rc = sqlite3_exec(st->db, sql, NULL, NULL, &e);
 		free(sql);
 		if (rc != SQLITE_OK) {
@@ -167,17 +166,17 @@ int state_open(const char *dir, int create, struct state **out, char **errmsg)
 		rc = 1; /* no state yet: not an error for readers */
 		goto out;
 	}
-	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+	int flags =
+	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
 	if (sqlite3_open_v2(path, &st->db, flags, NULL) != SQLITE_OK) {
 		rc = set_err(errmsg, "cannot open the state database",
-			     st->db ? sqlite3_errmsg(st->db) : "out of memory");
+		             st->db ? sqlite3_errmsg(st->db) : "out of memory");
 		goto out;
 	}
 	sqlite3_busy_timeout(st->db, 10000);
 	if (state_exec(st, "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; "
-			   "PRAGMA synchronous=NORMAL") != 0) {
-		rc = set_err(errmsg, "cannot configure the state database",
-			     sqlite3_errmsg(st->db));
+	                   "PRAGMA synchronous=NORMAL") != 0) {
+		rc = set_err(errmsg, "cannot configure the state database", sqlite3_errmsg(st->db));
 		goto out;
 	}
 	rc = migrate(st, errmsg);
@@ -276,8 +275,8 @@ int64_t state_stack_ensure(struct state *st, const char *name, const char *manif
 	sqlite3_stmt *s = NULL;
 	if (id) {
 		sqlite3_prepare_v2(st->db,
-				   "UPDATE stacks SET manifest_path = ?, updated = ? WHERE id = ?",
-				   -1, &s, NULL);
+		                   "UPDATE stacks SET manifest_path = ?, updated = ? WHERE id = ?",
+		                   -1, &s, NULL);
 		sqlite3_bind_text(s, 1, manifest_path, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(s, 2, now_unix());
 		sqlite3_bind_int64(s, 3, id);
@@ -286,9 +285,9 @@ int64_t state_stack_ensure(struct state *st, const char *name, const char *manif
 		return id;
 	}
 	sqlite3_prepare_v2(st->db,
-			   "INSERT INTO stacks(name, manifest_path, created, updated) "
-			   "VALUES (?, ?, ?, ?)",
-			   -1, &s, NULL);
+	                   "INSERT INTO stacks(name, manifest_path, created, updated) "
+	                   "VALUES (?, ?, ?, ?)",
+	                   -1, &s, NULL);
 	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, manifest_path, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, now_unix());
@@ -300,14 +299,14 @@ int64_t state_stack_ensure(struct state *st, const char *name, const char *manif
 }
 
 int64_t state_gen_begin(struct state *st, int64_t stack_id, const char *manifest_path,
-			const char *manifest_sha256, const char *manifest_text)
+                        const char *manifest_sha256, const char *manifest_text)
 {
 	sqlite3_stmt *s = NULL;
 	int64_t id = 0;
 	sqlite3_prepare_v2(st->db,
-			   "INSERT INTO generations(stack_id, manifest_path, manifest_sha256, "
-			   "manifest_text, started) VALUES (?, ?, ?, ?, ?)",
-			   -1, &s, NULL);
+	                   "INSERT INTO generations(stack_id, manifest_path, manifest_sha256, "
+	                   "manifest_text, started) VALUES (?, ?, ?, ?, ?)",
+	                   -1, &s, NULL);
 	sqlite3_bind_int64(s, 1, stack_id);
 	sqlite3_bind_text(s, 2, manifest_path, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 3, manifest_sha256, -1, SQLITE_STATIC);
@@ -324,7 +323,7 @@ int state_gen_finish(struct state *st, int64_t gen_id, const char *result)
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
 	sqlite3_prepare_v2(st->db, "UPDATE generations SET finished = ?, result = ? WHERE id = ?",
-			   -1, &s, NULL);
+	                   -1, &s, NULL);
 	sqlite3_bind_int64(s, 1, now_unix());
 	sqlite3_bind_text(s, 2, result, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, gen_id);
@@ -333,9 +332,9 @@ int state_gen_finish(struct state *st, int64_t gen_id, const char *result)
 	sqlite3_finalize(s);
 	if (rc == 0 && strcmp(result, "ok") == 0) {
 		sqlite3_prepare_v2(st->db,
-				   "UPDATE stacks SET current_gen = ?, updated = ? WHERE id = "
-				   "(SELECT stack_id FROM generations WHERE id = ?)",
-				   -1, &s, NULL);
+		                   "UPDATE stacks SET current_gen = ?, updated = ? WHERE id = "
+		                   "(SELECT stack_id FROM generations WHERE id = ?)",
+		                   -1, &s, NULL);
 		sqlite3_bind_int64(s, 1, gen_id);
 		sqlite3_bind_int64(s, 2, now_unix());
 		sqlite3_bind_int64(s, 3, gen_id);
@@ -353,15 +352,15 @@ static char *col_dup(sqlite3_stmt *s, int i)
 }
 
 int state_resource_get(struct state *st, int64_t stack_id, const char *addr,
-		       struct state_resource *out)
+                       struct state_resource *out)
 {
 	sqlite3_stmt *s = NULL;
 	int rc = 1;
 	memset(out, 0, sizeof(*out));
 	sqlite3_prepare_v2(st->db,
-			   "SELECT id, addr, kind, desired, attrs FROM resources "
-			   "WHERE stack_id = ? AND addr = ?",
-			   -1, &s, NULL);
+	                   "SELECT id, addr, kind, desired, attrs FROM resources "
+	                   "WHERE stack_id = ? AND addr = ?",
+	                   -1, &s, NULL);
 	sqlite3_bind_int64(s, 1, stack_id);
 	sqlite3_bind_text(s, 2, addr, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) == SQLITE_ROW) {
@@ -386,16 +385,16 @@ void state_resource_release(struct state_resource *r)
 }
 
 int64_t state_resource_put(struct state *st, int64_t stack_id, const char *addr, const char *kind,
-			   const char *desired, const char *attrs)
+                           const char *desired, const char *attrs)
 {
 	sqlite3_stmt *s = NULL;
 	int64_t id = 0;
 	sqlite3_prepare_v2(st->db,
-			   "INSERT INTO resources(stack_id, addr, kind, desired, attrs, updated) "
-			   "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(stack_id, addr) DO UPDATE SET "
-			   "kind = excluded.kind, desired = excluded.desired, "
-			   "attrs = excluded.attrs, updated = excluded.updated RETURNING id",
-			   -1, &s, NULL);
+	                   "INSERT INTO resources(stack_id, addr, kind, desired, attrs, updated) "
+	                   "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(stack_id, addr) DO UPDATE SET "
+	                   "kind = excluded.kind, desired = excluded.desired, "
+	                   "attrs = excluded.attrs, updated = excluded.updated RETURNING id",
+	                   -1, &s, NULL);
 	sqlite3_bind_int64(s, 1, stack_id);
 	sqlite3_bind_text(s, 2, addr, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 3, kind, -1, SQLITE_STATIC);
@@ -425,10 +424,11 @@ int state_file_put(struct state *st, int64_t res_id, const struct state_file *f)
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
 	char type[2] = {f->type, 0};
-	sqlite3_prepare_v2(st->db,
-			   "INSERT OR REPLACE INTO files(path, resource_id, type, sha256, size, mode, "
-			   "mtime_ns, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-			   -1, &s, NULL);
+	sqlite3_prepare_v2(
+	    st->db,
+	    "INSERT OR REPLACE INTO files(path, resource_id, type, sha256, size, mode, "
+	    "mtime_ns, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+	    -1, &s, NULL);
 	sqlite3_bind_text(s, 1, f->path, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, res_id);
 	sqlite3_bind_text(s, 3, type, -1, SQLITE_STATIC);
@@ -474,9 +474,9 @@ int state_files_foreach(struct state *st, int64_t res_id, state_file_cb cb, void
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
 	sqlite3_prepare_v2(st->db,
-			   "SELECT path, type, sha256, size, mode, mtime_ns, link, resource_id "
-			   "FROM files WHERE resource_id = ? ORDER BY path",
-			   -1, &s, NULL);
+	                   "SELECT path, type, sha256, size, mode, mtime_ns, link, resource_id "
+	                   "FROM files WHERE resource_id = ? ORDER BY path",
+	                   -1, &s, NULL);
 	sqlite3_bind_int64(s, 1, res_id);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
 		struct state_file f;
@@ -507,7 +507,7 @@ int64_t state_files_count(struct state *st, int64_t res_id)
 	sqlite3_stmt *s = NULL;
 	int64_t n = 0;
 	sqlite3_prepare_v2(st->db, "SELECT count(*) FROM files WHERE resource_id = ?", -1, &s,
-			   NULL);
+	                   NULL);
 	sqlite3_bind_int64(s, 1, res_id);
 	if (sqlite3_step(s) == SQLITE_ROW)
 		n = sqlite3_column_int64(s, 0);

@@ -50,7 +50,7 @@ int64_t state_stack_ensure(struct state *st, const char *name, const char *manif
 
 /* Generations. */
 int64_t state_gen_begin(struct state *st, int64_t stack_id, const char *manifest_path,
-			const char *manifest_sha256, const char *manifest_text);
+                        const char *manifest_sha256, const char *manifest_text);
 int state_gen_finish(struct state *st, int64_t gen_id, const char *result);
 
 /* Resources. */
@@ -62,10 +62,10 @@ struct state_resource {
 	char *attrs;   /* JSON text */
 };
 int state_resource_get(struct state *st, int64_t stack_id, const char *addr,
-		       struct state_resource *out); /* 0 found, 1 absent */
+                       struct state_resource *out); /* 0 found, 1 absent */
 void state_resource_release(struct state_resource *r);
 int64_t state_resource_put(struct state *st, int64_t stack_id, const char *addr, const char *kind,
-			   const char *desired, const char *attrs);
+                           const char *desired, const char *attrs);
 int state_resource_delete(struct state *st, int64_t res_id);
 
 /* Files. */

@@ -49,8 +49,9 @@ int cmd_apply(struct ctx *c, struct opts *o)
 		ev_log(c, EV_INFO, "\nApply complete: %d added, %d changed, %d destroyed (%.1f s).",
 		       p.add, p.change, p.destroy, (double)(now_ns() - t0) / 1e9);
 	else if (rc == TF_EINTR)
-		ev_log(c, EV_ERROR, "interrupted; every finished step is recorded, the rest will "
-				    "be done by the next apply");
+		ev_log(c, EV_ERROR,
+		       "interrupted; every finished step is recorded, the rest will "
+		       "be done by the next apply");
 out:
 	plan_release(&p);
 	manifest_free(m);

@@ -21,9 +21,9 @@ struct opts {
 };
 
 enum cmd_flags {
-	CMD_STATE = 1 << 0,     /* opens the state db (read) */
-	CMD_LOCK = 1 << 1,      /* takes the writer lock */
-	CMD_MANIFEST = 1 << 2,  /* first positional argument is a manifest */
+	CMD_STATE = 1 << 0,    /* opens the state db (read) */
+	CMD_LOCK = 1 << 1,     /* takes the writer lock */
+	CMD_MANIFEST = 1 << 2, /* first positional argument is a manifest */
 };
 
 struct cmd {

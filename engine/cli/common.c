@@ -32,11 +32,10 @@ int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, in
 		if (c->flags & CTX_JSON) {
 			for (size_t i = 0; i < d.n; i++) {
 				struct diag *g = &d.v[i];
-				char *msg = xasprintf("%s:%d:%d: %s: %s%s%s [%s]", g->file, g->pos.line,
-						      g->pos.col,
-						      g->sev == DIAG_ERROR ? "error" : "warning",
-						      g->msg, g->hint ? " hint: " : "",
-						      g->hint ? g->hint : "", g->code);
+				char *msg = xasprintf(
+				    "%s:%d:%d: %s: %s%s%s [%s]", g->file, g->pos.line, g->pos.col,
+				    g->sev == DIAG_ERROR ? "error" : "warning", g->msg,
+				    g->hint ? " hint: " : "", g->hint ? g->hint : "", g->code);
 				ev_log(c, g->sev == DIAG_ERROR ? EV_ERROR : EV_WARN, "%s", msg);
 				free(msg);
 			}

@@ -26,10 +26,11 @@ int cmd_show(struct ctx *c, struct opts *o)
 		return TF_EFAIL;
 	}
 	sqlite3_stmt *s = NULL;
-	sqlite3_prepare_v2(c->st->db,
-			   "SELECT id, started, result, manifest_sha256, manifest_path FROM generations "
-			   "WHERE stack_id = ? ORDER BY id",
-			   -1, &s, NULL);
+	sqlite3_prepare_v2(
+	    c->st->db,
+	    "SELECT id, started, result, manifest_sha256, manifest_path FROM generations "
+	    "WHERE stack_id = ? ORDER BY id",
+	    -1, &s, NULL);
 	sqlite3_bind_int64(s, 1, sid);
 	ev_log(c, EV_INFO, "generations of %s:", o->args.v[0]);
 	while (sqlite3_step(s) == SQLITE_ROW) {
@@ -42,7 +43,7 @@ int cmd_show(struct ctx *c, struct opts *o)
 	}
 	sqlite3_finalize(s);
 	sqlite3_prepare_v2(c->st->db, "SELECT id, addr, desired FROM resources WHERE stack_id = ?",
-			   -1, &s, NULL);
+	                   -1, &s, NULL);
 	sqlite3_bind_int64(s, 1, sid);
 	ev_log(c, EV_INFO, "resources:");
 	while (sqlite3_step(s) == SQLITE_ROW) {

@@ -20,11 +20,12 @@ int cmd_status(struct ctx *c, struct opts *o)
 	}
 	sqlite3_stmt *s = NULL, *r = NULL;
 	int drifted = 0, nstacks = 0;
-	sqlite3_prepare_v2(c->st->db,
-			   "SELECT s.id, s.name, s.current_gen, g.result, g.finished, s.manifest_path,"
-			   " (SELECT count(*) FROM generations WHERE stack_id = s.id) "
-			   "FROM stacks s LEFT JOIN generations g ON g.id = s.current_gen ORDER BY s.name",
-			   -1, &s, NULL);
+	sqlite3_prepare_v2(
+	    c->st->db,
+	    "SELECT s.id, s.name, s.current_gen, g.result, g.finished, s.manifest_path,"
+	    " (SELECT count(*) FROM generations WHERE stack_id = s.id) "
+	    "FROM stacks s LEFT JOIN generations g ON g.id = s.current_gen ORDER BY s.name",
+	    -1, &s, NULL);
 	while (sqlite3_step(s) == SQLITE_ROW) {
 		nstacks++;
 		int64_t sid = sqlite3_column_int64(s, 0);
@@ -36,8 +37,8 @@ int cmd_status(struct ctx *c, struct opts *o)
 		       sqlite3_column_text(s, 1), (long long)sqlite3_column_int64(s, 2),
 		       (long long)sqlite3_column_int64(s, 6), ts, sqlite3_column_text(s, 5));
 		sqlite3_prepare_v2(c->st->db,
-				   "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id", -1,
-				   &r, NULL);
+		                   "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id",
+		                   -1, &r, NULL);
 		sqlite3_bind_int64(r, 1, sid);
 		while (sqlite3_step(r) == SQLITE_ROW) {
 			int missing, changed;
@@ -46,20 +47,23 @@ int cmd_status(struct ctx *c, struct opts *o)
 			long long n = (long long)state_files_count(c->st, rid);
 			if (missing || changed) {
 				drifted++;
-				ev_log(c, EV_WARN, "  %s: DRIFT: %d missing, %d changed of %lld files",
+				ev_log(c, EV_WARN,
+				       "  %s: DRIFT: %d missing, %d changed of %lld files",
 				       sqlite3_column_text(r, 1), missing, changed, n);
 			} else {
-				ev_log(c, EV_INFO, "  %-8s ok, %lld files", sqlite3_column_text(r, 1), n);
+				ev_log(c, EV_INFO, "  %-8s ok, %lld files",
+				       sqlite3_column_text(r, 1), n);
 			}
 		}
 		sqlite3_finalize(r);
 	}
 	sqlite3_finalize(s);
-	sqlite3_prepare_v2(c->st->db,
-			   "SELECT count(*) FROM generations WHERE result IN ('failed','interrupted')",
-			   -1, &s, NULL);
+	sqlite3_prepare_v2(
+	    c->st->db, "SELECT count(*) FROM generations WHERE result IN ('failed','interrupted')",
+	    -1, &s, NULL);
 	if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0) > 0)
-		ev_log(c, EV_INFO, "%d generation(s) failed or were interrupted (see `tfprov show`).",
+		ev_log(c, EV_INFO,
+		       "%d generation(s) failed or were interrupted (see `tfprov show`).",
 		       sqlite3_column_int(s, 0));
 	sqlite3_finalize(s);
 	if (nstacks == 0)
