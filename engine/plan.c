@@ -232,6 +232,23 @@ int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p)
 	return 0;
 }
 
+void plan_observe(struct ctx *c, const struct manifest *m, struct plan *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		struct step *s = &p->steps[i];
+		if (s->mod->precheck == NULL || s->action == ACT_DELETE)
+			continue;
+		int rc = s->mod->precheck(c, m, s);
+		if (rc == 0)
+			continue;
+		free(s->blocker);
+		s->blocker = xasprintf("apply would stop here, before any change (exit %d): %s",
+				       tf_exit_code(rc), s->error ? s->error : tf_strerror(rc));
+		free(s->error);
+		s->error = NULL;
+	}
+}
+
 int plan_has_changes(const struct plan *p)
 {
 	return p->add + p->change + p->destroy > 0;
@@ -247,6 +264,8 @@ void plan_emit(struct ctx *c, const struct plan *p)
 		strbuf_adds(&msg, s->detail ? s->detail : "");
 		if (s->reason)
 			strbuf_addf(&msg, " (%s)", s->reason);
+		if (s->blocker)
+			strbuf_addf(&msg, "\n        ! %s", s->blocker);
 		if (s->action != ACT_NOOP && s->action != ACT_DELETE)
 			for (size_t u = 0; u < s->urls.n; u++)
 				strbuf_addf(&msg, "\n        fetch %s", s->urls.v[u]);
@@ -272,6 +291,7 @@ void plan_release(struct plan *p)
 	for (size_t i = 0; i < p->n; i++) {
 		free(p->steps[i].detail);
 		free(p->steps[i].reason);
+		free(p->steps[i].blocker);
 		free(p->steps[i].error);
 		free(p->steps[i].attrs);
 		strvec_release(&p->steps[i].urls);

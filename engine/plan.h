@@ -21,6 +21,9 @@ struct plan {
 int plan_build(struct ctx *c, const struct manifest *m, struct plan *p);
 /* A plan that removes every recorded resource of a stack (destroy). */
 int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p);
+/* Runs the read-only preconditions (driver, conflicts) and notes in each
+ * step's reason what would stop an apply. */
+void plan_observe(struct ctx *c, const struct manifest *m, struct plan *p);
 void plan_emit(struct ctx *c, const struct plan *p);
 int plan_has_changes(const struct plan *p);
 void plan_release(struct plan *p);

@@ -15,6 +15,7 @@ int cmd_plan(struct ctx *c, struct opts *o)
 	ev_log(c, EV_INFO, "Stack %s (%s) from %s:\n", m->stack.name.s,
 	       platform_name(m->stack.platform), m->path);
 	plan_build(c, m, &p);
+	plan_observe(c, m, &p);
 	plan_emit(c, &p);
 	if (o->detailed_exitcode && plan_has_changes(&p))
 		rc = TF_EXIT_CHANGES;
