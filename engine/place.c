@@ -739,9 +739,15 @@ int place_recover(struct ctx *c)
 		if (strcmp(f[0], "gc") != 0)
 			n++;
 	}
+	size_t n_rows = rows.n;
 	strvec_release(&rows);
-	/* We hold the writer lock: any generation still 'running' was killed. */
-	state_exec(st, "DELETE FROM journal; UPDATE generations SET result = 'interrupted', "
+	/* We hold the writer lock: any generation still 'running' was killed.
+	 * Nothing to recover writes nothing: an unconditional DELETE rewrites the
+	 * journal's pages, and a run that changes nothing (exit 6, "No changes")
+	 * must leave state.db byte-for-byte as it was. */
+	if (n_rows)
+		state_exec(st, "DELETE FROM journal");
+	state_exec(st, "UPDATE generations SET result = 'interrupted', "
 	               "finished = strftime('%s','now') WHERE result = 'running'");
 	if (n)
 		ev_log(c, EV_WARN,
