@@ -24,12 +24,6 @@ int cmd_doctor(struct ctx *c, struct opts *o)
 	return pending(c, "doctor");
 }
 
-int cmd_lock(struct ctx *c, struct opts *o)
-{
-	(void)o;
-	return pending(c, "lock");
-}
-
 int cmd_mirror(struct ctx *c, struct opts *o)
 {
 	(void)o;
