@@ -10,7 +10,10 @@
 #include "module.h"
 #include "version.h"
 
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /*
  * Minimum driver for the stack's CUDA: the toolkit's own minimum, or, where
@@ -96,13 +99,35 @@ out:
 	return rc;
 }
 
+/*
+ * The machine is WSL2 whatever the manifest's platform says (the same test as
+ * gpu_probe.c's: Microsoft's kernel in /proc/version, or the WSL driver
+ * library directory). There the driver lives on the Windows host, so the plan
+ * must say so and never suggest a Linux driver.
+ */
+static int machine_is_wsl(void)
+{
+	const char *pv = getenv("TFPROV_PROC_VERSION");
+	const char *libdir = getenv("TFPROV_WSL_LIB_DIR");
+	char *text = NULL;
+	size_t len = 0;
+	struct stat sb;
+	int wsl = 0;
+	if (read_file_at(AT_FDCWD, pv ? pv : "/proc/version", 1 << 16, &text, &len) == 0)
+		wsl = gpu_probe_is_wsl_kernel(text);
+	free(text);
+	if (!wsl && stat(libdir ? libdir : "/usr/lib/wsl/lib", &sb) == 0 && S_ISDIR(sb.st_mode))
+		wsl = 1;
+	return wsl;
+}
+
 static int driver_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
                          struct strbuf *detail, struct strvec *urls)
 {
 	(void)canon;
 	(void)urls;
 	int skip = m->driver.policy == DRIVER_SKIP || (c->flags & CTX_NO_GPU);
-	if (m->stack.platform == PLATFORM_WSL2)
+	if (m->stack.platform == PLATFORM_WSL2 || machine_is_wsl())
 		strbuf_adds(detail, "NVIDIA driver on the Windows host (WSL2)");
 	else
 		strbuf_adds(detail, "NVIDIA driver and GPUs");
