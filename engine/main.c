@@ -285,6 +285,14 @@ int main(int argc, char **argv)
 	if ((cmd->flags & CMD_LOCK) && c.st) {
 		char *holder = NULL;
 		rc = state_lock(c.st, c.lock_timeout, &holder);
+		if (rc != 0 && tf_interrupted) {
+			/* SIGINT/SIGTERM during the wait: nothing was changed; 130, not 4. */
+			ev_log(&c, EV_ERROR, "interrupted while waiting for the state lock (%s)",
+			       holder ? holder : "unknown");
+			free(holder);
+			rc = TF_EINTR;
+			goto done;
+		}
 		if (rc != 0) {
 			ev_log(
 			    &c, EV_ERROR,
