@@ -1,17 +1,47 @@
 /*
- * verify.c - `tfprov verify [STACK] [--deep]`: is what tfprov placed still
- * there and intact?
+ * verify.c - `tfprov verify [STACK] [--deep]`: does what tfprov placed still
+ * work? Three layers per stack, each reported on its own, never a "passed"
+ * for a layer that was not checked:
  *
- * Without --deep: stat every recorded file against size and mtime (fast).
- * With --deep: rehash every file and compare sha256, mode and link targets,
- * and list files found inside recorded directories that were never placed.
- * One letter per path, like `apk audit`: A added, M mode, U content (or
- * link target), X deleted. Any finding exits 8.
+ *  1. Files. Without --deep: stat every recorded file against size and mtime
+ *     (fast). With --deep: rehash every file and compare sha256, mode and link
+ *     targets, and list files found inside recorded directories that were
+ *     never placed. One letter per path, like `apk audit`: A added, M mode,
+ *     U content (or link target), X deleted.
+ *  2. Libraries (stacks with a cuda step). Every soname TF loads for the
+ *     stack's CUDA and cuDNN majors (the knowledge base's list, completed with
+ *     their stack-local dependencies) is dlopen()ed in a child process from
+ *     the stack's own dirs (CUDA prefix lib64, cuDNN's lib when separate);
+ *     a failure names the soname, the dirs searched, the loader's error and
+ *     the fix from the guide's troubleshooting table.
+ *  3. GPU compute. The driver is asked first (NVML, procfs); with a GPU, the
+ *     native probe runs one Conv2D forward through the stack's libcudart and
+ *     libcudnn and compares it with a CPU reference. Without a driver the probe
+ *     is not run at all, and the report says which layer is missing
+ *     ("driver: no NVIDIA driver: ...") and that GPU checks are SKIPPED.
+ *
+ * Exit codes (DESIGN.md section 5), the worst one wins:
+ *   8  a file is missing or changed, a library does not load, or the GPU
+ *      probe ran and failed (wrong output, runtime or cuDNN error); also no
+ *      GPU at all for a stack that requires one (driver.policy: require,
+ *      no --no-gpu): a stack that cannot reach a GPU does not do what it was
+ *      provisioned for, and a monitoring job must not read "0" on a training
+ *      box whose driver vanished. `tfprov bench` answers the same.
+ *   7  files and libraries are fine but NVML reports a driver/library version
+ *      mismatch: the driver was upgraded and the machine needs a reboot.
+ *   0  everything checked passed; or no GPU while --no-gpu or the manifest's
+ *      driver.policy: skip allows it (image builds, CI), then the GPU compute
+ *      check is reported as SKIPPED, loudly, on stderr.
+ * A stack without a cuda step has only layer 1.
  */
 #include "cli.h"
+#include "compat.h"
 #include "digest.h"
 #include "error.h"
 #include "event.h"
+#include "libcheck.h"
+#include "manifest.h"
+#include "stackinfo.h"
 #include "state.h"
 
 #include <dirent.h>
@@ -89,41 +119,222 @@ static void audit_dirs(struct audit *a)
 			closedir(d);
 		free(host);
 	}
+	strvec_release(&a->dirs);
+}
+
+/* Layer 1: the recorded files of one stack. Returns the number of findings. */
+static int verify_files(struct ctx *c, int64_t stack_id, int deep)
+{
+	struct audit a = {c, deep, 0, STRVEC_INIT};
+	sqlite3_stmt *s = NULL;
+	sqlite3_prepare_v2(c->st->db, "SELECT id FROM resources WHERE stack_id = ? ORDER BY id", -1,
+	                   &s, NULL);
+	sqlite3_bind_int64(s, 1, stack_id);
+	while (sqlite3_step(s) == SQLITE_ROW)
+		state_files_foreach(c->st, sqlite3_column_int64(s, 0), audit_file, &a);
+	sqlite3_finalize(s);
+	audit_dirs(&a);
+	return a.findings;
+}
+
+/* Layer 2: the libraries TF loads. Returns the number that fail. */
+static size_t verify_libs(struct ctx *c, const struct stackinfo *si, const struct compat *kb)
+{
+	struct strvec sonames = STRVEC_INIT;
+	struct libcheck_result res;
+	size_t nfail = 0;
+	if (stackinfo_sonames(si, kb, &sonames) == 0) {
+		ev_log(c, EV_WARN,
+		       "  libraries: no soname list for CUDA %s / cuDNN %s: not checked",
+		       si->cuda ? si->cuda : "?", si->cudnn ? si->cudnn : "none");
+		goto out;
+	}
+	int rc = libcheck_run((const char *const *)si->lib_dirs.v, si->lib_dirs.n,
+	                      (const char *const *)sonames.v, sonames.n, 0, &res);
+	if (rc == TF_EFAIL) {
+		ev_log(c, EV_ERROR, "  libraries: the checking process could not be started");
+		nfail = sonames.n;
+		goto release;
+	}
+	for (size_t i = 0; i < res.n; i++) {
+		const struct libcheck_item *it = &res.items[i];
+		if (it->state == LIBCHECK_OK) {
+			ev_log(c, EV_DEBUG, "  ok %s  %s", it->soname, it->path);
+			continue;
+		}
+		nfail++;
+		ev_log(c, EV_ERROR,
+		       "  library %s: %s\n    searched: %s\n    loader: %s\n    fix: %s",
+		       it->soname, libcheck_state_name(it->state), res.searched,
+		       it->error[0] ? it->error : "(no message)",
+		       it->advice ? it->advice : libcheck_advice(it->soname, it->state));
+	}
+	if (res.child[0])
+		ev_log(c, EV_ERROR, "  the library check process %s", res.child);
+	if (nfail == 0)
+		ev_log(c, EV_INFO,
+		       "  libraries: all %zu that TensorFlow %s loads for CUDA %s%s%s "
+		       "load from %s",
+		       res.n, si->tf ? si->tf : "", si->cuda ? si->cuda : "?",
+		       si->has_cudnn ? " / cuDNN " : "",
+		       si->has_cudnn && si->cudnn ? si->cudnn : "", res.searched);
+release:
+	libcheck_result_release(&res);
+out:
+	strvec_release(&sonames);
+	return nfail;
+}
+
+/* Layer 3: the GPU. Returns the exit-code contribution (0, TF_EREBOOT, TF_EVERIFY). */
+static int verify_gpu(struct ctx *c, const struct stackinfo *si, size_t lib_failures, int *skipped)
+{
+	struct stack_gpu g;
+	int allowed = (c->flags & CTX_NO_GPU) || si->m->driver.policy == DRIVER_SKIP;
+	const char *why_allowed =
+	    (c->flags & CTX_NO_GPU) ? "--no-gpu" : "the manifest's driver.policy: skip";
+	if (lib_failures) {
+		ev_log(c, EV_ERROR, "  GPU compute: NOT CHECKED: the libraries above do not load");
+		return TF_EVERIFY;
+	}
+	stack_gpu_check(si, &g);
+	switch (g.verdict) {
+	case STACK_GPU_OK:
+		ev_log(c, EV_INFO,
+		       "  GPU compute: Conv2D %dx%dx%dx%d -> %d filters %dx%d through cuDNN %ld on "
+		       "device 0 (compute capability %d.%d, driver %s): output matches the CPU "
+		       "reference (max abs error %.3g <= %.3g), %.3f ms per forward",
+		       g.conv.params.n, g.conv.params.c, g.conv.params.h, g.conv.params.w,
+		       g.conv.params.k, g.conv.params.r, g.conv.params.s, g.conv.cudnn_version,
+		       g.conv.cc_major, g.conv.cc_minor, g.probe.driver_version, g.conv.max_abs_err,
+		       g.conv.params.tol, g.conv.ms_per_forward);
+		return 0;
+	case STACK_GPU_REBOOT:
+		ev_log(c, EV_ERROR,
+		       "  GPU compute: NOT CHECKED: driver: %s. Fix: reboot (or unload "
+		       "and reload the nvidia kernel modules)",
+		       g.reason);
+		return TF_EREBOOT;
+	case STACK_GPU_ABSENT:
+		if (allowed) {
+			ev_log(c, EV_WARN,
+			       "  GPU compute: SKIPPED (%s): driver: %s. Files and libraries were "
+			       "checked; nothing about a GPU was.",
+			       why_allowed, g.reason);
+			*skipped = 1;
+			return 0;
+		}
+		ev_log(c, EV_ERROR,
+		       "  GPU compute: FAILED at the driver layer: %s. The stack requires a GPU "
+		       "(driver.policy: require); install or load the NVIDIA driver, or pass "
+		       "--no-gpu to check only files and libraries",
+		       g.reason);
+		return TF_EVERIFY;
+	case STACK_GPU_NOT_RUN:
+		if (!si->has_cudnn) {
+			ev_log(c, EV_WARN,
+			       "  GPU compute: SKIPPED: the stack has no cuDNN to probe "
+			       "with");
+			*skipped = 1;
+			return 0;
+		}
+		ev_log(c, EV_ERROR, "  GPU compute: NOT CHECKED: %s", g.reason);
+		return TF_EVERIFY;
+	case STACK_GPU_FAILED:
+		break;
+	}
+	if (allowed && strcmp(g.layer, "driver") == 0) {
+		ev_log(c, EV_WARN,
+		       "  GPU compute: SKIPPED (%s): the native probe failed at the "
+		       "driver layer: %s",
+		       why_allowed, g.reason);
+		*skipped = 1;
+		return 0;
+	}
+	ev_log(c, EV_ERROR, "  GPU compute: FAILED at the %s layer: %s", g.layer, g.reason);
+	return TF_EVERIFY;
+}
+
+static int worse(int a, int b)
+{
+	if (a == TF_EVERIFY || b == TF_EVERIFY)
+		return TF_EVERIFY;
+	return a ? a : b;
+}
+
+static int verify_stack(struct ctx *c, struct opts *o, const char *name, const struct compat *kb,
+                        int *skipped)
+{
+	struct stackinfo si;
+	char *err = NULL;
+	int rc = stackinfo_load(c, name, &si, &err);
+	if (rc != 0) {
+		ev_log(c, EV_ERROR, "stack %s: %s", name, err ? err : "no recorded generation");
+		free(err);
+		return TF_EVERIFY;
+	}
+	ev_log(c, EV_INFO, "stack %s (generation %lld):", name, (long long)si.gen);
+	int files = verify_files(c, si.stack_id, o->deep);
+	if (files)
+		ev_log(c, EV_ERROR,
+		       "  files: %d path%s differ from what tfprov placed; `tfprov apply` repairs "
+		       "them from the cache",
+		       files, files == 1 ? "" : "s");
+	else
+		ev_log(c, EV_INFO, "  files: all placed files are intact%s",
+		       o->deep ? " (rehashed)" : "");
+	rc = files ? TF_EVERIFY : 0;
+	if (si.has_cuda) {
+		size_t nfail = verify_libs(c, &si, kb);
+		rc = worse(rc, nfail ? TF_EVERIFY : 0);
+		rc = worse(rc, verify_gpu(c, &si, nfail, skipped));
+	}
+	stackinfo_release(&si);
+	return rc;
 }
 
 int cmd_verify(struct ctx *c, struct opts *o)
 {
+	struct strvec names = STRVEC_INIT;
+	struct compat *kb = NULL;
+	struct diags d = {0};
+	int rc = 0, n = 0, skipped = 0;
 	if (c->st == NULL) {
 		ev_log(c, EV_ERROR, "nothing to verify: no stack was applied under %s", c->root);
 		return TF_EFAIL;
 	}
-	struct audit a = {c, o->deep, 0, STRVEC_INIT};
-	sqlite3_stmt *s = NULL;
-	int nstacks = 0;
-	sqlite3_prepare_v2(c->st->db,
-			   "SELECT r.id, s.name, r.addr FROM resources r JOIN stacks s ON "
-			   "s.id = r.stack_id WHERE ?1 IS NULL OR s.name = ?1 ORDER BY s.name, r.id",
-			   -1, &s, NULL);
-	if (o->args.n)
-		sqlite3_bind_text(s, 1, o->args.v[0], -1, SQLITE_STATIC);
-	while (sqlite3_step(s) == SQLITE_ROW) {
-		nstacks++;
-		state_files_foreach(c->st, sqlite3_column_int64(s, 0), audit_file, &a);
+	stackinfo_names(c, &names);
+	if (compat_load(compat_default_path(), &kb, &d) != 0)
+		ev_log(c, EV_WARN,
+		       "cannot load the knowledge base %s: checking the built-in soname "
+		       "lists only",
+		       compat_default_path());
+	for (size_t i = 0; i < names.n; i++) {
+		if (o->args.n && strcmp(o->args.v[0], names.v[i]) != 0)
+			continue;
+		n++;
+		rc = worse(rc, verify_stack(c, o, names.v[i], kb, &skipped));
+		if (tf_interrupted)
+			break;
 	}
-	sqlite3_finalize(s);
-	audit_dirs(&a);
-	strvec_release(&a.dirs);
-	if (nstacks == 0) {
+	if (n == 0) {
 		ev_log(c, EV_ERROR, "no stack %s%s", o->args.n ? "named " : "applied",
 		       o->args.n ? o->args.v[0] : "");
-		return TF_EFAIL;
+		rc = TF_EFAIL;
+	} else if (rc == TF_EVERIFY) {
+		ev_log(c, EV_ERROR, "verify: FAILED (see above)");
+	} else if (rc == TF_EREBOOT) {
+		ev_log(c, EV_ERROR,
+		       "verify: files and libraries are fine; reboot required before "
+		       "the GPU can be used");
+	} else if (skipped) {
+		ev_log(c, EV_WARN,
+		       "verify: files and libraries ok; GPU compute check SKIPPED (no "
+		       "GPU): the stack is NOT proven to compute on a GPU");
+	} else {
+		ev_log(c, EV_INFO, "verify: ok");
 	}
-	if (a.findings) {
-		ev_log(c, EV_ERROR, "%d path%s differ from what tfprov placed; `tfprov apply` repairs "
-				    "them from the cache",
-		       a.findings, a.findings == 1 ? "" : "s");
-		return TF_EVERIFY;
-	}
-	ev_log(c, EV_INFO, "All placed files are intact%s.", o->deep ? " (rehashed)" : "");
-	return 0;
+	compat_free(kb);
+	diags_release(&d);
+	strvec_release(&names);
+	return rc;
 }

@@ -1,0 +1,304 @@
+/*
+ * stackinfo.c - an applied stack read back from the state (see stackinfo.h).
+ *
+ * The manifest text recorded with the current generation is the truth about
+ * what was applied: the file it came from may have been edited or deleted
+ * since. Paths are derived with the same functions the modules use
+ * (stack_cuda_prefix ...), so verify looks exactly where apply placed.
+ */
+#include "stackinfo.h"
+
+#include "compat.h"
+#include "error.h"
+#include "libcheck.h"
+#include "manifest.h"
+#include "module.h"
+#include "spawn.h"
+#include "state.h"
+#include "version.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int stackinfo_names(struct ctx *c, struct strvec *names)
+{
+	sqlite3_stmt *s = NULL;
+	if (c->st == NULL)
+		return 0;
+	if (sqlite3_prepare_v2(c->st->db, "SELECT name FROM stacks ORDER BY name", -1, &s, NULL) !=
+	    SQLITE_OK)
+		return TF_ESTATE;
+	while (sqlite3_step(s) == SQLITE_ROW)
+		strvec_push(names, (const char *)sqlite3_column_text(s, 0));
+	sqlite3_finalize(s);
+	return 0;
+}
+
+void stackinfo_from_manifest(struct ctx *c, struct manifest *m, struct stackinfo *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->m = m;
+	out->name = xstrdup(m->stack.name.s ? m->stack.name.s : "");
+	out->tf = m->versions.tensorflow.s;
+	out->cuda = m->cuda.version.s ? m->cuda.version.s : m->versions.cuda.s;
+	out->cudnn = m->cudnn.version.s ? m->cudnn.version.s : m->versions.cudnn.s;
+	out->has_cuda = m->cuda.set;
+	out->has_cudnn = m->cudnn.set;
+	if (m->cuda.set) {
+		char *p = stack_cuda_prefix(m);
+		out->cuda_prefix = ctx_host_path(c, p);
+		strvec_pushf(&out->lib_dirs, "%s/lib64", out->cuda_prefix);
+		free(p);
+	}
+	if (m->cudnn.set) {
+		char *p = stack_cudnn_prefix(m);
+		out->cudnn_prefix = ctx_host_path(c, p);
+		if (m->cudnn.placement == PLACEMENT_SEPARATE)
+			strvec_pushf(&out->lib_dirs, "%s/lib", out->cudnn_prefix);
+		free(p);
+	}
+	if (m->python.set) {
+		char *p = stack_env_prefix(m);
+		out->env_prefix = ctx_host_path(c, p);
+		out->python = path_join(out->env_prefix, "bin/python");
+		free(p);
+	}
+	char *fn = xasprintf("tfprov-%s.sh", out->name);
+	char *prof = path_join(m->env.profile_dir.s ? m->env.profile_dir.s : "/etc/profile.d", fn);
+	out->profile = ctx_host_path(c, prof);
+	free(prof);
+	free(fn);
+}
+
+int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char **errmsg)
+{
+	sqlite3_stmt *s = NULL;
+	struct diags d = {0};
+	struct manifest *m = NULL;
+	int rc = 1;
+	memset(out, 0, sizeof(*out));
+	if (c->st == NULL)
+		return 1;
+	sqlite3_prepare_v2(c->st->db,
+	                   "SELECT s.id, s.current_gen, g.manifest_text, "
+	                   "coalesce(g.manifest_path, s.manifest_path, s.name) FROM stacks s "
+	                   "JOIN generations g ON g.id = s.current_gen WHERE s.name = ?",
+	                   -1, &s, NULL);
+	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+	if (sqlite3_step(s) != SQLITE_ROW)
+		goto out;
+	const char *text = (const char *)sqlite3_column_text(s, 2);
+	const char *path = (const char *)sqlite3_column_text(s, 3);
+	if (manifest_load_buf(path, text ? text : "", text ? strlen(text) : 0, &m, &d) != 0) {
+		*errmsg =
+		    xasprintf("the manifest recorded for stack %s (generation %lld) no longer "
+		              "parses: %s",
+		              name, (long long)sqlite3_column_int64(s, 1),
+		              d.n ? d.v[0].msg : "unknown error");
+		rc = TF_EMANIFEST;
+		goto out;
+	}
+	stackinfo_from_manifest(c, m, out);
+	free(out->name);
+	out->name = xstrdup(name);
+	out->stack_id = sqlite3_column_int64(s, 0);
+	out->gen = sqlite3_column_int64(s, 1);
+	rc = 0;
+out:
+	sqlite3_finalize(s);
+	diags_release(&d);
+	return rc;
+}
+
+void stackinfo_release(struct stackinfo *si)
+{
+	manifest_free(si->m);
+	free(si->name);
+	free(si->cuda_prefix);
+	free(si->cudnn_prefix);
+	free(si->env_prefix);
+	free(si->python);
+	free(si->profile);
+	strvec_release(&si->lib_dirs);
+	memset(si, 0, sizeof(*si));
+}
+
+static void push_unique(struct strvec *out, const char *s)
+{
+	for (size_t i = 0; i < out->n; i++)
+		if (strcmp(out->v[i], s) == 0)
+			return;
+	strvec_push(out, s);
+}
+
+size_t stackinfo_sonames(const struct stackinfo *si, const struct compat *kb, struct strvec *out)
+{
+	struct strvec v = STRVEC_INIT;
+	size_t before = out->n;
+	if (!si->has_cuda)
+		return 0;
+	if (kb != NULL)
+		compat_sonames(kb, 0, si->cuda, si->has_cudnn ? si->cudnn : NULL, &v);
+	int cuda_major = si->cuda ? (int)version_component(si->cuda, 0) : 0;
+	int cudnn_major = si->has_cudnn && si->cudnn ? (int)version_component(si->cudnn, 0) : 0;
+	libcheck_tf_sonames(cuda_major, cudnn_major, &v);
+	for (size_t i = 0; i < v.n; i++)
+		push_unique(out, v.v[i]);
+	strvec_release(&v);
+	return out->n - before;
+}
+
+char *stackinfo_find_lib(const struct stackinfo *si, const char *prefix)
+{
+	char *found = NULL;
+	for (size_t i = 0; i < si->lib_dirs.n && found == NULL; i++) {
+		DIR *d = opendir(si->lib_dirs.v[i]);
+		struct dirent *e;
+		char *best = NULL;
+		while (d && (e = readdir(d)) != NULL) {
+			/* The soname link (libcudart.so.12) rather than the full version. */
+			if (!str_starts_with(e->d_name, prefix))
+				continue;
+			if (best == NULL || strlen(e->d_name) < strlen(best)) {
+				free(best);
+				best = xstrdup(e->d_name);
+			}
+		}
+		if (d)
+			closedir(d);
+		if (best) {
+			char *p = path_join(si->lib_dirs.v[i], best);
+			struct stat st;
+			if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+				found = p;
+			else
+				free(p);
+			free(best);
+		}
+	}
+	return found;
+}
+
+const char *stackinfo_allow_growth(const struct stackinfo *si)
+{
+	for (size_t i = 0; si->m && i < si->m->env.nvars; i++)
+		if (strcmp(si->m->env.vars[i].name.s, "TF_FORCE_GPU_ALLOW_GROWTH") == 0)
+			return si->m->env.vars[i].value.s;
+	return "true";
+}
+
+void stackinfo_env(const struct stackinfo *si, struct strvec *env)
+{
+	struct strbuf sb = STRBUF_INIT;
+	spawn_env_base(env);
+	const char *path = spawn_env_get(env, "PATH");
+	if (si->env_prefix)
+		strbuf_addf(&sb, "%s/bin:", si->env_prefix);
+	if (si->cuda_prefix)
+		strbuf_addf(&sb, "%s/bin:", si->cuda_prefix);
+	strbuf_adds(&sb, path ? path : "/usr/bin:/bin");
+	spawn_env_set(env, "PATH", sb.buf);
+	strbuf_reset(&sb);
+	for (size_t i = 0; i < si->lib_dirs.n; i++)
+		strbuf_addf(&sb, "%s%s", i ? ":" : "", si->lib_dirs.v[i]);
+	const char *ld = getenv("LD_LIBRARY_PATH");
+	if (ld && *ld)
+		strbuf_addf(&sb, "%s%s", sb.len ? ":" : "", ld);
+	if (sb.len)
+		spawn_env_set(env, "LD_LIBRARY_PATH", sb.buf);
+	if (si->cuda_prefix) {
+		spawn_env_set(env, "CUDA_HOME", si->cuda_prefix);
+		spawn_env_set(env, "CUDA_PATH", si->cuda_prefix);
+		strbuf_reset(&sb);
+		strbuf_addf(&sb, "--xla_gpu_cuda_data_dir=%s", si->cuda_prefix);
+		spawn_env_set(env, "XLA_FLAGS", sb.buf);
+	}
+	if (si->env_prefix)
+		spawn_env_set(env, "VIRTUAL_ENV", si->env_prefix);
+	spawn_env_set(env, "TF_FORCE_GPU_ALLOW_GROWTH", stackinfo_allow_growth(si));
+	for (size_t i = 0; si->m && i < si->m->env.nvars; i++)
+		spawn_env_set(env, si->m->env.vars[i].name.s, si->m->env.vars[i].value.s);
+	strbuf_release(&sb);
+}
+
+const char *stack_gpu_verdict_name(enum stack_gpu_verdict v)
+{
+	switch (v) {
+	case STACK_GPU_OK:
+		return "ok";
+	case STACK_GPU_ABSENT:
+		return "no-gpu";
+	case STACK_GPU_REBOOT:
+		return "reboot-required";
+	case STACK_GPU_FAILED:
+		return "failed";
+	case STACK_GPU_NOT_RUN:
+		break;
+	}
+	return "not-run";
+}
+
+/* NVML_ERROR_LIB_RM_VERSION_MISMATCH: the kernel module and libnvidia-ml differ. */
+#define NVML_VERSION_MISMATCH 18
+
+int stack_gpu_check(const struct stackinfo *si, struct stack_gpu *out)
+{
+	char *cudart = NULL, *cudnn = NULL;
+	memset(out, 0, sizeof(*out));
+	gpu_probe_run(&out->probe);
+	const struct gpu_probe *g = &out->probe;
+	snprintf(out->layer, sizeof(out->layer), "driver");
+	if (g->nvml_status == NVML_VERSION_MISMATCH && !g->found) {
+		out->verdict = STACK_GPU_REBOOT;
+		snprintf(out->reason, sizeof(out->reason),
+		         "NVIDIA driver/library version mismatch (%s): the kernel module still "
+		         "loaded is not the one the installed driver libraries belong to, which "
+		         "happens after a driver upgrade until the machine reboots",
+		         g->error[0] ? g->error : "NVML error 18");
+		goto out;
+	}
+	if (!g->found) {
+		out->verdict = STACK_GPU_ABSENT;
+		snprintf(out->reason, sizeof(out->reason), "no NVIDIA driver: %s",
+		         g->error[0] ? g->error : "no NVML, no /proc/driver/nvidia");
+		goto out;
+	}
+	if (g->ngpus_total == 0 && g->ngpus == 0 && strcmp(g->source, "nvml") == 0) {
+		out->verdict = STACK_GPU_ABSENT;
+		snprintf(out->reason, sizeof(out->reason),
+		         "no GPU: NVIDIA driver %s is loaded but reports no GPU",
+		         g->driver_version);
+		goto out;
+	}
+	cudart = stackinfo_find_lib(si, "libcudart.so.");
+	cudnn = stackinfo_find_lib(si, "libcudnn.so.");
+	if (cudart == NULL || cudnn == NULL) {
+		out->verdict = STACK_GPU_NOT_RUN;
+		snprintf(out->layer, sizeof(out->layer), "%s", cudart ? "cudnn" : "runtime");
+		snprintf(out->reason, sizeof(out->reason), "%s: no %s in the stack's library dirs",
+		         out->layer, cudart ? "libcudnn.so.*" : "libcudart.so.*");
+		goto out;
+	}
+	out->probe_ran = 1;
+	convprobe_run(cudart, cudnn, NULL, &out->conv);
+	if (out->conv.ok) {
+		out->verdict = STACK_GPU_OK;
+		out->layer[0] = '\0';
+		goto out;
+	}
+	out->verdict = STACK_GPU_FAILED;
+	snprintf(out->layer, sizeof(out->layer), "%s", out->conv.layer);
+	if (out->conv.call[0])
+		snprintf(out->reason, sizeof(out->reason), "%s: %s returned %d: %s",
+		         out->conv.layer, out->conv.call, out->conv.status, out->conv.error);
+	else
+		snprintf(out->reason, sizeof(out->reason), "%s: %s", out->conv.layer,
+		         out->conv.error);
+out:
+	free(cudart);
+	free(cudnn);
+	return 0;
+}
