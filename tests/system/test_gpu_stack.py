@@ -15,8 +15,8 @@ import shutil
 import pytest
 
 from lib_gpu import have_system_lib
-from lib_stack import (Mirror, db_rows, missing_recorded, no_stub_env, out, stub_driver_env,
-                       temp_leftovers, tree_hashes)
+from lib_provision import (SIDE_FILES, Mirror, db_rows, missing_recorded, no_stub_env, out,
+                           stub_driver_env, temp_leftovers, tree_hashes)
 
 OLD_DRIVER = "470.57.02"
 CUDA = "12.3.2"
@@ -113,7 +113,7 @@ def test_no_gpu_flag_skips_loudly_then_no_changes(tfprov, mirror):
     assert temp_leftovers(tfprov.root) == []
     n0 = len(mirror.srv.requests)
     # SQLite's own -wal/-shm side files are not state; the db itself is compared.
-    side = ("var/lib/tfprov/lock", "var/lib/tfprov/state.db-wal", "var/lib/tfprov/state.db-shm")
+    side = SIDE_FILES
     before = tree_hashes(tfprov.root, exclude=side)
     p2 = tfprov.run("--no-gpu", "apply", "-y", mirror.manifest, env=env)
     assert p2.returncode == 0, out(p2)
