@@ -1,6 +1,6 @@
 /*
  * pending.c - subcommands whose engines land with their issues (bench,
- * doctor, lock, mirror). They say so plainly instead of pretending.
+ * doctor). They say so plainly instead of pretending.
  */
 #include "cli.h"
 #include "error.h"
@@ -22,10 +22,4 @@ int cmd_doctor(struct ctx *c, struct opts *o)
 {
 	(void)o;
 	return pending(c, "doctor");
-}
-
-int cmd_mirror(struct ctx *c, struct opts *o)
-{
-	(void)o;
-	return pending(c, "mirror");
 }
