@@ -1,0 +1,193 @@
+"""kill -9 of apply at random moments, in a loop (issue 2, "Must show").
+
+What the machine looks like: one --root; a sequence of manifests of the env-only
+stack, each different from the last (a new variable value; every third one moves
+the profile to another directory, so the step removes one path and writes
+another). The cuda step (fetch + unpack) has not landed, so the env step is the
+only writer: one file per apply, changed every iteration.
+What is run: `tfprov apply` killed with SIGKILL after a random delay, then the
+checks, then `tfprov apply` of the same manifest (recovery + converge), then once
+more (must say "No changes").
+What must hold after every kill:
+  - the state db opens and PRAGMA integrity_check is "ok";
+  - every file the `files` table records is on disk with its recorded size, or
+    the journal holds an operation on that path (the next run undoes or finishes
+    it) -- never a recorded file that nothing accounts for;
+after the next apply:
+  - exit 0; every recorded file on disk with recorded size and sha256; the
+    journal empty; no generation left 'running'; no .tfprov-* (tmp, bak, del,
+    stage) left anywhere under the root; the profile has the manifest's value;
+  - a further apply prints "No changes".
+The delay: half the iterations 0-30 ms (start-up, recovery, planning), the other
+half uniform over the measured duration of a whole apply (the median of the
+converging applies so far; here an apply takes 0.1-0.6 s, dominated by syncfs and
+SQLite's fsyncs), so kills land in the write and commit phases too.
+Set TFPROV_KILL_SEED to replay a run; TFPROV_KILL_ITERS to run longer.
+"""
+import hashlib
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import time
+
+BASE = """schema: 1
+stack:
+  name: demo-kill
+  platform: linux-x86_64
+versions:
+  tensorflow: 2.15.1
+driver:
+  policy: skip
+env:
+  profile_dir: {pdir}
+  vars:
+    ITERATION: "{i}"
+    PAYLOAD: "{payload}"
+"""
+
+ITERS = int(os.environ.get("TFPROV_KILL_ITERS", "30"))
+
+
+def write_manifest(tmp_path, i):
+    pdir = "/etc/profile.d" if (i // 3) % 2 == 0 else "/etc/tfprov-alt.d"
+    # Sizes vary so that a half-written or stale file has a different size.
+    payload = "x" * (i * 37 % 400)
+    p = tmp_path / f"m{i}.yaml"
+    p.write_text(BASE.format(i=i, pdir=pdir, payload=payload))
+    return str(p), os.path.join(pdir, "tfprov-demo-kill.sh")
+
+
+def connect(db):
+    c = sqlite3.connect(db, timeout=5)
+    return c
+
+
+def leftovers(root):
+    out = []
+    for d, dirs, files in os.walk(root):
+        for n in dirs + files:
+            if n.startswith(".tfprov-"):
+                out.append(os.path.relpath(os.path.join(d, n), root))
+    return out
+
+
+def check_after_kill(tfprov, it, notes):
+    db = tfprov.state_db
+    if not os.path.exists(db):
+        return
+    c = connect(db)
+    try:
+        assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok", f"iteration {it}"
+        files = c.execute("SELECT path, type, size FROM files").fetchall()
+        journal = {r[0] for r in c.execute("SELECT path FROM journal")}
+    finally:
+        c.close()
+    for path, typ, size in files:
+        host = tfprov.path(path)
+        if os.path.lexists(host) and (typ != "f" or os.lstat(host).st_size == size):
+            continue
+        # Not at its final path (or not its recorded size): only acceptable while
+        # the journal says an operation on it is in flight.
+        assert path in journal, (
+            f"iteration {it}: {path} is recorded (size {size}) but "
+            f"{'missing' if not os.path.lexists(host) else 'has size %d' % os.lstat(host).st_size}"
+            f" and no journal row covers it")
+        notes.append(f"{it}: {path} in flight")
+
+
+def check_converged(tfprov, it, want_path, i):
+    c = connect(tfprov.state_db)
+    try:
+        assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        files = c.execute("SELECT path, type, size, sha256 FROM files").fetchall()
+        assert c.execute("SELECT count(*) FROM journal").fetchone()[0] == 0, f"iteration {it}"
+        assert c.execute(
+            "SELECT count(*) FROM generations WHERE result = 'running'").fetchone()[0] == 0
+    finally:
+        c.close()
+    assert [f[0] for f in files] == [want_path], (it, files)
+    for path, typ, size, sha in files:
+        data = open(tfprov.path(path), "rb").read()
+        assert len(data) == size, (it, path, len(data), size)
+        assert hashlib.sha256(data).hexdigest() == sha, (it, path)
+    text = open(tfprov.path(want_path)).read()
+    assert f"export ITERATION='{i}'\n" in text, (it, text)
+    left = leftovers(tfprov.root)
+    assert left == [], f"iteration {it}: left behind: {left}"
+
+
+def test_kill_9_at_random_moments(tfprov, tmp_path):
+    seed = int(os.environ.get("TFPROV_KILL_SEED", str(time.time_ns() % 100000)))
+    rnd = random.Random(seed)
+    print(f"seed {seed}")
+    notes, exits, durations = [], [], [0.2]
+    t_start = time.monotonic()
+    for it in range(ITERS):
+        m, path = write_manifest(tmp_path, it)
+        full = sorted(durations)[len(durations) // 2]
+        delay = rnd.uniform(0, 0.030) if it % 2 == 0 else rnd.uniform(0, 1.1 * full)
+        proc = subprocess.Popen([tfprov.bin, "--root", tfprov.root, "apply", m],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        exits.append(proc.returncode)
+        check_after_kill(tfprov, it, notes)
+        t0 = time.monotonic()
+        p = tfprov.run("apply", m, timeout=30)
+        durations.append(time.monotonic() - t0)
+        assert p.returncode == 0, (f"seed {seed} iteration {it}: the apply after the kill "
+                                   f"exited {p.returncode}\n{p.stdout}\n{p.stderr}")
+        check_converged(tfprov, it, path, it)
+        p = tfprov.run("apply", m, timeout=30)
+        assert p.returncode == 0 and "No changes." in p.stdout, (it, p.stdout, p.stderr)
+    killed = sum(1 for e in exits if e == -signal.SIGKILL)
+    print(f"{ITERS} iterations, {killed} killed mid-run, {len(notes)} kills with a file "
+          f"in flight, {time.monotonic() - t_start:.1f} s; in flight: {notes}")
+    # The loop must really have interrupted runs, not only raced past finished ones.
+    assert killed >= ITERS // 3, exits
+
+
+def test_kill_between_rename_and_commit_is_undone(tfprov, tmp_path):
+    """Deterministic version of the worst instant. An update of the profile moves
+    the old file aside (.tfprov-del-*), renames the new one into place, then
+    commits (syncfs + one SQLite transaction). Kill apply when both the backup
+    and the new file are on disk, i.e. after the rename and before the commit.
+    The next writer must undo that uncommitted change (old content back at the
+    path, matching its record) and leave no backup behind."""
+    m0, path = write_manifest(tmp_path, 0)
+    tfprov.run("apply", m0, check=0)
+    old = open(tfprov.path(path), "rb").read()
+    d = os.path.dirname(tfprov.path(path))
+    final = os.path.basename(path)
+    caught = False
+    for attempt in range(100):
+        m1, _ = write_manifest(tmp_path, 1 + attempt % 2)
+        proc = subprocess.Popen([tfprov.bin, "--root", tfprov.root, "apply", m1],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while proc.poll() is None:
+            names = os.listdir(d)
+            if final in names and any(n.startswith(".tfprov-del-") for n in names):
+                proc.send_signal(signal.SIGKILL)
+                caught = True
+                break
+        proc.wait()
+        if caught and proc.returncode == -signal.SIGKILL:
+            break
+        caught = False
+        tfprov.run("apply", m0, check=0)  # back to the old content, try again
+    if not caught:
+        import pytest
+        pytest.skip("never caught apply between its rename and its commit")
+    # A reader sees the recorded file; `status` must not crash on the half state.
+    tfprov.run("status")
+    # The next writer recovers. Use a plan-only writer first? There is none:
+    # recovery runs under the lock, at the start of apply/destroy/rollback.
+    p = tfprov.run("apply", m0, timeout=30)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "recovered from an interrupted run" in p.stderr, p.stderr
+    assert leftovers(tfprov.root) == [], leftovers(tfprov.root)
+    assert open(tfprov.path(path), "rb").read() == old
+    tfprov.run("verify", "--deep", check=0)
