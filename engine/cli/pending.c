@@ -1,6 +1,6 @@
 /*
- * pending.c - subcommands whose engines land with their issues (bench,
- * doctor). They say so plainly instead of pretending.
+ * pending.c - subcommands whose engines land with their issues (doctor).
+ * They say so plainly instead of pretending.
  */
 #include "cli.h"
 #include "error.h"
@@ -10,12 +10,6 @@ static int pending(struct ctx *c, const char *what)
 {
 	ev_log(c, EV_ERROR, "`tfprov %s` is not implemented yet", what);
 	return TF_ENOTIMPL;
-}
-
-int cmd_bench(struct ctx *c, struct opts *o)
-{
-	(void)o;
-	return pending(c, "bench");
 }
 
 int cmd_doctor(struct ctx *c, struct opts *o)
