@@ -201,26 +201,26 @@ static void add_artifact_fields(struct strbuf *sb, int ind, const struct redist_
 }
 
 static void add_provenance(struct strbuf *sb, int ind, const struct redist_ref *r,
-			   const char *platform)
+                           const char *platform)
 {
 	strbuf_addf(sb, "%*s# Locked by `tfprov lock` from redistrib JSON %s\n", ind, "",
-		    r->json.url.s);
+	            r->json.url.s);
 	strbuf_addf(sb, "%*s#   (sha256 %s), platform %s%s%s.\n", ind, "", r->json.sha256.s,
-		    platform, r->variant.set ? ", variant " : "",
-		    r->variant.set ? r->variant.s : "");
+	            platform, r->variant.set ? ", variant " : "",
+	            r->variant.set ? r->variant.s : "");
 }
 
 /* The `redist:` key of section `sec` in the tree; NULL with *msg when not editable. */
 static const struct ynode *redist_key(const struct ynode *root, const char *sec,
-				      const struct lines *l, char **msg)
+                                      const struct lines *l, char **msg)
 {
 	const struct ynode *k = ymap_key(ymap_get(root, sec), "redist");
 	if (k == NULL)
 		*msg = xasprintf("%s.redist: not found in the text", sec);
 	else if (!key_is_block(l, k))
 		*msg = xasprintf("%s:%d:%d: %s.redist is written in flow style; write %s as a "
-				 "block mapping so lock can edit it",
-				 "manifest", k->pos.line, k->pos.col, sec, sec);
+		                 "block mapping so lock can edit it",
+		                 "manifest", k->pos.line, k->pos.col, sec, sec);
 	else
 		return k;
 	return NULL;
@@ -228,21 +228,23 @@ static const struct ynode *redist_key(const struct ynode *root, const char *sec,
 
 /* Resolves one verified redist JSON; 0 or an error (logged). */
 static int resolve_ref(struct ctx *c, const struct redist_ref *r, const char *json_path,
-		       const char *platform, struct redist_artifact **ra, size_t *nra)
+                       const char *platform, struct redist_artifact **ra, size_t *nra)
 {
 	const char **names = xcalloc(r->ncomponents + 1, sizeof(*names));
 	char *err = NULL;
 	for (size_t i = 0; i < r->ncomponents; i++)
 		names[i] = r->components[i].s;
-	int rc = redist_resolve(json_path, r->json.url.s, platform,
-				r->variant.set ? r->variant.s : NULL, names, r->ncomponents, ra,
-				nra, &err);
+	int rc =
+	    redist_resolve(json_path, r->json.url.s, platform, r->variant.set ? r->variant.s : NULL,
+	                   names, r->ncomponents, ra, nra, &err);
 	if (rc != 0)
 		ev_log(c, EV_ERROR, "%s: %s", r->json.url.s, err ? err : tf_strerror(rc));
 	for (size_t i = 0; rc == 0 && i < *nra; i++)
 		if (!yaml_plain_ok((*ra)[i].url) || !yaml_plain_ok((*ra)[i].component)) {
-			ev_log(c, EV_ERROR, "%s: component %s has a URL lock cannot write as plain "
-			       "YAML: %s", r->json.url.s, (*ra)[i].component, (*ra)[i].url);
+			ev_log(c, EV_ERROR,
+			       "%s: component %s has a URL lock cannot write as plain "
+			       "YAML: %s",
+			       r->json.url.s, (*ra)[i].component, (*ra)[i].url);
 			rc = TF_EMANIFEST;
 		}
 	free(err);
@@ -255,7 +257,7 @@ static int resolve_ref(struct ctx *c, const struct redist_ref *r, const char *js
  * missing) and adds the edits that replace the `redist:` blocks.
  */
 static int lock_redist(struct ctx *c, const struct manifest *m, const struct ynode *root,
-		       const struct lines *l, struct edits *e, struct strvec *done)
+                       const struct lines *l, struct edits *e, struct strvec *done)
 {
 	const struct redist_ref *refs[2] = {NULL, NULL};
 	const char *secs[2] = {"cuda", "cudnn"};
@@ -311,7 +313,7 @@ static int lock_redist(struct ctx *c, const struct manifest *m, const struct yno
 				add_artifact_fields(&sb, ind + 4, &ra[a]);
 			}
 			strvec_pushf(done, "cuda: %zu components inline from %s", nra,
-				     refs[i]->json.url.s);
+			             refs[i]->json.url.s);
 		} else {
 			/* A cuDNN JSON may list samples or tests next to the library. */
 			size_t pick = nra;
@@ -319,8 +321,10 @@ static int lock_redist(struct ctx *c, const struct manifest *m, const struct yno
 				if (nra == 1 || strcmp(ra[a].component, "cudnn") == 0)
 					pick = a;
 			if (pick == nra) {
-				ev_log(c, EV_ERROR, "%s: %zu components and none named cudnn; cudnn "
-				       "takes one artifact", refs[i]->json.url.s, nra);
+				ev_log(c, EV_ERROR,
+				       "%s: %zu components and none named cudnn; cudnn "
+				       "takes one artifact",
+				       refs[i]->json.url.s, nra);
 				rc = TF_EMANIFEST;
 				goto out;
 			}
@@ -331,7 +335,7 @@ static int lock_redist(struct ctx *c, const struct manifest *m, const struct yno
 			strbuf_adds(&sb, "\n");
 			add_artifact_fields(&sb, ind + 2, &ra[pick]);
 			strvec_pushf(done, "cudnn: %s inline from %s", ra[pick].component,
-				     refs[i]->json.url.s);
+			             refs[i]->json.url.s);
 		}
 		edits_add(e, k->pos.line, block_end(l, k->pos.line, ind), strbuf_detach(&sb));
 		redist_artifacts_free(ra, nra);
@@ -364,7 +368,7 @@ static const struct pip_req *find_req(const struct manifest *m, const char *norm
 {
 	for (size_t i = 0; i < m->pip.nreqs; i++) {
 		char *n = pip_normalize_name(m->pip.reqs[i].name ? m->pip.reqs[i].name
-								 : m->pip.reqs[i].raw_name);
+		                                                 : m->pip.reqs[i].raw_name);
 		int eq = strcmp(n, norm) == 0;
 		free(n);
 		if (eq)
@@ -389,14 +393,14 @@ static char *pip_input(const struct manifest *m, char **seed)
 		if (q->url && q->nhashes && strchr(q->url, '#') == NULL)
 			/* A URL fragment hash does not switch pip to hash-checking mode. */
 			strbuf_addf(&sb, "%s @ %s#sha256=%s\n", q->raw_name ? q->raw_name : q->name,
-				    q->url, q->hashes[0]);
+			            q->url, q->hashes[0]);
 		else
 			strbuf_addf(&sb, "%s\n", q->spec);
 	}
 	if (!has_tf && m->versions.tensorflow.set) {
 		const char *tf = m->versions.tensorflow.s;
-		*seed = xasprintf("%s==%s", str_starts_with(tf, "1.") ? "tensorflow-gpu" : "tensorflow",
-				  tf);
+		*seed = xasprintf("%s==%s",
+		                  str_starts_with(tf, "1.") ? "tensorflow-gpu" : "tensorflow", tf);
 		strbuf_addf(&sb, "%s\n", *seed);
 	}
 	return strbuf_detach(&sb);
@@ -408,7 +412,7 @@ static char *pip_input(const struct manifest *m, char **seed)
  * and direct references keep their URL.
  */
 static int pip_merge(struct ctx *c, const struct manifest *m, const char *locked, int ind,
-		     struct strbuf *sb, size_t *count)
+                     struct strbuf *sb, size_t *count)
 {
 	struct diags d = {0};
 	struct pip_req *r = NULL;
@@ -431,11 +435,12 @@ static int pip_merge(struct ctx *c, const struct manifest *m, const char *locked
 				ok |= strcmp(u->hashes[h], r[i].hashes[0]) == 0;
 			if (!ok) {
 				ev_log(c, EV_ERROR,
-				       "pip: %s %s: the file pip's resolver chose has sha256 %s, which is "
+				       "pip: %s %s: the file pip's resolver chose has sha256 %s, "
+				       "which is "
 				       "not among the manifest's pinned hashes for %s",
 				       r[i].raw_name ? r[i].raw_name : r[i].name,
-				       r[i].version ? r[i].version : "", r[i].nhashes ? r[i].hashes[0] : "?",
-				       u->spec);
+				       r[i].version ? r[i].version : "",
+				       r[i].nhashes ? r[i].hashes[0] : "?", u->spec);
 				rc = TF_EINTEGRITY;
 				goto out;
 			}
@@ -443,10 +448,10 @@ static int pip_merge(struct ctx *c, const struct manifest *m, const char *locked
 		const struct pip_req *hs = u && u->nhashes ? u : &r[i];
 		if (u && u->url)
 			strbuf_addf(sb, "%*s%s @ %s", ind, "", u->raw_name ? u->raw_name : u->name,
-				    u->url);
+			            u->url);
 		else
 			strbuf_addf(sb, "%*s%s==%s", ind, "", r[i].name ? r[i].name : r[i].raw_name,
-				    r[i].version);
+			            r[i].version);
 		for (size_t h = 0; h < hs->nhashes; h++)
 			strbuf_addf(sb, " \\\n%*s--hash=sha256:%s", ind + 4, "", hs->hashes[h]);
 		strbuf_adds(sb, "\n");
@@ -460,7 +465,7 @@ out:
 
 /* Runs pip's resolver in a throwaway venv; *locked gets its requirements text. */
 static int pip_resolve(struct ctx *c, const struct manifest *m, const char *input, char **locked,
-		       char **where)
+                       char **where)
 {
 	const char *ver = m->python.version.set ? m->python.version.s : m->versions.python.s;
 	const char *interp = m->python.manager == PYENV_VENV ? m->python.interpreter.s : NULL;
@@ -480,10 +485,14 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 			o.no_index = 1;
 		}
 	}
-	*where = xstrdup(o.no_index ? links[0] : o.index_url ? o.index_url : "https://pypi.org/simple");
+	*where = xstrdup(o.no_index    ? links[0]
+	                 : o.index_url ? o.index_url
+	                               : "https://pypi.org/simple");
 	if ((c->flags & CTX_OFFLINE) && !o.no_index) {
-		ev_log(c, EV_ERROR, "pip: cannot resolve the closure offline: --offline forbids "
-		       "reaching %s; give --mirror DIR with the wheels", *where);
+		ev_log(c, EV_ERROR,
+		       "pip: cannot resolve the closure offline: --offline forbids "
+		       "reaching %s; give --mirror DIR with the wheels",
+		       *where);
 		return TF_EOFFLINE;
 	}
 	if (ver == NULL) {
@@ -511,10 +520,15 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 	o.cache_dir = cache;
 	o.cert = c->ca_bundle;
 	rc = pip_lock(c, venv, input, &o, locked, &err);
+	/* Hashes were left out of pip's input, so "no matching distribution" is an
+	 * unreachable or incomplete index here, not an integrity failure. */
+	if (rc == TF_EINTEGRITY && (err == NULL || strstr(err, "hash") == NULL))
+		rc = TF_EFAIL;
 out:
 	if (rc != 0)
 		ev_log(c, EV_ERROR, "pip: cannot complete the pins (%s) from %s: %s",
-		       m->pip.nreqs ? "see below" : "none yet", *where, err ? err : tf_strerror(rc));
+		       m->pip.nreqs ? "see below" : "none yet", *where,
+		       err ? err : tf_strerror(rc));
 	if (tmp)
 		pyfs_rmtree(tmp);
 	free(tmp);
@@ -526,7 +540,7 @@ out:
 }
 
 static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode *root,
-		    const struct lines *l, struct edits *e, struct strvec *done)
+                    const struct lines *l, struct edits *e, struct strvec *done)
 {
 	const struct ynode *pip = ymap_get(root, "pip");
 	const struct ynode *rk = ymap_key(pip, "requirements");
@@ -539,11 +553,12 @@ static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode 
 	if (!m->pip.set || (m->pip.complete.set && m->pip.complete.v))
 		return 0;
 	if (rk == NULL || !key_is_block(l, rk) || (ck && !key_is_block(l, ck))) {
-		ev_log(c, EV_ERROR, "pip: lock completes inline `requirements:` in a block mapping%s",
+		ev_log(c, EV_ERROR,
+		       "pip: lock completes inline `requirements:` in a block mapping%s",
 		       m->pip.requirements_file.set
-			   ? "; pip.requirements_file is not rewritten yet: inline it, or lock it "
-			     "with pip-compile --generate-hashes"
-			   : "");
+		           ? "; pip.requirements_file is not rewritten yet: inline it, or lock it "
+		             "with pip-compile --generate-hashes"
+		           : "");
 		return TF_EMANIFEST;
 	}
 	input = pip_input(m, &seed);
@@ -557,9 +572,9 @@ static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode 
 	}
 	int ind = rk->pos.col - 1;
 	strbuf_addf(&sb, "%*srequirements: |\n", ind, "");
-	strbuf_addf(&sb, "%*s# Completed by `tfprov lock` through pip's resolver (Python %s, %s).\n",
-		    ind + 2, "", m->python.version.set ? m->python.version.s : m->versions.python.s,
-		    where);
+	strbuf_addf(
+	    &sb, "%*s# Completed by `tfprov lock` through pip's resolver (Python %s, %s).\n",
+	    ind + 2, "", m->python.version.set ? m->python.version.s : m->versions.python.s, where);
 	rc = pip_merge(c, m, locked, ind + 2, &sb, &count);
 	if (rc != 0)
 		goto out;
@@ -567,11 +582,12 @@ static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode 
 	edits_add(e, rk->pos.line, rend, strbuf_detach(&sb));
 	if (ck)
 		edits_add(e, ck->pos.line, block_end(l, ck->pos.line, ck->pos.col - 1),
-			  xasprintf("%*scomplete: true\n", ck->pos.col - 1, ""));
+		          xasprintf("%*scomplete: true\n", ck->pos.col - 1, ""));
 	else
 		edits_add(e, rend + 1, rend, xasprintf("%*scomplete: true\n", ind, ""));
-	strvec_pushf(done, "pip: %zu pins -> a closure of %zu packages with hashes (complete: true)",
-		     m->pip.nreqs + (seed ? 1 : 0), count);
+	strvec_pushf(done,
+	             "pip: %zu pins -> a closure of %zu packages with hashes (complete: true)",
+	             m->pip.nreqs + (seed ? 1 : 0), count);
 out:
 	strbuf_release(&sb);
 	free(seed);
@@ -594,8 +610,10 @@ static int validate_text(struct ctx *c, const char *name, const char *text)
 		diags_sort(&d);
 		fflush(stdout);
 		diags_print(&d, stderr, 0);
-		ev_log(c, EV_ERROR, "the locked manifest does not validate (%zu error%s); nothing "
-		       "was written", d.errors, d.errors == 1 ? "" : "s");
+		ev_log(c, EV_ERROR,
+		       "the locked manifest does not validate (%zu error%s); nothing "
+		       "was written",
+		       d.errors, d.errors == 1 ? "" : "s");
 		rc = TF_EMANIFEST;
 	}
 	compat_free(kb);
@@ -648,11 +666,14 @@ static void report_gaps(struct ctx *c, const struct manifest *m, int redist, int
 		const char *w = m->gaps[i].what.s;
 		if (w == NULL)
 			continue;
-		int closes = (pip && str_starts_with(w, "pip:")) ||
-			     (redist && (str_starts_with(w, "cuda:") || str_starts_with(w, "cudnn:")));
+		int closes =
+		    (pip && str_starts_with(w, "pip:")) ||
+		    (redist && (str_starts_with(w, "cuda:") || str_starts_with(w, "cudnn:")));
 		if (closes)
-			ev_log(c, EV_INFO, "gap closed by this lock (line %d, `missing:` kept; remove "
-			       "it once reviewed): %s", m->gaps[i].what.pos.line, w);
+			ev_log(c, EV_INFO,
+			       "gap closed by this lock (line %d, `missing:` kept; remove "
+			       "it once reviewed): %s",
+			       m->gaps[i].what.pos.line, w);
 	}
 }
 
@@ -705,9 +726,9 @@ int cmd_lock(struct ctx *c, struct opts *o)
 		ev_log(c, EV_INFO, "%s is already a full lockfile; nothing to do", in);
 	} else {
 		struct stat st;
-		mode_t mode = stat(out, &st) == 0 ? (st.st_mode & 07777)
-			      : stat(in, &st) == 0 ? (st.st_mode & 07777)
-						   : 0644;
+		mode_t mode = stat(out, &st) == 0  ? (st.st_mode & 07777)
+		              : stat(in, &st) == 0 ? (st.st_mode & 07777)
+		                                   : 0644;
 		rc = write_atomic(c, out, text, mode);
 		if (rc != 0)
 			goto out;
@@ -715,7 +736,7 @@ int cmd_lock(struct ctx *c, struct opts *o)
 	for (size_t i = 0; i < done.n; i++)
 		ev_log(c, EV_INFO, "locked %s", done.v[i]);
 	report_gaps(c, m, m->cuda.redist.set || m->cudnn.redist.set,
-		    m->pip.set && !(m->pip.complete.set && m->pip.complete.v));
+	            m->pip.set && !(m->pip.complete.set && m->pip.complete.v));
 	if (!to_stdout && (e.n || strcmp(out, in) != 0))
 		ev_log(c, EV_INFO, "wrote %s", out);
 out:

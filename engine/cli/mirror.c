@@ -56,9 +56,9 @@ struct mfile {
 	char *url;  /* origin URL (or a description for pip-downloaded wheels) */
 	char *base; /* file name in DIR */
 	char sha256[65];
-	int64_t size;  /* -1 unknown until verified */
-	char *src;     /* host path of the verified bytes (cache or pip's dest) */
-	int from_pip;  /* src is in pip's download dir, not the cache */
+	int64_t size; /* -1 unknown until verified */
+	char *src;    /* host path of the verified bytes (cache or pip's dest) */
+	int from_pip; /* src is in pip's download dir, not the cache */
 };
 
 struct mset {
@@ -76,7 +76,7 @@ static struct mfile *mset_find(struct mset *s, const char *sha)
 }
 
 static void mset_add(struct mset *s, const char *name, const char *kind, const char *url,
-		     const char *sha, int64_t size)
+                     const char *sha, int64_t size)
 {
 	if (mset_find(s, sha))
 		return; /* two manifests share it */
@@ -108,7 +108,7 @@ static void add_art(struct mset *s, const struct artifact *a, const char *kind)
 {
 	if (a->url.s && a->sha256.s)
 		mset_add(s, a->name.set ? a->name.s : NULL, kind, a->url.s, a->sha256.s,
-			 a->size.set ? a->size.v : -1);
+		         a->size.set ? a->size.v : -1);
 }
 
 static const char *stack_platform(const struct manifest *m)
@@ -146,7 +146,7 @@ static int fetch_range(struct ctx *c, struct mset *s, size_t from)
 
 /* Adds the archives a verified redist JSON resolves to. */
 static int add_redist(struct ctx *c, struct mset *s, const struct manifest *m,
-		      const struct redist_ref *r, const char *kind)
+                      const struct redist_ref *r, const char *kind)
 {
 	struct redist_artifact *ra = NULL;
 	size_t nra = 0;
@@ -161,10 +161,11 @@ static int add_redist(struct ctx *c, struct mset *s, const struct manifest *m,
 		goto out;
 	}
 	rc = redist_resolve(j->src, r->json.url.s, stack_platform(m),
-			    r->variant.set ? r->variant.s : NULL, names, r->ncomponents, &ra, &nra,
-			    &err);
+	                    r->variant.set ? r->variant.s : NULL, names, r->ncomponents, &ra, &nra,
+	                    &err);
 	if (rc != 0) {
-		ev_log(c, EV_ERROR, "%s: %s: %s", m->path, r->json.url.s, err ? err : tf_strerror(rc));
+		ev_log(c, EV_ERROR, "%s: %s: %s", m->path, r->json.url.s,
+		       err ? err : tf_strerror(rc));
 		goto out;
 	}
 	for (size_t i = 0; i < nra; i++)
@@ -199,8 +200,8 @@ static void collect(struct mset *s, const struct manifest *m, struct strvec *md5
 	for (size_t i = 0; i < m->pip.nreqs; i++) {
 		const struct pip_req *q = &m->pip.reqs[i];
 		if (q->url && q->nhashes == 1)
-			mset_add(s, q->raw_name ? q->raw_name : q->name, "pip", q->url, q->hashes[0],
-				 -1);
+			mset_add(s, q->raw_name ? q->raw_name : q->name, "pip", q->url,
+			         q->hashes[0], -1);
 	}
 }
 
@@ -223,15 +224,15 @@ static int pin_mirrored(const char *dir, const struct pip_req *q)
 }
 
 /* Runs one pip command from the throwaway venv; 0 or TF_EFAIL with *err. */
-static int run_pip_download(struct ctx *c, const char *venv, const char *reqfile,
-			    const char *dest, const struct manifest *m, char **err)
+static int run_pip_download(struct ctx *c, const char *venv, const char *reqfile, const char *dest,
+                            const struct manifest *m, char **err)
 {
 	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
 	struct spawn_result r = {0};
 	struct spawn_opts so = {0};
 	const char *index = m->pip.index_url.s;
 	if (c->mirrors.n && (str_starts_with(c->mirrors.v[0], "http://") ||
-			     str_starts_with(c->mirrors.v[0], "https://")))
+	                     str_starts_with(c->mirrors.v[0], "https://")))
 		index = c->mirrors.v[0];
 	strvec_pushf(&argv, "%s/bin/python", venv);
 	strvec_push(&argv, "-I");
@@ -261,7 +262,7 @@ static int run_pip_download(struct ctx *c, const char *venv, const char *reqfile
 	if (rc == 0 && (r.status != 0 || r.timed_out)) {
 		rc = TF_EFAIL;
 		*err = xasprintf("pip download failed (exit %d): %s", r.status,
-				 r.err.buf ? r.err.buf : "");
+		                 r.err.buf ? r.err.buf : "");
 	} else if (rc != 0) {
 		*err = xasprintf("pip download: %s", r.errmsg ? r.errmsg : tf_strerror(rc));
 	}
@@ -277,7 +278,7 @@ static int run_pip_download(struct ctx *c, const char *venv, const char *reqfile
  * each to s with its verified hash.
  */
 static int pip_wheels(struct ctx *c, struct mset *s, const struct manifest *m, const char *dir,
-		      const char *tmp)
+                      const char *tmp)
 {
 	struct strbuf reqs = STRBUF_INIT;
 	struct strvec names = STRVEC_INIT;
@@ -301,13 +302,13 @@ static int pip_wheels(struct ctx *c, struct mset *s, const struct manifest *m, c
 	if (c->flags & CTX_OFFLINE) {
 		rc = TF_EOFFLINE;
 		err = xasprintf("%zu pip pin%s not in %s (first: %s), and --offline forbids pip "
-				"download",
-				names.n, names.n == 1 ? " is" : "s are", dir, names.v[0]);
+		                "download",
+		                names.n, names.n == 1 ? " is" : "s are", dir, names.v[0]);
 		goto out;
 	}
-	rc = pyenv_find_python(c, ver, m->python.manager == PYENV_VENV ? m->python.interpreter.s
-								      : NULL,
-			       &python, &err);
+	rc = pyenv_find_python(c, ver,
+	                       m->python.manager == PYENV_VENV ? m->python.interpreter.s : NULL,
+	                       &python, &err);
 	if (rc != 0)
 		goto out;
 	venv = xasprintf("%s/venv-%s", tmp, ver);
@@ -347,7 +348,8 @@ static int pip_wheels(struct ctx *c, struct mset *s, const struct manifest *m, c
 			free(mf->base);
 			mf->base = xstrdup(de->d_name);
 			free(mf->url);
-			mf->url = xstrdup(m->pip.index_url.s ? m->pip.index_url.s : "pip's default index");
+			mf->url = xstrdup(m->pip.index_url.s ? m->pip.index_url.s
+			                                     : "pip's default index");
 			mf->src = xstrdup(p);
 			mf->from_pip = 1;
 			free(desc);
@@ -419,7 +421,7 @@ static int place_one(struct ctx *c, struct mset *s, struct mfile *f, const char 
 		if (r < 0) {
 			ev_log(c, EV_ERROR, "%s: cannot put %s: %s", f->name, by_hash,
 			       r == TF_EINTEGRITY ? "the copy does not hash to its sha256"
-						  : strerror(-r));
+			                          : strerror(-r));
 			rc = r == TF_EINTEGRITY ? TF_EINTEGRITY : TF_EIO;
 			goto out;
 		}
@@ -434,8 +436,10 @@ static int place_one(struct ctx *c, struct mset *s, struct mfile *f, const char 
 		}
 		did = did ? did : r;
 	} else if (!same_file(by_hash, named, f->size)) {
-		ev_log(c, EV_ERROR, "%s: %s already holds a different file; two artifacts share "
-		       "the basename %s, which a URL mirror cannot serve", f->name, named, f->base);
+		ev_log(c, EV_ERROR,
+		       "%s: %s already holds a different file; two artifacts share "
+		       "the basename %s, which a URL mirror cannot serve",
+		       f->name, named, f->base);
 		rc = TF_ECONFLICT;
 		goto out;
 	}
@@ -480,10 +484,10 @@ static int write_index(struct ctx *c, struct mset *s, const char *dir, int *chan
 		}
 		if (found)
 			continue;
-		json_array_append_new(files, json_pack("{s:s,s:s,s:s,s:s,s:s,s:I}", "name", f->name,
-						       "kind", f->kind, "file", f->base, "url",
-						       f->url, "sha256", f->sha256, "size",
-						       (json_int_t)f->size));
+		json_array_append_new(files,
+		                      json_pack("{s:s,s:s,s:s,s:s,s:s,s:I}", "name", f->name,
+		                                "kind", f->kind, "file", f->base, "url", f->url,
+		                                "sha256", f->sha256, "size", (json_int_t)f->size));
 		*changed = 1;
 	}
 	if (*changed) {
@@ -567,12 +571,14 @@ static int mirror_build(struct ctx *c, const char *dir, char **manifests, size_t
 	if (rc != 0)
 		goto out;
 	for (size_t i = 0; i < md5_only.n; i++)
-		ev_log(c, EV_WARN, "not mirrored (pinned by md5 only; tfprov verifies by sha256): %s",
+		ev_log(c, EV_WARN,
+		       "not mirrored (pinned by md5 only; tfprov verifies by sha256): %s",
 		       md5_only.v[i]);
 	if (s.copied + s.linked == 0 && !changed)
 		ev_log(c, EV_INFO, "mirror %s is up to date: %zu files, nothing copied", dir, s.n);
 	else
-		ev_log(c, EV_INFO, "mirror %s: %zu files (%zu copied, %zu hard-linked from the cache, "
+		ev_log(c, EV_INFO,
+		       "mirror %s: %zu files (%zu copied, %zu hard-linked from the cache, "
 		       "%zu already there); index.json %s",
 		       dir, s.n, s.copied, s.linked, s.present, changed ? "updated" : "unchanged");
 out:
@@ -596,7 +602,8 @@ int cmd_mirror(struct ctx *c, struct opts *o)
 	char *dir = o->args.v[1][0] == '/' ? xstrdup(o->args.v[1]) : NULL;
 	if (dir == NULL) {
 		char cwd[4096];
-		dir = getcwd(cwd, sizeof(cwd)) ? path_join(cwd, o->args.v[1]) : xstrdup(o->args.v[1]);
+		dir =
+		    getcwd(cwd, sizeof(cwd)) ? path_join(cwd, o->args.v[1]) : xstrdup(o->args.v[1]);
 	}
 	int rc = mirror_build(c, dir, o->args.v + 2, o->args.n - 2);
 	free(dir);
