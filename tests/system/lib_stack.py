@@ -35,9 +35,10 @@ def real_no_gpu_env(**extra):
 
 def standin_gpu_env(gpus=GPU_NAME + ":8.9", **extra):
     """STAND-IN NVML: driver 545.23.08 supporting CUDA 12.3, the given GPUs."""
-    env = clean_env(LD_LIBRARY_PATH=os.path.join(STUBS, "driver"), TFPROV_STUB_DRIVER="545.23.08",
-                    TFPROV_STUB_CUDA="12030", TFPROV_STUB_GPUS=gpus, **extra)
-    return env
+    base = dict(LD_LIBRARY_PATH=os.path.join(STUBS, "driver"), TFPROV_STUB_DRIVER="545.23.08",
+                TFPROV_STUB_CUDA="12030", TFPROV_STUB_GPUS=gpus)
+    base.update(extra)
+    return clean_env(**base)
 
 
 def make_stack(out, server, manifest, name="demo", stubs="cuda12", cuda="12.3.2",

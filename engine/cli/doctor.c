@@ -1,0 +1,607 @@
+/*
+ * doctor.c - `tfprov doctor [MANIFEST]`: the setup guide's troubleshooting
+ * table as checks. Every finding says what is wrong, why it matters and the
+ * fix; a clean check says so in one line.
+ *
+ * Checks, for the machine and for each stack (the manifest given, or every
+ * applied stack, read back from the state):
+ *   driver     no NVIDIA driver; NVML "Driver/library version mismatch"
+ *              (upgraded without reboot: reboot required); a driver older
+ *              than the stack's CUDA minimum (knowledge base)
+ *   kernels    a GPU (found, or listed in driver.gpus) whose compute
+ *              capability the TF build has no kernels for, or only PTX (JIT
+ *              at first start)
+ *   libraries  every soname TF loads (cuDNN first among them) from the
+ *              stack's dirs: which file, which path, the loader's error
+ *   memory     TF_FORCE_GPU_ALLOW_GROWTH in the stack's env and the caller's
+ *              shell: the ResourceExhaustedError (OOM) advice
+ *   pip        tensorflow-gpu pinned in the manifest or installed in the env
+ *   windows    native Windows with TF above the last Windows GPU build
+ *   shadowing  CUDA installs tfprov did not make (/usr/local/cuda*, /opt/cuda*)
+ *              and entries of PATH / LD_LIBRARY_PATH that put another CUDA's
+ *              nvcc/ptxas or libraries in front of the stack's
+ *
+ * Exit codes: 8 when any problem was found (the stack cannot work as it is),
+ * else 7 when the only blocker is a reboot (driver/library mismatch), else 0
+ * (warnings and notes do not change it); 3 for an invalid MANIFEST. A missing
+ * driver is a problem unless --no-gpu or driver.policy: skip allows it.
+ * doctor reads only; it never changes the machine or the state.
+ */
+#include "cli.h"
+#include "compat.h"
+#include "error.h"
+#include "event.h"
+#include "gpu_probe.h"
+#include "libcheck.h"
+#include "manifest.h"
+#include "pyenv.h"
+#include "stackinfo.h"
+#include "state.h"
+#include "version.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum severity { SEV_OK, SEV_NOTE, SEV_WARN, SEV_PROBLEM, SEV_REBOOT };
+
+struct doctor {
+	struct ctx *c;
+	const struct compat *kb;
+	struct gpu_probe gpu;
+	int problems, warnings, reboot;
+};
+
+/* One finding: what, why, the fix. why and fix may be NULL for ok/notes. */
+static void finding(struct doctor *d, enum severity sev, const char *what, const char *why,
+                    const char *fix)
+{
+	static const char *const tag[] = {"ok", "note", "warning", "PROBLEM", "REBOOT REQUIRED"};
+	enum ev_level lvl = EV_INFO;
+	if (sev == SEV_WARN) {
+		lvl = EV_WARN;
+		d->warnings++;
+	} else if (sev == SEV_PROBLEM) {
+		lvl = EV_ERROR;
+		d->problems++;
+	} else if (sev == SEV_REBOOT) {
+		lvl = EV_ERROR;
+		d->reboot++;
+	}
+	ev_log(d->c, lvl, "  [%s] %s%s%s%s%s", tag[sev], what, why ? "\n      why: " : "",
+	       why ? why : "", fix ? "\n      fix: " : "", fix ? fix : "");
+}
+
+static int gpu_allowed(const struct ctx *c, const struct stackinfo *si)
+{
+	return (c->flags & CTX_NO_GPU) || (si && si->m->driver.policy == DRIVER_SKIP);
+}
+
+/* The machine's driver, once. */
+static void check_driver(struct doctor *d, int allowed)
+{
+	const struct gpu_probe *g = &d->gpu;
+	char *what = NULL;
+	if (g->nvml_status == 18 && !g->found) {
+		what = xasprintf("NVIDIA driver/library version mismatch (%s)", g->error);
+		finding(
+		    d, SEV_REBOOT, what,
+		    "the driver was upgraded: the kernel module still loaded belongs to the old "
+		    "driver and the user-space libraries to the new one, so every CUDA program "
+		    "(and TensorFlow) fails to initialise",
+		    "reboot; or, with no process using the GPU, reload the modules (rmmod "
+		    "nvidia_uvm nvidia_drm nvidia_modeset nvidia; modprobe nvidia)");
+		goto out;
+	}
+	if (!g->found) {
+		what = xasprintf("no NVIDIA driver: %s", g->error[0] ? g->error : "not found");
+		if (allowed) {
+			free(what);
+			what =
+			    xasprintf("no NVIDIA driver (%s); GPU checks are SKIPPED: no-GPU "
+			              "provisioning is allowed (--no-gpu or driver.policy: skip)",
+			              g->error[0] ? g->error : "not found");
+			finding(d, SEV_NOTE, what, NULL, NULL);
+			goto out;
+		}
+		finding(d, SEV_PROBLEM, what,
+		        "without a loaded NVIDIA kernel driver TensorFlow runs on the CPU "
+		        "(tf.config.list_physical_devices('GPU') is empty)",
+		        g->wsl ? "on WSL2 the driver lives on the Windows side: install the NVIDIA "
+		                 "Windows driver and do not install a Linux driver inside WSL"
+		               : "install the NVIDIA driver for your GPU from your distribution or "
+		                 "NVIDIA (tfprov never installs a kernel driver), then reboot");
+		goto out;
+	}
+	what = xasprintf("NVIDIA driver %s via %s, %d GPU%s%s", g->driver_version, g->source,
+	                 g->ngpus, g->ngpus == 1 ? "" : "s", g->wsl ? " (WSL2)" : "");
+	finding(d, SEV_OK, what, NULL, NULL);
+out:
+	free(what);
+}
+
+static void check_driver_version(struct doctor *d, const struct stackinfo *si)
+{
+	const struct gpu_probe *g = &d->gpu;
+	if (!g->found || d->kb == NULL || si->cuda == NULL)
+		return;
+	int windows = si->m->stack.platform != PLATFORM_LINUX_X86_64;
+	const char *min = compat_cuda_min_driver(d->kb, si->cuda, windows);
+	const char *floor = compat_cuda_compat_driver(d->kb, si->cuda, windows);
+	if (min == NULL || version_cmp(g->driver_version, min) >= 0)
+		return;
+	char *what = xasprintf("driver %s is older than CUDA %s's minimum %s", g->driver_version,
+	                       si->cuda, min);
+	if (floor && version_cmp(g->driver_version, floor) >= 0) {
+		finding(d, SEV_WARN, what,
+		        "it is above the minor-version-compatibility floor, so the runtime starts, "
+		        "but PTX built by the newer compiler cannot be JIT-compiled by this driver",
+		        "upgrade the NVIDIA driver");
+	} else {
+		finding(d, SEV_PROBLEM, what,
+		        "the CUDA runtime refuses to start: cudaGetDeviceCount returns 35 \"CUDA "
+		        "driver version is insufficient for CUDA runtime version\"",
+		        "upgrade the NVIDIA driver, or choose a stack with an older CUDA");
+	}
+	free(what);
+}
+
+static void check_kernels(struct doctor *d, const struct stackinfo *si)
+{
+	struct strvec ccs = STRVEC_INIT, names = STRVEC_INIT;
+	if (d->kb == NULL || si->tf == NULL)
+		return;
+	for (int i = 0; i < d->gpu.ngpus; i++) {
+		if (d->gpu.gpus[i].cc_major < 0)
+			continue;
+		strvec_pushf(&ccs, "%d.%d", d->gpu.gpus[i].cc_major, d->gpu.gpus[i].cc_minor);
+		strvec_pushf(&names, "GPU %d (%s)", i, d->gpu.gpus[i].name);
+	}
+	for (size_t i = 0; i < si->m->driver.ngpus; i++) {
+		strvec_push(&ccs, si->m->driver.gpus[i].s);
+		strvec_push(&names, "a GPU listed in driver.gpus");
+	}
+	for (size_t i = 0; i < ccs.n; i++) {
+		const struct compat_tf_kernels *row = NULL;
+		enum compat_kernel k = compat_tf_kernels_for(d->kb, si->tf, ccs.v[i], &row);
+		char *what = NULL;
+		if (k == COMPAT_KERNEL_NONE) {
+			what = xasprintf("%s, compute capability %s: TensorFlow %s has no kernels "
+			                 "for it",
+			                 names.v[i], ccs.v[i], si->tf);
+			finding(
+			    d, SEV_PROBLEM, what,
+			    "every GPU op fails with \"CUDA_ERROR_INVALID_IMAGE\" / \"device "
+			    "kernel image is invalid\" (or TF ignores the GPU as too old)",
+			    "use a TensorFlow release built for this compute capability (see "
+			    "`tfprov validate` and the knowledge base's tf_kernels), or another "
+			    "GPU");
+		} else if (k == COMPAT_KERNEL_PTX) {
+			what = xasprintf("%s, compute capability %s: TensorFlow %s has only PTX "
+			                 "for it",
+			                 names.v[i], ccs.v[i], si->tf);
+			finding(
+			    d, SEV_WARN, what,
+			    "the driver JIT-compiles every kernel from PTX at first use: the "
+			    "first start takes minutes (the log says \"TensorFlow was not "
+			    "built with CUDA kernel binaries compatible with compute capability "
+			    "...\") and the compiled kernels are lost when the JIT cache is too "
+			    "small",
+			    "set CUDA_CACHE_MAXSIZE=4294967296 in the manifest's env.vars so the "
+			    "JIT cache keeps them, or use a TF release with native (SASS) kernels "
+			    "for this GPU");
+		} else if (k == COMPAT_KERNEL_SASS) {
+			what = xasprintf("%s, compute capability %s: native kernels in TensorFlow "
+			                 "%s",
+			                 names.v[i], ccs.v[i], si->tf);
+			finding(d, SEV_OK, what, NULL, NULL);
+		}
+		free(what);
+	}
+	strvec_release(&ccs);
+	strvec_release(&names);
+}
+
+static void check_libraries(struct doctor *d, const struct stackinfo *si)
+{
+	struct strvec sonames = STRVEC_INIT;
+	struct libcheck_result res;
+	struct stat st;
+	if (!si->has_cuda)
+		return;
+	if (si->cuda_prefix == NULL || stat(si->cuda_prefix, &st) != 0) {
+		char *what =
+		    xasprintf("stack %s is not applied here (%s is absent): library "
+		              "checks skipped",
+		              si->name, si->cuda_prefix ? si->cuda_prefix : "no CUDA prefix");
+		finding(d, SEV_NOTE, what, NULL, NULL);
+		free(what);
+		return;
+	}
+	if (stackinfo_sonames(si, d->kb, &sonames) == 0)
+		goto out;
+	libcheck_run((const char *const *)si->lib_dirs.v, si->lib_dirs.n,
+	             (const char *const *)sonames.v, sonames.n, 0, &res);
+	size_t bad = 0;
+	for (size_t i = 0; i < res.n; i++) {
+		const struct libcheck_item *it = &res.items[i];
+		if (it->state == LIBCHECK_OK)
+			continue;
+		bad++;
+		int cudnn = str_starts_with(it->soname, "libcudnn");
+		char *what = xasprintf(
+		    "%s%s cannot be loaded (%s)%s%s", cudnn ? "cuDNN is not loadable: " : "",
+		    it->soname, libcheck_state_name(it->state), it->path[0] ? ": " : "", it->path);
+		char *why = xasprintf("TensorFlow logs \"Could not load dynamic library '%s'\" "
+		                      "and runs without the GPU; searched %s; loader: %s",
+		                      it->soname, res.searched, it->error[0] ? it->error : "-");
+		finding(d, SEV_PROBLEM, what, why,
+		        it->advice ? it->advice : libcheck_advice(it->soname, it->state));
+		free(what);
+		free(why);
+	}
+	if (bad == 0) {
+		char *what =
+		    xasprintf("all %zu libraries TensorFlow %s loads (cuDNN included) load "
+		              "from %s",
+		              res.n, si->tf ? si->tf : "", res.searched);
+		finding(d, SEV_OK, what, NULL, NULL);
+		free(what);
+	}
+	libcheck_result_release(&res);
+out:
+	strvec_release(&sonames);
+}
+
+static int truthy(const char *v)
+{
+	return v && (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0);
+}
+
+static void check_memory(struct doctor *d, const struct stackinfo *si)
+{
+	const char *stack_v = stackinfo_allow_growth(si);
+	const char *shell_v = getenv("TF_FORCE_GPU_ALLOW_GROWTH");
+	char *what = NULL;
+	static const char oom_fix[] =
+	    "a ResourceExhaustedError (OOM) with growth on means the model does not fit: reduce "
+	    "the batch size, use mixed_float16, or stop other processes on the GPU (nvidia-smi)";
+	if (!truthy(stack_v)) {
+		what = xasprintf("memory growth is off in the stack's env "
+		                 "(TF_FORCE_GPU_ALLOW_GROWTH=%s in env.vars)",
+		                 stack_v);
+		finding(d, SEV_WARN, what,
+		        "TensorFlow then reserves nearly all GPU memory at start: a second TF "
+		        "process on the same GPU fails with ResourceExhaustedError (OOM) although "
+		        "the first one uses little",
+		        "remove the override from env.vars (tfprov's default is true), or call "
+		        "tf.config.experimental.set_memory_growth(gpu, True) before using the GPU");
+	} else {
+		what = xasprintf("memory growth is on (TF_FORCE_GPU_ALLOW_GROWTH=%s in the stack's "
+		                 "env): TF allocates GPU memory as it needs it",
+		                 stack_v);
+		finding(d, SEV_OK, what, NULL, NULL);
+		finding(d, SEV_NOTE, "out of GPU memory (ResourceExhaustedError)", NULL, oom_fix);
+	}
+	free(what);
+	what = NULL;
+	if (shell_v && truthy(shell_v) != truthy(stack_v)) {
+		what = xasprintf("your shell sets TF_FORCE_GPU_ALLOW_GROWTH=%s, the stack's env %s",
+		                 shell_v, stack_v);
+		finding(d, SEV_WARN, what,
+		        "whatever is exported last wins: programs started from this shell run with "
+		        "the shell's value",
+		        "unset it in your shell rc, or source the stack's profile after it");
+	}
+	free(what);
+	struct stat st;
+	if (si->stack_id && si->profile && stat(si->profile, &st) != 0) {
+		what = xasprintf("the stack's profile script %s is missing", si->profile);
+		finding(
+		    d, SEV_PROBLEM, what,
+		    "without it no shell gets the stack's CUDA_HOME, LD_LIBRARY_PATH and memory "
+		    "growth",
+		    "run `tfprov apply` to restore it");
+		free(what);
+	}
+}
+
+static const struct compat_pip_removed *removed_row(const struct compat *kb, const char *name)
+{
+	for (size_t i = 0; kb && i < kb->npip_removed; i++)
+		if (strcmp(kb->pip_removed[i].name, name) == 0)
+			return &kb->pip_removed[i];
+	return NULL;
+}
+
+static void tf_gpu_finding(struct doctor *d, const struct stackinfo *si, const char *where,
+                           const char *version)
+{
+	const struct compat_pip_removed *r = removed_row(d->kb, "tensorflow-gpu");
+	char *what = xasprintf("tensorflow-gpu%s%s is %s", version ? " " : "",
+	                       version ? version : "", where);
+	char *why = xasprintf(
+	    "tensorflow-gpu was discontinued: the last real build is %s (Linux) / %s (Windows); "
+	    "later versions are a stub that refuses to install, and next to `tensorflow` it "
+	    "installs a second, conflicting copy of the same modules",
+	    r && r->last_real_linux ? r->last_real_linux : "2.11.0",
+	    r && r->last_real_windows ? r->last_real_windows : "2.10.1");
+	char *fix = xasprintf("pip uninstall tensorflow-gpu, and pin tensorflow==%s instead%s%s",
+	                      si->tf ? si->tf : "<version>", r && r->replacement ? " (" : "",
+	                      r && r->replacement ? r->replacement : "");
+	if (r && r->replacement) {
+		char *f2 = xasprintf("%s)", fix);
+		free(fix);
+		fix = f2;
+	}
+	finding(d, SEV_PROBLEM, what, why, fix);
+	free(what);
+	free(why);
+	free(fix);
+}
+
+static void check_pip(struct doctor *d, const struct stackinfo *si)
+{
+	int found = 0;
+	for (size_t i = 0; i < si->m->pip.nreqs; i++)
+		if (strcmp(si->m->pip.reqs[i].name, "tensorflow-gpu") == 0) {
+			tf_gpu_finding(d, si, "pinned in the manifest's pip requirements",
+			               si->m->pip.reqs[i].version);
+			found = 1;
+		}
+	if (si->python == NULL || access(si->python, X_OK) != 0)
+		return;
+	struct pip_result res = {0};
+	char *err = NULL;
+	if (pip_list(d->c, si->env_prefix, &res, &err) != 0) {
+		char *what = xasprintf("cannot list the packages of %s: %s", si->env_prefix,
+		                       err ? err : "pip list failed");
+		finding(d, SEV_WARN, what, NULL, "check the env with `tfprov verify`");
+		free(what);
+		goto out;
+	}
+	for (size_t i = 0; i < res.n; i++)
+		if (strcmp(res.v[i].name, "tensorflow-gpu") == 0) {
+			char *where = xasprintf("installed in the stack's env %s", si->env_prefix);
+			tf_gpu_finding(d, si, where, res.v[i].version);
+			free(where);
+			found = 1;
+		}
+	if (!found)
+		finding(d, SEV_OK, "no tensorflow-gpu in the manifest or the env", NULL, NULL);
+out:
+	free(err);
+	pip_result_release(&res);
+}
+
+static void check_windows(struct doctor *d, const struct stackinfo *si)
+{
+	if (si->m->stack.platform != PLATFORM_WINDOWS_X86_64 || si->tf == NULL || d->kb == NULL ||
+	    d->kb->windows_gpu_last == NULL)
+		return;
+	if (version_cmp_n(si->tf, d->kb->windows_gpu_last, 2) <= 0)
+		return;
+	char *what = xasprintf("native Windows with TensorFlow %s: the last TF with GPU support "
+	                       "on native Windows is %s",
+	                       si->tf, d->kb->windows_gpu_last);
+	finding(d, SEV_PROBLEM, what,
+	        "TensorFlow 2.11 and later are CPU-only on native Windows: the stack would never "
+	        "use the GPU",
+	        d->kb->windows_gpu_instead
+	            ? d->kb->windows_gpu_instead
+	            : "use WSL2 (platform: wsl2), or TF 2.10 on native Windows");
+	free(what);
+}
+
+/* 1 when dir holds a file whose name starts with one of the prefixes. */
+static int dir_has(const char *dir, const char *const *prefixes, char *hit, size_t n)
+{
+	DIR *dd = opendir(dir);
+	struct dirent *e;
+	int found = 0;
+	while (dd && !found && (e = readdir(dd)) != NULL)
+		for (size_t i = 0; prefixes[i] && !found; i++)
+			if (str_starts_with(e->d_name, prefixes[i])) {
+				snprintf(hit, n, "%s", e->d_name);
+				found = 1;
+			}
+	if (dd)
+		closedir(dd);
+	return found;
+}
+
+static int in_list(const struct strvec *v, const char *s)
+{
+	for (size_t i = 0; i < v->n; i++)
+		if (strcmp(v->v[i], s) == 0)
+			return 1;
+	return 0;
+}
+
+/* Entries of a ':'-list (PATH, LD_LIBRARY_PATH) that hold CUDA files ahead of the stack's. */
+static void check_search_path(struct doctor *d, const char *var, const struct strvec *own,
+                              const char *const *prefixes, const char *kind)
+{
+	const char *val = getenv(var);
+	if (val == NULL || *val == '\0')
+		return;
+	char *copy = xstrdup(val), *save = NULL;
+	int stack_seen = 0, stack_listed = 0;
+	for (size_t i = 0; i < own->n; i++) {
+		size_t len = strlen(own->v[i]);
+		const char *p = strstr(val, own->v[i]);
+		if (p && (p == val || p[-1] == ':') && (p[len] == '\0' || p[len] == ':'))
+			stack_listed = 1;
+	}
+	for (char *e = strtok_r(copy, ":", &save); e; e = strtok_r(NULL, ":", &save)) {
+		char hit[256];
+		if (in_list(own, e)) {
+			stack_seen = 1;
+			continue;
+		}
+		if (stack_seen || !dir_has(e, prefixes, hit, sizeof(hit)))
+			continue;
+		char *what =
+		    xasprintf("%s entry %s holds %s (%s), ahead of the stack's", var, e, hit, kind);
+		char *why = xasprintf(
+		    "%s is searched in order: %s comes from this other CUDA install instead of "
+		    "the stack's%s",
+		    var, hit,
+		    stack_listed ? ""
+		                 : " (the stack's own dirs are not in it at all: its profile is "
+		                   "not sourced in this shell)");
+		finding(
+		    d, SEV_WARN, what, why,
+		    "remove the entry from your shell rc (or put it after the stack's dirs) and "
+		    "source the stack's profile script");
+		free(what);
+		free(why);
+	}
+	free(copy);
+}
+
+/* CUDA installs tfprov did not make: /usr/local/cuda*, /opt/cuda* under the root. */
+static void check_other_cuda(struct doctor *d, const struct strvec *own_prefixes)
+{
+	static const char *const bases[] = {"/usr/local", "/opt"};
+	int n = 0;
+	for (size_t b = 0; b < ARRAY_SIZE(bases); b++) {
+		char *host = ctx_host_path(d->c, bases[b]);
+		DIR *dd = opendir(host);
+		struct dirent *e;
+		while (dd && (e = readdir(dd)) != NULL) {
+			if (strcmp(e->d_name, "cuda") != 0 && !str_starts_with(e->d_name, "cuda-"))
+				continue;
+			char *p = path_join(host, e->d_name);
+			if (!in_list(own_prefixes, p)) {
+				char *what =
+				    xasprintf("another CUDA install, not made by tfprov: %s", p);
+				finding(
+				    d, SEV_NOTE, what, NULL,
+				    "tfprov never touches it; it shadows the stack only when "
+				    "it is on PATH or LD_LIBRARY_PATH ahead of the stack (checked "
+				    "below) or in /etc/ld.so.conf.d");
+				free(what);
+				n++;
+			}
+			free(p);
+		}
+		if (dd)
+			closedir(dd);
+		free(host);
+	}
+	if (n == 0)
+		finding(d, SEV_OK, "no other CUDA install in /usr/local or /opt", NULL, NULL);
+}
+
+static void check_shadowing(struct doctor *d, struct stackinfo *sis, size_t n)
+{
+	static const char *const libs[] = {"libcudart.so", "libcudnn.so", "libcublas.so", NULL};
+	static const char *const tools[] = {"nvcc", "ptxas", NULL};
+	struct strvec prefixes = STRVEC_INIT, libdirs = STRVEC_INIT, bins = STRVEC_INIT;
+	for (size_t i = 0; i < n; i++) {
+		if (sis[i].cuda_prefix) {
+			strvec_push(&prefixes, sis[i].cuda_prefix);
+			strvec_pushf(&bins, "%s/bin", sis[i].cuda_prefix);
+		}
+		if (sis[i].env_prefix)
+			strvec_pushf(&bins, "%s/bin", sis[i].env_prefix);
+		for (size_t k = 0; k < sis[i].lib_dirs.n; k++)
+			strvec_push(&libdirs, sis[i].lib_dirs.v[k]);
+	}
+	check_other_cuda(d, &prefixes);
+	check_search_path(d, "LD_LIBRARY_PATH", &libdirs, libs, "CUDA libraries");
+	check_search_path(d, "PATH", &bins, tools, "CUDA compiler tools; XLA runs ptxas from PATH");
+	strvec_release(&prefixes);
+	strvec_release(&libdirs);
+	strvec_release(&bins);
+}
+
+static void check_stack(struct doctor *d, const struct stackinfo *si)
+{
+	ev_log(d->c, EV_INFO, "stack %s (TensorFlow %s, CUDA %s, cuDNN %s)%s:", si->name,
+	       si->tf ? si->tf : "-", si->cuda ? si->cuda : "-", si->cudnn ? si->cudnn : "-",
+	       si->stack_id ? "" : ", from the manifest");
+	check_windows(d, si);
+	check_driver_version(d, si);
+	check_kernels(d, si);
+	check_libraries(d, si);
+	check_memory(d, si);
+	check_pip(d, si);
+}
+
+int cmd_doctor(struct ctx *c, struct opts *o)
+{
+	struct doctor d = {.c = c};
+	struct compat *kb = NULL;
+	struct diags dg = {0};
+	struct strvec names = STRVEC_INIT;
+	struct stackinfo *sis = NULL;
+	size_t n = 0;
+	int rc = 0, allowed = (c->flags & CTX_NO_GPU) != 0;
+	if (compat_load(compat_default_path(), &kb, &dg) != 0)
+		ev_log(c, EV_WARN, "cannot load the knowledge base %s: version checks are skipped",
+		       compat_default_path());
+	d.kb = kb;
+	if (o->args.n) {
+		struct manifest *m = NULL;
+		rc = cli_load_manifest(c, o->args.v[0], &m, 0);
+		if (rc != 0)
+			goto out;
+		sis = xcalloc(1, sizeof(*sis));
+		stackinfo_from_manifest(c, m, &sis[0]);
+		if (c->st)
+			sis[0].stack_id = state_stack_id(c->st, sis[0].name);
+		n = 1;
+	} else {
+		stackinfo_names(c, &names);
+		sis = xcalloc(names.n ? names.n : 1, sizeof(*sis));
+		for (size_t i = 0; i < names.n; i++) {
+			char *err = NULL;
+			if (stackinfo_load(c, names.v[i], &sis[n], &err) == 0) {
+				n++;
+			} else {
+				ev_log(c, EV_ERROR, "stack %s: %s", names.v[i],
+				       err ? err : "cannot be read");
+				d.problems++;
+			}
+			free(err);
+		}
+	}
+	if (n > 0) {
+		allowed = 1;
+		for (size_t i = 0; i < n; i++)
+			if (!gpu_allowed(c, &sis[i]))
+				allowed = 0;
+	}
+	gpu_probe_run(&d.gpu);
+	ev_log(c, EV_INFO, "machine:");
+	check_driver(&d, allowed);
+	check_shadowing(&d, sis, n);
+	if (n == 0 && names.n == 0)
+		ev_log(c, EV_INFO,
+		       "No stack applied under %s; give a manifest to check one: tfprov "
+		       "doctor MANIFEST",
+		       c->root);
+	for (size_t i = 0; i < n && !tf_interrupted; i++)
+		check_stack(&d, &sis[i]);
+	if (d.problems)
+		rc = TF_EVERIFY;
+	else if (d.reboot)
+		rc = TF_EREBOOT;
+	ev_log(c, d.problems || d.reboot ? EV_ERROR : EV_INFO,
+	       "doctor: %d problem%s, %d warning%s%s", d.problems, d.problems == 1 ? "" : "s",
+	       d.warnings, d.warnings == 1 ? "" : "s", d.reboot ? "; reboot required" : "");
+out:
+	for (size_t i = 0; i < n; i++)
+		stackinfo_release(&sis[i]);
+	free(sis);
+	strvec_release(&names);
+	compat_free(kb);
+	diags_release(&dg);
+	return rc;
+}
