@@ -23,7 +23,9 @@
  *
  * Exit codes: 8 when any problem was found (the stack cannot work as it is),
  * else 7 when the only blocker is a reboot (driver/library mismatch), else 0
- * (warnings and notes do not change it); 3 for an invalid MANIFEST. A missing
+ * (warnings and notes do not change it); 3 for a MANIFEST that does not parse
+ * (its compat lint errors are counted as problems and printed with
+ * FILE:LINE:COL, and the checks go on). A missing
  * driver is a problem unless --no-gpu or driver.policy: skip allows it.
  * doctor reads only; it never changes the machine or the state.
  */
@@ -549,7 +551,16 @@ int cmd_doctor(struct ctx *c, struct opts *o)
 	d.kb = kb;
 	if (o->args.n) {
 		struct manifest *m = NULL;
-		rc = cli_load_manifest(c, o->args.v[0], &m, 0);
+		struct diags md = {0};
+		rc = manifest_load(o->args.v[0], &m, &md);
+		if (rc == 0 && kb)
+			compat_lint(kb, m, &md);
+		diags_sort(&md);
+		fflush(stdout);
+		diags_print(&md, stderr, 0);
+		/* Lint errors are findings here: doctor goes on to explain the rest. */
+		d.problems += (int)md.errors;
+		diags_release(&md);
 		if (rc != 0)
 			goto out;
 		sis = xcalloc(1, sizeof(*sis));

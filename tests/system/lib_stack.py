@@ -42,12 +42,13 @@ def standin_gpu_env(gpus=GPU_NAME + ":8.9", **extra):
 
 
 def make_stack(out, server, manifest, name="demo", stubs="cuda12", cuda="12.3.2",
-               cudnn="8.9.7.29", extra_yaml="", placement="merge", policy="require"):
+               cudnn="8.9.7.29", extra_yaml="", placement="merge", policy="require",
+               python="3.10"):
     """Writes archives under out (served by server.root) and a manifest; returns its path."""
     subprocess.run([sys.executable, MAKE_STACK, "--stubs", os.path.join(STUBS, stubs),
                     "--cuda", cuda, "--cudnn", cudnn, "--out", str(out),
                     "--url-base", server.url(""), "--manifest", str(manifest), "--name", name,
-                    "--placement", placement, "--driver-policy", policy,
+                    "--placement", placement, "--driver-policy", policy, "--python", python,
                     "--extra-yaml", extra_yaml], check=True, capture_output=True, timeout=120)
     return str(manifest)
 
@@ -59,3 +60,11 @@ def no_real_gpu():
 def out(p):
     """stdout and stderr of a CompletedProcess, for messages that may go to either."""
     return p.stdout + p.stderr
+
+
+def applied_stack(tfprov, tmp_path, server, **kw):
+    """Builds the mirror under tmp_path/mirror (served by server) and applies it with
+    --no-gpu into tfprov's root. Returns the manifest path."""
+    m = make_stack(server.root, server, tmp_path / "stack.yaml", **kw)
+    tfprov.run("--no-gpu", "apply", "-y", m, env=real_no_gpu_env(), check=0, timeout=300)
+    return m
