@@ -216,6 +216,24 @@ static int write_hook(struct ctx *c, const struct manifest *m, struct txn *t, co
 	return rc;
 }
 
+/*
+ * manager: venv needs a system interpreter of exactly X.Y. Looking for it
+ * changes nothing, so it is a precondition: a missing python3.X stops apply
+ * (exit 6) before the cuda/cudnn/env steps write anything, rather than half-way.
+ */
+static int pyenv_precheck(struct ctx *c, const struct manifest *m, struct step *s)
+{
+	if (m->python.manager != PYENV_VENV)
+		return 0;
+	char *python = NULL, *err = NULL;
+	int rc = pyenv_find_python(c, m->python.version.s, m->python.interpreter.s, &python, &err);
+	if (rc != 0)
+		step_fail(s, "%s", err ? err : tf_strerror(rc));
+	free(python);
+	free(err);
+	return rc;
+}
+
 static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
 {
 	char *prefix = stack_env_prefix(m);
@@ -326,6 +344,7 @@ out:
 const struct module module_pyenv = {
     .kind = "pyenv",
     .desire = pyenv_desire,
+    .precheck = pyenv_precheck,
     .apply = pyenv_apply,
 };
 
