@@ -35,6 +35,7 @@ struct ctx {
 	int jobs;
 	double lock_timeout; /* seconds */
 	struct state *st;    /* open state db, or NULL */
+	int changed;         /* a step changed something during this run */
 };
 
 /* Host path of a root-relative absolute path ("/opt/x" -> "<root>/opt/x"); caller frees. */

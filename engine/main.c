@@ -267,8 +267,14 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	/*
+	 * Commands that write finish their current atomic unit on SIGINT/SIGTERM;
+	 * read-only ones keep the default action so they can always be stopped.
+	 */
+	if (cmd->flags & CMD_LOCK) {
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+	}
 
 	if (cmd->flags & CMD_STATE) {
 		char *err = NULL;
@@ -313,6 +319,7 @@ done:
 		struct event e = {.kind = EV_RESULT,
 		                  .level = ex ? EV_ERROR : EV_INFO,
 		                  .exit_code = ex,
+		                  .changed = c.changed,
 		                  .failed = ex != 0 && ex != 2};
 		ev_emit(&c, &e);
 	}

@@ -593,6 +593,10 @@ int pip_requirements_parse(const char *file, const char *text, struct pos base, 
 			const char *v = eq + 2;
 			r.version = xstrndup(v, strcspn(v, " ;,"));
 		}
+		if (r.version && strpbrk(r.version, "*<>!~,")) {
+			free(r.version);
+			r.version = NULL;
+		}
 		if (!bad && r.version == NULL)
 			diags_add(
 			    d, DIAG_ERROR, file, lpos, "pip.unpinned",
@@ -1054,18 +1058,37 @@ static int precheck(struct pctx *p, const char *buf, size_t len)
 		          "a manifest is UTF-8 text", "file contains a NUL byte: not a text file");
 		return -1;
 	}
-	/* UTF-8 validity, with the position of the first bad byte. */
+	/* UTF-8 validity (RFC 3629: no overlong forms, no surrogates, nothing
+	 * above U+10FFFF), with the position of the first bad byte. */
 	int line = 1, col = 1;
 	for (size_t k = 0; k < len;) {
-		unsigned char c = (unsigned char)buf[k];
-		size_t need = c < 0x80             ? 0
-		              : (c & 0xE0) == 0xC0 ? 1
-		              : (c & 0xF0) == 0xE0 ? 2
-		              : (c & 0xF8) == 0xF0 ? 3
-		                                   : 4;
-		int bad = need == 4 || (need == 1 && c < 0xC2) || k + need >= len + (need ? 0 : 1);
-		for (size_t j = 1; !bad && j <= need; j++)
-			bad = k + j >= len || ((unsigned char)buf[k + j] & 0xC0) != 0x80;
+		const unsigned char *u = (const unsigned char *)buf + k;
+		unsigned char c = u[0];
+		size_t need = 0;
+		unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+		if (c < 0x80)
+			need = 0;
+		else if (c >= 0xC2 && c <= 0xDF)
+			need = 1;
+		else if (c == 0xE0)
+			need = 2, lo = 0xA0;
+		else if (c == 0xED)
+			need = 2, hi = 0x9F;
+		else if (c >= 0xE1 && c <= 0xEF)
+			need = 2;
+		else if (c == 0xF0)
+			need = 3, lo = 0x90;
+		else if (c >= 0xF1 && c <= 0xF3)
+			need = 3;
+		else if (c == 0xF4)
+			need = 3, hi = 0x8F;
+		else
+			need = 99;
+		int bad = need == 99 || k + need >= len + (need ? 0 : 1);
+		if (!bad && need && (u[1] < lo || u[1] > hi))
+			bad = 1;
+		for (size_t j = 2; !bad && j <= need; j++)
+			bad = (u[j] & 0xC0) != 0x80;
 		if (bad) {
 			diags_add(p->d, DIAG_ERROR, p->file, (struct pos){line, col},
 			          "file.encoding", "save the manifest as UTF-8",

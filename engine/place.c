@@ -645,15 +645,23 @@ static void undo_row(struct ctx *c, const char *op, const char *path, const char
 			rm_rf(tmp);
 		if (tmp && strcmp(op, "tree") == 0)
 			rm_rf(tmp);
+		/*
+		 * No backup means the path did not exist when the intent was
+		 * journaled (we hold the lock), so whatever is there now is this
+		 * unfinished operation's and goes; even if an older record names
+		 * the path (an update that removed, then re-created it).
+		 */
 		if (backup && exists(backup)) {
 			rm_rf(host);
 			rename(backup, host);
-		} else if (exists(host) && state_file_owner(c->st, path) == 0) {
+		} else if (backup == NULL && exists(host)) {
 			rm_rf(host);
 		}
 	} else if (strcmp(op, "rm") == 0) {
-		if (backup && exists(backup) && !exists(host))
+		if (backup && exists(backup)) {
+			rm_rf(host);
 			rename(backup, host);
+		}
 	} else if (strcmp(op, "gc") == 0) {
 		if (backup)
 			rm_rf(backup);

@@ -47,7 +47,7 @@ void drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed)
 	sqlite3_stmt *s = NULL;
 	*missing = *changed = 0;
 	sqlite3_prepare_v2(c->st->db,
-	                   "SELECT path, type, size, mtime_ns FROM files WHERE resource_id = ?", -1,
+	                   "SELECT path, type, size, mtime_ns, mode FROM files WHERE resource_id = ?", -1,
 	                   &s, NULL);
 	sqlite3_bind_int64(s, 1, res_id);
 	size_t rl = strcmp(c->root, "/") == 0 ? 0 : strlen(c->root);
@@ -68,7 +68,8 @@ void drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed)
 		if (type[0] != 'f')
 			continue;
 		int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
-		if (st.st_size != sqlite3_column_int64(s, 2) || mt != sqlite3_column_int64(s, 3))
+		if (st.st_size != sqlite3_column_int64(s, 2) || mt != sqlite3_column_int64(s, 3) ||
+		    (unsigned)(st.st_mode & 07777) != (unsigned)sqlite3_column_int(s, 4))
 			(*changed)++;
 	}
 	sqlite3_finalize(s);
@@ -343,6 +344,7 @@ static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, s
 		return rc;
 	}
 	txn_abort(t); /* committed: releases memory, nothing left to undo */
+	c->changed = 1;
 	step_event(c, s, 1, 0, NULL);
 	return 0;
 }

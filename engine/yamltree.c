@@ -30,6 +30,94 @@ static struct pos mark_pos(yaml_mark_t m)
 	return p;
 }
 
+struct keyref {
+	const struct ynode *k;
+	size_t idx;
+};
+
+static int keyref_cmp(const void *pa, const void *pb)
+{
+	const struct keyref *a = pa, *b = pb;
+	int c = strcmp(a->k->str, b->k->str);
+	if (c)
+		return c;
+	return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* Duplicate keys of one mapping, in O(n log n): a mapping may have 100k keys. */
+static void check_duplicates(struct conv *cv, const struct ynode *map)
+{
+	struct keyref *refs = xcalloc(map->n ? map->n : 1, sizeof(*refs));
+	size_t n = 0;
+	for (size_t i = 0; i < map->n; i++)
+		if (map->keys[i] && map->keys[i]->type == Y_SCALAR)
+			refs[n++] = (struct keyref){map->keys[i], i};
+	qsort(refs, n, sizeof(*refs), keyref_cmp);
+	for (size_t i = 1; i < n; i++) {
+		if (strcmp(refs[i].k->str, refs[i - 1].k->str) != 0)
+			continue;
+		/* refs[i - 1] is the first of a run of equal keys only when it starts it. */
+		size_t first = i - 1;
+		while (first > 0 && strcmp(refs[first - 1].k->str, refs[i].k->str) == 0)
+			first--;
+		diags_add(cv->d, DIAG_ERROR, cv->file, refs[i].k->pos, "yaml.duplicate-key",
+			  "YAML keeps only one of them; remove or merge the other",
+			  "duplicate key '%s' (first defined at line %d)", refs[i].k->str,
+			  refs[first].k->pos.line);
+		if (cv->d->errors > 100)
+			break;
+	}
+	free(refs);
+}
+
+/*
+ * libyaml's handling of deeply nested flow collections ("[[[[...") is
+ * quadratic, so the depth bound is enforced on the raw text before libyaml
+ * sees it: count [ and { outside quotes and comments.
+ */
+static int flow_depth_ok(const char *file, const char *buf, size_t len, unsigned max,
+			 struct diags *d)
+{
+	unsigned depth = 0;
+	int line = 1, col = 0;
+	char quote = 0;
+	int comment = 0;
+	for (size_t i = 0; i < len; i++) {
+		char ch = buf[i];
+		col++;
+		if (ch == '\n') {
+			line++;
+			col = 0;
+			comment = 0;
+			continue;
+		}
+		if (comment)
+			continue;
+		if (quote) {
+			if (ch == quote)
+				quote = 0;
+			continue;
+		}
+		if (ch == '#' && (i == 0 || buf[i - 1] == ' ' || buf[i - 1] == '\t' ||
+				  buf[i - 1] == '\n')) {
+			comment = 1;
+		} else if ((ch == '"' || ch == '\'') &&
+			   (depth > 0 || i == 0 || strchr(" :-[{,\t\n", buf[i - 1]))) {
+			quote = ch;
+		} else if (ch == '[' || ch == '{') {
+			if (++depth > max) {
+				diags_add(d, DIAG_ERROR, file, (struct pos){line, col}, "yaml.too-deep",
+					  "a manifest is a few levels deep", "document nests deeper "
+					  "than %u levels", max);
+				return 0;
+			}
+		} else if ((ch == ']' || ch == '}') && depth > 0) {
+			depth--;
+		}
+	}
+	return 1;
+}
+
 static struct ynode *convert(struct conv *cv, yaml_node_t *yn, unsigned depth)
 {
 	if (cv->failed)
@@ -100,21 +188,8 @@ static struct ynode *convert(struct conv *cv, yaml_node_t *yn, unsigned depth)
 			n->keys[n->n] = k;
 			n->items[n->n] = v;
 			n->n++;
-			if (k == NULL || k->type != Y_SCALAR)
-				continue;
-			for (size_t j = 0; j + 1 < n->n; j++) {
-				struct ynode *o = n->keys[j];
-				if (o && o->type == Y_SCALAR && strcmp(o->str, k->str) == 0) {
-					diags_add(cv->d, DIAG_ERROR, cv->file, k->pos,
-					          "yaml.duplicate-key",
-					          "YAML keeps only one of them; remove or merge "
-					          "the other",
-					          "duplicate key '%s' (first defined at line %d)",
-					          k->str, o->pos.line);
-					break;
-				}
-			}
 		}
+		check_duplicates(cv, n);
 		break;
 	}
 	default:
@@ -123,6 +198,19 @@ static struct ynode *convert(struct conv *cv, yaml_node_t *yn, unsigned depth)
 		break;
 	}
 	return n;
+}
+
+/* Whether 1-based `line` of buf holds a tab in its indentation. */
+static int line_has_tab(const char *buf, size_t len, int line)
+{
+	size_t i = 0;
+	for (int l = 1; l < line && i < len; i++)
+		if (buf[i] == '\n')
+			l++;
+	for (; i < len && (buf[i] == ' ' || buf[i] == '\t'); i++)
+		if (buf[i] == '\t')
+			return 1;
+	return 0;
 }
 
 struct ynode *ytree_parse(const char *file, const char *buf, size_t len,
@@ -134,6 +222,8 @@ struct ynode *ytree_parse(const char *file, const char *buf, size_t len,
 	size_t errors_before = d->errors;
 
 	*empty = 0;
+	if (!flow_depth_ok(file, buf, len, lim->max_depth, d))
+		return NULL;
 	if (!yaml_parser_initialize(&parser)) {
 		diags_add(d, DIAG_ERROR, file, (struct pos){0, 0}, "yaml.init", NULL,
 		          "cannot initialise the YAML parser");
@@ -147,7 +237,7 @@ struct ynode *ytree_parse(const char *file, const char *buf, size_t len,
 		if (parser.error == YAML_READER_ERROR) {
 			p.line = 0;
 			hint = "a manifest must be UTF-8 text";
-		} else if (parser.problem && strstr(parser.problem, "tab")) {
+		} else if (line_has_tab(buf, len, p.line)) {
 			hint = "indent with spaces, not tabs";
 		} else {
 			hint = "check the indentation and the quoting near this position";
