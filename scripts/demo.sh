@@ -42,8 +42,8 @@ step "tfprov apply $W/demo.yaml   (again: must change nothing)"
 $T --no-gpu apply -y "$W/demo.yaml"
 step "tfprov status"
 $T status
-step "tfprov verify demo"
-$T verify demo
+step "tfprov --no-gpu verify demo   (files and libraries; the GPU check is SKIPPED, loudly)"
+$T --no-gpu verify demo
 step "tfprov bench demo   (no GPU: must say so and exit 8)"
 set +e
 $T bench demo

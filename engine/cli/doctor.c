@@ -332,14 +332,9 @@ static void tf_gpu_finding(struct doctor *d, const struct stackinfo *si, const c
 	    "installs a second, conflicting copy of the same modules",
 	    r && r->last_real_linux ? r->last_real_linux : "2.11.0",
 	    r && r->last_real_windows ? r->last_real_windows : "2.10.1");
-	char *fix = xasprintf("pip uninstall tensorflow-gpu, and pin tensorflow==%s instead%s%s",
-	                      si->tf ? si->tf : "<version>", r && r->replacement ? " (" : "",
+	char *fix = xasprintf("pip uninstall tensorflow-gpu and pin tensorflow==%s instead%s%s",
+	                      si->tf ? si->tf : "<version>", r && r->replacement ? "; " : "",
 	                      r && r->replacement ? r->replacement : "");
-	if (r && r->replacement) {
-		char *f2 = xasprintf("%s)", fix);
-		free(fix);
-		fix = f2;
-	}
 	finding(d, SEV_PROBLEM, what, why, fix);
 	free(what);
 	free(why);
