@@ -277,9 +277,13 @@ int main(int argc, char **argv)
 	}
 
 	if (cmd->flags & CMD_STATE) {
+		/*
+		 * A writer on a root with no state yet defers creating it until its
+		 * preconditions pass (place_open_state from plan_apply), so a run
+		 * that stops with exit 6 leaves a fresh root exactly as it was.
+		 */
 		char *err = NULL;
-		int create = (cmd->flags & CMD_LOCK) != 0;
-		rc = state_open(c.state_dir, create, &c.st, &err);
+		rc = state_open(c.state_dir, 0, &c.st, &err);
 		if (rc < 0) {
 			ev_log(&c, EV_ERROR, "%s (%s)", err ? err : "cannot open the state",
 			       c.state_dir);
@@ -287,28 +291,13 @@ int main(int argc, char **argv)
 			goto done;
 		}
 		rc = 0; /* 1: no state yet, which readers treat as empty */
-	}
-	if ((cmd->flags & CMD_LOCK) && c.st) {
-		char *holder = NULL;
-		rc = state_lock(c.st, c.lock_timeout, &holder);
-		if (rc != 0 && tf_interrupted) {
-			/* SIGINT/SIGTERM during the wait: nothing was changed; 130, not 4. */
-			ev_log(&c, EV_ERROR, "interrupted while waiting for the state lock (%s)",
-			       holder ? holder : "unknown");
-			free(holder);
-			rc = TF_EINTR;
-			goto done;
+		if ((cmd->flags & CMD_LOCK) && c.st) {
+			state_close(c.st);
+			c.st = NULL;
+			rc = place_open_state(&c);
+			if (rc != 0)
+				goto done;
 		}
-		if (rc != 0) {
-			ev_log(
-			    &c, EV_ERROR,
-			    "the state in %s is locked by another tfprov run (%s); waited %.0f s "
-			    "(--lock-timeout)",
-			    c.state_dir, holder ? holder : "unknown", c.lock_timeout);
-			free(holder);
-			goto done;
-		}
-		place_recover(&c);
 	}
 	rc = cmd->fn(&c, &o);
 done:

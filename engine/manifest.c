@@ -800,6 +800,47 @@ static void parse_env(struct pctx *p, const struct ynode *n, struct manifest *m)
 	}
 }
 
+typedef void (*text_parse_fn)(const char *file, const char *text, struct pos base, int block,
+                              struct manifest *m, struct diags *d);
+
+static void parse_conda_into(const char *file, const char *text, struct pos base, int block,
+                             struct manifest *m, struct diags *d)
+{
+	conda_explicit_parse(file, text, base, block, &m->python.pkgs, &m->python.npkgs, d);
+}
+
+static void parse_pip_into(const char *file, const char *text, struct pos base, int block,
+                           struct manifest *m, struct diags *d)
+{
+	pip_requirements_parse(file, text, base, block, &m->pip.reqs, &m->pip.nreqs, d);
+}
+
+/*
+ * A lock given inline (a block scalar, positions inside the manifest) or as
+ * a file next to the manifest (positions in that file); not both.
+ */
+static void parse_text_or_file(struct pctx *p, const struct ynode *node, struct mstr *text_out,
+                               struct mstr *file, const char *what, const char *what_file,
+                               text_parse_fn fn, struct manifest *m)
+{
+	if (node && want_type(p, node, Y_SCALAR, what)) {
+		*text_out = (struct mstr){xstrdup(node->str), node->pos, 1};
+		fn(p->file, node->str, block_line_pos(p, node, 0), node->style == YS_LITERAL, m,
+		   p->d);
+	}
+	if (!file->set)
+		return;
+	char *text = NULL, *path = NULL;
+	size_t len;
+	if (node)
+		err(p, file->pos, "schema.conflict", "keep one of them", "%s and %s are both given",
+		    what, what_file);
+	else if (read_side_file(p, file, &text, &len, &path) == 0)
+		fn(path, text, (struct pos){1, 1}, 0, m, p->d);
+	free(text);
+	free(path);
+}
+
 static void parse_python(struct pctx *p, const struct ynode *n, struct manifest *m)
 {
 	static const char *const keys[] = {"manager",   "name",  "version", "interpreter", "lock",
@@ -842,25 +883,8 @@ static void parse_python(struct pctx *p, const struct ynode *n, struct manifest 
 		}
 	}
 	struct ynode *lk = ymap_get(n, "lock");
-	if (lk && want_type(p, lk, Y_SCALAR, "python.lock")) {
-		m->python.lock = (struct mstr){xstrdup(lk->str), lk->pos, 1};
-		int block = lk->style == YS_LITERAL;
-		struct pos base = block_line_pos(p, lk, 0);
-		conda_explicit_parse(p->file, lk->str, base, block, &m->python.pkgs,
-		                     &m->python.npkgs, p->d);
-	}
-	if (m->python.lock_file.set) {
-		char *text = NULL, *path = NULL;
-		size_t len;
-		if (lk)
-			err(p, m->python.lock_file.pos, "schema.conflict", "keep one of them",
-			    "python.lock and python.lock_file are both given");
-		else if (read_side_file(p, &m->python.lock_file, &text, &len, &path) == 0)
-			conda_explicit_parse(path, text, (struct pos){1, 1}, 0, &m->python.pkgs,
-			                     &m->python.npkgs, p->d);
-		free(text);
-		free(path);
-	}
+	parse_text_or_file(p, lk, &m->python.lock, &m->python.lock_file, "python.lock",
+	                   "python.lock_file", parse_conda_into, m);
 	if (m->python.manager == PYENV_CONDA && !lk && !m->python.lock_file.set)
 		err(p, n->pos, "schema.required",
 		    "tfprov installs conda envs from an explicit lock (conda list --explicit "
@@ -885,24 +909,8 @@ static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 	get_str(p, n, "requirements_file", "pip.requirements_file", &m->pip.requirements_file);
 	get_bool(p, n, "complete", "pip.complete", &m->pip.complete);
 	struct ynode *rq = ymap_get(n, "requirements");
-	if (rq && want_type(p, rq, Y_SCALAR, "pip.requirements")) {
-		m->pip.requirements = (struct mstr){xstrdup(rq->str), rq->pos, 1};
-		int block = rq->style == YS_LITERAL;
-		pip_requirements_parse(p->file, rq->str, block_line_pos(p, rq, 0), block,
-		                       &m->pip.reqs, &m->pip.nreqs, p->d);
-	}
-	if (m->pip.requirements_file.set) {
-		char *text = NULL, *path = NULL;
-		size_t len;
-		if (rq)
-			err(p, m->pip.requirements_file.pos, "schema.conflict", "keep one of them",
-			    "pip.requirements and pip.requirements_file are both given");
-		else if (read_side_file(p, &m->pip.requirements_file, &text, &len, &path) == 0)
-			pip_requirements_parse(path, text, (struct pos){1, 1}, 0, &m->pip.reqs,
-			                       &m->pip.nreqs, p->d);
-		free(text);
-		free(path);
-	}
+	parse_text_or_file(p, rq, &m->pip.requirements, &m->pip.requirements_file,
+	                   "pip.requirements", "pip.requirements_file", parse_pip_into, m);
 	if (!rq && !m->pip.requirements_file.set)
 		err(p, n->pos, "schema.required", NULL,
 		    "pip needs requirements or requirements_file");

@@ -763,3 +763,34 @@ int place_recover(struct ctx *c)
 		       n == 1 ? "" : "s");
 	return n;
 }
+
+int place_open_state(struct ctx *c)
+{
+	char *err = NULL, *holder = NULL;
+	int rc = state_open(c->state_dir, 1, &c->st, &err);
+	if (rc != 0) {
+		ev_log(c, EV_ERROR, "%s (%s)", err ? err : "cannot open the state", c->state_dir);
+		free(err);
+		return rc < 0 ? rc : TF_ESTATE;
+	}
+	rc = state_lock(c->st, c->lock_timeout, &holder);
+	if (rc != 0 && tf_interrupted) {
+		/* SIGINT/SIGTERM during the wait: nothing was changed; 130, not 4. */
+		ev_log(c, EV_ERROR, "interrupted while waiting for the state lock (%s)",
+		       holder ? holder : "unknown");
+		rc = TF_EINTR;
+	} else if (rc != 0) {
+		ev_log(c, EV_ERROR,
+		       "the state in %s is locked by another tfprov run (%s); waited %.0f s "
+		       "(--lock-timeout)",
+		       c->state_dir, holder ? holder : "unknown", c->lock_timeout);
+	}
+	free(holder);
+	if (rc != 0) {
+		state_close(c->st);
+		c->st = NULL;
+		return rc;
+	}
+	place_recover(c);
+	return 0;
+}

@@ -83,6 +83,10 @@ const char *txn_error(const struct txn *t);
  * and not owned by tfprov? Returns 1 for a conflict. */
 int place_is_foreign(struct ctx *c, const char *path);
 
+/* Opens (creating) the state db, takes the writer lock (c->lock_timeout) and
+ * recovers interrupted runs. 0, TF_ELOCKED, TF_EINTR or TF_ESTATE (logged). */
+int place_open_state(struct ctx *c);
+
 /* Undoes interrupted transactions found in the journal. Needs the writer lock.
  * Returns the number of operations undone, or a negative error. */
 int place_recover(struct ctx *c);

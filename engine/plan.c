@@ -46,9 +46,9 @@ void drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed)
 {
 	sqlite3_stmt *s = NULL;
 	*missing = *changed = 0;
-	sqlite3_prepare_v2(c->st->db,
-	                   "SELECT path, type, size, mtime_ns, mode FROM files WHERE resource_id = ?", -1,
-	                   &s, NULL);
+	sqlite3_prepare_v2(
+	    c->st->db, "SELECT path, type, size, mtime_ns, mode FROM files WHERE resource_id = ?",
+	    -1, &s, NULL);
 	sqlite3_bind_int64(s, 1, res_id);
 	size_t rl = strcmp(c->root, "/") == 0 ? 0 : strlen(c->root);
 	char buf[4096];
@@ -244,7 +244,7 @@ void plan_observe(struct ctx *c, const struct manifest *m, struct plan *p)
 			continue;
 		free(s->blocker);
 		s->blocker = xasprintf("apply would stop here, before any change (exit %d): %s",
-				       tf_exit_code(rc), s->error ? s->error : tf_strerror(rc));
+		                       tf_exit_code(rc), s->error ? s->error : tf_strerror(rc));
 		free(s->error);
 		s->error = NULL;
 	}
@@ -378,6 +378,15 @@ int plan_apply(struct ctx *c, const struct manifest *m, struct plan *p)
 			step_event(c, s, 0, 1, s->error);
 			return rc;
 		}
+	}
+	if (c->st == NULL) {
+		/* First run on this root: the state is created only now. */
+		rc = place_open_state(c);
+		if (rc != 0)
+			return rc;
+		/* Another run may have applied while we waited for the lock. */
+		plan_release(p);
+		plan_build(c, m, p);
 	}
 	int64_t stack_id = state_stack_ensure(c->st, m->stack.name.s, m->path);
 	int64_t gen = state_gen_begin(c->st, stack_id, m->path, m->sha256, m->text);

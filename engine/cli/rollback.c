@@ -21,7 +21,7 @@ int cmd_rollback(struct ctx *c, struct opts *o)
 		ev_log(c, EV_ERROR, "usage: tfprov rollback STACK [--generation N]");
 		return TF_EXIT_USAGE;
 	}
-	int64_t sid = state_stack_id(c->st, o->args.v[0]);
+	int64_t sid = c->st ? state_stack_id(c->st, o->args.v[0]) : 0;
 	if (sid == 0) {
 		ev_log(c, EV_ERROR, "no stack named '%s' under %s", o->args.v[0], c->root);
 		return TF_EFAIL;

@@ -41,12 +41,6 @@ def _assert_exit6_names(p, *needles):
         assert n in text, f"{n!r} not in:\n{text}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: apply opens (creates) the state db and lock under ROOT/var/lib/tfprov "
-    "(engine/main.c state_open(create) for CMD_LOCK) before the driver precondition "
-    "runs in plan_apply (engine/plan.c), so exit 6 on a fresh root leaves "
-    "var/lib/tfprov/{state.db,lock} behind; the state should be created only once "
-    "the prechecks pass"))
 def test_driver_too_old_fresh_root_unchanged(tfprov, mirror):
     """Stand-in NVML reports 470.57.02 for a CUDA 12.3.2 stack (policy require) on
     an empty root: exit 6 naming found version, minimum and why; the root stays
