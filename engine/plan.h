@@ -28,8 +28,9 @@ void plan_emit(struct ctx *c, const struct plan *p);
 int plan_has_changes(const struct plan *p);
 void plan_release(struct plan *p);
 
-/* Stats every recorded file of a resource against size/mtime. */
-void drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed);
+/* Stats every recorded file of a resource against size, mtime and mode;
+ * returns how many files are recorded. */
+int64_t drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed);
 
 /*
  * Applies the plan: preconditions first (nothing changed when they fail),

@@ -26,7 +26,7 @@ struct state {
 	int lockfd; /* -1 when not holding the writer lock */
 };
 
-#define STATE_SCHEMA_VERSION 1
+#define STATE_SCHEMA_VERSION 2
 
 /* Opens (creating dir and db when `create`), runs migrations. 0 or TF_ESTATE. */
 int state_open(const char *dir, int create, struct state **out, char **errmsg);
