@@ -45,9 +45,10 @@ struct fetch_opts {
 
 /*
  * Defaults: jobs = c->jobs or 4, stall 30 s below 1 KiB/s, connect 15 s,
- * 3 retries from 500 ms, 3 errors per host, durable. The environment may
+ * 3 retries from 500 ms, 3 errors per host, not durable (cache hits are
+ * re-hashed; the step's syncfs makes downloads durable). The environment may
  * override (tests): TFPROV_FETCH_STALL_S, TFPROV_FETCH_RETRIES,
- * TFPROV_FETCH_BACKOFF_MS, TFPROV_FETCH_HOST_ERRORS.
+ * TFPROV_FETCH_BACKOFF_MS, TFPROV_FETCH_HOST_ERRORS, TFPROV_FETCH_DURABLE.
  */
 void fetch_opts_default(struct fetch_opts *o, const struct ctx *c);
 

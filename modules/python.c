@@ -217,6 +217,44 @@ static int write_hook(struct ctx *c, const struct manifest *m, struct txn *t, co
 }
 
 /*
+ * A venv has no activate.d: the stack's environment is sourced from the end
+ * of bin/activate (once; the line is marked), before the env is recorded.
+ */
+static int venv_hook(struct ctx *c, const struct manifest *m, struct step *s, const char *prefix)
+{
+	if (!m->env.set && !m->cuda.set)
+		return 0;
+	char *rel = xasprintf("%s/bin/activate", prefix);
+	char *host = ctx_host_path(c, rel);
+	char *text = NULL;
+	size_t len = 0;
+	int rc = 0;
+	char *line =
+	    xasprintf("[ -r '%s/tfprov-%s.sh' ] && . '%s/tfprov-%s.sh'  # tfprov stack env\n",
+	              m->env.profile_dir.s, m->stack.name.s, m->env.profile_dir.s, m->stack.name.s);
+	if (read_file_at(AT_FDCWD, host, 1 << 20, &text, &len) != 0) {
+		step_fail(s, "cannot read %s", rel);
+		rc = TF_EIO;
+		goto out;
+	}
+	if (strstr(text, "# tfprov stack env") == NULL) {
+		int fd = open(host, O_WRONLY | O_APPEND | O_CLOEXEC);
+		if (fd < 0 || write(fd, line, strlen(line)) != (ssize_t)strlen(line)) {
+			step_fail(s, "cannot write %s", rel);
+			rc = TF_EIO;
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+out:
+	free(text);
+	free(line);
+	free(host);
+	free(rel);
+	return rc;
+}
+
+/*
  * manager: venv needs a system interpreter of exactly X.Y. Looking for it
  * changes nothing, so it is a precondition: a missing python3.X stops apply
  * (exit 6) before the cuda/cudnn/env steps write anything, rather than half-way.
@@ -243,6 +281,8 @@ static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 	if (rc == 0)
 		rc = m->python.manager == PYENV_CONDA ? conda_apply(c, m, s, t, prefix)
 		                                      : venv_apply(c, m, s, prefix);
+	if (rc == 0 && m->python.manager == PYENV_VENV)
+		rc = venv_hook(c, m, s, prefix);
 	if (rc == 0)
 		rc = record_env(c, t, prefix);
 	if (rc == 0 && m->python.manager == PYENV_CONDA)
