@@ -326,6 +326,13 @@ static void progress(struct fetch_run *r, struct xfer *x, int force)
 }
 
 /* Decides, at the first body byte, whether a resume really resumed. */
+/* The .part was cut to `keep` bytes: a follower must start over. */
+static void stream_restart(struct xfer *x, uint64_t keep)
+{
+	__atomic_store_n(&x->it->stream_bytes, keep, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&x->it->stream_restarts, 1, __ATOMIC_ACQ_REL);
+}
+
 static int check_first_write(struct xfer *x)
 {
 	long code = 0;
@@ -345,6 +352,7 @@ static int check_first_write(struct xfer *x)
 		sha256_reset(&x->sha);
 		x->got = 0;
 		x->start = 0;
+		stream_restart(x, 0);
 	}
 	if (x->it->size >= 0 && clen >= 0 && x->got + (uint64_t)clen > (uint64_t)x->it->size) {
 		x->too_big = 1;
@@ -378,6 +386,7 @@ static size_t write_cb(char *buf, size_t size, size_t n, void *ud)
 	}
 	sha256_update(&x->sha, buf, len);
 	x->got += len;
+	__atomic_store_n(&x->it->stream_bytes, x->got, __ATOMIC_RELEASE);
 	progress(x->run, x, 0);
 	return len;
 }
@@ -406,6 +415,7 @@ static int open_part(struct fetch_run *r, struct xfer *x)
 			return -errno;
 		len = 0;
 		x->restart = 0;
+		stream_restart(x, 0);
 	}
 	if (x->sha_live && x->got == len)
 		return 0;
@@ -425,6 +435,10 @@ static int open_part(struct fetch_run *r, struct xfer *x)
 		x->got = nread;
 		if (nread != len && ftruncate(x->fd, (off_t)nread) < 0)
 			return -errno;
+		if (nread != len)
+			stream_restart(x, nread);
+		else
+			__atomic_store_n(&x->it->stream_bytes, nread, __ATOMIC_RELEASE);
 		ev_log(r->c, EV_DEBUG, "%s: resuming at byte %llu", x->it->name,
 		       (unsigned long long)nread);
 	}

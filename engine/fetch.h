@@ -29,6 +29,15 @@ struct fetch_item {
 	int err;            /* OUT: 0 or a TF_E* code */
 	char *errmsg;       /* OUT: human message, malloc'd, NULL when ok */
 	char *source; /* OUT: the URL or path the bytes came from (malloc'd), NULL if cached */
+	/*
+	 * OUT, live while fetch_all runs on another thread (read with atomics):
+	 * how many bytes of <cache>/partial/<sha256>.part are written, from
+	 * offset 0, and how often the .part was cut to start over. An unpacker
+	 * can follow the .part while it downloads (unpack_archive_follow); the
+	 * bytes are only trusted once fetch_all has verified them.
+	 */
+	uint64_t stream_bytes;
+	int stream_restarts;
 };
 
 /* Tuning knobs; fetch_opts_default() fills them from ctx and the environment. */

@@ -640,6 +640,8 @@ static void undo_row(struct ctx *c, const char *op, const char *path, const char
 	char *host = ctx_host_path(c, path);
 	if (strcmp(op, "stage") == 0) {
 		rm_rf(host);
+	} else if (strcmp(op, "mkdir") == 0) {
+		rmdir(host); /* only when empty: anything inside is someone's */
 	} else if (strcmp(op, "put") == 0 || strcmp(op, "tree") == 0) {
 		if (tmp && exists(tmp) && strcmp(op, "put") == 0)
 			rm_rf(tmp);
@@ -702,11 +704,41 @@ void txn_abort(struct txn *t)
 	free(t);
 }
 
+/*
+ * Creates the missing directories above a root-relative path, journaling
+ * each one first ('mkdir'), so that an aborted step leaves no empty
+ * directories behind (undo removes them if still empty).
+ */
+static int mkdirs_journaled(struct txn *t, const char *path)
+{
+	char *p = xstrdup(path);
+	int rc = 0;
+	for (char *s = p + 1; *s && rc == 0; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		char *host = ctx_host_path(t->c, p);
+		struct stat st;
+		if (lstat(host, &st) != 0) {
+			if (journal_add(t, "mkdir", p, NULL, NULL) == 0)
+				rc = fail(t, TF_ESTATE, "cannot write the journal");
+			else if (mkdir(host, 0755) != 0 && errno != EEXIST)
+				rc = fail(t, TF_EIO, "cannot create %s: %s", p, strerror(errno));
+		}
+		free(host);
+		*s = '/';
+	}
+	free(p);
+	return rc;
+}
+
 int txn_stage_dir(struct txn *t, const char *near_path, char **host_out)
 {
+	int rc = mkdirs_journaled(t, near_path);
+	if (rc != 0)
+		return rc;
 	char *host = ctx_host_path(t->c, near_path);
 	char *dir = xstrndup(host, (size_t)(strrchr(host, '/') - host));
-	mkdirs_at(AT_FDCWD, dir, 0755);
 	char *stage = sibling(t, host, "stage");
 	char *rel = xstrdup(stage + (strcmp(t->c->root, "/") == 0 ? 0 : strlen(t->c->root)));
 	int64_t id = journal_add(t, "stage", rel, NULL, NULL);

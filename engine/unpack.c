@@ -84,7 +84,64 @@ struct decoder {
 	struct queue *q;
 	const char *archive;
 	int conda;
+	const struct unpack_follow *follow; /* non-NULL: read a .part as it grows */
 };
+
+/* Reads a file that another thread is still appending to (unpack_follow). */
+struct follow_src {
+	const char *path;
+	const struct unpack_follow *f;
+	int fd;
+	int restarts0;
+	uint64_t off;
+	char buf[1u << 20];
+};
+
+static la_ssize_t follow_read(struct archive *a, void *ud, const void **out)
+{
+	struct follow_src *s = ud;
+	for (;;) {
+		if (tf_interrupted) {
+			archive_set_error(a, EINTR, "interrupted");
+			return -1;
+		}
+		if (__atomic_load_n(s->f->restarts, __ATOMIC_ACQUIRE) != s->restarts0) {
+			archive_set_error(a, EAGAIN, "the download started over");
+			return -1;
+		}
+		int done = __atomic_load_n(s->f->done, __ATOMIC_ACQUIRE);
+		uint64_t avail = __atomic_load_n(s->f->bytes, __ATOMIC_ACQUIRE);
+		if (s->fd < 0)
+			s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
+		if (s->fd >= 0 && avail > s->off) {
+			size_t want = avail - s->off < sizeof(s->buf) ? (size_t)(avail - s->off)
+			                                              : sizeof(s->buf);
+			ssize_t n = pread(s->fd, s->buf, want, (off_t)s->off);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				archive_set_error(a, errno, "cannot read the download");
+				return -1;
+			}
+			if (n > 0) {
+				s->off += (uint64_t)n;
+				*out = s->buf;
+				return n;
+			}
+		}
+		if (s->f->size >= 0 && s->off >= (uint64_t)s->f->size)
+			return 0;
+		if (done) {
+			if (s->fd >= 0 && s->f->size < 0 && s->off >= avail)
+				return 0;
+			/* Finished short of its size, or the .part was renamed before
+			 * it could be opened: the caller unpacks the final file. */
+			archive_set_error(a, EAGAIN, "the download ended before the archive did");
+			return -1;
+		}
+		usleep(2000);
+	}
+}
 
 /* ---- queue ---- */
 
@@ -322,13 +379,25 @@ static void *decoder_main(void *arg)
 	struct decoder *d = arg;
 	struct queue *q = d->q;
 	struct archive *a = archive_read_new();
+	struct follow_src *fs = NULL;
 	int r;
 	if (d->conda) {
 		archive_read_support_format_zip(a);
 	} else {
 		set_formats(a);
 	}
-	if (archive_read_open_filename(a, d->archive, 1u << 20) != ARCHIVE_OK) {
+	if (d->follow) {
+		fs = xmalloc(sizeof(*fs));
+		fs->path = d->archive;
+		fs->f = d->follow;
+		fs->fd = -1;
+		fs->off = 0;
+		fs->restarts0 = __atomic_load_n(d->follow->restarts, __ATOMIC_ACQUIRE);
+		r = archive_read_open(a, fs, NULL, follow_read, NULL);
+	} else {
+		r = archive_read_open_filename(a, d->archive, 1u << 20);
+	}
+	if (r != ARCHIVE_OK) {
 		push_error(q, "cannot open archive", a);
 		goto out;
 	}
@@ -339,6 +408,11 @@ static void *decoder_main(void *arg)
 	}
 out:
 	archive_read_free(a);
+	if (fs) {
+		if (fs->fd >= 0)
+			close(fs->fd);
+		free(fs);
+	}
 	return NULL;
 }
 
@@ -880,8 +954,23 @@ void unpack_result_release(struct unpack_result *res)
 	res->bytes = 0;
 }
 
+static int unpack_common(struct ctx *c, const char *archive, const struct unpack_follow *follow,
+                         const char *dest_dir, int strip, struct unpack_result *res, char **errmsg);
+
 int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
                    struct unpack_result *res, char **errmsg)
+{
+	return unpack_common(c, archive, NULL, dest_dir, strip, res, errmsg);
+}
+
+int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_follow *follow,
+                          const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
+{
+	return unpack_common(c, part, follow, dest_dir, strip, res, errmsg);
+}
+
+static int unpack_common(struct ctx *c, const char *archive, const struct unpack_follow *follow,
+                         const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
 	struct writer w = {.c = c,
 	                   .archive = archive,
@@ -891,7 +980,9 @@ int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int
 	                   .res = res,
 	                   .parent_fd = -1};
 	struct queue *q = NULL;
-	struct decoder d = {.archive = archive, .conda = str_ends_with(archive, ".conda")};
+	struct decoder d = {.archive = archive,
+	                    .conda = !follow && str_ends_with(archive, ".conda"),
+	                    .follow = follow};
 	pthread_t th;
 	int started = 0, created = 0;
 	struct stat st;
@@ -899,11 +990,14 @@ int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int
 	memset(res, 0, sizeof(*res));
 	*errmsg = NULL;
 	w.label = strrchr(archive, '/') ? strrchr(archive, '/') + 1 : archive;
-	if (stat(archive, &st) < 0) {
+	if (follow) {
+		w.archive_size = follow->size;
+	} else if (stat(archive, &st) < 0) {
 		w_fail(&w, TF_EIO, "cannot read: %s", strerror(errno));
 		goto out;
+	} else {
+		w.archive_size = st.st_size;
 	}
-	w.archive_size = st.st_size;
 	if (mkdir(dest_dir, 0755) < 0) {
 		w_fail(&w, errno == EEXIST ? TF_EFAIL : errno_to_tf(errno),
 		       "cannot create staging directory %s: %s", dest_dir, strerror(errno));

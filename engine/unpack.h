@@ -52,6 +52,25 @@ int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int
                    struct unpack_result *res, char **errmsg);
 void unpack_result_release(struct unpack_result *res);
 
+/* A file being downloaded by another thread (fetch_item's stream fields). */
+struct unpack_follow {
+	const uint64_t *bytes; /* bytes written so far, from offset 0 */
+	const int *restarts;   /* changes when the file is cut to start over */
+	const int *done;       /* set once the writer has finished (ok or not) */
+	int64_t size;          /* the expected size, -1 if unknown */
+};
+
+/*
+ * unpack_archive() of a file that is still being written: decoding overlaps
+ * the download. The bytes are not verified yet: the caller places nothing
+ * until the download's sha256 is checked. Fails (and removes dest_dir) when
+ * the download starts over or ends early; the caller then unpacks the final,
+ * verified file with unpack_archive().
+ */
+int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_follow *follow,
+                          const char *dest_dir, int strip, struct unpack_result *res,
+                          char **errmsg);
+
 /* Removes a tree without following symlinks. 0 or -errno. */
 int remove_tree(const char *path);
 

@@ -13,6 +13,9 @@
 #include "fetch.h"
 #include "redist.h"
 #include "unpack.h"
+#include "cache.h"
+
+#include <pthread.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -113,6 +116,35 @@ static int cmp_entry(const void *a, const void *b)
 	return strcmp(((const struct place_entry *)a)->path, ((const struct place_entry *)b)->path);
 }
 
+static size_t path_hash(const char *p)
+{
+	size_t h = 1469598103934665603ull;
+	for (; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return h;
+}
+
+static void ht_insert(struct staged *t, size_t idx)
+{
+	size_t mask = t->htcap - 1;
+	size_t i = path_hash(t->v[idx].path) & mask;
+	while (t->ht[i])
+		i = (i + 1) & mask;
+	t->ht[i] = idx + 1;
+}
+
+/* Archives of 10k files: a linear search per entry would be quadratic. */
+static struct place_entry *staged_find(struct staged *t, const char *path)
+{
+	if (t->htcap == 0)
+		return NULL;
+	size_t mask = t->htcap - 1;
+	for (size_t i = path_hash(path) & mask; t->ht[i]; i = (i + 1) & mask)
+		if (strcmp(t->v[t->ht[i] - 1].path, path) == 0)
+			return &t->v[t->ht[i] - 1];
+	return NULL;
+}
+
 void staged_add(struct staged *t, const char *path, char type, const char *sha256, int64_t size,
                 unsigned mode, const char *link)
 {
@@ -127,14 +159,17 @@ void staged_add(struct staged *t, const char *path, char type, const char *sha25
 	e->size = size;
 	e->mode = mode;
 	e->link = link ? xstrdup(link) : NULL;
-}
-
-static struct place_entry *staged_find(struct staged *t, const char *path)
-{
-	for (size_t i = 0; i < t->n; i++)
-		if (strcmp(t->v[i].path, path) == 0)
-			return &t->v[i];
-	return NULL;
+	if (2 * t->n > t->htcap) {
+		free(t->ht);
+		t->htcap = t->htcap ? t->htcap * 2 : 1024;
+		while (2 * t->n > t->htcap)
+			t->htcap *= 2;
+		t->ht = xcalloc(t->htcap, sizeof(*t->ht));
+		for (size_t i = 0; i < t->n; i++)
+			ht_insert(t, i);
+	} else {
+		ht_insert(t, t->n - 1);
+	}
 }
 
 void staged_release(struct staged *t)
@@ -145,6 +180,7 @@ void staged_release(struct staged *t)
 		free((char *)t->v[i].link);
 	}
 	free(t->v);
+	free(t->ht);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -155,69 +191,167 @@ void staged_release(struct staged *t)
  * carries (LICENSE, README) are kept from the first archive; any other path
  * two archives both provide must be identical, else it is an error.
  */
-int staged_unpack(struct ctx *c, struct artset *s, const char *stage, struct staged *out,
-                  struct step *st)
+/* Moves one unpacked archive (part/) into the merged tree (stage/). */
+static int merge_part(const char *stage, const char *part, const char *name,
+                      const struct unpack_result *res, struct staged *out, struct step *st)
 {
 	int rc = 0;
+	for (size_t k = 0; k < res->n && rc == 0; k++) {
+		const struct unpack_entry *e = &res->v[k];
+		char *src = path_join(part, e->path);
+		char *dst = path_join(stage, e->path);
+		struct place_entry *prev = staged_find(out, e->path);
+		if (e->type == 'd') {
+			if (prev == NULL) {
+				mkdirs_at(AT_FDCWD, dst, 0755);
+				staged_add(out, e->path, 'd', NULL, 0, e->mode, NULL);
+			}
+		} else if (prev) {
+			int same =
+			    prev->sha256 && e->sha256[0] && strcmp(prev->sha256, e->sha256) == 0;
+			if (!same && strchr(e->path, '/') != NULL) {
+				step_fail(
+				    st,
+				    "%s and an earlier archive both provide %s with different "
+				    "content",
+				    name, e->path);
+				rc = TF_ECONFLICT;
+			}
+		} else {
+			char type = e->type == 'h' ? 'f' : (char)e->type;
+			char *parent = xstrndup(dst, (size_t)(strrchr(dst, '/') - dst));
+			mkdirs_at(AT_FDCWD, parent, 0755);
+			free(parent);
+			if (rename(src, dst) != 0) {
+				step_fail(st, "cannot stage %s: %s", e->path, strerror(errno));
+				rc = TF_EIO;
+			} else {
+				staged_add(out, e->path, type, e->sha256[0] ? e->sha256 : NULL,
+				           e->size, e->mode, e->link);
+			}
+		}
+		free(src);
+		free(dst);
+	}
+	return rc;
+}
+
+struct fetch_job {
+	struct ctx *c;
+	struct fetch_item *items;
+	size_t n;
+	int rc;
+	int done;
+};
+
+static void *fetch_job_run(void *arg)
+{
+	struct fetch_job *j = arg;
+	j->rc = fetch_all(j->c, j->items, j->n);
+	__atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * Fetches and unpacks every artifact into stage/ (created), merging their
+ * trees the way NVIDIA's own tooling lays a toolkit out: the components'
+ * bin, include, lib, nvvm... directories become one tree. Top-level
+ * documents every archive carries (LICENSE, README) are kept from the first
+ * archive; any other path two archives both provide must be identical.
+ *
+ * Downloading and decoding overlap: fetch_all runs on its own thread while
+ * each archive that is not cached yet is unpacked from its growing .part.
+ * Nothing of an archive is used before fetch_all has verified its sha256 and
+ * size; an archive whose download started over (or that was cached) is
+ * unpacked from the verified file afterwards.
+ */
+int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, struct staged *out,
+                        struct step *st)
+{
+	struct fetch_job job = {c, xcalloc(s->n ? s->n : 1, sizeof(struct fetch_item)), s->n, 0, 0};
+	struct unpack_result *res = xcalloc(s->n ? s->n : 1, sizeof(*res));
+	int *ready = xcalloc(s->n ? s->n : 1, sizeof(*ready));
+	char **parts = xcalloc(s->n ? s->n : 1, sizeof(*parts));
+	pthread_t th;
+	int rc = 0, threaded = 0;
 	if (mkdir(stage, 0755) != 0) {
 		step_fail(st, "cannot create %s: %s", stage, strerror(errno));
-		return TF_EIO;
+		rc = TF_EIO;
+		goto out;
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		job.items[i].name = s->v[i].name;
+		job.items[i].url = s->v[i].url;
+		job.items[i].sha256 = s->v[i].sha256;
+		job.items[i].size = s->v[i].size;
+		parts[i] = xasprintf("%s/.part%zu", stage, i);
+	}
+	threaded = pthread_create(&th, NULL, fetch_job_run, &job) == 0;
+	if (!threaded)
+		fetch_job_run(&job);
+	for (size_t i = 0; threaded && i < s->n; i++) {
+		char *cached = cache_lookup(c, s->v[i].sha256);
+		if (cached) {
+			free(cached); /* unpacked from the verified file below */
+			continue;
+		}
+		char *part_file = cache_part_path(c->cache_dir, s->v[i].sha256);
+		struct unpack_follow f = {&job.items[i].stream_bytes, &job.items[i].stream_restarts,
+		                          &job.done, s->v[i].size};
+		char *err = NULL;
+		ev_log(c, EV_DEBUG, "unpacking %s while it downloads", s->v[i].name);
+		if (unpack_archive_follow(c, part_file, &f, parts[i], s->v[i].strip, &res[i],
+		                          &err) == 0)
+			ready[i] = 1;
+		else
+			unpack_result_release(&res[i]);
+		free(err);
+		free(part_file);
+	}
+	if (threaded)
+		pthread_join(th, NULL);
+	rc = job.rc;
+	for (size_t i = 0; i < s->n; i++) {
+		if (job.items[i].err && rc != 0 && st->error == NULL)
+			step_fail(st, "%s",
+			          job.items[i].errmsg ? job.items[i].errmsg
+			                              : tf_strerror(job.items[i].err));
+		if (job.items[i].path)
+			s->v[i].path = xstrdup(job.items[i].path);
+		s->v[i].cached = job.items[i].cached;
 	}
 	for (size_t i = 0; i < s->n && rc == 0; i++) {
-		struct unpack_result res = {0};
-		char *err = NULL;
-		char *part = xasprintf("%s/.part%zu", stage, i);
-		ev_log(c, EV_DEBUG, "unpacking %s", s->v[i].name);
-		rc = unpack_archive(c, s->v[i].path, part, s->v[i].strip, &res, &err);
-		if (rc != 0) {
-			step_fail(st, "%s: %s", s->v[i].name, err ? err : tf_strerror(rc));
+		if (!ready[i]) {
+			char *err = NULL;
+			remove_tree(parts[i]);
+			ev_log(c, EV_DEBUG, "unpacking %s", s->v[i].name);
+			rc =
+			    unpack_archive(c, s->v[i].path, parts[i], s->v[i].strip, &res[i], &err);
+			if (rc != 0)
+				step_fail(st, "%s: %s", s->v[i].name, err ? err : tf_strerror(rc));
 			free(err);
-			free(part);
-			break;
+			if (rc != 0)
+				break;
 		}
-		for (size_t k = 0; k < res.n && rc == 0; k++) {
-			struct unpack_entry *e = &res.v[k];
-			char *src = path_join(part, e->path);
-			char *dst = path_join(stage, e->path);
-			struct place_entry *prev = staged_find(out, e->path);
-			if (e->type == 'd') {
-				if (prev == NULL) {
-					mkdirs_at(AT_FDCWD, dst, 0755);
-					staged_add(out, e->path, 'd', NULL, 0, e->mode, NULL);
-				}
-			} else if (prev) {
-				int same = prev->sha256 && e->sha256[0] &&
-				           strcmp(prev->sha256, e->sha256) == 0;
-				if (!same && strchr(e->path, '/') != NULL) {
-					step_fail(st,
-					          "%s and an earlier archive both provide %s with "
-					          "different content",
-					          s->v[i].name, e->path);
-					rc = TF_ECONFLICT;
-				}
-			} else {
-				char type = e->type == 'h' ? 'f' : (char)e->type;
-				char *parent = xstrndup(dst, (size_t)(strrchr(dst, '/') - dst));
-				mkdirs_at(AT_FDCWD, parent, 0755);
-				free(parent);
-				if (rename(src, dst) != 0) {
-					step_fail(st, "cannot stage %s: %s", e->path,
-					          strerror(errno));
-					rc = TF_EIO;
-				} else {
-					staged_add(out, e->path, type,
-					           e->sha256[0] ? e->sha256 : NULL, e->size,
-					           e->mode, e->link);
-				}
-			}
-			free(src);
-			free(dst);
-		}
-		unpack_result_release(&res);
-		remove_tree(part);
-		free(part);
+		rc = merge_part(stage, parts[i], s->v[i].name, &res[i], out, st);
 	}
-	if (rc == 0 && out->n > 1)
+	if (rc == 0 && out->n > 1) {
 		qsort(out->v, out->n, sizeof(*out->v), cmp_entry);
+		memset(out->ht, 0, out->htcap * sizeof(*out->ht));
+		for (size_t i = 0; i < out->n; i++)
+			ht_insert(out, i);
+	}
+out:
+	for (size_t i = 0; i < s->n; i++) {
+		if (parts[i])
+			remove_tree(parts[i]);
+		free(parts[i]);
+		unpack_result_release(&res[i]);
+		fetch_item_release(&job.items[i]);
+	}
+	free(parts);
+	free(res);
+	free(ready);
+	free(job.items);
 	return rc;
 }

@@ -26,6 +26,8 @@ struct artset {
 struct staged {
 	struct place_entry *v;
 	size_t n, cap;
+	size_t *ht; /* open-addressing index of v by path: slot = index + 1 */
+	size_t htcap;
 };
 
 void artset_add(struct artset *s, const char *name, const char *url, const char *sha256,
@@ -39,8 +41,10 @@ void artset_release(struct artset *s);
 
 void staged_add(struct staged *t, const char *path, char type, const char *sha256, int64_t size,
                 unsigned mode, const char *link);
-int staged_unpack(struct ctx *c, struct artset *s, const char *stage, struct staged *out,
-                  struct step *st);
+/* Fetches (cache first) and unpacks every artifact into one staged tree,
+ * decoding each archive while it downloads. */
+int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, struct staged *out,
+                        struct step *st);
 void staged_release(struct staged *t);
 
 #endif

@@ -174,14 +174,14 @@ static int cuda_apply(struct ctx *c, const struct manifest *m, struct step *s, s
 		artset_add_artifact(&arts, &m->cuda.artifacts.v[i], 1);
 	if (m->cuda.redist.set && (rc = artset_add_redist(c, &arts, &m->cuda.redist, platform, s)))
 		goto out;
-	if ((rc = artset_fetch(c, &arts, s)) != 0)
+	if (m->cuda.has_runfile && (rc = artset_fetch(c, &arts, s)) != 0)
 		goto out;
 	if ((rc = txn_stage_dir(t, prefix, &stage)) != 0)
 		goto out;
 	if (m->cuda.has_runfile)
 		rc = run_runfile(c, &arts.v[0], stage, &tree, s);
 	else
-		rc = staged_unpack(c, &arts, stage, &tree, s);
+		rc = artset_fetch_unpack(c, &arts, stage, &tree, s);
 	if (rc != 0)
 		goto out;
 	/* Tools expect lib64; redist archives ship lib. */

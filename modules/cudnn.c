@@ -94,14 +94,12 @@ static int cudnn_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 	if (m->cudnn.redist.set &&
 	    (rc = artset_add_redist(c, &arts, &m->cudnn.redist, platform, s)) != 0)
 		goto out;
-	if ((rc = artset_fetch(c, &arts, s)) != 0)
-		goto out;
 	/* A repair or an update replaces what this step placed before. */
 	if (s->res_id && m->cudnn.placement == PLACEMENT_MERGE && (rc = txn_remove_all(t)) != 0)
 		goto out;
 	if ((rc = txn_stage_dir(t, prefix, &stage)) != 0)
 		goto out;
-	if ((rc = staged_unpack(c, &arts, stage, &tree, s)) != 0)
+	if ((rc = artset_fetch_unpack(c, &arts, stage, &tree, s)) != 0)
 		goto out;
 	if (m->cudnn.placement == PLACEMENT_SEPARATE) {
 		rc = txn_put_tree(t, stage, prefix, tree.v, tree.n);

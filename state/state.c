@@ -122,27 +122,46 @@ void state_rollback(struct state *st)
 		state_exec(st, "ROLLBACK");
 }
 
-static int migrate(struct state *st, char **errmsg)
+static int read_version(struct state *st)
 {
 	sqlite3_stmt *s = NULL;
-	int version = 0;
-	if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK)
-		return set_err(errmsg, "cannot read the schema version", sqlite3_errmsg(st->db));
-	if (sqlite3_step(s) == SQLITE_ROW)
+	int version = -1;
+	if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL) == SQLITE_OK &&
+	    sqlite3_step(s) == SQLITE_ROW)
 		version = sqlite3_column_int(s, 0);
 	sqlite3_finalize(s);
+	return version;
+}
+
+/*
+ * Applies the missing migrations, one transaction each. The version is read
+ * inside the write transaction, so two runs opening a new (or old) database
+ * at once never apply the same migration twice.
+ */
+static int migrate(struct state *st, char **errmsg)
+{
 	int target = (int)ARRAY_SIZE(migrations);
-	if (version > target) {
-		char v[64];
-		snprintf(v, sizeof(v), "%d > %d", version, target);
-		return set_err(
-		    errmsg, "state database schema is newer than this tfprov (%s); upgrade tfprov",
-		    v);
-	}
-	for (int i = version; i < target; i++) {
+	for (;;) {
+		if (state_exec(st, "BEGIN IMMEDIATE") != 0)
+			return set_err(errmsg, "cannot lock the state database for its migration",
+			               sqlite3_errmsg(st->db));
+		int version = read_version(st);
+		if (version < 0 || version > target) {
+			state_exec(st, "ROLLBACK");
+			char v[96];
+			snprintf(v, sizeof(v),
+			         "schema version %d, this tfprov knows up to %d; upgrade tfprov",
+			         version, target);
+			return set_err(errmsg, "the state database is newer than this tfprov", v);
+		}
+		if (version == target)
+			return state_exec(st, "COMMIT") == 0
+			           ? 0
+			           : set_err(errmsg, "cannot read the state database",
+			                     sqlite3_errmsg(st->db));
 		char *e = NULL;
-		char *sql = xasprintf("BEGIN IMMEDIATE; %s PRAGMA user_version = %d; COMMIT;",
-		                      migrations[i], i + 1);
+		char *sql = xasprintf("%s PRAGMA user_version = %d; COMMIT;", migrations[version],
+		                      version + 1);
 		int rc = sqlite3_exec(st->db, sql, NULL, NULL, &e);
 		free(sql);
 		if (rc != SQLITE_OK) {
@@ -152,7 +171,6 @@ static int migrate(struct state *st, char **errmsg)
 			return r;
 		}
 	}
-	return 0;
 }
 
 int state_open(const char *dir, int create, struct state **out, char **errmsg)
@@ -181,10 +199,22 @@ int state_open(const char *dir, int create, struct state **out, char **errmsg)
 		goto out;
 	}
 	sqlite3_busy_timeout(st->db, 10000);
-	if (state_exec(st, "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; "
-	                   "PRAGMA synchronous=NORMAL") != 0) {
-		rc = set_err(errmsg, "cannot configure the state database", sqlite3_errmsg(st->db));
-		goto out;
+	/*
+	 * Switching a new database to WAL needs it to itself, and SQLite does not
+	 * run the busy handler for that: two first runs on one root would see
+	 * SQLITE_BUSY. Retry for as long as busy_timeout would have waited.
+	 */
+	for (int tries = 0;; tries++) {
+		if (state_exec(st, "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; "
+		                   "PRAGMA synchronous=NORMAL") == 0)
+			break;
+		int busy = (sqlite3_errcode(st->db) & 0xff) == SQLITE_BUSY;
+		if (!busy || tries >= 500) {
+			rc = set_err(errmsg, "cannot configure the state database",
+			             sqlite3_errmsg(st->db));
+			goto out;
+		}
+		usleep(20 * 1000);
 	}
 	rc = migrate(st, errmsg);
 out:

@@ -166,7 +166,19 @@ def test_100mb_file_fails_fast_with_bounded_memory(tfprov, tmp_path):
     assert rc == 3, err
     assert "[file.too-large]" in err and f"{path}: error: " in err, err
     assert dt < 2.0, f"took {dt:.2f} s"
-    assert rss < 64 * 1024, f"peak RSS {rss} KiB"
+    # The file is never read whole: RSS stays at the binary's own baseline,
+    # which AddressSanitizer's shadow memory raises by a fixed amount.
+    limit = 64 * 1024 + (128 * 1024 if _sanitized(tfprov.bin) else 0)
+    assert rss < limit, f"peak RSS {rss} KiB"
+
+
+def _sanitized(binary):
+    cache = os.path.join(os.path.dirname(binary), "CMakeCache.txt")
+    try:
+        with open(cache) as f:
+            return "TFPROV_SANITIZE:BOOL=ON" in f.read()
+    except OSError:
+        return False
 
 
 def test_many_keys_not_quadratic(tfprov, tmp_path):
