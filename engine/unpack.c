@@ -59,6 +59,7 @@ struct raw_entry {
 	int64_t size;
 	int has_mtime;
 	struct timespec mtime;
+	int decoder_hashes; /* the digest comes with M_FILE_END */
 };
 
 struct msg {
@@ -67,6 +68,7 @@ struct msg {
 	char *buf;
 	size_t len;
 	char *err;
+	char sha256[65]; /* M_FILE_END: the file's digest when the decoder hashed it */
 };
 
 struct queue {
@@ -294,11 +296,23 @@ static int decode_stream(struct queue *q, struct archive *a, struct archive *out
 			e->mtime.tv_nsec = archive_entry_mtime_nsec(ae);
 		}
 		int is_file = e->type == AE_IFREG && !e->hard;
+		/*
+		 * Balance the two threads: where decoding is cheap (zstd, gzip,
+		 * plain tar, zip) the writer is the bottleneck, so the decoder
+		 * hashes; for xz and bzip2 the decoder is, so the writer hashes.
+		 */
+		int code = archive_filter_code(outer, 0);
+		int hash_here = is_file && code != ARCHIVE_FILTER_XZ &&
+		                code != ARCHIVE_FILTER_LZMA && code != ARCHIVE_FILTER_BZIP2;
+		e->decoder_hashes = hash_here;
 		struct msg m = {.kind = M_ENTRY, .e = e};
 		if (queue_push(q, m) < 0)
 			return -1;
 		if (!is_file)
 			continue;
+		struct sha256 sha;
+		if (hash_here)
+			sha256_init(&sha);
 		for (;;) {
 			char *b = buf_take(q);
 			if (b == NULL)
@@ -306,19 +320,28 @@ static int decode_stream(struct queue *q, struct archive *a, struct archive *out
 			la_ssize_t n = archive_read_data(a, b, UNPACK_BUFSZ);
 			if (n < 0) {
 				buf_give(q, b);
+				if (hash_here)
+					sha256_release(&sha);
 				return push_error(q, "cannot read archive data", a);
 			}
 			if (n == 0) {
 				buf_give(q, b);
 				break;
 			}
+			if (hash_here)
+				sha256_update(&sha, b, (size_t)n);
 			struct msg d = {.kind = M_DATA, .buf = b, .len = (size_t)n};
-			if (queue_push(q, d) < 0)
+			if (queue_push(q, d) < 0) {
+				if (hash_here)
+					sha256_release(&sha);
 				return -1;
+			}
 			__atomic_store_n(&q->in_bytes, (uint64_t)archive_filter_bytes(outer, 0),
 			                 __ATOMIC_RELAXED);
 		}
 		struct msg end = {.kind = M_FILE_END};
+		if (hash_here)
+			sha256_final(&sha, end.sha256);
 		if (queue_push(q, end) < 0)
 			return -1;
 		__atomic_store_n(&q->in_bytes, (uint64_t)archive_filter_bytes(outer, 0),
@@ -675,6 +698,7 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 	int fd = -1;
 	struct sha256 sha;
 	uint64_t total = 0;
+	char given[65] = "";
 	sha256_init(&sha);
 	if (!w->err) {
 		fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -689,7 +713,8 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 		struct msg m = queue_pop(q);
 		if (m.kind == M_DATA) {
 			if (fd >= 0 && !w->err) {
-				sha256_update(&sha, m.buf, m.len);
+				if (!e->decoder_hashes)
+					sha256_update(&sha, m.buf, m.len);
 				for (size_t off = 0; off < m.len;) {
 					ssize_t n = write(fd, m.buf + off, m.len - off);
 					if (n < 0 && errno == EINTR)
@@ -708,8 +733,10 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 			buf_give(q, m.buf);
 			continue;
 		}
-		if (m.kind == M_FILE_END)
+		if (m.kind == M_FILE_END) {
+			memcpy(given, m.sha256, sizeof(given));
 			break;
+		}
 		/* ERROR mid-file (truncated archive): report it and stop. */
 		if (m.kind == M_ERROR)
 			w_fail(w, TF_EIO, "%s (in '%s')", m.err, rel);
@@ -735,7 +762,12 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 		return;
 	}
 	struct unpack_entry *r = add_result(w, rel, 'f', NULL, mode, (int64_t)total);
-	sha256_final(&sha, r->sha256);
+	if (given[0]) {
+		memcpy(r->sha256, given, sizeof(given));
+		sha256_release(&sha);
+	} else {
+		sha256_final(&sha, r->sha256);
+	}
 }
 
 static void drain_file(struct queue *q)

@@ -1,0 +1,205 @@
+/*
+ * test_state.c - the state database: schema migrations, refusal of a newer
+ * schema, the writer lock, and the placement journal's recovery.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "ctx.h"
+#include "error.h"
+#include "place.h"
+#include "state.h"
+#include "util.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char *tmpdir(void)
+{
+	char tmpl[] = "/tmp/tfprov-state-XXXXXX";
+	char *d = mkdtemp(tmpl);
+	assert_non_null(d);
+	return xstrdup(d);
+}
+
+static int sql_int(const char *db, const char *sql)
+{
+	sqlite3 *h = NULL;
+	sqlite3_stmt *s = NULL;
+	int v = -1;
+	assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &s, NULL), SQLITE_OK);
+	if (sqlite3_step(s) == SQLITE_ROW)
+		v = sqlite3_column_int(s, 0);
+	sqlite3_finalize(s);
+	sqlite3_close(h);
+	return v;
+}
+
+static void test_new_database_is_at_the_latest_version(void **unused)
+{
+	(void)unused;
+	char *d = tmpdir();
+	struct state *st = NULL;
+	char *err = NULL;
+	assert_int_equal(state_open(d, 1, &st, &err), 0);
+	state_close(st);
+	char *db = path_join(d, "state.db");
+	assert_int_equal(sql_int(db, "PRAGMA user_version"), STATE_SCHEMA_VERSION);
+	/* Migration 2's covering index is there. */
+	assert_int_equal(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
+	                             "'files_resource' AND sql LIKE '%mtime_ns, mode%'"),
+	                 1);
+	free(db);
+	free(d);
+}
+
+static void test_version_1_database_is_migrated_keeping_its_rows(void **unused)
+{
+	(void)unused;
+	char *d = tmpdir();
+	char *db = path_join(d, "state.db");
+	sqlite3 *h = NULL;
+	/* The schema of version 1 as an older tfprov left it, with one stack. */
+	assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+	assert_int_equal(
+	    sqlite3_exec(h,
+	                 "CREATE TABLE stacks (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
+	                 " manifest_path TEXT, current_gen INTEGER, created INTEGER NOT NULL,"
+	                 " updated INTEGER NOT NULL);"
+	                 "CREATE TABLE resources (id INTEGER PRIMARY KEY, stack_id INTEGER,"
+	                 " addr TEXT, kind TEXT, desired TEXT, attrs TEXT, updated INTEGER);"
+	                 "CREATE TABLE files (path TEXT PRIMARY KEY, resource_id INTEGER NOT NULL,"
+	                 " type TEXT NOT NULL, sha256 TEXT, size INTEGER NOT NULL, mode INTEGER"
+	                 " NOT NULL, mtime_ns INTEGER NOT NULL, link TEXT) WITHOUT ROWID;"
+	                 "CREATE INDEX files_resource ON files(resource_id);"
+	                 "INSERT INTO stacks VALUES (1, 'old', '/m.yaml', NULL, 1, 1);"
+	                 "PRAGMA user_version = 1;",
+	                 NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(h);
+	struct state *st = NULL;
+	char *err = NULL;
+	assert_int_equal(state_open(d, 0, &st, &err), 0);
+	assert_int_equal(state_stack_id(st, "old"), 1);
+	state_close(st);
+	assert_int_equal(sql_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
+	                             "'files_resource' AND sql LIKE '%mtime_ns, mode%'"),
+	                 1);
+	free(db);
+	free(d);
+}
+
+static void test_newer_schema_is_refused_not_downgraded(void **unused)
+{
+	(void)unused;
+	char *d = tmpdir();
+	char *db = path_join(d, "state.db");
+	sqlite3 *h = NULL;
+	assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+	assert_int_equal(
+	    sqlite3_exec(h, "CREATE TABLE future (x); PRAGMA user_version = 99;", NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(h);
+	struct state *st = NULL;
+	char *err = NULL;
+	assert_int_equal(state_open(d, 0, &st, &err), TF_ESTATE);
+	assert_null(st);
+	assert_non_null(err);
+	assert_non_null(strstr(err, "newer than this tfprov"));
+	assert_non_null(strstr(err, "99"));
+	free(err);
+	assert_int_equal(sql_int(db, "PRAGMA user_version"), 99);
+	free(db);
+	free(d);
+}
+
+static void test_second_writer_is_refused_naming_the_holder(void **unused)
+{
+	(void)unused;
+	char *d = tmpdir();
+	struct state *a = NULL, *b = NULL;
+	char *err = NULL, *holder = NULL;
+	assert_int_equal(state_open(d, 1, &a, &err), 0);
+	assert_int_equal(state_open(d, 1, &b, &err), 0);
+	assert_int_equal(state_lock(a, 0, NULL), 0);
+	assert_int_equal(state_lock(b, 0.2, &holder), TF_ELOCKED);
+	assert_non_null(holder);
+	char pid[32];
+	snprintf(pid, sizeof(pid), "pid %ld", (long)getpid());
+	assert_non_null(strstr(holder, pid));
+	free(holder);
+	state_unlock(a);
+	assert_int_equal(state_lock(b, 0, NULL), 0);
+	state_close(a);
+	state_close(b);
+	free(d);
+}
+
+/* An interrupted put: the new file is removed, the old one restored, no leftovers. */
+static void test_recovery_undoes_an_unfinished_update(void **unused)
+{
+	(void)unused;
+	char *root = tmpdir();
+	struct ctx c;
+	memset(&c, 0, sizeof(c));
+	c.root = root;
+	c.state_dir = path_join(root, "var/lib/tfprov");
+	char *err = NULL;
+	assert_int_equal(state_open(c.state_dir, 1, &c.st, &err), 0);
+	int64_t stack = state_stack_ensure(c.st, "s", "/m.yaml");
+	struct txn *t = NULL;
+	assert_int_equal(txn_begin(&c, stack, "env", "env", &t), 0);
+	assert_int_equal(txn_put_file(t, "/etc/x.sh", "old\n", 4, 0644), 0);
+	assert_int_equal(txn_commit(t, "d1", NULL), 0);
+	txn_abort(t);
+
+	/* Start an update and "crash": the txn is never committed or aborted. */
+	assert_int_equal(txn_begin(&c, stack, "env", "env", &t), 0);
+	assert_int_equal(txn_remove_all(t), 0);
+	assert_int_equal(txn_put_file(t, "/etc/x.sh", "new!\n", 5, 0644), 0);
+	char *host = path_join(root, "etc/x.sh");
+	char *text = NULL;
+	size_t len = 0;
+	assert_int_equal(read_file_at(AT_FDCWD, host, 100, &text, &len), 0);
+	assert_string_equal(text, "new!\n");
+	free(text);
+
+	assert_true(place_recover(&c) > 0);
+	assert_int_equal(read_file_at(AT_FDCWD, host, 100, &text, &len), 0);
+	assert_string_equal(text, "old\n");
+	free(text);
+	/* Nothing but the restored file in /etc: no .tfprov-* left behind. */
+	char *etc = path_join(root, "etc");
+	char *cmd = xasprintf("test $(ls -A %s | wc -l) -eq 1", etc);
+	assert_int_equal(system(cmd), 0);
+	free(cmd);
+	free(etc);
+	free(host);
+	txn_abort(t); /* frees the crashed txn: recovery already emptied its journal */
+	state_close(c.st);
+	free(c.state_dir);
+	free(root);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_new_database_is_at_the_latest_version),
+	    cmocka_unit_test(test_version_1_database_is_migrated_keeping_its_rows),
+	    cmocka_unit_test(test_newer_schema_is_refused_not_downgraded),
+	    cmocka_unit_test(test_second_writer_is_refused_naming_the_holder),
+	    cmocka_unit_test(test_recovery_undoes_an_unfinished_update),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
