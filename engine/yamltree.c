@@ -61,9 +61,9 @@ static void check_duplicates(struct conv *cv, const struct ynode *map)
 		while (first > 0 && strcmp(refs[first - 1].k->str, refs[i].k->str) == 0)
 			first--;
 		diags_add(cv->d, DIAG_ERROR, cv->file, refs[i].k->pos, "yaml.duplicate-key",
-			  "YAML keeps only one of them; remove or merge the other",
-			  "duplicate key '%s' (first defined at line %d)", refs[i].k->str,
-			  refs[first].k->pos.line);
+		          "YAML keeps only one of them; remove or merge the other",
+		          "duplicate key '%s' (first defined at line %d)", refs[i].k->str,
+		          refs[first].k->pos.line);
 		if (cv->d->errors > 100)
 			break;
 	}
@@ -76,7 +76,7 @@ static void check_duplicates(struct conv *cv, const struct ynode *map)
  * sees it: count [ and { outside quotes and comments.
  */
 static int flow_depth_ok(const char *file, const char *buf, size_t len, unsigned max,
-			 struct diags *d)
+                         struct diags *d)
 {
 	unsigned depth = 0;
 	int line = 1, col = 0;
@@ -98,17 +98,19 @@ static int flow_depth_ok(const char *file, const char *buf, size_t len, unsigned
 				quote = 0;
 			continue;
 		}
-		if (ch == '#' && (i == 0 || buf[i - 1] == ' ' || buf[i - 1] == '\t' ||
-				  buf[i - 1] == '\n')) {
+		if (ch == '#' &&
+		    (i == 0 || buf[i - 1] == ' ' || buf[i - 1] == '\t' || buf[i - 1] == '\n')) {
 			comment = 1;
 		} else if ((ch == '"' || ch == '\'') &&
-			   (depth > 0 || i == 0 || strchr(" :-[{,\t\n", buf[i - 1]))) {
+		           (depth > 0 || i == 0 || strchr(" :-[{,\t\n", buf[i - 1]))) {
 			quote = ch;
 		} else if (ch == '[' || ch == '{') {
 			if (++depth > max) {
-				diags_add(d, DIAG_ERROR, file, (struct pos){line, col}, "yaml.too-deep",
-					  "a manifest is a few levels deep", "document nests deeper "
-					  "than %u levels", max);
+				diags_add(d, DIAG_ERROR, file, (struct pos){line, col},
+				          "yaml.too-deep", "a manifest is a few levels deep",
+				          "document nests deeper "
+				          "than %u levels",
+				          max);
 				return 0;
 			}
 		} else if ((ch == ']' || ch == '}') && depth > 0) {

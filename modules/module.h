@@ -44,7 +44,7 @@ struct step {
 	enum action action;
 	char desired[65];
 	char *detail;
-	char *reason; /* why it is not a noop */
+	char *reason;  /* why it is not a noop */
 	char *blocker; /* plan: the precondition that would stop apply */
 	struct strvec urls;
 	int64_t res_id; /* recorded resource, 0 when none */

@@ -22,7 +22,7 @@
 #include "manifest.h"
 
 /* A valid minimal manifest: lines 1-6. Tests append from line 7. */
-#define HDR                                                                                       \
+#define HDR                                                                                        \
 	"schema: 1\n"                                                                              \
 	"stack:\n"                                                                                 \
 	"  name: t\n"                                                                              \
@@ -75,8 +75,8 @@ static const struct diag *find(const struct diags *d, const char *code)
 }
 
 /* Asserts a diagnostic `code` with severity sev at line:col. */
-static const struct diag *expect_at(const struct diags *d, const char *code,
-				    enum diag_severity sev, int line, int col)
+static const struct diag *expect_at(const struct diags *d, const char *code, enum diag_severity sev,
+                                    int line, int col)
 {
 	for (size_t i = 0; i < d->n; i++) {
 		const struct diag *g = &d->v[i];
@@ -185,8 +185,9 @@ static void test_wrong_type_list_for_env_vars(void **state)
 static void test_wrong_type_quoted_integer(void **state)
 {
 	(void)state;
-	const char *t = "schema: \"1\"\n"
-			"stack:\n  name: t\n  platform: linux-x86_64\nversions:\n  tensorflow: 2.15.1\n";
+	const char *t =
+	    "schema: \"1\"\n"
+	    "stack:\n  name: t\n  platform: linux-x86_64\nversions:\n  tensorflow: 2.15.1\n";
 	struct res r = refuse_one(t, strlen(t), "schema.type", 1, 9);
 	assert_string_equal(find(&r.d, "schema.type")->hint, "write a whole number without quotes");
 	release(&r);
@@ -226,8 +227,9 @@ static void test_duplicate_top_level_key(void **state)
 static void test_schema_2_out_of_range(void **state)
 {
 	(void)state;
-	const char *t = "schema: 2\n"
-			"stack:\n  name: t\n  platform: linux-x86_64\nversions:\n  tensorflow: 2.15.1\n";
+	const char *t =
+	    "schema: 2\n"
+	    "stack:\n  name: t\n  platform: linux-x86_64\nversions:\n  tensorflow: 2.15.1\n";
 	struct res r = refuse_one(t, strlen(t), "schema.range", 1, 9);
 	assert_non_null(strstr(find(&r.d, "schema.range")->msg, "2"));
 	release(&r);
@@ -241,7 +243,7 @@ static void test_bench_batch_size_zero(void **state)
 	release(&r);
 }
 
-#define CUDA_ART(extra)                                                                           \
+#define CUDA_ART(extra)                                                                            \
 	HDR "cuda:\n"                                                                              \
 	    "  version: 12.3.2\n"                                                                  \
 	    "  artifacts:\n"                                                                       \
@@ -286,7 +288,7 @@ static void test_sha256_malformed(void **state)
 	(void)state;
 	/* 63 hex digits. */
 	const char *t = CUDA_ART("      sha256: 0123456789abcdef0123456789abcdef0123456789abcdef"
-				 "0123456789abcde\n      size: 10\n");
+	                         "0123456789abcde\n      size: 10\n");
 	struct res r = refuse_one(t, strlen(t), "artifact.bad-sha256", 12, 15);
 	release(&r);
 }
@@ -295,7 +297,7 @@ static void test_sha256_uppercase(void **state)
 {
 	(void)state;
 	const char *t = CUDA_ART("      sha256: 0123456789ABCDEF0123456789abcdef0123456789abcdef"
-				 "0123456789abcdef\n      size: 10\n");
+	                         "0123456789abcdef\n      size: 10\n");
 	struct res r = refuse_one(t, strlen(t), "artifact.bad-sha256", 12, 15);
 	assert_non_null(strstr(find(&r.d, "artifact.bad-sha256")->hint, "lowercase"));
 	release(&r);
@@ -331,15 +333,16 @@ static void test_alias_bomb_refused_fast(void **state)
 {
 	(void)state;
 	/* Billion laughs: 10^9 nodes after expansion from a few hundred bytes. */
-	const char *t = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
-			"b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
-			"c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
-			"d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
-			"e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
-			"f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
-			"g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n"
-			"h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n"
-			"i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n";
+	const char *t =
+	    "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n"
+	    "b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+	    "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+	    "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
+	    "e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+	    "f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
+	    "g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n"
+	    "h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n"
+	    "i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n";
 	double t0 = now_s();
 	struct res r = load(t);
 	double dt = now_s() - t0;
@@ -364,7 +367,7 @@ static void test_self_referencing_alias(void **state)
 	/* Refused with a position on the line of the alias. */
 	assert_int_equal(r.d.v[0].pos.line, 7);
 	assert_true(strcmp(r.d.v[0].code, "yaml.too-deep") == 0 ||
-		    strcmp(r.d.v[0].code, "yaml.syntax") == 0);
+	            strcmp(r.d.v[0].code, "yaml.syntax") == 0);
 	release(&r);
 }
 
@@ -451,7 +454,7 @@ static void test_surrogate_and_overlong_have_position(void **state)
 {
 	(void)state;
 	static const char *const bad[] = {"\xed\xa0\x80", "\xe0\x80\x80", "\xf5\x80\x80\x80",
-					  "\xf0\x80\x80\x80"};
+	                                  "\xf0\x80\x80\x80"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char t[512];
 		snprintf(t, sizeof(t), HDR "env:\n  vars:\n    A: \"x%s\"\n", bad[i]);
@@ -521,7 +524,7 @@ static void test_too_large_buffer(void **state)
 
 /* ---- conda explicit lock inline, with positions inside the block ------- */
 
-#define PY_CONDA                                                                                  \
+#define PY_CONDA                                                                                   \
 	HDR "python:\n"                                                                            \
 	    "  manager: conda\n"                                                                   \
 	    "  lock: |\n"
@@ -530,9 +533,9 @@ static void test_conda_inline_valid(void **state)
 {
 	(void)state;
 	const char *t = PY_CONDA "    # platform: linux-64\n"
-				 "    @EXPLICIT\n"
-				 "    https://conda.anaconda.org/conda-forge/linux-64/"
-				 "python-3.10.14-hd12c33a_0_cpython.conda#sha256:" SHA "\n";
+	                         "    @EXPLICIT\n"
+	                         "    https://conda.anaconda.org/conda-forge/linux-64/"
+	                         "python-3.10.14-hd12c33a_0_cpython.conda#sha256:" SHA "\n";
 	struct res r = load(t);
 	if (r.rc)
 		dump(&r.d);
@@ -551,8 +554,8 @@ static void test_conda_inline_no_hash_position(void **state)
 {
 	(void)state;
 	const char *t = PY_CONDA "    @EXPLICIT\n"
-				 "    https://conda.anaconda.org/conda-forge/linux-64/"
-				 "zlib-1.3.1-h4ab18f5_1.conda\n";
+	                         "    https://conda.anaconda.org/conda-forge/linux-64/"
+	                         "zlib-1.3.1-h4ab18f5_1.conda\n";
 	struct res r = refuse_one(t, strlen(t), "conda.no-hash", 11, 5);
 	release(&r);
 }
@@ -560,10 +563,10 @@ static void test_conda_inline_no_hash_position(void **state)
 static void test_conda_inline_bad_hash_position(void **state)
 {
 	(void)state;
-	const char *t = PY_CONDA "    @EXPLICIT\n"
-				 "    https://x.invalid/linux-64/zlib-1.3.1-h4ab18f5_1.conda#sha256:" SHA
-				 "\n"
-				 "    https://x.invalid/linux-64/xz-5.2.6-h166bdaf_0.tar.bz2#sha256:ABC\n";
+	const char *t =
+	    PY_CONDA "    @EXPLICIT\n"
+	             "    https://x.invalid/linux-64/zlib-1.3.1-h4ab18f5_1.conda#sha256:" SHA "\n"
+	             "    https://x.invalid/linux-64/xz-5.2.6-h166bdaf_0.tar.bz2#sha256:ABC\n";
 	struct res r = refuse_one(t, strlen(t), "conda.bad-hash", 12, 5);
 	release(&r);
 }
@@ -571,9 +574,9 @@ static void test_conda_inline_bad_hash_position(void **state)
 static void test_conda_inline_line_before_explicit(void **state)
 {
 	(void)state;
-	const char *t = PY_CONDA "    https://x.invalid/linux-64/zlib-1.3.1-h4ab18f5_1.conda#sha256:" SHA
-				 "\n"
-				 "    @EXPLICIT\n";
+	const char *t =
+	    PY_CONDA "    https://x.invalid/linux-64/zlib-1.3.1-h4ab18f5_1.conda#sha256:" SHA "\n"
+	             "    @EXPLICIT\n";
 	struct res r = refuse_one(t, strlen(t), "conda.no-explicit", 10, 5);
 	release(&r);
 }
@@ -582,14 +585,14 @@ static void test_conda_inline_not_a_package_name(void **state)
 {
 	(void)state;
 	const char *t = PY_CONDA "    @EXPLICIT\n"
-				 "    https://x.invalid/linux-64/zlib.zip#sha256:" SHA "\n";
+	                         "    https://x.invalid/linux-64/zlib.zip#sha256:" SHA "\n";
 	struct res r = refuse_one(t, strlen(t), "conda.bad-url", 11, 5);
 	release(&r);
 }
 
 /* ---- pip requirements inline ------------------------------------------- */
 
-#define PIP_BLOCK                                                                                 \
+#define PIP_BLOCK                                                                                  \
 	HDR "python:\n"                                                                            \
 	    "  manager: venv\n"                                                                    \
 	    "pip:\n"                                                                               \
@@ -599,7 +602,7 @@ static void test_pip_inline_no_hash(void **state)
 {
 	(void)state;
 	const char *t = PIP_BLOCK "    numpy==1.26.4 --hash=sha256:" SHA "\n"
-				  "    six==1.16.0\n";
+	                          "    six==1.16.0\n";
 	struct res r = refuse_one(t, strlen(t), "pip.no-hash", 12, 5);
 	release(&r);
 }
@@ -615,8 +618,9 @@ static void test_pip_inline_unpinned(void **state)
 static void test_pip_inline_direct_wheel_url(void **state)
 {
 	(void)state;
-	const char *t = PIP_BLOCK "    tinypkg @ https://x.invalid/tinypkg-0.1-py3-none-any.whl \\\n"
-				  "        --hash=sha256:" SHA "\n";
+	const char *t =
+	    PIP_BLOCK "    tinypkg @ https://x.invalid/tinypkg-0.1-py3-none-any.whl \\\n"
+	              "        --hash=sha256:" SHA "\n";
 	struct res r = load(t);
 	if (r.rc)
 		dump(&r.d);
@@ -668,12 +672,12 @@ static void test_conda_parse_direct(void **state)
 	struct conda_pkg *p = NULL;
 	size_t n = 0;
 	const char *text = "# platform: linux-64\n"
-			   "@EXPLICIT\n"
-			   "https://x.invalid/linux-64/zlib-1.3.1-h4ab18f5_1.conda#sha256:" SHA "\n"
-			   "https://x.invalid/noarch/pip-24.0-pyhd8ed1ab_0.tar.bz2#"
-			   "0123456789abcdef0123456789abcdef\n";
+	                   "@EXPLICIT\n"
+	                   "https://x.invalid/linux-64/zlib-1.3.1-h4ab18f5_1.conda#sha256:" SHA "\n"
+	                   "https://x.invalid/noarch/pip-24.0-pyhd8ed1ab_0.tar.bz2#"
+	                   "0123456789abcdef0123456789abcdef\n";
 	assert_int_equal(conda_explicit_parse("lock.txt", text, (struct pos){1, 1}, 0, &p, &n, &d),
-			 0);
+	                 0);
 	assert_int_equal(d.errors, 0);
 	assert_int_equal(n, 2);
 	assert_string_equal(p[0].name, "zlib");
@@ -700,21 +704,21 @@ static void test_conda_parse_direct_errors(void **state)
 	struct conda_pkg *p = NULL;
 	size_t n = 0;
 	/* No @EXPLICIT at all (only comments): one error at the base. */
-	assert_int_equal(conda_explicit_parse("lock.txt", "# nothing\n", (struct pos){1, 1}, 0, &p,
-					      &n, &d),
-			 TF_EMANIFEST);
+	assert_int_equal(
+	    conda_explicit_parse("lock.txt", "# nothing\n", (struct pos){1, 1}, 0, &p, &n, &d),
+	    TF_EMANIFEST);
 	expect_at(&d, "conda.no-explicit", DIAG_ERROR, 1, 1);
 	free(p);
 	diags_release(&d);
 
 	/* A block at line 20, column 7: line 3 of the text is file line 22. */
 	const char *text = "@EXPLICIT\n"
-			   "https://x.invalid/linux-64/zlib-1.3.1-h4ab18f5_1.conda#sha256:" SHA "\n"
-			   "  ftp://x.invalid/linux-64/xz-5.2.6-h166bdaf_0.conda#sha256:" SHA "\n";
+	                   "https://x.invalid/linux-64/zlib-1.3.1-h4ab18f5_1.conda#sha256:" SHA "\n"
+	                   "  ftp://x.invalid/linux-64/xz-5.2.6-h166bdaf_0.conda#sha256:" SHA "\n";
 	p = NULL;
 	n = 0;
 	assert_int_equal(conda_explicit_parse("m.yaml", text, (struct pos){20, 7}, 1, &p, &n, &d),
-			 TF_EMANIFEST);
+	                 TF_EMANIFEST);
 	expect_at(&d, "conda.bad-url", DIAG_ERROR, 22, 9);
 	assert_int_equal(n, 1);
 	free(p[0].url);
@@ -747,12 +751,12 @@ static void test_pip_parse_direct(void **state)
 	struct pip_req *r = NULL;
 	size_t n = 0;
 	const char *text = "# generated by pip-compile\n"
-			   "Typing_Extensions==4.12.2 \\\n"
-			   "    --hash=sha256:" SHA " \\\n"
-			   "    --hash=sha256:" SHA "\n"
-			   "numpy==1.26.4 ; python_version >= \"3.9\" --hash=sha256:" SHA "\n";
+	                   "Typing_Extensions==4.12.2 \\\n"
+	                   "    --hash=sha256:" SHA " \\\n"
+	                   "    --hash=sha256:" SHA "\n"
+	                   "numpy==1.26.4 ; python_version >= \"3.9\" --hash=sha256:" SHA "\n";
 	assert_int_equal(pip_requirements_parse("req.txt", text, (struct pos){1, 1}, 0, &r, &n, &d),
-			 0);
+	                 0);
 	if (d.n)
 		dump(&d);
 	assert_int_equal(d.n, 0);
@@ -776,11 +780,11 @@ static void test_pip_parse_direct_errors(void **state)
 	struct pip_req *r = NULL;
 	size_t n = 0;
 	const char *text = "six==1.16.0\n"
-			   "numpy\n"
-			   "  --index-url https://evil.invalid/simple\n"
-			   "wheel==0.43.0 --hash=md5:0123\n";
+	                   "numpy\n"
+	                   "  --index-url https://evil.invalid/simple\n"
+	                   "wheel==0.43.0 --hash=md5:0123\n";
 	assert_int_equal(pip_requirements_parse("req.txt", text, (struct pos){1, 1}, 0, &r, &n, &d),
-			 TF_EMANIFEST);
+	                 TF_EMANIFEST);
 	expect_at(&d, "pip.no-hash", DIAG_ERROR, 1, 1);
 	expect_at(&d, "pip.unpinned", DIAG_ERROR, 2, 1);
 	expect_at(&d, "pip.option", DIAG_ERROR, 3, 3);
@@ -798,7 +802,7 @@ static void test_pip_wildcard_is_unpinned(void **state)
 	size_t n = 0;
 	const char *text = "numpy==1.26.* --hash=sha256:" SHA "\n";
 	assert_int_equal(pip_requirements_parse("req.txt", text, (struct pos){1, 1}, 0, &r, &n, &d),
-			 TF_EMANIFEST);
+	                 TF_EMANIFEST);
 	expect_at(&d, "pip.unpinned", DIAG_ERROR, 1, 1);
 	free_reqs(r, n);
 	diags_release(&d);
@@ -807,54 +811,54 @@ static void test_pip_wildcard_is_unpinned(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_minimal_is_valid),
-		cmocka_unit_test(test_unknown_key_did_you_mean),
-		cmocka_unit_test(test_unknown_nested_key_did_you_mean),
-		cmocka_unit_test(test_unknown_key_far_from_any_lists_allowed),
-		cmocka_unit_test(test_wrong_type_scalar_for_mapping),
-		cmocka_unit_test(test_wrong_type_list_for_env_vars),
-		cmocka_unit_test(test_wrong_type_quoted_integer),
-		cmocka_unit_test(test_wrong_type_boolean),
-		cmocka_unit_test(test_duplicate_key),
-		cmocka_unit_test(test_duplicate_top_level_key),
-		cmocka_unit_test(test_schema_2_out_of_range),
-		cmocka_unit_test(test_bench_batch_size_zero),
-		cmocka_unit_test(test_artifact_strip_99),
-		cmocka_unit_test(test_artifact_size_zero),
-		cmocka_unit_test(test_artifact_valid),
-		cmocka_unit_test(test_sha256_malformed),
-		cmocka_unit_test(test_sha256_uppercase),
-		cmocka_unit_test(test_sha256_missing_is_error),
-		cmocka_unit_test(test_size_missing_is_warning_only),
-		cmocka_unit_test(test_alias_bomb_refused_fast),
-		cmocka_unit_test(test_self_referencing_alias),
-		cmocka_unit_test(test_many_keys_not_quadratic),
-		cmocka_unit_test(test_deep_flow_nesting_fast),
-		cmocka_unit_test(test_non_utf8_byte_position),
-		cmocka_unit_test(test_non_utf8_column_counts_characters),
-		cmocka_unit_test(test_surrogate_and_overlong_have_position),
-		cmocka_unit_test(test_nul_byte_is_binary),
-		cmocka_unit_test(test_empty_file),
-		cmocka_unit_test(test_comment_only_file),
-		cmocka_unit_test(test_two_documents),
-		cmocka_unit_test(test_tab_indentation),
-		cmocka_unit_test(test_too_large_buffer),
-		cmocka_unit_test(test_conda_inline_valid),
-		cmocka_unit_test(test_conda_inline_no_hash_position),
-		cmocka_unit_test(test_conda_inline_bad_hash_position),
-		cmocka_unit_test(test_conda_inline_line_before_explicit),
-		cmocka_unit_test(test_conda_inline_not_a_package_name),
-		cmocka_unit_test(test_pip_inline_no_hash),
-		cmocka_unit_test(test_pip_inline_unpinned),
-		cmocka_unit_test(test_pip_inline_direct_wheel_url),
-		cmocka_unit_test(test_pip_inline_direct_url_without_hash),
-		cmocka_unit_test(test_env_var_bad_name),
-		cmocka_unit_test(test_env_value_newline),
-		cmocka_unit_test(test_conda_parse_direct),
-		cmocka_unit_test(test_conda_parse_direct_errors),
-		cmocka_unit_test(test_pip_parse_direct),
-		cmocka_unit_test(test_pip_parse_direct_errors),
-		cmocka_unit_test(test_pip_wildcard_is_unpinned),
+	    cmocka_unit_test(test_minimal_is_valid),
+	    cmocka_unit_test(test_unknown_key_did_you_mean),
+	    cmocka_unit_test(test_unknown_nested_key_did_you_mean),
+	    cmocka_unit_test(test_unknown_key_far_from_any_lists_allowed),
+	    cmocka_unit_test(test_wrong_type_scalar_for_mapping),
+	    cmocka_unit_test(test_wrong_type_list_for_env_vars),
+	    cmocka_unit_test(test_wrong_type_quoted_integer),
+	    cmocka_unit_test(test_wrong_type_boolean),
+	    cmocka_unit_test(test_duplicate_key),
+	    cmocka_unit_test(test_duplicate_top_level_key),
+	    cmocka_unit_test(test_schema_2_out_of_range),
+	    cmocka_unit_test(test_bench_batch_size_zero),
+	    cmocka_unit_test(test_artifact_strip_99),
+	    cmocka_unit_test(test_artifact_size_zero),
+	    cmocka_unit_test(test_artifact_valid),
+	    cmocka_unit_test(test_sha256_malformed),
+	    cmocka_unit_test(test_sha256_uppercase),
+	    cmocka_unit_test(test_sha256_missing_is_error),
+	    cmocka_unit_test(test_size_missing_is_warning_only),
+	    cmocka_unit_test(test_alias_bomb_refused_fast),
+	    cmocka_unit_test(test_self_referencing_alias),
+	    cmocka_unit_test(test_many_keys_not_quadratic),
+	    cmocka_unit_test(test_deep_flow_nesting_fast),
+	    cmocka_unit_test(test_non_utf8_byte_position),
+	    cmocka_unit_test(test_non_utf8_column_counts_characters),
+	    cmocka_unit_test(test_surrogate_and_overlong_have_position),
+	    cmocka_unit_test(test_nul_byte_is_binary),
+	    cmocka_unit_test(test_empty_file),
+	    cmocka_unit_test(test_comment_only_file),
+	    cmocka_unit_test(test_two_documents),
+	    cmocka_unit_test(test_tab_indentation),
+	    cmocka_unit_test(test_too_large_buffer),
+	    cmocka_unit_test(test_conda_inline_valid),
+	    cmocka_unit_test(test_conda_inline_no_hash_position),
+	    cmocka_unit_test(test_conda_inline_bad_hash_position),
+	    cmocka_unit_test(test_conda_inline_line_before_explicit),
+	    cmocka_unit_test(test_conda_inline_not_a_package_name),
+	    cmocka_unit_test(test_pip_inline_no_hash),
+	    cmocka_unit_test(test_pip_inline_unpinned),
+	    cmocka_unit_test(test_pip_inline_direct_wheel_url),
+	    cmocka_unit_test(test_pip_inline_direct_url_without_hash),
+	    cmocka_unit_test(test_env_var_bad_name),
+	    cmocka_unit_test(test_env_value_newline),
+	    cmocka_unit_test(test_conda_parse_direct),
+	    cmocka_unit_test(test_conda_parse_direct_errors),
+	    cmocka_unit_test(test_pip_parse_direct),
+	    cmocka_unit_test(test_pip_parse_direct_errors),
+	    cmocka_unit_test(test_pip_wildcard_is_unpinned),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
