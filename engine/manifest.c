@@ -988,22 +988,18 @@ static void parse_root(struct pctx *p, const struct ynode *root, struct manifest
 	else
 		err(p, root->pos, "schema.required", "versions: {tensorflow: ..., cuda: ..., ...}",
 		    "the manifest has no versions section");
-	if ((n = ymap_get(root, "driver")))
-		parse_driver(p, n, m);
-	if ((n = ymap_get(root, "cuda")))
-		parse_cuda(p, n, m);
-	if ((n = ymap_get(root, "cudnn")))
-		parse_cudnn(p, n, m);
-	if ((n = ymap_get(root, "env")))
-		parse_env(p, n, m);
-	if ((n = ymap_get(root, "python")))
-		parse_python(p, n, m);
-	if ((n = ymap_get(root, "pip")))
-		parse_pip(p, n, m);
-	if ((n = ymap_get(root, "missing")))
-		parse_missing(p, n, m);
-	if ((n = ymap_get(root, "bench")))
-		parse_bench(p, n, m);
+	/* Optional sections, in the order later checks rely on. */
+	static const struct {
+		const char *key;
+		void (*parse)(struct pctx *, const struct ynode *, struct manifest *);
+	} sections[] = {
+	    {"driver", parse_driver},   {"cuda", parse_cuda},     {"cudnn", parse_cudnn},
+	    {"env", parse_env},         {"python", parse_python}, {"pip", parse_pip},
+	    {"missing", parse_missing}, {"bench", parse_bench},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(sections); i++)
+		if ((n = ymap_get(root, sections[i].key)))
+			sections[i].parse(p, n, m);
 	if (m->pip.set && !m->python.set)
 		err(p, ymap_get(root, "pip")->pos, "schema.required",
 		    "pip installs into the stack's Python env; add a python section",

@@ -184,21 +184,30 @@ static void stat_record(struct state_file *f, const char *host)
 	}
 }
 
+static int mkdirs_journaled(struct txn *t, const char *path);
+
+/*
+ * Before writing `path`: it must be absent or placed by this resource (a
+ * foreign file is a conflict, reported before any write), and its missing
+ * parent directories are created, journaled so that an abort removes them.
+ */
+static int claim_path(struct txn *t, const char *path, const char *host)
+{
+	int oc = owner_class(t, path);
+	if (exists(host) && oc != 1)
+		return fail(t, TF_ECONFLICT, "%s exists and %s", path,
+		            oc == 0 ? "was not placed by tfprov (move it away, or remove it)"
+		                    : "belongs to another tfprov resource");
+	return mkdirs_journaled(t, path);
+}
+
 int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, unsigned mode)
 {
 	char *host = ctx_host_path(t->c, path);
 	char *tmp = NULL, *backup = NULL;
 	int fd = -1, rc = 0;
-	int oc = owner_class(t, path);
-	if (exists(host) && oc != 1) {
-		rc = fail(t, TF_ECONFLICT, "%s exists and %s", path,
-		          oc == 0 ? "was not placed by tfprov (move it away, or remove it)"
-		                  : "belongs to another tfprov resource");
+	if ((rc = claim_path(t, path, host)) != 0)
 		goto out;
-	}
-	char *dir = xstrndup(host, (size_t)(strrchr(host, '/') - host));
-	mkdirs_at(AT_FDCWD, dir, 0755);
-	free(dir);
 	tmp = sibling(t, host, "tmp");
 	backup = exists(host) ? sibling(t, host, "bak") : NULL;
 	if (journal_add(t, "put", path, tmp, backup) == 0) {
@@ -292,16 +301,8 @@ int txn_put_tree(struct txn *t, const char *staged, const char *path,
 	char *host = ctx_host_path(t->c, path);
 	char *backup = NULL;
 	int rc = 0;
-	int oc = owner_class(t, path);
-	if (exists(host) && oc != 1) {
-		rc = fail(t, TF_ECONFLICT, "%s exists and %s", path,
-		          oc == 0 ? "was not placed by tfprov (move it away, or remove it)"
-		                  : "belongs to another tfprov resource");
+	if ((rc = claim_path(t, path, host)) != 0)
 		goto out;
-	}
-	char *dir = xstrndup(host, (size_t)(strrchr(host, '/') - host));
-	mkdirs_at(AT_FDCWD, dir, 0755);
-	free(dir);
 	backup = exists(host) ? sibling(t, host, "bak") : NULL;
 	if (journal_add(t, "tree", path, staged, backup) == 0) {
 		rc = fail(t, TF_ESTATE, "cannot write the journal");
@@ -793,6 +794,11 @@ int place_recover(struct ctx *c)
 		ev_log(c, EV_WARN,
 		       "recovered from an interrupted run: undid %d unfinished operation%s", n,
 		       n == 1 ? "" : "s");
+	else if (n_rows)
+		ev_log(c, EV_WARN,
+		       "recovered from an interrupted run: its change was committed; removed %zu "
+		       "leftover backup%s",
+		       n_rows, n_rows == 1 ? "" : "s");
 	return n;
 }
 

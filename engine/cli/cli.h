@@ -50,4 +50,7 @@ int cmd_mirror(struct ctx *c, struct opts *o);
 struct manifest;
 int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, int print_warnings);
 
+/* The single STACK argument of show/rollback: its id, or an error (logged). */
+int cli_stack_arg(struct ctx *c, const struct opts *o, const char *usage, int64_t *sid);
+
 #endif

@@ -4,6 +4,7 @@
 #include "error.h"
 #include "event.h"
 #include "manifest.h"
+#include "state.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,4 +58,18 @@ out:
 	compat_free(kb);
 	diags_release(&d);
 	return rc;
+}
+
+int cli_stack_arg(struct ctx *c, const struct opts *o, const char *usage, int64_t *sid)
+{
+	if (o->args.n != 1) {
+		ev_log(c, EV_ERROR, "%s", usage);
+		return TF_EXIT_USAGE;
+	}
+	*sid = c->st ? state_stack_id(c->st, o->args.v[0]) : 0;
+	if (*sid == 0) {
+		ev_log(c, EV_ERROR, "no stack named '%s' under %s", o->args.v[0], c->root);
+		return TF_EFAIL;
+	}
+	return 0;
 }

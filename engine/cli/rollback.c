@@ -17,15 +17,10 @@
 
 int cmd_rollback(struct ctx *c, struct opts *o)
 {
-	if (o->args.n != 1) {
-		ev_log(c, EV_ERROR, "usage: tfprov rollback STACK [--generation N]");
-		return TF_EXIT_USAGE;
-	}
-	int64_t sid = c->st ? state_stack_id(c->st, o->args.v[0]) : 0;
-	if (sid == 0) {
-		ev_log(c, EV_ERROR, "no stack named '%s' under %s", o->args.v[0], c->root);
-		return TF_EFAIL;
-	}
+	int64_t sid = 0;
+	int rc = cli_stack_arg(c, o, "usage: tfprov rollback STACK [--generation N]", &sid);
+	if (rc != 0)
+		return rc;
 	sqlite3_stmt *s = NULL;
 	sqlite3_prepare_v2(
 	    c->st->db,
@@ -49,7 +44,7 @@ int cmd_rollback(struct ctx *c, struct opts *o)
 	struct diags d = {0};
 	struct manifest *m = NULL;
 	struct plan p;
-	int rc = manifest_load_buf(path, text, strlen(text), &m, &d);
+	rc = manifest_load_buf(path, text, strlen(text), &m, &d);
 	if (rc != 0) {
 		diags_print(&d, stderr, 0);
 		goto out;

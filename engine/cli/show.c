@@ -16,15 +16,10 @@ static int print_file(const struct state_file *f, void *arg)
 
 int cmd_show(struct ctx *c, struct opts *o)
 {
-	if (o->args.n != 1) {
-		ev_log(c, EV_ERROR, "usage: tfprov show STACK");
-		return TF_EXIT_USAGE;
-	}
-	int64_t sid = c->st ? state_stack_id(c->st, o->args.v[0]) : 0;
-	if (sid == 0) {
-		ev_log(c, EV_ERROR, "no stack named '%s' under %s", o->args.v[0], c->root);
-		return TF_EFAIL;
-	}
+	int64_t sid = 0;
+	int rc = cli_stack_arg(c, o, "usage: tfprov show STACK", &sid);
+	if (rc != 0)
+		return rc;
 	sqlite3_stmt *s = NULL;
 	sqlite3_prepare_v2(
 	    c->st->db,
