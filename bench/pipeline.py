@@ -104,7 +104,7 @@ def timed(cmd):
     return secs, rss
 
 
-def bench_formats(tool, runs, work):
+def bench_formats(tool, runs, work, only=None):
     tar = build_corpus()
     nfiles = int(subprocess.check_output("tar -tf %s | wc -l" % tar, shell=True))
     print("corpus: %d entries, tar stream %.1f MiB" % (nfiles, os.path.getsize(tar) / 2**20))
@@ -113,6 +113,8 @@ def bench_formats(tool, runs, work):
     n = 0
     try:
         for ext, zflag in ((".tar.xz", "-J"), (".tar.gz", "-z"), (".tar.zst", "--zstd")):
+            if only and ext != only:
+                continue
             f = os.path.join(CACHE, "corpus" + ext)
             url = srv.url("/corpus" + ext)
             digest, size = sha_file(f), os.path.getsize(f)
@@ -181,13 +183,15 @@ def main():
     ap.add_argument("--work", default="/tmp/tfprov-bench/work")
     ap.add_argument("--skip-parallel", action="store_true")
     ap.add_argument("--skip-formats", action="store_true")
+    ap.add_argument("--only", choices=[".tar.xz", ".tar.gz", ".tar.zst"], default=None,
+                    help="measure one format only")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     work = tempfile.mkdtemp(dir=a.work)
     print("work dir %s (deleted at the end, after all measurements)" % work)
     try:
         if not a.skip_formats:
-            bench_formats(a.tool, a.runs, work)
+            bench_formats(a.tool, a.runs, work, a.only)
         if not a.skip_parallel:
             bench_parallel(a.tool, work)
     finally:
