@@ -770,12 +770,21 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 	}
 }
 
-static void drain_file(struct queue *q)
+/*
+ * Skips the data of a file entry that is not written. The decoder may end
+ * (EOF) or fail (ERROR) inside it: that ends the unpack too, or the main loop
+ * would wait for a message that never comes (found by fuzz_unpack).
+ */
+static void drain_file(struct writer *w, struct queue *q)
 {
 	for (;;) {
 		struct msg m = queue_pop(q);
 		buf_give(q, m.buf);
 		raw_entry_free(m.e);
+		if (m.kind == M_ERROR)
+			w_fail(w, TF_EIO, "%s", m.err);
+		else if (m.kind == M_EOF || m.kind == M_ENTRY)
+			w_fail(w, TF_EIO, "archive ended inside an entry");
 		free(m.err);
 		if (m.kind != M_DATA)
 			return;
@@ -898,7 +907,7 @@ static void handle_entry(struct writer *w, struct queue *q, struct raw_entry *e)
 	}
 out:
 	if (is_file && !consumed)
-		drain_file(q);
+		drain_file(w, q);
 	free_comps(comps, n);
 	free_comps(lcomps, ln);
 	free(rel);

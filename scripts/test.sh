@@ -1,7 +1,8 @@
 #!/bin/sh
 # README command 2 (and the only thing .ci/run calls): install what is
 # missing, build, and pass every test: once normally, once under
-# AddressSanitizer + UndefinedBehaviorSanitizer, plus the clang-format check.
+# AddressSanitizer + UndefinedBehaviorSanitizer, the clang-format check, and
+# a bounded libFuzzer run of the manifest parser and the unpack path.
 set -eu
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -19,5 +20,10 @@ if [ "${TFPROV_SKIP_SANITIZE:-0}" != 1 ]; then
 	(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j"$JOBS" --timeout 1800)
+fi
+# libFuzzer (clang, ASan+UBSan) on the manifest parser and the unpack path,
+# bounded: TFPROV_FUZZ_SECONDS per target (default 60).
+if [ "${TFPROV_SKIP_FUZZ:-0}" != 1 ]; then
+	./tests/fuzz/run.sh
 fi
 echo "tfprov: all tests passed"
