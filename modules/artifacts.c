@@ -191,17 +191,27 @@ void staged_release(struct staged *t)
  * carries (LICENSE, README) are kept from the first archive; any other path
  * two archives both provide must be identical, else it is an error.
  */
-/* Moves one unpacked archive (part/) into the merged tree (stage/). */
+/*
+ * Moves one unpacked archive (part/) into the merged tree (stage/). The first
+ * archive is unpacked into stage/ itself (part == stage): its entries are
+ * only registered, which saves a rename per file.
+ */
 static int merge_part(const char *stage, const char *part, const char *name,
                       const struct unpack_result *res, struct staged *out, struct step *st)
 {
 	int rc = 0;
+	int in_place = strcmp(stage, part) == 0;
 	for (size_t k = 0; k < res->n && rc == 0; k++) {
 		const struct unpack_entry *e = &res->v[k];
 		char *src = path_join(part, e->path);
 		char *dst = path_join(stage, e->path);
 		struct place_entry *prev = staged_find(out, e->path);
-		if (e->type == 'd') {
+		if (in_place) {
+			char type = e->type == 'h' ? 'f' : (char)e->type;
+			if (prev == NULL)
+				staged_add(out, e->path, type, e->sha256[0] ? e->sha256 : NULL,
+				           type == 'd' ? 0 : e->size, e->mode, e->link);
+		} else if (e->type == 'd') {
 			if (prev == NULL) {
 				mkdirs_at(AT_FDCWD, dst, 0755);
 				staged_add(out, e->path, 'd', NULL, 0, e->mode, NULL);
@@ -234,6 +244,27 @@ static int merge_part(const char *stage, const char *part, const char *name,
 		free(dst);
 	}
 	return rc;
+}
+
+/*
+ * stage/ must exist before an archive other than the first is unpacked next
+ * to it. If the first archive was not unpacked into stage/ yet (cached, or
+ * its download started over), it moves to stage/.part0 like the others.
+ */
+static int ensure_stage(const char *stage, char **parts, struct step *st)
+{
+	struct stat sb;
+	if (stat(stage, &sb) == 0)
+		return 0;
+	if (mkdir(stage, 0755) != 0) {
+		step_fail(st, "cannot create %s: %s", stage, strerror(errno));
+		return TF_EIO;
+	}
+	if (strcmp(parts[0], stage) == 0) {
+		free(parts[0]);
+		parts[0] = xasprintf("%s/.part0", stage);
+	}
+	return 0;
 }
 
 struct fetch_job {
@@ -274,17 +305,13 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 	char **parts = xcalloc(s->n ? s->n : 1, sizeof(*parts));
 	pthread_t th;
 	int rc = 0, threaded = 0;
-	if (mkdir(stage, 0755) != 0) {
-		step_fail(st, "cannot create %s: %s", stage, strerror(errno));
-		rc = TF_EIO;
-		goto out;
-	}
 	for (size_t i = 0; i < s->n; i++) {
 		job.items[i].name = s->v[i].name;
 		job.items[i].url = s->v[i].url;
 		job.items[i].sha256 = s->v[i].sha256;
 		job.items[i].size = s->v[i].size;
-		parts[i] = xasprintf("%s/.part%zu", stage, i);
+		/* The first archive goes straight into stage/, the others beside it. */
+		parts[i] = i == 0 ? xstrdup(stage) : xasprintf("%s/.part%zu", stage, i);
 	}
 	threaded = pthread_create(&th, NULL, fetch_job_run, &job) == 0;
 	if (!threaded)
@@ -299,6 +326,8 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 		struct unpack_follow f = {&job.items[i].stream_bytes, &job.items[i].stream_restarts,
 		                          &job.done, s->v[i].size};
 		char *err = NULL;
+		if (i > 0 && ensure_stage(stage, parts, st) != 0)
+			break;
 		ev_log(c, EV_DEBUG, "unpacking %s while it downloads", s->v[i].name);
 		if (unpack_archive_follow(c, part_file, &f, parts[i], s->v[i].strip, &res[i],
 		                          &err) == 0)
@@ -323,7 +352,10 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 	for (size_t i = 0; i < s->n && rc == 0; i++) {
 		if (!ready[i]) {
 			char *err = NULL;
-			remove_tree(parts[i]);
+			if (i > 0 && (rc = ensure_stage(stage, parts, st)) != 0)
+				break;
+			if (strcmp(parts[i], stage) != 0)
+				remove_tree(parts[i]);
 			ev_log(c, EV_DEBUG, "unpacking %s", s->v[i].name);
 			rc =
 			    unpack_archive(c, s->v[i].path, parts[i], s->v[i].strip, &res[i], &err);
@@ -335,15 +367,19 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 		}
 		rc = merge_part(stage, parts[i], s->v[i].name, &res[i], out, st);
 	}
+	if (rc == 0 && s->n == 0 && mkdir(stage, 0755) != 0) {
+		step_fail(st, "cannot create %s: %s", stage, strerror(errno));
+		rc = TF_EIO;
+	}
 	if (rc == 0 && out->n > 1) {
 		qsort(out->v, out->n, sizeof(*out->v), cmp_entry);
 		memset(out->ht, 0, out->htcap * sizeof(*out->ht));
 		for (size_t i = 0; i < out->n; i++)
 			ht_insert(out, i);
 	}
-out:
 	for (size_t i = 0; i < s->n; i++) {
-		if (parts[i])
+		/* stage/ itself is the caller's: the txn removes it on failure. */
+		if (parts[i] && strcmp(parts[i], stage) != 0)
 			remove_tree(parts[i]);
 		free(parts[i]);
 		unpack_result_release(&res[i]);
