@@ -10,10 +10,12 @@
 #include "event.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct ctx *g_ctx_for_log;
 
@@ -133,8 +135,119 @@ static const char *symbol_color(const char *action)
 	return "";
 }
 
+/*
+ * On a terminal, progress is a board redrawn in place: one bar per active
+ * item (downloads, unpacks) and a total line with rate and ETA. Any other
+ * output first erases the board, which the next progress event redraws.
+ */
+#define BOARD_MAX 8
+
+struct bar {
+	char step[16];
+	char item[72];
+	uint64_t done, total;
+};
+
+static struct {
+	struct bar bars[BOARD_MAX];
+	int n;
+	int drawn; /* lines on screen */
+	uint64_t sum_done, sum_total, t0, last_draw;
+} board;
+
+static void board_clear(void)
+{
+	if (board.drawn == 0)
+		return;
+	fprintf(stderr, "\033[%dA", board.drawn);
+	for (int i = 0; i < board.drawn; i++)
+		fputs("\033[K\n", stderr);
+	fprintf(stderr, "\033[%dA", board.drawn);
+	board.drawn = 0;
+}
+
+static void fmt_bytes(char *out, size_t n, uint64_t b)
+{
+	if (b >= 1000000000ull)
+		snprintf(out, n, "%.2f GB", (double)b / 1e9);
+	else
+		snprintf(out, n, "%.1f MB", (double)b / 1e6);
+}
+
+static void board_draw(void)
+{
+	board_clear();
+	int lines = 0;
+	for (int i = 0; i < board.n; i++) {
+		const struct bar *b = &board.bars[i];
+		double f = b->total ? (double)b->done / (double)b->total : 0;
+		char hashes[31];
+		int w = (int)(f * 30);
+		for (int k = 0; k < 30; k++)
+			hashes[k] = k < w ? '#' : '.';
+		hashes[30] = '\0';
+		char d[24], t[24];
+		fmt_bytes(d, sizeof(d), b->done);
+		fmt_bytes(t, sizeof(t), b->total);
+		fprintf(stderr, "  %-6s %-34.34s [%s] %3.0f%% %s/%s\033[K\n", b->step, b->item,
+		        hashes, 100 * f, d, t);
+		lines++;
+	}
+	double secs = (double)(now_ns() - board.t0) / 1e9;
+	double rate = secs > 0 ? (double)board.sum_done / secs : 0;
+	char d[24], t[24], r[24];
+	fmt_bytes(d, sizeof(d), board.sum_done);
+	fmt_bytes(t, sizeof(t), board.sum_total);
+	fmt_bytes(r, sizeof(r), (uint64_t)rate);
+	uint64_t left = board.sum_total > board.sum_done ? board.sum_total - board.sum_done : 0;
+	fprintf(stderr, "  total  %s/%s  %s/s  ETA %.0f s\033[K\n", d, t, r,
+	        rate > 0 ? (double)left / rate : 0.0);
+	lines++;
+	board.drawn = lines;
+	board.last_draw = now_ns();
+}
+
+static void board_update(const struct event *e)
+{
+	const char *step = e->step ? e->step : "";
+	const char *item = e->item ? e->item : "";
+	int i;
+	for (i = 0; i < board.n; i++)
+		if (strcmp(board.bars[i].step, step) == 0 && strcmp(board.bars[i].item, item) == 0)
+			break;
+	if (i == board.n) {
+		if (board.n == 0 && board.drawn == 0) {
+			board.t0 = now_ns();
+			board.sum_done = board.sum_total = 0;
+		}
+		if (board.n == BOARD_MAX)
+			return;
+		struct bar *b = &board.bars[board.n++];
+		memset(b, 0, sizeof(*b));
+		snprintf(b->step, sizeof(b->step), "%s", step);
+		snprintf(b->item, sizeof(b->item), "%s", item);
+		board.sum_total += e->total;
+	}
+	struct bar *b = &board.bars[i];
+	if (e->done > b->done)
+		board.sum_done += e->done - b->done;
+	b->done = e->done;
+	int finished = e->total && e->done >= e->total;
+	if (finished) {
+		board.bars[i] = board.bars[--board.n];
+	}
+	if (board.n == 0) {
+		board_clear();
+		return;
+	}
+	if (finished || now_ns() - board.last_draw > 100000000ull)
+		board_draw();
+}
+
 static void emit_text(struct ctx *c, const struct event *e)
 {
+	if (e->kind != EV_PROGRESS)
+		board_clear();
 	int color = c->flags & CTX_COLOR;
 	int quiet = c->flags & CTX_QUIET;
 	static uint64_t last_beat;
@@ -189,13 +302,11 @@ static void emit_text(struct ctx *c, const struct event *e)
 		if (quiet)
 			return;
 		uint64_t t = now_ns();
-		if (c->flags & CTX_TTY) {
-			double pct = e->total ? 100.0 * (double)e->done / (double)e->total : 0;
-			fprintf(stderr, "\r%s %s %.1f%% (%llu/%llu)\033[K", e->step ? e->step : "",
-			        e->item ? e->item : "", pct, (unsigned long long)e->done,
-			        (unsigned long long)e->total);
-			if (e->done >= e->total)
-				fputc('\n', stderr);
+		static int err_tty = -1;
+		if (err_tty < 0)
+			err_tty = isatty(STDERR_FILENO);
+		if ((c->flags & CTX_TTY) && err_tty) {
+			board_update(e);
 		} else if (t - last_beat > 3000000000ull || e->done == e->total) {
 			char key[256];
 			snprintf(key, sizeof(key), "%s/%s/%llu", e->step ? e->step : "",
@@ -219,20 +330,26 @@ static void emit_text(struct ctx *c, const struct event *e)
 	fflush(stdout);
 }
 
+/* Downloads report from their own thread: one event is drawn at a time. */
+static pthread_mutex_t emit_mu = PTHREAD_MUTEX_INITIALIZER;
+
 void ev_emit(struct ctx *c, const struct event *e)
 {
+	pthread_mutex_lock(&emit_mu);
 	if (c == NULL)
 		c = g_ctx_for_log;
 	if (c == NULL) {
 		if (e->msg)
 			fprintf(stderr, "tfprov: %s\n", e->msg);
-		return;
+		goto out;
 	}
 	g_ctx_for_log = c;
 	if (c->flags & CTX_JSON)
 		emit_json(e);
 	else
 		emit_text(c, e);
+out:
+	pthread_mutex_unlock(&emit_mu);
 }
 
 void ev_log(struct ctx *c, enum ev_level lvl, const char *fmt, ...)
