@@ -1031,6 +1031,8 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 	memset(res, 0, sizeof(*res));
 	*errmsg = NULL;
 	w.label = strrchr(archive, '/') ? strrchr(archive, '/') + 1 : archive;
+	if (follow && follow->label)
+		w.label = follow->label;
 	if (follow) {
 		w.archive_size = follow->size;
 	} else if (stat(archive, &st) < 0) {

@@ -58,6 +58,7 @@ struct unpack_follow {
 	const int *restarts;   /* changes when the file is cut to start over */
 	const int *done;       /* set once the writer has finished (ok or not) */
 	int64_t size;          /* the expected size, -1 if unknown */
+	const char *label;     /* name in progress events and messages, or NULL */
 };
 
 /*

@@ -324,7 +324,7 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 		}
 		char *part_file = cache_part_path(c->cache_dir, s->v[i].sha256);
 		struct unpack_follow f = {&job.items[i].stream_bytes, &job.items[i].stream_restarts,
-		                          &job.done, s->v[i].size};
+		                          &job.done, s->v[i].size, s->v[i].name};
 		char *err = NULL;
 		if (i > 0 && ensure_stage(stage, parts, st) != 0)
 			break;
