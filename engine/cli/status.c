@@ -36,20 +36,26 @@ int cmd_status(struct ctx *c, struct opts *o)
 		ev_log(c, EV_INFO, "stack %s: generation %lld of %lld, applied %s, from %s",
 		       sqlite3_column_text(s, 1), (long long)sqlite3_column_int64(s, 2),
 		       (long long)sqlite3_column_int64(s, 6), ts, sqlite3_column_text(s, 5));
-		sqlite3_prepare_v2(c->st->db,
-		                   "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id",
-		                   -1, &r, NULL);
+		sqlite3_prepare_v2(
+		    c->st->db,
+		    "SELECT id, addr, json_array_length(attrs, '$.installed') FROM resources "
+		    "WHERE stack_id = ? ORDER BY id",
+		    -1, &r, NULL);
 		sqlite3_bind_int64(r, 1, sid);
 		while (sqlite3_step(r) == SQLITE_ROW) {
 			int missing, changed;
 			int64_t rid = sqlite3_column_int64(r, 0);
-			drift_check(c, rid, &missing, &changed);
-			long long n = (long long)state_files_count(c->st, rid);
+			long long n = (long long)drift_check(c, rid, &missing, &changed);
 			if (missing || changed) {
 				drifted++;
 				ev_log(c, EV_WARN,
 				       "  %s: DRIFT: %d missing, %d changed of %lld files",
 				       sqlite3_column_text(r, 1), missing, changed, n);
+			} else if (sqlite3_column_type(r, 2) != SQLITE_NULL) {
+				/* pip's files live in the env; it records what it installed. */
+				ev_log(c, EV_INFO,
+				       "  %-8s ok, %d distributions recorded in the env",
+				       sqlite3_column_text(r, 1), sqlite3_column_int(r, 2));
 			} else {
 				ev_log(c, EV_INFO, "  %-8s ok, %lld files",
 				       sqlite3_column_text(r, 1), n);
