@@ -4,7 +4,8 @@
  *
  * Paths: `root` is the sandbox root ("/" in production). Every path of a
  * manifest (prefix, profile dir) and the state/cache dirs are resolved under
- * it; rootfd is an O_PATH|O_DIRECTORY descriptor of it for *at() calls.
+ * it; rootfd is an O_RDONLY|O_DIRECTORY descriptor of it (the placement layer's
+ * syncfs), -1 when not open.
  */
 #ifndef TFPROV_CTX_H
 #define TFPROV_CTX_H

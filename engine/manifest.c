@@ -100,14 +100,22 @@ static int want_type(struct pctx *p, const struct ynode *n, enum ynode_type t, c
 	return 0;
 }
 
-static void get_str(struct pctx *p, const struct ynode *map, const char *key, const char *what,
-                    struct mstr *out)
+/* The scalar at map[key], its position stored in *pos; NULL when absent or not a scalar. */
+static const struct ynode *get_scalar(struct pctx *p, const struct ynode *map, const char *key,
+                                      const char *what, struct pos *pos)
 {
 	struct ynode *n = ymap_get(map, key);
 	if (n == NULL)
-		return;
-	out->pos = n->pos;
-	if (!want_type(p, n, Y_SCALAR, what))
+		return NULL;
+	*pos = n->pos;
+	return want_type(p, n, Y_SCALAR, what) ? n : NULL;
+}
+
+static void get_str(struct pctx *p, const struct ynode *map, const char *key, const char *what,
+                    struct mstr *out)
+{
+	const struct ynode *n = get_scalar(p, map, key, what, &out->pos);
+	if (n == NULL)
 		return;
 	free(out->s);
 	out->s = xstrdup(n->str);
@@ -130,11 +138,8 @@ static int parse_int(const char *s, int64_t *out)
 static void get_int(struct pctx *p, const struct ynode *map, const char *key, const char *what,
                     int64_t lo, int64_t hi, struct mint *out)
 {
-	struct ynode *n = ymap_get(map, key);
+	const struct ynode *n = get_scalar(p, map, key, what, &out->pos);
 	if (n == NULL)
-		return;
-	out->pos = n->pos;
-	if (!want_type(p, n, Y_SCALAR, what))
 		return;
 	int64_t v;
 	if (n->style == YS_QUOTED || parse_int(n->str, &v) != 0) {
@@ -156,11 +161,8 @@ static void get_int(struct pctx *p, const struct ynode *map, const char *key, co
 static void get_bool(struct pctx *p, const struct ynode *map, const char *key, const char *what,
                      struct mbool *out)
 {
-	struct ynode *n = ymap_get(map, key);
+	const struct ynode *n = get_scalar(p, map, key, what, &out->pos);
 	if (n == NULL)
-		return;
-	out->pos = n->pos;
-	if (!want_type(p, n, Y_SCALAR, what))
 		return;
 	if (n->style != YS_QUOTED &&
 	    (strcmp(n->str, "true") == 0 || strcmp(n->str, "false") == 0)) {

@@ -158,14 +158,6 @@ static int owner_class(struct txn *t, const char *path)
 	return mine ? 1 : 2;
 }
 
-int place_is_foreign(struct ctx *c, const char *path)
-{
-	char *host = ctx_host_path(c, path);
-	int r = exists(host) && (c->st == NULL || state_file_owner(c->st, path) == 0);
-	free(host);
-	return r;
-}
-
 static char *sibling(struct txn *t, const char *host, const char *tag)
 {
 	const char *slash = strrchr(host, '/');
@@ -582,10 +574,14 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 	struct state *st = t->c->st;
 	int rc = 0;
 	/* One syncfs makes every staged byte and rename durable (no per-file fsync). */
-	int fd = open(t->c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		syncfs(fd);
-		close(fd);
+	if (t->c->rootfd >= 0) {
+		syncfs(t->c->rootfd);
+	} else {
+		int fd = open(t->c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0) {
+			syncfs(fd);
+			close(fd);
+		}
 	}
 	if (state_begin(st) != 0)
 		return fail(t, TF_ESTATE, "cannot begin: %s", sqlite3_errmsg(st->db));

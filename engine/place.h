@@ -79,10 +79,6 @@ void txn_abort(struct txn *t);
 /* Last error message of the txn (borrowed), or NULL. */
 const char *txn_error(const struct txn *t);
 
-/* Conflict check before any write: is `path` (root-relative) present on disk
- * and not owned by tfprov? Returns 1 for a conflict. */
-int place_is_foreign(struct ctx *c, const char *path);
-
 /* Opens (creating) the state db, takes the writer lock (c->lock_timeout) and
  * recovers interrupted runs. 0, TF_ELOCKED, TF_EINTR or TF_ESTATE (logged). */
 int place_open_state(struct ctx *c);

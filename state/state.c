@@ -294,16 +294,22 @@ void state_unlock(struct state *st)
 	}
 }
 
-int64_t state_stack_id(struct state *st, const char *name)
+/* Runs `sql` with one text parameter; the first column of the first row, or 0. */
+static int64_t query_int_text(struct state *st, const char *sql, const char *text)
 {
 	sqlite3_stmt *s = NULL;
-	int64_t id = 0;
-	sqlite3_prepare_v2(st->db, "SELECT id FROM stacks WHERE name = ?", -1, &s, NULL);
-	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+	int64_t v = 0;
+	sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+	sqlite3_bind_text(s, 1, text, -1, SQLITE_STATIC);
 	if (sqlite3_step(s) == SQLITE_ROW)
-		id = sqlite3_column_int64(s, 0);
+		v = sqlite3_column_int64(s, 0);
 	sqlite3_finalize(s);
-	return id;
+	return v;
+}
+
+int64_t state_stack_id(struct state *st, const char *name)
+{
+	return query_int_text(st, "SELECT id FROM stacks WHERE name = ?", name);
 }
 
 int64_t state_stack_ensure(struct state *st, const char *name, const char *manifest_path)
@@ -496,14 +502,7 @@ int state_file_delete(struct state *st, const char *path)
 
 int64_t state_file_owner(struct state *st, const char *path)
 {
-	sqlite3_stmt *s = NULL;
-	int64_t id = 0;
-	sqlite3_prepare_v2(st->db, "SELECT resource_id FROM files WHERE path = ?", -1, &s, NULL);
-	sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) == SQLITE_ROW)
-		id = sqlite3_column_int64(s, 0);
-	sqlite3_finalize(s);
-	return id;
+	return query_int_text(st, "SELECT resource_id FROM files WHERE path = ?", path);
 }
 
 int state_files_foreach(struct state *st, int64_t res_id, state_file_cb cb, void *arg)

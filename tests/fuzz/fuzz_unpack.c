@@ -35,6 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	close(fd);
 	struct ctx c;
 	memset(&c, 0, sizeof(c));
+	c.rootfd = -1;
 	c.flags = CTX_QUIET;
 	c.root = (char *)"/";
 	struct unpack_result res;

@@ -153,6 +153,7 @@ static void test_recovery_undoes_an_unfinished_update(void **unused)
 	char *root = tmpdir();
 	struct ctx c;
 	memset(&c, 0, sizeof(c));
+	c.rootfd = -1;
 	c.root = root;
 	c.state_dir = path_join(root, "var/lib/tfprov");
 	char *err = NULL;
