@@ -193,6 +193,16 @@ static int claim_path(struct txn *t, const char *path, const char *host)
 	return mkdirs_journaled(t, path);
 }
 
+int txn_will_create(struct txn *t, const char *path)
+{
+	char *host = ctx_host_path(t->c, path);
+	int rc = claim_path(t, path, host);
+	if (rc == 0 && !exists(host) && journal_add(t, "tree", path, NULL, NULL) == 0)
+		rc = fail(t, TF_ESTATE, "cannot write the journal");
+	free(host);
+	return rc;
+}
+
 int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, unsigned mode)
 {
 	char *host = ctx_host_path(t->c, path);

@@ -65,6 +65,13 @@ int txn_stage_dir(struct txn *t, const char *near_path, char **host_out);
 int txn_remove(struct txn *t, const char *path);
 /* Removes every file recorded for this resource (destroy / replace). */
 int txn_remove_all(struct txn *t);
+/*
+ * Announces that `path`, absent now, will be built in place by something else
+ * (python -m venv writes its own path into the env, so it cannot be staged
+ * and renamed): journaled, so a kill before the commit removes it. A path that
+ * exists must be this resource's (an update), else it is a conflict.
+ */
+int txn_will_create(struct txn *t, const char *path);
 /* Records a tree something else built in place (a conda swap, a venv). */
 int txn_record_tree(struct txn *t, const char *path, const struct place_entry *entries, size_t n);
 /* Forgets every record of this resource at commit (the files are rebuilt). */

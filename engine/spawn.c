@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -176,12 +177,17 @@ static void capture(struct strbuf *sb, int *truncated, size_t max, const char *d
 }
 
 static void child_exec(const char *prog, const struct spawn_opts *o, char *const *envp, int in_fd,
-                       int out_fd, int err_fd, int report_fd)
+                       int out_fd, int err_fd, int report_fd, pid_t parent)
 {
 	int e;
 	sigset_t none;
 	/* Own process group: a terminal ^C reaches tfprov only. */
 	setpgid(0, 0);
+	/* A killed tfprov takes its child along: recovery must not race a child
+	 * that goes on writing into what it undoes. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(127);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGINT, SIG_DFL);
@@ -246,6 +252,7 @@ int spawn_run(const struct spawn_opts *o, struct spawn_result *r)
 		rc = TF_EFAIL;
 		goto out;
 	}
+	pid_t self = getpid();
 	pid = fork();
 	if (pid < 0) {
 		r->errmsg = xasprintf("fork: %s", strerror(errno));
@@ -255,7 +262,7 @@ int spawn_run(const struct spawn_opts *o, struct spawn_result *r)
 	if (pid == 0) {
 		int cout = capture_out ? out_pipe[1] : -1;
 		int cerr = capture_out ? (err_pipe[1] >= 0 ? err_pipe[1] : out_pipe[1]) : -1;
-		child_exec(prog, o, envp, in_fd, cout, cerr, rep_pipe[1]);
+		child_exec(prog, o, envp, in_fd, cout, cerr, rep_pipe[1], self);
 	}
 	/* Also from the parent, so that no signal can race the child's setpgid. */
 	setpgid(pid, pid);

@@ -278,9 +278,13 @@ static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 	int rc;
 	/* The old records go; the rebuilt env is recorded afresh. */
 	rc = txn_forget_all(t);
-	if (rc == 0)
-		rc = m->python.manager == PYENV_CONDA ? conda_apply(c, m, s, t, prefix)
-		                                      : venv_apply(c, m, s, prefix);
+	if (rc == 0 && m->python.manager == PYENV_CONDA) {
+		rc = conda_apply(c, m, s, t, prefix);
+	} else if (rc == 0) {
+		rc = txn_will_create(t, prefix);
+		if (rc == 0)
+			rc = venv_apply(c, m, s, prefix);
+	}
 	if (rc == 0 && m->python.manager == PYENV_VENV)
 		rc = venv_hook(c, m, s, prefix);
 	if (rc == 0)
