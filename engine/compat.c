@@ -1,5 +1,5 @@
 /*
- * compat.c - loads the compatibility knowledge base (manifests/compat.yaml)
+ * compat.c - loads the compatibility knowledge base (data/compat.yaml)
  * into C structs and answers the queries other steps need (tested TF build,
  * driver minimums, kernels per compute capability, sonames).
  *
@@ -36,8 +36,8 @@ struct loader {
 
 const char *compat_default_path(void)
 {
-	static const char src[] = TFPROV_SRCDIR "/manifests/compat.yaml";
-	static const char data[] = TFPROV_DATADIR "/manifests/compat.yaml";
+	static const char src[] = TFPROV_SRCDIR "/data/compat.yaml";
+	static const char data[] = TFPROV_DATADIR "/data/compat.yaml";
 	const char *env = getenv("TFPROV_COMPAT");
 
 	if (env != NULL && *env != '\0')
@@ -700,7 +700,7 @@ int compat_load(const char *path, struct compat **out, struct diags *d)
 	err = read_file_at(AT_FDCWD, path, COMPAT_MAX_BYTES, &buf, &len);
 	if (err != 0) {
 		diags_add(d, DIAG_ERROR, path, (struct pos){0, 0}, "compat.kb-unreadable",
-		          "set TFPROV_COMPAT to the knowledge base (manifests/compat.yaml)",
+		          "set TFPROV_COMPAT to the knowledge base (data/compat.yaml)",
 		          "cannot read the compatibility knowledge base: %s", strerror(-err));
 		rc = TF_EIO;
 		goto out;

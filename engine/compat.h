@@ -1,5 +1,5 @@
 /*
- * compat.h - the compatibility knowledge base (manifests/compat.yaml) and the
+ * compat.h - the compatibility knowledge base (data/compat.yaml) and the
  * lints `tfprov validate` draws from it.
  *
  * The knowledge base is data: TF tested builds, CUDA driver minimums,
@@ -153,7 +153,7 @@ struct compat {
 
 /*
  * The knowledge base to use: $TFPROV_COMPAT if set, else the source tree's
- * manifests/compat.yaml when it exists (running from a build tree), else the
+ * data/compat.yaml when it exists (running from a build tree), else the
  * installed TFPROV_DATADIR copy. Returns a static or environment string.
  */
 const char *compat_default_path(void);

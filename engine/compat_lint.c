@@ -64,7 +64,7 @@ static void lint_tf(struct lint *L)
 		return;
 	diags_add(L->d, DIAG_WARNING, L->file, L->tf->pos, "compat.tf-unknown",
 	          "add its tested build row (tensorflow.org/install/source) to "
-	          "manifests/compat.yaml, with its source",
+	          "data/compat.yaml, with its source",
 	          "TensorFlow %s is not in the knowledge base (it knows %s %s to %s); CUDA, cuDNN, "
 	          "Python and GPU checks are skipped",
 	          series(L->tf->s, s),
@@ -153,7 +153,7 @@ static int cuda_known(struct lint *L)
 		return -1;
 	}
 	diags_add(L->d, DIAG_WARNING, L->file, L->cuda->pos, "compat.cuda-unknown",
-	          "add the toolkit's row (CUDA release notes) to manifests/compat.yaml",
+	          "add the toolkit's row (CUDA release notes) to data/compat.yaml",
 	          "CUDA %s is not in the knowledge base; its driver minimum is not checked", c);
 	return 0;
 }

@@ -20,7 +20,7 @@ from lib_provision import (SIDE_FILES, Mirror, db_rows, missing_recorded, no_stu
 
 OLD_DRIVER = "470.57.02"
 CUDA = "12.3.2"
-CUDA_MIN = "545.23.08"  # CUDA 12.3 GA's Linux minimum (manifests/compat.yaml)
+CUDA_MIN = "545.23.08"  # CUDA 12.3 GA's Linux minimum (data/compat.yaml)
 
 
 @pytest.fixture(scope="module")

@@ -101,7 +101,7 @@ def test_broken_knowledge_base_is_a_tool_error(tmp_path):
 def test_knowledge_base_override(tmp_path):
     # TFPROV_COMPAT wins: a copy without the Windows cut-off row is still loaded
     # from there, so the source tree's file is not what answered.
-    src = open(os.path.join(REPO, "manifests/compat.yaml")).read()
+    src = open(os.path.join(REPO, "data/compat.yaml")).read()
     kb = tmp_path / "compat.yaml"
     kb.write_text(src.replace('    last: "2.10"\n', '    last: "2.15"\n'))
     path = "%s/windows-native-tf-2.15.yaml" % GUIDE

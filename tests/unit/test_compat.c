@@ -1,5 +1,5 @@
 /*
- * test_compat.c - the knowledge base (manifests/compat.yaml) and its lints.
+ * test_compat.c - the knowledge base (data/compat.yaml) and its lints.
  *
  * Loads the real compat.yaml, checks the queries other steps rely on against
  * the facts of shared/research/compat-facts.md, then lints every manifest of
@@ -63,7 +63,7 @@ static void test_default_path(void **state)
 {
 	(void)state;
 	/* From the build tree the source copy wins over the installed one. */
-	assert_string_equal(compat_default_path(), TFPROV_SRCDIR "/manifests/compat.yaml");
+	assert_string_equal(compat_default_path(), TFPROV_SRCDIR "/data/compat.yaml");
 	setenv("TFPROV_COMPAT", "/elsewhere/compat.yaml", 1);
 	assert_string_equal(compat_default_path(), "/elsewhere/compat.yaml");
 	unsetenv("TFPROV_COMPAT");
