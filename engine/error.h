@@ -3,7 +3,7 @@
  *
  * Functions return int: 0 on success, a negative TF_E* code on failure.
  * tf_exit_code() maps an error to the process exit code documented in
- * README.md (and DESIGN.md section 5); that mapping is a public contract.
+ * README.md ("Exit codes"); that mapping is a public contract.
  */
 #ifndef TFPROV_ERROR_H
 #define TFPROV_ERROR_H

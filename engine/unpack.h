@@ -4,7 +4,7 @@
  * Decoding (the expensive part for xz) runs on its own thread and file
  * creation on the caller's, connected by a bounded queue, so the two use both
  * cores and memory stays bounded whatever the archive size
- * (research/limits.md: on two cores this is the only way to beat the shell).
+ * (measured: on two cores this is the only way to beat the shell; bench/README.md).
  *
  * Safety: an archive can only create regular files, directories, symlinks
  * and hard links strictly inside dest_dir. Anything else is refused with

@@ -1,6 +1,6 @@
 /*
  * mirror.c - `tfprov mirror build DIR MANIFEST...`: copies every artifact the
- * manifests need into DIR, for air-gapped fleets (DESIGN.md section 8).
+ * manifests need into DIR, for air-gapped fleets.
  *
  * Layout (the one fetch.c's mirror lookup reads, cache.h):
  *   DIR/sha256/<hex>   every file, by content

@@ -2,7 +2,7 @@
  * test_compat.c - the knowledge base (data/compat.yaml) and its lints.
  *
  * Loads the real compat.yaml, checks the queries other steps rely on against
- * the facts of shared/research/compat-facts.md, then lints every manifest of
+ * the facts (with their sources) in compat.yaml, then lints every manifest of
  * tests/manifests/guide/ (one mistake of the original setup guide each) and
  * asserts that exactly one compat.* diagnostic comes out, with its code,
  * severity and line:column. The clean counterpart must yield none. Runs with
