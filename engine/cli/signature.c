@@ -1,0 +1,214 @@
+/*
+ * signature.c - the signature policy applied to what validate, plan and apply
+ * read: MANIFEST.minisig beside the manifest, the side files, and the
+ * index.json of each --mirror DIR. Runs after the manifest is parsed and
+ * before anything is fetched.
+ *
+ * Side files: minisign signs one file, so a manifest's signature covers its
+ * side files through its trusted comment, which minisign authenticates with
+ * the global signature. Each side file the manifest uses must appear there as
+ * a tab-separated field `python.lock_file=sha256:HEX` or
+ * `pip.requirements_file=sha256:HEX`, the hash of the bytes tfprov parsed.
+ * `tfprov sign` writes those fields; with minisign alone, pass them with -t
+ * (manifests/SCHEMA.md). `minisign -V` verifies such a signature as it
+ * verifies any other.
+ *
+ * What is checked: with no trusted key and no requirement, nothing. With a
+ * trusted key, a signature that is present must be valid; with a requirement
+ * (--require-signature, policy.yaml), one must be present too. A failure is
+ * TF_EINTEGRITY (exit 5) naming the key id or the reason.
+ */
+#include "cache.h"
+#include "cli.h"
+#include "error.h"
+#include "event.h"
+#include "manifest.h"
+#include "trust.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The side files of m: manifest key, path as written, sha256 of the parsed bytes. */
+struct side {
+	const char *key;
+	const char *file;
+	const char *sha256;
+};
+
+static size_t side_files(const struct manifest *m, struct side out[2])
+{
+	size_t n = 0;
+	if (m->python.lock_file.set && m->python.lock_file_sha256[0])
+		out[n++] = (struct side){"python.lock_file", m->python.lock_file.s,
+		                         m->python.lock_file_sha256};
+	if (m->pip.requirements_file.set && m->pip.requirements_file_sha256[0])
+		out[n++] = (struct side){"pip.requirements_file", m->pip.requirements_file.s,
+		                         m->pip.requirements_file_sha256};
+	return n;
+}
+
+char *cli_side_fields(const struct manifest *m)
+{
+	struct side s[2];
+	struct strbuf sb = STRBUF_INIT;
+	size_t n = side_files(m, s);
+	for (size_t i = 0; i < n; i++)
+		strbuf_addf(&sb, "\t%s=sha256:%s", s[i].key, s[i].sha256);
+	return strbuf_detach(&sb);
+}
+
+/*
+ * The sha256 the trusted comment gives for `key`: 1 found (hex filled), 0
+ * absent, -1 given twice with different values or malformed.
+ */
+static int comment_field(const char *tc, const char *key, char hex[65])
+{
+	int found = 0;
+	size_t kl = strlen(key);
+	for (const char *f = tc; f && *f; f = strchr(f, '\t') ? strchr(f, '\t') + 1 : NULL) {
+		size_t fl = strcspn(f, "\t");
+		if (fl <= kl || strncmp(f, key, kl) != 0 || f[kl] != '=')
+			continue;
+		const char *v = f + kl + 1;
+		char got[65];
+		if (fl - kl - 1 != 7 + 64 || strncmp(v, "sha256:", 7) != 0)
+			return -1;
+		memcpy(got, v + 7, 64);
+		got[64] = '\0';
+		if (!is_hex64(got) || (found && strcmp(got, hex) != 0))
+			return -1;
+		memcpy(hex, got, 65);
+		found = 1;
+	}
+	return found;
+}
+
+/* Every side file of m must be named in the trusted comment with its hash. */
+static int check_sides(struct ctx *c, const struct manifest *m, const char *sig_name,
+                       const char *tc)
+{
+	struct side s[2];
+	size_t n = side_files(m, s);
+	for (size_t i = 0; i < n; i++) {
+		char hex[65] = "";
+		int r = comment_field(tc, s[i].key, hex);
+		if (r < 0) {
+			ev_log(c, EV_ERROR, "%s: the trusted comment's %s field is malformed",
+			       sig_name, s[i].key);
+			return TF_EINTEGRITY;
+		}
+		if (r == 0) {
+			ev_log(
+			    c, EV_ERROR,
+			    "%s: the signature does not cover %s (%s): its trusted comment has no "
+			    "%s=sha256:... field (sign with `tfprov sign`, see "
+			    "manifests/SCHEMA.md)",
+			    sig_name, s[i].key, s[i].file, s[i].key);
+			return TF_EINTEGRITY;
+		}
+		if (strcmp(hex, s[i].sha256) != 0) {
+			ev_log(c, EV_ERROR,
+			       "%s (%s) is not the file that was signed: sha256 %s, signed %s",
+			       s[i].key, s[i].file, s[i].sha256, hex);
+			return TF_EINTEGRITY;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Checks FILE (dirfd-relative) against FILE.minisig. `required`: a missing
+ * signature is an error. 0, TF_EINTEGRITY or TF_EFAIL; *sig filled on success
+ * when a signature was checked (sig->trusted_comment != NULL).
+ */
+static int check_file(struct ctx *c, const struct trust *t, const char *path, const void *data,
+                      size_t len, struct ms_sig *sig)
+{
+	char *sig_name = xasprintf("%s.minisig", path), *text = NULL, *why = NULL;
+	size_t siglen, signer;
+	char id[MS_KEYID_SIZE];
+	int rc = 0;
+	int r = read_file_at(AT_FDCWD, sig_name, MS_FILE_MAX, &text, &siglen);
+	if (r == -ENOENT && !t->require) {
+		ev_log(c, EV_DEBUG, "%s: not signed (no %s)", path, sig_name);
+		goto out;
+	}
+	if (r != 0) {
+		ev_log(c, EV_ERROR, "%s is not signed: cannot read %s: %s; %s requires a signature",
+		       path, sig_name, strerror(-r), t->require_src);
+		rc = TF_EINTEGRITY;
+		goto out;
+	}
+	rc = trust_verify(t, data, len, sig_name, text, siglen, sig, &signer, &why);
+	if (rc != 0) {
+		ev_log(c, EV_ERROR, "%s", why);
+		goto out;
+	}
+	ms_keyid(sig->keynum, id);
+	ev_log(c, EV_INFO, "%s: signed by trusted key %s (%s)", path, id, t->src[signer]);
+out:
+	free(why);
+	free(text);
+	free(sig_name);
+	return rc;
+}
+
+/* DIR/index.json of a local mirror against DIR/index.json.minisig. */
+static int check_mirror(struct ctx *c, const struct trust *t, const char *mirror)
+{
+	char *dir = url_local_path(mirror);
+	char *path = NULL, *text = NULL;
+	size_t len;
+	struct ms_sig sig = {0};
+	int rc = 0;
+	if (dir == NULL) {
+		ev_log(c, EV_DEBUG, "mirror %s: a URL mirror; its index.json is not checked",
+		       mirror);
+		goto out;
+	}
+	path = path_join(dir, "index.json");
+	int r = read_file_at(AT_FDCWD, path, 64u << 20, &text, &len);
+	if (r != 0 && (r != -ENOENT || t->require)) {
+		ev_log(c, EV_ERROR, "mirror %s: cannot read %s: %s", mirror, path, strerror(-r));
+		rc = TF_EINTEGRITY;
+		goto out;
+	}
+	if (r == 0)
+		rc = check_file(c, t, path, text, len, &sig);
+out:
+	ms_sig_release(&sig);
+	free(text);
+	free(path);
+	free(dir);
+	return rc;
+}
+
+int cli_check_signature(struct ctx *c, const struct manifest *m, int check_mirrors)
+{
+	struct trust t;
+	struct ms_sig sig = {0};
+	int rc = trust_load(c, &t);
+	if (rc != 0 || (t.n == 0 && !t.require))
+		goto out;
+	if (t.n == 0) {
+		char *dir = ctx_host_path(c, "/etc/tfprov/trusted-keys.d");
+		ev_log(c, EV_ERROR,
+		       "%s: %s requires a signature but no key is trusted: give --trusted-key "
+		       "FILE or put KEY.pub in %s",
+		       m->path, t.require_src, dir);
+		free(dir);
+		rc = TF_EINTEGRITY;
+		goto out;
+	}
+	rc = check_file(c, &t, m->path, m->text, m->textlen, &sig);
+	if (rc == 0 && sig.trusted_comment)
+		rc = check_sides(c, m, m->path, sig.trusted_comment);
+	for (size_t i = 0; rc == 0 && check_mirrors && i < c->mirrors.n; i++)
+		rc = check_mirror(c, &t, c->mirrors.v[i]);
+out:
+	ms_sig_release(&sig);
+	trust_release(&t);
+	return rc;
+}
