@@ -314,3 +314,35 @@ def test_mirror_index_signed_by_build_and_checked_by_mirror(origin, tfprov, keys
     tfprov.run("--offline", "mirror", "build", d, origin["manifest"], "--key", sec, check=0)
     fresh.run(*mirror, "--trusted-key", pub, "apply", "-y", origin["manifest"], check=0)
     assert os.path.exists(fresh.path("/opt/tfprov/cuda/12.3.2/lib/libcudart.so.12"))
+
+
+def test_url_mirror_index_checked_before_any_artifact(origin, tfprov, keys, tmp_path):
+    pub, sec = keys["a"]
+    d = tmp_path / "bundle"
+    tfprov.run("mirror", "build", d, origin["manifest"], "--key", sec, check=0)
+    origin["srv"].stop()
+    fresh = Tfprov(tmp_path / "fresh")
+    os.makedirs(fresh.root)
+    with HttpServer(root=str(d)) as srv:
+        url = srv.url("/")
+        r = fresh.run("--mirror", url, "--no-gpu", "--trusted-key", pub, "plan",
+                      origin["manifest"], check=0)
+        assert "index.json: signed by trusted key %s" % key_id(pub) in r.stdout
+
+        orig = flip_byte(d / "index.json", "cudnn", "C")
+        srv.requests.clear()
+        r = fresh.run("--mirror", url, "--no-gpu", "--trusted-key", pub, "apply", "-y",
+                      origin["manifest"], check=5)
+        assert "signature by key %s" % key_id(pub) in r.stderr
+        assert sorted(q[1] for q in srv.requests) == ["/index.json", "/index.json.minisig"]
+        assert not os.path.exists(fresh.path("/opt/tfprov"))
+
+        # A mirror without a signature: fine unless signatures are required.
+        (d / "index.json").write_bytes(orig)
+        os.unlink(d / "index.json.minisig")
+        fresh.run("--mirror", url, "--no-gpu", "--trusted-key", pub, "plan",
+                  origin["manifest"], check=0)
+        minisign("-S", "-s", sec, "-m", origin["manifest"])
+        r = fresh.run("--mirror", url, "--no-gpu", "--trusted-key", pub,
+                      "--require-signature", "plan", origin["manifest"], check=5)
+        assert "index.json.minisig: HTTP 404" in r.stderr
