@@ -190,11 +190,14 @@ int trust_verify(const struct trust *t, const void *msg, size_t len, const char 
 {
 	const char *reason = NULL;
 	char id[MS_KEYID_SIZE];
+	*why = NULL;
 	if (ms_sig_parse(sigtext, siglen, sig, &reason) != 0) {
 		*why = xasprintf("%s is not a minisign signature: %s", sig_name, reason);
 		return TF_EINTEGRITY;
 	}
 	ms_keyid(sig->keynum, id);
+	/* Every trusted key with the signature's key id is tried (ids are not unique). */
+	size_t tried = 0;
 	for (size_t i = 0; i < t->n; i++) {
 		if (memcmp(t->keys[i].keynum, sig->keynum, MS_KEYNUM_BYTES) != 0)
 			continue;
@@ -202,15 +205,17 @@ int trust_verify(const struct trust *t, const void *msg, size_t len, const char 
 			*signer = i;
 			return 0;
 		}
+		free(*why);
 		*why = xasprintf("%s: signature by key %s (%s) is not valid: %s", sig_name, id,
 		                 t->src[i], reason);
-		ms_sig_release(sig);
-		return TF_EINTEGRITY;
+		tried++;
 	}
-	char *keys = trust_describe(t);
-	*why = xasprintf("%s: signed by key %s, which is not trusted (trusted: %s)", sig_name, id,
-	                 t->n ? keys : "none");
-	free(keys);
+	if (tried == 0) {
+		char *keys = trust_describe(t);
+		*why = xasprintf("%s: signed by key %s, which is not trusted (trusted: %s)",
+		                 sig_name, id, t->n ? keys : "none");
+		free(keys);
+	}
 	ms_sig_release(sig);
 	return TF_EINTEGRITY;
 }

@@ -346,3 +346,19 @@ def test_url_mirror_index_checked_before_any_artifact(origin, tfprov, keys, tmp_
         r = fresh.run("--mirror", url, "--no-gpu", "--trusted-key", pub,
                       "--require-signature", "plan", origin["manifest"], check=5)
         assert "index.json.minisig: HTTP 404" in r.stderr
+
+
+def test_key_ids_are_not_unique(tfprov, keys, tmp_path):
+    """A trusted key that shares the signer's key id but not its public key does not
+    hide the real one, and alone it is refused as an invalid signature."""
+    m = tmp_path / "stack.yaml"
+    shutil.copy(SHIPPED, m)
+    minisign("-S", "-s", keys["a"][1], "-m", m)
+    a = base64.b64decode(keys["a"][0].read_text().splitlines()[1])
+    b = base64.b64decode(keys["b"][0].read_text().splitlines()[1])
+    twin = tmp_path / "twin.pub"
+    twin.write_text("untrusted comment: same id, other key\n%s\n" %
+                    base64.b64encode(a[:10] + b[10:]).decode())
+    validate(tfprov, m, "--trusted-key", twin, "--trusted-key", keys["a"][0], check=0)
+    r = validate(tfprov, m, "--trusted-key", twin, check=5)
+    assert "signature by key %s (%s) is not valid" % (key_id(keys["a"][0]), twin) in r.stderr
