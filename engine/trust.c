@@ -16,9 +16,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#define POLICY_PATH "/etc/tfprov/policy.yaml"
-#define KEYS_DIR    "/etc/tfprov/trusted-keys.d"
-#define POLICY_MAX  (64u << 10)
+/* Root-relative, for openat on the root's descriptor; "/" + these in messages. */
+#define POLICY_REL   "etc/tfprov/policy.yaml"
+#define KEYS_DIR_REL "etc/tfprov/trusted-keys.d"
+#define POLICY_PATH  "/" POLICY_REL
+#define KEYS_DIR     "/" KEYS_DIR_REL
+#define POLICY_MAX   (64u << 10)
 
 static void add_key(struct trust *t, const struct ms_pubkey *pk, const char *src)
 {
@@ -62,7 +65,7 @@ static int load_key_dir(struct ctx *c, struct trust *t)
 {
 	struct strvec names = STRVEC_INIT;
 	int rc = 0;
-	int fd = openat(c->rootfd, KEYS_DIR + 1, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(c->rootfd, KEYS_DIR_REL, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT)
 		return 0;
 	if (fd < 0) {
@@ -101,7 +104,7 @@ static int load_policy(struct ctx *c, struct trust *t)
 	struct ytree_limits lim = {1000, 8};
 	int empty = 0, rc = 0;
 	const char *p = t->policy_path;
-	int r = read_file_at(c->rootfd, POLICY_PATH + 1, POLICY_MAX, &text, &len);
+	int r = read_file_at(c->rootfd, POLICY_REL, POLICY_MAX, &text, &len);
 	if (r == -ENOENT)
 		return 0;
 	if (r != 0) {
