@@ -362,3 +362,78 @@ def test_key_ids_are_not_unique(tfprov, keys, tmp_path):
     validate(tfprov, m, "--trusted-key", twin, "--trusted-key", keys["a"][0], check=0)
     r = validate(tfprov, m, "--trusted-key", twin, check=5)
     assert "signature by key %s (%s) is not valid" % (key_id(keys["a"][0]), twin) in r.stderr
+
+
+def test_policy_that_cannot_be_read_is_an_error(tfprov, keys, tmp_path):
+    m = tmp_path / "stack.yaml"
+    shutil.copy(SHIPPED, m)
+    etc = tmp_path / "root" / "etc" / "tfprov"
+    etc.mkdir(parents=True)
+    (etc / "trusted-keys.d").write_text("a file, not a directory\n")
+    r = validate(tfprov, m, check=1)
+    assert "trusted-keys.d: Not a directory" in r.stderr
+    (etc / "trusted-keys.d").unlink()
+    for text, want in (("require_signature: [true\n", "policy.yaml:2:1: did not find expected"),
+                       ("- require_signature\n", "policy.yaml:1:1: the policy must be a mapping"),
+                       ("require_signature: 'true'\n", "must be true or false")):
+        (etc / "policy.yaml").write_text(text)
+        r = validate(tfprov, m, check=1)
+        assert want in r.stderr, (text, r.stderr)
+    (etc / "policy.yaml").unlink()
+    (etc / "policy.yaml").mkdir()
+    r = validate(tfprov, m, check=1)
+    assert "policy.yaml: Is a directory" in r.stderr
+
+
+def test_signature_that_cannot_be_read_or_has_a_bad_field(tfprov, keys, split_manifest):
+    m = split_manifest
+    pub, sec = keys["a"]
+    sig = m.parent / "stack.yaml.minisig"
+    sig.mkdir()
+    r = validate(tfprov, m, "--trusted-key", pub, check=5)
+    assert "cannot read %s" % sig in r.stderr
+    sig.rmdir()
+    comment = side_comment(m).replace("python.lock_file=sha256:", "python.lock_file=sha256:zz")
+    minisign("-S", "-s", sec, "-m", m, "-t", comment)
+    r = validate(tfprov, m, "--trusted-key", pub, check=5)
+    assert "trusted comment's python.lock_file field is malformed" in r.stderr
+
+
+def test_sign_and_keygen_errors(tfprov, keys, tmp_path):
+    m = tmp_path / "stack.yaml"
+    shutil.copy(SHIPPED, m)
+    r = tfprov.run("sign", "--key", tmp_path / "nope.key", m, check=1)
+    assert "nope.key: No such file or directory" in r.stderr
+    r = tfprov.run("sign", "--key", keys["a"][0], m, check=1)  # a public key
+    assert "not the base64 of a minisign secret key" in r.stderr
+    (tmp_path / "stack.yaml.minisig").mkdir()  # the signature's name is taken
+    r = tfprov.run("sign", "--key", keys["a"][1], m, check=1)
+    assert "cannot write %s.minisig" % m in r.stderr
+    assert not [n for n in os.listdir(tmp_path) if "tfprov-tmp" in n]
+
+    tfprov.run("keygen", check=64)
+    k = tmp_path / "k.key"
+    k.write_text("precious\n")
+    r = tfprov.run("keygen", "--key", k, check=1)
+    assert "tfprov does not overwrite a key" in r.stderr
+    assert k.read_text() == "precious\n" and not (tmp_path / "k.pub").exists()
+
+
+def test_mirror_index_errors(origin, tfprov, keys, tmp_path):
+    pub, sec = keys["a"]
+    d = tmp_path / "bundle"
+    r = tfprov.run("mirror", "build", d, origin["manifest"], "--key", tmp_path / "nope.key",
+                   check=1)
+    assert "nope.key" in r.stderr and not d.exists()  # refused before anything is copied
+
+    m = origin["manifest"]
+    minisign("-S", "-s", sec, "-m", m)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = tfprov.run("--mirror", empty, "--trusted-key", pub, "--require-signature", "--no-gpu",
+                   "plan", m, check=5)
+    assert "a signed index is required by --require-signature" in r.stderr
+    # A URL mirror that cannot be reached: warned about, and not used.
+    r = tfprov.run("--mirror", "http://127.0.0.1:1/", "--trusted-key", pub, "--no-gpu",
+                   "plan", m, check=0)
+    assert "index not checked" in r.stderr
