@@ -22,7 +22,8 @@ enum ctx_flags {
 	CTX_OFFLINE = 1 << 4,
 	CTX_YES = 1 << 5,
 	CTX_TTY = 1 << 6,
-	CTX_NO_GPU = 1 << 7, /* --no-gpu: provisioning without a GPU allowed */
+	CTX_NO_GPU = 1 << 7,      /* --no-gpu: provisioning without a GPU allowed */
+	CTX_REQUIRE_SIG = 1 << 8, /* --require-signature (trust.h) */
 };
 
 struct ctx {
@@ -33,6 +34,7 @@ struct ctx {
 	char *cache_dir; /* absolute host path */
 	char *ca_bundle; /* NULL: system default */
 	struct strvec mirrors;
+	struct strvec trusted_keys; /* --trusted-key files (trust.h) */
 	int jobs;
 	double lock_timeout; /* seconds */
 	struct state *st;    /* open state db, or NULL */

@@ -36,7 +36,9 @@ static const struct cmd commands[] = {
     {"doctor", cmd_doctor, CMD_STATE, "doctor [MANIFEST]      diagnose common problems"},
     {"lock", cmd_lock, CMD_MANIFEST, "lock MANIFEST [-o OUT] resolve pins into a full lockfile"},
     {"mirror", cmd_mirror, CMD_STATE,
-     "mirror build DIR MANIFEST...  copy artifacts for offline use"},
+     "mirror build DIR MANIFEST... [--key K]  copy artifacts for offline use"},
+    {"sign", cmd_sign, CMD_MANIFEST, "sign --key KEY MANIFEST...  write MANIFEST.minisig"},
+    {"keygen", cmd_keygen, 0, "keygen --key KEY       write a minisign key pair KEY, KEY.pub"},
 };
 
 static void usage(FILE *f)
@@ -60,6 +62,8 @@ static void usage(FILE *f)
 	    "  --lock-timeout SEC   wait this long for another run (default 0)\n"
 	    "  --no-gpu             allow provisioning without a GPU (checks reported as skipped)\n"
 	    "  --detailed-exitcode  plan: exit 2 when there are changes\n"
+	    "  --trusted-key FILE   trust this minisign public key (repeatable)\n"
+	    "  --require-signature  refuse a manifest without a trusted signature\n"
 	    "\nexit codes: 0 ok, 1 error, 2 changes pending, 3 manifest invalid, 4 locked,\n"
 	    "  5 integrity failure, 6 precondition failed, 7 reboot required,\n"
 	    "  8 verify/benchmark failed, 64 usage, 130 interrupted\n");
@@ -97,6 +101,9 @@ enum {
 	OPT_HISTORY,
 	OPT_NO_GPU,
 	OPT_GENERATION,
+	OPT_KEY,
+	OPT_TRUSTED_KEY,
+	OPT_REQUIRE_SIG,
 };
 
 int main(int argc, char **argv)
@@ -122,6 +129,9 @@ int main(int argc, char **argv)
 	    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
 	    {"generation", required_argument, NULL, OPT_GENERATION},
 	    {"output", required_argument, NULL, 'o'},
+	    {"key", required_argument, NULL, OPT_KEY},
+	    {"trusted-key", required_argument, NULL, OPT_TRUSTED_KEY},
+	    {"require-signature", no_argument, NULL, OPT_REQUIRE_SIG},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -214,6 +224,15 @@ int main(int argc, char **argv)
 			break;
 		case 'o':
 			o.out = optarg;
+			break;
+		case OPT_KEY:
+			o.key = optarg;
+			break;
+		case OPT_TRUSTED_KEY:
+			strvec_push(&c.trusted_keys, optarg);
+			break;
+		case OPT_REQUIRE_SIG:
+			c.flags |= CTX_REQUIRE_SIG;
 			break;
 		case 'h':
 			usage(stdout);
@@ -321,6 +340,7 @@ out:
 	free(c.cache_dir);
 	free(c.ca_bundle);
 	strvec_release(&c.mirrors);
+	strvec_release(&c.trusted_keys);
 	strvec_release(&o.args);
 	return ex;
 }

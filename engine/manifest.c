@@ -12,6 +12,7 @@
  *    (NUL bytes) or not UTF-8, so libyaml never sees such input.
  */
 #include "manifest.h"
+#include "digest.h"
 #include "error.h"
 #include "util.h"
 #include "yamltree.h"
@@ -823,7 +824,7 @@ static void parse_pip_into(const char *file, const char *text, struct pos base, 
  */
 static void parse_text_or_file(struct pctx *p, const struct ynode *node, struct mstr *text_out,
                                struct mstr *file, const char *what, const char *what_file,
-                               text_parse_fn fn, struct manifest *m)
+                               text_parse_fn fn, struct manifest *m, char file_sha256[65])
 {
 	if (node && want_type(p, node, Y_SCALAR, what)) {
 		*text_out = (struct mstr){xstrdup(node->str), node->pos, 1};
@@ -837,8 +838,11 @@ static void parse_text_or_file(struct pctx *p, const struct ynode *node, struct 
 	if (node)
 		err(p, file->pos, "schema.conflict", "keep one of them", "%s and %s are both given",
 		    what, what_file);
-	else if (read_side_file(p, file, &text, &len, &path) == 0)
+	else if (read_side_file(p, file, &text, &len, &path) == 0) {
+		/* What a signature of the manifest must cover (cli_check_signature). */
+		sha256_buf(text, len, file_sha256);
 		fn(path, text, (struct pos){1, 1}, 0, m, p->d);
+	}
 	free(text);
 	free(path);
 }
@@ -886,7 +890,7 @@ static void parse_python(struct pctx *p, const struct ynode *n, struct manifest 
 	}
 	struct ynode *lk = ymap_get(n, "lock");
 	parse_text_or_file(p, lk, &m->python.lock, &m->python.lock_file, "python.lock",
-	                   "python.lock_file", parse_conda_into, m);
+	                   "python.lock_file", parse_conda_into, m, m->python.lock_file_sha256);
 	if (m->python.manager == PYENV_CONDA && !lk && !m->python.lock_file.set)
 		err(p, n->pos, "schema.required",
 		    "tfprov installs conda envs from an explicit lock (conda list --explicit "
@@ -912,7 +916,8 @@ static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 	get_bool(p, n, "complete", "pip.complete", &m->pip.complete);
 	struct ynode *rq = ymap_get(n, "requirements");
 	parse_text_or_file(p, rq, &m->pip.requirements, &m->pip.requirements_file,
-	                   "pip.requirements", "pip.requirements_file", parse_pip_into, m);
+	                   "pip.requirements", "pip.requirements_file", parse_pip_into, m,
+	                   m->pip.requirements_file_sha256);
 	if (!rq && !m->pip.requirements_file.set)
 		err(p, n->pos, "schema.required", NULL,
 		    "pip needs requirements or requirements_file");
