@@ -2,11 +2,12 @@
  * test_compat.c - the knowledge base (data/compat.yaml) and its lints.
  *
  * Loads the real compat.yaml, checks the queries other steps rely on against
- * the facts of shared/research/compat-facts.md, then lints every manifest of
- * tests/manifests/guide/ (one mistake of the original setup guide each) and
- * asserts that exactly one compat.* diagnostic comes out, with its code,
- * severity and line:column. The clean counterpart must yield none. Runs with
- * the repository root as the working directory.
+ * the facts it cites, then lints every manifest of tests/manifests/guide/
+ * (one mistake each: the original setup guide's, a wrong fact's or a check's)
+ * and asserts that exactly the expected compat.* diagnostics come out, with
+ * code, severity and line:column. The clean manifests (compat-clean.yaml and
+ * tests/manifests/clean/) must yield none. Runs with the repository root as
+ * the working directory.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -126,13 +127,23 @@ static void test_driver_minimums(void **state)
 	assert_string_equal(compat_cuda_min_driver(kb, "11.1.1", 0), "455.32");
 	assert_string_equal(compat_cuda_min_driver(kb, "10.0.130", 0), "410.48");
 	assert_string_equal(compat_cuda_min_driver(kb, "10.1.243", 1), "418.96");
+	/* CUDA 13 (Linux only in the table). */
+	assert_string_equal(compat_cuda_min_driver(kb, "13.0.0", 0), "580.65.06");
+	assert_string_equal(compat_cuda_min_driver(kb, "13.0.1", 0), "580.82.07");
+	assert_string_equal(compat_cuda_min_driver(kb, "13.0.2", 0), "580.95.05");
+	assert_string_equal(compat_cuda_min_driver(kb, "13.1", 0), "590.44.01");
+	assert_null(compat_cuda_min_driver(kb, "13.0.2", 1));
 	assert_null(compat_cuda_min_driver(kb, "12.7.0", 0)); /* there is no 12.7 */
 	assert_null(compat_cuda_min_driver(kb, "9.2.148", 0));
 	/* Minor-version compatibility floors per family; none before CUDA 11. */
 	assert_string_equal(compat_cuda_compat_driver(kb, "12.3.2", 0), "525.60.13");
-	assert_string_equal(compat_cuda_compat_driver(kb, "12.3.2", 1), "528.33");
+	/* 527.41 is the 12.x family floor; 528.33 is 12.0 Update 1's own minimum. */
+	assert_string_equal(compat_cuda_compat_driver(kb, "12.3.2", 1), "527.41");
+	assert_string_equal(compat_cuda_min_driver(kb, "12.0.1", 1), "528.33");
 	assert_string_equal(compat_cuda_compat_driver(kb, "11.2.2", 0), "450.80.02");
-	assert_string_equal(compat_cuda_compat_driver(kb, "11.0.3", 1), "451.22");
+	/* CUDA 11.0 has the 11.x family's floor, not one of its own. */
+	assert_string_equal(compat_cuda_compat_driver(kb, "11.0.3", 0), "450.80.02");
+	assert_string_equal(compat_cuda_compat_driver(kb, "11.0.3", 1), "452.39");
 	assert_string_equal(compat_cuda_compat_driver(kb, "13.0", 0), "580");
 	assert_null(compat_cuda_compat_driver(kb, "13.0", 1));
 	assert_null(compat_cuda_compat_driver(kb, "10.1.243", 0));
@@ -153,15 +164,21 @@ static void test_compute_capability(void **state)
 	assert_int_equal(compat_tf_min_cc(kb, "2.15.1"), 50);
 	assert_int_equal(compat_tf_min_cc(kb, "2.18.0"), 60);
 	assert_int_equal(compat_tf_min_cc(kb, "2.21.0"), 60);
-	/* sm_80 SASS runs on 8.9 but not on 9.0, which gets compute_90 PTX. */
+	/* compute_XY is SASS and PTX for XY: sm_80 SASS runs on 8.9; 9.0 has its own SASS. */
 	assert_int_equal(compat_tf_kernels_for(kb, "2.15.1", "8.9", &row), COMPAT_KERNEL_SASS);
 	assert_non_null(row);
-	assert_int_equal(compat_tf_kernels_for(kb, "2.15.1", "9.0", NULL), COMPAT_KERNEL_PTX);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.15.1", "9.0", NULL), COMPAT_KERNEL_SASS);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.14.0", "9.0", NULL), COMPAT_KERNEL_SASS);
 	assert_int_equal(compat_tf_kernels_for(kb, "2.15.1", "12.0", NULL), COMPAT_KERNEL_PTX);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.15.1", "10.3", NULL), COMPAT_KERNEL_PTX);
 	assert_int_equal(compat_tf_kernels_for(kb, "2.15.1", "3.7", NULL), COMPAT_KERNEL_NONE);
 	assert_int_equal(compat_tf_kernels_for(kb, "2.12.0", "3.7", NULL), COMPAT_KERNEL_SASS);
-	assert_int_equal(compat_tf_kernels_for(kb, "2.12.0", "8.6", NULL), COMPAT_KERNEL_PTX);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.12.0", "8.0", NULL), COMPAT_KERNEL_SASS);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.12.0", "8.6", NULL), COMPAT_KERNEL_SASS);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.4.0", "8.9", NULL), COMPAT_KERNEL_SASS);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.13.1", "9.0", NULL), COMPAT_KERNEL_PTX);
 	assert_int_equal(compat_tf_kernels_for(kb, "2.18.0", "8.9", NULL), COMPAT_KERNEL_SASS);
+	assert_int_equal(compat_tf_kernels_for(kb, "2.18.0", "9.0", NULL), COMPAT_KERNEL_SASS);
 	assert_int_equal(compat_tf_kernels_for(kb, "2.18.0", "5.2", NULL), COMPAT_KERNEL_NONE);
 	/* TF 2.3 had no kernels for CC 5.0 (tensorflow/tensorflow#46537). */
 	assert_int_equal(compat_tf_kernels_for(kb, "2.3.1", "5.0", NULL), COMPAT_KERNEL_NONE);
@@ -406,7 +423,7 @@ static void test_hand_built_model(void **state)
 
 	compat_lint(kb, &m, &d);
 	diags_sort(&d);
-	assert_int_equal(count_prefix(&d, "compat."), 4);
+	assert_int_equal(count_prefix(&d, "compat."), 5);
 	assert_string_equal(d.v[0].code, "compat.python-unsupported");
 	assert_int_equal(d.v[0].pos.line, 5);
 	assert_int_equal(d.v[0].pos.col, 11);
@@ -414,10 +431,13 @@ static void test_hand_built_model(void **state)
 	assert_int_equal(d.v[1].pos.line, 7);
 	assert_string_equal(d.v[2].code, "compat.conda-no-such-version");
 	assert_int_equal(d.v[2].pos.line, 31);
-	assert_string_equal(d.v[3].code, "compat.pip-requirement-conflict");
-	assert_int_equal(d.v[3].pos.line, 40);
-	assert_int_equal(d.v[3].pos.col, 5);
-	assert_string_equal(d.v[3].file, "hand.yaml");
+	/* cudatoolkit=11.8 exists, but not in a CUDA 12 stack. */
+	assert_string_equal(d.v[3].code, "compat.conda-cuda-major-mismatch");
+	assert_int_equal(d.v[3].pos.line, 33);
+	assert_string_equal(d.v[4].code, "compat.pip-requirement-conflict");
+	assert_int_equal(d.v[4].pos.line, 40);
+	assert_int_equal(d.v[4].pos.col, 5);
+	assert_string_equal(d.v[4].file, "hand.yaml");
 	diags_release(&d);
 
 	/* No TF in versions: the pip pin names it. tensorflow-gpu 1.15 is no mistake. */
