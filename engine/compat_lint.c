@@ -709,10 +709,10 @@ static void disagree(struct lint *L, struct pos pos, const char *what, const cha
                      const char *key, const struct mstr *declared)
 {
 	char *hint =
-	    xasprintf("%s is what validate checks; make %s deliver the same release", key, what);
+	    xasprintf("validate judges the stack by %s; make both name the same release", key);
 
 	diags_add(L->d, DIAG_ERROR, L->file, pos, "compat.version-disagrees", hint,
-	          "%s %s disagrees with %s %s (line %d)", what, got, key, declared->s,
+	          "%s is %s, but %s says %s (line %d)", what, got, key, declared->s,
 	          declared->pos.line);
 	free(hint);
 }
@@ -812,7 +812,8 @@ static void lint_python_sources(struct lint *L)
 		const struct conda_pkg *p = &m->python.pkgs[i];
 		if (p->name != NULL && p->version != NULL && strcmp(p->name, "python") == 0 &&
 		    !agree(p->version, L->python->s))
-			disagree(L, p->pos, "the conda lock's python", p->version, key, L->python);
+			disagree(L, p->pos, "the conda lock's python package", p->version, key,
+			         L->python);
 	}
 	/* "/usr/bin/python3.9": the version in the name, when it has major.minor. */
 	if (in->set && in->s != NULL && strncmp(url_base(in->s), "python", 6) == 0) {
@@ -821,7 +822,9 @@ static void lint_python_sources(struct lint *L)
 			free(v);
 			v = NULL;
 		}
-		check_derived(L, v, in, "python.interpreter", L->python, key);
+		char *what = xasprintf("python.interpreter %s", in->s);
+		check_derived(L, v, in, what, L->python, key);
+		free(what);
 	}
 }
 
