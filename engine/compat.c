@@ -602,7 +602,7 @@ static void load_requires(struct loader *L, yaml_node_t **rows, size_t n)
 			r = &L->kb->pip_requires[L->kb->npip_requires++];
 			r->tf_spec = tf_spec;
 			r->package = name;
-			r->spec = get_spec(L, v, "a package specifier");
+			r->spec = get_spec(L, v, "a package's range");
 			r->source = source;
 		}
 	}

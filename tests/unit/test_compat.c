@@ -189,6 +189,67 @@ static void test_compute_capability(void **state)
 	assert_int_equal(compat_tf_kernels_for(kb, "1.15.5", "7.5", NULL), COMPAT_KERNEL_UNKNOWN);
 }
 
+static void test_specifiers(void **state)
+{
+	(void)state;
+	assert_true(compat_spec_allows(">=1.23.5,<2.0.0", "1.26.4"));
+	assert_false(compat_spec_allows(">=1.23.5,<2.0.0", "1.23.0"));
+	assert_false(compat_spec_allows(">=1.23.5,<2.0.0", "2.0.0"));
+	assert_true(compat_spec_allows("", "0.0.1"));
+	/* A pre-release bound sorts before its release. */
+	assert_true(compat_spec_allows("<5.0.0dev", "4.25.9"));
+	assert_false(compat_spec_allows("<5.0.0dev", "5.0.0"));
+	assert_true(compat_spec_allows(">=2.9.0rc0,<2.10.0", "2.9.0"));
+	/* ~= keeps all but the last component. */
+	assert_true(compat_spec_allows("~=0.3.1", "0.3.2"));
+	assert_false(compat_spec_allows("~=0.3.1", "0.4.0"));
+	assert_false(compat_spec_allows("~=0.3.1", "0.3.0"));
+	assert_true(compat_spec_allows("~=0.2", "0.9"));
+	assert_false(compat_spec_allows("~=0.2", "1.0"));
+	assert_false(compat_spec_allows("!=4.21.3", "4.21.3"));
+	assert_true(compat_spec_allows("==2.15.*", "2.15.1"));
+	assert_false(compat_spec_allows("==2.15.*", "2.16.0"));
+	assert_false(compat_spec_allows("!=2.15.*", "2.15.0"));
+	assert_true(compat_spec_allows(">2.15,<=2.16", "2.16"));
+	assert_false(compat_spec_allows(">2.15", "2.15.0"));
+	assert_true(compat_spec_valid(">=3.20.3,!=4.21.0,<5.0.0dev"));
+	assert_true(compat_spec_valid(""));
+	assert_false(compat_spec_valid("1.2"));       /* no operator */
+	assert_false(compat_spec_valid(">=1.2,"));    /* empty clause */
+	assert_false(compat_spec_valid(">=x"));       /* not a version */
+	assert_false(compat_spec_valid("~=1"));       /* ~= needs two components */
+	assert_false(compat_spec_valid(">=1.*"));     /* wildcards only after == or != */
+	assert_false(compat_spec_valid(">=1.2; os")); /* markers are not data here */
+}
+
+/* The pip ranges of each release, as data: the group that applies decides. */
+static void test_pip_requires(void **state)
+{
+	size_t groups = 0;
+
+	(void)state;
+	for (size_t i = 0; i < kb->npip_requires; i++) {
+		const struct compat_pip_requires *q = &kb->pip_requires[i];
+		assert_non_null(q->source);
+		if (strcmp(q->package, "numpy") == 0 && compat_spec_allows(q->tf_spec, "2.13.1"))
+			assert_false(compat_spec_allows(q->spec, "1.24.4")); /* <=1.24.3 */
+		if (strcmp(q->package, "ml-dtypes") == 0 &&
+		    compat_spec_allows(q->tf_spec, "2.15.0"))
+			assert_false(compat_spec_allows(q->spec, "0.3.2"));
+		if (strcmp(q->package, "ml-dtypes") == 0 &&
+		    compat_spec_allows(q->tf_spec, "2.15.1"))
+			assert_true(compat_spec_allows(q->spec, "0.3.2"));
+		if (strcmp(q->package, "protobuf") == 0 && compat_spec_allows(q->tf_spec, "2.9.0"))
+			assert_true(compat_spec_allows(q->spec, "3.20.1")); /* capped from 2.9.1 */
+		if (strcmp(q->package, "protobuf") == 0 && compat_spec_allows(q->tf_spec, "2.10.1"))
+			assert_false(compat_spec_allows(q->spec, "3.20.1"));
+		groups +=
+		    strcmp(q->package, "keras") == 0 && compat_spec_allows(q->tf_spec, "2.17.0");
+	}
+	assert_int_equal(groups, 1); /* keras>=3 from 2.16 */
+	assert_true(kb->npip_requires >= 60);
+}
+
 static int has(const struct strvec *sv, const char *s)
 {
 	for (size_t i = 0; i < sv->n; i++)
@@ -551,6 +612,39 @@ static void test_hand_built_model(void **state)
 	assert_true(diags_has(&d, "compat.pip-package-deprecated"));
 	assert_int_equal(d.errors, 0);
 	diags_release(&d);
+
+	/*
+	 * GPUs: Jetson Thor under its CUDA 12 number 10.1 is known (the 11.0 row);
+	 * 3.9 is newer than every Kepler but TF 2.15 has no PTX for it; 13.0 is of
+	 * no known family; a 10.0 gets compute_90 PTX.
+	 */
+	memset(&m, 0, sizeof(m));
+	m.path = "hand.yaml";
+	m.versions.tensorflow = (struct mstr){"2.15.1", {3, 15}, 1};
+	m.driver.gpus[0] = (struct mstr){"10.1", {10, 1}, 1};
+	m.driver.gpus[1] = (struct mstr){"3.9", {11, 1}, 1};
+	m.driver.gpus[2] = (struct mstr){"13.0", {12, 1}, 1};
+	m.driver.ngpus = 3;
+	compat_lint(kb, &m, &d);
+	diags_sort(&d);
+	assert_int_equal(d.n, 3);
+	assert_string_equal(d.v[0].code, "compat.gpu-ptx-jit");
+	assert_int_equal(d.v[0].pos.line, 10);
+	assert_non_null(strstr(d.v[0].msg, "(Blackwell)"));
+	assert_string_equal(d.v[1].code, "compat.gpu-no-kernels");
+	assert_int_equal(d.v[1].pos.line, 11);
+	assert_string_equal(d.v[2].code, "compat.gpu-cc-unknown");
+	assert_int_equal(d.v[2].pos.line, 12);
+	diags_release(&d);
+	/* Without a known TF build a newer family member is still named as such. */
+	m.versions.tensorflow = (struct mstr){"2.99.0", {3, 15}, 1};
+	m.driver.gpus[0] = (struct mstr){"10.7", {10, 1}, 1};
+	m.driver.ngpus = 1;
+	compat_lint(kb, &m, &d);
+	assert_true(diags_has(&d, "compat.gpu-cc-newer"));
+	assert_true(diags_has(&d, "compat.tf-unknown"));
+	assert_int_equal(d.n, 2);
+	diags_release(&d);
 }
 
 /* ---- errors in compat.yaml are diagnostics too ---- */
@@ -642,6 +736,62 @@ static void test_kb_errors(void **state)
 		}
 	}
 	diags_release(&d);
+
+	/* pip requirement groups: a bad specifier, a duplicate, a list where a map goes. */
+	assert_int_equal(
+	    load_text("schema: 1\n"
+	              "pip:\n"
+	              "  requires:\n"
+	              "    - tensorflow: \"2.15\"\n"
+	              "      source: x\n"
+	              "      packages: {numpy: \"<2\", numpy: \"<3\", wrapt: \"1.15\"}\n"
+	              "    - {tensorflow: \">=2.16\", source: x, packages: [keras]}\n",
+	              &d, &bad),
+	    TF_EFAIL);
+	assert_null(bad);
+	{
+		int spec_tf = 0, dup = 0, spec_pkg = 0, map = 0;
+		for (size_t i = 0; i < d.n; i++) {
+			const struct diag *g = &d.v[i];
+			spec_tf |= strstr(g->msg, "tensorflow must be a specifier") &&
+			           g->pos.line == 4 && g->pos.col == 19;
+			dup |= strstr(g->msg, "duplicate key 'numpy'") && g->pos.line == 6 &&
+			       g->pos.col == 31;
+			spec_pkg |=
+			    strstr(g->msg, "not '1.15'") && g->pos.line == 6 && g->pos.col == 51;
+			map |= strstr(g->msg, "'packages' must be a mapping") && g->pos.line == 7;
+		}
+		if (!spec_tf || !dup || !spec_pkg || !map) {
+			diags_print(&d, stderr, 0);
+			fail_msg("pip requires errors not positioned");
+		}
+	}
+	diags_release(&d);
+
+	/* A renamed compute capability names both numbers. */
+	assert_int_equal(load_text("schema: 1\n"
+	                           "gpus:\n"
+	                           "  compute_capabilities:\n"
+	                           "    - {cc: \"11.0\", arch: B, formerly: \"10.1\", source: x}\n"
+	                           "    - {cc: \"11.1\", arch: B, formerly: \"10\", renamed_in: "
+	                           "\"13.0\", source: x}\n",
+	                           &d, &bad),
+	                 TF_EFAIL);
+	assert_true(diags_has(&d, "compat.kb-invalid"));
+	{
+		int together = 0, form = 0;
+		for (size_t i = 0; i < d.n; i++) {
+			together |= strstr(d.v[i].msg, "formerly and renamed_in go together") &&
+			            d.v[i].pos.line == 4;
+			form |=
+			    strstr(d.v[i].msg, "formerly must read like") && d.v[i].pos.line == 5;
+		}
+		if (!together || !form) {
+			diags_print(&d, stderr, 0);
+			fail_msg("compute capability rename errors not found");
+		}
+	}
+	diags_release(&d);
 }
 
 int main(void)
@@ -650,6 +800,7 @@ int main(void)
 	    cmocka_unit_test(test_default_path),       cmocka_unit_test(test_tables_loaded),
 	    cmocka_unit_test(test_tf_builds),          cmocka_unit_test(test_driver_minimums),
 	    cmocka_unit_test(test_compute_capability), cmocka_unit_test(test_sonames),
+	    cmocka_unit_test(test_specifiers),         cmocka_unit_test(test_pip_requires),
 	    cmocka_unit_test(test_guide_manifests),    cmocka_unit_test(test_guide_dir_covered),
 	    cmocka_unit_test(test_kb_guide_table),     cmocka_unit_test(test_clean_manifests),
 	    cmocka_unit_test(test_shipped_manifests),  cmocka_unit_test(test_hand_built_model),
