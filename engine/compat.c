@@ -1023,17 +1023,39 @@ const char *compat_cuda_min_driver(const struct compat *kb, const char *cuda, in
 	return windows ? r->windows_min : r->linux_min;
 }
 
-const char *compat_cuda_compat_driver(const struct compat *kb, const char *cuda, int windows)
+static const struct compat_mvc *mvc_row(const struct compat *kb, const char *cuda)
 {
-	if (cuda == NULL)
-		return NULL;
-	for (size_t i = 0; i < kb->nmvc; i++) {
+	for (size_t i = 0; cuda != NULL && i < kb->nmvc; i++) {
 		const struct compat_mvc *r = &kb->mvc[i];
 		if (version_cmp(cuda, r->from) >= 0 &&
 		    (r->below == NULL || version_cmp(cuda, r->below) < 0))
-			return windows ? r->windows_min : r->linux_min;
+			return r;
 	}
 	return NULL;
+}
+
+int compat_cuda_in_family(const struct compat *kb, const char *cuda)
+{
+	return mvc_row(kb, cuda) != NULL;
+}
+
+const char *compat_cuda_family_floor(const struct compat *kb, const char *cuda, int windows)
+{
+	const struct compat_mvc *r = mvc_row(kb, cuda);
+
+	if (r == NULL)
+		return NULL;
+	return windows ? r->windows_min : r->linux_min;
+}
+
+const char *compat_cuda_compat_driver(const struct compat *kb, const char *cuda, int windows)
+{
+	const char *floor = compat_cuda_family_floor(kb, cuda, windows);
+	const char *own = compat_cuda_min_driver(kb, cuda, windows);
+
+	if (floor != NULL && own != NULL && version_cmp(floor, own) >= 0)
+		return NULL; /* the family floor does not reach below this toolkit's own */
+	return floor;
 }
 
 int compat_cc_parse(const char *cc)

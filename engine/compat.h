@@ -194,8 +194,17 @@ const struct compat_tf_build *compat_tf_build(const struct compat *kb, const cha
  * Windows driver); NULL when the CUDA version is unknown.
  */
 const char *compat_cuda_min_driver(const struct compat *kb, const char *cuda, int windows);
-/* The minor-version-compatibility floor for cuda's family; NULL when there is none. */
+/*
+ * The least driver that runs cuda through minor-version compatibility, below
+ * its own minimum. NULL when there is no such floor: before CUDA 11, or when
+ * the family's floor is not below the toolkit's own minimum (CUDA 11.0:
+ * 450.80.02 against 450.51.06), or the table has no value for the platform.
+ */
 const char *compat_cuda_compat_driver(const struct compat *kb, const char *cuda, int windows);
+/* The family's minor-version-compatibility floor as the table gives it; NULL if none. */
+const char *compat_cuda_family_floor(const struct compat *kb, const char *cuda, int windows);
+/* 1 when cuda is in a family of the minor_version_compat table (CUDA 11 and later). */
+int compat_cuda_in_family(const struct compat *kb, const char *cuda);
 
 /*
  * PEP 440 specifier sets as the knowledge base writes them: clauses joined by

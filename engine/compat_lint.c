@@ -115,7 +115,7 @@ static void lint_cuda(struct lint *L)
 	if (version_cmp_n(c, b->cuda, 2) == 0)
 		return;
 	/* From CUDA 11 on the libraries of one major share their sonames. */
-	if (compat_cuda_compat_driver(L->kb, c, 0) != NULL) {
+	if (compat_cuda_in_family(L->kb, c)) {
 		snprintf(hint, sizeof(hint),
 		         "%s was tested with CUDA %s; CUDA %s is the same major %ld, so TF loads "
 		         "its libraries, %s",
@@ -181,7 +181,7 @@ static void lint_driver(struct lint *L)
 	if (version_cmp(floor->s, need) >= 0)
 		return;
 	/* A family floor above the toolkit's own minimum (CUDA 11.0) offers nothing below it. */
-	if (mvc != NULL && version_cmp(mvc, need) >= 0) {
+	if (mvc == NULL && compat_cuda_family_floor(L->kb, c, L->windows_driver) != NULL) {
 		snprintf(hint, sizeof(hint),
 		         "raise driver.min_version to %s, CUDA %s's own minimum", need, c);
 		diags_add(L->d, DIAG_ERROR, L->file, floor->pos, "compat.driver-below-cuda-min",

@@ -142,9 +142,16 @@ static void test_driver_minimums(void **state)
 	assert_string_equal(compat_cuda_compat_driver(kb, "12.3.2", 1), "527.41");
 	assert_string_equal(compat_cuda_min_driver(kb, "12.0.1", 1), "528.33");
 	assert_string_equal(compat_cuda_compat_driver(kb, "11.2.2", 0), "450.80.02");
-	/* CUDA 11.0 has the 11.x family's floor, not one of its own. */
-	assert_string_equal(compat_cuda_compat_driver(kb, "11.0.3", 0), "450.80.02");
-	assert_string_equal(compat_cuda_compat_driver(kb, "11.0.3", 1), "452.39");
+	/*
+	 * CUDA 11.0 has the 11.x family's floor, not one of its own; it is above
+	 * 11.0's own minimum (450.51.06), so it runs nothing below that.
+	 */
+	assert_string_equal(compat_cuda_family_floor(kb, "11.0.3", 0), "450.80.02");
+	assert_string_equal(compat_cuda_family_floor(kb, "11.0.3", 1), "452.39");
+	assert_null(compat_cuda_compat_driver(kb, "11.0.3", 0));
+	assert_null(compat_cuda_compat_driver(kb, "11.0.3", 1));
+	assert_true(compat_cuda_in_family(kb, "11.0.3"));
+	assert_false(compat_cuda_in_family(kb, "10.2"));
 	assert_string_equal(compat_cuda_compat_driver(kb, "13.0", 0), "580");
 	assert_null(compat_cuda_compat_driver(kb, "13.0", 1));
 	assert_null(compat_cuda_compat_driver(kb, "10.1.243", 0));
