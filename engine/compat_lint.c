@@ -9,7 +9,11 @@
  *    TF 2.15 is "no kernels", not also "dropped by CUDA 12"), so that a
  *    mistake reads as one line;
  *  - a declared version is read from `versions:` first and the section's own
- *    `version:` second, and the diagnostic points at the one that was read.
+ *    `version:` second, and the diagnostic points at the one that was read;
+ *  - whatever delivers a version (a section's `version:`, a redist JSON label,
+ *    a runfile or cuDNN archive name, the conda lock's python, a venv
+ *    interpreter, the tensorflow pin) must agree with the declared one, so
+ *    that the checks above judge what will be installed.
  */
 #include "compat.h"
 #include "version.h"
