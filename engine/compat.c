@@ -940,9 +940,9 @@ static int clause_valid(const char *clause, const char *unused)
 
 int compat_spec_valid(const char *spec)
 {
-	return spec != NULL &&
-	       (*spec == '\0' || (strstr(spec, ",,") == NULL && spec[strlen(spec) - 1] != ',' &&
-	                          spec_each(spec, clause_valid, NULL)));
+	return spec != NULL && (*spec == '\0' || (strstr(spec, ",,") == NULL && *spec != ',' &&
+	                                          spec[strlen(spec) - 1] != ',' &&
+	                                          spec_each(spec, clause_valid, NULL)));
 }
 
 static int clause_allows(const char *clause, const char *v)

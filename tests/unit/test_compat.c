@@ -221,8 +221,9 @@ static void test_specifiers(void **state)
 	assert_false(compat_spec_allows(">2.15", "2.15.0"));
 	assert_true(compat_spec_valid(">=3.20.3,!=4.21.0,<5.0.0dev"));
 	assert_true(compat_spec_valid(""));
-	assert_false(compat_spec_valid("1.2"));       /* no operator */
-	assert_false(compat_spec_valid(">=1.2,"));    /* empty clause */
+	assert_false(compat_spec_valid("1.2"));    /* no operator */
+	assert_false(compat_spec_valid(">=1.2,")); /* empty clause */
+	assert_false(compat_spec_valid(",>=1.2"));
 	assert_false(compat_spec_valid(">=x"));       /* not a version */
 	assert_false(compat_spec_valid("~=1"));       /* ~= needs two components */
 	assert_false(compat_spec_valid(">=1.*"));     /* wildcards only after == or != */
