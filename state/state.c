@@ -550,3 +550,8 @@ int64_t state_files_count(struct state *st, int64_t res_id)
 	sqlite3_finalize(s);
 	return n;
 }
+
+const char *state_errmsg(struct state *st)
+{
+	return st && st->db ? sqlite3_errmsg(st->db) : "no state database";
+}
