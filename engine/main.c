@@ -260,9 +260,15 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* The real path: host paths under the root are built on it (inroot.c). */
+	char *real = realpath(c.root, NULL);
+	if (real) {
+		free(c.root);
+		c.root = real;
+	}
 	c.rootfd = open(c.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	c.state_dir = state_dir ? absolute(state_dir) : ctx_host_path(&c, "/var/lib/tfprov");
-	c.cache_dir = cache_dir ? absolute(cache_dir) : ctx_host_path(&c, "/var/cache/tfprov");
+	c.state_dir = state_dir ? absolute(state_dir) : ctx_host_dir(&c, "/var/lib/tfprov");
+	c.cache_dir = cache_dir ? absolute(cache_dir) : ctx_host_dir(&c, "/var/cache/tfprov");
 
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));

@@ -53,7 +53,7 @@ struct drift_row {
 };
 
 struct drift_part {
-	const char *root;
+	const struct ctx *c;
 	struct drift_row *rows;
 	size_t n;
 	int missing, changed;
@@ -63,7 +63,7 @@ static void *drift_part_run(void *arg)
 {
 	struct drift_part *d = arg;
 	struct dirwalk w;
-	dirwalk_init(&w, d->root);
+	dirwalk_init(&w, d->c);
 	for (size_t i = 0; i < d->n; i++) {
 		const struct drift_row *r = &d->rows[i];
 		struct stat st;
@@ -112,8 +112,7 @@ int64_t drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed)
 		n++;
 	}
 	sqlite3_finalize(s);
-	struct drift_part parts[2] = {{c->root, rows, n / 2, 0, 0},
-	                              {c->root, rows + n / 2, n - n / 2, 0, 0}};
+	struct drift_part parts[2] = {{c, rows, n / 2, 0, 0}, {c, rows + n / 2, n - n / 2, 0, 0}};
 	pthread_t th;
 	int threaded = n >= 2048 && pthread_create(&th, NULL, drift_part_run, &parts[0]) == 0;
 	if (!threaded)
