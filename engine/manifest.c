@@ -709,12 +709,13 @@ static void parse_stack(struct pctx *p, const struct ynode *n, struct manifest *
 	if (!m->stack.name.set)
 		err(p, n->pos, "schema.required", "e.g. name: stable-2.15",
 		    "stack.name is required");
-	else if (m->stack.name.s[0] == '\0' ||
+	else if (m->stack.name.s[0] == '\0' || m->stack.name.s[0] == '.' ||
 	         strspn(m->stack.name.s, "abcdefghijklmnopqrstuvwxyz0123456789._-") !=
 	             strlen(m->stack.name.s) ||
 	         strlen(m->stack.name.s) > 64)
 		err(p, m->stack.name.pos, "schema.name",
-		    "use lowercase letters, digits, '.', '_' and '-' (at most 64)",
+		    "one path component: lowercase letters, digits, '.', '_' and '-' (at most "
+		    "64), not starting with '.'",
 		    "stack name '%s' is not allowed", m->stack.name.s);
 	if (!m->stack.platform_s.set) {
 		err(p, n->pos, "schema.required", "one of: linux-x86_64 wsl2 windows-x86_64",

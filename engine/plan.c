@@ -445,6 +445,8 @@ int plan_apply(struct ctx *c, const struct manifest *m, struct plan *p)
 	if (stack_id == 0 || gen == 0)
 		return TF_ESTATE;
 	rc = execute(c, m, p, stack_id);
+	if (rc == 0 && state_stack_applied(c->st, stack_id, m->path) != 0)
+		rc = TF_ESTATE;
 	state_gen_finish(c->st, gen, rc == 0 ? "ok" : rc == TF_EINTR ? "interrupted" : "failed");
 	return rc;
 }

@@ -555,7 +555,14 @@ struct writer {
 	const char *label;
 	const struct unpack_follow *follow;
 	uint64_t budget; /* most file bytes this unpack may write (0: no limit unless pinned) */
-	int pinned;      /* the budget is the recorded unpacked_size */
+	/*
+	 * What a decoding error is: bytes that cannot be decoded are a damaged
+	 * archive (TF_EINTEGRITY, exit 5) once they are the final file; while a
+	 * download is followed they may just be incomplete (TF_EIO: the caller
+	 * unpacks the verified file instead).
+	 */
+	int corrupt;
+	int pinned; /* the budget is the recorded unpacked_size */
 };
 
 static void w_fail(struct writer *w, int err, const char *fmt, ...)
@@ -776,9 +783,9 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 		}
 		/* ERROR mid-file (truncated archive): report it and stop. */
 		if (m.kind == M_ERROR)
-			w_fail(w, TF_EIO, "%s (in '%s')", m.err, rel);
+			w_fail(w, w->corrupt, "%s (in '%s')", m.err, rel);
 		else
-			w_fail(w, TF_EIO, "archive ended inside '%s'", rel);
+			w_fail(w, w->corrupt, "archive ended inside '%s'", rel);
 		free(m.err);
 		raw_entry_free(m.e);
 		break;
@@ -819,9 +826,9 @@ static void drain_file(struct writer *w, struct queue *q)
 		buf_give(q, m.buf);
 		raw_entry_free(m.e);
 		if (m.kind == M_ERROR)
-			w_fail(w, TF_EIO, "%s", m.err);
+			w_fail(w, w->corrupt, "%s", m.err);
 		else if (m.kind == M_EOF || m.kind == M_ENTRY)
-			w_fail(w, TF_EIO, "archive ended inside an entry");
+			w_fail(w, w->corrupt, "archive ended inside an entry");
 		free(m.err);
 		if (m.kind != M_DATA)
 			return;
@@ -1079,6 +1086,7 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 	w.label = strrchr(archive, '/') ? strrchr(archive, '/') + 1 : archive;
 	if (follow && follow->label)
 		w.label = follow->label;
+	w.corrupt = follow ? TF_EIO : TF_EINTEGRITY;
 	w.budget = pinned >= 0 ? (uint64_t)pinned : 0;
 	w.pinned = pinned >= 0;
 	if (follow) {
@@ -1122,7 +1130,7 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 		if (m.kind == M_EOF)
 			break;
 		if (m.kind == M_ERROR) {
-			w_fail(&w, TF_EIO, "%s", m.err);
+			w_fail(&w, w.corrupt, "%s", m.err);
 			free(m.err);
 			break;
 		}

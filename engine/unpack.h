@@ -45,7 +45,8 @@ struct unpack_result {
  * names, device nodes, FIFOs and sockets, symlinks/hardlinks whose target
  * leaves dest, an entry that would write through a symlink. Drops set-uid,
  * set-gid and sticky bits. No fsync: the caller does one syncfs.
- * Returns 0, TF_EUNSAFE, TF_EIO (corrupt/unreadable archive, write error),
+ * Returns 0, TF_EUNSAFE, TF_EINTEGRITY (bytes that do not decode: a
+ * truncated or corrupt archive), TF_EIO (unreadable file, write error),
  * TF_ENOSPC, TF_EINTR or TF_EFAIL (dest exists) with *errmsg set.
  */
 int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
