@@ -61,6 +61,8 @@ static void usage(FILE *f)
 	    "  --ca-bundle FILE     CA certificates for HTTPS\n"
 	    "  --lock-timeout SEC   wait this long for another run (default 0)\n"
 	    "  --no-gpu             allow provisioning without a GPU (checks reported as skipped)\n"
+	    "  --allow-local-urls   fetch file:// and plain-path artifact URLs (--mirror DIR needs "
+	    "no flag)\n"
 	    "  --detailed-exitcode  plan: exit 2 when there are changes\n"
 	    "  --trusted-key FILE   trust this minisign public key (repeatable)\n"
 	    "  --require-signature  refuse a manifest without a trusted signature\n"
@@ -104,6 +106,7 @@ enum {
 	OPT_KEY,
 	OPT_TRUSTED_KEY,
 	OPT_REQUIRE_SIG,
+	OPT_ALLOW_LOCAL,
 };
 
 int main(int argc, char **argv)
@@ -128,6 +131,7 @@ int main(int argc, char **argv)
 	    {"history", no_argument, NULL, OPT_HISTORY},
 	    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
 	    {"generation", required_argument, NULL, OPT_GENERATION},
+	    {"allow-local-urls", no_argument, NULL, OPT_ALLOW_LOCAL},
 	    {"output", required_argument, NULL, 'o'},
 	    {"key", required_argument, NULL, OPT_KEY},
 	    {"trusted-key", required_argument, NULL, OPT_TRUSTED_KEY},
@@ -214,6 +218,9 @@ int main(int argc, char **argv)
 		case OPT_NO_GPU:
 			c.flags |= CTX_NO_GPU;
 			break;
+		case OPT_ALLOW_LOCAL:
+			c.flags |= CTX_ALLOW_LOCAL;
+			break;
 		case OPT_GENERATION:
 			o.generation = strtol(optarg, &end, 10);
 			if (*end || o.generation < 1) {
@@ -279,9 +286,15 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* The real path: host paths under the root are built on it (inroot.c). */
+	char *real = realpath(c.root, NULL);
+	if (real) {
+		free(c.root);
+		c.root = real;
+	}
 	c.rootfd = open(c.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	c.state_dir = state_dir ? absolute(state_dir) : ctx_host_path(&c, "/var/lib/tfprov");
-	c.cache_dir = cache_dir ? absolute(cache_dir) : ctx_host_path(&c, "/var/cache/tfprov");
+	c.state_dir = state_dir ? absolute(state_dir) : ctx_host_dir(&c, "/var/lib/tfprov");
+	c.cache_dir = cache_dir ? absolute(cache_dir) : ctx_host_dir(&c, "/var/cache/tfprov");
 
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));

@@ -47,6 +47,7 @@ struct artifact {
 	struct mstr sha256;        /* 64 lowercase hex when valid */
 	struct mint size;          /* bytes; size.set == 0 is reported as a gap */
 	struct mint strip;         /* leading path components to strip when unpacking */
+	struct mint unpacked_size; /* bytes of file data the archive unpacks to, if recorded */
 	struct mstr relative_path; /* from a redist manifest, informational */
 	struct mstr component;     /* redist component name, if resolved from one */
 };
