@@ -1040,31 +1040,37 @@ void unpack_result_release(struct unpack_result *res)
 }
 
 static int unpack_common(struct ctx *c, const char *archive, const struct unpack_follow *follow,
-                         int64_t pinned, const char *dest_dir, int strip, struct unpack_result *res,
-                         char **errmsg);
+                         int64_t pinned, int conda, const char *dest_dir, int strip,
+                         struct unpack_result *res, char **errmsg);
 
 int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
                    struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, archive, NULL, -1, dest_dir, strip, res, errmsg);
+	return unpack_common(c, archive, NULL, -1, 0, dest_dir, strip, res, errmsg);
+}
+
+int unpack_conda_package(struct ctx *c, const char *file, int is_conda, const char *dest_dir,
+                         struct unpack_result *res, char **errmsg)
+{
+	return unpack_common(c, file, NULL, -1, is_conda, dest_dir, 0, res, errmsg);
 }
 
 int unpack_archive_pinned(struct ctx *c, const char *archive, uint64_t unpacked_size,
                           const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, archive, NULL, (int64_t)unpacked_size, dest_dir, strip, res,
+	return unpack_common(c, archive, NULL, (int64_t)unpacked_size, 0, dest_dir, strip, res,
 	                     errmsg);
 }
 
 int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_follow *follow,
                           const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, part, follow, -1, dest_dir, strip, res, errmsg);
+	return unpack_common(c, part, follow, -1, 0, dest_dir, strip, res, errmsg);
 }
 
 static int unpack_common(struct ctx *c, const char *archive, const struct unpack_follow *follow,
-                         int64_t pinned, const char *dest_dir, int strip, struct unpack_result *res,
-                         char **errmsg)
+                         int64_t pinned, int conda, const char *dest_dir, int strip,
+                         struct unpack_result *res, char **errmsg)
 {
 	struct writer w = {.c = c,
 	                   .archive = archive,
@@ -1075,7 +1081,7 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 	                   .parent_fd = -1};
 	struct queue *q = NULL;
 	struct decoder d = {.archive = archive,
-	                    .conda = !follow && str_ends_with(archive, ".conda"),
+	                    .conda = !follow && (conda || str_ends_with(archive, ".conda")),
 	                    .follow = follow};
 	pthread_t th;
 	int started = 0, created = 0;
