@@ -18,7 +18,7 @@
 #include "error.h"
 #include "event.h"
 #include "manifest.h"
-#include "pyfs.h"
+#include "fs.h"
 #include "unpack.h"
 
 #include <errno.h>
@@ -169,14 +169,11 @@ static int cache_entry_matches(const char *dir, const struct conda_pkg *p)
 
 static int write_json_file(const char *path, json_t *j)
 {
-	char *tmp = xasprintf("%s.tmp", path);
-	unlink(tmp);
-	int rc = json_dump_file(j, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 ? 0 : TF_EIO;
-	if (rc == 0 && rename(tmp, path) != 0)
-		rc = TF_EIO;
-	if (rc)
-		unlink(tmp);
-	free(tmp);
+	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+	if (text == NULL)
+		return TF_EIO;
+	int rc = fs_write_atomic(path, text, strlen(text), 0644, 0) == 0 ? 0 : TF_EIO;
+	free(text);
 	return rc;
 }
 
@@ -191,7 +188,7 @@ int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p
 	*reused = 0;
 	*dir = NULL;
 
-	if (!pyfs_rel_is_safe(dist) || strchr(dist, '/') != NULL) {
+	if (!fs_rel_is_safe(dist) || strchr(dist, '/') != NULL) {
 		*errmsg = xasprintf("package name '%s' is not a plain file name", dist);
 		rc = TF_EUNSAFE;
 		goto out;
@@ -268,7 +265,7 @@ int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p
 		*errmsg = xasprintf("%s: cannot write repodata_record.json", tmp);
 		goto out;
 	}
-	pyfs_rmtree(final);
+	fs_rmtree(final);
 	if (rename(tmp, final) != 0) {
 		*errmsg = xasprintf("%s: %s", final, strerror(errno));
 		rc = TF_EIO;
@@ -280,7 +277,7 @@ done:
 	final = NULL;
 out:
 	if (tmp && rc)
-		pyfs_rmtree(tmp);
+		fs_rmtree(tmp);
 	free(tmp);
 	json_decref(idx);
 	free(dist);
@@ -530,7 +527,7 @@ static int link_entry(struct linker *L, const char *pkgdir, const struct path_en
 	struct stat st;
 	json_t *o = json_object();
 
-	if (!pyfs_rel_is_safe(e->path) || !pyfs_rel_is_safe(rel)) {
+	if (!fs_rel_is_safe(e->path) || !fs_rel_is_safe(rel)) {
 		*errmsg = xasprintf("%s: unsafe path '%s' in paths.json", pkgdir, e->path);
 		rc = TF_EUNSAFE;
 		goto out;
@@ -613,7 +610,7 @@ static int link_entry(struct linker *L, const char *pkgdir, const struct path_en
 		if (e->no_link || link(src, dst) != 0) {
 			if (!e->no_link)
 				L->copied = 1;
-			if ((err = pyfs_copy_file(src, dst, st.st_mode & 0777)) != 0)
+			if ((err = fs_copy_file(src, dst, st.st_mode & 0777)) != 0)
 				goto io;
 		}
 		if (e->sha256[0]) {
@@ -652,7 +649,7 @@ static int write_entry_point(struct linker *L, const char *spec, json_t *files, 
 {
 	char name[256], module[512], func[256];
 	if (sscanf(spec, " %255[^= ] = %511[^: ] : %255s", name, module, func) != 3 ||
-	    !pyfs_rel_is_safe(name) || strchr(name, '/') != NULL) {
+	    !fs_rel_is_safe(name) || strchr(name, '/') != NULL) {
 		*errmsg = xasprintf("invalid entry point '%s' in info/link.json", spec);
 		return TF_EINTEGRITY;
 	}
@@ -940,7 +937,7 @@ int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
 		syncfs(sfd);
 		close(sfd);
 	}
-	int e = pyfs_swap_in(stage, host);
+	int e = fs_swap_in(stage, host);
 	if (e != 0) {
 		*errmsg = xasprintf("%s: cannot move the new environment into place: %s", host,
 		                    strerror(-e));
@@ -951,7 +948,7 @@ int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
 	stage = NULL;
 out:
 	if (stage) {
-		pyfs_rmtree(stage);
+		fs_rmtree(stage);
 		free(stage);
 	}
 	if (rc) {

@@ -23,6 +23,7 @@
  *  5. Only the caller's thread emits events (the renderer is not thread-safe).
  */
 #include "unpack.h"
+#include "fs.h"
 #include "ctx.h"
 #include "digest.h"
 #include "error.h"
@@ -33,7 +34,6 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <linux/openat2.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1000,33 +1000,6 @@ static void maybe_progress(struct writer *w, struct queue *q, int force)
 	ev_progress(w->c, "unpack", w->label, done, total);
 }
 
-static int chmod_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	if (flag == FTW_D || flag == FTW_DNR)
-		chmod(p, (st->st_mode & 07777) | 0700);
-	return 0;
-}
-
-static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	if (flag == FTW_DP || flag == FTW_D)
-		return rmdir(p) < 0 ? -1 : 0;
-	return unlink(p) < 0 ? -1 : 0;
-}
-
-int remove_tree(const char *path)
-{
-	struct stat st;
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	/* Make directories writable first: an archive may have set 0555. */
-	if (S_ISDIR(st.st_mode))
-		nftw(path, chmod_cb, 32, FTW_PHYS);
-	if (nftw(path, rm_cb, 32, FTW_DEPTH | FTW_PHYS) < 0)
-		return -errno;
-	return 0;
-}
-
 void unpack_result_release(struct unpack_result *res)
 {
 	for (size_t i = 0; i < res->n; i++) {
@@ -1170,7 +1143,7 @@ out:
 	strvec_release(&w.symlinks);
 	if (w.err) {
 		if (created)
-			remove_tree(dest_dir);
+			fs_rmtree(dest_dir);
 		unpack_result_release(res);
 		*errmsg = w.errmsg;
 		return w.err;

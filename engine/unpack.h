@@ -103,7 +103,4 @@ int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_f
                           const char *dest_dir, int strip, struct unpack_result *res,
                           char **errmsg);
 
-/* Removes a tree without following symlinks. 0 or -errno. */
-int remove_tree(const char *path);
-
 #endif

@@ -8,6 +8,7 @@
  * tar.zst members, the path conda.c takes); even, the artifact path.
  */
 #include "ctx.h"
+#include "fs.h"
 #include "unpack.h"
 #include "util.h"
 
@@ -53,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		unpack_archive(&c, arch, dest, 0, &res, &err);
 	unpack_result_release(&res);
 	free(err);
-	remove_tree(dest);
+	fs_rmtree(dest);
 	unlink(arch);
 	/* Nothing may have escaped next to the destination. */
 	DIR *d = opendir(base);

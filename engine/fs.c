@@ -1,8 +1,8 @@
 /*
- * pyfs.c - tree removal, hard-link snapshots, copies and the atomic swap of
- * an environment directory. See pyfs.h.
+ * fs.c - tree removal, hard-link snapshots, copies, atomic file writes and
+ * the atomic swap of a directory. See fs.h.
  */
-#include "pyfs.h"
+#include "fs.h"
 
 #include "util.h"
 
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int rmtree_at(int parent, const char *name)
+int fs_rmtree_at(int parent, const char *name)
 {
 	struct stat st;
 	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
@@ -23,8 +23,14 @@ static int rmtree_at(int parent, const char *name)
 	if (!S_ISDIR(st.st_mode))
 		return unlinkat(parent, name, 0) == 0 || errno == ENOENT ? 0 : -errno;
 	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES &&
+	    fchmodat(parent, name, (st.st_mode & 07777) | 0700, 0) == 0)
+		fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	/* Entries of a directory without write permission cannot be unlinked. */
+	if ((st.st_mode & 0300) != 0300)
+		fchmod(fd, (st.st_mode & 07777) | 0700);
 	DIR *d = fdopendir(fd);
 	if (d == NULL) {
 		close(fd);
@@ -35,7 +41,7 @@ static int rmtree_at(int parent, const char *name)
 	while ((de = readdir(d)) != NULL) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		rc = rmtree_at(dirfd(d), de->d_name);
+		rc = fs_rmtree_at(dirfd(d), de->d_name);
 		if (rc)
 			break;
 	}
@@ -45,12 +51,12 @@ static int rmtree_at(int parent, const char *name)
 	return rc;
 }
 
-int pyfs_rmtree(const char *path)
+int fs_rmtree(const char *path)
 {
-	return rmtree_at(AT_FDCWD, path);
+	return fs_rmtree_at(AT_FDCWD, path);
 }
 
-int pyfs_copy_file(const char *src, const char *dst, mode_t mode)
+int fs_copy_file(const char *src, const char *dst, mode_t mode)
 {
 	int rc = 0;
 	int in = open(src, O_RDONLY | O_CLOEXEC);
@@ -94,7 +100,7 @@ out:
 	return rc;
 }
 
-int pyfs_link_tree(const char *src, const char *dst)
+int fs_link_tree(const char *src, const char *dst)
 {
 	struct stat st;
 	if (lstat(src, &st) != 0)
@@ -111,7 +117,7 @@ int pyfs_link_tree(const char *src, const char *dst)
 			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 				continue;
 			char *s = path_join(src, de->d_name), *t = path_join(dst, de->d_name);
-			rc = pyfs_link_tree(s, t);
+			rc = fs_link_tree(s, t);
 			free(s);
 			free(t);
 		}
@@ -129,12 +135,12 @@ int pyfs_link_tree(const char *src, const char *dst)
 	if (S_ISREG(st.st_mode)) {
 		if (link(src, dst) == 0)
 			return 0;
-		return pyfs_copy_file(src, dst, st.st_mode);
+		return fs_copy_file(src, dst, st.st_mode);
 	}
 	return 0; /* sockets, fifos: not part of an env */
 }
 
-int pyfs_rel_is_safe(const char *rel)
+int fs_rel_is_safe(const char *rel)
 {
 	if (rel == NULL || rel[0] == '\0' || rel[0] == '/')
 		return 0;
@@ -154,7 +160,7 @@ int pyfs_rel_is_safe(const char *rel)
 	return 1;
 }
 
-int pyfs_swap_in(const char *src, const char *dst)
+int fs_swap_in(const char *src, const char *dst)
 {
 	struct stat st;
 	if (lstat(dst, &st) != 0) {
@@ -167,7 +173,7 @@ int pyfs_swap_in(const char *src, const char *dst)
 			return -errno;
 		/* No RENAME_EXCHANGE on this filesystem: move aside, then in. */
 		char *aside = xasprintf("%s.tfprov-old", dst);
-		pyfs_rmtree(aside);
+		fs_rmtree(aside);
 		if (rename(dst, aside) != 0) {
 			int e = -errno;
 			free(aside);
@@ -179,10 +185,77 @@ int pyfs_swap_in(const char *src, const char *dst)
 			free(aside);
 			return e;
 		}
-		pyfs_rmtree(aside);
+		fs_rmtree(aside);
 		free(aside);
 		return 0;
 	}
 	/* src now holds the old tree. */
-	return pyfs_rmtree(src);
+	return fs_rmtree(src);
+}
+
+int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode, unsigned flags)
+{
+	char *tmp = xasprintf("%s.tfprov-tmp.%d", path, (int)getpid());
+	const char *p = data;
+	size_t off = 0;
+	int rc = 0;
+	unlink(tmp);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
+	if (fd < 0) {
+		rc = -errno;
+		free(tmp);
+		return rc;
+	}
+	while (rc == 0 && off < len) {
+		ssize_t w = write(fd, p + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			rc = -errno;
+		else
+			off += (size_t)w;
+	}
+	/* The umask may have narrowed open()'s mode. */
+	if (rc == 0 && fchmod(fd, mode & 07777) != 0)
+		rc = -errno;
+	if (rc == 0 && fsync(fd) != 0)
+		rc = -errno;
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, path,
+	                         (flags & FS_NO_REPLACE) ? RENAME_NOREPLACE : 0))
+		rc = -errno;
+	if (rc != 0)
+		unlink(tmp);
+	free(tmp);
+	return rc;
+}
+
+static int walk_dir(const char *host, size_t base, fs_walk_fn cb, void *ud)
+{
+	DIR *d = opendir(host);
+	if (d == NULL)
+		return -errno;
+	int rc = 0;
+	struct dirent *de;
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		char *p = path_join(host, de->d_name);
+		struct stat st;
+		if (lstat(p, &st) != 0)
+			rc = -errno;
+		else
+			rc = cb(ud, p + base + 1, p, &st);
+		if (rc == 0 && S_ISDIR(st.st_mode))
+			rc = walk_dir(p, base, cb, ud);
+		free(p);
+	}
+	closedir(d);
+	return rc;
+}
+
+int fs_walk(const char *root, fs_walk_fn cb, void *ud)
+{
+	return walk_dir(root, strlen(root), cb, ud);
 }
