@@ -100,44 +100,45 @@ out:
 	return rc;
 }
 
+/* Recreates the entry host (of lstat st) at t: fs_link_tree's one step. */
+static int recreate(const char *host, const char *t, const struct stat *st)
+{
+	int rc = 0;
+	if (S_ISDIR(st->st_mode)) {
+		rc = mkdir(t, st->st_mode & 07777) == 0 ? 0 : -errno;
+	} else if (S_ISLNK(st->st_mode)) {
+		char target[4096];
+		ssize_t n = readlink(host, target, sizeof(target) - 1);
+		if (n < 0) {
+			rc = -errno;
+		} else {
+			target[n] = '\0';
+			rc = symlink(target, t) == 0 ? 0 : -errno;
+		}
+	} else if (S_ISREG(st->st_mode) && link(host, t) != 0) {
+		rc = fs_copy_file(host, t, st->st_mode);
+	} /* sockets, fifos: not part of a tree tfprov copies */
+	return rc;
+}
+
+static int link_entry(void *ud, const char *rel, const char *host, const struct stat *st)
+{
+	char *t = path_join(ud, rel);
+	int rc = recreate(host, t, st);
+	free(t);
+	return rc;
+}
+
 int fs_link_tree(const char *src, const char *dst)
 {
 	struct stat st;
 	if (lstat(src, &st) != 0)
 		return -errno;
-	if (S_ISDIR(st.st_mode)) {
-		if (mkdir(dst, st.st_mode & 07777) != 0)
-			return -errno;
-		DIR *d = opendir(src);
-		if (d == NULL)
-			return -errno;
-		int rc = 0;
-		struct dirent *de;
-		while (rc == 0 && (de = readdir(d)) != NULL) {
-			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-				continue;
-			char *s = path_join(src, de->d_name), *t = path_join(dst, de->d_name);
-			rc = fs_link_tree(s, t);
-			free(s);
-			free(t);
-		}
-		closedir(d);
-		return rc;
-	}
-	if (S_ISLNK(st.st_mode)) {
-		char target[4096];
-		ssize_t n = readlink(src, target, sizeof(target) - 1);
-		if (n < 0)
-			return -errno;
-		target[n] = '\0';
-		return symlink(target, dst) == 0 ? 0 : -errno;
-	}
-	if (S_ISREG(st.st_mode)) {
-		if (link(src, dst) == 0)
-			return 0;
-		return fs_copy_file(src, dst, st.st_mode);
-	}
-	return 0; /* sockets, fifos: not part of an env */
+	if (!S_ISDIR(st.st_mode))
+		return recreate(src, dst, &st);
+	if (mkdir(dst, st.st_mode & 07777) != 0)
+		return -errno;
+	return fs_walk(src, link_entry, (void *)dst);
 }
 
 int fs_rel_is_safe(const char *rel)
