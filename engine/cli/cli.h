@@ -9,6 +9,12 @@
 
 #include "ctx.h"
 
+#include <stdio.h>
+
+struct diags;
+/* Prints the core's diagnostics (diags_format) to f (diagprint.c). */
+void diags_print(const struct diags *d, FILE *f, int color);
+
 struct opts {
 	int detailed_exitcode;
 	int deep;
