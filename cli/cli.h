@@ -9,11 +9,7 @@
 
 #include "ctx.h"
 
-#include <stdio.h>
-
-struct diags;
-/* Prints the core's diagnostics (diags_format) to f (diagprint.c). */
-void diags_print(const struct diags *d, FILE *f, int color);
+#include "render.h"
 
 struct opts {
 	int detailed_exitcode;

@@ -1,7 +1,7 @@
 /*
  * diagprint.c - the front end prints diagnostics the core returns as data.
  */
-#include "cli.h"
+#include "render.h"
 #include "diag.h"
 
 #include <stdio.h>
