@@ -126,13 +126,12 @@ static void audit_dirs(struct audit *a)
 static int verify_files(struct ctx *c, int64_t stack_id, int deep)
 {
 	struct audit a = {c, deep, 0, STRVEC_INIT};
-	sqlite3_stmt *s = NULL;
-	sqlite3_prepare_v2(c->st->db, "SELECT id FROM resources WHERE stack_id = ? ORDER BY id", -1,
-	                   &s, NULL);
-	sqlite3_bind_int64(s, 1, stack_id);
-	while (sqlite3_step(s) == SQLITE_ROW)
-		state_files_foreach(c->st, sqlite3_column_int64(s, 0), audit_file, &a);
-	sqlite3_finalize(s);
+	struct state_stmt *s = NULL;
+	state_prepare(c->st, "SELECT id FROM resources WHERE stack_id = ? ORDER BY id", &s);
+	state_bind_int64(s, 1, stack_id);
+	while (state_step(s) == STATE_ROW)
+		state_files_foreach(c->st, state_col_int64(s, 0), audit_file, &a);
+	state_finalize(s);
 	audit_dirs(&a);
 	return a.findings;
 }

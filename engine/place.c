@@ -51,21 +51,20 @@ struct txn {
 static int64_t journal_add(struct txn *t, const char *op, const char *path, const char *tmp,
                            const char *backup)
 {
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	int64_t id = 0;
-	sqlite3_prepare_v2(t->c->st->db,
-	                   "INSERT INTO journal(op, path, tmp, backup, created) VALUES (?,?,?,?,?)",
-	                   -1, &s, NULL);
-	sqlite3_bind_text(s, 1, op, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
+	state_prepare(t->c->st,
+	              "INSERT INTO journal(op, path, tmp, backup, created) VALUES (?,?,?,?,?)", &s);
+	state_bind_text(s, 1, op);
+	state_bind_text(s, 2, path);
 	if (tmp)
-		sqlite3_bind_text(s, 3, tmp, -1, SQLITE_STATIC);
+		state_bind_text(s, 3, tmp);
 	if (backup)
-		sqlite3_bind_text(s, 4, backup, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 5, now_unix());
-	if (sqlite3_step(s) == SQLITE_DONE)
-		id = sqlite3_last_insert_rowid(t->c->st->db);
-	sqlite3_finalize(s);
+		state_bind_text(s, 4, backup);
+	state_bind_int64(s, 5, now_unix());
+	if (state_step(s) == STATE_DONE)
+		id = state_last_rowid(t->c->st);
+	state_finalize(s);
 	if (id) {
 		if (t->njids == t->capj) {
 			t->capj = t->capj ? t->capj * 2 : 16;
@@ -127,16 +126,15 @@ static int owner_class(struct txn *t, const char *path)
 	int64_t rid = state_file_owner(t->c->st, path);
 	if (rid == 0)
 		return 0;
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	int mine = 0;
-	sqlite3_prepare_v2(t->c->st->db,
-	                   "SELECT 1 FROM resources WHERE id = ? AND stack_id = ? AND addr = ?", -1,
-	                   &s, NULL);
-	sqlite3_bind_int64(s, 1, rid);
-	sqlite3_bind_int64(s, 2, t->stack_id);
-	sqlite3_bind_text(s, 3, t->addr, -1, SQLITE_STATIC);
-	mine = sqlite3_step(s) == SQLITE_ROW;
-	sqlite3_finalize(s);
+	state_prepare(t->c->st,
+	              "SELECT 1 FROM resources WHERE id = ? AND stack_id = ? AND addr = ?", &s);
+	state_bind_int64(s, 1, rid);
+	state_bind_int64(s, 2, t->stack_id);
+	state_bind_text(s, 3, t->addr);
+	mine = state_step(s) == STATE_ROW;
+	state_finalize(s);
 	return mine ? 1 : 2;
 }
 
@@ -195,8 +193,7 @@ int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, 
 	tmp = sibling(t, host, "tmp");
 	backup = exists(host) ? sibling(t, host, "bak") : NULL;
 	if (journal_add(t, "put", path, tmp, backup) == 0) {
-		rc = fail(t, TF_ESTATE, "cannot write the journal: %s",
-		          sqlite3_errmsg(t->c->st->db));
+		rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(t->c->st));
 		goto out;
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode & 07777);
@@ -526,30 +523,30 @@ out:
 
 static int forget_records(struct state *st, const char *path)
 {
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	int rc = 0;
-	sqlite3_prepare_v2(st->db,
-	                   "DELETE FROM files WHERE path = ?1 OR (path > ?1 || '/' AND "
-	                   "path < ?1 || '0')",
-	                   -1, &s, NULL);
-	sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE)
+	state_prepare(st,
+	              "DELETE FROM files WHERE path = ?1 OR (path > ?1 || '/' AND "
+	              "path < ?1 || '0')",
+	              &s);
+	state_bind_text(s, 1, path);
+	if (state_step(s) != STATE_DONE)
 		rc = TF_ESTATE;
-	sqlite3_finalize(s);
+	state_finalize(s);
 	return rc;
 }
 
 static void gc_rows(struct state *st)
 {
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	struct strvec ids = STRVEC_INIT, paths = STRVEC_INIT;
-	sqlite3_prepare_v2(st->db, "SELECT id, backup FROM journal WHERE op = 'gc'", -1, &s, NULL);
-	while (sqlite3_step(s) == SQLITE_ROW) {
-		strvec_pushf(&ids, "%lld", (long long)sqlite3_column_int64(s, 0));
-		const unsigned char *b = sqlite3_column_text(s, 1);
+	state_prepare(st, "SELECT id, backup FROM journal WHERE op = 'gc'", &s);
+	while (state_step(s) == STATE_ROW) {
+		strvec_pushf(&ids, "%lld", (long long)state_col_int64(s, 0));
+		const char *b = state_col_text(s, 1);
 		strvec_push(&paths, b ? (const char *)b : "");
 	}
-	sqlite3_finalize(s);
+	state_finalize(s);
 	for (size_t i = 0; i < ids.n; i++) {
 		if (paths.v[i][0])
 			fs_rmtree(paths.v[i]);
@@ -576,13 +573,12 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 		}
 	}
 	if (state_begin(st) != 0)
-		return fail(t, TF_ESTATE, "cannot begin: %s", sqlite3_errmsg(st->db));
+		return fail(t, TF_ESTATE, "cannot begin: %s", state_errmsg(st));
 	int64_t rid = 0;
 	if (desired) {
 		rid = state_resource_put(st, t->stack_id, t->addr, t->kind, desired, attrs);
 		if (rid == 0) {
-			rc = fail(t, TF_ESTATE, "cannot record the resource: %s",
-			          sqlite3_errmsg(st->db));
+			rc = fail(t, TF_ESTATE, "cannot record the resource: %s", state_errmsg(st));
 			goto out;
 		}
 	}
@@ -612,7 +608,7 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 	}
 out:
 	if (rc == 0 && state_commit(st) != 0)
-		rc = fail(t, TF_ESTATE, "cannot commit: %s", sqlite3_errmsg(st->db));
+		rc = fail(t, TF_ESTATE, "cannot commit: %s", state_errmsg(st));
 	if (rc != 0) {
 		state_rollback(st);
 		return rc;
@@ -666,16 +662,13 @@ void txn_abort(struct txn *t)
 		return;
 	struct state *st = t->c->st;
 	for (size_t i = t->njids; i-- > 0;) {
-		sqlite3_stmt *s = NULL;
-		sqlite3_prepare_v2(st->db, "SELECT op, path, tmp, backup FROM journal WHERE id = ?",
-		                   -1, &s, NULL);
-		sqlite3_bind_int64(s, 1, t->jids[i]);
-		if (sqlite3_step(s) == SQLITE_ROW)
-			undo_row(t->c, (const char *)sqlite3_column_text(s, 0),
-			         (const char *)sqlite3_column_text(s, 1),
-			         (const char *)sqlite3_column_text(s, 2),
-			         (const char *)sqlite3_column_text(s, 3));
-		sqlite3_finalize(s);
+		struct state_stmt *s = NULL;
+		state_prepare(st, "SELECT op, path, tmp, backup FROM journal WHERE id = ?", &s);
+		state_bind_int64(s, 1, t->jids[i]);
+		if (state_step(s) == STATE_ROW)
+			undo_row(t->c, state_col_text(s, 0), state_col_text(s, 1),
+			         state_col_text(s, 2), state_col_text(s, 3));
+		state_finalize(s);
 		char *sql = xasprintf("DELETE FROM journal WHERE id = %lld", (long long)t->jids[i]);
 		state_exec(st, sql);
 		free(sql);
@@ -757,19 +750,18 @@ int txn_stage_dir(struct txn *t, const char *near_path, char **host_out)
 int place_recover(struct ctx *c)
 {
 	struct state *st = c->st;
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	int n = 0;
 	struct strvec rows = STRVEC_INIT; /* op \x1f path \x1f tmp \x1f backup */
-	sqlite3_prepare_v2(st->db, "SELECT op, path, tmp, backup FROM journal ORDER BY id DESC", -1,
-	                   &s, NULL);
-	while (sqlite3_step(s) == SQLITE_ROW) {
-		const char *op = (const char *)sqlite3_column_text(s, 0);
-		const char *p = (const char *)sqlite3_column_text(s, 1);
-		const char *tmp = (const char *)sqlite3_column_text(s, 2);
-		const char *b = (const char *)sqlite3_column_text(s, 3);
+	state_prepare(st, "SELECT op, path, tmp, backup FROM journal ORDER BY id DESC", &s);
+	while (state_step(s) == STATE_ROW) {
+		const char *op = state_col_text(s, 0);
+		const char *p = state_col_text(s, 1);
+		const char *tmp = state_col_text(s, 2);
+		const char *b = state_col_text(s, 3);
 		strvec_pushf(&rows, "%s\x1f%s\x1f%s\x1f%s", op, p, tmp ? tmp : "", b ? b : "");
 	}
-	sqlite3_finalize(s);
+	state_finalize(s);
 	for (size_t i = 0; i < rows.n; i++) {
 		char *f[4] = {rows.v[i], NULL, NULL, NULL};
 		for (int k = 1; k < 4; k++) {
@@ -831,4 +823,18 @@ int place_open_state(struct ctx *c)
 	}
 	place_recover(c);
 	return 0;
+}
+
+int place_is_owned(struct ctx *c, const char *path)
+{
+	return c->st != NULL && state_file_owner(c->st, path) != 0;
+}
+
+int place_foreign_step_file(struct ctx *c, const char *addr, const char *stack, const char *prefix,
+                            char **other_stack, char **path)
+{
+	*other_stack = *path = NULL;
+	if (c->st == NULL)
+		return 0;
+	return state_foreign_step_file_under(c->st, addr, stack, prefix, other_stack, path);
 }

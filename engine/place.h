@@ -90,6 +90,18 @@ const char *txn_error(const struct txn *t);
  * recovers interrupted runs. 0, TF_ELOCKED, TF_EINTR or TF_ESTATE (logged). */
 int place_open_state(struct ctx *c);
 
+/*
+ * What the placement layer knows about ownership, for steps (which do not
+ * talk to the store): 1 when tfprov placed path (any stack), else 0.
+ */
+int place_is_owned(struct ctx *c, const char *path);
+/*
+ * A file that step `addr` of a stack other than `stack` placed under prefix:
+ * 1 with *other_stack and *path (malloc'd), 0 when none, or an error.
+ */
+int place_foreign_step_file(struct ctx *c, const char *addr, const char *stack, const char *prefix,
+                            char **other_stack, char **path);
+
 /* Undoes interrupted transactions found in the journal. Needs the writer lock.
  * Returns the number of operations undone, or a negative error. */
 int place_recover(struct ctx *c);

@@ -89,29 +89,27 @@ static void *drift_part_run(void *arg)
  */
 int64_t drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed)
 {
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	struct drift_row *rows = NULL;
 	size_t n = 0, cap = 0;
 	*missing = *changed = 0;
-	sqlite3_prepare_v2(c->st->db,
-	                   "SELECT path, type, size, mtime_ns, mode FROM files WHERE resource_id = "
-	                   "? ORDER BY path",
-	                   -1, &s, NULL);
-	sqlite3_bind_int64(s, 1, res_id);
-	while (sqlite3_step(s) == SQLITE_ROW) {
+	state_prepare(c->st, "SELECT path, type, size, mtime_ns, mode FROM files WHERE resource_id = "
+	                   "? ORDER BY path", &s);
+	state_bind_int64(s, 1, res_id);
+	while (state_step(s) == STATE_ROW) {
 		if (n == cap) {
 			cap = cap ? cap * 2 : 256;
 			rows = xrealloc(rows, cap * sizeof(*rows));
 		}
-		const unsigned char *t = sqlite3_column_text(s, 1);
-		rows[n].path = xstrdup((const char *)sqlite3_column_text(s, 0));
+		const char *t = state_col_text(s, 1);
+		rows[n].path = xstrdup(state_col_text(s, 0));
 		rows[n].type = t ? (char)t[0] : 'f';
-		rows[n].size = sqlite3_column_int64(s, 2);
-		rows[n].mtime_ns = sqlite3_column_int64(s, 3);
-		rows[n].mode = (unsigned)sqlite3_column_int(s, 4);
+		rows[n].size = state_col_int64(s, 2);
+		rows[n].mtime_ns = state_col_int64(s, 3);
+		rows[n].mode = (unsigned)state_col_int(s, 4);
 		n++;
 	}
-	sqlite3_finalize(s);
+	state_finalize(s);
 	struct drift_part parts[2] = {{c, rows, n / 2, 0, 0}, {c, rows + n / 2, n - n / 2, 0, 0}};
 	pthread_t th;
 	int threaded = n >= 2048 && pthread_create(&th, NULL, drift_part_run, &parts[0]) == 0;
@@ -229,13 +227,11 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 	}
 	/* Recorded resources the manifest no longer wants. */
 	if (p->stack_id) {
-		sqlite3_stmt *q = NULL;
-		sqlite3_prepare_v2(
-		    c->st->db, "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id DESC",
-		    -1, &q, NULL);
-		sqlite3_bind_int64(q, 1, p->stack_id);
-		while (sqlite3_step(q) == SQLITE_ROW) {
-			const char *addr = (const char *)sqlite3_column_text(q, 1);
+		struct state_stmt *q = NULL;
+		state_prepare(c->st, "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id DESC", &q);
+		state_bind_int64(q, 1, p->stack_id);
+		while (state_step(q) == STATE_ROW) {
+			const char *addr = state_col_text(q, 1);
 			int found = 0;
 			for (size_t i = 0; i < wanted.n; i++)
 				found |= strcmp(wanted.v[i], addr) == 0;
@@ -248,14 +244,14 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 				s->mod = modules[i];
 				s->addr = modules[i]->kind;
 				s->action = ACT_DELETE;
-				s->res_id = sqlite3_column_int64(q, 0);
+				s->res_id = state_col_int64(q, 0);
 				s->nfiles = state_files_count(c->st, s->res_id);
 				s->detail = xasprintf("no longer in the manifest (%lld files)",
 				                      (long long)s->nfiles);
 				count(p, s);
 			}
 		}
-		sqlite3_finalize(q);
+		state_finalize(q);
 	}
 	strvec_release(&wanted);
 	return 0;
@@ -455,12 +451,12 @@ int plan_apply_destroy(struct ctx *c, const char *stack, struct plan *p)
 {
 	int rc = execute(c, NULL, p, p->stack_id);
 	if (rc == 0) {
-		sqlite3_stmt *s = NULL;
-		sqlite3_prepare_v2(c->st->db, "DELETE FROM stacks WHERE id = ?", -1, &s, NULL);
-		sqlite3_bind_int64(s, 1, p->stack_id);
-		if (sqlite3_step(s) != SQLITE_DONE)
+		struct state_stmt *s = NULL;
+		state_prepare(c->st, "DELETE FROM stacks WHERE id = ?", &s);
+		state_bind_int64(s, 1, p->stack_id);
+		if (state_step(s) != STATE_DONE)
 			rc = TF_ESTATE;
-		sqlite3_finalize(s);
+		state_finalize(s);
 	}
 	(void)stack;
 	return rc;

@@ -22,7 +22,6 @@
 #include "fetch.h"
 #include "module.h"
 #include "pyenv.h"
-#include "state.h"
 
 #include <fcntl.h>
 #include <jansson.h>

@@ -8,7 +8,7 @@
  *  - a database newer than this binary is refused, never downgraded;
  *  - only the holder of the flock on <dir>/lock writes.
  */
-#include "state.h"
+#include "state_private.h"
 #include "error.h"
 #include "util.h"
 
@@ -553,6 +553,35 @@ int state_file_delete(struct state *st, const char *path)
 int64_t state_file_owner(struct state *st, const char *path)
 {
 	return query_int_text(st, "SELECT resource_id FROM files WHERE path = ?", path);
+}
+
+int state_foreign_step_file_under(struct state *st, const char *addr, const char *stack,
+                                  const char *prefix, char **other_stack, char **path)
+{
+	sqlite3_stmt *q = NULL;
+	int rc = 0;
+	*other_stack = *path = NULL;
+	if (sqlite3_prepare_v2(
+	        st->db,
+	        "SELECT st.name, f.path FROM files f JOIN resources r ON r.id = "
+	        "f.resource_id JOIN stacks st ON st.id = r.stack_id WHERE r.addr = ?3 "
+	        "AND st.name <> ?1 AND f.path > ?2 || '/' AND f.path < ?2 || '0' "
+	        "LIMIT 1",
+	        -1, &q, NULL) != SQLITE_OK)
+		return state_note_failure(st->db, "cannot prepare a state query");
+	sqlite3_bind_text(q, 1, stack, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 2, prefix, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 3, addr, -1, SQLITE_STATIC);
+	int r = sqlite3_step(q);
+	if (r == SQLITE_ROW) {
+		*other_stack = xstrdup((const char *)sqlite3_column_text(q, 0));
+		*path = xstrdup((const char *)sqlite3_column_text(q, 1));
+		rc = 1;
+	} else if (r != SQLITE_DONE) {
+		rc = state_note_failure(st->db, "a state query failed");
+	}
+	sqlite3_finalize(q);
+	return rc;
 }
 
 int state_files_foreach(struct state *st, int64_t res_id, state_file_cb cb, void *arg)
