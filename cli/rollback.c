@@ -22,9 +22,12 @@ int cmd_rollback(struct ctx *c, struct opts *o)
 	if (rc != 0)
 		return rc;
 	struct state_stmt *s = NULL;
-	state_prepare(c->st, "SELECT id, manifest_text, manifest_path FROM generations WHERE stack_id = ?1 "
+	state_prepare(
+	    c->st,
+	    "SELECT id, manifest_text, manifest_path FROM generations WHERE stack_id = ?1 "
 	    "AND result = 'ok' AND (?2 > 0 AND id = ?2 OR ?2 = 0 AND id < (SELECT "
-	    "current_gen FROM stacks WHERE id = ?1)) ORDER BY id DESC LIMIT 1", &s);
+	    "current_gen FROM stacks WHERE id = ?1)) ORDER BY id DESC LIMIT 1",
+	    &s);
 	state_bind_int64(s, 1, sid);
 	state_bind_int64(s, 2, o->generation);
 	if (state_step(s) != STATE_ROW) {

@@ -21,8 +21,10 @@ int cmd_show(struct ctx *c, struct opts *o)
 	if (rc != 0)
 		return rc;
 	struct state_stmt *s = NULL;
-	state_prepare(c->st, "SELECT id, started, result, manifest_sha256, manifest_path FROM generations "
-	    "WHERE stack_id = ? ORDER BY id", &s);
+	state_prepare(c->st,
+	              "SELECT id, started, result, manifest_sha256, manifest_path FROM generations "
+	              "WHERE stack_id = ? ORDER BY id",
+	              &s);
 	state_bind_int64(s, 1, sid);
 	ev_log(c, EV_INFO, "generations of %s:", o->args.v[0]);
 	while (state_step(s) == STATE_ROW) {

@@ -19,9 +19,12 @@ int cmd_status(struct ctx *c, struct opts *o)
 	}
 	struct state_stmt *s = NULL, *r = NULL;
 	int drifted = 0, nstacks = 0;
-	state_prepare(c->st, "SELECT s.id, s.name, s.current_gen, g.result, g.finished, s.manifest_path,"
+	state_prepare(
+	    c->st,
+	    "SELECT s.id, s.name, s.current_gen, g.result, g.finished, s.manifest_path,"
 	    " (SELECT count(*) FROM generations WHERE stack_id = s.id) "
-	    "FROM stacks s LEFT JOIN generations g ON g.id = s.current_gen ORDER BY s.name", &s);
+	    "FROM stacks s LEFT JOIN generations g ON g.id = s.current_gen ORDER BY s.name",
+	    &s);
 	while (state_step(s) == STATE_ROW) {
 		nstacks++;
 		int64_t sid = state_col_int64(s, 0);
@@ -32,8 +35,11 @@ int cmd_status(struct ctx *c, struct opts *o)
 		ev_log(c, EV_INFO, "stack %s: generation %lld of %lld, applied %s, from %s",
 		       state_col_text(s, 1), (long long)state_col_int64(s, 2),
 		       (long long)state_col_int64(s, 6), ts, state_col_text(s, 5));
-		state_prepare(c->st, "SELECT id, addr, json_array_length(attrs, '$.installed') FROM resources "
-		    "WHERE stack_id = ? ORDER BY id", &r);
+		state_prepare(
+		    c->st,
+		    "SELECT id, addr, json_array_length(attrs, '$.installed') FROM resources "
+		    "WHERE stack_id = ? ORDER BY id",
+		    &r);
 		state_bind_int64(r, 1, sid);
 		while (state_step(r) == STATE_ROW) {
 			int missing, changed;
@@ -50,14 +56,15 @@ int cmd_status(struct ctx *c, struct opts *o)
 				       "  %-8s ok, %d distributions recorded in the env",
 				       state_col_text(r, 1), state_col_int(r, 2));
 			} else {
-				ev_log(c, EV_INFO, "  %-8s ok, %lld files",
-				       state_col_text(r, 1), n);
+				ev_log(c, EV_INFO, "  %-8s ok, %lld files", state_col_text(r, 1),
+				       n);
 			}
 		}
 		state_finalize(r);
 	}
 	state_finalize(s);
-	state_prepare(c->st, "SELECT count(*) FROM generations WHERE result IN ('failed','interrupted')", &s);
+	state_prepare(
+	    c->st, "SELECT count(*) FROM generations WHERE result IN ('failed','interrupted')", &s);
 	if (state_step(s) == STATE_ROW && state_col_int(s, 0) > 0)
 		ev_log(c, EV_INFO,
 		       "%d generation(s) failed or were interrupted (see `tfprov show`).",

@@ -93,8 +93,10 @@ int64_t drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed)
 	struct drift_row *rows = NULL;
 	size_t n = 0, cap = 0;
 	*missing = *changed = 0;
-	state_prepare(c->st, "SELECT path, type, size, mtime_ns, mode FROM files WHERE resource_id = "
-	                   "? ORDER BY path", &s);
+	state_prepare(c->st,
+	              "SELECT path, type, size, mtime_ns, mode FROM files WHERE resource_id = "
+	              "? ORDER BY path",
+	              &s);
 	state_bind_int64(s, 1, res_id);
 	while (state_step(s) == STATE_ROW) {
 		if (n == cap) {
@@ -228,7 +230,9 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 	/* Recorded resources the manifest no longer wants. */
 	if (p->stack_id) {
 		struct state_stmt *q = NULL;
-		state_prepare(c->st, "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id DESC", &q);
+		state_prepare(c->st,
+		              "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id DESC",
+		              &q);
 		state_bind_int64(q, 1, p->stack_id);
 		while (state_step(q) == STATE_ROW) {
 			const char *addr = state_col_text(q, 1);

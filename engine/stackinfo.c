@@ -28,8 +28,7 @@ int stackinfo_names(struct ctx *c, struct strvec *names)
 	struct state_stmt *s = NULL;
 	if (c->st == NULL)
 		return 0;
-	if (state_prepare(c->st, "SELECT name FROM stacks ORDER BY name", &s) !=
-	    STATE_OK)
+	if (state_prepare(c->st, "SELECT name FROM stacks ORDER BY name", &s) != STATE_OK)
 		return TF_ESTATE;
 	while (state_step(s) == STATE_ROW)
 		strvec_push(names, state_col_text(s, 0));
@@ -82,20 +81,21 @@ int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char 
 	memset(out, 0, sizeof(*out));
 	if (c->st == NULL)
 		return 1;
-	state_prepare(c->st, "SELECT s.id, s.current_gen, g.manifest_text, "
-	                   "coalesce(g.manifest_path, s.manifest_path, s.name) FROM stacks s "
-	                   "JOIN generations g ON g.id = s.current_gen WHERE s.name = ?", &s);
+	state_prepare(c->st,
+	              "SELECT s.id, s.current_gen, g.manifest_text, "
+	              "coalesce(g.manifest_path, s.manifest_path, s.name) FROM stacks s "
+	              "JOIN generations g ON g.id = s.current_gen WHERE s.name = ?",
+	              &s);
 	state_bind_text(s, 1, name);
 	if (state_step(s) != STATE_ROW)
 		goto out;
 	const char *text = state_col_text(s, 2);
 	const char *path = state_col_text(s, 3);
 	if (manifest_load_buf(path, text ? text : "", text ? strlen(text) : 0, &m, &d) != 0) {
-		*errmsg =
-		    xasprintf("the manifest recorded for stack %s (generation %lld) no longer "
-		              "parses: %s",
-		              name, (long long)state_col_int64(s, 1),
-		              d.n ? d.v[0].msg : "unknown error");
+		*errmsg = xasprintf(
+		    "the manifest recorded for stack %s (generation %lld) no longer "
+		    "parses: %s",
+		    name, (long long)state_col_int64(s, 1), d.n ? d.v[0].msg : "unknown error");
 		rc = TF_EMANIFEST;
 		goto out;
 	}
