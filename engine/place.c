@@ -123,6 +123,10 @@ static void add_record(struct txn *t, const struct state_file *f)
 /* Who owns path: 0 nobody, 1 this resource (or this txn), 2 someone else. */
 static int owner_class(struct txn *t, const char *path)
 {
+	/* A path this txn has recorded already (a tree it built) is its own. */
+	for (size_t i = t->nadds; i-- > 0;)
+		if (strcmp(t->adds[i].path, path) == 0)
+			return 1;
 	int64_t rid = state_file_owner(t->c->st, path);
 	if (rid == 0)
 		return 0;

@@ -209,9 +209,12 @@ static int write_hook(struct ctx *c, const struct manifest *m, struct txn *t, co
 
 /*
  * A venv has no activate.d: the stack's environment is sourced from the end
- * of bin/activate (once; the line is marked), before the env is recorded.
+ * of bin/activate (once; the line is marked). The new bin/activate is a
+ * placed file (journaled, renamed over the old one), after the env's tree
+ * was recorded.
  */
-static int venv_hook(struct ctx *c, const struct manifest *m, struct step *s, const char *prefix)
+static int venv_hook(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
+                     const char *prefix)
 {
 	if (!m->env.set && !m->cuda.set)
 		return 0;
@@ -220,26 +223,22 @@ static int venv_hook(struct ctx *c, const struct manifest *m, struct step *s, co
 	char *text = NULL;
 	size_t len = 0;
 	int rc = 0;
-	char *line =
-	    xasprintf("[ -r '%s/tfprov-%s.sh' ] && . '%s/tfprov-%s.sh'  # tfprov stack env\n",
-	              m->env.profile_dir.s, m->stack.name.s, m->env.profile_dir.s, m->stack.name.s);
-	if (read_file_at(AT_FDCWD, host, 1 << 20, &text, &len) != 0) {
+	struct stat st;
+	if (read_file_at(AT_FDCWD, host, 1 << 20, &text, &len) != 0 || stat(host, &st) != 0) {
 		step_fail(s, "cannot read %s", rel);
 		rc = TF_EIO;
-		goto out;
+	} else if (strstr(text, "# tfprov stack env") == NULL) {
+		struct strbuf b = STRBUF_INIT;
+		strbuf_add(&b, text, len);
+		if (len > 0 && text[len - 1] != '\n')
+			strbuf_adds(&b, "\n");
+		strbuf_addf(
+		    &b, "[ -r '%s/tfprov-%s.sh' ] && . '%s/tfprov-%s.sh'  # tfprov stack env\n",
+		    m->env.profile_dir.s, m->stack.name.s, m->env.profile_dir.s, m->stack.name.s);
+		rc = txn_put_file(t, rel, b.buf, b.len, st.st_mode & 07777);
+		strbuf_release(&b);
 	}
-	if (strstr(text, "# tfprov stack env") == NULL) {
-		int fd = open(host, O_WRONLY | O_APPEND | O_CLOEXEC);
-		if (fd < 0 || write(fd, line, strlen(line)) != (ssize_t)strlen(line)) {
-			step_fail(s, "cannot write %s", rel);
-			rc = TF_EIO;
-		}
-		if (fd >= 0)
-			close(fd);
-	}
-out:
 	free(text);
-	free(line);
 	free(host);
 	free(rel);
 	return rc;
@@ -276,10 +275,10 @@ static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 		if (rc == 0)
 			rc = venv_apply(c, m, s, prefix);
 	}
-	if (rc == 0 && m->python.manager == PYENV_VENV)
-		rc = venv_hook(c, m, s, prefix);
 	if (rc == 0)
 		rc = record_env(c, t, prefix);
+	if (rc == 0 && m->python.manager == PYENV_VENV)
+		rc = venv_hook(c, m, s, t, prefix);
 	if (rc == 0 && m->python.manager == PYENV_CONDA)
 		rc = write_hook(c, m, t, prefix);
 	free(prefix);
