@@ -17,6 +17,7 @@
  */
 #include "plan.h"
 #include "dirwalk.h"
+#include "pkgfiles.h"
 #include "error.h"
 #include "event.h"
 #include "state.h"
@@ -27,6 +28,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 const char *action_name(enum action a)
@@ -286,6 +288,62 @@ int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p)
 	return 0;
 }
 
+/* Lists what lies in `dir` (root-relative) that no record and no installed distribution owns. */
+static void foreign_walk(struct ctx *c, const struct pkgfiles *x, const char *dir,
+                         struct strvec *out)
+{
+	char *host = ctx_host_path(c, dir);
+	DIR *d = opendir(host);
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		char *p = path_join(dir, e->d_name);
+		char *hp = path_join(host, e->d_name);
+		struct stat st;
+		int isdir = lstat(hp, &st) == 0 && S_ISDIR(st.st_mode);
+		if (state_file_owner(c->st, p) != 0 || pkgfiles_find(x, p) != NULL)
+			; /* placed by tfprov (a recorded directory is walked on its own) */
+		else if (isdir && pkgfiles_has_under(x, p))
+			foreign_walk(c, x, p, out);
+		else
+			strvec_pushf(out, "%s%s", p, isdir ? "/" : "");
+		free(hp);
+		free(p);
+	}
+	if (d)
+		closedir(d);
+	free(host);
+}
+
+int plan_foreign(struct ctx *c, int64_t stack_id, struct strvec *out)
+{
+	struct pkgfiles x;
+	sqlite3_stmt *q = NULL;
+	char *env = pkgfiles_load_stack(c, stack_id, 0, &x);
+	int rc = 0;
+	if (sqlite3_prepare_v2(
+	        c->st->db,
+	        "SELECT f.path FROM files f JOIN resources r ON r.id = f.resource_id "
+	        "WHERE r.stack_id = ? AND f.type = 'd' ORDER BY f.path",
+	        -1, &q, NULL) != SQLITE_OK) {
+		rc = TF_ESTATE;
+		goto out;
+	}
+	sqlite3_bind_int64(q, 1, stack_id);
+	struct strvec dirs = STRVEC_INIT;
+	while (sqlite3_step(q) == SQLITE_ROW)
+		strvec_push(&dirs, (const char *)sqlite3_column_text(q, 0));
+	sqlite3_finalize(q);
+	for (size_t i = 0; i < dirs.n; i++)
+		foreign_walk(c, &x, dirs.v[i], out);
+	strvec_release(&dirs);
+out:
+	pkgfiles_release(&x);
+	free(env);
+	return rc;
+}
+
 void plan_observe(struct ctx *c, const struct manifest *m, struct plan *p)
 {
 	for (size_t i = 0; i < p->n; i++) {
@@ -379,11 +437,16 @@ static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, s
 	ev_emit(c, &e);
 	txn_begin(c, stack_id, s->addr, s->mod->kind, &t);
 	if (s->action == ACT_DELETE) {
-		rc = txn_remove_all(t);
+		rc = s->mod->remove ? s->mod->remove(c, s, t) : 0;
+		if (rc == 0)
+			rc = txn_remove_all(t);
 		if (rc == 0)
 			rc = txn_commit(t, NULL, NULL);
-		if (rc != 0)
+		if (rc != 0 && s->error == NULL)
 			step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
+		const struct strvec *kept = txn_kept(t);
+		for (size_t i = 0; rc == 0 && i < kept->n; i++)
+			ev_log(c, EV_WARN, "kept %s: not placed by tfprov", kept->v[i]);
 	} else {
 		rc = s->mod->apply(c, m, s, t);
 		if (rc == 0)

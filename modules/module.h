@@ -34,6 +34,12 @@ struct module {
 	int (*precheck)(struct ctx *c, const struct manifest *m, struct step *s);
 	/* Makes the resource match; writes through t only. 0 or TF_E* (s->error set). */
 	int (*apply)(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t);
+	/*
+	 * Removes what the step installed that is not in the files table (pip's
+	 * distributions, from their RECORDs) before the recorded files go
+	 * (destroy, or the step left the manifest); NULL when none.
+	 */
+	int (*remove)(struct ctx *c, struct step *s, struct txn *t);
 	/* Re-apply this step when that step changes (cuDNN merged into a rebuilt CUDA). */
 	const char *depends_on;
 };

@@ -30,6 +30,7 @@ step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 step "tfprov validate manifests/stable-2.15.yaml"
 ./build/tfprov validate manifests/stable-2.15.yaml
 step "tfprov plan manifests/stable-2.15.yaml   (what a real machine would get; no network used)"
+mkdir -p "$W/plan-only"
 ./build/tfprov --root "$W/plan-only" plan manifests/stable-2.15.yaml
 echo
 echo "NOTE: this machine has no NVIDIA GPU. GPU checks are SKIPPED (--no-gpu), and the"

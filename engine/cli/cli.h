@@ -31,6 +31,8 @@ struct cmd {
 	int (*fn)(struct ctx *c, struct opts *o);
 	unsigned flags;
 	const char *usage;
+	const char *opts;               /* its own options' long names, space separated */
+	signed char min_args, max_args; /* positional arguments; max -1: no bound */
 };
 
 int cmd_validate(struct ctx *c, struct opts *o);
@@ -49,6 +51,14 @@ int cmd_mirror(struct ctx *c, struct opts *o);
 /* Loads and lints a manifest, printing diagnostics; 0 or TF_EMANIFEST. */
 struct manifest;
 int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, int print_warnings);
+
+/*
+ * Asks before a change, Terraform's way: on a terminal the question and
+ * "Only 'yes' will be accepted"; -y approves; without a terminal on stdin
+ * (or with --json) nobody can answer, so it refuses (logged, nothing
+ * changed). 1 approved, 0 not.
+ */
+int cli_confirm(struct ctx *c, const char *action, const char *question);
 
 /* The single STACK argument of show/rollback: its id, or an error (logged). */
 int cli_stack_arg(struct ctx *c, const struct opts *o, const char *usage, int64_t *sid);

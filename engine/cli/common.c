@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, int print_warnings)
@@ -58,6 +59,30 @@ out:
 	compat_free(kb);
 	diags_release(&d);
 	return rc;
+}
+
+int cli_confirm(struct ctx *c, const char *action, const char *question)
+{
+	if (c->flags & CTX_YES)
+		return 1;
+	if (!isatty(STDIN_FILENO) || (c->flags & CTX_JSON)) {
+		ev_log(c, EV_ERROR,
+		       "%s cancelled: %s, so tfprov cannot ask for approval; pass -y "
+		       "(--auto-approve) to %s without asking. Nothing was changed.",
+		       action, (c->flags & CTX_JSON) ? "--json output" : "stdin is not a terminal",
+		       action);
+		return 0;
+	}
+	printf("\n%s\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ", question);
+	fflush(stdout);
+	char line[64];
+	if (fgets(line, sizeof(line), stdin) == NULL)
+		line[0] = '\0';
+	line[strcspn(line, "\n")] = '\0';
+	if (strcmp(line, "yes") == 0)
+		return 1;
+	ev_log(c, EV_ERROR, "%s cancelled. Nothing was changed.", action);
+	return 0;
 }
 
 int cli_stack_arg(struct ctx *c, const struct opts *o, const char *usage, int64_t *sid)

@@ -1,0 +1,255 @@
+"""What a person touches: destroy that keeps what tfprov did not place, the
+question before a change, a deep verify that passes on a clean env and names
+the package of a changed file, one exit code per meaning, per-command options
+and help, the version.
+
+What the machine looks like: a --root sandbox; a real venv of the system
+python with real pip installing tiny wheels from a PEP 503 index on
+127.0.0.1 (lib_pyindex); a CUDA-layout stack from a loopback mirror
+(lib_stack: STAND-IN libraries with the real sonames, no GPU); files a user
+added by hand.
+What is run: the real binary; questions are answered through a
+pseudo-terminal on stdin (python's pty), never a fake.
+What must hold: the files on disk, the exit codes, the messages below.
+"""
+import os
+import pty
+import re
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+import lib_pyindex
+from lib_http import HttpServer
+from lib_provision import no_stub_env, out, temp_leftovers
+from lib_stack import applied_stack
+
+PYVER = subprocess.run(["/usr/bin/python3", "-c", "import sys;print('%d.%d'%sys.version_info[:2])"],
+                       capture_output=True, text=True, check=True).stdout.strip()
+ENV = "/opt/tfprov/envs/tf"
+
+
+def py_manifest(path, index, pins, name="py"):
+    req = "".join(f"    {n}=={v} \\\n        --hash=sha256:{h}\n" for n, v, h in pins)
+    path.write_text(
+        f"schema: 1\nstack:\n  name: {name}\n  platform: linux-x86_64\nprefix: /opt/tfprov\n"
+        f"versions:\n  tensorflow: 2.15.1\n  python: \"{PYVER}\"\n"
+        "driver:\n  policy: skip\n"
+        f"python:\n  manager: venv\n  name: tf\n  version: \"{PYVER}\"\n"
+        f"pip:\n  index_url: {index}\n  complete: true\n  requirements: |\n{req}")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    d = tmp_path_factory.mktemp("wheels")
+    pins = []
+    for name, ver in (("tfprov-alpha", "1.0.0"), ("tfprov-beta", "2.1.0")):
+        _, sha = lib_pyindex.build_wheel(str(d), name, ver)
+        pins.append((name, ver, sha))
+    idx = lib_pyindex.Index(str(d))
+    idx.pins = pins
+    yield idx
+    idx.close()
+
+
+@pytest.fixture
+def mirror(tmp_path):
+    d = tmp_path / "mirror"
+    d.mkdir()
+    with HttpServer(root=str(d)) as srv:
+        yield srv
+
+
+def site_packages(tfprov):
+    lib = tfprov.path(ENV + "/lib")
+    return os.path.join(lib, [d for d in os.listdir(lib) if d.startswith("python")][0],
+                        "site-packages")
+
+
+def with_tty(tfprov, args, answer, env=None):
+    """Runs tfprov with a pseudo-terminal on stdin, types `answer`; (rc, stdout+stderr)."""
+    master, slave = pty.openpty()
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.Popen([tfprov.bin, "--root", tfprov.root, *args], stdin=slave,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=e, text=True)
+    os.close(slave)
+    os.write(master, (answer + "\n").encode())
+    text, _ = p.communicate(timeout=120)
+    os.close(master)
+    return p.returncode, text
+
+
+# ------------------------------------------------------------ (1) destroy keeps foreign files
+
+
+def test_destroy_keeps_what_tfprov_did_not_place(tfprov, index, tmp_path):
+    m = py_manifest(tmp_path / "m.yaml", index.url, index.pins)
+    tfprov.run("apply", "-y", m, env=no_stub_env(), check=0, timeout=300)
+    sp = site_packages(tfprov)
+    alpha = os.path.join(sp, "tfprov_alpha", "__init__.py")
+    assert os.path.isfile(alpha)
+    mine = {tfprov.path(ENV + "/mynotes.txt"): "notes\n",
+            tfprov.path(ENV + "/samples/keep.txt"): "keep\n",
+            os.path.join(sp, "tfprov_alpha", "mine.py"): "x = 1\n"}
+    for p, text in mine.items():
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write(text)
+
+    # Not a terminal and no -y: nothing is asked and nothing changes.
+    p = tfprov.run("destroy", "py", check=1)
+    assert "cannot ask" in p.stderr and "-y" in p.stderr, out(p)
+    assert os.path.isfile(alpha) and os.path.isfile(tfprov.path(ENV + "/bin/python"))
+    # The plan names what will be kept, before the question.
+    for rel in ("/mynotes.txt", "/samples/", "/tfprov_alpha/mine.py"):
+        assert any(rel in line and "will keep" in line for line in p.stderr.splitlines()), \
+            out(p)
+
+    p = tfprov.run("destroy", "-y", "py", check=0)
+    for path, text in mine.items():
+        assert open(path).read() == text, f"{path} was not kept"
+    assert not os.path.exists(alpha), "a file pip installed for tfprov is still there"
+    assert not os.path.lexists(tfprov.path(ENV + "/bin/python"))
+    assert not os.path.exists(os.path.join(sp, "tfprov_beta")), "an emptied dir stayed"
+    assert "kept " + ENV + "/mynotes.txt" in p.stderr, out(p)
+    # What is left is exactly the user's files and the directories holding them.
+    left = sorted(os.path.relpath(os.path.join(d, n), tfprov.path(ENV))
+                  for d, ds, fs in os.walk(tfprov.path(ENV)) for n in fs)
+    assert left == sorted(os.path.relpath(p, tfprov.path(ENV)) for p in mine), left
+    assert temp_leftovers(tfprov.root) == []
+    assert "No stacks" in tfprov.run("status", check=0).stdout
+
+
+def test_destroy_cuda_tree_keeps_a_users_header(tfprov, tmp_path, mirror):
+    applied_stack(tfprov, tmp_path, mirror)
+    prefix = tfprov.path("/opt/tfprov/cuda/12.3.2")
+    mine = os.path.join(prefix, "include", "mine.h")
+    with open(mine, "w") as f:
+        f.write("#define MINE 1\n")
+    p = tfprov.run("destroy", "-y", "demo", check=0)
+    assert open(mine).read() == "#define MINE 1\n"
+    assert sorted(os.listdir(prefix)) == ["include"], os.listdir(prefix)
+    assert os.listdir(os.path.join(prefix, "include")) == ["mine.h"]
+    assert "kept /opt/tfprov/cuda/12.3.2/include/mine.h" in p.stderr, out(p)
+
+
+def test_destroy_and_rollback_ask_on_a_terminal(tfprov, tmp_path):
+    prof = tfprov.path("/etc/profile.d/tfprov-q.sh")
+    base = ("schema: 1\nstack:\n  name: q\n  platform: linux-x86_64\nprefix: /opt/tfprov\n"
+            "versions:\n  tensorflow: 2.15.1\n  python: \"3.10\"\ndriver:\n  policy: skip\n"
+            "env:\n  vars:\n    LEVEL: \"{}\"\n")
+    m1, m2 = tmp_path / "1.yaml", tmp_path / "2.yaml"
+    m1.write_text(base.format(1))
+    m2.write_text(base.format(2))
+    tfprov.run("apply", "-y", m1, check=0)
+    tfprov.run("apply", "-y", m2, check=0)
+    # rollback: "no" changes nothing, "yes" goes back.
+    rc, text = with_tty(tfprov, ["rollback", "q"], "no")
+    assert rc == 1 and "Only 'yes' will be accepted" in text, text
+    assert "LEVEL='2'" in open(prof).read() or "LEVEL=2" in open(prof).read()
+    rc, text = with_tty(tfprov, ["rollback", "q"], "yes")
+    assert rc == 0, text
+    assert "2" not in re.findall(r"LEVEL=\W?(\d)", open(prof).read())
+    # rollback without a terminal and without -y refuses.
+    tfprov.run("rollback", "q", "--generation", "2", check=1)
+    # destroy: "y" is not "yes".
+    rc, text = with_tty(tfprov, ["destroy", "q"], "y")
+    assert rc == 1 and "destroy cancelled" in text and os.path.exists(prof), text
+    rc, text = with_tty(tfprov, ["destroy", "q"], "yes")
+    assert rc == 0 and not os.path.exists(prof), text
+
+
+def test_apply_without_a_terminal_refuses_unless_approved(tfprov, tmp_path):
+    """Terraform's convention: nobody can answer, so apply needs -y (or
+    --auto-approve); --json cannot ask either. A run with nothing to change
+    needs no approval."""
+    m = tmp_path / "m.yaml"
+    m.write_text("schema: 1\nstack:\n  name: a\n  platform: linux-x86_64\nprefix: /opt/tfprov\n"
+                 "versions:\n  tensorflow: 2.15.1\n  python: \"3.10\"\ndriver:\n  policy: skip\n"
+                 "env:\n  vars:\n    X: \"1\"\n")
+    p = tfprov.run("apply", m, check=1)
+    assert "stdin is not a terminal" in p.stderr and "--auto-approve" in p.stderr
+    assert not os.path.exists(tfprov.state_db) or \
+        sqlite3.connect(tfprov.state_db).execute("SELECT count(*) FROM stacks").fetchone()[0] == 0
+    tfprov.run("--json", "apply", m, check=1)
+    tfprov.run("apply", "--auto-approve", m, check=0)
+    assert "No changes" in tfprov.run("apply", m, check=0).stdout
+
+
+# ------------------------------------------------------------ (2) verify --deep on a pip env
+
+
+def test_deep_verify_clean_pip_env_passes_and_names_the_package(tfprov, index, tmp_path):
+    m = py_manifest(tmp_path / "m.yaml", index.url, index.pins)
+    tfprov.run("apply", "-y", m, env=no_stub_env(), check=0, timeout=300)
+    p = tfprov.run("verify", "--deep", env=no_stub_env(), check=0)
+    assert "files: all placed files are intact" in p.stdout, out(p)
+    assert re.search(r"warning: [AMUX] /", p.stderr) is None, out(p)
+    sp = site_packages(tfprov)
+    init = os.path.join(sp, "tfprov_alpha", "__init__.py")
+    with open(init, "a") as f:
+        f.write("# changed\n")
+    os.unlink(os.path.join(sp, "tfprov_beta", "__init__.py"))
+    p = tfprov.run("verify", "--deep", env=no_stub_env(), check=2)
+    assert re.search(r"warning: U \S+/tfprov_alpha/__init__.py .*package tfprov_alpha 1\.0\.0",
+                     p.stderr), out(p)
+    assert re.search(r"warning: X \S+/tfprov_beta/__init__.py .*package tfprov_beta 2\.1\.0",
+                     p.stderr), out(p)
+    # A file nobody installed inside a package's directory is an A.
+    with open(os.path.join(sp, "tfprov_alpha", "extra.py"), "w") as f:
+        f.write("")
+    p = tfprov.run("verify", "--deep", env=no_stub_env(), check=2)
+    assert re.search(r"warning: A \S+/tfprov_alpha/extra.py", p.stderr), out(p)
+
+
+# ------------------------------------------------------------ (5) options, help, version
+
+
+def test_version_and_per_command_help(tfprov):
+    p = tfprov.run("--version", root=False, check=0)
+    assert re.fullmatch(r"tfprov \d+\.\d+\.\d+ \(commit ([0-9a-f]{7,}|unknown)\)\n", p.stdout)
+    a = tfprov.run("help", "apply", root=False, check=0).stdout
+    b = tfprov.run("apply", "--help", root=False, check=0).stdout
+    assert a == b and a.startswith("usage: tfprov [options] apply MANIFEST")
+    assert "--auto-approve" in a and "--deep" not in a
+    assert "--deep" in tfprov.run("help", "verify", root=False, check=0).stdout
+    tfprov.run("help", "nosuch", root=False, check=64)
+
+
+@pytest.mark.parametrize("args", [
+    ["apply", "--deep", "m.yaml"],
+    ["apply", "--history", "m.yaml"],
+    ["apply", "--generation", "3", "m.yaml"],
+    ["status", "--deep"],
+    ["status", "extra"],
+    ["show"],
+    ["verify", "--detailed-exitcode"],
+    ["bogus"],
+    ["apply", "--no-such-option", "m.yaml"],
+])
+def test_usage_errors_are_short(tfprov, args):
+    p = tfprov.run(*args, check=64)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) <= 3 and lines[-1].startswith("usage: tfprov"), p.stderr
+
+
+def test_plan_saved_plan_is_refused(tfprov, tmp_path):
+    m = tmp_path / "m.yaml"
+    m.write_text("schema: 1\nstack:\n  name: a\n  platform: linux-x86_64\nprefix: /opt/tfprov\n"
+                 "versions:\n  tensorflow: 2.15.1\n  python: \"3.10\"\ndriver:\n  policy: skip\n")
+    p = tfprov.run("plan", "-o", tmp_path / "saved.plan", m, check=64)
+    assert "not supported" in p.stderr
+    assert not (tmp_path / "saved.plan").exists()
+
+
+def test_read_only_command_does_not_create_a_mistyped_root(tmp_path):
+    from conftest import Tfprov
+    t = Tfprov(tmp_path / "typo")
+    for cmd in (["status"], ["show", "x"], ["verify"]):
+        p = t.run(*cmd, check=64)
+        assert "is not a directory" in p.stderr
+    assert not (tmp_path / "typo").exists()
