@@ -403,6 +403,7 @@ int main(int argc, char **argv)
 	c.state_dir = state_dir ? absolute(state_dir) : ctx_host_path(&c, "/var/lib/tfprov");
 	c.cache_dir = cache_dir ? absolute(cache_dir) : ctx_host_path(&c, "/var/cache/tfprov");
 
+	ev_version(&c, TFPROV_VERSION);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -439,18 +440,24 @@ int main(int argc, char **argv)
 		}
 	}
 	rc = cmd->fn(&c, &o);
+	if (state_failure()) {
+		/* A query failed: say which; an answer built on it is not to be trusted. */
+		ev_log(&c, EV_ERROR, "the state database in %s could not be read: %s", c.state_dir,
+		       state_failure());
+		if (rc == 0 || rc == TF_EXIT_CHANGES)
+			rc = TF_ESTATE;
+	}
 done:
 	if (tf_interrupted && rc == 0)
 		rc = TF_EINTR;
 	ex = rc > 0 ? rc : tf_exit_code(rc);
-	if (c.flags & CTX_JSON) {
-		struct event e = {.kind = EV_RESULT,
-		                  .level = ex ? EV_ERROR : EV_INFO,
-		                  .exit_code = ex,
-		                  .changed = c.changed,
-		                  .failed = ex != 0 && ex != 2};
-		ev_emit(&c, &e);
-	}
+	/* The last event: the result with --json; on a terminal it erases the progress board. */
+	struct event e = {.kind = EV_RESULT,
+	                  .level = ex ? EV_ERROR : EV_INFO,
+	                  .exit_code = ex,
+	                  .changed = c.changed,
+	                  .failed = ex != 0 && ex != 2};
+	ev_emit(&c, &e);
 out:
 	state_close(c.st);
 	if (c.rootfd >= 0)

@@ -298,15 +298,14 @@ static char *recorded_env(struct ctx *c, int64_t sid)
 	sqlite3_stmt *q = NULL;
 	char *env = NULL;
 	if (c->st == NULL ||
-	    sqlite3_prepare_v2(
-	        c->st->db,
-	        "SELECT f.path FROM files f JOIN resources r ON r.id = f.resource_id "
-	        "WHERE r.stack_id = ? AND r.addr = 'pyenv' AND f.type = 'd' "
-	        "ORDER BY length(f.path) LIMIT 1",
-	        -1, &q, NULL) != SQLITE_OK)
+	    state_prepare(c->st,
+	                  "SELECT f.path FROM files f JOIN resources r ON r.id = f.resource_id "
+	                  "WHERE r.stack_id = ? AND r.addr = 'pyenv' AND f.type = 'd' "
+	                  "ORDER BY length(f.path) LIMIT 1",
+	                  &q) != SQLITE_OK)
 		return NULL;
 	sqlite3_bind_int64(q, 1, sid);
-	if (sqlite3_step(q) == SQLITE_ROW)
+	if (state_step(q) == SQLITE_ROW)
 		env = xstrdup((const char *)sqlite3_column_text(q, 0));
 	sqlite3_finalize(q);
 	return env;

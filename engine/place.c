@@ -55,9 +55,8 @@ static int64_t journal_add(struct txn *t, const char *op, const char *path, cons
 {
 	sqlite3_stmt *s = NULL;
 	int64_t id = 0;
-	sqlite3_prepare_v2(t->c->st->db,
-	                   "INSERT INTO journal(op, path, tmp, backup, created) VALUES (?,?,?,?,?)",
-	                   -1, &s, NULL);
+	state_prepare(t->c->st,
+	              "INSERT INTO journal(op, path, tmp, backup, created) VALUES (?,?,?,?,?)", &s);
 	sqlite3_bind_text(s, 1, op, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
 	if (tmp)
@@ -65,7 +64,7 @@ static int64_t journal_add(struct txn *t, const char *op, const char *path, cons
 	if (backup)
 		sqlite3_bind_text(s, 4, backup, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 5, now_unix());
-	if (sqlite3_step(s) == SQLITE_DONE)
+	if (state_step(s) == SQLITE_DONE)
 		id = sqlite3_last_insert_rowid(t->c->st->db);
 	sqlite3_finalize(s);
 	if (id) {
@@ -149,13 +148,12 @@ static int owner_class(struct txn *t, const char *path)
 		return 0;
 	sqlite3_stmt *s = NULL;
 	int mine = 0;
-	sqlite3_prepare_v2(t->c->st->db,
-	                   "SELECT 1 FROM resources WHERE id = ? AND stack_id = ? AND addr = ?", -1,
-	                   &s, NULL);
+	state_prepare(t->c->st,
+	              "SELECT 1 FROM resources WHERE id = ? AND stack_id = ? AND addr = ?", &s);
 	sqlite3_bind_int64(s, 1, rid);
 	sqlite3_bind_int64(s, 2, t->stack_id);
 	sqlite3_bind_text(s, 3, t->addr, -1, SQLITE_STATIC);
-	mine = sqlite3_step(s) == SQLITE_ROW;
+	mine = state_step(s) == SQLITE_ROW;
 	sqlite3_finalize(s);
 	return mine ? 1 : 2;
 }
@@ -634,12 +632,12 @@ static int forget_records(struct state *st, const char *path)
 {
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
-	sqlite3_prepare_v2(st->db,
-	                   "DELETE FROM files WHERE path = ?1 OR (path > ?1 || '/' AND "
-	                   "path < ?1 || '0')",
-	                   -1, &s, NULL);
+	state_prepare(st,
+	              "DELETE FROM files WHERE path = ?1 OR (path > ?1 || '/' AND "
+	              "path < ?1 || '0')",
+	              &s);
 	sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE)
+	if (state_step(s) != SQLITE_DONE)
 		rc = TF_ESTATE;
 	sqlite3_finalize(s);
 	return rc;
@@ -649,8 +647,8 @@ static void gc_rows(struct state *st)
 {
 	sqlite3_stmt *s = NULL;
 	struct strvec ids = STRVEC_INIT, paths = STRVEC_INIT;
-	sqlite3_prepare_v2(st->db, "SELECT id, backup FROM journal WHERE op = 'gc'", -1, &s, NULL);
-	while (sqlite3_step(s) == SQLITE_ROW) {
+	state_prepare(st, "SELECT id, backup FROM journal WHERE op = 'gc'", &s);
+	while (state_step(s) == SQLITE_ROW) {
 		strvec_pushf(&ids, "%lld", (long long)sqlite3_column_int64(s, 0));
 		const unsigned char *b = sqlite3_column_text(s, 1);
 		strvec_push(&paths, b ? (const char *)b : "");
@@ -776,10 +774,9 @@ void txn_abort(struct txn *t)
 	struct state *st = t->c->st;
 	for (size_t i = t->njids; i-- > 0;) {
 		sqlite3_stmt *s = NULL;
-		sqlite3_prepare_v2(st->db, "SELECT op, path, tmp, backup FROM journal WHERE id = ?",
-		                   -1, &s, NULL);
+		state_prepare(st, "SELECT op, path, tmp, backup FROM journal WHERE id = ?", &s);
 		sqlite3_bind_int64(s, 1, t->jids[i]);
-		if (sqlite3_step(s) == SQLITE_ROW)
+		if (state_step(s) == SQLITE_ROW)
 			undo_row(t->c, (const char *)sqlite3_column_text(s, 0),
 			         (const char *)sqlite3_column_text(s, 1),
 			         (const char *)sqlite3_column_text(s, 2),
@@ -859,9 +856,8 @@ int place_recover(struct ctx *c)
 	sqlite3_stmt *s = NULL;
 	int n = 0;
 	struct strvec rows = STRVEC_INIT; /* op \x1f path \x1f tmp \x1f backup */
-	sqlite3_prepare_v2(st->db, "SELECT op, path, tmp, backup FROM journal ORDER BY id DESC", -1,
-	                   &s, NULL);
-	while (sqlite3_step(s) == SQLITE_ROW) {
+	state_prepare(st, "SELECT op, path, tmp, backup FROM journal ORDER BY id DESC", &s);
+	while (state_step(s) == SQLITE_ROW) {
 		const char *op = (const char *)sqlite3_column_text(s, 0);
 		const char *p = (const char *)sqlite3_column_text(s, 1);
 		const char *tmp = (const char *)sqlite3_column_text(s, 2);

@@ -95,12 +95,12 @@ int64_t drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed)
 	struct drift_row *rows = NULL;
 	size_t n = 0, cap = 0;
 	*missing = *changed = 0;
-	sqlite3_prepare_v2(c->st->db,
-	                   "SELECT path, type, size, mtime_ns, mode FROM files WHERE resource_id = "
-	                   "? ORDER BY path",
-	                   -1, &s, NULL);
+	state_prepare(c->st,
+	              "SELECT path, type, size, mtime_ns, mode FROM files WHERE resource_id = "
+	              "? ORDER BY path",
+	              &s);
 	sqlite3_bind_int64(s, 1, res_id);
-	while (sqlite3_step(s) == SQLITE_ROW) {
+	while (state_step(s) == SQLITE_ROW) {
 		if (n == cap) {
 			cap = cap ? cap * 2 : 256;
 			rows = xrealloc(rows, cap * sizeof(*rows));
@@ -233,11 +233,11 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 	/* Recorded resources the manifest no longer wants. */
 	if (p->stack_id) {
 		sqlite3_stmt *q = NULL;
-		sqlite3_prepare_v2(
-		    c->st->db, "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id DESC",
-		    -1, &q, NULL);
+		state_prepare(c->st,
+		              "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id DESC",
+		              &q);
 		sqlite3_bind_int64(q, 1, p->stack_id);
-		while (sqlite3_step(q) == SQLITE_ROW) {
+		while (state_step(q) == SQLITE_ROW) {
 			const char *addr = (const char *)sqlite3_column_text(q, 1);
 			int found = 0;
 			for (size_t i = 0; i < wanted.n; i++)
@@ -322,17 +322,16 @@ int plan_foreign(struct ctx *c, int64_t stack_id, struct strvec *out)
 	sqlite3_stmt *q = NULL;
 	char *env = pkgfiles_load_stack(c, stack_id, 0, &x);
 	int rc = 0;
-	if (sqlite3_prepare_v2(
-	        c->st->db,
-	        "SELECT f.path FROM files f JOIN resources r ON r.id = f.resource_id "
-	        "WHERE r.stack_id = ? AND f.type = 'd' ORDER BY f.path",
-	        -1, &q, NULL) != SQLITE_OK) {
+	if (state_prepare(c->st,
+	                  "SELECT f.path FROM files f JOIN resources r ON r.id = f.resource_id "
+	                  "WHERE r.stack_id = ? AND f.type = 'd' ORDER BY f.path",
+	                  &q) != SQLITE_OK) {
 		rc = TF_ESTATE;
 		goto out;
 	}
 	sqlite3_bind_int64(q, 1, stack_id);
 	struct strvec dirs = STRVEC_INIT;
-	while (sqlite3_step(q) == SQLITE_ROW)
+	while (state_step(q) == SQLITE_ROW)
 		strvec_push(&dirs, (const char *)sqlite3_column_text(q, 0));
 	sqlite3_finalize(q);
 	for (size_t i = 0; i < dirs.n; i++)
@@ -354,6 +353,7 @@ void plan_observe(struct ctx *c, const struct manifest *m, struct plan *p)
 		if (rc == 0)
 			continue;
 		free(s->blocker);
+		s->blocker_rc = rc;
 		s->blocker = xasprintf("apply would stop here, before any change (exit %d): %s",
 		                       tf_exit_code(rc), s->error ? s->error : tf_strerror(rc));
 		free(s->error);
@@ -518,9 +518,9 @@ int plan_apply_destroy(struct ctx *c, const char *stack, struct plan *p)
 	int rc = execute(c, NULL, p, p->stack_id);
 	if (rc == 0) {
 		sqlite3_stmt *s = NULL;
-		sqlite3_prepare_v2(c->st->db, "DELETE FROM stacks WHERE id = ?", -1, &s, NULL);
+		state_prepare(c->st, "DELETE FROM stacks WHERE id = ?", &s);
 		sqlite3_bind_int64(s, 1, p->stack_id);
-		if (sqlite3_step(s) != SQLITE_DONE)
+		if (state_step(s) != SQLITE_DONE)
 			rc = TF_ESTATE;
 		sqlite3_finalize(s);
 	}

@@ -50,6 +50,9 @@ struct unpack_result {
  */
 int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
                    struct unpack_result *res, char **errmsg);
+/* unpack_archive(), naming the archive `label` (the artifact, not its cache path) in events. */
+int unpack_archive_named(struct ctx *c, const char *archive, const char *label,
+                         const char *dest_dir, int strip, struct unpack_result *res, char **errmsg);
 void unpack_result_release(struct unpack_result *res);
 
 /* A file being downloaded by another thread (fetch_item's stream fields). */

@@ -357,8 +357,8 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 			if (strcmp(parts[i], stage) != 0)
 				remove_tree(parts[i]);
 			ev_log(c, EV_DEBUG, "unpacking %s", s->v[i].name);
-			rc =
-			    unpack_archive(c, s->v[i].path, parts[i], s->v[i].strip, &res[i], &err);
+			rc = unpack_archive_named(c, s->v[i].path, s->v[i].name, parts[i],
+			                          s->v[i].strip, &res[i], &err);
 			if (rc != 0)
 				step_fail(st, "%s: %s", s->v[i].name, err ? err : tf_strerror(rc));
 			free(err);

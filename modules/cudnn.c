@@ -58,15 +58,14 @@ static int cudnn_precheck(struct ctx *c, const struct manifest *m, struct step *
 	char *prefix = stack_cudnn_prefix(m);
 	sqlite3_stmt *q = NULL;
 	int rc = 0;
-	sqlite3_prepare_v2(
-	    c->st->db,
-	    "SELECT st.name, f.path FROM files f JOIN resources r ON r.id = "
-	    "f.resource_id JOIN stacks st ON st.id = r.stack_id WHERE r.addr = 'cudnn' "
-	    "AND st.name <> ?1 AND f.path > ?2 || '/' AND f.path < ?2 || '0' LIMIT 1",
-	    -1, &q, NULL);
+	state_prepare(c->st,
+	              "SELECT st.name, f.path FROM files f JOIN resources r ON r.id = "
+	              "f.resource_id JOIN stacks st ON st.id = r.stack_id WHERE r.addr = 'cudnn' "
+	              "AND st.name <> ?1 AND f.path > ?2 || '/' AND f.path < ?2 || '0' LIMIT 1",
+	              &q);
 	sqlite3_bind_text(q, 1, m->stack.name.s, -1, SQLITE_STATIC);
 	sqlite3_bind_text(q, 2, prefix, -1, SQLITE_STATIC);
-	if (sqlite3_step(q) == SQLITE_ROW) {
+	if (state_step(q) == SQLITE_ROW) {
 		step_fail(
 		    s,
 		    "stack '%s' already merged its cuDNN into %s (e.g. %s); two stacks cannot "

@@ -50,8 +50,9 @@ struct step {
 	enum action action;
 	char desired[65];
 	char *detail;
-	char *reason;  /* why it is not a noop */
-	char *blocker; /* plan: the precondition that would stop apply */
+	char *reason;   /* why it is not a noop */
+	char *blocker;  /* plan: the precondition that would stop apply */
+	int blocker_rc; /* its error (TF_E*), 0 when none */
 	struct strvec urls;
 	int64_t res_id; /* recorded resource, 0 when none */
 	int64_t nfiles; /* recorded files */

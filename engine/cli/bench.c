@@ -80,12 +80,11 @@ static int record(struct ctx *c, int64_t stack_id, const struct bench_row *r)
 {
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
-	if (sqlite3_prepare_v2(
-	        c->st->db,
-	        "INSERT INTO bench_results(stack_id, at, gpu, precision, ms_per_step, "
-	        "images_per_sec, tf_version, cuda_version, cudnn_version, source, raw) "
-	        "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-	        -1, &s, NULL) != SQLITE_OK) {
+	if (state_prepare(c->st,
+	                  "INSERT INTO bench_results(stack_id, at, gpu, precision, ms_per_step, "
+	                  "images_per_sec, tf_version, cuda_version, cudnn_version, source, raw) "
+	                  "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+	                  &s) != SQLITE_OK) {
 		rc = TF_ESTATE;
 		goto out;
 	}
@@ -100,7 +99,7 @@ static int record(struct ctx *c, int64_t stack_id, const struct bench_row *r)
 	sqlite3_bind_text(s, 9, r->cudnn, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 10, r->source, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 11, r->raw, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE)
+	if (state_step(s) != SQLITE_DONE)
 		rc = TF_ESTATE;
 out:
 	if (rc != 0)
@@ -117,15 +116,15 @@ static int bench_history(struct ctx *c, const char *stack)
 		ev_log(c, EV_INFO, "No benchmark results: nothing was applied under %s.", c->root);
 		return 0;
 	}
-	sqlite3_prepare_v2(c->st->db,
-	                   "SELECT b.at, coalesce(s.name, '(destroyed)'), b.source, b.precision, "
-	                   "b.gpu, b.ms_per_step, b.images_per_sec, b.tf_version, b.cuda_version, "
-	                   "b.cudnn_version FROM bench_results b LEFT JOIN stacks s ON s.id = "
-	                   "b.stack_id WHERE ?1 IS NULL OR s.name = ?1 ORDER BY b.id",
-	                   -1, &s, NULL);
+	state_prepare(c->st,
+	              "SELECT b.at, coalesce(s.name, '(destroyed)'), b.source, b.precision, "
+	              "b.gpu, b.ms_per_step, b.images_per_sec, b.tf_version, b.cuda_version, "
+	              "b.cudnn_version FROM bench_results b LEFT JOIN stacks s ON s.id = "
+	              "b.stack_id WHERE ?1 IS NULL OR s.name = ?1 ORDER BY b.id",
+	              &s);
 	if (stack)
 		sqlite3_bind_text(s, 1, stack, -1, SQLITE_STATIC);
-	while (sqlite3_step(s) == SQLITE_ROW) {
+	while (state_step(s) == SQLITE_ROW) {
 		if (n++ == 0)
 			ev_log(c, EV_INFO, "%-20s %-10s %-6s %-13s %-28s %10s %10s  %-8s %-8s %s",
 			       "when (UTC)", "stack", "source", "precision", "gpu", "ms/step",

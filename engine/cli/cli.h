@@ -48,6 +48,10 @@ int cmd_doctor(struct ctx *c, struct opts *o);
 int cmd_lock(struct ctx *c, struct opts *o);
 int cmd_mirror(struct ctx *c, struct opts *o);
 
+/* A manifest diagnostic as a structured --json "diagnostic" event. */
+struct diag;
+void cli_diag_event(struct ctx *c, const struct diag *g);
+
 /* Loads and lints a manifest, printing diagnostics; 0 or TF_EMANIFEST. */
 struct manifest;
 int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, int print_warnings);
@@ -59,6 +63,9 @@ int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, in
  * changed). 1 approved, 0 not.
  */
 int cli_confirm(struct ctx *c, const char *action, const char *question);
+
+/* A unix time as RFC 3339 UTC ("2026-12-01T02:50:00Z"), or "never" for 0. */
+void cli_time(int64_t t, char out[32]);
 
 /* The single STACK argument of show/rollback: its id, or an error (logged). */
 int cli_stack_arg(struct ctx *c, const struct opts *o, const char *usage, int64_t *sid);

@@ -6,10 +6,30 @@
 #include "manifest.h"
 #include "state.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+void cli_diag_event(struct ctx *c, const struct diag *g)
+{
+	const char *sev = g->sev == DIAG_ERROR ? "error" : "warning";
+	json_t *o =
+	    json_pack("{s:s,s:s,s:s,s:s,s:i,s:i}", "severity", sev, "code", g->code, "message",
+	              g->msg, "file", g->file, "line", g->pos.line, "col", g->pos.col);
+	json_object_set_new(o, "hint", g->hint ? json_string(g->hint) : json_null());
+	char *msg = xasprintf("%s:%d:%d: %s: %s [%s]", g->file, g->pos.line, g->pos.col, sev,
+	                      g->msg, g->code);
+	struct event e = {.kind = EV_DATA,
+	                  .level = g->sev == DIAG_ERROR ? EV_ERROR : EV_WARN,
+	                  .type = "diagnostic",
+	                  .data = o,
+	                  .msg = msg};
+	ev_emit(c, &e);
+	free(msg);
+	json_decref(o);
+}
 
 int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, int print_warnings)
 {
@@ -32,15 +52,8 @@ int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, in
 	diags_sort(&d);
 	if (d.errors || print_warnings) {
 		if (c->flags & CTX_JSON) {
-			for (size_t i = 0; i < d.n; i++) {
-				struct diag *g = &d.v[i];
-				char *msg = xasprintf(
-				    "%s:%d:%d: %s: %s%s%s [%s]", g->file, g->pos.line, g->pos.col,
-				    g->sev == DIAG_ERROR ? "error" : "warning", g->msg,
-				    g->hint ? " hint: " : "", g->hint ? g->hint : "", g->code);
-				ev_log(c, g->sev == DIAG_ERROR ? EV_ERROR : EV_WARN, "%s", msg);
-				free(msg);
-			}
+			for (size_t i = 0; i < d.n; i++)
+				cli_diag_event(c, &d.v[i]);
 		} else {
 			fflush(stdout);
 			diags_print(&d, stderr, (c->flags & CTX_COLOR) && isatty(STDERR_FILENO));

@@ -25,7 +25,12 @@ int cmd_plan(struct ctx *c, struct opts *o)
 	plan_build(c, m, &p);
 	plan_observe(c, m, &p);
 	plan_emit(c, &p);
-	if (o->detailed_exitcode && plan_has_changes(&p))
+	/* plan fails as apply would: a precondition that stops apply is its exit code (6) here too. */
+	for (size_t i = 0; i < p.n && rc == 0; i++)
+		rc = p.steps[i].blocker_rc;
+	if (rc != 0)
+		ev_log(c, EV_ERROR, "apply would stop before any change: see the step marked '!'");
+	else if (o->detailed_exitcode && plan_has_changes(&p))
 		rc = TF_EXIT_CHANGES;
 	plan_release(&p);
 	manifest_free(m);

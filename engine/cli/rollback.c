@@ -22,15 +22,15 @@ int cmd_rollback(struct ctx *c, struct opts *o)
 	if (rc != 0)
 		return rc;
 	sqlite3_stmt *s = NULL;
-	sqlite3_prepare_v2(
-	    c->st->db,
+	state_prepare(
+	    c->st,
 	    "SELECT id, manifest_text, manifest_path FROM generations WHERE stack_id = ?1 "
 	    "AND result = 'ok' AND (?2 > 0 AND id = ?2 OR ?2 = 0 AND id < (SELECT "
 	    "current_gen FROM stacks WHERE id = ?1)) ORDER BY id DESC LIMIT 1",
-	    -1, &s, NULL);
+	    &s);
 	sqlite3_bind_int64(s, 1, sid);
 	sqlite3_bind_int64(s, 2, o->generation);
-	if (sqlite3_step(s) != SQLITE_ROW) {
+	if (state_step(s) != SQLITE_ROW) {
 		sqlite3_finalize(s);
 		ev_log(c, EV_ERROR, "no successful generation %s to roll back to",
 		       o->generation ? "with that number" : "before the current one");

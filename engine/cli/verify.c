@@ -48,6 +48,7 @@
 #include "state.h"
 
 #include <dirent.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,6 +68,14 @@ static void report(struct audit *a, char letter, const char *path, const char *w
 	a->findings++;
 	ev_log(a->c, EV_WARN, "%c %s%s%s%s%s%s", letter, path, why ? "  " : "", why ? why : "",
 	       pf ? "  (package " : "", pf ? pf->pkg : "", pf ? ")" : "");
+	char code[2] = {letter, 0};
+	json_t *d = json_pack("{s:s,s:s}", "code", code, "path", path);
+	if (why)
+		json_object_set_new(d, "why", json_string(why));
+	if (pf)
+		json_object_set_new(d, "package", json_string(pf->pkg));
+	ev_data(a->c, "audit_finding", d);
+	json_decref(d);
 }
 
 static int audit_file(const struct state_file *f, void *arg)
@@ -163,8 +172,8 @@ static int verify_files(struct ctx *c, int64_t stack_id, int deep)
 {
 	struct audit a = {c, deep, 0, STRVEC_INIT, {0}};
 	sqlite3_stmt *s = NULL;
-	if (sqlite3_prepare_v2(c->st->db, "SELECT id FROM resources WHERE stack_id = ? ORDER BY id",
-	                       -1, &s, NULL) != SQLITE_OK) {
+	if (state_prepare(c->st, "SELECT id FROM resources WHERE stack_id = ? ORDER BY id", &s) !=
+	    SQLITE_OK) {
 		ev_log(c, EV_ERROR, "  files: cannot read the state: %s",
 		       sqlite3_errmsg(c->st->db));
 		return -1;
@@ -172,7 +181,7 @@ static int verify_files(struct ctx *c, int64_t stack_id, int deep)
 	if (deep)
 		free(pkgfiles_load_stack(c, stack_id, 1, &a.pkgs));
 	sqlite3_bind_int64(s, 1, stack_id);
-	while (sqlite3_step(s) == SQLITE_ROW)
+	while (state_step(s) == SQLITE_ROW)
 		state_files_foreach(c->st, sqlite3_column_int64(s, 0), audit_file, &a);
 	sqlite3_finalize(s);
 	audit_dirs(&a);
@@ -337,6 +346,11 @@ static int verify_stack(struct ctx *c, struct opts *o, const char *name, const s
 		rc = worse(rc, nfail ? TF_EVERIFY : 0);
 		rc = worse(rc, verify_gpu(c, &si, nfail, skipped));
 	}
+	json_t *d = json_pack("{s:s,s:I,s:i,s:b,s:i}", "stack", name, "generation",
+	                      (json_int_t)si.gen, "file_findings", files > 0 ? files : 0, "deep",
+	                      o->deep, "exit_code", rc > 0 ? rc : tf_exit_code(rc));
+	ev_data(c, "verify_result", d);
+	json_decref(d);
 	stackinfo_release(&si);
 	return rc;
 }

@@ -253,3 +253,124 @@ def test_read_only_command_does_not_create_a_mistyped_root(tmp_path):
         p = t.run(*cmd, check=64)
         assert "is not a directory" in p.stderr
     assert not (tmp_path / "typo").exists()
+
+
+# ------------------------------------------------------------ (6) one meaning per exit code
+
+ENV_ONLY = ("schema: 1\nstack:\n  name: {name}\n  platform: linux-x86_64\nprefix: /opt/tfprov\n"
+            "versions:\n  tensorflow: 2.15.1\n  python: \"3.10\"\ndriver:\n  policy: {policy}\n"
+            "env:\n  vars:\n    X: \"1\"\n")
+
+
+def test_plan_fails_as_apply_would(tfprov, tmp_path):
+    """driver.policy: require on this machine (no driver reachable): apply stops with 6
+    before any change, so plan says 6 too, with or without --detailed-exitcode."""
+    m = tmp_path / "req.yaml"
+    m.write_text(ENV_ONLY.format(name="req", policy="require"))
+    env = no_stub_env(TFPROV_PROC_DRIVER_NVIDIA="/nonexistent/proc/driver/nvidia")
+    tfprov.run("apply", "-y", m, env=env, check=6)
+    p = tfprov.run("plan", "--detailed-exitcode", m, env=env, check=6)
+    assert "apply would stop" in out(p)
+    tfprov.run("plan", m, env=env, check=6)
+
+
+def test_status_after_a_failed_apply_is_not_ok(tfprov, tmp_path):
+    m = tmp_path / "m.yaml"
+    m.write_text(ENV_ONLY.format(name="f", policy="skip"))
+    # A file where the profile directory must be: the env step fails after the
+    # generation was opened.
+    os.makedirs(tfprov.path("/etc"))
+    with open(tfprov.path("/etc/profile.d"), "w") as f:
+        f.write("not a directory\n")
+    p = tfprov.run("apply", "-y", m)
+    assert p.returncode not in (0, 2), out(p)
+    p = tfprov.run("status", check=2)
+    assert "the last apply (generation 1) failed" in out(p), out(p)
+    os.unlink(tfprov.path("/etc/profile.d"))
+    tfprov.run("apply", "-y", m, check=0)
+    tfprov.run("status", check=0)
+
+
+def test_status_on_a_broken_state_is_an_error(tfprov, tmp_path):
+    m = tmp_path / "m.yaml"
+    m.write_text(ENV_ONLY.format(name="b", policy="skip"))
+    tfprov.run("apply", "-y", m, check=0)
+    db = sqlite3.connect(tfprov.state_db)
+    db.execute("ALTER TABLE generations RENAME TO generations_gone")
+    db.commit()
+    db.close()
+    for cmd in (["status"], ["show", "b"]):
+        p = tfprov.run(*cmd, check=1)
+        assert "No stacks" not in p.stdout
+        assert "no such table: generations" in p.stderr, out(p)
+
+
+def test_status_and_show_agree_and_status_shows_versions(tfprov, tmp_path):
+    m = tmp_path / "m.yaml"
+    m.write_text(ENV_ONLY.format(name="v", policy="skip"))
+    tfprov.run("apply", "-y", m, check=0)
+    st = tfprov.run("status", check=0).stdout
+    sh = tfprov.run("show", "v", check=0).stdout
+    assert "TensorFlow 2.15.1" in st and "Python 3.10" in st, st
+    n_status = re.search(r"env\s+ok, (\d+) paths", st).group(1)
+    n_show = re.search(r"env\s+(\d+) paths", sh).group(1)
+    assert n_status == n_show
+    applied = re.search(r"applied (\S+?),", st).group(1)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", applied)
+    assert f"finished {applied}" in sh, (st, sh)
+
+
+# ------------------------------------------------------------ (3) progress and --json
+
+RFC3339 = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"
+
+
+def test_progress_off_a_terminal_one_line_per_item(tfprov, tmp_path, mirror):
+    from lib_stack import make_stack, real_no_gpu_env
+    m = make_stack(mirror.root, mirror, tmp_path / "stack.yaml")
+    p = tfprov.run("--no-gpu", "apply", "-y", m, env=real_no_gpu_env(), check=0, timeout=300)
+    lines = [ln for ln in p.stderr.splitlines() if re.match(RFC3339 + " (fetch|unpack) ", ln)]
+    assert lines, p.stderr
+    started = [ln for ln in lines if ln.endswith(")") and ": started (" in ln]
+    done = [ln for ln in lines if ": done, " in ln]
+    for kind in ("fetch", "unpack"):
+        names = [re.match(RFC3339 + f" {kind} (.+?): started", ln) for ln in started]
+        names = [n.group(2) for n in names if n]
+        ends = [re.match(RFC3339 + f" {kind} (.+?): done", ln) for ln in done]
+        ends = [n.group(2) for n in ends if n]
+        # Every item: a start line and an end line (an unpack that overlapped the
+        # download and was redone from the verified file counts twice).
+        assert names and sorted(ends) == sorted(names), (kind, lines)
+    assert not any(re.search(r"[0-9a-f]{64}", ln) for ln in lines), lines
+    assert any("cuda_cudart" in ln for ln in lines), lines
+    # An artifact without a name is named by its file, never by a whole URL.
+    assert not any("://" in ln for ln in lines), lines
+
+
+def test_json_events_are_versioned_and_structured(tfprov, tmp_path, mirror):
+    import json
+    from lib_stack import make_stack, real_no_gpu_env
+    m = make_stack(mirror.root, mirror, tmp_path / "stack.yaml")
+    p = tfprov.run("--json", "--no-gpu", "apply", "-y", m, env=real_no_gpu_env(), check=0,
+                   timeout=300)
+    ev = [json.loads(ln) for ln in p.stdout.splitlines()]
+    assert ev[0]["type"] == "version" and ev[0]["data"]["ui"] == "1.0"
+    assert all(re.fullmatch(RFC3339, e["@timestamp"]) for e in ev)
+    prog = [e for e in ev if e["type"] == "progress"]
+    assert {e["step"] for e in prog} >= {"fetch", "unpack"}
+    assert all(e["done"] <= e["total"] for e in prog if e["total"]), \
+        [e for e in prog if e["done"] > e["total"]]
+    st = [json.loads(ln) for ln in tfprov.run("--json", "status", check=0).stdout.splitlines()]
+    data = [e["data"] for e in st if e["type"] == "stack_status"]
+    assert data and data[0]["name"] == "demo" and data[0]["versions"]["cuda"] == "12.3.2"
+    assert {r["step"] for r in data[0]["resources"]} >= {"cuda", "cudnn", "env"}
+    sh = [json.loads(ln) for ln in tfprov.run("--json", "show", "demo", check=0).stdout.splitlines()]
+    assert [e for e in sh if e["type"] == "stack_show"][0]["data"]["generations"][0]["result"] == "ok"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("bogus_key: 1\n" + open(m).read())
+    v = [json.loads(ln) for ln in tfprov.run("--json", "validate", bad, check=3).stdout.splitlines()]
+    diags = [e["data"] for e in v if e["type"] == "diagnostic"]
+    assert diags and set(diags[0]) >= {"file", "line", "col", "severity", "code", "message",
+                                       "hint"}, diags
+    assert any(d["severity"] == "error" and d["line"] == 1 and d["col"] == 1 and
+               d["code"] == "schema.unknown-key" for d in diags), diags
