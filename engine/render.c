@@ -243,8 +243,10 @@ static void fmt_bytes(char *out, size_t n, uint64_t b)
 {
 	if (b >= 1000000000ull)
 		snprintf(out, n, "%.2f GB", (double)b / 1e9);
-	else
+	else if (b >= 1000000ull)
 		snprintf(out, n, "%.1f MB", (double)b / 1e6);
+	else
+		snprintf(out, n, "%.1f kB", (double)b / 1e3);
 }
 
 /* Writes one board line cut to the terminal width less one column (never wraps). */

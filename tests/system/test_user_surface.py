@@ -374,3 +374,56 @@ def test_json_events_are_versioned_and_structured(tfprov, tmp_path, mirror):
                                        "hint"}, diags
     assert any(d["severity"] == "error" and d["line"] == 1 and d["col"] == 1 and
                d["code"] == "schema.unknown-key" for d in diags), diags
+
+
+def test_board_in_an_80_column_terminal(tfprov, tmp_path, mirror):
+    """The progress board in a real terminal (tmux, 80x24): the bars advance, no
+    line wraps, and when the run ends nothing of the board is left on screen or
+    in the scrollback. The mirror is throttled so that downloads take seconds."""
+    import shlex
+    import shutil
+    import time
+    from lib_stack import make_stack, real_no_gpu_env
+    tmux = shutil.which("tmux")
+    assert tmux, "tmux is needed (scripts/install-deps.sh installs it)"
+    m = make_stack(mirror.root, mirror, tmp_path / "stack.yaml")
+    mirror.default_rate = 1500  # bytes per second per download
+    env = real_no_gpu_env()
+    script = tmp_path / "run.sh"
+    script.write_text("".join(f"export {k}={shlex.quote(str(v))}\n" for k, v in env.items()) +
+                      f"unset NO_COLOR\n{shlex.quote(tfprov.bin)} --root {shlex.quote(tfprov.root)}"
+                      f" --no-gpu apply -y {shlex.quote(m)}\necho EXIT=$?\nsleep 120\n")
+    sock = f"tfprov-test-{os.getpid()}"
+    base = [tmux, "-L", sock, "-f", "/dev/null"]
+    subprocess.run(base + ["new-session", "-d", "-x", "80", "-y", "24", "-s", "t", "sh",
+                           str(script)], check=True)
+    frames = []
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 240:
+            frames.append(subprocess.run(base + ["capture-pane", "-p", "-J", "-t", "t"],
+                                         capture_output=True, text=True).stdout)
+            if "EXIT=" in frames[-1]:
+                break
+            time.sleep(0.15)
+        final = subprocess.run(base + ["capture-pane", "-p", "-J", "-S", "-", "-E", "-", "-t",
+                                       "t"], capture_output=True, text=True).stdout
+    finally:
+        subprocess.run(base + ["kill-server"], capture_output=True)
+    assert "EXIT=0" in final, final
+    bar = re.compile(r"^\s+(fetch|unpack)\s+(\S+)\s+\[([#.]+)\]\s+(\d+)%")
+    seen = {}
+    for f in frames:
+        for ln in f.splitlines():
+            b = bar.match(ln)
+            if b:
+                seen.setdefault((b.group(1), b.group(2)), set()).add(int(b.group(4)))
+    assert seen, "no progress bar was ever drawn:\n" + "\n---\n".join(frames[-3:])
+    advanced = [k for k, v in seen.items() if len(v) >= 2 and any(0 < p < 100 for p in v)]
+    assert advanced, f"no bar advanced: {seen}"
+    # -J joins wrapped lines: a board line longer than the terminal has wrapped.
+    board = [ln for f in frames for ln in f.splitlines() if bar.match(ln) or "ETA" in ln]
+    assert board and max(len(ln) for ln in board) < 80, board
+    stale = [ln for ln in final.splitlines() if bar.match(ln) or "ETA" in ln]
+    assert stale == [], "board lines left behind:\n" + "\n".join(stale)
+    assert "Apply complete" in final
