@@ -167,6 +167,21 @@ static char *absolute(const char *p)
 	return path_join(cwd, p);
 }
 
+/*
+ * The cache of a command that has no state of its own (lock): the user's
+ * ($XDG_CACHE_HOME or ~/.cache, then tfprov), so that resolving a manifest
+ * needs neither root nor a /var/cache/tfprov it would create on the host.
+ */
+static char *user_cache_dir(void)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	if (xdg && xdg[0] == '/')
+		return path_join(xdg, "tfprov");
+	if (home && home[0] == '/')
+		return xasprintf("%s/.cache/tfprov", home);
+	return xasprintf("/tmp/tfprov-cache-%ld", (long)getuid());
+}
+
 enum {
 	OPT_ROOT = 256,
 	OPT_STATE_DIR,
@@ -401,7 +416,12 @@ int main(int argc, char **argv)
 	}
 	c.rootfd = open(c.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	c.state_dir = state_dir ? absolute(state_dir) : ctx_host_path(&c, "/var/lib/tfprov");
-	c.cache_dir = cache_dir ? absolute(cache_dir) : ctx_host_path(&c, "/var/cache/tfprov");
+	if (cache_dir)
+		c.cache_dir = absolute(cache_dir);
+	else if (!(cmd->flags & CMD_STATE) && strcmp(c.root, "/") == 0)
+		c.cache_dir = user_cache_dir(); /* lock, validate: never the system's cache */
+	else
+		c.cache_dir = ctx_host_path(&c, "/var/cache/tfprov");
 
 	ev_version(&c, TFPROV_VERSION);
 	struct sigaction sa;

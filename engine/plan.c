@@ -17,6 +17,8 @@
  */
 #include "plan.h"
 #include "dirwalk.h"
+#include "artifacts.h"
+#include "fetch.h"
 #include "pkgfiles.h"
 #include "error.h"
 #include "event.h"
@@ -481,6 +483,45 @@ static int execute(struct ctx *c, const struct manifest *m, struct plan *p, int6
 	return rc;
 }
 
+/*
+ * Every download of every changing step, fetched and verified into the cache
+ * before the first step changes anything: a wrong hash or a missing artifact
+ * stops the run with the root as it was (the steps then unpack from the
+ * verified cache).
+ */
+static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p)
+{
+	struct artset all = {0};
+	int rc = 0;
+	for (size_t i = 0; i < p->n && rc == 0; i++) {
+		struct step *s = &p->steps[i];
+		if (s->mod->artifacts == NULL || s->action == ACT_NOOP || s->action == ACT_READ ||
+		    s->action == ACT_DELETE)
+			continue;
+		rc = s->mod->artifacts(c, m, &all, s);
+		if (rc != 0)
+			step_event(c, s, 0, 1, s->error);
+	}
+	if (rc != 0 || all.n == 0)
+		goto out;
+	struct fetch_item *items = xcalloc(all.n, sizeof(*items));
+	for (size_t i = 0; i < all.n; i++) {
+		items[i].name = all.v[i].name;
+		items[i].url = all.v[i].url;
+		items[i].sha256 = all.v[i].sha256;
+		items[i].size = all.v[i].size;
+	}
+	rc = fetch_all(c, items, all.n); /* it reports what failed (offline: in one error) */
+	if (rc != 0 && rc != TF_EOFFLINE)
+		ev_log(c, EV_ERROR, "a download failed or did not verify: nothing was changed");
+	for (size_t i = 0; i < all.n; i++)
+		fetch_item_release(&items[i]);
+	free(items);
+out:
+	artset_release(&all);
+	return rc;
+}
+
 int plan_apply(struct ctx *c, const struct manifest *m, struct plan *p)
 {
 	int rc = 0;
@@ -495,6 +536,8 @@ int plan_apply(struct ctx *c, const struct manifest *m, struct plan *p)
 			return rc;
 		}
 	}
+	if ((rc = prefetch(c, m, p)) != 0)
+		return rc;
 	if (c->st == NULL) {
 		/* First run on this root: the state is created only now. */
 		rc = place_open_state(c);

@@ -31,7 +31,9 @@ void artset_add(struct artset *s, const char *name, const char *url, const char 
 	s->v = xrealloc(s->v, (s->n + 1) * sizeof(*s->v));
 	struct art *a = &s->v[s->n++];
 	memset(a, 0, sizeof(*a));
-	a->name = xstrdup(name ? name : url);
+	/* Unnamed: its file name (the URL's last part) names it in messages. */
+	const char *base = strrchr(url, '/');
+	a->name = xstrdup(name ? name : base && base[1] ? base + 1 : url);
 	a->url = xstrdup(url);
 	snprintf(a->sha256, sizeof(a->sha256), "%s", sha256);
 	a->size = size;

@@ -19,6 +19,7 @@
 enum action { ACT_NOOP, ACT_CREATE, ACT_UPDATE, ACT_REPLACE, ACT_DELETE, ACT_READ };
 
 struct step;
+struct artset;
 
 struct module {
 	const char *kind;
@@ -40,6 +41,15 @@ struct module {
 	 * (destroy, or the step left the manifest); NULL when none.
 	 */
 	int (*remove)(struct ctx *c, struct step *s, struct txn *t);
+	/*
+	 * Adds the artifacts the step downloads to `out` (resolving a pinned
+	 * redistrib JSON, which is fetched and verified into the cache), so the
+	 * executor can fetch and verify every download of a plan before the
+	 * first step changes anything. NULL when the step downloads nothing it
+	 * can name up front. 0 or TF_E* (s->error set).
+	 */
+	int (*artifacts)(struct ctx *c, const struct manifest *m, struct artset *out,
+	                 struct step *s);
 	/* Re-apply this step when that step changes (cuDNN merged into a rebuilt CUDA). */
 	const char *depends_on;
 };

@@ -14,7 +14,7 @@ int cmd_apply(struct ctx *c, struct opts *o)
 	struct manifest *m = NULL;
 	struct plan p;
 	uint64_t t0 = now_ns();
-	int rc = cli_load_manifest(c, o->args.v[0], &m, 0);
+	int rc = cli_load_manifest(c, o->args.v[0], &m, 1); /* warnings too, as plan shows them */
 	if (rc != 0)
 		return rc;
 	plan_build(c, m, &p);

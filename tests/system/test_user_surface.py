@@ -427,3 +427,65 @@ def test_board_in_an_80_column_terminal(tfprov, tmp_path, mirror):
     stale = [ln for ln in final.splitlines() if bar.match(ln) or "ETA" in ln]
     assert stale == [], "board lines left behind:\n" + "\n".join(stale)
     assert "Apply complete" in final
+
+
+# ------------------------------------------------------------ (7) the smaller items
+
+
+def test_every_download_is_verified_before_the_first_change(tfprov, tmp_path, mirror):
+    """cuDNN's archive on the mirror has wrong bytes (same size): apply stops with 5
+    before the cuda step placed anything; nothing of the stack is on disk or in state.
+    It also shows the manifest's lint warnings, as plan does."""
+    from lib_stack import make_stack, real_no_gpu_env
+    m = make_stack(mirror.root, mirror, tmp_path / "stack.yaml")
+    arch = [os.path.join(d, f) for d, _, fs in os.walk(mirror.root) for f in fs
+            if f.startswith("cudnn-") and f.endswith(".tar.xz")][0]
+    data = bytearray(open(arch, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(arch, "wb").write(bytes(data))
+    p = tfprov.run("--no-gpu", "apply", "-y", m, env=real_no_gpu_env(), check=5, timeout=300)
+    assert "compat.cuda-untested" in p.stderr, out(p)  # the lint warning, as in plan
+    assert "nothing was changed" in p.stderr, out(p)
+    assert not os.path.exists(tfprov.path("/opt/tfprov/cuda")), "cuda was placed first"
+    assert not os.path.exists(tfprov.state_db) or sqlite3.connect(tfprov.state_db).execute(
+        "SELECT count(*) FROM generations").fetchone()[0] == 0
+
+
+def test_offline_names_every_missing_artifact_once(tfprov, tmp_path, mirror):
+    from lib_stack import make_stack, real_no_gpu_env
+    m = make_stack(mirror.root, mirror, tmp_path / "stack.yaml")
+    p = tfprov.run("--offline", "--no-gpu", "apply", "-y", m, env=real_no_gpu_env(), check=1)
+    errors = [ln for ln in p.stderr.splitlines() if "error:" in ln]
+    assert len(errors) == 1, p.stderr
+    assert "9 artifacts are not in the cache" in errors[0], errors
+    for name in ("cuda_cudart", "libcublas", "cuda_nvcc"):
+        assert name in errors[0]
+    assert mirror.requests == []
+    assert not os.path.exists(tfprov.path("/opt/tfprov"))
+
+
+def test_lock_without_a_root_uses_the_users_cache(tmp_path):
+    """`lock` has no state: without --root it must not create /var/cache/tfprov on
+    the host (which needs root); the redistrib JSONs land in the user's cache."""
+    from conftest import Tfprov
+    from lib_gpu import STUBS
+    make = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "fixtures", "make_stack.py")
+    system_cache_existed = os.path.exists("/var/cache/tfprov")
+    home = tmp_path / "home"
+    home.mkdir()
+    with HttpServer(root=str(tmp_path / "mirror")) as srv:
+        (tmp_path / "mirror").mkdir(exist_ok=True)
+        subprocess.run(["/usr/bin/python3", make, "--stubs", os.path.join(STUBS, "cuda12"),
+                        "--cuda", "12.3.2", "--cudnn", "8.9.7.29", "--out",
+                        str(tmp_path / "mirror"), "--url-base", srv.url(""), "--manifest",
+                        str(tmp_path / "m.yaml"), "--form", "redist", "--driver-policy",
+                        "skip"], check=True, capture_output=True, timeout=120)
+        t = Tfprov(tmp_path / "unused")
+        p = t.run("lock", tmp_path / "m.yaml", "-o", tmp_path / "locked.yaml", root=False,
+                  env={"HOME": str(home), "XDG_CACHE_HOME": ""}, check=0)
+    assert "redist:" not in (tmp_path / "locked.yaml").read_text(), out(p)
+    cached = os.listdir(home / ".cache" / "tfprov" / "sha256")
+    assert len(cached) == 2, cached  # the CUDA and the cuDNN redistrib JSONs
+    if not system_cache_existed:
+        assert not os.path.exists("/var/cache/tfprov")
