@@ -13,6 +13,7 @@
  */
 #include "place.h"
 #include "digest.h"
+#include "pkgfiles.h"
 #include "error.h"
 #include "event.h"
 #include "state.h"
@@ -297,6 +298,50 @@ static void record_entries(struct txn *t, const char *path, const struct place_e
 	}
 }
 
+/* Whether some record lies under directory `dir` (an unrecorded parent tfprov created). */
+static int state_dir_has_records(struct ctx *c, const char *dir)
+{
+	sqlite3_stmt *s = NULL;
+	int r = 0;
+	if (state_prepare(c->st,
+	                  "SELECT 1 FROM files WHERE path > ?1 || '/' AND path < ?1 || '0' LIMIT 1",
+	                  &s) != SQLITE_OK)
+		return 0;
+	sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+	r = state_step(s) == SQLITE_ROW;
+	sqlite3_finalize(s);
+	return r;
+}
+
+/* Lists what lies in `dir` (root-relative) that no record and no installed distribution owns. */
+void place_foreign(struct ctx *c, const char *dir, const struct pkgfiles *x, struct strvec *out)
+{
+	char *host = ctx_host_path(c, dir);
+	DIR *d = opendir(host);
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		char *p = path_join(dir, e->d_name);
+		char *hp = path_join(host, e->d_name);
+		struct stat st;
+		int isdir = lstat(hp, &st) == 0 && S_ISDIR(st.st_mode);
+		if (state_file_owner(c->st, p) != 0 || (x && pkgfiles_find(x, p) != NULL)) {
+			if (isdir) /* placed by tfprov: what is inside may not be */
+				place_foreign(c, p, x, out);
+		} else if (isdir &&
+		           ((x && pkgfiles_has_under(x, p)) || state_dir_has_records(c, p)))
+			place_foreign(c, p, x, out);
+		else
+			strvec_pushf(out, "%s%s", p, isdir ? "/" : "");
+		free(hp);
+		free(p);
+	}
+	if (d)
+		closedir(d);
+	free(host);
+}
+
 int txn_put_tree(struct txn *t, const char *staged, const char *path,
                  const struct place_entry *entries, size_t n)
 {
@@ -305,6 +350,26 @@ int txn_put_tree(struct txn *t, const char *staged, const char *path,
 	int rc = 0;
 	if ((rc = claim_path(t, path, host)) != 0)
 		goto out;
+	/*
+	 * Replacing a tree moves the old one away whole: anything in it that
+	 * tfprov did not place would go with it. Refuse, naming it, before any
+	 * change; the user moves it out (or keeps the old tree).
+	 */
+	struct strvec foreign = STRVEC_INIT;
+	if (exists(host))
+		place_foreign(t->c, path, NULL, &foreign);
+	if (foreign.n) {
+		struct strbuf sb = STRBUF_INIT;
+		for (size_t i = 0; i < foreign.n; i++)
+			strbuf_addf(&sb, "%s%s", i ? ", " : "", foreign.v[i]);
+		rc = fail(t, TF_ECONFLICT,
+		          "%s holds what tfprov did not place (%s); replacing the tree would lose "
+		          "it: move it elsewhere, then apply again",
+		          path, sb.buf);
+		strbuf_release(&sb);
+		strvec_release(&foreign);
+		goto out;
+	}
 	backup = exists(host) ? sibling(t, host, "bak") : NULL;
 	if (journal_add(t, "tree", path, staged, backup) == 0) {
 		rc = fail(t, TF_ESTATE, "cannot write the journal");

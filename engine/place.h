@@ -106,6 +106,15 @@ int place_open_state(struct ctx *c);
  * Returns the number of operations undone, or a negative error. */
 int place_recover(struct ctx *c);
 
+/*
+ * Appends to `out` what lies in directory `dir` (root-relative, walked
+ * through recorded and tfprov-made directories) that no record and no
+ * package record of `x` (may be NULL) owns: "path", or "dir/" for a
+ * directory, listed once at its top.
+ */
+struct pkgfiles;
+void place_foreign(struct ctx *c, const char *dir, const struct pkgfiles *x, struct strvec *out);
+
 /* Removes a host path recursively (files, links, dirs); 0 or -errno. */
 int rm_rf(const char *host_path);
 

@@ -290,34 +290,6 @@ int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p)
 	return 0;
 }
 
-/* Lists what lies in `dir` (root-relative) that no record and no installed distribution owns. */
-static void foreign_walk(struct ctx *c, const struct pkgfiles *x, const char *dir,
-                         struct strvec *out)
-{
-	char *host = ctx_host_path(c, dir);
-	DIR *d = opendir(host);
-	struct dirent *e;
-	while (d && (e = readdir(d)) != NULL) {
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		char *p = path_join(dir, e->d_name);
-		char *hp = path_join(host, e->d_name);
-		struct stat st;
-		int isdir = lstat(hp, &st) == 0 && S_ISDIR(st.st_mode);
-		if (state_file_owner(c->st, p) != 0 || pkgfiles_find(x, p) != NULL)
-			; /* placed by tfprov (a recorded directory is walked on its own) */
-		else if (isdir && pkgfiles_has_under(x, p))
-			foreign_walk(c, x, p, out);
-		else
-			strvec_pushf(out, "%s%s", p, isdir ? "/" : "");
-		free(hp);
-		free(p);
-	}
-	if (d)
-		closedir(d);
-	free(host);
-}
-
 int plan_foreign(struct ctx *c, int64_t stack_id, struct strvec *out)
 {
 	struct pkgfiles x;
@@ -336,8 +308,20 @@ int plan_foreign(struct ctx *c, int64_t stack_id, struct strvec *out)
 	while (state_step(q) == SQLITE_ROW)
 		strvec_push(&dirs, (const char *)sqlite3_column_text(q, 0));
 	sqlite3_finalize(q);
-	for (size_t i = 0; i < dirs.n; i++)
-		foreign_walk(c, &x, dirs.v[i], out);
+	/* Only the top recorded directories: place_foreign walks what they hold. */
+	struct strvec tops = STRVEC_INIT;
+	for (size_t i = 0; i < dirs.n; i++) {
+		int inside = 0;
+		for (size_t k = 0; k < tops.n && !inside; k++) {
+			size_t tl = strlen(tops.v[k]);
+			inside = strncmp(dirs.v[i], tops.v[k], tl) == 0 && dirs.v[i][tl] == '/';
+		}
+		if (!inside) {
+			strvec_push(&tops, dirs.v[i]);
+			place_foreign(c, dirs.v[i], &x, out);
+		}
+	}
+	strvec_release(&tops);
 	strvec_release(&dirs);
 out:
 	pkgfiles_release(&x);

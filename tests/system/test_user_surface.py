@@ -489,3 +489,30 @@ def test_lock_without_a_root_uses_the_users_cache(tmp_path):
     assert len(cached) == 2, cached  # the CUDA and the cuDNN redistrib JSONs
     if not system_cache_existed:
         assert not os.path.exists("/var/cache/tfprov")
+
+
+def test_replacing_a_tree_with_a_users_file_in_it_refuses(tfprov, tmp_path, mirror):
+    """An update that replaces the CUDA tree (a component dropped), then a rollback
+    to it: a file tfprov did not place inside the tree is named and kept, and the
+    step stops before it changes anything."""
+    from lib_stack import make_stack, real_no_gpu_env
+    m1 = make_stack(mirror.root, mirror, tmp_path / "stack.yaml")
+    text = open(m1).read()
+    nvcc = re.search(r"    - name: cuda_nvcc\n(      .*\n)+", text).group(0)
+    m2 = tmp_path / "less.yaml"
+    m2.write_text(text.replace(nvcc, ""))
+    env = real_no_gpu_env()
+    tfprov.run("--no-gpu", "apply", "-y", m1, env=env, check=0, timeout=300)
+    mine = tfprov.path("/opt/tfprov/cuda/12.3.2/include/mine.h")
+    with open(mine, "w") as f:
+        f.write("#define MINE 1\n")
+    p = tfprov.run("--no-gpu", "apply", "-y", m2, env=env, check=1, timeout=300)
+    assert "/opt/tfprov/cuda/12.3.2/include/mine.h" in p.stdout + p.stderr, out(p)
+    assert open(mine).read() == "#define MINE 1\n"
+    assert os.path.exists(tfprov.path("/opt/tfprov/cuda/12.3.2/bin/nvcc")) or \
+        os.path.exists(tfprov.path("/opt/tfprov/cuda/12.3.2/lib/libcudart.so.12"))
+    os.rename(mine, tmp_path / "mine.h")
+    tfprov.run("--no-gpu", "apply", "-y", m2, env=env, check=0, timeout=300)
+    os.rename(tmp_path / "mine.h", mine)
+    p = tfprov.run("--no-gpu", "rollback", "-y", "demo", env=env, check=1, timeout=300)
+    assert "include/mine.h" in out(p) and open(mine).read() == "#define MINE 1\n"
