@@ -516,3 +516,30 @@ def test_replacing_a_tree_with_a_users_file_in_it_refuses(tfprov, tmp_path, mirr
     os.rename(tmp_path / "mine.h", mine)
     p = tfprov.run("--no-gpu", "rollback", "-y", "demo", env=env, check=1, timeout=300)
     assert "include/mine.h" in out(p) and open(mine).read() == "#define MINE 1\n"
+
+
+def test_deep_verify_conda_env_names_the_conda_package(tfprov, tmp_path):
+    """A native conda env (real-format packages built by lib_conda, served on
+    loopback): --deep passes on the clean env; a changed file of the "hello"
+    package is reported with that package's name from conda-meta."""
+    import lib_conda
+    pkgdir = tmp_path / "pkgs"
+    pkgs, pyver = lib_conda.demo_packages(str(pkgdir), str(tmp_path))
+    with HttpServer(root=str(pkgdir)) as srv:
+        lock = "".join(f"    {srv.url('/' + os.path.basename(p))}#sha256:{sha}\n"
+                       for p, sha, _, _ in pkgs)
+        m = tmp_path / "conda.yaml"
+        m.write_text(
+            "schema: 1\nstack:\n  name: c\n  platform: linux-x86_64\nprefix: /opt/tfprov\n"
+            f"versions:\n  tensorflow: 2.15.1\n  python: \"{pyver}\"\n"
+            "driver:\n  policy: skip\n"
+            f"python:\n  manager: conda\n  name: tf\n  version: \"{pyver}\"\n"
+            f"  lock: |\n    # platform: linux-64\n    @EXPLICIT\n{lock}")
+        tfprov.run("apply", "-y", m, env=no_stub_env(), check=0, timeout=300)
+    tfprov.run("verify", "--deep", env=no_stub_env(), check=0)
+    data = tfprov.path(ENV + "/share/hello/data.txt")
+    with open(data, "a") as f:
+        f.write("changed\n")
+    p = tfprov.run("verify", "--deep", env=no_stub_env(), check=2)
+    assert re.search(r"warning: U \S+/share/hello/data.txt .*package hello 1\.0", p.stderr), \
+        out(p)
