@@ -51,7 +51,11 @@ static const struct cmd commands[] = {
     {"lock", cmd_lock, CMD_MANIFEST, "lock MANIFEST [-o OUT]  resolve pins into a full lockfile",
      "output", 1, 1},
     {"mirror", cmd_mirror, CMD_STATE,
-     "mirror build DIR MANIFEST...  copy artifacts for offline use", "", 3, -1},
+     "mirror build DIR MANIFEST... [--key K]  copy artifacts for offline use", "key", 3, -1},
+    {"sign", cmd_sign, CMD_MANIFEST, "sign --key KEY MANIFEST...  write MANIFEST.minisig", "key", 1,
+     -1},
+    {"keygen", cmd_keygen, 0, "keygen --key KEY       write a minisign key pair KEY, KEY.pub",
+     "key", 0, 0},
 };
 
 /* Options that belong to commands (a command lists the ones it takes); the rest are global. */
@@ -65,6 +69,7 @@ static const struct {
     {"history", "--history            show recorded results instead of running"},
     {"generation", "--generation N       the generation to go back to (default: the previous)"},
     {"output", "-o, --output FILE    write the result to FILE"},
+    {"key", "--key FILE           the minisign secret key (keygen: the key pair to write)"},
 };
 
 static const char global_help[] =
@@ -79,6 +84,10 @@ static const char global_help[] =
     "  --ca-bundle FILE     CA certificates for HTTPS\n"
     "  --lock-timeout SEC   wait this long for another run (default 0)\n"
     "  --no-gpu             allow provisioning without a GPU (checks reported as skipped)\n"
+    "  --allow-local-urls   fetch file:// and plain-path artifact URLs (--mirror DIR needs "
+    "no flag)\n"
+    "  --trusted-key FILE   trust this minisign public key (repeatable)\n"
+    "  --require-signature  refuse a manifest without a trusted signature\n"
     "  --version            print the version and exit\n";
 
 static void usage(FILE *f)
@@ -199,6 +208,10 @@ enum {
 	OPT_NO_GPU,
 	OPT_GENERATION,
 	OPT_VERSION,
+	OPT_KEY,
+	OPT_TRUSTED_KEY,
+	OPT_REQUIRE_SIG,
+	OPT_ALLOW_LOCAL,
 };
 
 int main(int argc, char **argv)
@@ -223,7 +236,11 @@ int main(int argc, char **argv)
 	    {"history", no_argument, NULL, OPT_HISTORY},
 	    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
 	    {"generation", required_argument, NULL, OPT_GENERATION},
+	    {"allow-local-urls", no_argument, NULL, OPT_ALLOW_LOCAL},
 	    {"output", required_argument, NULL, 'o'},
+	    {"key", required_argument, NULL, OPT_KEY},
+	    {"trusted-key", required_argument, NULL, OPT_TRUSTED_KEY},
+	    {"require-signature", no_argument, NULL, OPT_REQUIRE_SIG},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {NULL, 0, NULL, 0},
@@ -320,6 +337,9 @@ int main(int argc, char **argv)
 		case OPT_NO_GPU:
 			c.flags |= CTX_NO_GPU;
 			break;
+		case OPT_ALLOW_LOCAL:
+			c.flags |= CTX_ALLOW_LOCAL;
+			break;
 		case OPT_GENERATION:
 			o.generation = strtol(optarg, &end, 10);
 			if (*end || o.generation < 1) {
@@ -330,6 +350,15 @@ int main(int argc, char **argv)
 			break;
 		case 'o':
 			o.out = optarg;
+			break;
+		case OPT_KEY:
+			o.key = optarg;
+			break;
+		case OPT_TRUSTED_KEY:
+			strvec_push(&c.trusted_keys, optarg);
+			break;
+		case OPT_REQUIRE_SIG:
+			c.flags |= CTX_REQUIRE_SIG;
 			break;
 		case 'h':
 			help = 1;
@@ -414,14 +443,20 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* The real path: host paths under the root are built on it (inroot.c). */
+	char *real = realpath(c.root, NULL);
+	if (real) {
+		free(c.root);
+		c.root = real;
+	}
 	c.rootfd = open(c.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	c.state_dir = state_dir ? absolute(state_dir) : ctx_host_path(&c, "/var/lib/tfprov");
+	c.state_dir = state_dir ? absolute(state_dir) : ctx_host_dir(&c, "/var/lib/tfprov");
 	if (cache_dir)
 		c.cache_dir = absolute(cache_dir);
 	else if (!(cmd->flags & CMD_STATE) && strcmp(c.root, "/") == 0)
 		c.cache_dir = user_cache_dir(); /* lock, validate: never the system's cache */
 	else
-		c.cache_dir = ctx_host_path(&c, "/var/cache/tfprov");
+		c.cache_dir = ctx_host_dir(&c, "/var/cache/tfprov");
 
 	ev_version(&c, TFPROV_VERSION);
 	struct sigaction sa;
@@ -487,6 +522,7 @@ out:
 	free(c.cache_dir);
 	free(c.ca_bundle);
 	strvec_release(&c.mirrors);
+	strvec_release(&c.trusted_keys);
 	strvec_release(&o.args);
 	return ex;
 }

@@ -135,7 +135,7 @@ static void load_record(struct ctx *c, struct pkgfiles *x, const char *env, cons
                         const char *distinfo)
 {
 	char *rel = xasprintf("%s/%s/RECORD", site, distinfo);
-	char *host = ctx_host_path(c, rel);
+	char *host = ctx_host_dir(c, rel); /* a link is followed inside the root */
 	char *text = NULL;
 	size_t len = 0;
 	free(rel);
@@ -175,7 +175,7 @@ static void load_record(struct ctx *c, struct pkgfiles *x, const char *env, cons
 
 static void load_site(struct ctx *c, struct pkgfiles *x, const char *env, const char *site)
 {
-	char *host = ctx_host_path(c, site);
+	char *host = ctx_host_dir(c, site);
 	DIR *d = opendir(host);
 	free(host);
 	struct dirent *e;
@@ -189,15 +189,17 @@ static void load_site(struct ctx *c, struct pkgfiles *x, const char *env, const 
 static void load_conda(struct ctx *c, struct pkgfiles *x, const char *env)
 {
 	char *meta = path_join(env, "conda-meta");
-	char *host = ctx_host_path(c, meta);
+	char *host = ctx_host_dir(c, meta);
 	DIR *d = opendir(host);
 	struct dirent *e;
 	while (d && (e = readdir(d)) != NULL) {
 		if (!str_ends_with(e->d_name, ".json"))
 			continue;
-		char *p = path_join(host, e->d_name);
+		char *mrel = path_join(meta, e->d_name);
+		char *p = ctx_host_dir(c, mrel); /* a link is followed inside the root */
 		json_t *j = json_load_file(p, 0, NULL);
 		free(p);
+		free(mrel);
 		const char *name = json_string_value(json_object_get(j, "name"));
 		const char *ver = json_string_value(json_object_get(j, "version"));
 		json_t *files = json_object_get(j, "files");
@@ -233,7 +235,7 @@ int pkgfiles_load(struct ctx *c, const char *env_prefix, struct pkgfiles *out)
 {
 	memset(out, 0, sizeof(*out));
 	char *lib = path_join(env_prefix, "lib");
-	char *host = ctx_host_path(c, lib);
+	char *host = ctx_host_dir(c, lib);
 	DIR *d = opendir(host);
 	struct dirent *e;
 	while (d && (e = readdir(d)) != NULL) {

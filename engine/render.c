@@ -523,10 +523,3 @@ void ev_version(struct ctx *c, const char *version)
 	free(msg);
 	json_decref(d);
 }
-
-char *ctx_host_path(const struct ctx *c, const char *path)
-{
-	if (c->root == NULL || strcmp(c->root, "/") == 0)
-		return xstrdup(path);
-	return path_join(c->root, path);
-}

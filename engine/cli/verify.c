@@ -20,7 +20,7 @@
  *     is not run at all, and the report says which layer is missing
  *     ("driver: no NVIDIA driver: ...") and that GPU checks are SKIPPED.
  *
- * Exit codes (README's table), the worst one wins:
+ * Exit codes (README.md, "Exit codes"), the worst one wins:
  *   8  a library does not load, or the GPU
  *      probe ran and failed (wrong output, runtime or cuDNN error); also no
  *      GPU at all for a stack that requires one (driver.policy: require,
@@ -119,7 +119,7 @@ out:
 static void audit_dirs(struct audit *a)
 {
 	for (size_t i = 0; i < a->dirs.n; i++) {
-		char *host = ctx_host_path(a->c, a->dirs.v[i]);
+		char *host = ctx_host_dir(a->c, a->dirs.v[i]);
 		DIR *d = opendir(host);
 		struct dirent *e;
 		while (d && (e = readdir(d)) != NULL) {
