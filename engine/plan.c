@@ -18,6 +18,7 @@
 #include "plan.h"
 #include "dirwalk.h"
 #include "artifacts.h"
+#include "cache.h"
 #include "fetch.h"
 #include "pkgfiles.h"
 #include "error.h"
@@ -487,6 +488,14 @@ static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p)
 	}
 	if (rc != 0 || all.n == 0)
 		goto out;
+	char *err = NULL;
+	if (cache_init(c->cache_dir, &err) < 0) {
+		/* An unusable cache (a link where a directory must be, ...): say why. */
+		ev_log(c, EV_ERROR, "%s: nothing was changed", err);
+		free(err);
+		rc = TF_EIO;
+		goto out;
+	}
 	struct fetch_item *items = xcalloc(all.n, sizeof(*items));
 	for (size_t i = 0; i < all.n; i++) {
 		items[i].name = all.v[i].name;

@@ -189,7 +189,7 @@ static struct {
 	int cols;  /* terminal width, 0 until asked */
 	uint64_t sum_done, sum_total, t0, last_draw, last_beat;
 	char ended[16][112]; /* recently finished items: repeated end events are dropped */
-	int nended;
+	int nended, next_end;
 } board;
 
 static volatile sig_atomic_t winch = 1;
@@ -366,9 +366,11 @@ static void progress_update(const struct event *ev, int tty)
 	if (finished) {
 		if (!tty)
 			progress_line(b, "done");
-		snprintf(board.ended[board.nended++ % 16], sizeof(board.ended[0]), "%s", key);
-		if (board.nended >= 16)
-			board.nended = 16;
+		/* A ring of the last 16: nended counts up to 16, next_end is where the next goes. */
+		snprintf(board.ended[board.next_end], sizeof(board.ended[0]), "%s", key);
+		board.next_end = (board.next_end + 1) % 16;
+		if (board.nended < 16)
+			board.nended++;
 		board.bars[i] = board.bars[--board.n];
 	}
 	uint64_t t = now_ns();

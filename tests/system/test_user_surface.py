@@ -347,6 +347,25 @@ def test_progress_off_a_terminal_one_line_per_item(tfprov, tmp_path, mirror):
     assert not any("://" in ln for ln in lines), lines
 
 
+def test_progress_off_a_terminal_has_a_heartbeat(tfprov, tmp_path, mirror):
+    """A slow mirror (downloads take seconds): off a terminal, an item still
+    running gets a timestamped line with its name, bytes and percentage every 5 s
+    between its start and end lines, never a line per progress event."""
+    from lib_stack import make_stack, real_no_gpu_env
+    m = make_stack(mirror.root, mirror, tmp_path / "stack.yaml")
+    mirror.default_rate = 1500  # bytes per second per download
+    p = tfprov.run("--no-gpu", "apply", "-y", m, env=real_no_gpu_env(), check=0, timeout=300)
+    beats = [ln for ln in p.stderr.splitlines()
+             if re.match(RFC3339 + r" fetch \S+: [\d.]+ [kMG]B of [\d.]+ [kMG]B \(\d+%\)$", ln)]
+    assert beats, p.stderr
+    per_item = {}
+    for ln in beats:
+        per_item.setdefault(ln.split()[2], []).append(ln)
+    # At most one heartbeat per item every 5 s: a download of a few seconds has few.
+    assert all(len(v) <= 60 for v in per_item.values()), per_item
+    assert not any(re.search(r"[0-9a-f]{64}", ln) for ln in beats), beats
+
+
 def test_json_events_are_versioned_and_structured(tfprov, tmp_path, mirror):
     import json
     from lib_stack import make_stack, real_no_gpu_env
