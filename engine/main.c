@@ -10,6 +10,7 @@
 #include "manifest.h"
 #include "place.h"
 #include "state.h"
+#include "tfprov_commit.h" /* TFPROV_COMMIT, generated at build time */
 #include "util.h"
 
 #include <fcntl.h>

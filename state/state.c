@@ -224,7 +224,7 @@ static int open_readonly(struct state *st, const char *path, char **errmsg)
 			strbuf_addf(&uri, "%%%02X", ch);
 	}
 	size_t base = uri.len;
-	int rc = -1;
+	int rc = -1, clean = failure[0] == '\0';
 	for (int immutable = 0; immutable < 2 && rc != 0; immutable++) {
 		uri.len = base;
 		strbuf_adds(&uri, immutable ? "?immutable=1" : "?mode=ro");
@@ -238,6 +238,8 @@ static int open_readonly(struct state *st, const char *path, char **errmsg)
 			rc = read_version(st) == (int)ARRAY_SIZE(migrations) ? 0 : -2;
 	}
 	strbuf_release(&uri);
+	if (rc == 0 && clean)
+		failure[0] = '\0'; /* the read-only try that needed immutable is not a failure */
 	if (rc == -2)
 		return set_err(errmsg, "cannot read the state database",
 		               "its schema is not this tfprov's; run tfprov as its owner once");

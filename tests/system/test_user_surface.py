@@ -211,7 +211,15 @@ def test_deep_verify_clean_pip_env_passes_and_names_the_package(tfprov, index, t
 
 def test_version_and_per_command_help(tfprov):
     p = tfprov.run("--version", root=False, check=0)
-    assert re.fullmatch(r"tfprov \d+\.\d+\.\d+ \(commit ([0-9a-f]{7,}|unknown)\)\n", p.stdout)
+    v = re.fullmatch(r"tfprov \d+\.\d+\.\d+ \(commit ([0-9a-f]{7,})?(-dirty|unknown)?\)\n",
+                     p.stdout)
+    assert v, p.stdout
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if v.group(1) and os.path.exists(os.path.join(src, ".git")):
+        # The commit the binary was built from, asked of git at build time: one of
+        # this repository's commits (an older configure's commit would be stale).
+        subprocess.run(["git", "-C", src, "cat-file", "-e", v.group(1) + "^{commit}"],
+                       check=True)
     a = tfprov.run("help", "apply", root=False, check=0).stdout
     b = tfprov.run("apply", "--help", root=False, check=0).stdout
     assert a == b and a.startswith("usage: tfprov [options] apply MANIFEST")
