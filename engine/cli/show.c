@@ -54,7 +54,8 @@ static int show_resources(struct ctx *c, int64_t sid, json_t *out)
 	if (state_prepare(
 	        c->st,
 	        "SELECT r.id, r.addr, r.desired, count(f.path), sum(f.type = 'f'), "
-	        "sum(f.type = 'l'), sum(f.type = 'd') FROM resources r LEFT JOIN files f "
+	        "sum(f.type = 'l'), sum(f.type = 'd'), json_array_length(r.attrs, '$.installed') "
+	        "FROM resources r LEFT JOIN files f "
 	        "ON f.resource_id = r.id WHERE r.stack_id = ? GROUP BY r.id ORDER BY r.id",
 	        &s) != SQLITE_OK)
 		return TF_ESTATE;
@@ -63,16 +64,25 @@ static int show_resources(struct ctx *c, int64_t sid, json_t *out)
 		int64_t rid = sqlite3_column_int64(s, 0);
 		long long n = sqlite3_column_int64(s, 3), nf = sqlite3_column_int64(s, 4),
 		          nl = sqlite3_column_int64(s, 5), nd = sqlite3_column_int64(s, 6);
+		/* pip's files live in the env: it records the distributions, as status says. */
+		int has_dists = sqlite3_column_type(s, 7) != SQLITE_NULL;
+		char dists[48] = "";
+		if (has_dists)
+			snprintf(dists, sizeof(dists), "%d distributions recorded in the env, ",
+			         sqlite3_column_int(s, 7));
 		ev_log(c, EV_INFO,
-		       "  %-8s %lld paths (%lld files, %lld links, %lld directories), "
+		       "  %-8s %s%lld paths (%lld files, %lld links, %lld directories), "
 		       "config %.12s",
-		       sqlite3_column_text(s, 1), n, nf, nl, nd, sqlite3_column_text(s, 2));
-		json_array_append_new(out,
-		                      json_pack("{s:s,s:I,s:I,s:I,s:I,s:s}", "step",
-		                                (const char *)sqlite3_column_text(s, 1), "paths",
-		                                (json_int_t)n, "files", (json_int_t)nf, "links",
-		                                (json_int_t)nl, "directories", (json_int_t)nd,
-		                                "config", (const char *)sqlite3_column_text(s, 2)));
+		       sqlite3_column_text(s, 1), dists, n, nf, nl, nd, sqlite3_column_text(s, 2));
+		json_t *o =
+		    json_pack("{s:s,s:I,s:I,s:I,s:I,s:s}", "step",
+		              (const char *)sqlite3_column_text(s, 1), "paths", (json_int_t)n,
+		              "files", (json_int_t)nf, "links", (json_int_t)nl, "directories",
+		              (json_int_t)nd, "config", (const char *)sqlite3_column_text(s, 2));
+		if (has_dists)
+			json_object_set_new(o, "distributions",
+			                    json_integer(sqlite3_column_int(s, 7)));
+		json_array_append_new(out, o);
 		if (c->flags & CTX_VERBOSE)
 			state_files_foreach(c->st, rid, print_file, c);
 	}

@@ -189,6 +189,12 @@ def test_deep_verify_clean_pip_env_passes_and_names_the_package(tfprov, index, t
     p = tfprov.run("verify", "--deep", env=no_stub_env(), check=0)
     assert "files: all placed files are intact" in p.stdout, out(p)
     assert re.search(r"warning: [AMUX] /", p.stderr) is None, out(p)
+    # status and show count pip's step the same way: the distributions it recorded.
+    st = tfprov.run("status", check=0).stdout
+    sh = tfprov.run("show", "py", check=0).stdout
+    n = re.search(r"pip\s+ok, (\d+) distributions recorded in the env", st)
+    assert n and int(n.group(1)) >= 2, st
+    assert re.search(r"pip\s+%s distributions recorded in the env, " % n.group(1), sh), sh
     sp = site_packages(tfprov)
     init = os.path.join(sp, "tfprov_alpha", "__init__.py")
     with open(init, "a") as f:
