@@ -115,7 +115,4 @@ int place_recover(struct ctx *c);
 struct pkgfiles;
 void place_foreign(struct ctx *c, const char *dir, const struct pkgfiles *x, struct strvec *out);
 
-/* Removes a host path recursively (files, links, dirs); 0 or -errno. */
-int rm_rf(const char *host_path);
-
 #endif
