@@ -7,6 +7,7 @@
  * item; on a terminal it is a single redrawn line.
  */
 #include "ctx.h"
+#include "render.h"
 #include "event.h"
 
 #include <jansson.h>
@@ -464,8 +465,9 @@ static void emit_text(struct ctx *c, const struct event *e)
 /* Downloads report from their own thread: one event is drawn at a time. */
 static pthread_mutex_t emit_mu = PTHREAD_MUTEX_INITIALIZER;
 
-void ev_emit(struct ctx *c, const struct event *e)
+void render_event(void *ud, struct ctx *c, const struct event *e)
 {
+	(void)ud;
 	pthread_mutex_lock(&emit_mu);
 	if (c == NULL)
 		c = g_ctx_for_log;
@@ -481,47 +483,4 @@ void ev_emit(struct ctx *c, const struct event *e)
 		emit_text(c, e);
 out:
 	pthread_mutex_unlock(&emit_mu);
-}
-
-void ev_log(struct ctx *c, enum ev_level lvl, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	char *msg = xvasprintf(fmt, ap);
-	va_end(ap);
-	struct event e = {.kind = EV_LOG, .level = lvl, .msg = msg};
-	ev_emit(c, &e);
-	free(msg);
-}
-
-void ev_progress(struct ctx *c, const char *step, const char *item, uint64_t done, uint64_t total)
-{
-	struct event e = {.kind = EV_PROGRESS,
-	                  .level = EV_INFO,
-	                  .step = step,
-	                  .item = item,
-	                  .done = done,
-	                  .total = total};
-	ev_emit(c, &e);
-}
-
-void ev_data(struct ctx *c, const char *type, struct json_t *data)
-{
-	if (!(c->flags & CTX_JSON))
-		return;
-	struct event e = {.kind = EV_DATA, .level = EV_INFO, .type = type, .data = data};
-	ev_emit(c, &e);
-}
-
-void ev_version(struct ctx *c, const char *version)
-{
-	if (!(c->flags & CTX_JSON))
-		return;
-	json_t *d = json_pack("{s:s,s:s}", "tfprov", version, "ui", TFPROV_JSON_UI_VERSION);
-	char *msg = xasprintf("tfprov %s", version);
-	struct event e = {
-	    .kind = EV_DATA, .level = EV_INFO, .type = "version", .data = d, .msg = msg};
-	ev_emit(c, &e);
-	free(msg);
-	json_decref(d);
 }
