@@ -22,7 +22,8 @@ enum ctx_flags {
 	CTX_OFFLINE = 1 << 4,
 	CTX_YES = 1 << 5,
 	CTX_TTY = 1 << 6,
-	CTX_NO_GPU = 1 << 7, /* --no-gpu: provisioning without a GPU allowed */
+	CTX_NO_GPU = 1 << 7,           /* --no-gpu: provisioning without a GPU allowed */
+	CTX_ALLOW_INCOMPLETE = 1 << 8, /* --allow-incomplete-lock: pip may resolve unpinned deps */
 };
 
 struct ctx {

@@ -60,6 +60,8 @@ static void usage(FILE *f)
 	    "  --lock-timeout SEC   wait this long for another run (default 0)\n"
 	    "  --no-gpu             allow provisioning without a GPU (checks reported as skipped)\n"
 	    "  --detailed-exitcode  plan: exit 2 when there are changes\n"
+	    "  --allow-incomplete-lock  apply: let pip resolve what a `complete: false` lock\n"
+	    "                       leaves unpinned (named and recorded as unhashed)\n"
 	    "\nexit codes: 0 ok, 1 error, 2 changes pending, 3 manifest invalid, 4 locked,\n"
 	    "  5 integrity failure, 6 precondition failed, 7 reboot required,\n"
 	    "  8 verify/benchmark failed, 64 usage, 130 interrupted\n");
@@ -97,6 +99,7 @@ enum {
 	OPT_HISTORY,
 	OPT_NO_GPU,
 	OPT_GENERATION,
+	OPT_ALLOW_INCOMPLETE,
 };
 
 int main(int argc, char **argv)
@@ -121,6 +124,7 @@ int main(int argc, char **argv)
 	    {"history", no_argument, NULL, OPT_HISTORY},
 	    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
 	    {"generation", required_argument, NULL, OPT_GENERATION},
+	    {"allow-incomplete-lock", no_argument, NULL, OPT_ALLOW_INCOMPLETE},
 	    {"output", required_argument, NULL, 'o'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -203,6 +207,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_NO_GPU:
 			c.flags |= CTX_NO_GPU;
+			break;
+		case OPT_ALLOW_INCOMPLETE:
+			c.flags |= CTX_ALLOW_INCOMPLETE;
 			break;
 		case OPT_GENERATION:
 			o.generation = strtol(optarg, &end, 10);

@@ -501,71 +501,145 @@ out:
 	return rc;
 }
 
+/* A build backend an sdist of a complete lock is built with (--no-build-isolation). */
+static int is_build_backend(const struct pip_req *q)
+{
+	const char *nm = q->name ? q->name : q->raw_name;
+	return nm && (strcmp(nm, "setuptools") == 0 || strcmp(nm, "wheel") == 0);
+}
+
+/* One pip download (into wheels) or offline install (from wheels) of reqfile. */
+static int pip_phase(struct ctx *c, const char *prefix, const char *verb, const char *reqfile,
+                     const char *wheels, const struct pip_opts *o, struct pip_result *res,
+                     char **errmsg)
+{
+	struct strvec argv = STRVEC_INIT;
+	int install = strcmp(verb, "install") == 0;
+	push_pip(&argv, prefix, verb);
+	strvec_push(&argv, "--require-hashes");
+	if (o->complete || o->resolve_rest)
+		strvec_push(&argv, "--no-deps");
+	if (o->allow_sdist)
+		strvec_push(&argv, "--no-build-isolation");
+	if (install) {
+		strvec_push(&argv, "--no-index");
+		strvec_pushf(&argv, "--find-links=%s", wheels);
+		if (!o->allow_sdist)
+			strvec_push(&argv, "--only-binary=:all:");
+		strvec_push(&argv, "--no-cache-dir");
+		strvec_push(&argv, "--no-warn-script-location");
+	} else {
+		strvec_pushf(&argv, "--dest=%s", wheels);
+		push_index_opts(&argv, o);
+	}
+	strvec_pushf(&argv, "--requirement=%s", reqfile);
+	int rc = run_pip(c, &argv, o, verb, res, errmsg);
+	strvec_release(&argv);
+	return rc;
+}
+
 int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
                 const struct pip_opts *o, struct pip_result *res, char **errmsg)
 {
 	struct strvec argv = STRVEC_INIT;
-	char *work = NULL, *reqfile = NULL, *wheels = NULL, *snap = NULL, *text = NULL;
+	char *work = NULL, *reqfile = NULL, *bfile = NULL, *wheels = NULL, *snap = NULL;
+	char *text = NULL;
 	int rc = 0, snapped = 0;
+	struct pip_req *backends = xcalloc(n + 1, sizeof(*backends));
+	size_t nb = 0;
 
 	char *tmpl = xasprintf("%s.tfprov-pip.XXXXXX", prefix);
 	work = mkdtemp(tmpl);
 	if (work == NULL) {
 		free(tmpl);
+		free(backends);
 		*errmsg =
 		    xasprintf("%s: cannot create a work directory: %s", prefix, strerror(errno));
 		return TF_EIO;
 	}
 	reqfile = path_join(work, "requirements.txt");
+	bfile = path_join(work, "backends.txt");
 	wheels = path_join(work, "wheels");
+	snap = xasprintf("%s.tfprov-snap", prefix);
 	text = pip_requirements_text(reqs, n);
-	if (write_text(reqfile, text) != 0 || mkdir(wheels, 0755) != 0) {
+	/* sdists build without isolation: setuptools and wheel pinned in the lock go in
+	 * first, from the verified wheelhouse, so the builds find them in the env. */
+	for (size_t i = 0; o->allow_sdist && i < n; i++)
+		if (is_build_backend(&reqs[i]))
+			backends[nb++] = reqs[i];
+	char *btext = pip_requirements_text(backends, nb);
+	int wrc = write_text(reqfile, text);
+	if (wrc == 0)
+		wrc = write_text(bfile, btext);
+	free(btext);
+	if (wrc != 0 || mkdir(wheels, 0755) != 0) {
 		rc = TF_EIO;
 		*errmsg = xasprintf("%s: cannot write: %s", work, strerror(errno));
 		goto out;
 	}
 
+	if (nb > 0) {
+		struct pip_opts bo = *o;
+		bo.allow_sdist = 0; /* the backends themselves: wheels only */
+		rc = pip_phase(c, prefix, "download", bfile, wheels, &bo, res, errmsg);
+		if (rc != 0)
+			goto out;
+		pyfs_rmtree(snap);
+		if (pyfs_link_tree(prefix, snap) != 0) {
+			rc = TF_EIO;
+			*errmsg = xasprintf("%s: cannot snapshot the environment: %s", prefix,
+			                    strerror(errno));
+			goto out;
+		}
+		snapped = 1;
+		rc = pip_phase(c, prefix, "install", bfile, wheels, &bo, res, errmsg);
+		if (rc != 0)
+			goto restore;
+	}
+
 	/* Phase 1: fetch and verify everything; the env is not touched. */
-	push_pip(&argv, prefix, "download");
-	strvec_push(&argv, "--require-hashes");
-	if (o->complete)
-		strvec_push(&argv, "--no-deps");
-	strvec_pushf(&argv, "--dest=%s", wheels);
-	push_index_opts(&argv, o);
-	strvec_pushf(&argv, "--requirement=%s", reqfile);
-	rc = run_pip(c, &argv, o, "download", res, errmsg);
+	rc = pip_phase(c, prefix, "download", reqfile, wheels, o, res, errmsg);
 	if (rc != 0)
-		goto out;
+		goto restore;
 	if (tf_interrupted) {
 		rc = TF_EINTR;
 		*errmsg = xstrdup("interrupted before installing");
-		goto out;
+		goto restore;
 	}
 
 	/* Phase 2: snapshot, then install offline from the verified wheelhouse. */
-	snap = xasprintf("%s.tfprov-snap", prefix);
-	pyfs_rmtree(snap);
-	if (pyfs_link_tree(prefix, snap) != 0) {
-		rc = TF_EIO;
-		*errmsg =
-		    xasprintf("%s: cannot snapshot the environment: %s", prefix, strerror(errno));
-		goto out;
+	if (!snapped) {
+		pyfs_rmtree(snap);
+		if (pyfs_link_tree(prefix, snap) != 0) {
+			rc = TF_EIO;
+			*errmsg = xasprintf("%s: cannot snapshot the environment: %s", prefix,
+			                    strerror(errno));
+			goto out;
+		}
+		snapped = 1;
 	}
-	snapped = 1;
-	strvec_release(&argv);
-	push_pip(&argv, prefix, "install");
-	strvec_push(&argv, "--require-hashes");
-	if (o->complete)
-		strvec_push(&argv, "--no-deps");
-	strvec_push(&argv, "--no-index");
-	strvec_pushf(&argv, "--find-links=%s", wheels);
-	if (!o->allow_sdist)
-		strvec_push(&argv, "--only-binary=:all:");
-	strvec_push(&argv, "--no-cache-dir");
-	strvec_push(&argv, "--no-warn-script-location");
-	strvec_pushf(&argv, "--requirement=%s", reqfile);
-	rc = run_pip(c, &argv, o, "install", res, errmsg);
-	if (rc != 0) {
+	rc = pip_phase(c, prefix, "install", reqfile, wheels, o, res, errmsg);
+	if (rc == 0 && o->resolve_rest) {
+		/* Opted in: pip resolves what the pins leave open, unhashed. */
+		char *plain = path_join(work, "unhashed.txt");
+		struct strbuf sb = STRBUF_INIT;
+		for (size_t i = 0; i < n; i++)
+			strbuf_addf(&sb, "%s\n", reqs[i].spec ? reqs[i].spec : reqs[i].raw_name);
+		if (write_text(plain, sb.buf ? sb.buf : "") != 0) {
+			rc = TF_EIO;
+			*errmsg = xasprintf("%s: cannot write: %s", plain, strerror(errno));
+		} else {
+			push_pip(&argv, prefix, "install");
+			push_index_opts(&argv, o);
+			strvec_push(&argv, "--no-warn-script-location");
+			strvec_pushf(&argv, "--requirement=%s", plain);
+			rc = run_pip(c, &argv, o, "install (unpinned dependencies)", res, errmsg);
+		}
+		strbuf_release(&sb);
+		free(plain);
+	}
+restore:
+	if (rc != 0 && snapped) {
 		int e = pyfs_swap_in(snap, prefix);
 		if (e != 0) {
 			char *m = *errmsg;
@@ -575,8 +649,9 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 		} else {
 			snapped = 0; /* the snapshot is the env again */
 		}
-		goto out;
 	}
+	if (rc != 0)
+		goto out;
 
 	rc = pip_list(c, prefix, res, errmsg);
 	if (rc != 0)
@@ -597,6 +672,8 @@ out:
 		pyfs_rmtree(work);
 	free(work);
 	free(reqfile);
+	free(bfile);
+	free(backends);
 	free(wheels);
 	free(snap);
 	free(text);

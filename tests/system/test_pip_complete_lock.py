@@ -1,0 +1,107 @@
+"""Complete pip locks only: apply and plan refuse a `complete: false` pip section
+before any step changes anything (exit 3, file:line and the command that
+completes it); --allow-incomplete-lock lets pip resolve the rest, names what it
+installed without a pinned hash and records it in the state.
+
+Real parts: a real venv (Debian's /usr/bin/python3) and real pip against a
+loopback PEP 503 index of tiny wheels built here (lib_pyindex). No GPU is
+involved (driver.policy: skip).
+"""
+import json
+import re
+
+import pytest
+
+import lib_pyindex
+from lib_provision import db_rows, no_stub_env, out, tree_hashes
+from test_python_env import PYVER, manifest, pip_yaml, venv_yaml
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    d = tmp_path_factory.mktemp("wheels")
+    pins = {}
+    # alpha depends on beta: an incomplete lock pins alpha only.
+    for name, ver, req in (("tfprov-alpha", "1.0.0", ["tfprov-beta>=2"]),
+                           ("tfprov-beta", "2.1.0", []), ("tfprov-gamma", "0.3.0", [])):
+        _, sha = lib_pyindex.build_wheel(str(d), name, ver, requires=req)
+        pins[name] = (name, ver, sha)
+    idx = lib_pyindex.Index(str(d))
+    idx.pins = pins
+    yield idx
+    idx.close()
+
+
+LOCKFILE = ("var/lib/tfprov/lock",)
+
+
+def env_yaml(value):
+    return f"env:\n  vars:\n    TFPROV_TEST_MARK: \"{value}\"\n"
+
+
+def test_incomplete_lock_refused_root_byte_identical(tfprov, index, tmp_path):
+    """A first apply (complete lock) leaves a stack and a state; then the same stack
+    with a changed env var and `complete: false`: plan shows the blocker, apply exits 3
+    naming FILE:LINE and `tfprov lock FILE`, and every file under the root, state.db
+    included, is byte-identical afterwards (the env step that comes first did not run)."""
+    g = index.pins["tfprov-gamma"]
+    m1 = manifest(tmp_path / "a.yaml", venv_yaml() + env_yaml("one"), pip_yaml(index.url, [g]))
+    tfprov.run("apply", "-y", m1, env=no_stub_env(), timeout=300, check=0)
+    # The writer-lock file holds the pid of the last writer (every run that takes the
+    # lock rewrites it); everything else, state.db included, is compared.
+    before = tree_hashes(tfprov.root, exclude=LOCKFILE)
+    assert "var/lib/tfprov/state.db" in before
+
+    a = index.pins["tfprov-alpha"]
+    m2 = manifest(tmp_path / "b.yaml", venv_yaml() + env_yaml("two"),
+                  pip_yaml(index.url, [a], complete=False))
+    line = next(i for i, l in enumerate(open(m2).read().splitlines(), 1)
+                if l.strip() == "complete: false")
+    n0 = len(index.requests)
+
+    p = tfprov.run("plan", m2, env=no_stub_env())
+    assert p.returncode == 0, out(p)
+    assert "apply would stop here, before any change (exit 3)" in out(p), out(p)
+    assert f"{m2}:{line}:" in out(p), out(p)
+
+    p = tfprov.run("apply", "-y", m2, env=no_stub_env(), timeout=300)
+    assert p.returncode == 3, out(p)
+    assert f"{m2}:{line}:" in out(p), out(p)
+    assert f"tfprov lock {m2}" in out(p), out(p)
+    assert "--allow-incomplete-lock" in out(p), out(p)
+    assert tree_hashes(tfprov.root, exclude=LOCKFILE) == before
+    assert len(index.requests) == n0, "pip ran against the index"
+
+
+def test_allow_incomplete_lock_names_and_records_unhashed(tfprov, index, tmp_path):
+    """With --allow-incomplete-lock pip resolves alpha's dependency beta: the output
+    names tfprov-beta==2.1.0 as installed without a pinned hash, and the pip resource's
+    state record lists it under `unhashed` (and not the pinned alpha)."""
+    a = index.pins["tfprov-alpha"]
+    m = manifest(tmp_path / "c.yaml", venv_yaml(), pip_yaml(index.url, [a], complete=False))
+    p = tfprov.run("apply", "-y", "--allow-incomplete-lock", m, env=no_stub_env(), timeout=300)
+    assert p.returncode == 0, out(p)
+    assert re.search(r"1 package installed without a pinned hash: tfprov-beta==2\.1\.0", out(p)), \
+        out(p)
+    rows = db_rows(tfprov, "SELECT attrs FROM resources WHERE kind = 'pip'")
+    assert len(rows) == 1
+    attrs = json.loads(rows[0][0])
+    assert attrs["unhashed"] == ["tfprov-beta==2.1.0"]
+    inst = {d["name"]: d for d in attrs["installed"]}
+    assert inst["tfprov-alpha"]["sha256"] == a[2]
+    assert "sha256" not in inst["tfprov-beta"]
+
+
+def test_complete_lock_applies_without_flag(tfprov, index, tmp_path):
+    """The same pins as a complete lock (alpha and beta with hashes) need no flag and
+    record nothing as unhashed; a second apply says No changes."""
+    pins = [index.pins["tfprov-alpha"], index.pins["tfprov-beta"]]
+    m = manifest(tmp_path / "d.yaml", venv_yaml(), pip_yaml(index.url, pins))
+    p = tfprov.run("apply", "-y", m, env=no_stub_env(), timeout=300)
+    assert p.returncode == 0, out(p)
+    attrs = json.loads(db_rows(tfprov, "SELECT attrs FROM resources WHERE kind = 'pip'")[0][0])
+    assert "unhashed" not in attrs
+    assert sorted(d["name"] for d in attrs["installed"] if "sha256" in d) == \
+        ["tfprov-alpha", "tfprov-beta"]
+    p2 = tfprov.run("apply", "-y", m, env=no_stub_env(), timeout=300)
+    assert p2.returncode == 0 and "No changes" in p2.stdout, out(p2)
