@@ -53,6 +53,11 @@ static const char probe_src[] =
     "    ok = 0\n"
     "print('%d.%d %d' % (sys.version_info[0], sys.version_info[1], ok))\n";
 
+char *pip_mirror_index(const char *mirror_url)
+{
+	return xasprintf("%s%ssimple/", mirror_url, str_ends_with(mirror_url, "/") ? "" : "/");
+}
+
 char *pip_normalize_name(const char *name)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -542,36 +547,45 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
                 const struct pip_opts *o, struct pip_result *res, char **errmsg)
 {
 	struct strvec argv = STRVEC_INIT;
-	char *work = NULL, *reqfile = NULL, *bfile = NULL, *wheels = NULL, *snap = NULL;
-	char *text = NULL;
+	char *work = NULL, *reqfile = NULL, *bfile = NULL, *rfile = NULL, *wheels = NULL;
+	char *snap = NULL, *text = NULL;
 	int rc = 0, snapped = 0;
 	struct pip_req *backends = xcalloc(n + 1, sizeof(*backends));
-	size_t nb = 0;
+	struct pip_req *rest = xcalloc(n + 1, sizeof(*rest));
+	size_t nb = 0, nr = 0;
 
 	char *tmpl = xasprintf("%s.tfprov-pip.XXXXXX", prefix);
 	work = mkdtemp(tmpl);
 	if (work == NULL) {
 		free(tmpl);
 		free(backends);
+		free(rest);
 		*errmsg =
 		    xasprintf("%s: cannot create a work directory: %s", prefix, strerror(errno));
 		return TF_EIO;
 	}
 	reqfile = path_join(work, "requirements.txt");
 	bfile = path_join(work, "backends.txt");
+	rfile = path_join(work, "rest.txt");
 	wheels = path_join(work, "wheels");
 	snap = xasprintf("%s.tfprov-snap", prefix);
 	text = pip_requirements_text(reqs, n);
 	/* sdists build without isolation: setuptools and wheel pinned in the lock go in
 	 * first, from the verified wheelhouse, so the builds find them in the env. */
-	for (size_t i = 0; o->allow_sdist && i < n; i++)
-		if (is_build_backend(&reqs[i]))
+	for (size_t i = 0; i < n; i++)
+		if (o->allow_sdist && is_build_backend(&reqs[i]))
 			backends[nb++] = reqs[i];
+		else
+			rest[nr++] = reqs[i];
 	char *btext = pip_requirements_text(backends, nb);
+	char *rtext = pip_requirements_text(rest, nr);
 	int wrc = write_text(reqfile, text);
 	if (wrc == 0)
 		wrc = write_text(bfile, btext);
+	if (wrc == 0)
+		wrc = write_text(rfile, rtext);
 	free(btext);
+	free(rtext);
 	if (wrc != 0 || mkdir(wheels, 0755) != 0) {
 		rc = TF_EIO;
 		*errmsg = xasprintf("%s: cannot write: %s", work, strerror(errno));
@@ -597,8 +611,9 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 			goto restore;
 	}
 
-	/* Phase 1: fetch and verify everything; the env is not touched. */
-	rc = pip_phase(c, prefix, "download", reqfile, wheels, o, res, errmsg);
+	/* Phase 1: fetch and verify everything else; the env is not touched. */
+	if (nr > 0)
+		rc = pip_phase(c, prefix, "download", rfile, wheels, o, res, errmsg);
 	if (rc != 0)
 		goto restore;
 	if (tf_interrupted) {
@@ -673,7 +688,9 @@ out:
 	free(work);
 	free(reqfile);
 	free(bfile);
+	free(rfile);
 	free(backends);
+	free(rest);
 	free(wheels);
 	free(snap);
 	free(text);

@@ -100,4 +100,7 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 /* PEP 503 normalisation: lowercase, runs of -_. become '-'; caller frees. */
 char *pip_normalize_name(const char *name);
 
+/* The PEP 503 index of an http(s) mirror built by `mirror build`: URL/simple/. */
+char *pip_mirror_index(const char *mirror_url);
+
 #endif

@@ -372,6 +372,7 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	struct pip_result res = {0}, before = {0};
 	struct pip_opts o = {0};
 	json_t *unhashed = NULL;
+	char *simple = NULL;
 	const char *links[2] = {NULL, NULL};
 	int rc = 0;
 	o.index_url = m->pip.index_url.s;
@@ -381,11 +382,12 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	o.resolve_rest = !o.complete && (c->flags & CTX_ALLOW_INCOMPLETE);
 	o.cache_dir = cache;
 	o.cert = c->ca_bundle;
-	/* A mirror: a directory of wheels (find-links only) or a PEP 503 index URL. */
+	/* A mirror: a directory of wheels (find-links only) or, served over http(s),
+	 * the PEP 503 pages `mirror build` writes under its simple/. */
 	if (c->mirrors.n) {
 		const char *mir = c->mirrors.v[0];
 		if (str_starts_with(mir, "http://") || str_starts_with(mir, "https://")) {
-			o.index_url = mir;
+			o.index_url = simple = pip_mirror_index(mir);
 		} else {
 			links[0] = mir;
 			o.find_links = links;
@@ -448,6 +450,7 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 out:
 	pip_result_release(&res);
 	pip_result_release(&before);
+	free(simple);
 	free(prefix);
 	free(host);
 	free(cache);

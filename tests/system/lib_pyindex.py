@@ -57,6 +57,33 @@ def build_wheel(outdir, name, version, files=None, requires=(), entry_points=Non
     return path, sha
 
 
+def build_sdist(outdir, name, version, requires=()):
+    """Writes NAME-VERSION.tar.gz, a setuptools sdist (setup.py, PKG-INFO, one module
+    NAME/__init__.py with __version__); returns (path, sha256 hex). NAME must not
+    contain '-' (the Index splits file names on it)."""
+    import io
+    import tarfile
+    top = f"{name}-{version}"
+    files = {
+        "setup.py": ("from setuptools import setup\n"
+                     f"setup(name={name!r}, version={version!r}, packages=[{name!r}],\n"
+                     f"      install_requires={list(requires)!r})\n"),
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{name}/__init__.py": f"__version__ = {version!r}\n",
+    }
+    os.makedirs(outdir, exist_ok=True)
+    path = os.path.join(outdir, f"{top}.tar.gz")
+    with tarfile.open(path, "w:gz") as t:
+        for p, data in files.items():
+            b = data.encode()
+            ti = tarfile.TarInfo(f"{top}/{p}")
+            ti.size, ti.mode, ti.mtime = len(b), 0o644, 1700000000
+            t.addfile(ti, io.BytesIO(b))
+    with open(path, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    return path, sha
+
+
 class Index:
     """Serves every wheel in `wheel_dir` at http://127.0.0.1:PORT/simple/."""
 
@@ -110,7 +137,8 @@ class Index:
         self.thread.start()
 
     def _wheels(self):
-        return sorted(f for f in os.listdir(self.wheel_dir) if f.endswith(".whl"))
+        """Wheels and sdists (NAME-VERSION.tar.gz, NAME without '-')."""
+        return sorted(f for f in os.listdir(self.wheel_dir) if f.endswith((".whl", ".tar.gz")))
 
     def close(self):
         self.server.shutdown()

@@ -7,14 +7,19 @@ Real parts: a real venv (Debian's /usr/bin/python3) and real pip against a
 loopback PEP 503 index of tiny wheels built here (lib_pyindex). No GPU is
 involved (driver.policy: skip).
 """
+import hashlib
 import json
+import os
 import re
+import shutil
+import subprocess
 
 import pytest
 
 import lib_pyindex
+from lib_http import HttpServer
 from lib_provision import db_rows, no_stub_env, out, tree_hashes
-from test_python_env import PYVER, manifest, pip_yaml, venv_yaml
+from test_python_env import ENV_PREFIX, manifest, pip_yaml, venv_yaml
 
 
 @pytest.fixture(scope="module")
@@ -105,3 +110,87 @@ def test_complete_lock_applies_without_flag(tfprov, index, tmp_path):
         ["tfprov-alpha", "tfprov-beta"]
     p2 = tfprov.run("apply", "-y", m, env=no_stub_env(), timeout=300)
     assert p2.returncode == 0 and "No changes" in p2.stdout, out(p2)
+
+
+# ------------------------------------------------ a shipped-style lock through a mirror
+
+DEBIAN_WHEELS = "/usr/share/python-wheels"  # python3-setuptools-whl, python3-wheel-whl
+
+
+def debian_wheel(name):
+    """The real setuptools/wheel wheel Debian ships (scripts/install-deps.sh installs it)."""
+    hits = [f for f in os.listdir(DEBIAN_WHEELS) if f.startswith(name + "-")]
+    assert len(hits) == 1, f"{DEBIAN_WHEELS}: want one {name} wheel, have {hits}"
+    path = os.path.join(DEBIAN_WHEELS, hits[0])
+    with open(path, "rb") as f:
+        return hits[0], hashlib.sha256(f.read()).hexdigest()
+
+
+def test_complete_lock_with_sdist_through_mirror_pep503(tfprov, tmp_path):
+    """A shipped-style complete lock (a TF-like package, its dependency, an sdist-only
+    package depending on a third wheel, and real setuptools and wheel, as in
+    stable-2.9) from an origin index; `mirror build` copies it all and writes PEP 503
+    pages; the origin is stopped; apply through `--mirror http://loopback/DIR/` builds
+    the sdist offline (--no-build-isolation) and installs every pin; a second apply
+    says No changes and asks the mirror for nothing."""
+    origin_dir = tmp_path / "origin"
+    tf = lib_pyindex.build_wheel(str(origin_dir), "tfprov-tf", "2.15.1",
+                                 requires=["tfprov-dep>=1"])
+    dep = lib_pyindex.build_wheel(str(origin_dir), "tfprov-dep", "1.2.0")
+    lib_pyindex.build_wheel(str(origin_dir), "tfprov-dep", "9.9.9")  # never chosen
+    sd = lib_pyindex.build_sdist(str(origin_dir), "tfprovsd", "1.1.0", requires=["tfprov-leaf"])
+    leaf = lib_pyindex.build_wheel(str(origin_dir), "tfprov-leaf", "0.1.0")
+    backends = {}
+    for n in ("setuptools", "wheel"):
+        fname, sha = debian_wheel(n)
+        shutil.copy(os.path.join(DEBIAN_WHEELS, fname), origin_dir / fname)
+        backends[n] = (n, fname.split("-")[1], sha)
+    pins = [("tfprov-tf", "2.15.1", tf[1]), ("tfprov-dep", "1.2.0", dep[1]),
+            ("tfprovsd", "1.1.0", sd[1]), ("tfprov-leaf", "0.1.0", leaf[1]),
+            backends["setuptools"], backends["wheel"]]
+    origin = lib_pyindex.Index(str(origin_dir))
+    # Debian's setuptools wheel carries Debian's install-layout patch: the venv is
+    # made with Debian's own interpreter, which that setuptools is built for.
+    m = manifest(tmp_path / "shipped.yaml", venv_yaml(interpreter="/usr/bin/python3"),
+                 pip_yaml(origin.url, pins))
+    bundle = tmp_path / "bundle"
+    try:
+        r = tfprov.run("mirror", "build", bundle, m, timeout=300)
+        assert r.returncode == 0, out(r)
+    finally:
+        origin.close()
+    # PEP 503 pages: one per project, each link to the file with its sha256.
+    simple = bundle / "simple"
+    top = (simple / "index.html").read_text()
+    for name, ver, sha in pins:
+        proj = lib_pyindex.normalize(name)
+        assert f'href="{proj}/"' in top, top
+        page = (simple / proj / "index.html").read_text()
+        links = re.findall(r'href="([^"#]+)#sha256=([0-9a-f]{64})"', page)
+        assert len(links) == 1 and links[0][1] == sha, page
+        target = (simple / proj / links[0][0]).resolve()
+        assert hashlib.sha256(target.read_bytes()).hexdigest() == sha
+    assert "9.9.9" not in (simple / "tfprov-dep" / "index.html").read_text()
+
+    with HttpServer(root=str(bundle)) as srv:
+        p = tfprov.run("--mirror", srv.url("/"), "apply", "-y", m, env=no_stub_env(),
+                       timeout=600)
+        assert p.returncode == 0, out(p)
+        env_py = tfprov.path(ENV_PREFIX + "/bin/python")
+        r = subprocess.run([env_py, "-c", "import tfprovsd, tfprov_tf, tfprov_dep, tfprov_leaf;"
+                            "print(tfprovsd.__version__)"], capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0 and r.stdout.strip() == "1.1.0", r.stderr
+        attrs = json.loads(db_rows(tfprov, "SELECT attrs FROM resources WHERE kind = 'pip'")[0][0])
+        got = {d["name"]: d.get("sha256") for d in attrs["installed"]}
+        for name, ver, sha in pins:
+            assert got[lib_pyindex.normalize(name)] == sha, (name, got)
+        assert any(path.startswith("/simple/tfprovsd/") for _, path, _, _ in srv.requests)
+        # No isolated build env: setuptools' page was read once, for the pinned wheel
+        # installed first; a build with isolation would have asked for it again.
+        assert srv.count("/simple/setuptools/") == 1, srv.requests
+        n = len(srv.requests)
+        p2 = tfprov.run("--mirror", srv.url("/"), "apply", "-y", m, env=no_stub_env(),
+                        timeout=300)
+        assert p2.returncode == 0 and "No changes" in p2.stdout, out(p2)
+        assert len(srv.requests) == n
