@@ -34,7 +34,9 @@ static const struct cmd commands[] = {
     {"show", cmd_show, CMD_STATE, "show STACK             files and resources of a stack"},
     {"bench", cmd_bench, CMD_STATE, "bench [STACK] [--history]  GPU conv benchmark"},
     {"doctor", cmd_doctor, CMD_STATE, "doctor [MANIFEST]      diagnose common problems"},
-    {"lock", cmd_lock, CMD_MANIFEST, "lock MANIFEST [-o OUT] resolve pins into a full lockfile"},
+    {"lock", cmd_lock, CMD_MANIFEST,
+     "lock MANIFEST [-o OUT] resolve pins into a full lockfile\n"
+     "  lock --check MANIFEST...  exit 0 when each is completely locked and consistent"},
     {"mirror", cmd_mirror, CMD_STATE,
      "mirror build DIR MANIFEST...  copy artifacts for offline use"},
 };
@@ -100,6 +102,7 @@ enum {
 	OPT_NO_GPU,
 	OPT_GENERATION,
 	OPT_ALLOW_INCOMPLETE,
+	OPT_CHECK,
 };
 
 int main(int argc, char **argv)
@@ -125,6 +128,7 @@ int main(int argc, char **argv)
 	    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
 	    {"generation", required_argument, NULL, OPT_GENERATION},
 	    {"allow-incomplete-lock", no_argument, NULL, OPT_ALLOW_INCOMPLETE},
+	    {"check", no_argument, NULL, OPT_CHECK},
 	    {"output", required_argument, NULL, 'o'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -210,6 +214,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_ALLOW_INCOMPLETE:
 			c.flags |= CTX_ALLOW_INCOMPLETE;
+			break;
+		case OPT_CHECK:
+			o.check = 1;
 			break;
 		case OPT_GENERATION:
 			o.generation = strtol(optarg, &end, 10);

@@ -14,6 +14,7 @@ struct opts {
 	int deep;
 	int history;
 	int allow_no_gpu;
+	int check; /* lock --check */
 	long generation;
 	const char *out;
 	const char *stack;
@@ -45,6 +46,8 @@ int cmd_bench(struct ctx *c, struct opts *o);
 int cmd_doctor(struct ctx *c, struct opts *o);
 int cmd_lock(struct ctx *c, struct opts *o);
 int cmd_mirror(struct ctx *c, struct opts *o);
+/* lock --check MANIFEST... (lockcheck.c) */
+int lock_check(struct ctx *c, struct opts *o);
 
 /* Loads and lints a manifest, printing diagnostics; 0 or TF_EMANIFEST. */
 struct manifest;

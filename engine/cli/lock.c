@@ -691,6 +691,8 @@ int cmd_lock(struct ctx *c, struct opts *o)
 	char *text = NULL;
 	int rc, empty = 0;
 
+	if (o->check)
+		return lock_check(c, o);
 	if (o->args.n != 1) {
 		ev_log(c, EV_ERROR, "usage: tfprov lock MANIFEST [-o OUT|-]");
 		return TF_EUSAGE;
