@@ -37,6 +37,8 @@ static const struct cmd commands[] = {
     {"lock", cmd_lock, CMD_MANIFEST,
      "lock MANIFEST [-o OUT] resolve pins into a full lockfile\n"
      "  lock --check MANIFEST...  exit 0 when each is completely locked and consistent"},
+    {"diff", cmd_diff, CMD_STATE,
+     "diff OLD NEW | diff --generation N STACK MANIFEST  changes by step"},
     {"mirror", cmd_mirror, CMD_STATE,
      "mirror build DIR MANIFEST...  copy artifacts for offline use"},
 };

@@ -46,6 +46,7 @@ int cmd_bench(struct ctx *c, struct opts *o);
 int cmd_doctor(struct ctx *c, struct opts *o);
 int cmd_lock(struct ctx *c, struct opts *o);
 int cmd_mirror(struct ctx *c, struct opts *o);
+int cmd_diff(struct ctx *c, struct opts *o);
 /* lock --check MANIFEST... (lockcheck.c) */
 int lock_check(struct ctx *c, struct opts *o);
 
