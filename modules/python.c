@@ -122,53 +122,16 @@ static int record_env(struct ctx *c, struct txn *t, const char *prefix)
 static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
                        const char *prefix)
 {
-	size_t n = m->python.npkgs;
-	struct fetch_item *items = xcalloc(n ? n : 1, sizeof(*items));
-	char **files = xcalloc(n ? n : 1, sizeof(*files));
 	struct conda_result res = {0};
-	char *err = NULL, *pkgs = path_join(c->cache_dir, "pkgs");
-	int rc = 0;
-	for (size_t i = 0; i < n; i++) {
-		const struct conda_pkg *p = &m->python.pkgs[i];
-		if (p->sha256[0] == '\0') {
-			step_fail(
-			    s,
-			    "%s-%s-%s is pinned by md5 only; tfprov verifies downloads by "
-			    "sha256: regenerate the lock with `conda list --explicit --sha256`",
-			    p->name, p->version, p->build);
-			rc = TF_EMANIFEST;
-			goto out;
-		}
-		items[i].name = p->name;
-		items[i].url = p->url;
-		items[i].sha256 = p->sha256;
-		items[i].size = -1;
-	}
-	rc = fetch_all(c, items, n);
-	for (size_t i = 0; i < n; i++) {
-		if (rc != 0 && items[i].err && s->error == NULL)
-			step_fail(s, "%s",
-			          items[i].errmsg ? items[i].errmsg : tf_strerror(items[i].err));
-		files[i] = items[i].path ? xstrdup(items[i].path) : NULL;
-	}
+	char *err = NULL;
+	(void)t;
+	int rc = conda_fetch_install(c, prefix, 0, m->python.pkgs, m->python.npkgs, &res, &err);
 	if (rc != 0)
-		goto out;
-	mkdirs_at(AT_FDCWD, pkgs, 0755);
-	rc = conda_install(c, prefix, pkgs, m->python.pkgs, files, n, &res, &err);
-	if (rc != 0) {
 		step_fail(s, "%s", err ? err : tf_strerror(rc));
-		goto out;
-	}
-	ev_log(c, EV_INFO, "pyenv: conda env %s: %zu packages (%zu extracted, %zu from the cache)",
-	       prefix, n, res.extracted, res.reused);
-out:
-	for (size_t i = 0; i < n; i++) {
-		fetch_item_release(&items[i]);
-		free(files[i]);
-	}
-	free(items);
-	free(files);
-	free(pkgs);
+	else
+		ev_log(c, EV_INFO,
+		       "pyenv: conda env %s: %zu packages (%zu extracted, %zu from the cache)",
+		       prefix, m->python.npkgs, res.extracted, res.reused);
 	free(err);
 	conda_result_release(&res);
 	return rc;
