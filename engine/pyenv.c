@@ -53,6 +53,56 @@ static const char probe_src[] =
     "    ok = 0\n"
     "print('%d.%d %d' % (sys.version_info[0], sys.version_info[1], ok))\n";
 
+/*
+ * Every sha256 of the chosen version's files for this interpreter's platform,
+ * not only the one file pip picked: run with the resolver's own interpreter, it
+ * asks pip's PackageFinder (the same index options; candidates filtered by this
+ * interpreter's supported tags and Requires-Python) for all files of each
+ * version in pip's report. Wheels when the version has any, else its sdist.
+ * Hashes come from the index's #sha256= fragments, or from the bytes of a
+ * find-links file. argv: report.json, then pip's index options. Prints
+ * {"name": ["hex", ...]}; on an unknown pip internal API it fails, and the lock
+ * keeps pip's one hash per package with a warning.
+ */
+static const char hashes_src[] =
+    "import hashlib, json, sys\n"
+    "out = {}\n"
+    "try:\n"
+    "    from pip._internal.index.collector import LinkCollector\n"
+    "    from pip._internal.index.package_finder import PackageFinder\n"
+    "    from pip._internal.models.search_scope import SearchScope\n"
+    "    from pip._internal.models.selection_prefs import SelectionPreferences\n"
+    "    from pip._internal.network.session import PipSession\n"
+    "except ImportError:\n"
+    "    sys.exit('pip has no PackageFinder API this helper knows')\n"
+    "report, args = sys.argv[1], sys.argv[2:]\n"
+    "idx, links, no_index, cert = [], [], False, None\n"
+    "for a in args:\n"
+    "    k, _, v = a.partition('=')\n"
+    "    if k == '--index-url': idx = [v]\n"
+    "    elif k == '--find-links': links.append(v)\n"
+    "    elif k == '--no-index': no_index = True\n"
+    "    elif k == '--cert': cert = v\n"
+    "if not idx and not no_index: idx = ['https://pypi.org/simple']\n"
+    "s = PipSession()\n"
+    "if cert: s.verify = cert\n"
+    "scope = SearchScope.create(find_links=links, index_urls=[] if no_index else idx,\n"
+    "                           no_index=no_index)\n"
+    "f = PackageFinder.create(link_collector=LinkCollector(session=s, search_scope=scope),\n"
+    "    selection_prefs=SelectionPreferences(allow_yanked=False))\n"
+    "def sha(link):\n"
+    "    h = getattr(link, '_hashes', None) or {}\n"
+    "    if 'sha256' in h: return h['sha256']\n"
+    "    if getattr(link, 'hash_name', None) == 'sha256': return link.hash\n"
+    "    if link.scheme == 'file':\n"
+    "        with open(link.file_path, 'rb') as fh: return hashlib.sha256(fh.read()).hexdigest()\n"
+    "for it in json.load(open(report))['install']:\n"
+    "    md = it['metadata']\n"
+    "    c = [c for c in f.find_all_candidates(md['name']) if str(c.version) == md['version']]\n"
+    "    w = [x for x in c if x.link.is_wheel] or c\n"
+    "    out[md['name']] = sorted({h for h in map(lambda x: sha(x.link), w) if h})\n"
+    "print(json.dumps(out))\n";
+
 char *pip_mirror_index(const char *mirror_url)
 {
 	return xasprintf("%s%ssimple/", mirror_url, str_ends_with(mirror_url, "/") ? "" : "/");
@@ -703,12 +753,40 @@ static int cmp_lines(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The all-files hashes of hashes_src; NULL when it cannot tell (pip's hash stays). */
+static json_t *pip_all_hashes(struct ctx *c, const char *prefix, const char *report,
+                              const struct pip_opts *o)
+{
+	struct strvec argv = STRVEC_INIT, idx = STRVEC_INIT;
+	struct spawn_result r = {0};
+	json_t *out = NULL;
+	strvec_pushf(&argv, "%s/bin/python", prefix);
+	strvec_push(&argv, "-I");
+	strvec_push(&argv, "-c");
+	strvec_push(&argv, hashes_src);
+	strvec_push(&argv, report);
+	push_index_opts(&idx, o);
+	for (size_t i = 0; i < idx.n; i++)
+		strvec_push(&argv, idx.v[i]);
+	if (run_python(c, argv.v, 600, &r) == 0 && r.status == 0 && r.out.buf)
+		out = json_loads(r.out.buf, 0, NULL);
+	if (!json_is_object(out)) {
+		json_decref(out);
+		out = NULL;
+		dlog(c, "pip: all-files hashes unavailable: %s", r.err.buf ? r.err.buf : "");
+	}
+	spawn_result_release(&r);
+	strvec_release(&argv);
+	strvec_release(&idx);
+	return out;
+}
+
 int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const struct pip_opts *o,
              char **out, char **errmsg)
 {
 	struct strvec argv = STRVEC_INIT, lines = STRVEC_INIT;
 	char *work = NULL, *reqfile = NULL, *report = NULL, *json = NULL;
-	json_t *root = NULL;
+	json_t *root = NULL, *all = NULL;
 	size_t len = 0;
 	int rc = 0;
 
@@ -745,6 +823,11 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 	json_error_t je;
 	root = json_loadb(json, len, 0, &je);
 	json_t *inst = json_object_get(root, "install");
+	all = json_is_array(inst) ? pip_all_hashes(c, prefix, report, o) : NULL;
+	if (all == NULL && c != NULL)
+		ev_log(c, EV_WARN,
+		       "pip: could not list every file of each chosen version; each line holds "
+		       "only the hash of the file pip chose here (see -v)");
 	if (!json_is_array(inst)) {
 		rc = TF_EFAIL;
 		*errmsg = xasprintf("pip report: no \"install\" array (%s)", je.text);
@@ -773,7 +856,18 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 			goto out;
 		}
 		char *nm = pip_normalize_name(name);
-		strvec_pushf(&lines, "%s==%s \\\n    --hash=sha256:%s\n", nm, ver, h);
+		struct strbuf line = STRBUF_INIT;
+		strbuf_addf(&line, "%s==%s \\\n    --hash=sha256:%s", nm, ver, h);
+		size_t k;
+		json_t *x;
+		json_array_foreach(json_object_get(all, name), k, x)
+		{
+			const char *hx = json_string_value(x);
+			if (hx && is_hex64(hx) && strcmp(hx, h) != 0)
+				strbuf_addf(&line, " \\\n    --hash=sha256:%s", hx);
+		}
+		strvec_pushf(&lines, "%s\n", line.buf);
+		strbuf_release(&line);
 		free(nm);
 	}
 	qsort(lines.v, lines.n, sizeof(*lines.v), cmp_lines);
@@ -783,6 +877,7 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 		strbuf_adds(&sb, lines.v[i]);
 	*out = strbuf_detach(&sb);
 out:
+	json_decref(all);
 	json_decref(root);
 	free(json);
 	if (work)

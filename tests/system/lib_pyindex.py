@@ -23,8 +23,9 @@ def _record_hash(data):
     return "sha256=" + base64.urlsafe_b64encode(d).rstrip(b"=").decode()
 
 
-def build_wheel(outdir, name, version, files=None, requires=(), entry_points=None):
-    """Writes NAME-VERSION-py3-none-any.whl; returns (path, sha256 hex).
+def build_wheel(outdir, name, version, files=None, requires=(), entry_points=None,
+                tag="py3-none-any"):
+    """Writes NAME-VERSION-TAG.whl; returns (path, sha256 hex).
 
     files maps archive paths to str/bytes; a module NAME/__init__.py with
     __version__ is added when files is None.
@@ -38,12 +39,12 @@ def build_wheel(outdir, name, version, files=None, requires=(), entry_points=Non
     content = dict(files)
     content[f"{di}/METADATA"] = "\n".join(meta) + "\n"
     content[f"{di}/WHEEL"] = ("Wheel-Version: 1.0\nGenerator: tfprov-tests\n"
-                              "Root-Is-Purelib: true\nTag: py3-none-any\n")
+                              f"Root-Is-Purelib: true\nTag: {tag}\n")
     if entry_points:
         content[f"{di}/entry_points.txt"] = "[console_scripts]\n" + "".join(
             f"{k} = {v}\n" for k, v in entry_points.items())
     os.makedirs(outdir, exist_ok=True)
-    path = os.path.join(outdir, f"{dist}-{version}-py3-none-any.whl")
+    path = os.path.join(outdir, f"{dist}-{version}-{tag}.whl")
     record = []
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for p, data in content.items():
