@@ -279,7 +279,9 @@ static int pip_desire(struct ctx *c, const struct manifest *m, struct strbuf *ca
 	            c->mirrors.n         ? c->mirrors.v[0]
 	            : m->pip.index_url.s ? m->pip.index_url.s
 	                                 : "the default index",
-	            m->pip.complete.v ? " (complete lock, --no-deps)" : "");
+	            m->pip.complete.v ? " (complete lock, --no-deps)"
+	                              : " (incomplete lock: the rest is resolved at apply by pip, "
+	                                "unhashed)");
 	return 0;
 }
 

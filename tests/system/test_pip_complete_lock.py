@@ -194,3 +194,28 @@ def test_complete_lock_with_sdist_through_mirror_pep503(tfprov, tmp_path):
                         timeout=300)
         assert p2.returncode == 0 and "No changes" in p2.stdout, out(p2)
         assert len(srv.requests) == n
+
+
+def test_plan_says_what_is_resolved_at_apply(tfprov, tmp_path):
+    """Higher-level forms are named at plan with the pinned document they resolve from:
+    a cuda.redist reference (the JSON's URL and sha256, and its components) and an
+    incomplete pip lock (pip resolves the rest at apply, unhashed; a blocker)."""
+    sha = hashlib.sha256(b"redistrib").hexdigest()
+    pin = hashlib.sha256(b"tf").hexdigest()
+    m = tmp_path / "redist.yaml"
+    m.write_text(
+        "schema: 1\nstack:\n  name: r\n  platform: linux-x86_64\n"
+        "versions:\n  tensorflow: 2.15.1\n  cuda: 12.3.2\n  python: \"3.11\"\n"
+        "driver:\n  policy: skip\n"
+        "cuda:\n  version: 12.3.2\n  redist:\n"
+        "    url: https://x.invalid/redistrib_12.3.2.json\n"
+        f"    sha256: {sha}\n    size: 100\n    components: [cuda_cudart, libcublas]\n"
+        "python:\n  manager: venv\n  name: r\n  interpreter: /usr/bin/python3\n"
+        "pip:\n  complete: false\n  requirements: |\n"
+        f"    tensorflow==2.15.1 --hash=sha256:{pin}\n")
+    p = tfprov.run("plan", str(m), env=no_stub_env())
+    assert p.returncode == 0, out(p)
+    assert (f"https://x.invalid/redistrib_12.3.2.json (sha256 {sha[:12]}...), then the "
+            "archives it pins, resolved at apply: cuda_cudart, libcublas") in p.stdout, out(p)
+    assert "incomplete lock: the rest is resolved at apply by pip, unhashed" in p.stdout
+    assert "apply would stop here, before any change (exit 3)" in p.stdout
