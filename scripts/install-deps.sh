@@ -9,7 +9,7 @@ libjansson-dev libzstd-dev liblzma-dev libcmocka-dev
 python3 python3-venv python3-pip python3-pytest python3-wheel python3-setuptools python3-yaml
 python3-setuptools-whl python3-wheel-whl
 curl xz-utils zstd bzip2 gzip zip unzip sqlite3 openssl ansible-core hyperfine
-clang libclang-rt-14-dev"
+clang libclang-rt-14-dev minisign"
 
 missing=""
 for p in $PKGS; do
