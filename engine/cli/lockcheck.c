@@ -9,10 +9,13 @@
  *  - a pip section has `complete: true`, and pins each distribution once (the
  *    manifest parser already refuses a requirement without == or a hash);
  * and consistent when:
- *  - the tensorflow pin is versions.tensorflow;
- *  - a conda lock's python is python.version (else versions.python);
+ *  - validate passes: its diagnostics come first, in the same list (among
+ *    them the tensorflow pin against versions.tensorflow, compat.pip-tf-mismatch,
+ *    and a conda lock's python against versions.python, compat.version-disagrees);
+ *  - a complete lock pins tensorflow;
  *  - no cap of the knowledge base (data/compat.yaml pip.caps) is broken by the
  *    pinned versions (pip pins and conda packages together).
+ * A manifest that does not parse gets its parser diagnostics only.
  */
 #include "cli.h"
 #include "compat.h"
@@ -78,16 +81,8 @@ static void check_pip(const struct manifest *m, const char *hint, struct diags *
 				diags_add(d, DIAG_ERROR, f, q->pos, "lock.duplicate", NULL,
 				          "pip: %s is pinned twice (first at line %d)", nm,
 				          m->pip.reqs[j].pos.line);
-		if (q->name && strcmp(q->name, "tensorflow") == 0) {
+		if (q->name && strcmp(q->name, "tensorflow") == 0)
 			tf = q->version ? q->version : "";
-			if (m->versions.tensorflow.s && q->version &&
-			    strcmp(q->version, m->versions.tensorflow.s) != 0)
-				diags_add(
-				    d, DIAG_ERROR, f, q->pos, "lock.version-mismatch", NULL,
-				    "pip: tensorflow==%s but versions.tensorflow is %s (line %d)",
-				    q->version, m->versions.tensorflow.s,
-				    m->versions.tensorflow.pos.line);
-		}
 	}
 	if (m->pip.complete.v && tf == NULL && m->versions.tensorflow.s)
 		diags_add(
@@ -109,15 +104,6 @@ static void check_one(const struct manifest *m, const struct pip_cap *caps, size
 		          "cudnn.redist is resolved at apply from %s", m->cudnn.redist.json.url.s);
 	check_pip(m, hint, d);
 	free(hint);
-	const char *want = m->python.version.s ? m->python.version.s : m->versions.python.s;
-	for (size_t i = 0; i < m->python.npkgs && want; i++) {
-		const struct conda_pkg *k = &m->python.pkgs[i];
-		if (k->name && k->version && strcmp(k->name, "python") == 0 &&
-		    !version_has_prefix(k->version, want))
-			diags_add(d, DIAG_ERROR, f, k->pos, "lock.version-mismatch", NULL,
-			          "the conda lock's python is %s, but the stack wants Python %s",
-			          k->version, want);
-	}
 	struct pinned p = {m, {0, 0}};
 	for (const struct pip_cap *cap = NULL;
 	     (cap = pip_caps_broken(caps, ncaps, pinned_version, &p, cap)) != NULL;) {
@@ -149,18 +135,19 @@ int lock_check(struct ctx *c, struct opts *o)
 	for (size_t i = 0; i < o->args.n; i++) {
 		struct manifest *m = NULL;
 		struct diags d = {0};
-		if (cli_load_manifest(c, o->args.v[i], &m, 0) != 0) {
-			bad++;
-			continue;
+		int lrc = cli_lint_manifest(c, o->args.v[i], &m, &d);
+		if (lrc == TF_EFAIL) { /* the knowledge base: reported */
+			diags_release(&d);
+			rc = TF_EFAIL;
+			break;
 		}
-		check_one(m, caps, ncaps, &d);
-		diags_sort(&d);
-		fflush(stdout);
-		diags_print(&d, stderr, (c->flags & CTX_COLOR) && isatty(STDERR_FILENO));
+		if (m)
+			check_one(m, caps, ncaps, &d);
+		cli_print_diags(c, &d);
 		if (d.errors) {
 			bad++;
-			ev_log(c, EV_ERROR, "%s: not completely locked: %zu problem%s", m->path,
-			       d.errors, d.errors == 1 ? "" : "s");
+			ev_log(c, EV_ERROR, "%s: not completely locked: %zu problem%s",
+			       o->args.v[i], d.errors, d.errors == 1 ? "" : "s");
 		} else {
 			ev_log(c, EV_INFO, "%s: locked (%zu pip pin%s%s)", m->path, m->pip.nreqs,
 			       m->pip.nreqs == 1 ? "" : "s", m->pip.set ? ", complete" : "");
@@ -168,7 +155,7 @@ int lock_check(struct ctx *c, struct opts *o)
 		diags_release(&d);
 		manifest_free(m);
 	}
-	if (bad)
+	if (bad && rc == 0)
 		rc = TF_EMANIFEST;
 	pip_caps_free(caps, ncaps);
 	return rc;

@@ -72,15 +72,16 @@ def test_incomplete_pip_lock(tfprov, tmp_path):
 
 
 def test_version_mismatch_and_duplicate(tfprov, tmp_path):
-    """tensorflow pinned at another version than versions.tensorflow, and a package
-    pinned twice: one diagnostic each, at the requirement's line."""
+    """tensorflow pinned at another version than versions.tensorflow (validate's
+    knowledge-base check, in the same list), and a package pinned twice: one
+    diagnostic each, at the requirement's line."""
     pins = pin("tensorflow", "2.15.0") + pin("six", "1.17.0") + pin("six", "1.16.0")
     m = manifest(tmp_path / "b.yaml", pins)
     p = tfprov.run("lock", "--check", m, root=False)
     assert p.returncode == 3, out(p)
-    assert sorted(diags(p)) == [(line_of(m, "tensorflow==2.15.0"), "lock.version-mismatch"),
+    assert sorted(diags(p)) == [(line_of(m, "tensorflow==2.15.0"), "compat.pip-tf-mismatch"),
                                 (line_of(m, "six==1.16.0"), "lock.duplicate")], out(p)
-    assert "versions.tensorflow is 2.15.1" in p.stderr
+    assert "declares TensorFlow 2.15.1" in p.stderr
 
 
 def test_complete_lock_without_tensorflow(tfprov, tmp_path):
@@ -94,7 +95,7 @@ def test_complete_lock_without_tensorflow(tfprov, tmp_path):
 def test_setuptools_cap_from_knowledge_base(tfprov, tmp_path):
     """setuptools 82 with TensorBoard 2.15.2 breaks the knowledge base's cap (the
     diagnostic says why and where the fact comes from); 81 passes; so does 82 with
-    TensorBoard 2.16.2, which the cap does not cover."""
+    TensorBoard 2.16.2 (TF 2.16.1), which the cap does not cover."""
     base = pin("tensorflow", "2.15.1")
     bad = manifest(tmp_path / "d.yaml", base + pin("tensorboard", "2.15.2") +
                    pin("setuptools", "82.0.0"))
@@ -104,8 +105,8 @@ def test_setuptools_cap_from_knowledge_base(tfprov, tmp_path):
     assert "pkg_resources" in p.stderr and "pypa/setuptools" in p.stderr
     ok = manifest(tmp_path / "e.yaml", base + pin("tensorboard", "2.15.2") +
                   pin("setuptools", "81.0.0"))
-    newer = manifest(tmp_path / "f.yaml", base + pin("tensorboard", "2.16.2") +
-                     pin("setuptools", "82.0.0"))
+    newer = manifest(tmp_path / "f.yaml", pin("tensorflow", "2.16.1") +
+                     pin("tensorboard", "2.16.2") + pin("setuptools", "82.0.0"), tf="2.16.1")
     p = tfprov.run("lock", "--check", ok, newer, root=False)
     assert p.returncode == 0, out(p)
 
@@ -128,8 +129,8 @@ def test_conda_python_mismatch(tfprov, tmp_path):
     m = manifest(tmp_path / "h.yaml", pin("tensorflow", "2.15.1"), python_yaml=lock)
     p = tfprov.run("lock", "--check", m, root=False)
     assert p.returncode == 3, out(p)
-    assert diags(p) == [(line_of(m, "python-3.9.19"), "lock.version-mismatch")], out(p)
-    assert "wants Python 3.10" in p.stderr
+    assert diags(p) == [(line_of(m, "python-3.9.19"), "compat.version-disagrees")], out(p)
+    assert "python package is 3.9.19, but versions.python says 3.10" in p.stderr
 
 
 def test_redist_reference_unresolved(tfprov, tmp_path):

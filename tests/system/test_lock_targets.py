@@ -43,10 +43,10 @@ def real_python310():
     return None
 
 
-def write_manifest(path, python_yaml, index, tf_sha):
+def write_manifest(path, python_yaml, index, tf_sha, python="3.10"):
     path.write_text(
         "schema: 1\nstack:\n  name: cross\n  platform: linux-x86_64\n"
-        "versions:\n  tensorflow: 2.15.1\n  python: \"3.10\"\n"
+        f"versions:\n  tensorflow: 2.15.1\n  python: \"{python}\"\n"
         "driver:\n  policy: skip\n" + python_yaml +
         f"pip:\n  index_url: {index}\n  complete: false\n  requirements: |\n"
         f"    tensorflow==2.15.1 \\\n        --hash=sha256:{tf_sha}\n")
@@ -144,7 +144,7 @@ def test_lock_records_every_hash_of_the_version(tfprov, tmp_path, index):
                         capture_output=True, text=True).stdout.strip()
     m = tmp_path / "all.yaml"
     write_manifest(m, f"python:\n  manager: venv\n  name: all\n  version: \"{py}\"\n"
-                   "  interpreter: /usr/bin/python3\n", idx.url, w["tensorflow"][1])
+                   "  interpreter: /usr/bin/python3\n", idx.url, w["tensorflow"][1], python=py)
     p = tfprov.run("lock", m, timeout=300)
     assert p.returncode == 0, out(p)
     _, pins = lock_block(m)
@@ -165,9 +165,7 @@ def test_lock_caps_setuptools_for_old_tensorboard(tfprov, tmp_path):
     try:
         m = write_manifest(tmp_path / "cap.yaml",
                            "python:\n  manager: venv\n  name: cap\n  version: \"3.11\"\n"
-                           "  interpreter: /usr/bin/python3\n", idx.url, tf[1])
-        m_text = open(m).read().replace('python: "3.10"', 'python: "3.11"')
-        open(m, "w").write(m_text)
+                           "  interpreter: /usr/bin/python3\n", idx.url, tf[1], python="3.11")
         p = tfprov.run("lock", m, timeout=300)
     finally:
         idx.close()
