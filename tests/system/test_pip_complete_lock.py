@@ -198,9 +198,11 @@ def test_complete_lock_with_sdist_through_mirror_pep503(tfprov, tmp_path):
 
 def test_plan_says_what_is_resolved_at_apply(tfprov, tmp_path):
     """Higher-level forms are named at plan with the pinned document they resolve from:
-    a cuda.redist reference (the JSON's URL and sha256, and its components) and an
-    incomplete pip lock (pip resolves the rest at apply, unhashed; a blocker)."""
+    a cuda.redist reference (the JSON's URL and sha256, and its components), a
+    cudnn.redist reference (URL, sha256, variant) and an incomplete pip lock (pip
+    resolves the rest at apply, unhashed; a blocker)."""
     sha = hashlib.sha256(b"redistrib").hexdigest()
+    dsha = hashlib.sha256(b"cudnn-redistrib").hexdigest()
     pin = hashlib.sha256(b"tf").hexdigest()
     m = tmp_path / "redist.yaml"
     m.write_text(
@@ -210,6 +212,9 @@ def test_plan_says_what_is_resolved_at_apply(tfprov, tmp_path):
         "cuda:\n  version: 12.3.2\n  redist:\n"
         "    url: https://x.invalid/redistrib_12.3.2.json\n"
         f"    sha256: {sha}\n    size: 100\n    components: [cuda_cudart, libcublas]\n"
+        "cudnn:\n  version: 8.9.7.29\n  placement: merge\n  redist:\n"
+        "    url: https://x.invalid/redistrib_8.9.7.29.json\n"
+        f"    sha256: {dsha}\n    size: 100\n    variant: cuda12\n"
         "python:\n  manager: venv\n  name: r\n  interpreter: /usr/bin/python3\n"
         "pip:\n  complete: false\n  requirements: |\n"
         f"    tensorflow==2.15.1 --hash=sha256:{pin}\n")
@@ -217,5 +222,7 @@ def test_plan_says_what_is_resolved_at_apply(tfprov, tmp_path):
     assert p.returncode == 0, out(p)
     assert (f"https://x.invalid/redistrib_12.3.2.json (sha256 {sha[:12]}...), then the "
             "archives it pins, resolved at apply: cuda_cudart, libcublas") in p.stdout, out(p)
+    assert (f"https://x.invalid/redistrib_8.9.7.29.json (sha256 {dsha[:12]}...), then the "
+            "archive it pins for variant cuda12, resolved at apply") in p.stdout, out(p)
     assert "incomplete lock: the rest is resolved at apply by pip, unhashed" in p.stdout
     assert "apply would stop here, before any change (exit 3)" in p.stdout
