@@ -41,7 +41,7 @@
 #include "manifest.h"
 #include "minisign.h"
 #include "pyenv.h"
-#include "pyfs.h"
+#include "fs.h"
 #include "redist.h"
 #include "spawn.h"
 
@@ -550,15 +550,8 @@ static int write_if_changed(const char *path, const char *text)
 		return 0;
 	}
 	free(old);
-	char *tmp = xasprintf("%s.tfprov-tmp.%d", path, (int)getpid());
-	FILE *f = fopen(tmp, "we");
-	int rc = 1;
-	if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
-		rc = -errno;
-		unlink(tmp);
-	}
-	free(tmp);
-	return rc;
+	int rc = fs_write_atomic(path, text, strlen(text), 0644, 0);
+	return rc < 0 ? rc : 1;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -723,7 +716,7 @@ static int mirror_build(struct ctx *c, const char *dir, char **manifests, size_t
 		       dir, s.n, s.copied, s.linked, s.present, changed ? "updated" : "unchanged");
 out:
 	if (tmp)
-		pyfs_rmtree(tmp);
+		fs_rmtree(tmp);
 	free(tmp);
 	for (size_t i = 0; i < nman; i++)
 		manifest_free(ms[i]);
