@@ -143,7 +143,8 @@ int lock_check(struct ctx *c, struct opts *o)
 		}
 		if (m)
 			check_one(m, caps, ncaps, &d);
-		cli_print_diags(c, &d);
+		if (d.errors) /* as validate: warnings only beside an error */
+			cli_print_diags(c, &d);
 		if (d.errors) {
 			bad++;
 			ev_log(c, EV_ERROR, "%s: not completely locked: %zu problem%s",

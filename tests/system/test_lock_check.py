@@ -61,6 +61,8 @@ def test_shipped_stacks_pass(tfprov):
     for m in STABLE:
         assert re.search(re.escape(m) + r": locked \(\d+ pip pins, complete\)", p.stdout), out(p)
     assert "error" not in p.stderr
+    # validate's warnings (NCCL under `missing:`, ...) are not repeated when nothing fails.
+    assert "warning" not in p.stderr, p.stderr
 
 
 def test_incomplete_pip_lock(tfprov, tmp_path):
