@@ -31,11 +31,10 @@ void cli_diag_event(struct ctx *c, const struct diag *g)
 	json_decref(o);
 }
 
-int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, int print_warnings)
+int cli_lint_manifest(struct ctx *c, const char *path, struct manifest **out, struct diags *d)
 {
-	struct diags d = {0};
 	struct compat *kb = NULL;
-	int rc = manifest_load(path, out, &d);
+	int rc = manifest_load(path, out, d);
 	if (rc == 0) {
 		struct diags kd = {0};
 		if (compat_load(compat_default_path(), &kb, &kd) != 0) {
@@ -43,22 +42,39 @@ int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, in
 			ev_log(c, EV_ERROR, "cannot load the compatibility knowledge base %s",
 			       compat_default_path());
 			diags_release(&kd);
-			rc = TF_EFAIL;
-			goto out;
+			manifest_free(*out);
+			*out = NULL;
+			return TF_EFAIL;
 		}
 		diags_release(&kd);
-		compat_lint(kb, *out, &d);
+		compat_lint(kb, *out, d);
+		compat_free(kb);
 	}
-	diags_sort(&d);
-	if (d.errors || print_warnings) {
-		if (c->flags & CTX_JSON) {
-			for (size_t i = 0; i < d.n; i++)
-				cli_diag_event(c, &d.v[i]);
-		} else {
-			fflush(stdout);
-			diags_print(&d, stderr, (c->flags & CTX_COLOR) && isatty(STDERR_FILENO));
+	return rc;
+}
+
+void cli_print_diags(struct ctx *c, struct diags *d)
+{
+	diags_sort(d);
+	if (c->flags & CTX_JSON) {
+		for (size_t i = 0; i < d->n; i++) {
+			cli_diag_event(
+			    c, &d->v[i]); /* structured: file, line, col, severity, code, ... */
 		}
+	} else {
+		fflush(stdout);
+		diags_print(d, stderr, (c->flags & CTX_COLOR) && isatty(STDERR_FILENO));
 	}
+}
+
+int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, int print_warnings)
+{
+	struct diags d = {0};
+	int rc = cli_lint_manifest(c, path, out, &d);
+	if (rc == TF_EFAIL) /* the knowledge base, reported */
+		goto out;
+	if (d.errors || print_warnings)
+		cli_print_diags(c, &d);
 	if (d.errors) {
 		rc = TF_EMANIFEST;
 		ev_log(c, EV_ERROR, "%s: %zu error%s, %zu warning%s", path, d.errors,
@@ -69,7 +85,6 @@ out:
 		manifest_free(*out);
 		*out = NULL;
 	}
-	compat_free(kb);
 	diags_release(&d);
 	return rc;
 }

@@ -33,9 +33,10 @@ static const struct cmd commands[] = {
     {"validate", cmd_validate, CMD_MANIFEST, "validate MANIFEST...   check a manifest (no I/O)", "",
      1, -1},
     {"plan", cmd_plan, CMD_MANIFEST | CMD_STATE, "plan MANIFEST          show what apply would do",
-     "detailed-exitcode output", 1, 1},
+     "detailed-exitcode output allow-incomplete-lock", 1, 1},
     {"apply", cmd_apply, CMD_MANIFEST | CMD_STATE | CMD_LOCK,
-     "apply MANIFEST         make the machine match the manifest", "yes", 1, 1},
+     "apply MANIFEST         make the machine match the manifest", "yes allow-incomplete-lock", 1,
+     1},
     {"status", cmd_status, CMD_STATE, "status                 stacks, generations, drift", "", 0,
      0},
     {"verify", cmd_verify, CMD_STATE, "verify [STACK] [--deep]  check what was placed", "deep", 0,
@@ -49,8 +50,12 @@ static const struct cmd commands[] = {
     {"bench", cmd_bench, CMD_STATE, "bench [STACK] [--history]  GPU conv benchmark", "history", 0,
      1},
     {"doctor", cmd_doctor, CMD_STATE, "doctor [MANIFEST]      diagnose common problems", "", 0, 1},
-    {"lock", cmd_lock, CMD_MANIFEST, "lock MANIFEST [-o OUT]  resolve pins into a full lockfile",
-     "output", 1, 1},
+    {"lock", cmd_lock, CMD_MANIFEST,
+     "lock MANIFEST [-o OUT]  resolve pins into a full lockfile\n"
+     "  lock --check MANIFEST...  exit 0 when each is completely locked and consistent",
+     "output check", 1, -1},
+    {"diff", cmd_diff, CMD_STATE,
+     "diff OLD NEW | diff --generation N STACK MANIFEST  changes by step", "generation", 2, 2},
     {"mirror", cmd_mirror, CMD_STATE,
      "mirror build DIR MANIFEST... [--key K]  copy artifacts for offline use", "key", 3, -1},
     {"sign", cmd_sign, CMD_MANIFEST, "sign --key KEY MANIFEST...  write MANIFEST.minisig", "key", 1,
@@ -71,6 +76,10 @@ static const struct {
     {"generation", "--generation N       the generation to go back to (default: the previous)"},
     {"output", "-o, --output FILE    write the result to FILE"},
     {"key", "--key FILE           the minisign secret key (keygen: the key pair to write)"},
+    {"check", "--check              only check that each manifest is completely locked"},
+    {"allow-incomplete-lock",
+     "--allow-incomplete-lock  let pip resolve what a `complete: false` lock leaves\n"
+     "                       unpinned (named and recorded as unhashed)"},
 };
 
 static const char global_help[] =
@@ -209,6 +218,8 @@ enum {
 	OPT_NO_GPU,
 	OPT_GENERATION,
 	OPT_VERSION,
+	OPT_ALLOW_INCOMPLETE,
+	OPT_CHECK,
 	OPT_KEY,
 	OPT_TRUSTED_KEY,
 	OPT_REQUIRE_SIG,
@@ -237,6 +248,8 @@ int main(int argc, char **argv)
 	    {"history", no_argument, NULL, OPT_HISTORY},
 	    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
 	    {"generation", required_argument, NULL, OPT_GENERATION},
+	    {"allow-incomplete-lock", no_argument, NULL, OPT_ALLOW_INCOMPLETE},
+	    {"check", no_argument, NULL, OPT_CHECK},
 	    {"allow-local-urls", no_argument, NULL, OPT_ALLOW_LOCAL},
 	    {"output", required_argument, NULL, 'o'},
 	    {"key", required_argument, NULL, OPT_KEY},
@@ -338,6 +351,12 @@ int main(int argc, char **argv)
 			break;
 		case OPT_NO_GPU:
 			c.flags |= CTX_NO_GPU;
+			break;
+		case OPT_ALLOW_INCOMPLETE:
+			c.flags |= CTX_ALLOW_INCOMPLETE;
+			break;
+		case OPT_CHECK:
+			o.check = 1;
 			break;
 		case OPT_ALLOW_LOCAL:
 			c.flags |= CTX_ALLOW_LOCAL;
