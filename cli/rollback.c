@@ -52,8 +52,14 @@ int cmd_rollback(struct ctx *c, struct opts *o)
 	ev_log(c, EV_INFO, "Rolling %s back to generation %lld:", o->args.v[0], gen);
 	plan_build(c, m, &p);
 	plan_emit(c, &p);
-	if (plan_has_changes(&p))
-		rc = plan_apply(c, m, &p);
+	if (plan_has_changes(&p)) {
+		char *q =
+		    xasprintf("Do you want to roll %s back to generation %lld?\n  tfprov will "
+		              "perform the actions described above.",
+		              o->args.v[0], gen);
+		rc = cli_confirm(c, "rollback", q) ? plan_apply(c, m, &p) : TF_EFAIL;
+		free(q);
+	}
 	plan_release(&p);
 out:
 	diags_release(&d);

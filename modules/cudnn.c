@@ -34,7 +34,11 @@ static int cudnn_desire(struct ctx *c, const struct manifest *m, struct strbuf *
 	if (m->cudnn.redist.set) {
 		strbuf_addf(canon, "redist=%s variant=%s\n", m->cudnn.redist.json.sha256.s,
 		            m->cudnn.redist.variant.s ? m->cudnn.redist.variant.s : "");
-		strvec_push(urls, m->cudnn.redist.json.url.s);
+		strvec_pushf(urls,
+		             "%s (sha256 %.12s...), then the archive it pins for variant %s, "
+		             "resolved at apply",
+		             m->cudnn.redist.json.url.s, m->cudnn.redist.json.sha256.s,
+		             m->cudnn.redist.variant.s ? m->cudnn.redist.variant.s : "(none)");
 	}
 	strbuf_addf(detail, "cuDNN %s, %s %s", m->cudnn.version.s ? m->cudnn.version.s : "?",
 	            m->cudnn.placement == PLACEMENT_MERGE ? "merged into" : "separate in", prefix);
@@ -74,19 +78,26 @@ static int cudnn_precheck(struct ctx *c, const struct manifest *m, struct step *
 	return rc;
 }
 
+static int cudnn_artifacts(struct ctx *c, const struct manifest *m, struct artset *arts,
+                           struct step *s)
+{
+	const char *platform =
+	    m->stack.platform == PLATFORM_WINDOWS_X86_64 ? "windows-x86_64" : "linux-x86_64";
+	if (m->cudnn.has_artifact)
+		artset_add_artifact(arts, &m->cudnn.artifact, 1);
+	if (m->cudnn.redist.set)
+		return artset_add_redist(c, arts, &m->cudnn.redist, platform, s);
+	return 0;
+}
+
 static int cudnn_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
 {
 	struct artset arts = {0};
 	struct staged tree = {0}, merged = {0};
 	char *prefix = stack_cudnn_prefix(m);
 	char *stage = NULL;
-	int rc = 0;
-	const char *platform =
-	    m->stack.platform == PLATFORM_WINDOWS_X86_64 ? "windows-x86_64" : "linux-x86_64";
-	if (m->cudnn.has_artifact)
-		artset_add_artifact(&arts, &m->cudnn.artifact, 1);
-	if (m->cudnn.redist.set &&
-	    (rc = artset_add_redist(c, &arts, &m->cudnn.redist, platform, s)) != 0)
+	int rc = cudnn_artifacts(c, m, &arts, s);
+	if (rc != 0)
 		goto out;
 	/* A repair or an update replaces what this step placed before. */
 	if (s->res_id && m->cudnn.placement == PLACEMENT_MERGE && (rc = txn_remove_all(t)) != 0)
@@ -130,5 +141,6 @@ const struct module module_cudnn = {
     .desire = cudnn_desire,
     .precheck = cudnn_precheck,
     .apply = cudnn_apply,
+    .artifacts = cudnn_artifacts,
     .depends_on = "cuda",
 };

@@ -40,14 +40,16 @@ int state_lock(struct state *st, double timeout, char **holder);
 void state_unlock(struct state *st);
 
 /*
- * The statement API. A struct state_stmt is one prepared query. A failed
- * prepare, bind or step is remembered (the first one, with SQLite's message,
- * state_failure()) so that a command never reports an empty answer for a
- * query that did not run.
+ * The statement API: the only way code outside state/ runs a query. A
+ * struct state_stmt is one prepared query. A failed prepare, bind or step is
+ * remembered (the first one, with SQLite's message) so that a command never
+ * reports an empty answer ("No stacks.") for a query that did not run:
+ * main() turns a remembered failure into an error (exit 1) even when the
+ * command did not notice.
  */
 struct state_stmt;
 enum { STATE_OK = 0, STATE_ROW = 100, STATE_DONE = 101 };
-/* 0 (STATE_OK) or TF_ESTATE; *out is NULL on failure. */
+/* STATE_OK or TF_ESTATE; *out is NULL on failure. */
 int state_prepare(struct state *st, const char *sql, struct state_stmt **out);
 /* STATE_ROW, STATE_DONE, or TF_ESTATE (also for a NULL statement). */
 int state_step(struct state_stmt *q);

@@ -18,5 +18,8 @@ struct state {
 
 /* Remembers the first failure of a query (state_failure()); returns TF_ESTATE. */
 int state_note_failure(sqlite3 *db, const char *what);
+/* The store's own prepare and step: SQLite's result codes, a failure noted. */
+int sq_prepare(struct state *st, const char *sql, sqlite3_stmt **out);
+int sq_step(sqlite3_stmt *s);
 
 #endif

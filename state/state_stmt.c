@@ -8,32 +8,17 @@
 #include "error.h"
 #include "state_private.h"
 
-#include <stdio.h>
+#include <stddef.h>
 
 #define Q(q) ((sqlite3_stmt *)(q))
-
-static char failure[512];
-
-int state_note_failure(sqlite3 *db, const char *what)
-{
-	if (failure[0] == '\0')
-		snprintf(failure, sizeof(failure), "%s: %s", what,
-		         db ? sqlite3_errmsg(db) : "no statement");
-	return TF_ESTATE;
-}
-
-const char *state_failure(void)
-{
-	return failure[0] ? failure : NULL;
-}
 
 int state_prepare(struct state *st, const char *sql, struct state_stmt **out)
 {
 	sqlite3_stmt *q = NULL;
 	*out = NULL;
-	if (sqlite3_prepare_v2(st->db, sql, -1, &q, NULL) != SQLITE_OK) {
+	if (sq_prepare(st, sql, &q) != SQLITE_OK) {
 		sqlite3_finalize(q);
-		return state_note_failure(st->db, "cannot prepare a state query");
+		return TF_ESTATE;
 	}
 	*out = (struct state_stmt *)q;
 	return STATE_OK;
@@ -43,12 +28,12 @@ int state_step(struct state_stmt *q)
 {
 	if (q == NULL)
 		return state_note_failure(NULL, "cannot run a state query");
-	int r = sqlite3_step(Q(q));
+	int r = sq_step(Q(q));
 	if (r == SQLITE_ROW)
 		return STATE_ROW;
 	if (r == SQLITE_DONE)
 		return STATE_DONE;
-	return state_note_failure(sqlite3_db_handle(Q(q)), "a state query failed");
+	return TF_ESTATE;
 }
 
 static int bound(struct state_stmt *q, int r)
