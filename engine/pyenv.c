@@ -108,6 +108,18 @@ char *pip_mirror_index(const char *mirror_url)
 	return xasprintf("%s%ssimple/", mirror_url, str_ends_with(mirror_url, "/") ? "" : "/");
 }
 
+void pip_opts_mirror(struct pip_opts *o, const char *mirror, const char *links[2], char **simple)
+{
+	if (str_starts_with(mirror, "http://") || str_starts_with(mirror, "https://")) {
+		o->index_url = *simple = pip_mirror_index(mirror);
+	} else {
+		links[0] = mirror;
+		links[1] = NULL;
+		o->find_links = links;
+		o->no_index = 1;
+	}
+}
+
 char *pip_normalize_name(const char *name)
 {
 	struct strbuf sb = STRBUF_INIT;

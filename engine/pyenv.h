@@ -102,5 +102,11 @@ char *pip_normalize_name(const char *name);
 
 /* The PEP 503 index of an http(s) mirror built by `mirror build`: URL/simple/. */
 char *pip_mirror_index(const char *mirror_url);
+/*
+ * Points o at a mirror: an http(s) mirror's PEP 503 pages (index_url, the
+ * string returned in *simple for the caller to free), or a directory of
+ * wheels (find-links only, --no-index; links must live as long as o).
+ */
+void pip_opts_mirror(struct pip_opts *o, const char *mirror, const char *links[2], char **simple);
 
 #endif

@@ -340,16 +340,8 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	o.cert = c->ca_bundle;
 	/* A mirror: a directory of wheels (find-links only) or, served over http(s),
 	 * the PEP 503 pages `mirror build` writes under its simple/. */
-	if (c->mirrors.n) {
-		const char *mir = c->mirrors.v[0];
-		if (str_starts_with(mir, "http://") || str_starts_with(mir, "https://")) {
-			o.index_url = simple = pip_mirror_index(mir);
-		} else {
-			links[0] = mir;
-			o.find_links = links;
-			o.no_index = 1;
-		}
-	}
+	if (c->mirrors.n)
+		pip_opts_mirror(&o, c->mirrors.v[0], links, &simple);
 	if (c->flags & CTX_OFFLINE && !o.no_index) {
 		step_fail(s, "--offline: pip needs a local wheel directory (--mirror DIR)");
 		rc = TF_EOFFLINE;
