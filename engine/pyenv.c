@@ -25,6 +25,7 @@
 #include "pyfs.h"
 #include "spawn.h"
 #include "wheel.h"
+#include "place.h"
 #include "digest.h"
 
 #include <ctype.h>
@@ -546,7 +547,7 @@ static int native_install(struct ctx *c, const char *wheels, const struct pip_re
 		free(nm);
 		free(raw);
 	}
-	rc = wheel_install(c, o->native_txn, o->env_path, src, files.n, &st, errmsg);
+	rc = wheel_install(c, o->txn, o->env_path, src, files.n, &st, errmsg);
 	if (rc == 0) {
 		*done = 1;
 		ev_log(c, EV_INFO,
@@ -568,10 +569,17 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 	char *work = NULL, *reqfile = NULL, *wheels = NULL, *snap = NULL, *text = NULL;
 	int rc = 0, snapped = 0;
 
-	char *tmpl = xasprintf("%s.tfprov-pip.XXXXXX", prefix);
-	work = mkdtemp(tmpl);
+	if (o->txn) {
+		if (txn_stage_dir(o->txn, o->env_path, &work) == 0 && mkdir(work, 0700) != 0) {
+			free(work);
+			work = NULL;
+		}
+	} else {
+		char *tmpl = xasprintf("%s.tfprov-pip.XXXXXX", prefix);
+		if ((work = mkdtemp(tmpl)) == NULL)
+			free(tmpl);
+	}
 	if (work == NULL) {
-		free(tmpl);
 		*errmsg =
 		    xasprintf("%s: cannot create a work directory: %s", prefix, strerror(errno));
 		return TF_EIO;
@@ -602,7 +610,7 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 		goto out;
 	}
 
-	if (o->native_txn && o->complete) {
+	if (o->native && o->txn && o->complete) {
 		int done = 0;
 		rc = native_install(c, wheels, reqs, n, o, &done, errmsg);
 		if (rc != 0)

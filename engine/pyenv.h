@@ -52,11 +52,13 @@ struct pip_opts {
 	const char *cache_dir;         /* pip's cache; NULL: --no-cache-dir */
 	const char *cert;              /* CA bundle for --cert; NULL: default */
 	double timeout_s;              /* per pip run; 0: 1 hour */
-	/* Set: a complete lock whose downloads are all wheels is installed by
-	 * wheel.c into the env at env_path (root-relative) through this txn,
-	 * instead of by pip install. */
-	struct txn *native_txn;
+	/* Set: the work directory (the wheelhouse) is journaled in this txn, so
+	 * a kill leaves nothing behind; env_path is the env, root-relative. */
+	struct txn *txn;
 	const char *env_path;
+	/* With txn: a complete lock whose downloads are all wheels is installed
+	 * by wheel.c through the txn instead of by pip install. */
+	int native;
 };
 
 struct pip_dist {

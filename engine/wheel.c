@@ -786,7 +786,11 @@ static void install_one(struct job *j, struct whl *w, size_t idx)
 			int wrapped = 0;
 			for (size_t k = 0; k < neps; k++)
 				wrapped |= strcmp(eps[k].name, base) == 0;
-			if (wrapped) { /* pip generates it from the entry point instead */
+			if (wrapped) {
+				/* pip generates it from the entry point instead, and keeps
+				 * the wheel's RECORD row as it was. */
+				strvec_pushf(&w->records, "%s\x1f%s\x1f%lld", e->path,
+				             r ? r->hash : "", (long long)e->size);
 				free(rel);
 				continue;
 			}

@@ -334,10 +334,9 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	o.complete = m->pip.complete.v;
 	o.cache_dir = cache;
 	o.cert = c->ca_bundle;
-	if (!m->pip.use_pip) {
-		o.native_txn = t;
-		o.env_path = prefix;
-	}
+	o.txn = t;
+	o.env_path = prefix;
+	o.native = !m->pip.use_pip;
 	/* A mirror: a directory of wheels (find-links only) or a PEP 503 index URL. */
 	if (c->mirrors.n) {
 		const char *mir = c->mirrors.v[0];
