@@ -14,6 +14,7 @@
 #include "redist.h"
 #include "unpack.h"
 #include "cache.h"
+#include "pool.h"
 
 #include <pthread.h>
 
@@ -246,27 +247,6 @@ static int merge_part(const char *stage, const char *part, const char *name,
 	return rc;
 }
 
-/*
- * stage/ must exist before an archive other than the first is unpacked next
- * to it. If the first archive was not unpacked into stage/ yet (cached, or
- * its download started over), it moves to stage/.part0 like the others.
- */
-static int ensure_stage(const char *stage, char **parts, struct step *st)
-{
-	struct stat sb;
-	if (stat(stage, &sb) == 0)
-		return 0;
-	if (mkdir(stage, 0755) != 0) {
-		step_fail(st, "cannot create %s: %s", stage, strerror(errno));
-		return TF_EIO;
-	}
-	if (strcmp(parts[0], stage) == 0) {
-		free(parts[0]);
-		parts[0] = xasprintf("%s/.part0", stage);
-	}
-	return 0;
-}
-
 struct fetch_job {
 	struct ctx *c;
 	struct fetch_item *items;
@@ -283,6 +263,68 @@ static void *fetch_job_run(void *arg)
 	return NULL;
 }
 
+/* The archives of one artset being decoded, up to --jobs at once. */
+struct decode {
+	struct ctx *c;
+	struct artset *s;
+	struct fetch_job *fj;
+	size_t *order; /* archive indexes, largest first */
+	char **parts;  /* where each archive is unpacked */
+	struct unpack_result *res;
+	int *ready; /* unpacked completely */
+	int *rc;    /* after the download: unpack_archive's result */
+	char **err;
+	int verified; /* 0: follow the downloads; 1: from the verified files */
+};
+
+/*
+ * One archive. While downloading: a cached archive is decoded from the cache,
+ * any other from its growing .part (a failure there is not an error: the
+ * archive is decoded again from the verified file). After the download: from
+ * the verified file, whatever the result.
+ */
+static void decode_one(size_t k, void *arg)
+{
+	struct decode *d = arg;
+	size_t i = d->order[k];
+	struct art *a = &d->s->v[i];
+	char *err = NULL;
+	if (d->ready[i] || tf_interrupted)
+		return;
+	if (d->verified) {
+		ev_log(d->c, EV_DEBUG, "unpacking %s", a->name);
+		d->rc[i] =
+		    unpack_archive(d->c, a->path, d->parts[i], a->strip, &d->res[i], &d->err[i]);
+		d->ready[i] = d->rc[i] == 0;
+		return;
+	}
+	char *cached = cache_lookup(d->c, a->sha256);
+	int rc;
+	if (cached) {
+		ev_log(d->c, EV_DEBUG, "unpacking %s from the cache", a->name);
+		rc = unpack_archive(d->c, cached, d->parts[i], a->strip, &d->res[i], &err);
+	} else {
+		char *part_file = cache_part_path(d->c->cache_dir, a->sha256);
+		struct unpack_follow f = {&d->fj->items[i].stream_bytes,
+		                          &d->fj->items[i].stream_restarts, &d->fj->done, a->size,
+		                          a->name};
+		ev_log(d->c, EV_DEBUG, "unpacking %s while it downloads", a->name);
+		rc = unpack_archive_follow(d->c, part_file, &f, d->parts[i], a->strip, &d->res[i],
+		                           &err);
+		free(part_file);
+	}
+	d->ready[i] = rc == 0;
+	free(cached);
+	free(err);
+}
+
+static int cmp_art_size(const void *x, const void *y, void *arg)
+{
+	const struct art *v = arg;
+	int64_t a = v[*(const size_t *)x].size, b = v[*(const size_t *)y].size;
+	return a < b ? 1 : a > b ? -1 : 0;
+}
+
 /*
  * Fetches and unpacks every artifact into stage/ (created), merging their
  * trees the way NVIDIA's own tooling lays a toolkit out: the components'
@@ -291,56 +333,57 @@ static void *fetch_job_run(void *arg)
  * archive; any other path two archives both provide must be identical.
  *
  * Downloading and decoding overlap: fetch_all runs on its own thread while
- * each archive that is not cached yet is unpacked from its growing .part.
- * Nothing of an archive is used before fetch_all has verified its sha256 and
- * size; an archive whose download started over (or that was cached) is
- * unpacked from the verified file afterwards.
+ * up to --jobs archives (default: one per core), largest first, are unpacked
+ * from their growing .part files (each decoder with its own writer thread,
+ * unpack.c), every one into its own stage/.partN (a single archive: into
+ * stage/ itself). Nothing of an archive is used before fetch_all has verified
+ * its sha256 and size; an archive whose download started over is unpacked
+ * from the verified file afterwards. The merge into stage/ runs last, in the
+ * manifest's order. Memory: each decoder holds at most unpack.c's buffer pool
+ * plus its decompressor's window.
  */
 int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, struct staged *out,
                         struct step *st)
 {
-	struct fetch_job job = {c, xcalloc(s->n ? s->n : 1, sizeof(struct fetch_item)), s->n, 0, 0};
-	struct unpack_result *res = xcalloc(s->n ? s->n : 1, sizeof(*res));
-	int *ready = xcalloc(s->n ? s->n : 1, sizeof(*ready));
-	char **parts = xcalloc(s->n ? s->n : 1, sizeof(*parts));
+	size_t n = s->n, one = n ? n : 1;
+	struct fetch_job job = {c, xcalloc(one, sizeof(struct fetch_item)), n, 0, 0};
+	struct decode d = {c,
+	                   s,
+	                   &job,
+	                   xcalloc(one, sizeof(size_t)),
+	                   xcalloc(one, sizeof(char *)),
+	                   xcalloc(one, sizeof(struct unpack_result)),
+	                   xcalloc(one, sizeof(int)),
+	                   xcalloc(one, sizeof(int)),
+	                   xcalloc(one, sizeof(char *)),
+	                   0};
+	size_t jobs = c->jobs > 0 ? (size_t)c->jobs : pool_ncpu();
 	pthread_t th;
 	int rc = 0, threaded = 0;
-	for (size_t i = 0; i < s->n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		job.items[i].name = s->v[i].name;
 		job.items[i].url = s->v[i].url;
 		job.items[i].sha256 = s->v[i].sha256;
 		job.items[i].size = s->v[i].size;
-		/* The first archive goes straight into stage/, the others beside it. */
-		parts[i] = i == 0 ? xstrdup(stage) : xasprintf("%s/.part%zu", stage, i);
+		d.order[i] = i;
+		/* One archive goes straight into stage/, several beside each other in it. */
+		d.parts[i] = n == 1 ? xstrdup(stage) : xasprintf("%s/.part%zu", stage, i);
+	}
+	qsort_r(d.order, n, sizeof(*d.order), cmp_art_size, s->v);
+	if ((n > 1 || n == 0) && mkdir(stage, 0755) != 0) {
+		step_fail(st, "cannot create %s: %s", stage, strerror(errno));
+		rc = TF_EIO;
+		goto out;
 	}
 	threaded = pthread_create(&th, NULL, fetch_job_run, &job) == 0;
 	if (!threaded)
 		fetch_job_run(&job);
-	for (size_t i = 0; threaded && i < s->n; i++) {
-		char *cached = cache_lookup(c, s->v[i].sha256);
-		if (cached) {
-			free(cached); /* unpacked from the verified file below */
-			continue;
-		}
-		char *part_file = cache_part_path(c->cache_dir, s->v[i].sha256);
-		struct unpack_follow f = {&job.items[i].stream_bytes, &job.items[i].stream_restarts,
-		                          &job.done, s->v[i].size, s->v[i].name};
-		char *err = NULL;
-		if (i > 0 && ensure_stage(stage, parts, st) != 0)
-			break;
-		ev_log(c, EV_DEBUG, "unpacking %s while it downloads", s->v[i].name);
-		if (unpack_archive_follow(c, part_file, &f, parts[i], s->v[i].strip, &res[i],
-		                          &err) == 0)
-			ready[i] = 1;
-		else
-			unpack_result_release(&res[i]);
-		free(err);
-		free(part_file);
-	}
+	else
+		pool_run(n, jobs, decode_one, &d);
 	if (threaded)
 		pthread_join(th, NULL);
 	rc = job.rc;
-	for (size_t i = 0; i < s->n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		if (job.items[i].err && rc != 0 && st->error == NULL)
 			step_fail(st, "%s",
 			          job.items[i].errmsg ? job.items[i].errmsg
@@ -349,27 +392,18 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 			s->v[i].path = xstrdup(job.items[i].path);
 		s->v[i].cached = job.items[i].cached;
 	}
-	for (size_t i = 0; i < s->n && rc == 0; i++) {
-		if (!ready[i]) {
-			char *err = NULL;
-			if (i > 0 && (rc = ensure_stage(stage, parts, st)) != 0)
-				break;
-			if (strcmp(parts[i], stage) != 0)
-				remove_tree(parts[i]);
-			ev_log(c, EV_DEBUG, "unpacking %s", s->v[i].name);
-			rc =
-			    unpack_archive(c, s->v[i].path, parts[i], s->v[i].strip, &res[i], &err);
-			if (rc != 0)
-				step_fail(st, "%s: %s", s->v[i].name, err ? err : tf_strerror(rc));
-			free(err);
-			if (rc != 0)
-				break;
-		}
-		rc = merge_part(stage, parts[i], s->v[i].name, &res[i], out, st);
+	if (rc == 0) {
+		d.verified = 1;
+		pool_run(n, jobs, decode_one, &d);
 	}
-	if (rc == 0 && s->n == 0 && mkdir(stage, 0755) != 0) {
-		step_fail(st, "cannot create %s: %s", stage, strerror(errno));
-		rc = TF_EIO;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (d.rc[i] != 0 || !d.ready[i]) {
+			rc = d.rc[i] ? d.rc[i] : TF_EINTR;
+			step_fail(st, "%s: %s", s->v[i].name,
+			          d.err[i] ? d.err[i] : tf_strerror(rc));
+			break;
+		}
+		rc = merge_part(stage, d.parts[i], s->v[i].name, &d.res[i], out, st);
 	}
 	if (rc == 0 && out->n > 1) {
 		qsort(out->v, out->n, sizeof(*out->v), cmp_entry);
@@ -377,17 +411,22 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 		for (size_t i = 0; i < out->n; i++)
 			ht_insert(out, i);
 	}
-	for (size_t i = 0; i < s->n; i++) {
+out:
+	for (size_t i = 0; i < n; i++) {
 		/* stage/ itself is the caller's: the txn removes it on failure. */
-		if (parts[i] && strcmp(parts[i], stage) != 0)
-			remove_tree(parts[i]);
-		free(parts[i]);
-		unpack_result_release(&res[i]);
+		if (d.parts[i] && strcmp(d.parts[i], stage) != 0)
+			remove_tree(d.parts[i]);
+		free(d.parts[i]);
+		free(d.err[i]);
+		unpack_result_release(&d.res[i]);
 		fetch_item_release(&job.items[i]);
 	}
-	free(parts);
-	free(res);
-	free(ready);
+	free(d.order);
+	free(d.parts);
+	free(d.res);
+	free(d.ready);
+	free(d.rc);
+	free(d.err);
 	free(job.items);
 	return rc;
 }
