@@ -37,6 +37,7 @@ void artset_add(struct artset *s, const char *name, const char *url, const char 
 	snprintf(a->sha256, sizeof(a->sha256), "%s", sha256);
 	a->size = size;
 	a->strip = strip;
+	a->unpacked = -1;
 }
 
 void artset_release(struct artset *s)
@@ -54,6 +55,7 @@ void artset_add_artifact(struct artset *s, const struct artifact *a, int default
 {
 	artset_add(s, a->name.set ? a->name.s : NULL, a->url.s, a->sha256.s,
 	           a->size.set ? a->size.v : -1, a->strip.set ? (int)a->strip.v : default_strip);
+	s->v[s->n - 1].unpacked = a->unpacked_size.set ? a->unpacked_size.v : -1;
 }
 
 int artset_fetch(struct ctx *c, struct artset *s, struct step *st)
@@ -271,50 +273,77 @@ struct decode {
 	size_t *order; /* archive indexes, largest first */
 	char **parts;  /* where each archive is unpacked */
 	struct unpack_result *res;
-	int *ready; /* unpacked completely */
-	int *rc;    /* after the download: unpack_archive's result */
-	char **err;
-	int verified; /* 0: follow the downloads; 1: from the verified files */
+	int *ready;     /* unpacked completely */
+	int *rc;        /* after the download: unpack_archive's result */
+	char **err;     /* ... and its message */
+	char **stopped; /* before: why decoding on a pinned budget stopped */
+	int verified;   /* 0: follow the downloads; 1: from the verified files */
 };
 
+/* The verified file (or the cache's copy), on the lock's unpacked_size if any. */
+static int unpack_verified(struct decode *d, struct art *a, const char *file, size_t i, char **err)
+{
+	return a->unpacked >= 0
+	           ? unpack_archive_pinned(d->c, file, (uint64_t)a->unpacked, d->parts[i], a->strip,
+	                                   &d->res[i], err)
+	           : unpack_archive(d->c, file, d->parts[i], a->strip, &d->res[i], err);
+}
+
 /*
- * One archive. While downloading: a cached archive is decoded from the cache,
- * any other from its growing .part (a failure there is not an error: the
- * archive is decoded again from the verified file). After the download: from
- * the verified file, whatever the result.
+ * One archive, on one of the pool's threads. While downloading: a cached
+ * archive (verified when it was stored) is decoded from the cache, any other
+ * from its growing .part on a budget (unpack.h: the lock's unpacked_size,
+ * else UNPACK_RATIO x its size, neither: it waits for the verification); a
+ * failure there is not an error, the archive is decoded again from the
+ * verified file, except a pinned budget exceeded (stopped[i]). After the
+ * download: from the verified file, whatever the result.
  */
 static void decode_one(size_t k, void *arg)
 {
 	struct decode *d = arg;
 	size_t i = d->order[k];
 	struct art *a = &d->s->v[i];
-	char *err = NULL;
 	if (d->ready[i] || tf_interrupted)
 		return;
 	if (d->verified) {
 		ev_log(d->c, EV_DEBUG, "unpacking %s", a->name);
-		d->rc[i] =
-		    unpack_archive(d->c, a->path, d->parts[i], a->strip, &d->res[i], &d->err[i]);
+		d->rc[i] = unpack_verified(d, a, a->path, i, &d->err[i]);
 		d->ready[i] = d->rc[i] == 0;
 		return;
 	}
 	char *cached = cache_lookup(d->c, a->sha256);
+	char *err = NULL;
 	int rc;
 	if (cached) {
 		ev_log(d->c, EV_DEBUG, "unpacking %s from the cache", a->name);
-		rc = unpack_archive(d->c, cached, d->parts[i], a->strip, &d->res[i], &err);
+		rc = unpack_verified(d, a, cached, i, &err);
+		free(cached);
 	} else {
+		uint64_t budget = a->unpacked >= 0 ? (uint64_t)a->unpacked
+		                  : a->size > 0    ? (uint64_t)a->size * UNPACK_RATIO
+		                                   : 0;
+		if (budget == 0 && a->unpacked < 0)
+			return; /* no size either: unpacked once verified */
 		char *part_file = cache_part_path(d->c->cache_dir, a->sha256);
-		struct unpack_follow f = {&d->fj->items[i].stream_bytes,
-		                          &d->fj->items[i].stream_restarts, &d->fj->done, a->size,
-		                          a->name};
+		struct unpack_follow f = {.bytes = &d->fj->items[i].stream_bytes,
+		                          .restarts = &d->fj->items[i].stream_restarts,
+		                          .done = &d->fj->done,
+		                          .failed = &d->fj->items[i].stream_failed,
+		                          .size = a->size,
+		                          .label = a->name,
+		                          .budget = budget,
+		                          .budget_pinned = a->unpacked >= 0};
 		ev_log(d->c, EV_DEBUG, "unpacking %s while it downloads", a->name);
 		rc = unpack_archive_follow(d->c, part_file, &f, d->parts[i], a->strip, &d->res[i],
 		                           &err);
+		if (rc != 0 && err && strstr(err, "decoding stopped"))
+			ev_log(d->c, rc == TF_EINTEGRITY ? EV_ERROR : EV_INFO, "%s: %s", a->name,
+			       err);
+		if (rc == TF_EINTEGRITY)
+			d->stopped[i] = xasprintf("%s: %s", a->name, err ? err : tf_strerror(rc));
 		free(part_file);
 	}
 	d->ready[i] = rc == 0;
-	free(cached);
 	free(err);
 }
 
@@ -336,9 +365,10 @@ static int cmp_art_size(const void *x, const void *y, void *arg)
  * up to --jobs archives (default: one per core), largest first, are unpacked
  * from their growing .part files (each decoder with its own writer thread,
  * unpack.c), every one into its own stage/.partN (a single archive: into
- * stage/ itself). Nothing of an archive is used before fetch_all has verified
- * its sha256 and size; an archive whose download started over is unpacked
- * from the verified file afterwards. The merge into stage/ runs last, in the
+ * stage/ itself). Unverified bytes are decoded on a budget (decode_one);
+ * nothing of an archive is used before fetch_all has verified its sha256 and
+ * size; an archive whose download started over, failed or ran out of budget
+ * is unpacked from the verified file afterwards. The merge into stage/ runs last, in the
  * manifest's order. Memory: each decoder holds at most unpack.c's buffer pool
  * plus its decompressor's window.
  */
@@ -355,6 +385,7 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 	                   xcalloc(one, sizeof(struct unpack_result)),
 	                   xcalloc(one, sizeof(int)),
 	                   xcalloc(one, sizeof(int)),
+	                   xcalloc(one, sizeof(char *)),
 	                   xcalloc(one, sizeof(char *)),
 	                   0};
 	size_t jobs = c->jobs > 0 ? (size_t)c->jobs : pool_ncpu();
@@ -383,6 +414,12 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 	if (threaded)
 		pthread_join(th, NULL);
 	rc = job.rc;
+	/* A pinned budget exceeded by bytes that then verified: the lock is wrong. */
+	for (size_t i = 0; i < n && rc == 0; i++)
+		if (d.stopped[i]) {
+			step_fail(st, "%s", d.stopped[i]);
+			rc = TF_EINTEGRITY;
+		}
 	for (size_t i = 0; i < n; i++) {
 		if (job.items[i].err && rc != 0 && st->error == NULL)
 			step_fail(st, "%s",
@@ -418,6 +455,7 @@ out:
 			remove_tree(d.parts[i]);
 		free(d.parts[i]);
 		free(d.err[i]);
+		free(d.stopped[i]);
 		unpack_result_release(&d.res[i]);
 		fetch_item_release(&job.items[i]);
 	}
@@ -427,6 +465,7 @@ out:
 	free(d.ready);
 	free(d.rc);
 	free(d.err);
+	free(d.stopped);
 	free(job.items);
 	return rc;
 }
