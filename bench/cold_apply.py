@@ -253,6 +253,7 @@ def run_cuda(args, work):
                     for a in arcs:
                         got = open(f"{d}/{a[0]}.sha").read().split()[0]
                         assert got == a[2], (a[0], got)
+                shutil.rmtree(d, ignore_errors=True)  # tmpfs: memory, not trap 1
                 if run > 0:
                     res[who].append((wall, rss))
                 print(f"  run {run} {who}: {wall:.2f} s, peak RSS {rss / 1024:.1f} MiB"
@@ -270,6 +271,33 @@ def run_cuda(args, work):
     print(f"| floor: max(largest xz -dc, sum/{NCPU}) | {floor:.2f} s | | |")
     print(f"\ntfprov / shell = {med['tfprov'] / med['shell']:.2f}; "
           f"tfprov / floor = {med['tfprov'] / floor:.2f}", flush=True)
+    if args.rss_jobs:
+        rss_per_decoder(args, work, man, srv_root=mirror)
+
+
+def rss_per_decoder(args, work, man, srv_root):
+    """Peak RSS of the same cold apply with --jobs 1, 2, ...: what each extra
+    decoder costs (one run each, after the runs above warmed everything)."""
+    srv = lib_http.HttpServer(root=srv_root).start()
+    try:
+        url = srv.url("/compute/cuda/redist/redistrib_11.8.0.json")
+        cuda_manifest(man, url, os.path.join(srv_root, "compute/cuda/redist/redistrib_11.8.0.json"))
+        rows = []
+        for j in args.rss_jobs:
+            d = os.path.join(work, f"rss-{j}")
+            os.makedirs(d)
+            wall, rss, p = timed([args.tfprov, "--root", d, "--jobs", str(j), "apply", "-y", man])
+            assert p.returncode == 0, p.stdout + p.stderr
+            shutil.rmtree(d, ignore_errors=True)
+            rows.append((j, wall, rss / 1024))
+            print(f"  --jobs {j}: {wall:.2f} s, peak RSS {rss / 1024:.1f} MiB", flush=True)
+    finally:
+        srv.stop()
+    print("\n| --jobs | wall | peak RSS | per extra decoder |\n|---|---|---|---|")
+    base = rows[0]
+    for j, wall, rss in rows:
+        per = f"{(rss - base[2]) / (j - base[0]):.1f} MiB" if j != base[0] else ""
+        print(f"| {j} | {wall:.2f} s | {rss:.1f} MiB | {per} |")
 
 
 # ------------------------------------------------------------------ part 2: wheels
@@ -472,6 +500,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--wheel-runs", type=int, default=1)
     ap.add_argument("--xz-preset", type=int, default=6)
+    ap.add_argument("--rss-jobs", type=lambda v: [int(x) for x in v.split(",")], default=[],
+                    help="also apply with --jobs N for each N (e.g. 1,2,4,8): peak RSS per decoder")
     ap.add_argument("--skip-cuda", action="store_true")
     ap.add_argument("--skip-wheels", action="store_true")
     args = ap.parse_args()

@@ -342,6 +342,20 @@ static void decode_one(size_t k, void *arg)
 		if (rc == TF_EINTEGRITY)
 			d->stopped[i] = xasprintf("%s: %s", a->name, err ? err : tf_strerror(rc));
 		free(part_file);
+		/*
+		 * The download finished (verified, renamed into the cache) before
+		 * this decoder reached it, or outran the budget and verified: decode
+		 * the verified file now rather than after every other decoder, so
+		 * that no thread idles while the largest archive is still decoding.
+		 */
+		if (rc != 0 && rc != TF_EINTEGRITY && !tf_interrupted &&
+		    (cached = cache_lookup(d->c, a->sha256)) != NULL) {
+			free(err);
+			err = NULL;
+			ev_log(d->c, EV_DEBUG, "unpacking %s (verified)", a->name);
+			rc = unpack_verified(d, a, cached, i, &err);
+			free(cached);
+		}
 	}
 	d->ready[i] = rc == 0;
 	free(err);
