@@ -85,16 +85,22 @@ def sha_file(p):
     return h.hexdigest()
 
 
+CPU = []  # user + system seconds of each timed() command, in order
+
+
 def timed(argv, **kw):
-    """(wall seconds, peak RSS KiB, CompletedProcess) of argv under GNU time."""
+    """(wall seconds, peak RSS KiB, CompletedProcess) of argv under GNU time; its
+    CPU seconds (user + system, children included) are appended to CPU."""
     t0 = time.monotonic()
-    p = subprocess.run(["/usr/bin/time", "-f", "TIME %M", *argv], capture_output=True,
+    p = subprocess.run(["/usr/bin/time", "-f", "TIME %M %U %S", *argv], capture_output=True,
                        text=True, **kw)
     wall = time.monotonic() - t0
     rss = 0
     for line in p.stderr.splitlines():
         if line.startswith("TIME "):
-            rss = int(line.split()[1])
+            f = line.split()
+            rss = int(f[1])
+            CPU.append(float(f[2]) + float(f[3]))
     return wall, rss, p
 
 
@@ -256,8 +262,9 @@ def run_cuda(args, work):
                 shutil.rmtree(d, ignore_errors=True)  # tmpfs: memory, not trap 1
                 if run > 0:
                     res[who].append((wall, rss))
-                print(f"  run {run} {who}: {wall:.2f} s, peak RSS {rss / 1024:.1f} MiB"
-                      + (" (warm-up)" if run == 0 else ""), flush=True)
+                print(f"  run {run} {who}: {wall:.2f} s, CPU {CPU[-1]:.1f} s, "
+                      f"peak RSS {rss / 1024:.1f} MiB" + (" (warm-up)" if run == 0 else ""),
+                      flush=True)
     finally:
         srv.stop()
     med = {k: statistics.median(w for w, _ in v) for k, v in res.items()}
