@@ -25,7 +25,7 @@
 #include "place.h"
 #include "pool.h"
 #include "pyenv.h"
-#include "pyfs.h"
+#include "fs.h"
 #include "spawn.h"
 #include "unpack.h"
 #include "util.h"
@@ -271,7 +271,7 @@ static char *scheme_rel(json_t *o, const char *key, const char *prefix)
 	v += n;
 	while (*v == '/')
 		v++;
-	if (*v && !pyfs_rel_is_safe(v))
+	if (*v && !fs_rel_is_safe(v))
 		return NULL;
 	return xstrdup(v);
 }
@@ -351,7 +351,7 @@ static char *resolve_rel(const char *dir, const char *rec)
 	for (size_t i = 0; i < parts.n; i++)
 		strbuf_addf(&sb, "%s%s", i ? "/" : "", parts.v[i]);
 	res = strbuf_detach(&sb);
-	if (!pyfs_rel_is_safe(res)) {
+	if (!fs_rel_is_safe(res)) {
 		free(res);
 		res = NULL;
 	}
@@ -402,7 +402,7 @@ static int uninstall(struct job *j, const char *libdir, const char *distinfo, ch
 			free(f[k]);
 	}
 	char *host = path_join(j->stage, di);
-	remove_tree(host);
+	fs_rmtree(host);
 	free(host);
 out:
 	free(text);
@@ -821,7 +821,7 @@ static void install_one(struct job *j, struct whl *w, size_t idx)
 	if (!w->err)
 		write_entry_points(j, w, eps, neps);
 out:
-	remove_tree(tmp);
+	fs_rmtree(tmp);
 	for (size_t i = 0; i < nrec; i++) {
 		free(rec[i].path);
 		free(rec[i].hash);
@@ -1028,7 +1028,7 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 	}
 	j.stage = stage;
 	uint64_t t0 = now_ns();
-	if (pyfs_link_tree(final, stage) != 0) {
+	if (fs_link_tree(final, stage) != 0) {
 		*errmsg = xasprintf("cannot copy %s (hard links): %s", final, strerror(errno));
 		rc = TF_EIO;
 		goto out;

@@ -8,6 +8,7 @@
  * the caller got from txn_stage_dir(); placement is the caller's.
  */
 #include "artifacts.h"
+#include "fs.h"
 #include "error.h"
 #include "event.h"
 #include "fetch.h"
@@ -466,7 +467,7 @@ out:
 	for (size_t i = 0; i < n; i++) {
 		/* stage/ itself is the caller's: the txn removes it on failure. */
 		if (d.parts[i] && strcmp(d.parts[i], stage) != 0)
-			remove_tree(d.parts[i]);
+			fs_rmtree(d.parts[i]);
 		free(d.parts[i]);
 		free(d.err[i]);
 		free(d.stopped[i]);
