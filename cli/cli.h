@@ -16,6 +16,7 @@ struct opts {
 	int deep;
 	int history;
 	int allow_no_gpu;
+	int check; /* lock --check */
 	long generation;
 	const char *out;
 	const char *key; /* --key: a minisign secret key (sign, keygen, mirror build) */
@@ -48,12 +49,22 @@ int cmd_bench(struct ctx *c, struct opts *o);
 int cmd_doctor(struct ctx *c, struct opts *o);
 int cmd_lock(struct ctx *c, struct opts *o);
 int cmd_mirror(struct ctx *c, struct opts *o);
+int cmd_diff(struct ctx *c, struct opts *o);
+/* lock --check MANIFEST... (lockcheck.c) */
+int lock_check(struct ctx *c, struct opts *o);
 int cmd_sign(struct ctx *c, struct opts *o);
 int cmd_keygen(struct ctx *c, struct opts *o);
 
 /* Loads and lints a manifest, printing diagnostics; 0 or TF_EMANIFEST. */
 struct manifest;
 int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, int print_warnings);
+/* Parses and lints into d without printing: *out is set unless the file does not
+ * parse (TF_EMANIFEST) or the knowledge base cannot be read (TF_EFAIL, reported);
+ * a manifest with lint errors is returned (rc 0) for callers that add their own. */
+struct diags;
+int cli_lint_manifest(struct ctx *c, const char *path, struct manifest **out, struct diags *d);
+/* Sorts and prints d: to stderr, or as JSON events under --json. */
+void cli_print_diags(struct ctx *c, struct diags *d);
 
 /*
  * The signature policy (trust.h) applied to a loaded manifest: its

@@ -10,11 +10,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, int print_warnings)
+int cli_lint_manifest(struct ctx *c, const char *path, struct manifest **out, struct diags *d)
 {
-	struct diags d = {0};
 	struct compat *kb = NULL;
-	int rc = manifest_load(path, out, &d);
+	int rc = manifest_load(path, out, d);
 	if (rc == 0) {
 		struct diags kd = {0};
 		if (compat_load(compat_default_path(), &kb, &kd) != 0) {
@@ -22,29 +21,44 @@ int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, in
 			ev_log(c, EV_ERROR, "cannot load the compatibility knowledge base %s",
 			       compat_default_path());
 			diags_release(&kd);
-			rc = TF_EFAIL;
-			goto out;
+			manifest_free(*out);
+			*out = NULL;
+			return TF_EFAIL;
 		}
 		diags_release(&kd);
-		compat_lint(kb, *out, &d);
+		compat_lint(kb, *out, d);
+		compat_free(kb);
 	}
-	diags_sort(&d);
-	if (d.errors || print_warnings) {
-		if (c->flags & CTX_JSON) {
-			for (size_t i = 0; i < d.n; i++) {
-				struct diag *g = &d.v[i];
-				char *msg = xasprintf(
-				    "%s:%d:%d: %s: %s%s%s [%s]", g->file, g->pos.line, g->pos.col,
-				    g->sev == DIAG_ERROR ? "error" : "warning", g->msg,
-				    g->hint ? " hint: " : "", g->hint ? g->hint : "", g->code);
-				ev_log(c, g->sev == DIAG_ERROR ? EV_ERROR : EV_WARN, "%s", msg);
-				free(msg);
-			}
-		} else {
-			fflush(stdout);
-			diags_print(&d, stderr, (c->flags & CTX_COLOR) && isatty(STDERR_FILENO));
+	return rc;
+}
+
+void cli_print_diags(struct ctx *c, struct diags *d)
+{
+	diags_sort(d);
+	if (c->flags & CTX_JSON) {
+		for (size_t i = 0; i < d->n; i++) {
+			struct diag *g = &d->v[i];
+			char *msg =
+			    xasprintf("%s:%d:%d: %s: %s%s%s [%s]", g->file, g->pos.line, g->pos.col,
+			              g->sev == DIAG_ERROR ? "error" : "warning", g->msg,
+			              g->hint ? " hint: " : "", g->hint ? g->hint : "", g->code);
+			ev_log(c, g->sev == DIAG_ERROR ? EV_ERROR : EV_WARN, "%s", msg);
+			free(msg);
 		}
+	} else {
+		fflush(stdout);
+		diags_print(d, stderr, (c->flags & CTX_COLOR) && isatty(STDERR_FILENO));
 	}
+}
+
+int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, int print_warnings)
+{
+	struct diags d = {0};
+	int rc = cli_lint_manifest(c, path, out, &d);
+	if (rc == TF_EFAIL) /* the knowledge base, reported */
+		goto out;
+	if (d.errors || print_warnings)
+		cli_print_diags(c, &d);
 	if (d.errors) {
 		rc = TF_EMANIFEST;
 		ev_log(c, EV_ERROR, "%s: %zu error%s, %zu warning%s", path, d.errors,
@@ -55,7 +69,6 @@ out:
 		manifest_free(*out);
 		*out = NULL;
 	}
-	compat_free(kb);
 	diags_release(&d);
 	return rc;
 }

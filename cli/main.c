@@ -34,7 +34,11 @@ static const struct cmd commands[] = {
     {"show", cmd_show, CMD_STATE, "show STACK             files and resources of a stack"},
     {"bench", cmd_bench, CMD_STATE, "bench [STACK] [--history]  GPU conv benchmark"},
     {"doctor", cmd_doctor, CMD_STATE, "doctor [MANIFEST]      diagnose common problems"},
-    {"lock", cmd_lock, CMD_MANIFEST, "lock MANIFEST [-o OUT] resolve pins into a full lockfile"},
+    {"lock", cmd_lock, CMD_MANIFEST,
+     "lock MANIFEST [-o OUT] resolve pins into a full lockfile\n"
+     "  lock --check MANIFEST...  exit 0 when each is completely locked and consistent"},
+    {"diff", cmd_diff, CMD_STATE,
+     "diff OLD NEW | diff --generation N STACK MANIFEST  changes by step"},
     {"mirror", cmd_mirror, CMD_STATE,
      "mirror build DIR MANIFEST... [--key K]  copy artifacts for offline use"},
     {"sign", cmd_sign, CMD_MANIFEST, "sign --key KEY MANIFEST...  write MANIFEST.minisig"},
@@ -65,6 +69,8 @@ static void usage(FILE *f)
 	    "  --allow-local-urls   fetch file:// and plain-path artifact URLs (--mirror DIR needs "
 	    "no flag)\n"
 	    "  --detailed-exitcode  plan: exit 2 when there are changes\n"
+	    "  --allow-incomplete-lock  apply: let pip resolve what a `complete: false` lock\n"
+	    "                       leaves unpinned (named and recorded as unhashed)\n"
 	    "  --trusted-key FILE   trust this minisign public key (repeatable)\n"
 	    "  --require-signature  refuse a manifest without a trusted signature\n"
 	    "\nexit codes: 0 ok, 1 error, 2 changes pending, 3 manifest invalid, 4 locked,\n"
@@ -104,6 +110,8 @@ enum {
 	OPT_HISTORY,
 	OPT_NO_GPU,
 	OPT_GENERATION,
+	OPT_ALLOW_INCOMPLETE,
+	OPT_CHECK,
 	OPT_KEY,
 	OPT_TRUSTED_KEY,
 	OPT_REQUIRE_SIG,
@@ -132,6 +140,8 @@ int main(int argc, char **argv)
 	    {"history", no_argument, NULL, OPT_HISTORY},
 	    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
 	    {"generation", required_argument, NULL, OPT_GENERATION},
+	    {"allow-incomplete-lock", no_argument, NULL, OPT_ALLOW_INCOMPLETE},
+	    {"check", no_argument, NULL, OPT_CHECK},
 	    {"allow-local-urls", no_argument, NULL, OPT_ALLOW_LOCAL},
 	    {"output", required_argument, NULL, 'o'},
 	    {"key", required_argument, NULL, OPT_KEY},
@@ -219,6 +229,12 @@ int main(int argc, char **argv)
 			break;
 		case OPT_NO_GPU:
 			c.flags |= CTX_NO_GPU;
+			break;
+		case OPT_ALLOW_INCOMPLETE:
+			c.flags |= CTX_ALLOW_INCOMPLETE;
+			break;
+		case OPT_CHECK:
+			o.check = 1;
 			break;
 		case OPT_ALLOW_LOCAL:
 			c.flags |= CTX_ALLOW_LOCAL;

@@ -50,8 +50,10 @@ static int cuda_desire(struct ctx *c, const struct manifest *m, struct strbuf *c
 			strbuf_addf(canon, "component=%s\n", m->cuda.redist.components[i].s);
 			strbuf_addf(&names, "%s%s", i ? ", " : "", m->cuda.redist.components[i].s);
 		}
-		strvec_pushf(urls, "%s, then the archives of: %s", m->cuda.redist.json.url.s,
-		             names.buf ? names.buf : "every component");
+		strvec_pushf(
+		    urls, "%s (sha256 %.12s...), then the archives it pins, resolved at apply: %s",
+		    m->cuda.redist.json.url.s, m->cuda.redist.json.sha256.s,
+		    names.buf ? names.buf : "every component");
 		strbuf_release(&names);
 	}
 	if (m->cuda.has_runfile) {

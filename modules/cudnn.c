@@ -35,7 +35,11 @@ static int cudnn_desire(struct ctx *c, const struct manifest *m, struct strbuf *
 	if (m->cudnn.redist.set) {
 		strbuf_addf(canon, "redist=%s variant=%s\n", m->cudnn.redist.json.sha256.s,
 		            m->cudnn.redist.variant.s ? m->cudnn.redist.variant.s : "");
-		strvec_push(urls, m->cudnn.redist.json.url.s);
+		strvec_pushf(urls,
+		             "%s (sha256 %.12s...), then the archive it pins for variant %s, "
+		             "resolved at apply",
+		             m->cudnn.redist.json.url.s, m->cudnn.redist.json.sha256.s,
+		             m->cudnn.redist.variant.s ? m->cudnn.redist.variant.s : "(none)");
 	}
 	strbuf_addf(detail, "cuDNN %s, %s %s", m->cudnn.version.s ? m->cudnn.version.s : "?",
 	            m->cudnn.placement == PLACEMENT_MERGE ? "merged into" : "separate in", prefix);
