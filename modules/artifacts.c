@@ -33,7 +33,9 @@ void artset_add(struct artset *s, const char *name, const char *url, const char 
 	s->v = xrealloc(s->v, (s->n + 1) * sizeof(*s->v));
 	struct art *a = &s->v[s->n++];
 	memset(a, 0, sizeof(*a));
-	a->name = xstrdup(name ? name : url);
+	/* Unnamed: its file name (the URL's last part) names it in messages. */
+	const char *base = strrchr(url, '/');
+	a->name = xstrdup(name ? name : base && base[1] ? base + 1 : url);
 	a->url = xstrdup(url);
 	snprintf(a->sha256, sizeof(a->sha256), "%s", sha256);
 	a->size = size;
@@ -284,10 +286,8 @@ struct decode {
 /* The verified file (or the cache's copy), on the lock's unpacked_size if any. */
 static int unpack_verified(struct decode *d, struct art *a, const char *file, size_t i, char **err)
 {
-	return a->unpacked >= 0
-	           ? unpack_archive_pinned(d->c, file, (uint64_t)a->unpacked, d->parts[i], a->strip,
-	                                   &d->res[i], err)
-	           : unpack_archive(d->c, file, d->parts[i], a->strip, &d->res[i], err);
+	return unpack_archive_named(d->c, file, a->name, a->unpacked >= 0 ? a->unpacked : -1,
+	                            d->parts[i], a->strip, &d->res[i], err);
 }
 
 /*

@@ -21,6 +21,7 @@
 #include "fs.h"
 #include "fetch.h"
 #include "module.h"
+#include "pkgfiles.h"
 #include "pyenv.h"
 #include "state.h"
 
@@ -418,6 +419,40 @@ out:
 	return rc;
 }
 
+/*
+ * Removing the pip step: the distributions it installed lose the files their
+ * RECORDs list, with the directories that leaves empty. Files a resource
+ * records are left to that resource; other distributions (a user's own
+ * `pip install`) are not touched.
+ */
+static int pip_remove(struct ctx *c, struct step *s, struct txn *t)
+{
+	(void)s;
+	struct strvec files = STRVEC_INIT, dirs = STRVEC_INIT;
+	struct pkgfiles x = {0};
+	char *env = pkgfiles_load_stack(c, txn_stack_id(t), 0, &x);
+	for (size_t i = 0; env && i < x.n; i++) {
+		const struct pkgfile *f = &x.v[i];
+		if (state_file_owner(c->st, f->path) != 0)
+			continue;
+		strvec_push(&files, f->path);
+		char *dir = xstrdup(f->path);
+		for (char *sl = strrchr(dir, '/'); sl && (size_t)(sl - dir) > strlen(env);
+		     sl = strrchr(dir, '/')) {
+			*sl = '\0';
+			if (state_file_owner(c->st, dir) == 0)
+				strvec_push(&dirs, dir);
+		}
+		free(dir);
+	}
+	int rc = files.n ? txn_remove_paths(t, &files, &dirs) : 0;
+	pkgfiles_release(&x);
+	strvec_release(&files);
+	strvec_release(&dirs);
+	free(env);
+	return rc;
+}
+
 const struct module module_pyenv = {
     .kind = "pyenv",
     .desire = pyenv_desire,
@@ -430,5 +465,6 @@ const struct module module_pip = {
     .desire = pip_desire,
     .precheck = pip_precheck,
     .apply = pip_apply,
+    .remove = pip_remove,
     .depends_on = "pyenv",
 };

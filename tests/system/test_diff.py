@@ -72,13 +72,19 @@ def steps_of(doc):
     return {g["step"]: g["changes"] for g in doc["steps"]}
 
 
+def diff_doc(stdout):
+    """The diff document among the --json lines (the run starts with a version event)."""
+    docs = [json.loads(ln) for ln in stdout.splitlines()]
+    return [d for d in docs if d.get("type") == "diff"][0]
+
+
 def test_stable_212_to_215_json_matches_the_yaml(tfprov):
     """Every pip change (added, removed, upgraded, downgraded, re-hashed) and every
     CUDA archive change equals what the two YAML files say; the cuDNN and Python
     versions are reported."""
     p = tfprov.run("--json", "diff", M212, M215, root=False)
     assert p.returncode == 0, out(p)
-    doc = json.loads(p.stdout.splitlines()[0])
+    doc = diff_doc(p.stdout)
     assert doc["type"] == "diff" and doc["old"] == M212 and doc["new"] == M215
     st = steps_of(doc)
     a, b = load(M212), load(M215)
@@ -147,7 +153,7 @@ def test_diff_against_an_applied_generation(tfprov, tmp_path, repo):
                                        'TF_CPP_MIN_LOG_LEVEL: "2"\n    EXTRA_VAR: "x"'))
     p = tfprov.run("--json", "diff", "--generation", "1", "demo-env", m)
     assert p.returncode == 0, out(p)
-    doc = json.loads(p.stdout.splitlines()[0])
+    doc = diff_doc(p.stdout)
     assert doc["old"].startswith("demo-env generation 1")
     assert steps_of(doc) == {"env": [
         {"change": "changed", "name": "TF_CPP_MIN_LOG_LEVEL", "old": "1", "new": "2"},

@@ -65,7 +65,7 @@ def test_incomplete_lock_refused_root_byte_identical(tfprov, index, tmp_path):
     n0 = len(index.requests)
 
     p = tfprov.run("plan", m2, env=no_stub_env())
-    assert p.returncode == 0, out(p)
+    assert p.returncode == 3, out(p)  # plan fails as apply would (README, exit codes)
     assert "apply would stop here, before any change (exit 3)" in out(p), out(p)
     assert f"{m2}:{line}:" in out(p), out(p)
 
@@ -219,7 +219,7 @@ def test_plan_says_what_is_resolved_at_apply(tfprov, tmp_path):
         "pip:\n  complete: false\n  requirements: |\n"
         f"    tensorflow==2.15.1 --hash=sha256:{pin}\n")
     p = tfprov.run("plan", str(m), env=no_stub_env())
-    assert p.returncode == 0, out(p)
+    assert p.returncode == 3, out(p)  # the pip blocker: plan fails as apply would
     assert (f"https://x.invalid/redistrib_12.3.2.json (sha256 {sha[:12]}...), then the "
             "archives it pins, resolved at apply: cuda_cudart, libcublas") in p.stdout, out(p)
     assert (f"https://x.invalid/redistrib_8.9.7.29.json (sha256 {dsha[:12]}...), then the "
