@@ -131,11 +131,12 @@ def test_deep_verify_same_findings_on_any_number_of_threads(tfprov, tmp_path, mi
     for f in changed + [regular[3]]:
         assert f"U {CUDA}/lib/{f}" in text, (f, text)
     # apply's fast (stat) check repairs the directory; edits with the recorded
-    # size and mtime stay invisible to it by design, and --deep still names them.
+    # size and mtime stay invisible to it by design, and --deep still names them
+    # (drift alone, the libraries load again: exit 2).
     tfprov.run("--no-gpu", "apply", "-y", m, env=real_no_gpu_env(), timeout=300, check=0)
     assert os.path.isfile(gone)
     for jobs in ("1", "2"):
         p = tfprov.run("--jobs", jobs, "--no-gpu", "verify", "--deep", env=real_no_gpu_env(),
-                       check=8)
+                       check=2)
         assert sorted(ln.split()[-1] for ln in p.stderr.splitlines() if ": U /" in ln) == \
             [f"{CUDA}/lib/{f}" for f in changed], p.stderr
