@@ -388,6 +388,26 @@ out:
 	return rc;
 }
 
+int txn_replace_dir(struct txn *t, const char *staged, const char *path)
+{
+	char *host = ctx_host_path(t->c, path);
+	char *backup = sibling(t, host, "bak");
+	struct stat st;
+	int rc = 0;
+	if (lstat(host, &st) != 0 || !S_ISDIR(st.st_mode) || owner_class(t, path) == 0)
+		rc = fail(t, TF_ECONFLICT, "%s is not a directory tfprov placed", path);
+	else if (journal_add(t, "tree", path, staged, backup) == 0)
+		rc = fail(t, TF_ESTATE, "cannot write the journal");
+	else if (rename(host, backup) != 0)
+		rc = fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
+	else if (rename(staged, host) != 0)
+		rc = fail(t, TF_EIO, "cannot rename the staged tree into %s: %s", path,
+		          strerror(errno));
+	free(host);
+	free(backup);
+	return rc;
+}
+
 int txn_merge_tree(struct txn *t, const char *staged, const char *path, const struct place_entry *e,
                    size_t n)
 {

@@ -58,6 +58,15 @@ int txn_put_tree(struct txn *t, const char *staged_host_dir, const char *path,
  */
 int txn_merge_tree(struct txn *t, const char *staged_host_dir, const char *path,
                    const struct place_entry *entries, size_t n);
+/*
+ * Replaces the existing directory `path` by the staged tree (a host path on
+ * the same filesystem, typically from txn_stage_dir) with one journaled pair
+ * of renames; the old tree is garbage once the txn commits, and an abort or a
+ * kill puts it back. `path` must be a directory tfprov placed (the env a pip
+ * step installs into belongs to the stack's pyenv step). Nothing is recorded:
+ * the owner re-reads its files (txn_refresh_resource).
+ */
+int txn_replace_dir(struct txn *t, const char *staged_host_dir, const char *path);
 /* Creates a journaled staging directory next to `near_path` (root-relative)
  * for an unpack; *host_out is a host path that does not exist yet. */
 int txn_stage_dir(struct txn *t, const char *near_path, char **host_out);
