@@ -14,7 +14,7 @@
 #   RUNS=20           measured runs per tool (>= 10); WARMUP=3
 #   ANSIBLE_RUNS=5    measured Ansible runs
 #   ANSIBLE_STAT_LOOP=1  also time one run of the per-file `stat` loop (slow: minutes)
-# Reads limits.md's traps: files are created once in a fresh directory and never
+# Follows the traps in bench/README.md ("Measuring on this machine"): files are created once in a fresh directory and never
 # deleted during the measurement (trap 1); warm-up runs are discarded (trap 2);
 # medians are reported (trap 3).
 set -euo pipefail
@@ -53,7 +53,7 @@ EOF
 
 "$TFPROV_BIN" --root "$ROOT" -q apply -y "$WORK/m.yaml" >/dev/null 2>&1
 
-# 10k files, 6 levels deep like limits.md row 5a, 1-4 KiB each; rows in `files`.
+# 10k files, 6 levels deep, 1-4 KiB each; rows in `files`.
 "$PY" - "$ROOT" "$N" "$WORK" <<'EOF'
 import hashlib, json, os, sqlite3, sys
 root, n, work = sys.argv[1], int(sys.argv[2]), sys.argv[3]

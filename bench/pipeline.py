@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Artifact pipeline benchmark (issue 3, "Must show").
+"""Artifact pipeline benchmark: download + verify + unpack against the shell.
 
 1. Download + verify + unpack of a ~500 MiB, ~10k-file corpus from a loopback
    server, as .tar.xz, .tar.gz and .tar.zst, whole process, median of runs, side
@@ -12,7 +12,7 @@
 
 The corpus is built once from local system files and cached in /tmp/tfprov-bench
 (creating the .tar.xz takes minutes). Every run extracts into a fresh directory and
-nothing is deleted until the end (research/limits.md, trap 1); the first run of
+nothing is deleted until the end (bench/README.md, "Measuring on this machine", trap 1); the first run of
 each command is a discarded warm-up (trap 2).
 
     /usr/bin/python3 bench/pipeline.py [--tool build/pipeline_tool] [--runs 3] [--skip-parallel]

@@ -59,6 +59,7 @@ struct audit {
 	struct ctx *c;
 	int deep;
 	int findings;
+	int hidden; /* content changes that kept size, mtime and mode */
 	struct strvec dirs;
 	struct strvec hash_host, hash_path, hash_want; /* --deep: hashed on all cores */
 	int64_t *hash_size;
@@ -105,11 +106,13 @@ static int audit_file(const struct state_file *f, void *arg)
 	if ((st.st_mode & 07777) != f->mode)
 		report(a, 'M', f->path, NULL);
 	int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
-	if (!a->deep) {
-		if (st.st_size != f->size || mt != f->mtime_ns)
-			report(a, 'U', f->path, NULL);
+	if (st.st_size != f->size || mt != f->mtime_ns) {
+		report(a, 'U', f->path, NULL);
 		goto out;
 	}
+	if (!a->deep)
+		goto out;
+	/* Size and time as placed: only hashing can tell (on all cores, audit_hashes). */
 	a->hash_size = xrealloc(a->hash_size, (a->hash_host.n + 1) * sizeof(*a->hash_size));
 	a->hash_size[a->hash_host.n] = f->size;
 	strvec_push(&a->hash_host, host);
@@ -173,8 +176,11 @@ static void audit_hashes(struct audit *a)
 	}
 	sha256_files(paths, n, a->c->jobs > 0 ? (size_t)a->c->jobs : pool_ncpu(), hex, rc);
 	for (size_t k = 0; k < n; k++)
-		if (rc[pos[k]] != 0 || strcmp(hex[pos[k]], a->hash_want.v[k]) != 0)
-			report(a, 'U', a->hash_path.v[k], NULL);
+		if (rc[pos[k]] != 0 || strcmp(hex[pos[k]], a->hash_want.v[k]) != 0) {
+			/* Same size, time and mode (else 'M' above): apply's stat check cannot see it. */
+			report(a, 'U', a->hash_path.v[k], "content changed, size and time kept");
+			a->hidden++;
+		}
 	free(order);
 	free(pos);
 	free(paths);
@@ -214,7 +220,7 @@ static void audit_packages(struct audit *a)
 }
 
 /* Layer 1: the recorded files of one stack. Returns the number of findings, or -1. */
-static int verify_files(struct ctx *c, int64_t stack_id, int deep)
+static int verify_files(struct ctx *c, int64_t stack_id, int deep, int *hidden)
 {
 	struct audit a = {.c = c,
 	                  .deep = deep,
@@ -239,6 +245,7 @@ static int verify_files(struct ctx *c, int64_t stack_id, int deep)
 	if (deep)
 		audit_packages(&a);
 	pkgfiles_release(&a.pkgs);
+	*hidden = a.hidden;
 	return a.findings;
 }
 
@@ -380,13 +387,19 @@ static int verify_stack(struct ctx *c, struct opts *o, const char *name, const s
 		return TF_EVERIFY;
 	}
 	ev_log(c, EV_INFO, "stack %s (generation %lld):", name, (long long)si.gen);
-	int files = verify_files(c, si.stack_id, o->deep);
+	int hidden = 0;
+	int files = verify_files(c, si.stack_id, o->deep, &hidden);
 	if (files > 0)
 		ev_log(c, EV_ERROR,
 		       "  files: %d path%s differ from what was placed; `tfprov apply` repairs "
 		       "recorded files from the cache; a package's files (named above), a "
 		       "reinstall of that package",
 		       files, files == 1 ? "" : "s");
+	if (hidden > 0)
+		ev_log(c, EV_ERROR,
+		       "  files: %d of them kept their size, time and mode, which is all apply "
+		       "compares: remove %s and run `tfprov apply` to restore %s",
+		       hidden, hidden == 1 ? "it" : "them", hidden == 1 ? "it" : "them");
 	else if (files == 0)
 		ev_log(c, EV_INFO, "  files: all placed files are intact%s",
 		       o->deep ? " (rehashed, packages checked against their records)" : "");

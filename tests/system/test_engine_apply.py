@@ -156,6 +156,14 @@ def test_deep_verify_sees_same_size_same_mtime_edit(tfprov, tmp_path):
     tfprov.run("verify", check=0)  # the fast check cannot see it: by design
     p = tfprov.run("verify", "--deep", check=2)
     assert f"U {PROFILE}" in p.stderr and f"M {PROFILE}" not in p.stderr
+    # apply compares size, time and mode only: verify says so and what to do,
+    # and doing it restores the file.
+    assert "kept their size, time and mode" in p.stderr, p.stderr
+    assert "remove it and run `tfprov apply`" in p.stderr, p.stderr
+    os.unlink(prof)
+    tfprov.run("apply", "-y", m, check=0)
+    assert "'1'" in open(prof).read()
+    tfprov.run("verify", "--deep", check=0)
 
 
 def test_mode_change_detected_and_repaired(tfprov, tmp_path):

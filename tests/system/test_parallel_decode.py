@@ -138,5 +138,6 @@ def test_deep_verify_same_findings_on_any_number_of_threads(tfprov, tmp_path, mi
     for jobs in ("1", "2"):
         p = tfprov.run("--jobs", jobs, "--no-gpu", "verify", "--deep", env=real_no_gpu_env(),
                        check=2)
-        assert sorted(ln.split()[-1] for ln in p.stderr.splitlines() if ": U /" in ln) == \
+        assert sorted(ln.split(": U ")[1].split()[0] for ln in p.stderr.splitlines()
+                      if ": U /" in ln) == \
             [f"{CUDA}/lib/{f}" for f in changed], p.stderr
