@@ -28,7 +28,9 @@ set(CPACK_PACKAGE_NAME tfprov)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
-set(CPACK_PACKAGE_CONTACT "tfprov maintainers <tfprov@localhost.localdomain>")
+set(TFPROV_MAINTAINER "tfprov maintainers <tfprov@localhost.localdomain>" CACHE STRING
+  "Maintainer field of the Debian package (the default is a placeholder)")
+set(CPACK_PACKAGE_CONTACT "${TFPROV_MAINTAINER}")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)
@@ -37,11 +39,10 @@ set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3-venv, ca-certificates")
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://localhost.localdomain/tfprov")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "provision TensorFlow GPU stacks from a lockfile")
-set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "provision TensorFlow GPU stacks from a lockfile
- tfprov sets up CUDA, cuDNN, a Python environment and TensorFlow on a machine
- from one YAML manifest pinning every archive and wheel by URL, size and
- sha256. It checks the manifest against a compatibility knowledge base, plans,
- downloads in parallel, verifies every byte, places files atomically and
- records each generation in a SQLite state database, so a second run changes
- nothing and a killed run is recovered by the next one.")
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "tfprov sets up CUDA, cuDNN, a Python environment and TensorFlow on a machine
+from one YAML manifest pinning every archive and wheel by URL, size and
+sha256. It checks the manifest against a compatibility knowledge base, plans,
+downloads in parallel, verifies every byte, places files atomically and
+records each generation in a SQLite state database, so a second run changes
+nothing and a killed run is recovered by the next one.")
 include(CPack)
