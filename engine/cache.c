@@ -20,16 +20,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/*
+ * The cache holds unverified and quarantined bytes, possibly copies of
+ * root-only files: its directories are the owner's alone (0700, also when
+ * an older tfprov made them 0755), and a symlink in place of one is refused.
+ */
 int cache_init(const char *dir, char **errmsg)
 {
-	static const char *const subs[] = {"sha256", "partial", "quarantine"};
+	static const char *const subs[] = {"", "sha256", "partial", "quarantine"};
 	for (size_t i = 0; i < ARRAY_SIZE(subs); i++) {
-		char *p = path_join(dir, subs[i]);
-		int r = mkdirs_at(AT_FDCWD, p, 0755);
+		char *p = subs[i][0] ? path_join(dir, subs[i]) : xstrdup(dir);
+		struct stat st;
+		int r = mkdirs_at(AT_FDCWD, p, 0700);
+		if (r == 0 && (lstat(p, &st) != 0 || !S_ISDIR(st.st_mode)))
+			r = -ENOTDIR;
+		if (r == 0 && (st.st_mode & 0077) && chmod(p, 0700) != 0)
+			r = -errno;
 		if (r < 0) {
 			if (errmsg)
-				*errmsg = xasprintf("cannot create cache directory %s: %s", p,
-				                    strerror(-r));
+				*errmsg = xasprintf("cannot use cache directory %s: %s", p,
+				                    r == -ENOTDIR ? "not a directory (a symlink?)"
+				                                  : strerror(-r));
 			free(p);
 			return TF_EIO;
 		}
@@ -94,7 +105,7 @@ int cache_quarantine(const char *dir, const char *sha256, const char *bad, char 
 		free(q);
 		return e;
 	}
-	chmod(q, 0444);
+	chmod(q, 0400); /* the bytes may be a root-only file's: the owner's alone */
 	if (out)
 		*out = q;
 	else

@@ -3,8 +3,13 @@
  *
  * Layout under a cache dir (shared by every stack of the machine):
  *   sha256/<hex>                 a verified artifact, mode 0444, never rewritten
- *   partial/<hex>.part           a download in progress (resumed with Range)
- *   quarantine/<hex>.<unixtime>  bytes that failed verification, kept for a human
+ *                                (read-only; mirror build hard-links it into a
+ *                                directory a web server reads)
+ *   partial/<hex>.part           a download in progress (resumed with Range), 0600
+ *   quarantine/<hex>.<unixtime>  bytes that failed verification, kept for a human,
+ *                                0400: they may be anything, a root-only file too
+ *
+ * The cache dir and these three are 0700: unverified bytes are the owner's alone.
  *
  * Invariant: a file appears under sha256/ only by rename() after its bytes
  * hashed to its name, so lookups trust the name. A mirror directory

@@ -392,8 +392,10 @@ static void load_tf_table(struct loader *L, const yaml_node_t *tf, const char *k
 
 static void load_tensorflow(struct loader *L, const yaml_node_t *root)
 {
-	static const char *const keys[] = {"linux_gpu", "windows_gpu", "windows_native_gpu",
-	                                   "pip_page_requirements", NULL};
+	static const char *const keys[] = {
+	    "linux_gpu",       "windows_gpu",           "windows_native_gpu",
+	    "mixed_precision", "pip_page_requirements", NULL};
+	static const char *const mp_keys[] = {"policy", "min_tf", "speedup_min_cc", "source", NULL};
 	static const char *const win_keys[] = {"last",    "source", "quote", "after",
 	                                       "instead", "wsl2",   NULL};
 	yaml_node_t *tf = get_node(L, root, "tensorflow", YAML_MAPPING_NODE, REQ);
@@ -420,6 +422,14 @@ static void load_tensorflow(struct loader *L, const yaml_node_t *root)
 			check_keys(L, rows[i], row_keys);
 		free(rows);
 	}
+	w = get_node(L, tf, "mixed_precision", YAML_MAPPING_NODE, OPT);
+	if (w != NULL) {
+		check_keys(L, w, mp_keys);
+		L->kb->mixed_precision.policy = get_str(L, w, "policy", REQ);
+		L->kb->mixed_precision.min_tf = get_ver(L, w, "min_tf", REQ);
+		L->kb->mixed_precision.speedup_min_cc = get_ver(L, w, "speedup_min_cc", REQ);
+		L->kb->mixed_precision.source = get_str(L, w, "source", REQ);
+	}
 	w = get_node(L, tf, "windows_native_gpu", YAML_MAPPING_NODE, REQ);
 	if (w != NULL) {
 		check_keys(L, w, win_keys);
@@ -433,7 +443,8 @@ static void load_cuda(struct loader *L, const yaml_node_t *root)
 {
 	static const char *const keys[] = {"min_driver", "minor_version_compat", NULL};
 	static const char *const md_keys[] = {"source", "note", "toolkits", NULL};
-	static const char *const row_keys[] = {"cuda", "label", "linux", "windows", "note", NULL};
+	static const char *const row_keys[] = {"cuda", "label",  "linux", "windows",
+	                                       "note", "source", NULL};
 	static const char *const mvc_keys[] = {"from",   "below", "linux", "windows",
 	                                       "source", "note",  NULL};
 	yaml_node_t *cuda = get_node(L, root, "cuda", YAML_MAPPING_NODE, REQ);
@@ -480,8 +491,9 @@ static void load_gpus(struct loader *L, const yaml_node_t *root)
 {
 	static const char *const keys[] = {"compute_capabilities", "kernel_rules_source",
 	                                   "tf_kernels", NULL};
-	static const char *const cc_keys[] = {"cc",         "arch",   "examples", "first_cuda",
-	                                      "dropped_in", "source", NULL};
+	static const char *const cc_keys[] = {"cc",         "arch",       "examples",
+	                                      "first_cuda", "dropped_in", "formerly",
+	                                      "renamed_in", "source",     NULL};
 	static const char *const k_keys[] = {"tf_from", "tf_below", "min_cc", "sass",
 	                                     "ptx",     "source",   NULL};
 	yaml_node_t *g = get_node(L, root, "gpus", YAML_MAPPING_NODE, REQ);
@@ -505,6 +517,12 @@ static void load_gpus(struct loader *L, const yaml_node_t *root)
 		c->examples = get_str(L, rows[i], "examples", OPT);
 		c->first_cuda = get_ver(L, rows[i], "first_cuda", OPT);
 		c->dropped_in = get_ver(L, rows[i], "dropped_in", OPT);
+		c->formerly = get_ver(L, rows[i], "formerly", OPT);
+		c->renamed_in = get_ver(L, rows[i], "renamed_in", OPT);
+		if ((c->formerly == NULL) != (c->renamed_in == NULL))
+			bad(L, rows[i], "formerly and renamed_in go together");
+		else if (c->formerly != NULL && compat_cc_parse(c->formerly) < 0)
+			bad(L, rows[i], "formerly must read like \"10.1\", not '%s'", c->formerly);
 		get_str(L, rows[i], "source", REQ);
 	}
 	free(rows);
@@ -538,13 +556,72 @@ static void load_gpus(struct loader *L, const yaml_node_t *root)
 	free(rows);
 }
 
+/* A specifier field: checked with compat_spec_valid(). */
+static const char *get_spec(struct loader *L, const yaml_node_t *n, const char *what)
+{
+	const char *s = scalar_str(L, n);
+
+	if (!compat_spec_valid(s))
+		bad(L, n, "%s must be a specifier like \">=1.23.5,<2\", not '%s'", what, s);
+	return s;
+}
+
+/* Each group maps packages to specifiers; flattened into one row per package. */
+static void load_requires(struct loader *L, yaml_node_t **rows, size_t n)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		yaml_node_t *pk = map_get(L, rows[i], "packages");
+		if (pk != NULL && pk->type == YAML_MAPPING_NODE)
+			total +=
+			    (size_t)(pk->data.mapping.pairs.top - pk->data.mapping.pairs.start);
+	}
+	L->kb->pip_requires = xcalloc(total ? total : 1, sizeof(*L->kb->pip_requires));
+	for (size_t i = 0; i < n; i++) {
+		static const char *const rq_keys[] = {"tensorflow", "packages", "source", NULL};
+		yaml_node_t *tf, *pk;
+		const char *tf_spec = NULL, *source;
+
+		check_keys(L, rows[i], rq_keys);
+		tf = get_node(L, rows[i], "tensorflow", YAML_SCALAR_NODE, REQ);
+		if (tf != NULL)
+			tf_spec = get_spec(L, tf, "tensorflow");
+		source = get_str(L, rows[i], "source", REQ);
+		pk = get_node(L, rows[i], "packages", YAML_MAPPING_NODE, REQ);
+		if (pk == NULL)
+			continue;
+		for (yaml_node_pair_t *q = pk->data.mapping.pairs.start;
+		     q < pk->data.mapping.pairs.top; q++) {
+			yaml_node_t *k = node_at(L, q->key), *v = node_at(L, q->value);
+			struct compat_pip_requires *r;
+			const char *name;
+
+			if (k == NULL || k->type != YAML_SCALAR_NODE || v == NULL ||
+			    v->type != YAML_SCALAR_NODE) {
+				bad(L, k, "packages maps a distribution name to a specifier");
+				continue;
+			}
+			name = pep503(L, scalar_str(L, k));
+			for (yaml_node_pair_t *o = pk->data.mapping.pairs.start; o < q; o++)
+				if (is_scalar(node_at(L, o->key),
+				              (const char *)k->data.scalar.value))
+					bad(L, k, "duplicate key '%s'", name);
+			r = &L->kb->pip_requires[L->kb->npip_requires++];
+			r->tf_spec = tf_spec;
+			r->package = name;
+			r->spec = get_spec(L, v, "a package's range");
+			r->source = source;
+		}
+	}
+}
+
 static void load_pip(struct loader *L, const yaml_node_t *root)
 {
 	static const char *const keys[] = {"removed", "requires", "and_cuda", "notes", NULL};
 	static const char *const rm_keys[] = {"name",        "last_real", "identical_since", "stub",
 	                                      "replacement", "quote",     "source",          NULL};
 	static const char *const lr_keys[] = {"linux", "windows", NULL};
-	static const char *const rq_keys[] = {"tensorflow", "package", "spec", "source", NULL};
 	static const char *const ac_keys[] = {"tensorflow", "source", "pins", "note", NULL};
 	static const char *const note_keys[] = {"fact", "source", NULL};
 	yaml_node_t *p = get_node(L, root, "pip", YAML_MAPPING_NODE, REQ);
@@ -582,25 +659,14 @@ static void load_pip(struct loader *L, const yaml_node_t *root)
 	}
 	free(rows);
 	rows = get_rows(L, p, "requires", &n);
-	L->kb->pip_requires = xcalloc(n ? n : 1, sizeof(*L->kb->pip_requires));
-	L->kb->npip_requires = n;
-	for (size_t i = 0; i < n; i++) {
-		struct compat_pip_requires *r = &L->kb->pip_requires[i];
-		const char *name;
-
-		check_keys(L, rows[i], rq_keys);
-		r->tf_series = get_ver(L, rows[i], "tensorflow", REQ);
-		name = get_str(L, rows[i], "package", REQ);
-		r->package = name ? pep503(L, name) : NULL;
-		r->spec = get_str(L, rows[i], "spec", REQ);
-		r->source = get_str(L, rows[i], "source", REQ);
-	}
+	load_requires(L, rows, n);
 	free(rows);
 }
 
 static void load_conda(struct loader *L, const yaml_node_t *root)
 {
-	static const char *const keys[] = {"packages", NULL};
+	static const char *const keys[] = {"packages", "cuda_packages", NULL};
+	static const char *const cp_keys[] = {"name", "source", NULL};
 	static const char *const pk_keys[] = {
 	    "channel",   "name",         "versions", "complete_through", "discontinued_after",
 	    "successor", "latest_known", "note",     "source",           NULL};
@@ -627,6 +693,20 @@ static void load_conda(struct loader *L, const yaml_node_t *root)
 		k->source = get_str(L, rows[i], "source", REQ);
 		if (k->discontinued_after != NULL && k->successor == NULL)
 			bad(L, rows[i], "a discontinued package needs a successor");
+	}
+	free(rows);
+	if (map_get(L, c, "cuda_packages") == NULL)
+		return;
+	rows = get_rows(L, c, "cuda_packages", &n);
+	L->kb->conda_cuda = xcalloc(n ? n : 1, sizeof(*L->kb->conda_cuda));
+	for (size_t i = 0; i < n; i++) {
+		const char *name;
+
+		check_keys(L, rows[i], cp_keys);
+		get_str(L, rows[i], "source", REQ);
+		name = get_str(L, rows[i], "name", REQ);
+		if (name != NULL)
+			L->kb->conda_cuda[L->kb->nconda_cuda++] = name;
 	}
 	free(rows);
 }
@@ -788,6 +868,7 @@ void compat_free(struct compat *kb)
 	for (size_t i = 0; i < kb->nconda; i++)
 		free(kb->conda[i].versions);
 	free(kb->conda);
+	free(kb->conda_cuda);
 	for (size_t i = 0; i < kb->nsonames; i++) {
 		free(kb->sonames[i].libs);
 		free(kb->sonames[i].companions);
@@ -800,6 +881,112 @@ void compat_free(struct compat *kb)
 }
 
 /* ---- queries ---- */
+
+static size_t ncomponents(const char *v)
+{
+	size_t n = 1;
+
+	for (; *v != '\0'; v++)
+		n += *v == '.';
+	return n;
+}
+
+/* One clause: its operator length (0 when none) and the version after it. */
+static size_t spec_op(const char *clause, const char **rhs)
+{
+	static const char *const ops[] = {"===", "~=", "==", "!=", ">=", "<=", ">", "<", NULL};
+	size_t n = 0;
+
+	for (const char *const *o = ops; *o != NULL && n == 0; o++)
+		if (strncmp(clause, *o, strlen(*o)) == 0)
+			n = strlen(*o);
+	*rhs = clause + n;
+	while (**rhs == ' ')
+		(*rhs)++;
+	return n;
+}
+
+/* Calls fn on each trimmed clause of spec; stops at the first 0. */
+static int spec_each(const char *spec, int (*fn)(const char *clause, const char *v), const char *v)
+{
+	char *copy = xstrdup(spec), *save = NULL;
+	int ok = 1;
+
+	for (char *tok = strtok_r(copy, ",", &save); tok != NULL && ok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		size_t len;
+
+		while (*tok == ' ')
+			tok++;
+		len = strlen(tok);
+		while (len > 0 && tok[len - 1] == ' ')
+			tok[--len] = '\0';
+		ok = fn(tok, v);
+	}
+	free(copy);
+	return ok;
+}
+
+static int clause_valid(const char *clause, const char *unused)
+{
+	const char *rhs, *p;
+	size_t op = spec_op(clause, &rhs);
+
+	(void)unused;
+	if (op == 0 || !isdigit((unsigned char)*rhs))
+		return 0;
+	for (p = rhs; *p != '\0'; p++)
+		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '*')
+			return 0;
+	/* A wildcard ends a == or != version: "2.15.*". */
+	p = strchr(rhs, '*');
+	if (p != NULL && (p[1] != '\0' || p[-1] != '.' ||
+	                  (strncmp(clause, "==", 2) != 0 && strncmp(clause, "!=", 2) != 0)))
+		return 0;
+	return strncmp(clause, "~=", 2) != 0 || strchr(rhs, '.') != NULL;
+}
+
+int compat_spec_valid(const char *spec)
+{
+	return spec != NULL && (*spec == '\0' || (strstr(spec, ",,") == NULL && *spec != ',' &&
+	                                          spec[strlen(spec) - 1] != ',' &&
+	                                          spec_each(spec, clause_valid, NULL)));
+}
+
+static int clause_allows(const char *clause, const char *v)
+{
+	const char *rhs;
+	size_t op = spec_op(clause, &rhs);
+	char *base = xstrdup(rhs), *star = strchr(base, '*');
+	int c, ok = 1;
+
+	if (star != NULL) /* "==2.15.*": a prefix; the '.' before '*' goes too */
+		star[-1] = '\0';
+	c = version_cmp(v, base);
+	if (star != NULL)
+		ok = version_has_prefix(v, base) == (clause[0] == '=');
+	else if (strncmp(clause, "~=", 2) == 0) /* >= base, same release but the last */
+		ok = c >= 0 && version_cmp_n(v, base, (int)ncomponents(base) - 1) == 0;
+	else if (op == 3 || strncmp(clause, "==", 2) == 0)
+		ok = c == 0;
+	else if (strncmp(clause, "!=", 2) == 0)
+		ok = c != 0;
+	else if (strncmp(clause, ">=", 2) == 0)
+		ok = c >= 0;
+	else if (strncmp(clause, "<=", 2) == 0)
+		ok = c <= 0;
+	else if (*clause == '>')
+		ok = c > 0;
+	else if (*clause == '<')
+		ok = c < 0;
+	free(base);
+	return ok;
+}
+
+int compat_spec_allows(const char *spec, const char *version)
+{
+	return spec == NULL || *spec == '\0' || spec_each(spec, clause_allows, version);
+}
 
 const struct compat_tf_build *compat_tf_build(const struct compat *kb, const char *tf_version,
                                               int windows_native)
@@ -844,17 +1031,39 @@ const char *compat_cuda_min_driver(const struct compat *kb, const char *cuda, in
 	return windows ? r->windows_min : r->linux_min;
 }
 
-const char *compat_cuda_compat_driver(const struct compat *kb, const char *cuda, int windows)
+static const struct compat_mvc *mvc_row(const struct compat *kb, const char *cuda)
 {
-	if (cuda == NULL)
-		return NULL;
-	for (size_t i = 0; i < kb->nmvc; i++) {
+	for (size_t i = 0; cuda != NULL && i < kb->nmvc; i++) {
 		const struct compat_mvc *r = &kb->mvc[i];
 		if (version_cmp(cuda, r->from) >= 0 &&
 		    (r->below == NULL || version_cmp(cuda, r->below) < 0))
-			return windows ? r->windows_min : r->linux_min;
+			return r;
 	}
 	return NULL;
+}
+
+int compat_cuda_in_family(const struct compat *kb, const char *cuda)
+{
+	return mvc_row(kb, cuda) != NULL;
+}
+
+const char *compat_cuda_family_floor(const struct compat *kb, const char *cuda, int windows)
+{
+	const struct compat_mvc *r = mvc_row(kb, cuda);
+
+	if (r == NULL)
+		return NULL;
+	return windows ? r->windows_min : r->linux_min;
+}
+
+const char *compat_cuda_compat_driver(const struct compat *kb, const char *cuda, int windows)
+{
+	const char *floor = compat_cuda_family_floor(kb, cuda, windows);
+	const char *own = compat_cuda_min_driver(kb, cuda, windows);
+
+	if (floor != NULL && own != NULL && version_cmp(floor, own) >= 0)
+		return NULL; /* the family floor does not reach below this toolkit's own */
+	return floor;
 }
 
 int compat_cc_parse(const char *cc)
@@ -914,15 +1123,6 @@ enum compat_kernel compat_tf_kernels_for(const struct compat *kb, const char *tf
 		if (compat_cc_parse(k->ptx[i]) <= c)
 			return COMPAT_KERNEL_PTX;
 	return COMPAT_KERNEL_NONE;
-}
-
-static size_t ncomponents(const char *v)
-{
-	size_t n = 1;
-
-	for (; *v != '\0'; v++)
-		n += *v == '.';
-	return n;
 }
 
 /* The entry with the longest prefix of version (for the cuda or the cudnn key). */

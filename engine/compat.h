@@ -58,8 +58,10 @@ struct compat_mvc {
 struct compat_cc {
 	const char *cc; /* "8.9" */
 	const char *arch, *examples;
-	const char *first_cuda; /* NULL when older than the table */
+	const char *first_cuda; /* NULL when older than the table (or not known) */
 	const char *dropped_in; /* first CUDA without it; NULL while supported */
+	const char *formerly;   /* the number CUDA used before renamed_in ("10.1"), or NULL */
+	const char *renamed_in;
 };
 
 /* The kernels of the TF builds tf_from <= series < tf_below (tf_below may be NULL). */
@@ -82,11 +84,14 @@ struct compat_pip_removed {
 	const char *source;
 };
 
-/* A requirement a TF series puts on another distribution: numpy ">=1.23.5,<2". */
+/*
+ * A requirement TF releases put on another distribution: for TF versions
+ * allowed by tf_spec (">=2.15,<2.16"), package must satisfy spec (">=1.23.5,<2").
+ */
 struct compat_pip_requires {
-	const char *tf_series;
+	const char *tf_spec;
 	const char *package; /* PEP 503 normalized */
-	const char *spec;
+	const char *spec;    /* "" allows any version */
 	const char *source;
 };
 
@@ -130,6 +135,12 @@ struct compat {
 	const char *windows_gpu_last; /* "2.10" */
 	const char *windows_gpu_instead;
 	const char *windows_gpu_source;
+	struct {
+		const char *policy;         /* "mixed_float16" */
+		const char *min_tf;         /* first TF series with the policy API */
+		const char *speedup_min_cc; /* below it: no math speed-up */
+		const char *source;
+	} mixed_precision;
 	struct compat_driver_row *drivers;
 	size_t ndrivers;
 	struct compat_mvc *mvc;
@@ -144,6 +155,8 @@ struct compat {
 	size_t npip_requires;
 	struct compat_conda_pkg *conda;
 	size_t nconda;
+	const char **conda_cuda; /* conda packages versioned by CUDA release */
+	size_t nconda_cuda;
 	struct compat_sonames *sonames;
 	size_t nsonames;
 	struct compat_guide_mistake *guide;
@@ -182,8 +195,26 @@ const struct compat_tf_build *compat_tf_build(const struct compat *kb, const cha
  * Windows driver); NULL when the CUDA version is unknown.
  */
 const char *compat_cuda_min_driver(const struct compat *kb, const char *cuda, int windows);
-/* The minor-version-compatibility floor for cuda's family; NULL when there is none. */
+/*
+ * The least driver that runs cuda through minor-version compatibility, below
+ * its own minimum. NULL when there is no such floor: before CUDA 11, or when
+ * the family's floor is not below the toolkit's own minimum (CUDA 11.0:
+ * 450.80.02 against 450.51.06), or the table has no value for the platform.
+ */
 const char *compat_cuda_compat_driver(const struct compat *kb, const char *cuda, int windows);
+/* The family's minor-version-compatibility floor as the table gives it; NULL if none. */
+const char *compat_cuda_family_floor(const struct compat *kb, const char *cuda, int windows);
+/* 1 when cuda is in a family of the minor_version_compat table (CUDA 11 and later). */
+int compat_cuda_in_family(const struct compat *kb, const char *cuda);
+
+/*
+ * PEP 440 specifier sets as the knowledge base writes them: clauses joined by
+ * ',', each an operator (>=, <=, >, <, ==, !=, ~=) and a version; == and !=
+ * take a trailing ".*"; a pre-release tail ("5.0.0dev", "2.9.0rc0") sorts
+ * before its release. "" allows everything.
+ */
+int compat_spec_valid(const char *spec);
+int compat_spec_allows(const char *spec, const char *version);
 
 /* A compute capability as an integer: "8.9" -> 89, "10.0" -> 100; -1 if malformed. */
 int compat_cc_parse(const char *cc);

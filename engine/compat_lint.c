@@ -9,7 +9,11 @@
  *    TF 2.15 is "no kernels", not also "dropped by CUDA 12"), so that a
  *    mistake reads as one line;
  *  - a declared version is read from `versions:` first and the section's own
- *    `version:` second, and the diagnostic points at the one that was read.
+ *    `version:` second, and the diagnostic points at the one that was read;
+ *  - whatever delivers a version (a section's `version:`, a redist JSON label,
+ *    a runfile or cuDNN archive name, the conda lock's python, a venv
+ *    interpreter, the tensorflow pin) must agree with the declared one, so
+ *    that the checks above judge what will be installed.
  */
 #include "compat.h"
 #include "version.h"
@@ -43,6 +47,12 @@ static const struct mstr *pick(const struct mstr *a, const struct mstr *b)
 	if (b->set && b->s != NULL)
 		return b;
 	return NULL;
+}
+
+/* Two versions name the same release when one is a prefix of the other ("3.10", "3.10.13"). */
+static int agree(const char *a, const char *b)
+{
+	return version_has_prefix(a, b) || version_has_prefix(b, a);
 }
 
 static const char *series(const char *v, char buf[32])
@@ -108,21 +118,24 @@ static void lint_cuda(struct lint *L)
 	}
 	if (version_cmp_n(c, b->cuda, 2) == 0)
 		return;
-	if (compat_cuda_compat_driver(L->kb, c, L->windows_driver) != NULL) {
+	/* From CUDA 11 on the libraries of one major share their sonames. */
+	if (compat_cuda_in_family(L->kb, c)) {
 		snprintf(hint, sizeof(hint),
-		         "%s was tested with CUDA %s; CUDA %s runs it only through minor-version "
-		         "compatibility%s",
-		         b->name, b->cuda, c,
+		         "%s was tested with CUDA %s; CUDA %s is the same major %ld, so TF loads "
+		         "its libraries, %s",
+		         b->name, b->cuda, c, version_component(c, 0),
 		         version_cmp(c, b->cuda) < 0
-		             ? " and lacks what the newer toolkit added; prefer the tested one"
-		             : "; prefer the tested one unless you need the newer toolkit");
+		             ? "but they lack what the newer minor releases added; prefer the "
+		               "tested one"
+		             : "but that pairing is untested; prefer the tested one unless you "
+		               "need the newer toolkit");
 		diags_add(L->d, DIAG_WARNING, L->file, L->cuda->pos, "compat.cuda-untested", hint,
 		          "CUDA %s is not the tested CUDA %s for %s", c, b->cuda, b->name);
 		return;
 	}
 	snprintf(hint, sizeof(hint),
-	         "before CUDA 11 there is no minor-version compatibility: %s loads the %s "
-	         "libraries only; use CUDA %s",
+	         "before CUDA 11 each minor release has its own sonames (libcudart.so.10.0, "
+	         "libcudart.so.10.1): %s loads the CUDA %s libraries only; use CUDA %s",
 	         b->name, b->cuda, b->cuda);
 	diags_add(L->d, DIAG_ERROR, L->file, L->cuda->pos, "compat.cuda-mismatch", hint,
 	          "%s is built for CUDA %s, not %s", b->name, b->cuda, c);
@@ -171,6 +184,15 @@ static void lint_driver(struct lint *L)
 		return;
 	if (version_cmp(floor->s, need) >= 0)
 		return;
+	/* A family floor above the toolkit's own minimum (CUDA 11.0) offers nothing below it. */
+	if (mvc == NULL && compat_cuda_family_floor(L->kb, c, L->windows_driver) != NULL) {
+		snprintf(hint, sizeof(hint),
+		         "raise driver.min_version to %s, CUDA %s's own minimum", need, c);
+		diags_add(L->d, DIAG_ERROR, L->file, floor->pos, "compat.driver-below-cuda-min",
+		          hint, "driver floor %s is below the %s minimum %s of CUDA %s", floor->s,
+		          col, need, c);
+		return;
+	}
 	if (mvc == NULL || version_cmp(floor->s, mvc) < 0) {
 		if (mvc != NULL)
 			snprintf(hint, sizeof(hint),
@@ -211,9 +233,11 @@ static void lint_cudnn(struct lint *L)
 		          b->cudnn_min);
 		return;
 	}
-	if (version_cmp(v, b->cudnn_min) >= 0)
+	/* TF compares major and minor only: patch releases need not match. */
+	if (version_cmp_n(v, b->cudnn_min, 2) >= 0)
 		return;
-	snprintf(hint, sizeof(hint), "use cuDNN %s or a later %ld.x (%s)", b->cudnn_min,
+	snprintf(hint, sizeof(hint), "use cuDNN %ld.%ld or a later %ld.x (%s)",
+	         version_component(b->cudnn_min, 0), version_component(b->cudnn_min, 1),
 	         version_component(b->cudnn_min, 0), b->source);
 	diags_add(L->d, DIAG_ERROR, L->file, L->cudnn->pos, "compat.cudnn-too-old", hint,
 	          "cuDNN %s is older than the cuDNN %s that %s was built with", v, b->cudnn_min,
@@ -246,14 +270,30 @@ static void lint_python(struct lint *L)
 	strbuf_release(&sb);
 }
 
+/* The row of a compute capability, by its number or its former one. */
 static const struct compat_cc *cc_row(const struct compat *kb, const char *cc)
 {
 	int c = compat_cc_parse(cc);
 
 	for (size_t i = 0; i < kb->nccs; i++)
-		if (compat_cc_parse(kb->ccs[i].cc) == c)
+		if (compat_cc_parse(kb->ccs[i].cc) == c ||
+		    (kb->ccs[i].formerly != NULL && compat_cc_parse(kb->ccs[i].formerly) == c))
 			return &kb->ccs[i];
 	return NULL;
+}
+
+/* The newest known row of cc's major when cc is newer than all of them, else NULL. */
+static const struct compat_cc *cc_family_top(const struct compat *kb, const char *cc)
+{
+	const struct compat_cc *top = NULL;
+	int c = compat_cc_parse(cc);
+
+	for (size_t i = 0; c >= 0 && i < kb->nccs; i++) {
+		int r = compat_cc_parse(kb->ccs[i].cc);
+		if (r / 10 == c / 10 && (top == NULL || r > compat_cc_parse(top->cc)))
+			top = &kb->ccs[i];
+	}
+	return top != NULL && compat_cc_parse(top->cc) < c ? top : NULL;
 }
 
 static void kernel_list(struct strbuf *sb, const struct compat_tf_kernels *k)
@@ -266,6 +306,51 @@ static void kernel_list(struct strbuf *sb, const struct compat_tf_kernels *k)
 		strbuf_addf(sb, "compute capability >= %s", k->min_cc);
 }
 
+/*
+ * A compute capability the table does not list: newer than every GPU of a
+ * known family it can only get PTX (or nothing); otherwise it is unknown.
+ */
+static void lint_gpu_unlisted(struct lint *L, const struct mstr *g, enum compat_kernel kern,
+                              const struct compat_tf_kernels *k, const char *tf)
+{
+	const struct compat_cc *top = cc_family_top(L->kb, g->s);
+	struct strbuf sb = STRBUF_INIT;
+	char *hint;
+
+	if (top == NULL) {
+		diags_add(L->d, DIAG_WARNING, L->file, g->pos, "compat.gpu-cc-unknown",
+		          "compute capabilities are listed at developer.nvidia.com/cuda-gpus",
+		          "compute capability %s is not a known NVIDIA GPU", g->s);
+		return;
+	}
+	if (k != NULL)
+		kernel_list(&sb, k);
+	if (kern == COMPAT_KERNEL_NONE) {
+		hint = xasprintf("TF %s carries %s: no PTX it could JIT-compile for a %s GPU", tf,
+		                 sb.buf, top->arch);
+		diags_add(L->d, DIAG_ERROR, L->file, g->pos, "compat.gpu-no-kernels", hint,
+		          "TensorFlow %s has no kernels for compute capability %s (%s): "
+		          "\"device kernel image is invalid\"",
+		          tf, g->s, top->arch);
+	} else {
+		if (k != NULL)
+			hint =
+			    xasprintf("TF %s carries %s; the driver JIT-compiles PTX at first use, "
+			              "which can take 30 minutes or longer; add the GPU's row "
+			              "(developer.nvidia.com/cuda-gpus) to data/compat.yaml",
+			              tf, sb.buf);
+		else
+			hint = xasprintf("add the GPU's row (developer.nvidia.com/cuda-gpus) to "
+			                 "data/compat.yaml");
+		diags_add(L->d, DIAG_WARNING, L->file, g->pos, "compat.gpu-cc-newer", hint,
+		          "compute capability %s is newer than every %s GPU the knowledge base "
+		          "knows (up to %s): newer than the TF build's kernels, PTX JIT at best",
+		          g->s, top->arch, top->cc);
+	}
+	free(hint);
+	strbuf_release(&sb);
+}
+
 static void lint_gpu(struct lint *L, const struct mstr *g)
 {
 	const struct compat_cc *row = cc_row(L->kb, g->s);
@@ -274,17 +359,15 @@ static void lint_gpu(struct lint *L, const struct mstr *g)
 	enum compat_kernel kern = COMPAT_KERNEL_UNKNOWN;
 	struct strbuf sb = STRBUF_INIT;
 	char *hint = NULL;
-	char s[32];
+	char s[32] = "";
 
-	if (row == NULL) {
-		diags_add(L->d, DIAG_WARNING, L->file, g->pos, "compat.gpu-cc-unknown",
-		          "compute capabilities are listed at developer.nvidia.com/cuda-gpus",
-		          "compute capability %s is not a known NVIDIA GPU", g->s);
-		return;
-	}
 	if (L->build != NULL) {
 		kern = compat_tf_kernels_for(L->kb, tf, g->s, &k);
 		series(tf, s);
+	}
+	if (row == NULL) {
+		lint_gpu_unlisted(L, g, kern, k, s);
+		return;
 	}
 	if (kern == COMPAT_KERNEL_NONE) {
 		kernel_list(&sb, k);
@@ -329,45 +412,10 @@ out:
 	strbuf_release(&sb);
 }
 
-/* A pip specifier set like ">=1.23.5,<2"; "~=" and unknown operators pass. */
-static int spec_allows(const char *spec, const char *v)
-{
-	char *copy = xstrdup(spec), *save = NULL;
-	int ok = 1;
-
-	for (char *tok = strtok_r(copy, ",", &save); tok != NULL && ok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		char *p = tok, *rhs;
-		int c;
-
-		while (*p == ' ')
-			p++;
-		rhs = p + strspn(p, "<>=!~");
-		while (*rhs == ' ')
-			rhs++;
-		c = version_cmp(v, rhs);
-		if (strncmp(p, ">=", 2) == 0)
-			ok = c >= 0;
-		else if (strncmp(p, "<=", 2) == 0)
-			ok = c <= 0;
-		else if (strncmp(p, "==", 2) == 0)
-			ok = c == 0;
-		else if (strncmp(p, "!=", 2) == 0)
-			ok = c != 0;
-		else if (*p == '<')
-			ok = c < 0;
-		else if (*p == '>')
-			ok = c > 0;
-	}
-	free(copy);
-	return ok;
-}
-
 static void lint_pip_req(struct lint *L, const struct pip_req *r)
 {
 	const struct compat *kb = L->kb;
 	const char *tf = L->tf ? L->tf->s : NULL;
-	char s1[32], s2[32];
 
 	for (size_t i = 0; i < kb->npip_removed; i++) {
 		const struct compat_pip_removed *x = &kb->pip_removed[i];
@@ -401,31 +449,33 @@ static void lint_pip_req(struct lint *L, const struct pip_req *r)
 	}
 	if (r->version == NULL || tf == NULL)
 		return;
+	/* The first group whose range the pin violates speaks for all. */
 	for (size_t i = 0; i < kb->npip_requires; i++) {
 		const struct compat_pip_requires *q = &kb->pip_requires[i];
 		char *hint;
 
-		if (strcmp(r->name, q->package) != 0 || version_cmp_n(tf, q->tf_series, 2) != 0 ||
-		    spec_allows(q->spec, r->version))
+		if (strcmp(r->name, q->package) != 0 || !compat_spec_allows(q->tf_spec, tf) ||
+		    compat_spec_allows(q->spec, r->version))
 			continue;
-		hint = xasprintf("pin a %s version that satisfies %s%s", q->package, q->package,
-		                 q->spec);
+		hint = xasprintf("pin a %s version that satisfies %s%s (%s)", q->package,
+		                 q->package, q->spec, q->source);
 		diags_add(L->d, DIAG_ERROR, L->file, r->pos, "compat.pip-requirement-conflict",
 		          hint, "%s %s conflicts with TensorFlow %s, which requires %s%s",
-		          r->raw_name, r->version, q->tf_series, q->package, q->spec);
+		          r->raw_name, r->version, tf, q->package, q->spec);
 		free(hint);
+		break;
 	}
 	if (strcmp(r->name, "tensorflow") == 0 && L->tf != &L->tf_from_pip &&
-	    version_cmp_n(r->version, tf, 2) != 0)
+	    !agree(r->version, tf))
 		diags_add(L->d, DIAG_ERROR, L->file, r->pos, "compat.pip-tf-mismatch",
 		          "the pip pin and versions.tensorflow must name the same release",
-		          "pip pins tensorflow %s but the stack declares TensorFlow %s",
-		          series(r->version, s1), series(tf, s2));
+		          "pip pins tensorflow %s but the stack declares TensorFlow %s (line %d)",
+		          r->version, tf, L->tf->pos.line);
 }
 
-/* conda judgement of one (name, version) on a channel; fuzzy: "=1.2" means 1.2.* */
-static void conda_check(struct lint *L, const char *channel, const char *name, const char *version,
-                        int fuzzy, struct pos pos)
+/* Is (name, version) published on the channel, per the knowledge base's version lists? */
+static void conda_check_release(struct lint *L, const char *channel, const char *name,
+                                const char *version, int fuzzy, struct pos pos)
 {
 	for (size_t i = 0; i < L->kb->nconda; i++) {
 		const struct compat_conda_pkg *k = &L->kb->conda[i];
@@ -464,6 +514,45 @@ static void conda_check(struct lint *L, const char *channel, const char *name, c
 		free(hint);
 		strbuf_release(&sb);
 	}
+}
+
+/*
+ * A conda package versioned by CUDA release (cudatoolkit, cuda-version) must
+ * carry the stack's CUDA major: another one installs a second CUDA runtime.
+ */
+static void conda_cuda_major(struct lint *L, const char *name, const char *version, struct pos pos)
+{
+	const char *cuda = L->cuda ? L->cuda->s : NULL;
+	char *hint;
+
+	if (cuda == NULL || version_component(version, 0) == version_component(cuda, 0))
+		return;
+	for (size_t i = 0; i < L->kb->nconda_cuda; i++) {
+		if (strcmp(L->kb->conda_cuda[i], name) != 0)
+			continue;
+		hint =
+		    xasprintf("the stack's CUDA comes from the cuda section; drop %s or pin it to "
+		              "CUDA %ld",
+		              name, version_component(cuda, 0));
+		diags_add(L->d, DIAG_ERROR, L->file, pos, "compat.conda-cuda-major-mismatch", hint,
+		          "conda %s %s is CUDA %ld, but the stack is CUDA %s", name, version,
+		          version_component(version, 0), cuda);
+		free(hint);
+	}
+}
+
+/*
+ * conda judgement of one (name, version) on a channel; fuzzy: "=1.2" means
+ * 1.2.*. Then its CUDA major, unless the version itself was refused.
+ */
+static void conda_check(struct lint *L, const char *channel, const char *name, const char *version,
+                        int fuzzy, struct pos pos)
+{
+	size_t before = L->d->n;
+
+	conda_check_release(L, channel, name, version, fuzzy, pos);
+	if (L->d->n == before)
+		conda_cuda_major(L, name, version, pos);
 }
 
 /* "conda-forge::cudnn=8.9.4=h123", "cudnn==8.9.4", "cudnn 8.9.*" */
@@ -542,6 +631,262 @@ static void lint_conda(struct lint *L)
 	}
 }
 
+/* ---- declared versions against the sections that deliver them ---- */
+
+static const char *url_base(const char *url)
+{
+	const char *slash = strrchr(url, '/');
+
+	return slash ? slash + 1 : url;
+}
+
+/* The run of digits and dots at s (without a trailing dot), or NULL. */
+static char *version_at(const char *s)
+{
+	size_t n = strspn(s, "0123456789.");
+
+	while (n > 0 && s[n - 1] == '.')
+		n--;
+	if (n == 0)
+		return NULL;
+	return xstrndup(s, n);
+}
+
+/* "redistrib_12.3.2.json" -> "12.3.2"; NULL for another name. */
+static char *redist_label(const struct mstr *url)
+{
+	const char *b = url->s ? url_base(url->s) : NULL;
+	char *v;
+
+	if (b == NULL || strncmp(b, "redistrib_", 10) != 0 || !str_ends_with(b, ".json"))
+		return NULL;
+	v = version_at(b + 10);
+	if (v != NULL && strlen(b + 10) != strlen(v) + 5) {
+		free(v);
+		return NULL;
+	}
+	return v;
+}
+
+/* "cuda_11.2.2_460.32.03_linux.run" -> "11.2.2" */
+static char *runfile_version(const struct mstr *url)
+{
+	const char *b = url->s ? url_base(url->s) : NULL;
+
+	if (b == NULL || strncmp(b, "cuda_", 5) != 0)
+		return NULL;
+	return version_at(b + 5);
+}
+
+/*
+ * A cuDNN archive's own version and the CUDA it was built for, from NVIDIA's
+ * file names: "cudnn-linux-x86_64-8.9.7.29_cuda12-archive.tar.xz" (redist) or
+ * "cudnn-11.2-linux-x64-v8.1.1.33.tgz" (legacy). 0 when the name is neither.
+ */
+static int cudnn_archive(const struct mstr *url, char **version, char **cuda)
+{
+	const char *b = url->s ? url_base(url->s) : NULL, *tag, *start;
+
+	*version = *cuda = NULL;
+	if (b == NULL || strncmp(b, "cudnn-", 6) != 0)
+		return 0;
+	if ((tag = strstr(b, "_cuda")) != NULL) {
+		start = tag;
+		while (start > b && start[-1] != '-')
+			start--;
+		*version = xstrndup(start, (size_t)(tag - start));
+		*cuda = version_at(tag + 5);
+	} else if ((tag = strstr(b, "-v")) != NULL) {
+		*version = version_at(tag + 2);
+		*cuda = version_at(b + 6);
+	}
+	if (*version == NULL || !version_valid(*version) || *cuda == NULL) {
+		free(*version);
+		free(*cuda);
+		*version = *cuda = NULL;
+		return 0;
+	}
+	return 1;
+}
+
+static void disagree(struct lint *L, struct pos pos, const char *what, const char *got,
+                     const char *key, const struct mstr *declared)
+{
+	char *hint =
+	    xasprintf("validate judges the stack by %s; make both name the same release", key);
+
+	diags_add(L->d, DIAG_ERROR, L->file, pos, "compat.version-disagrees", hint,
+	          "%s is %s, but %s says %s (line %d)", what, got, key, declared->s,
+	          declared->pos.line);
+	free(hint);
+}
+
+/* A section's own version field against versions.<key>. */
+static void check_section(struct lint *L, const struct mstr *section, const struct mstr *declared,
+                          const char *what, const char *key)
+{
+	if (section->set && section->s != NULL && declared->set && declared->s != NULL &&
+	    !agree(section->s, declared->s))
+		disagree(L, section->pos, what, section->s, key, declared);
+}
+
+/* A version read from a file name (owned by got) against the one in use. */
+static void check_derived(struct lint *L, char *got, const struct mstr *url, const char *what,
+                          const struct mstr *used, const char *key)
+{
+	if (got != NULL && used != NULL && !agree(got, used->s))
+		disagree(L, url->pos, what, got, key, used);
+	free(got);
+}
+
+/* The key a picked version was read from, for the message. */
+static const char *key_of(const struct mstr *used, const struct mstr *versions_field,
+                          const char *vkey, const char *skey)
+{
+	return used == versions_field ? vkey : skey;
+}
+
+static void lint_cuda_sources(struct lint *L)
+{
+	const struct manifest *m = L->m;
+	const char *key = key_of(L->cuda, &m->versions.cuda, "versions.cuda", "cuda.version");
+
+	check_section(L, &m->cuda.version, &m->versions.cuda, "cuda.version", "versions.cuda");
+	if (m->cuda.redist.set)
+		check_derived(L, redist_label(&m->cuda.redist.json.url), &m->cuda.redist.json.url,
+		              "the redist JSON's release", L->cuda, key);
+	if (m->cuda.has_runfile)
+		check_derived(L, runfile_version(&m->cuda.runfile.url), &m->cuda.runfile.url,
+		              "the runfile's release", L->cuda, key);
+}
+
+static void cudnn_build(struct lint *L, long build, struct pos pos, const char *what)
+{
+	long major = version_component(L->cuda->s, 0);
+	char *hint;
+
+	if (build == major)
+		return;
+	hint = xasprintf("take the cuDNN build for CUDA %ld (the _cuda%ld archive, or variant "
+	                 "cuda%ld of a multi-variant redist JSON)",
+	                 major, major, major);
+	diags_add(L->d, DIAG_ERROR, L->file, pos, "compat.cudnn-cuda-build-mismatch", hint,
+	          "%s is built for CUDA %ld, but the stack is CUDA %s", what, build, L->cuda->s);
+	free(hint);
+}
+
+static void lint_cudnn_sources(struct lint *L)
+{
+	const struct manifest *m = L->m;
+	const struct mstr *url = &m->cudnn.artifact.url;
+	const char *key = key_of(L->cudnn, &m->versions.cudnn, "versions.cudnn", "cudnn.version");
+	char *version, *cuda;
+
+	check_section(L, &m->cudnn.version, &m->versions.cudnn, "cudnn.version", "versions.cudnn");
+	if (m->cudnn.has_artifact && cudnn_archive(url, &version, &cuda)) {
+		char *what = xasprintf("the cuDNN archive %s", url_base(url->s));
+		if (L->cuda != NULL)
+			cudnn_build(L, version_component(cuda, 0), url->pos, what);
+		check_derived(L, version, url, what, L->cudnn, key);
+		free(what);
+		free(cuda);
+	}
+	if (m->cudnn.redist.set) {
+		const struct mstr *v = &m->cudnn.redist.variant;
+		check_derived(L, redist_label(&m->cudnn.redist.json.url), &m->cudnn.redist.json.url,
+		              "the cuDNN redist JSON's release", L->cudnn, key);
+		if (L->cuda != NULL && v->set && v->s != NULL && strncmp(v->s, "cuda", 4) == 0 &&
+		    version_valid(v->s + 4))
+			cudnn_build(L, version_component(v->s + 4, 0), v->pos, "the cuDNN variant");
+	}
+}
+
+static void lint_python_sources(struct lint *L)
+{
+	const struct manifest *m = L->m;
+	const struct mstr *in = &m->python.interpreter;
+	const char *key =
+	    key_of(L->python, &m->versions.python, "versions.python", "python.version");
+
+	check_section(L, &m->python.version, &m->versions.python, "python.version",
+	              "versions.python");
+	if (L->python == NULL)
+		return;
+	for (size_t i = 0; i < m->python.npkgs; i++) {
+		const struct conda_pkg *p = &m->python.pkgs[i];
+		if (p->name != NULL && p->version != NULL && strcmp(p->name, "python") == 0 &&
+		    !agree(p->version, L->python->s))
+			disagree(L, p->pos, "the conda lock's python package", p->version, key,
+			         L->python);
+	}
+	/* "/usr/bin/python3.9": the version in the name, when it has major.minor. */
+	if (in->set && in->s != NULL && strncmp(url_base(in->s), "python", 6) == 0) {
+		char *v = version_at(url_base(in->s) + 6);
+		if (v != NULL && strchr(v, '.') == NULL) {
+			free(v);
+			v = NULL;
+		}
+		char *what = xasprintf("python.interpreter %s", in->s);
+		check_derived(L, v, in, what, L->python, key);
+		free(what);
+	}
+}
+
+/* ---- the bench step's mixed precision ---- */
+
+static void lint_mixed_precision(struct lint *L)
+{
+	const struct compat *kb = L->kb;
+	const struct manifest *m = L->m;
+	const char *policy = kb->mixed_precision.policy,
+	           *min_cc = kb->mixed_precision.speedup_min_cc;
+	char s[32];
+
+	for (size_t i = 0; policy != NULL && i < m->bench.nprecisions; i++) {
+		const struct mstr *p = &m->bench.precisions[i];
+		struct strbuf sb = STRBUF_INIT;
+		char *hint;
+
+		if (p->s == NULL || strcmp(p->s, policy) != 0)
+			continue;
+		if (L->tf != NULL && version_cmp_n(L->tf->s, kb->mixed_precision.min_tf, 2) < 0) {
+			hint = xasprintf("drop %s from bench.precisions (%s)", policy,
+			                 kb->mixed_precision.source);
+			diags_add(L->d, DIAG_ERROR, L->file, p->pos,
+			          "compat.mixed-precision-unsupported", hint,
+			          "%s needs TensorFlow %s or later (the Keras mixed precision "
+			          "policy API); the stack is TensorFlow %s",
+			          policy, kb->mixed_precision.min_tf, series(L->tf->s, s));
+			free(hint);
+			continue;
+		}
+		for (size_t j = 0; j < m->driver.ngpus; j++) {
+			const struct mstr *g = &m->driver.gpus[j];
+			const struct compat_cc *row = g->s ? cc_row(kb, g->s) : NULL;
+			int c = g->s ? compat_cc_parse(g->s) : -1;
+
+			if (c < 0 || c >= compat_cc_parse(min_cc))
+				continue;
+			strbuf_addf(&sb, "%s%s", sb.len ? ", " : "", g->s);
+			if (row != NULL)
+				strbuf_addf(&sb, " (%s: %s)", row->arch,
+				            row->examples ? row->examples : "");
+		}
+		if (sb.len > 0) {
+			hint =
+			    xasprintf("Tensor Cores start at compute capability %s; keep fp32 for "
+			              "these GPUs or expect memory savings only",
+			              min_cc);
+			diags_add(L->d, DIAG_WARNING, L->file, p->pos,
+			          "compat.mixed-precision-no-speedup", hint,
+			          "%s gives no math speed-up on compute capability below %s: %s",
+			          policy, min_cc, sb.buf);
+			free(hint);
+		}
+		strbuf_release(&sb);
+	}
+}
+
 int compat_lint(const struct compat *kb, const struct manifest *m, struct diags *d)
 {
 	struct lint L = {0};
@@ -582,6 +927,11 @@ int compat_lint(const struct compat *kb, const struct manifest *m, struct diags 
 	}
 	if (L.cuda != NULL)
 		lint_driver(&L);
+	if (L.cuda != NULL)
+		lint_cuda_sources(&L);
+	lint_cudnn_sources(&L);
+	lint_python_sources(&L);
+	lint_mixed_precision(&L);
 	for (size_t i = 0; i < m->driver.ngpus; i++)
 		if (m->driver.gpus[i].s != NULL)
 			lint_gpu(&L, &m->driver.gpus[i]);

@@ -22,7 +22,9 @@ enum ctx_flags {
 	CTX_OFFLINE = 1 << 4,
 	CTX_YES = 1 << 5,
 	CTX_TTY = 1 << 6,
-	CTX_NO_GPU = 1 << 7, /* --no-gpu: provisioning without a GPU allowed */
+	CTX_NO_GPU = 1 << 7,      /* --no-gpu: provisioning without a GPU allowed */
+	CTX_REQUIRE_SIG = 1 << 8, /* --require-signature (trust.h) */
+	CTX_ALLOW_LOCAL = 1 << 9, /* --allow-local-urls: file:// and plain-path origins */
 };
 
 struct ctx {
@@ -33,13 +35,24 @@ struct ctx {
 	char *cache_dir; /* absolute host path */
 	char *ca_bundle; /* NULL: system default */
 	struct strvec mirrors;
+	struct strvec trusted_keys; /* --trusted-key files (trust.h) */
 	int jobs;
 	double lock_timeout; /* seconds */
 	struct state *st;    /* open state db, or NULL */
 	int changed;         /* a step changed something during this run */
 };
 
-/* Host path of a root-relative absolute path ("/opt/x" -> "<root>/opt/x"); caller frees. */
+/*
+ * Host path of a root-relative absolute path ("/opt/x" -> "<root>/opt/x"),
+ * resolved with chroot semantics (inroot.c): every symlink on the way is
+ * followed inside the root, so the result never leads out of it. The last
+ * component is not followed (a placed symlink is acted on, not its target);
+ * ctx_host_dir follows it too (a base directory that callers join paths to).
+ * Caller frees.
+ */
 char *ctx_host_path(const struct ctx *c, const char *path);
+char *ctx_host_dir(const struct ctx *c, const char *path);
+/* The root-relative path of a host path under the root (a pointer into it), or NULL. */
+const char *ctx_rel(const struct ctx *c, const char *host);
 
 #endif

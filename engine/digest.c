@@ -1,7 +1,7 @@
 /*
  * digest.c - SHA-256 over OpenSSL EVP. EVP is used rather than a bundled
  * implementation because it picks SHA-NI at run time; reads are 1 MiB
- * because small reads cost EVP a third of its speed (limits.md row 1d).
+ * because small reads cost EVP a third of its speed (measured here).
  *
  * Invariant: s->md is NULL exactly when the context is not live, so final and
  * release are idempotent and error paths can call release unconditionally.

@@ -1,6 +1,6 @@
 /*
  * digest.h - streaming SHA-256 through OpenSSL EVP (SHA-NI on this CPU,
- * 4-5x faster than coreutils, research/limits.md row 1a/1e).
+ * 4-5x faster than coreutils' sha256sum on the build machine).
  *
  * A struct sha256 is fed bytes as they arrive (download, unpack) so that no
  * artifact is ever read twice. sha256_final() yields 64 lowercase hex chars.
@@ -18,7 +18,7 @@ struct sha256 {
 	uint64_t bytes;
 };
 
-/* Reads of this size keep hashing near EVP's peak (limits.md row 1d). */
+/* Reads of this size keep hashing near EVP's peak (small reads cost a third). */
 #define DIGEST_READ_SIZE (1u << 20)
 
 void sha256_init(struct sha256 *s);

@@ -1,6 +1,9 @@
 /* error.c - messages and exit codes for the error vocabulary in error.h. */
 #include "error.h"
 
+#include <errno.h>
+#include <string.h>
+
 volatile int tf_interrupted;
 
 #define TF_ERR_MSG(name, exit, msg) msg,
@@ -10,18 +13,42 @@ static const char *const messages[] = {TF_ERRORS(TF_ERR_MSG)};
 static const int exits[] = {TF_ERRORS(TF_ERR_EXIT)};
 #undef TF_ERR_EXIT
 
+/* The table index of a TF_E* code, or -1 when err is not one. */
+static int err_index(int err)
+{
+	if (err == 0)
+		return 0;
+	int i = -err - TF_ERR_BASE;
+	return i > 0 && i < TF_ERR__COUNT ? i : -1;
+}
+
 const char *tf_strerror(int err)
 {
-	int i = -err;
-	if (i < 0 || i >= TF_ERR__COUNT)
-		return "unknown error";
-	return messages[i];
+	int i = err_index(err);
+	if (i >= 0)
+		return messages[i];
+	if (err < 0 && -err < TF_ERR_BASE)
+		return strerror(-err);
+	return "unknown error";
 }
 
 int tf_exit_code(int err)
 {
-	int i = -err;
-	if (i < 0 || i >= TF_ERR__COUNT)
-		return TF_EXIT_ERROR;
-	return exits[i];
+	int i = err_index(err);
+	return i >= 0 ? exits[i] : TF_EXIT_ERROR;
+}
+
+int tf_err_from_errno(int err)
+{
+	if (err >= 0 || err_index(err) >= 0)
+		return err;
+	switch (-err) {
+	case ENOSPC:
+	case EDQUOT:
+		return TF_ENOSPC;
+	case EINTR:
+		return TF_EINTR;
+	default:
+		return TF_EIO;
+	}
 }

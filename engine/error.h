@@ -2,8 +2,10 @@
  * error.h - the one error vocabulary of tfprov.
  *
  * Functions return int: 0 on success, a negative TF_E* code on failure.
+ * Low-level helpers may return -errno; tf_err_from_errno() converts at the
+ * boundary where a caller needs one of tfprov's codes.
  * tf_exit_code() maps an error to the process exit code documented in
- * README.md (and DESIGN.md section 5); that mapping is a public contract.
+ * README.md ("Exit codes"); that mapping is a public contract.
  */
 #ifndef TFPROV_ERROR_H
 #define TFPROV_ERROR_H
@@ -48,12 +50,23 @@ enum tf_exit {
 enum tf_err_idx { TF_ERRORS(TF_ERR_ENUM) TF_ERR__COUNT };
 #undef TF_ERR_ENUM
 
-/* Error codes are the negated indexes: TF_EFAIL == -1, and so on. */
-#define TF_ERR_DEF(name, exit, msg) static const int name = -(int)name##_IDX;
+/*
+ * Error codes lie outside errno's range so that a helper's -errno can never
+ * be mistaken for one of them (apk-tools starts its codes at 1024 for the same
+ * reason): TF_OK == 0, TF_EFAIL == -(TF_ERR_BASE + 1), and so on. A -errno
+ * that reaches tf_strerror() or tf_exit_code() is reported as the system
+ * error it is, with exit code 1.
+ */
+#define TF_ERR_BASE 1024
+#define TF_ERR_DEF(name, exit, msg)                                                                \
+	static const int name = name##_IDX == 0 ? 0 : -(TF_ERR_BASE + (int)name##_IDX);
 TF_ERRORS(TF_ERR_DEF)
 #undef TF_ERR_DEF
 
 const char *tf_strerror(int err);
+/* Maps a -errno to the closest TF_E* (ENOSPC -> TF_ENOSPC, EINTR -> TF_EINTR,
+ * anything else -> TF_EIO); a TF_E* code or 0 is returned unchanged. */
+int tf_err_from_errno(int err);
 int tf_exit_code(int err);
 
 /* Set by the SIGINT/SIGTERM handler; long loops check it between atomic units. */

@@ -151,6 +151,7 @@ static void host_error(struct fetch_run *r, const char *name, int fatal)
 
 static void item_fail(struct fetch_item *it, int err, char *msg)
 {
+	__atomic_store_n(&it->stream_failed, 1, __ATOMIC_RELEASE);
 	it->err = err;
 	free(it->errmsg);
 	it->errmsg = msg;
@@ -209,10 +210,16 @@ static void build_sources(struct fetch_run *r, struct xfer *x)
 	if (url_is_remote(x->it->url)) {
 		if (!offline)
 			add_source(x, xstrdup(x->it->url), NULL, NULL);
-	} else {
+	} else if (c->flags & CTX_ALLOW_LOCAL) {
 		char *p = url_local_path(x->it->url);
 		if (p)
 			add_source(x, NULL, p, NULL);
+	} else {
+		/* A manifest must not make tfprov copy a local file (/etc/shadow) into the cache. */
+		free(x->last_error);
+		x->last_error = xstrdup("file:// and plain-path URLs are refused unless "
+		                        "--allow-local-urls is given (a --mirror DIR may serve the "
+		                        "file)");
 	}
 }
 
@@ -289,6 +296,8 @@ static int fetch_local(struct fetch_run *r, struct xfer *x)
 	    xasprintf("%s/partial/%s.copy.%d", r->c->cache_dir, x->it->sha256, (int)getpid());
 	unlink(tmp);
 	int e = copy_file_hashing(s->local, tmp, hex, &got);
+	if (e == 0 && chmod(tmp, 0600) != 0)
+		e = -errno;
 	if (e < 0) {
 		free(x->last_error);
 		x->last_error = xasprintf("%s: %s", s->local, strerror(-e));
@@ -403,7 +412,7 @@ static int open_part(struct fetch_run *r, struct xfer *x)
 {
 	struct stat st;
 	if (x->fd < 0) {
-		x->fd = open(x->part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		x->fd = open(x->part, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 		if (x->fd < 0)
 			return -errno;
 	}

@@ -34,10 +34,13 @@ struct fetch_item {
 	 * how many bytes of <cache>/partial/<sha256>.part are written, from
 	 * offset 0, and how often the .part was cut to start over. An unpacker
 	 * can follow the .part while it downloads (unpack_archive_follow); the
-	 * bytes are only trusted once fetch_all has verified them.
+	 * bytes are only trusted once fetch_all has verified them. stream_failed
+	 * is set the moment an attempt fails (hash, size, error): a follower
+	 * stops decoding then.
 	 */
 	uint64_t stream_bytes;
 	int stream_restarts;
+	int stream_failed;
 };
 
 /* Tuning knobs; fetch_opts_default() fills them from ctx and the environment. */

@@ -36,7 +36,7 @@ struct job {
 	unsigned flags;
 };
 
-/* What TF dlopens, per CUDA / cuDNN major (compat-facts 3e; TF's
+/* What TF dlopens, per CUDA / cuDNN major (TF's
  * dso_loader). Dependencies first, though the retry makes order irrelevant. */
 static const char *const cuda11_sonames[] = {
     "libcudart.so.11.0", "libcublasLt.so.11", "libcublas.so.11",   "libcufft.so.10",

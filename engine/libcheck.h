@@ -17,7 +17,7 @@
  * below do) and the order of the list does not matter.
  *
  * The sonames are data: callers pass any list; libcheck_tf_sonames() gives
- * the list TF loads for a CUDA and cuDNN major (compat-facts section 3e).
+ * the list TF loads for a CUDA and cuDNN major (TF's dso_loader, as in libcheck.c).
  * struct libcheck_result owns its items; release it with
  * libcheck_result_release().
  */

@@ -36,7 +36,9 @@ static const struct cmd commands[] = {
     {"doctor", cmd_doctor, CMD_STATE, "doctor [MANIFEST]      diagnose common problems"},
     {"lock", cmd_lock, CMD_MANIFEST, "lock MANIFEST [-o OUT] resolve pins into a full lockfile"},
     {"mirror", cmd_mirror, CMD_STATE,
-     "mirror build DIR MANIFEST...  copy artifacts for offline use"},
+     "mirror build DIR MANIFEST... [--key K]  copy artifacts for offline use"},
+    {"sign", cmd_sign, CMD_MANIFEST, "sign --key KEY MANIFEST...  write MANIFEST.minisig"},
+    {"keygen", cmd_keygen, 0, "keygen --key KEY       write a minisign key pair KEY, KEY.pub"},
 };
 
 static void usage(FILE *f)
@@ -59,7 +61,11 @@ static void usage(FILE *f)
 	    "  --ca-bundle FILE     CA certificates for HTTPS\n"
 	    "  --lock-timeout SEC   wait this long for another run (default 0)\n"
 	    "  --no-gpu             allow provisioning without a GPU (checks reported as skipped)\n"
+	    "  --allow-local-urls   fetch file:// and plain-path artifact URLs (--mirror DIR needs "
+	    "no flag)\n"
 	    "  --detailed-exitcode  plan: exit 2 when there are changes\n"
+	    "  --trusted-key FILE   trust this minisign public key (repeatable)\n"
+	    "  --require-signature  refuse a manifest without a trusted signature\n"
 	    "\nexit codes: 0 ok, 1 error, 2 changes pending, 3 manifest invalid, 4 locked,\n"
 	    "  5 integrity failure, 6 precondition failed, 7 reboot required,\n"
 	    "  8 verify/benchmark failed, 64 usage, 130 interrupted\n");
@@ -97,6 +103,10 @@ enum {
 	OPT_HISTORY,
 	OPT_NO_GPU,
 	OPT_GENERATION,
+	OPT_KEY,
+	OPT_TRUSTED_KEY,
+	OPT_REQUIRE_SIG,
+	OPT_ALLOW_LOCAL,
 };
 
 int main(int argc, char **argv)
@@ -121,7 +131,11 @@ int main(int argc, char **argv)
 	    {"history", no_argument, NULL, OPT_HISTORY},
 	    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
 	    {"generation", required_argument, NULL, OPT_GENERATION},
+	    {"allow-local-urls", no_argument, NULL, OPT_ALLOW_LOCAL},
 	    {"output", required_argument, NULL, 'o'},
+	    {"key", required_argument, NULL, OPT_KEY},
+	    {"trusted-key", required_argument, NULL, OPT_TRUSTED_KEY},
+	    {"require-signature", no_argument, NULL, OPT_REQUIRE_SIG},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -204,6 +218,9 @@ int main(int argc, char **argv)
 		case OPT_NO_GPU:
 			c.flags |= CTX_NO_GPU;
 			break;
+		case OPT_ALLOW_LOCAL:
+			c.flags |= CTX_ALLOW_LOCAL;
+			break;
 		case OPT_GENERATION:
 			o.generation = strtol(optarg, &end, 10);
 			if (*end || o.generation < 1) {
@@ -214,6 +231,15 @@ int main(int argc, char **argv)
 			break;
 		case 'o':
 			o.out = optarg;
+			break;
+		case OPT_KEY:
+			o.key = optarg;
+			break;
+		case OPT_TRUSTED_KEY:
+			strvec_push(&c.trusted_keys, optarg);
+			break;
+		case OPT_REQUIRE_SIG:
+			c.flags |= CTX_REQUIRE_SIG;
 			break;
 		case 'h':
 			usage(stdout);
@@ -260,9 +286,15 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* The real path: host paths under the root are built on it (inroot.c). */
+	char *real = realpath(c.root, NULL);
+	if (real) {
+		free(c.root);
+		c.root = real;
+	}
 	c.rootfd = open(c.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	c.state_dir = state_dir ? absolute(state_dir) : ctx_host_path(&c, "/var/lib/tfprov");
-	c.cache_dir = cache_dir ? absolute(cache_dir) : ctx_host_path(&c, "/var/cache/tfprov");
+	c.state_dir = state_dir ? absolute(state_dir) : ctx_host_dir(&c, "/var/lib/tfprov");
+	c.cache_dir = cache_dir ? absolute(cache_dir) : ctx_host_dir(&c, "/var/cache/tfprov");
 
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
@@ -321,6 +353,7 @@ out:
 	free(c.cache_dir);
 	free(c.ca_bundle);
 	strvec_release(&c.mirrors);
+	strvec_release(&c.trusted_keys);
 	strvec_release(&o.args);
 	return ex;
 }

@@ -12,19 +12,23 @@
  *    (NUL bytes) or not UTF-8, so libyaml never sees such input.
  */
 #include "manifest.h"
+#include "digest.h"
 #include "error.h"
 #include "util.h"
 #include "yamltree.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
-#define MAX_SIZE_BYTES (64ll << 30) /* 64 GiB: larger than any NVIDIA archive */
+#define MAX_SIZE_BYTES     (64ll << 30) /* 64 GiB: larger than any NVIDIA archive */
+#define MAX_UNPACKED_BYTES (1ll << 40)
 
 struct pctx {
 	const char *file;
@@ -224,7 +228,8 @@ static void check_abs_path(struct pctx *p, struct mstr *v, const char *what)
 static void parse_artifact(struct pctx *p, const struct ynode *n, const char *what,
                            struct artifact *a)
 {
-	static const char *const keys[] = {"name", "url", "sha256", "size", "strip", NULL};
+	static const char *const keys[] = {"name",  "url",           "sha256", "size",
+	                                   "strip", "unpacked_size", NULL};
 	a->pos = n->pos;
 	if (!want_type(p, n, Y_MAP, what))
 		return;
@@ -234,6 +239,8 @@ static void parse_artifact(struct pctx *p, const struct ynode *n, const char *wh
 	get_str(p, n, "sha256", "artifact sha256", &a->sha256);
 	get_int(p, n, "size", "artifact size", 1, MAX_SIZE_BYTES, &a->size);
 	get_int(p, n, "strip", "artifact strip", 0, 8, &a->strip);
+	get_int(p, n, "unpacked_size", "artifact unpacked_size", 0, MAX_UNPACKED_BYTES,
+	        &a->unpacked_size);
 	const char *label = a->name.set ? a->name.s : what;
 	if (!a->url.set)
 		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "artifact.no-url", NULL,
@@ -337,11 +344,82 @@ static struct pos block_line_pos(struct pctx *p, const struct ynode *n, size_t i
 	return pos;
 }
 
-/* Reads a file named relative to the manifest's directory. */
+/*
+ * What a diagnostic quotes of a line of a lock or requirements file: at most
+ * EXCERPT_MAX bytes, printable ASCII only ('?' for the rest), "..." when cut.
+ * A side file is the manifest author's choice of file, so its lines are
+ * never echoed whole. Used as Q(s) in an argument list (a C11 temporary).
+ */
+#define EXCERPT_MAX 40
+struct excerpt {
+	char s[EXCERPT_MAX + 4];
+};
+static struct excerpt excerpt(const char *in)
+{
+	struct excerpt e;
+	size_t i = 0;
+	for (; in[i] && i < EXCERPT_MAX; i++)
+		e.s[i] = in[i] >= 0x20 && in[i] < 0x7f ? in[i] : '?';
+	strcpy(e.s + i, in[i] ? "..." : "");
+	return e;
+}
+#define Q(str) (excerpt(str).s)
+
+/*
+ * Opens a side file (python.lock_file, pip.requirements_file) beneath the
+ * manifest's directory: a relative path whose resolution, symlinks included,
+ * never leaves that directory (openat2 RESOLVE_BENEATH; without openat2,
+ * realpath and a prefix check). -1 with *why set when it would.
+ */
+static int open_beneath(const char *dir, const char *name, const char **why)
+{
+	*why = NULL;
+	if (name[0] == '/') {
+		*why = "an absolute path";
+		return -1;
+	}
+	int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -1;
+	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
+	                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+	int fd = (int)syscall(SYS_openat2, dfd, name, &how, sizeof(how));
+	if (fd < 0 && (errno == ENOSYS || errno == EPERM)) {
+		char *full = path_join(dir, name);
+		char *real = realpath(full, NULL), *rdir = realpath(dir, NULL);
+		size_t n = rdir ? strlen(rdir) : 0;
+		if (real && rdir && strncmp(real, rdir, n) == 0 && (real[n] == '/' || n == 1))
+			fd = open(real, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		else if (real && rdir)
+			errno = EXDEV;
+		free(full);
+		free(real);
+		free(rdir);
+	}
+	int e = errno;
+	if (fd < 0 && e == EXDEV)
+		*why = "a path that leads out of the manifest's directory ('..' or a symlink)";
+	close(dfd);
+	errno = e;
+	return fd;
+}
+
+/* Reads a file named relative to the manifest's directory, beneath it. */
 static int read_side_file(struct pctx *p, struct mstr *name, char **text, size_t *len, char **path)
 {
-	*path = name->s[0] == '/' ? xstrdup(name->s) : path_join(p->dir, name->s);
-	int rc = read_file_at(AT_FDCWD, *path, MANIFEST_MAX_BYTES, text, len);
+	const char *why = NULL;
+	*path = path_join(p->dir, name->s);
+	int fd = open_beneath(p->dir, name->s, &why);
+	if (fd < 0 && why) {
+		diags_add(p->d, DIAG_ERROR, p->file, name->pos, "schema.side-file",
+		          "keep lock and requirements files in the manifest's directory tree and "
+		          "name them relative to it",
+		          "'%s' is %s; side files must stay beside the manifest", name->s, why);
+		return -1;
+	}
+	int rc = fd < 0 ? -errno : read_fd(fd, MANIFEST_MAX_BYTES, text, len);
+	if (fd >= 0)
+		close(fd);
 	if (rc != 0) {
 		diags_add(p->d, DIAG_ERROR, p->file, name->pos, "schema.file",
 		          "the path is relative to the manifest's directory",
@@ -400,7 +478,7 @@ int conda_explicit_parse(const char *file, const char *text, struct pos base, in
 			if (hash == NULL) {
 				diags_add(d, DIAG_ERROR, file, pos, "conda.no-hash",
 				          "append #sha256:<64 hex> to the URL",
-				          "conda package '%s' has no hash", t);
+				          "conda package '%s' has no hash", Q(t));
 				goto next;
 			}
 			*hash++ = '\0';
@@ -412,13 +490,13 @@ int conda_explicit_parse(const char *file, const char *text, struct pos base, in
 				diags_add(
 				    d, DIAG_ERROR, file, pos, "conda.bad-hash",
 				    "use #sha256:<64 lowercase hex> (CEP 23) or #<32 hex md5>",
-				    "conda package hash '%s' is malformed", hash);
+				    "conda package hash '%s' is malformed", Q(hash));
 				goto next;
 			}
 			if (!(str_starts_with(t, "https://") || str_starts_with(t, "http://") ||
 			      str_starts_with(t, "file://"))) {
 				diags_add(d, DIAG_ERROR, file, pos, "conda.bad-url", NULL,
-				          "'%s' is not a package URL", t);
+				          "'%s' is not a package URL", Q(t));
 				goto next;
 			}
 			const char *fn = strrchr(t, '/') + 1;
@@ -430,7 +508,7 @@ int conda_explicit_parse(const char *file, const char *text, struct pos base, in
 			else {
 				diags_add(d, DIAG_ERROR, file, pos, "conda.bad-url",
 				          "conda packages end in .conda or .tar.bz2",
-				          "'%s' is not a conda package file name", fn);
+				          "'%s' is not a conda package file name", Q(fn));
 				goto next;
 			}
 			char *stem = xstrndup(fn, fl);
@@ -443,7 +521,7 @@ int conda_explicit_parse(const char *file, const char *text, struct pos base, in
 			if (b == NULL || v == NULL || v == stem) {
 				diags_add(d, DIAG_ERROR, file, pos, "conda.bad-url",
 				          "file names are NAME-VERSION-BUILD.conda",
-				          "cannot read name-version-build from '%s'", fn);
+				          "cannot read name-version-build from '%s'", Q(fn));
 				free(stem);
 				goto next;
 			}
@@ -545,7 +623,7 @@ int pip_requirements_parse(const char *file, const char *text, struct pos base, 
 				if (!str_starts_with(h, "sha256:") || !is_hex64(h + 7)) {
 					diags_add(d, DIAG_ERROR, file, lpos, "pip.bad-hash",
 					          "use --hash=sha256:<64 lowercase hex>",
-					          "malformed hash option '%s'", tok);
+					          "malformed hash option '%s'", Q(tok));
 					bad = 1;
 					continue;
 				}
@@ -555,7 +633,7 @@ int pip_requirements_parse(const char *file, const char *text, struct pos base, 
 				diags_add(d, DIAG_ERROR, file, lpos, "pip.option",
 				          "only --hash options are allowed; set the index with "
 				          "pip.index_url",
-				          "pip option '%s' is not allowed in pins", tok);
+				          "pip option '%s' is not allowed in pins", Q(tok));
 				bad = 1;
 			} else {
 				if (spec.len)
@@ -604,11 +682,11 @@ int pip_requirements_parse(const char *file, const char *text, struct pos base, 
 			    d, DIAG_ERROR, file, lpos, "pip.unpinned",
 			    "pin an exact version with ==, as `pip-compile --generate-hashes` or "
 			    "`uv export` write it, or reference a wheel: name @ https://.../x.whl",
-			    "requirement '%s' is not pinned to one version", r.spec);
+			    "requirement '%s' is not pinned to one version", Q(r.spec));
 		else if (!bad && r.nhashes == 0)
 			diags_add(d, DIAG_ERROR, file, lpos, "pip.no-hash",
 			          "add --hash=sha256:<hex> for every file of this release",
-			          "requirement '%s' has no --hash", r.spec);
+			          "requirement '%s' has no --hash", Q(r.spec));
 		if (*nreqs == cap) {
 			cap = cap ? cap * 2 : 32;
 			*reqs = xrealloc(*reqs, cap * sizeof(**reqs));
@@ -632,12 +710,13 @@ static void parse_stack(struct pctx *p, const struct ynode *n, struct manifest *
 	if (!m->stack.name.set)
 		err(p, n->pos, "schema.required", "e.g. name: stable-2.15",
 		    "stack.name is required");
-	else if (m->stack.name.s[0] == '\0' ||
+	else if (m->stack.name.s[0] == '\0' || m->stack.name.s[0] == '.' ||
 	         strspn(m->stack.name.s, "abcdefghijklmnopqrstuvwxyz0123456789._-") !=
 	             strlen(m->stack.name.s) ||
 	         strlen(m->stack.name.s) > 64)
 		err(p, m->stack.name.pos, "schema.name",
-		    "use lowercase letters, digits, '.', '_' and '-' (at most 64)",
+		    "one path component: lowercase letters, digits, '.', '_' and '-' (at most "
+		    "64), not starting with '.'",
 		    "stack name '%s' is not allowed", m->stack.name.s);
 	if (!m->stack.platform_s.set) {
 		err(p, n->pos, "schema.required", "one of: linux-x86_64 wsl2 windows-x86_64",
@@ -823,7 +902,7 @@ static void parse_pip_into(const char *file, const char *text, struct pos base, 
  */
 static void parse_text_or_file(struct pctx *p, const struct ynode *node, struct mstr *text_out,
                                struct mstr *file, const char *what, const char *what_file,
-                               text_parse_fn fn, struct manifest *m)
+                               text_parse_fn fn, struct manifest *m, char file_sha256[65])
 {
 	if (node && want_type(p, node, Y_SCALAR, what)) {
 		*text_out = (struct mstr){xstrdup(node->str), node->pos, 1};
@@ -837,8 +916,11 @@ static void parse_text_or_file(struct pctx *p, const struct ynode *node, struct 
 	if (node)
 		err(p, file->pos, "schema.conflict", "keep one of them", "%s and %s are both given",
 		    what, what_file);
-	else if (read_side_file(p, file, &text, &len, &path) == 0)
+	else if (read_side_file(p, file, &text, &len, &path) == 0) {
+		/* What a signature of the manifest must cover (cli_check_signature). */
+		sha256_buf(text, len, file_sha256);
 		fn(path, text, (struct pos){1, 1}, 0, m, p->d);
+	}
 	free(text);
 	free(path);
 }
@@ -886,7 +968,7 @@ static void parse_python(struct pctx *p, const struct ynode *n, struct manifest 
 	}
 	struct ynode *lk = ymap_get(n, "lock");
 	parse_text_or_file(p, lk, &m->python.lock, &m->python.lock_file, "python.lock",
-	                   "python.lock_file", parse_conda_into, m);
+	                   "python.lock_file", parse_conda_into, m, m->python.lock_file_sha256);
 	if (m->python.manager == PYENV_CONDA && !lk && !m->python.lock_file.set)
 		err(p, n->pos, "schema.required",
 		    "tfprov installs conda envs from an explicit lock (conda list --explicit "
@@ -912,7 +994,8 @@ static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 	get_bool(p, n, "complete", "pip.complete", &m->pip.complete);
 	struct ynode *rq = ymap_get(n, "requirements");
 	parse_text_or_file(p, rq, &m->pip.requirements, &m->pip.requirements_file,
-	                   "pip.requirements", "pip.requirements_file", parse_pip_into, m);
+	                   "pip.requirements", "pip.requirements_file", parse_pip_into, m,
+	                   m->pip.requirements_file_sha256);
 	if (!rq && !m->pip.requirements_file.set)
 		err(p, n->pos, "schema.required", NULL,
 		    "pip needs requirements or requirements_file");

@@ -47,6 +47,7 @@ struct artifact {
 	struct mstr sha256;        /* 64 lowercase hex when valid */
 	struct mint size;          /* bytes; size.set == 0 is reported as a gap */
 	struct mint strip;         /* leading path components to strip when unpacking */
+	struct mint unpacked_size; /* bytes of file data the archive unpacks to, if recorded */
 	struct mstr relative_path; /* from a redist manifest, informational */
 	struct mstr component;     /* redist component name, if resolved from one */
 };
@@ -167,10 +168,11 @@ struct manifest {
 		struct mstr manager_s;
 		enum pyenv_manager manager;
 		struct mstr name;
-		struct mstr version;     /* defaults to versions.python */
-		struct mstr interpreter; /* venv: explicit python path */
-		struct mstr lock;        /* conda explicit text, inline */
-		struct mstr lock_file;   /* or a path relative to the manifest */
+		struct mstr version;       /* defaults to versions.python */
+		struct mstr interpreter;   /* venv: explicit python path */
+		struct mstr lock;          /* conda explicit text, inline */
+		struct mstr lock_file;     /* or a path relative to the manifest */
+		char lock_file_sha256[65]; /* of the lock_file bytes parsed; "" when none */
 		struct conda_pkg *pkgs;
 		size_t npkgs;
 		struct mstr specs[32]; /* conda match specs the user asked for, e.g. cudnn=8.9.4 */
@@ -181,8 +183,9 @@ struct manifest {
 	struct {
 		int set;
 		struct pos pos;
-		struct mstr requirements;      /* inline */
-		struct mstr requirements_file; /* or a file */
+		struct mstr requirements;          /* inline */
+		struct mstr requirements_file;     /* or a file */
+		char requirements_file_sha256[65]; /* of its bytes as parsed; "" when none */
 		struct mstr index_url;
 		struct mbool complete; /* the lock is the full closure: --no-deps */
 		struct pip_req *reqs;

@@ -714,28 +714,41 @@ void txn_abort(struct txn *t)
 /*
  * Creates the missing directories above a root-relative path, journaling
  * each one first ('mkdir'), so that an aborted step leaves no empty
- * directories behind (undo removes them if still empty).
+ * directories behind (undo removes them if still empty). The parent is
+ * resolved inside the root first (a symlinked /opt leads to where it points
+ * in the root); the directories journaled are the resolved ones.
  */
 static int mkdirs_journaled(struct txn *t, const char *path)
 {
-	char *p = xstrdup(path);
-	int rc = 0;
-	for (char *s = p + 1; *s && rc == 0; s++) {
-		if (*s != '/')
+	const char *slash = strrchr(path, '/');
+	if (slash == NULL || slash == path)
+		return 0;
+	char *parent = xstrndup(path, (size_t)(slash - path));
+	char *host = ctx_host_dir(t->c, parent);
+	const char *rel = ctx_rel(t->c, host);
+	char *p = rel ? xstrdup(rel) : NULL;
+	int rc = p ? 0 : fail(t, TF_EIO, "%s leads out of the root", parent);
+	for (char *s = p ? p + 1 : NULL; s && rc == 0; s++) {
+		char saved = *s;
+		if (saved != '/' && saved != '\0')
 			continue;
 		*s = '\0';
-		char *host = ctx_host_path(t->c, p);
+		char *h = ctx_host_path(t->c, p);
 		struct stat st;
-		if (lstat(host, &st) != 0) {
+		if (lstat(h, &st) != 0) {
 			if (journal_add(t, "mkdir", p, NULL, NULL) == 0)
 				rc = fail(t, TF_ESTATE, "cannot write the journal");
-			else if (mkdir(host, 0755) != 0 && errno != EEXIST)
+			else if (mkdir(h, 0755) != 0 && errno != EEXIST)
 				rc = fail(t, TF_EIO, "cannot create %s: %s", p, strerror(errno));
 		}
-		free(host);
-		*s = '/';
+		free(h);
+		*s = saved;
+		if (saved == '\0')
+			break;
 	}
 	free(p);
+	free(host);
+	free(parent);
 	return rc;
 }
 
@@ -747,9 +760,8 @@ int txn_stage_dir(struct txn *t, const char *near_path, char **host_out)
 	char *host = ctx_host_path(t->c, near_path);
 	char *dir = xstrndup(host, (size_t)(strrchr(host, '/') - host));
 	char *stage = sibling(t, host, "stage");
-	char *rel = xstrdup(stage + (strcmp(t->c->root, "/") == 0 ? 0 : strlen(t->c->root)));
-	int64_t id = journal_add(t, "stage", rel, NULL, NULL);
-	free(rel);
+	const char *rel = ctx_rel(t->c, stage);
+	int64_t id = rel ? journal_add(t, "stage", rel, NULL, NULL) : 0;
 	free(dir);
 	free(host);
 	if (id == 0) {

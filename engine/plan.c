@@ -53,7 +53,7 @@ struct drift_row {
 };
 
 struct drift_part {
-	const char *root;
+	const struct ctx *c;
 	struct drift_row *rows;
 	size_t n;
 	int missing, changed;
@@ -63,7 +63,7 @@ static void *drift_part_run(void *arg)
 {
 	struct drift_part *d = arg;
 	struct dirwalk w;
-	dirwalk_init(&w, d->root);
+	dirwalk_init(&w, d->c);
 	for (size_t i = 0; i < d->n; i++) {
 		const struct drift_row *r = &d->rows[i];
 		struct stat st;
@@ -112,8 +112,7 @@ int64_t drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed)
 		n++;
 	}
 	sqlite3_finalize(s);
-	struct drift_part parts[2] = {{c->root, rows, n / 2, 0, 0},
-	                              {c->root, rows + n / 2, n - n / 2, 0, 0}};
+	struct drift_part parts[2] = {{c, rows, n / 2, 0, 0}, {c, rows + n / 2, n - n / 2, 0, 0}};
 	pthread_t th;
 	int threaded = n >= 2048 && pthread_create(&th, NULL, drift_part_run, &parts[0]) == 0;
 	if (!threaded)
@@ -446,6 +445,8 @@ int plan_apply(struct ctx *c, const struct manifest *m, struct plan *p)
 	if (stack_id == 0 || gen == 0)
 		return TF_ESTATE;
 	rc = execute(c, m, p, stack_id);
+	if (rc == 0 && state_stack_applied(c->st, stack_id, m->path) != 0)
+		rc = TF_ESTATE;
 	state_gen_finish(c->st, gen, rc == 0 ? "ok" : rc == TF_EINTR ? "interrupted" : "failed");
 	return rc;
 }

@@ -91,6 +91,29 @@ static int is_lower_hex64(const char *s)
 }
 
 /* Resolves one component; appends to *out. 0 or TF_EMANIFEST with *errmsg. */
+
+/*
+ * A relative_path is joined to the JSON's URL and fetched (file:// URLs are
+ * decoded): only plain components of NVIDIA's file-name characters, none "."
+ * or "..", so no escape (%2e%2e, a backslash, '?') can lead elsewhere.
+ */
+static int safe_relative_path(const char *rp)
+{
+	if (rp == NULL || rp[0] == '\0' || rp[0] == '/')
+		return 0;
+	if (rp[strspn(rp, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._+-/")])
+		return 0;
+	for (const char *c = rp; *c;) {
+		size_t n = strcspn(c, "/");
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return 0;
+		c += n;
+		if (*c == '/')
+			c++;
+	}
+	return rp[strlen(rp) - 1] != '/';
+}
+
 static int resolve_one(json_t *root, const char *label, const char *base, const char *name,
                        const char *platform, const char *variant, struct redist_artifact **out,
                        size_t *nout, char **errmsg)
@@ -163,7 +186,7 @@ static int resolve_one(json_t *root, const char *label, const char *base, const 
 	const char *rp = json_string_value(json_object_get(entry, "relative_path"));
 	const char *sha = json_string_value(json_object_get(entry, "sha256"));
 	int64_t size = -1;
-	if (rp == NULL || rp[0] == '\0' || rp[0] == '/' || strstr(rp, "..") != NULL) {
+	if (!safe_relative_path(rp)) {
 		*errmsg =
 		    xasprintf("redist %s: component '%s' has a bad relative_path", label, name);
 		return TF_EMANIFEST;

@@ -373,10 +373,3 @@ void ev_progress(struct ctx *c, const char *step, const char *item, uint64_t don
 	                  .total = total};
 	ev_emit(c, &e);
 }
-
-char *ctx_host_path(const struct ctx *c, const char *path)
-{
-	if (c->root == NULL || strcmp(c->root, "/") == 0)
-		return xstrdup(path);
-	return path_join(c->root, path);
-}

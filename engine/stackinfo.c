@@ -49,20 +49,20 @@ void stackinfo_from_manifest(struct ctx *c, struct manifest *m, struct stackinfo
 	out->has_cudnn = m->cudnn.set;
 	if (m->cuda.set) {
 		char *p = stack_cuda_prefix(m);
-		out->cuda_prefix = ctx_host_path(c, p);
+		out->cuda_prefix = ctx_host_dir(c, p);
 		strvec_pushf(&out->lib_dirs, "%s/lib64", out->cuda_prefix);
 		free(p);
 	}
 	if (m->cudnn.set) {
 		char *p = stack_cudnn_prefix(m);
-		out->cudnn_prefix = ctx_host_path(c, p);
+		out->cudnn_prefix = ctx_host_dir(c, p);
 		if (m->cudnn.placement == PLACEMENT_SEPARATE)
 			strvec_pushf(&out->lib_dirs, "%s/lib", out->cudnn_prefix);
 		free(p);
 	}
 	if (m->python.set) {
 		char *p = stack_env_prefix(m);
-		out->env_prefix = ctx_host_path(c, p);
+		out->env_prefix = ctx_host_dir(c, p);
 		out->python = path_join(out->env_prefix, "bin/python");
 		free(p);
 	}

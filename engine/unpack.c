@@ -111,6 +111,10 @@ static la_ssize_t follow_read(struct archive *a, void *ud, const void **out)
 			archive_set_error(a, EAGAIN, "the download started over");
 			return -1;
 		}
+		if (s->f->failed && __atomic_load_n(s->f->failed, __ATOMIC_ACQUIRE)) {
+			archive_set_error(a, EAGAIN, "the download failed");
+			return -1;
+		}
 		int done = __atomic_load_n(s->f->done, __ATOMIC_ACQUIRE);
 		uint64_t avail = __atomic_load_n(s->f->bytes, __ATOMIC_ACQUIRE);
 		if (s->fd < 0)
@@ -549,6 +553,16 @@ struct writer {
 	uint64_t last_progress;
 	int64_t archive_size;
 	const char *label;
+	const struct unpack_follow *follow;
+	uint64_t budget; /* most file bytes this unpack may write (0: no limit unless pinned) */
+	/*
+	 * What a decoding error is: bytes that cannot be decoded are a damaged
+	 * archive (TF_EINTEGRITY, exit 5) once they are the final file; while a
+	 * download is followed they may just be incomplete (TF_EIO: the caller
+	 * unpacks the verified file instead).
+	 */
+	int corrupt;
+	int pinned; /* the budget is the recorded unpacked_size */
 };
 
 static void w_fail(struct writer *w, int err, const char *fmt, ...)
@@ -688,6 +702,32 @@ static int clear_leaf(struct writer *w, int pfd, const char *base, const char *e
 	return 0;
 }
 
+/*
+ * Bytes not verified yet are decoded on a budget: `len` more bytes must fit
+ * in it, and the download being followed must not have failed. Otherwise the
+ * unpack stops now (the queue is aborted, so the decoder stops too) instead
+ * of decoding what is already known to be useless or hostile.
+ */
+static int over_budget(struct writer *w, struct queue *q, size_t len)
+{
+	if (w->follow && w->follow->failed && __atomic_load_n(w->follow->failed, __ATOMIC_ACQUIRE))
+		w_fail(w, TF_EFAIL, "the download failed; decoding stopped");
+	else if (w->pinned && w->res->bytes + len > w->budget)
+		w_fail(w, TF_EINTEGRITY,
+		       "unpacks to more than its recorded unpacked_size of %llu bytes; decoding "
+		       "stopped",
+		       (unsigned long long)w->budget);
+	else if (w->budget && w->res->bytes + len > w->budget)
+		w_fail(w, TF_EFAIL,
+		       "more than %llu bytes (%dx its size) before its download was verified; "
+		       "decoding stopped",
+		       (unsigned long long)w->budget, UNPACK_RATIO);
+	else
+		return 0;
+	queue_abort(q);
+	return 1;
+}
+
 /* Writes one regular file; consumes its DATA messages through FILE_END. */
 static void write_file(struct writer *w, struct queue *q, int pfd, const char *base,
                        const char *rel, struct raw_entry *e)
@@ -712,6 +752,10 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 	for (;;) {
 		struct msg m = queue_pop(q);
 		if (m.kind == M_DATA) {
+			if (over_budget(w, q, m.len)) {
+				buf_give(q, m.buf);
+				break;
+			}
 			if (fd >= 0 && !w->err) {
 				if (!e->decoder_hashes)
 					sha256_update(&sha, m.buf, m.len);
@@ -739,9 +783,9 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 		}
 		/* ERROR mid-file (truncated archive): report it and stop. */
 		if (m.kind == M_ERROR)
-			w_fail(w, TF_EIO, "%s (in '%s')", m.err, rel);
+			w_fail(w, w->corrupt, "%s (in '%s')", m.err, rel);
 		else
-			w_fail(w, TF_EIO, "archive ended inside '%s'", rel);
+			w_fail(w, w->corrupt, "archive ended inside '%s'", rel);
 		free(m.err);
 		raw_entry_free(m.e);
 		break;
@@ -782,9 +826,9 @@ static void drain_file(struct writer *w, struct queue *q)
 		buf_give(q, m.buf);
 		raw_entry_free(m.e);
 		if (m.kind == M_ERROR)
-			w_fail(w, TF_EIO, "%s", m.err);
+			w_fail(w, w->corrupt, "%s", m.err);
 		else if (m.kind == M_EOF || m.kind == M_ENTRY)
-			w_fail(w, TF_EIO, "archive ended inside an entry");
+			w_fail(w, w->corrupt, "archive ended inside an entry");
 		free(m.err);
 		if (m.kind != M_DATA)
 			return;
@@ -996,22 +1040,31 @@ void unpack_result_release(struct unpack_result *res)
 }
 
 static int unpack_common(struct ctx *c, const char *archive, const struct unpack_follow *follow,
-                         const char *dest_dir, int strip, struct unpack_result *res, char **errmsg);
+                         int64_t pinned, const char *dest_dir, int strip, struct unpack_result *res,
+                         char **errmsg);
 
 int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
                    struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, archive, NULL, dest_dir, strip, res, errmsg);
+	return unpack_common(c, archive, NULL, -1, dest_dir, strip, res, errmsg);
+}
+
+int unpack_archive_pinned(struct ctx *c, const char *archive, uint64_t unpacked_size,
+                          const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
+{
+	return unpack_common(c, archive, NULL, (int64_t)unpacked_size, dest_dir, strip, res,
+	                     errmsg);
 }
 
 int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_follow *follow,
                           const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, part, follow, dest_dir, strip, res, errmsg);
+	return unpack_common(c, part, follow, -1, dest_dir, strip, res, errmsg);
 }
 
 static int unpack_common(struct ctx *c, const char *archive, const struct unpack_follow *follow,
-                         const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
+                         int64_t pinned, const char *dest_dir, int strip, struct unpack_result *res,
+                         char **errmsg)
 {
 	struct writer w = {.c = c,
 	                   .archive = archive,
@@ -1033,8 +1086,14 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 	w.label = strrchr(archive, '/') ? strrchr(archive, '/') + 1 : archive;
 	if (follow && follow->label)
 		w.label = follow->label;
+	w.corrupt = follow ? TF_EIO : TF_EINTEGRITY;
+	w.budget = pinned >= 0 ? (uint64_t)pinned : 0;
+	w.pinned = pinned >= 0;
 	if (follow) {
 		w.archive_size = follow->size;
+		w.follow = follow;
+		w.budget = follow->budget;
+		w.pinned = follow->budget_pinned;
 	} else if (stat(archive, &st) < 0) {
 		w_fail(&w, TF_EIO, "cannot read: %s", strerror(errno));
 		goto out;
@@ -1065,13 +1124,13 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 	for (;;) {
 		if (tf_interrupted)
 			w_fail(&w, TF_EINTR, "interrupted");
-		if (w.err)
+		if (w.err || over_budget(&w, q, 0))
 			break;
 		struct msg m = queue_pop(q);
 		if (m.kind == M_EOF)
 			break;
 		if (m.kind == M_ERROR) {
-			w_fail(&w, TF_EIO, "%s", m.err);
+			w_fail(&w, w.corrupt, "%s", m.err);
 			free(m.err);
 			break;
 		}

@@ -4,7 +4,7 @@
  * Decoding (the expensive part for xz) runs on its own thread and file
  * creation on the caller's, connected by a bounded queue, so the two use both
  * cores and memory stays bounded whatever the archive size
- * (research/limits.md: on two cores this is the only way to beat the shell).
+ * (measured: on two cores this is the only way to beat the shell; bench/README.md).
  *
  * Safety: an archive can only create regular files, directories, symlinks
  * and hard links strictly inside dest_dir. Anything else is refused with
@@ -45,28 +45,51 @@ struct unpack_result {
  * names, device nodes, FIFOs and sockets, symlinks/hardlinks whose target
  * leaves dest, an entry that would write through a symlink. Drops set-uid,
  * set-gid and sticky bits. No fsync: the caller does one syncfs.
- * Returns 0, TF_EUNSAFE, TF_EIO (corrupt/unreadable archive, write error),
+ * Returns 0, TF_EUNSAFE, TF_EINTEGRITY (bytes that do not decode: a
+ * truncated or corrupt archive), TF_EIO (unreadable file, write error),
  * TF_ENOSPC, TF_EINTR or TF_EFAIL (dest exists) with *errmsg set.
  */
 int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
                    struct unpack_result *res, char **errmsg);
 void unpack_result_release(struct unpack_result *res);
 
+/*
+ * unpack_archive() with a hard limit: an archive whose files add up to more
+ * than its recorded unpacked_size is refused with TF_EINTEGRITY (and
+ * dest_dir removed) the moment the limit would be passed.
+ */
+int unpack_archive_pinned(struct ctx *c, const char *archive, uint64_t unpacked_size,
+                          const char *dest_dir, int strip, struct unpack_result *res,
+                          char **errmsg);
+
+/* Budget for an archive not verified yet whose unpacked size is not recorded:
+ * this many times its compressed size (NVIDIA's redist archives unpack to 2-4x). */
+#define UNPACK_RATIO 20
+
 /* A file being downloaded by another thread (fetch_item's stream fields). */
 struct unpack_follow {
 	const uint64_t *bytes; /* bytes written so far, from offset 0 */
 	const int *restarts;   /* changes when the file is cut to start over */
 	const int *done;       /* set once the writer has finished (ok or not) */
+	const int *failed;     /* set when this download failed (hash, size, error), or NULL */
 	int64_t size;          /* the expected size, -1 if unknown */
 	const char *label;     /* name in progress events and messages, or NULL */
+	uint64_t budget;       /* most file bytes to write before verification, 0: none */
+	int budget_pinned;     /* budget is the recorded unpacked_size (see below) */
 };
 
 /*
  * unpack_archive() of a file that is still being written: decoding overlaps
  * the download. The bytes are not verified yet: the caller places nothing
  * until the download's sha256 is checked. Fails (and removes dest_dir) when
- * the download starts over or ends early; the caller then unpacks the final,
- * verified file with unpack_archive().
+ * the download starts over, ends early or fails; the caller then unpacks the
+ * final, verified file with unpack_archive().
+ *
+ * Unverified bytes are decoded on a budget: writing more than `budget` file
+ * bytes stops the decoder at once and removes dest_dir. A pinned budget (the
+ * lock's unpacked_size) exceeded is TF_EINTEGRITY; otherwise (a ratio of
+ * the compressed size) it is TF_EFAIL, and the caller waits for the
+ * verification before unpacking anything.
  */
 int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_follow *follow,
                           const char *dest_dir, int strip, struct unpack_result *res,

@@ -229,11 +229,18 @@ out:
 
 int read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *outlen)
 {
-	int rc = 0;
-	struct strbuf sb = STRBUF_INIT;
 	int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	int rc = read_fd(fd, max, out, outlen);
+	close(fd);
+	return rc;
+}
+
+int read_fd(int fd, size_t max, char **out, size_t *outlen)
+{
+	int rc = 0;
+	struct strbuf sb = STRBUF_INIT;
 	char buf[65536];
 	for (;;) {
 		ssize_t n = read(fd, buf, sizeof(buf));
@@ -254,7 +261,6 @@ int read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *ou
 	*outlen = sb.len;
 	*out = strbuf_detach(&sb);
 out:
-	close(fd);
 	if (rc)
 		strbuf_release(&sb);
 	return rc;

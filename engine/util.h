@@ -68,6 +68,8 @@ char *path_join(const char *a, const char *b);
 int mkdirs_at(int dirfd, const char *path, unsigned mode);
 /* Reads a whole small file (refuses > max bytes with -EFBIG). 0 or -errno. */
 int read_file_at(int dirfd, const char *path, size_t max, char **out, size_t *outlen);
+/* The same from an open descriptor (not closed). */
+int read_fd(int fd, size_t max, char **out, size_t *outlen);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t now_ns(void);

@@ -36,6 +36,7 @@ void artset_add(struct artset *s, const char *name, const char *url, const char 
 	snprintf(a->sha256, sizeof(a->sha256), "%s", sha256);
 	a->size = size;
 	a->strip = strip;
+	a->unpacked = -1;
 }
 
 void artset_release(struct artset *s)
@@ -53,6 +54,7 @@ void artset_add_artifact(struct artset *s, const struct artifact *a, int default
 {
 	artset_add(s, a->name.set ? a->name.s : NULL, a->url.s, a->sha256.s,
 	           a->size.set ? a->size.v : -1, a->strip.set ? (int)a->strip.v : default_strip);
+	s->v[s->n - 1].unpacked = a->unpacked_size.set ? a->unpacked_size.v : -1;
 }
 
 int artset_fetch(struct ctx *c, struct artset *s, struct step *st)
@@ -305,6 +307,7 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 	char **parts = xcalloc(s->n ? s->n : 1, sizeof(*parts));
 	pthread_t th;
 	int rc = 0, threaded = 0;
+	char *stopped = NULL; /* why decoding on a pinned budget stopped */
 	for (size_t i = 0; i < s->n; i++) {
 		job.items[i].name = s->v[i].name;
 		job.items[i].url = s->v[i].url;
@@ -322,24 +325,48 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 			free(cached); /* unpacked from the verified file below */
 			continue;
 		}
-		char *part_file = cache_part_path(c->cache_dir, s->v[i].sha256);
-		struct unpack_follow f = {&job.items[i].stream_bytes, &job.items[i].stream_restarts,
-		                          &job.done, s->v[i].size, s->v[i].name};
+		/* Unverified bytes are decoded on a budget (unpack.h); none known: wait. */
+		const struct art *a = &s->v[i];
+		uint64_t budget = a->unpacked >= 0 ? (uint64_t)a->unpacked
+		                  : a->size > 0    ? (uint64_t)a->size * UNPACK_RATIO
+		                                   : 0;
+		if (budget == 0 && a->unpacked < 0)
+			continue; /* no size either: unpacked once verified */
+		char *part_file = cache_part_path(c->cache_dir, a->sha256);
+		struct unpack_follow f = {.bytes = &job.items[i].stream_bytes,
+		                          .restarts = &job.items[i].stream_restarts,
+		                          .done = &job.done,
+		                          .failed = &job.items[i].stream_failed,
+		                          .size = a->size,
+		                          .label = a->name,
+		                          .budget = budget,
+		                          .budget_pinned = a->unpacked >= 0};
 		char *err = NULL;
 		if (i > 0 && ensure_stage(stage, parts, st) != 0)
 			break;
-		ev_log(c, EV_DEBUG, "unpacking %s while it downloads", s->v[i].name);
-		if (unpack_archive_follow(c, part_file, &f, parts[i], s->v[i].strip, &res[i],
-		                          &err) == 0)
+		ev_log(c, EV_DEBUG, "unpacking %s while it downloads", a->name);
+		int urc =
+		    unpack_archive_follow(c, part_file, &f, parts[i], a->strip, &res[i], &err);
+		if (urc == 0)
 			ready[i] = 1;
 		else
 			unpack_result_release(&res[i]);
+		if (urc != 0 && budget && err && strstr(err, "decoding stopped"))
+			ev_log(c, urc == TF_EINTEGRITY ? EV_ERROR : EV_INFO, "%s: %s", a->name,
+			       err);
+		if (urc == TF_EINTEGRITY && stopped == NULL)
+			stopped = xasprintf("%s: %s", a->name, err ? err : tf_strerror(urc));
 		free(err);
 		free(part_file);
 	}
 	if (threaded)
 		pthread_join(th, NULL);
 	rc = job.rc;
+	if (rc == 0 && stopped) {
+		step_fail(st, "%s", stopped);
+		rc = TF_EINTEGRITY;
+	}
+	free(stopped);
 	for (size_t i = 0; i < s->n; i++) {
 		if (job.items[i].err && rc != 0 && st->error == NULL)
 			step_fail(st, "%s",
@@ -358,7 +385,11 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 				remove_tree(parts[i]);
 			ev_log(c, EV_DEBUG, "unpacking %s", s->v[i].name);
 			rc =
-			    unpack_archive(c, s->v[i].path, parts[i], s->v[i].strip, &res[i], &err);
+			    s->v[i].unpacked >= 0
+			        ? unpack_archive_pinned(c, s->v[i].path, (uint64_t)s->v[i].unpacked,
+			                                parts[i], s->v[i].strip, &res[i], &err)
+			        : unpack_archive(c, s->v[i].path, parts[i], s->v[i].strip, &res[i],
+			                         &err);
 			if (rc != 0)
 				step_fail(st, "%s: %s", s->v[i].name, err ? err : tf_strerror(rc));
 			free(err);

@@ -14,7 +14,8 @@ struct art {
 	char sha256[65];
 	int64_t size;
 	int strip;
-	char *path; /* after fetch: the verified file in the cache */
+	int64_t unpacked; /* the lock's unpacked_size, -1 when not recorded */
+	char *path;       /* after fetch: the verified file in the cache */
 	int cached;
 };
 

@@ -1,5 +1,5 @@
 /*
- * module.h - the contract every step kind implements (DESIGN.md section 3).
+ * module.h - the contract every step kind implements (ARCHITECTURE.md section 3).
  *
  * The planner asks each module, in dependency order, for the desired
  * configuration of its resource (a canonical text whose sha256 is compared

@@ -8,7 +8,7 @@ libyaml-dev libcurl4-openssl-dev libarchive-dev libssl-dev libsqlite3-dev
 libjansson-dev libzstd-dev liblzma-dev libcmocka-dev
 python3 python3-venv python3-pip python3-pytest python3-wheel python3-setuptools python3-yaml
 curl xz-utils zstd bzip2 gzip zip unzip sqlite3 openssl ansible-core hyperfine
-clang libclang-rt-14-dev"
+clang libclang-rt-14-dev minisign"
 
 missing=""
 for p in $PKGS; do

@@ -173,6 +173,49 @@ static int migrate(struct state *st, char **errmsg)
 	}
 }
 
+/*
+ * A reader that cannot write the state directory (status by another user, a
+ * read-only mount) cannot create the WAL's -shm file, so the database is
+ * opened read-only, and where SQLite still needs that file, as immutable:
+ * nothing is written, nothing is migrated (an older schema is an error).
+ */
+static int open_readonly(struct state *st, const char *path, char **errmsg)
+{
+	struct strbuf uri = STRBUF_INIT;
+	strbuf_adds(&uri, "file:");
+	for (const char *p = path; *p; p++) {
+		unsigned char ch = (unsigned char)*p;
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || strchr("/-._~", ch))
+			strbuf_add(&uri, p, 1);
+		else
+			strbuf_addf(&uri, "%%%02X", ch);
+	}
+	size_t base = uri.len;
+	int rc = -1;
+	for (int immutable = 0; immutable < 2 && rc != 0; immutable++) {
+		uri.len = base;
+		strbuf_adds(&uri, immutable ? "?immutable=1" : "?mode=ro");
+		if (st->db)
+			sqlite3_close_v2(st->db);
+		st->db = NULL;
+		if (sqlite3_open_v2(uri.buf, &st->db,
+		                    SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX,
+		                    NULL) == SQLITE_OK &&
+		    state_exec(st, "PRAGMA foreign_keys=ON") == 0)
+			rc = read_version(st) == (int)ARRAY_SIZE(migrations) ? 0 : -2;
+	}
+	strbuf_release(&uri);
+	if (rc == -2)
+		return set_err(errmsg, "cannot read the state database",
+		               "its schema is not this tfprov's; run tfprov as its owner once");
+	if (rc != 0)
+		return set_err(errmsg, "cannot open the state database read-only",
+		               st->db ? sqlite3_errmsg(st->db) : "out of memory");
+	sqlite3_busy_timeout(st->db, 10000);
+	return 0;
+}
+
 int state_open(const char *dir, int create, struct state **out, char **errmsg)
 {
 	struct state *st = xcalloc(1, sizeof(*st));
@@ -189,6 +232,9 @@ int state_open(const char *dir, int create, struct state **out, char **errmsg)
 		}
 	} else if (access(path, F_OK) != 0) {
 		rc = 1; /* no state yet: not an error for readers */
+		goto out;
+	} else if (access(dir, W_OK) != 0) {
+		rc = open_readonly(st, path, errmsg);
 		goto out;
 	}
 	int flags =
@@ -316,17 +362,8 @@ int64_t state_stack_ensure(struct state *st, const char *name, const char *manif
 {
 	int64_t id = state_stack_id(st, name);
 	sqlite3_stmt *s = NULL;
-	if (id) {
-		sqlite3_prepare_v2(st->db,
-		                   "UPDATE stacks SET manifest_path = ?, updated = ? WHERE id = ?",
-		                   -1, &s, NULL);
-		sqlite3_bind_text(s, 1, manifest_path, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(s, 2, now_unix());
-		sqlite3_bind_int64(s, 3, id);
-		sqlite3_step(s);
-		sqlite3_finalize(s);
-		return id;
-	}
+	if (id)
+		return id; /* its manifest_path changes when a run commits (state_stack_applied) */
 	sqlite3_prepare_v2(st->db,
 	                   "INSERT INTO stacks(name, manifest_path, created, updated) "
 	                   "VALUES (?, ?, ?, ?)",
@@ -339,6 +376,19 @@ int64_t state_stack_ensure(struct state *st, const char *name, const char *manif
 		id = sqlite3_last_insert_rowid(st->db);
 	sqlite3_finalize(s);
 	return id;
+}
+
+int state_stack_applied(struct state *st, int64_t id, const char *manifest_path)
+{
+	sqlite3_stmt *s = NULL;
+	sqlite3_prepare_v2(st->db, "UPDATE stacks SET manifest_path = ?, updated = ? WHERE id = ?",
+	                   -1, &s, NULL);
+	sqlite3_bind_text(s, 1, manifest_path, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, now_unix());
+	sqlite3_bind_int64(s, 3, id);
+	int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : -1;
+	sqlite3_finalize(s);
+	return rc;
 }
 
 int64_t state_gen_begin(struct state *st, int64_t stack_id, const char *manifest_path,
@@ -549,4 +599,9 @@ int64_t state_files_count(struct state *st, int64_t res_id)
 		n = sqlite3_column_int64(s, 0);
 	sqlite3_finalize(s);
 	return n;
+}
+
+const char *state_errmsg(struct state *st)
+{
+	return st && st->db ? sqlite3_errmsg(st->db) : "no state database";
 }

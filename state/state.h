@@ -31,6 +31,8 @@ struct state {
 /* Opens (creating dir and db when `create`), runs migrations. 0 or TF_ESTATE. */
 int state_open(const char *dir, int create, struct state **out, char **errmsg);
 void state_close(struct state *st);
+/* The last SQLite error message of this connection (borrowed). */
+const char *state_errmsg(struct state *st);
 
 /*
  * Takes the writer lock, waiting up to timeout seconds. TF_ELOCKED with
@@ -46,7 +48,10 @@ void state_rollback(struct state *st);
 
 /* Stacks. */
 int64_t state_stack_id(struct state *st, const char *name); /* 0 when absent */
+/* The stack's id, created with manifest_path when new; an existing one keeps its path. */
 int64_t state_stack_ensure(struct state *st, const char *name, const char *manifest_path);
+/* A run of the stack from manifest_path succeeded: it is now "from" that manifest. */
+int state_stack_applied(struct state *st, int64_t id, const char *manifest_path);
 
 /* Generations. */
 int64_t state_gen_begin(struct state *st, int64_t stack_id, const char *manifest_path,
@@ -67,6 +72,19 @@ void state_resource_release(struct state_resource *r);
 int64_t state_resource_put(struct state *st, int64_t stack_id, const char *addr, const char *kind,
                            const char *desired, const char *attrs);
 int state_resource_delete(struct state *st, int64_t res_id);
+
+/* Benchmark results (strings borrowed: for the call, or for the callback). */
+struct state_bench_row {
+	int64_t at;        /* unix time; 0 on add means now */
+	const char *stack; /* NULL when the stack was destroyed (read only) */
+	const char *source, *precision, *gpu, *tf, *cuda, *cudnn, *raw;
+	double ms, ips;
+};
+int state_bench_add(struct state *st, int64_t stack_id, const struct state_bench_row *r);
+/* Calls fn for every result of `stack` (all when NULL), oldest first; a
+ * non-zero return from fn stops and is returned. 0 or TF_ESTATE. */
+int state_bench_each(struct state *st, const char *stack,
+                     int (*fn)(void *arg, const struct state_bench_row *r), void *arg);
 
 /* Files. */
 struct state_file {

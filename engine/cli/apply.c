@@ -28,8 +28,12 @@ int cmd_apply(struct ctx *c, struct opts *o)
 	struct plan p;
 	uint64_t t0 = now_ns();
 	int rc = cli_load_manifest(c, o->args.v[0], &m, 0);
-	if (rc != 0)
+	if (rc == 0)
+		rc = cli_check_signature(c, m, 1);
+	if (rc != 0) {
+		manifest_free(m);
 		return rc;
+	}
 	plan_build(c, m, &p);
 	if (!plan_has_changes(&p)) {
 		plan_emit(c, &p);

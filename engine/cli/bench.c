@@ -67,69 +67,59 @@ static void print_row(struct ctx *c, const struct bench_row *r)
 
 static int record(struct ctx *c, int64_t stack_id, const struct bench_row *r)
 {
-	sqlite3_stmt *s = NULL;
-	int rc = 0;
-	if (sqlite3_prepare_v2(
-	        c->st->db,
-	        "INSERT INTO bench_results(stack_id, at, gpu, precision, ms_per_step, "
-	        "images_per_sec, tf_version, cuda_version, cudnn_version, source, raw) "
-	        "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-	        -1, &s, NULL) != SQLITE_OK) {
-		rc = TF_ESTATE;
-		goto out;
-	}
-	sqlite3_bind_int64(s, 1, stack_id);
-	sqlite3_bind_int64(s, 2, now_unix());
-	sqlite3_bind_text(s, 3, r->gpu, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 4, r->precision, -1, SQLITE_STATIC);
-	sqlite3_bind_double(s, 5, r->ms);
-	sqlite3_bind_double(s, 6, r->ips);
-	sqlite3_bind_text(s, 7, r->tf, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 8, r->cuda, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 9, r->cudnn, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 10, r->source, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 11, r->raw, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE)
-		rc = TF_ESTATE;
-out:
+	struct state_bench_row row = {
+	    .source = r->source,
+	    .precision = r->precision,
+	    .gpu = r->gpu,
+	    .tf = r->tf,
+	    .cuda = r->cuda,
+	    .cudnn = r->cudnn,
+	    .raw = r->raw,
+	    .ms = r->ms,
+	    .ips = r->ips,
+	};
+	int rc = state_bench_add(c->st, stack_id, &row);
 	if (rc != 0)
-		ev_log(c, EV_ERROR, "cannot record the result: %s", sqlite3_errmsg(c->st->db));
-	sqlite3_finalize(s);
+		ev_log(c, EV_ERROR, "cannot record the result: %s", state_errmsg(c->st));
 	return rc;
+}
+
+struct history {
+	struct ctx *c;
+	int n;
+};
+
+static int history_row(void *arg, const struct state_bench_row *r)
+{
+	struct history *h = arg;
+	if (h->n++ == 0)
+		ev_log(h->c, EV_INFO, "%-20s %-10s %-6s %-13s %-28s %10s %10s  %-8s %-8s %s",
+		       "when (UTC)", "stack", "source", "precision", "gpu", "ms/step", "images/s",
+		       "TF", "CUDA", "cuDNN");
+	time_t at = (time_t)r->at;
+	char ts[32];
+	strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", gmtime(&at));
+#define COL(v) ((v) ? (v) : "-")
+	ev_log(h->c, EV_INFO, "%-20s %-10s %-6s %-13s %-28.28s %10.3f %10.1f  %-8s %-8s %s", ts,
+	       r->stack ? r->stack : "(destroyed)", COL(r->source), COL(r->precision), COL(r->gpu),
+	       r->ms, r->ips, COL(r->tf), COL(r->cuda), COL(r->cudnn));
+#undef COL
+	return 0;
 }
 
 static int bench_history(struct ctx *c, const char *stack)
 {
-	sqlite3_stmt *s = NULL;
-	int n = 0;
 	if (c->st == NULL) {
 		ev_log(c, EV_INFO, "No benchmark results: nothing was applied under %s.", c->root);
 		return 0;
 	}
-	sqlite3_prepare_v2(c->st->db,
-	                   "SELECT b.at, coalesce(s.name, '(destroyed)'), b.source, b.precision, "
-	                   "b.gpu, b.ms_per_step, b.images_per_sec, b.tf_version, b.cuda_version, "
-	                   "b.cudnn_version FROM bench_results b LEFT JOIN stacks s ON s.id = "
-	                   "b.stack_id WHERE ?1 IS NULL OR s.name = ?1 ORDER BY b.id",
-	                   -1, &s, NULL);
-	if (stack)
-		sqlite3_bind_text(s, 1, stack, -1, SQLITE_STATIC);
-	while (sqlite3_step(s) == SQLITE_ROW) {
-		if (n++ == 0)
-			ev_log(c, EV_INFO, "%-20s %-10s %-6s %-13s %-28s %10s %10s  %-8s %-8s %s",
-			       "when (UTC)", "stack", "source", "precision", "gpu", "ms/step",
-			       "images/s", "TF", "CUDA", "cuDNN");
-		time_t at = (time_t)sqlite3_column_int64(s, 0);
-		char ts[32];
-		strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", gmtime(&at));
-#define COL(i) (sqlite3_column_text(s, i) ? (const char *)sqlite3_column_text(s, i) : "-")
-		ev_log(c, EV_INFO, "%-20s %-10s %-6s %-13s %-28.28s %10.3f %10.1f  %-8s %-8s %s",
-		       ts, COL(1), COL(2), COL(3), COL(4), sqlite3_column_double(s, 5),
-		       sqlite3_column_double(s, 6), COL(7), COL(8), COL(9));
-#undef COL
+	struct history h = {.c = c};
+	int rc = state_bench_each(c->st, stack, history_row, &h);
+	if (rc != 0) {
+		ev_log(c, EV_ERROR, "cannot read the benchmark history: %s", state_errmsg(c->st));
+		return rc;
 	}
-	sqlite3_finalize(s);
-	if (n == 0)
+	if (h.n == 0)
 		ev_log(c, EV_INFO, "No benchmark results%s%s yet.", stack ? " for stack " : "",
 		       stack ? stack : "");
 	return 0;

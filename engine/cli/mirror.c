@@ -1,6 +1,6 @@
 /*
  * mirror.c - `tfprov mirror build DIR MANIFEST...`: copies every artifact the
- * manifests need into DIR, for air-gapped fleets (DESIGN.md section 8).
+ * manifests need into DIR, for air-gapped fleets.
  *
  * Layout (the one fetch.c's mirror lookup reads, cache.h):
  *   DIR/sha256/<hex>   every file, by content
@@ -10,6 +10,7 @@
  *                      --find-links DIR (what `--mirror DIR` gives pip) sees
  *                      the wheels
  *   DIR/index.json     {"files": [{name, kind, file, url, sha256, size}]}
+ *   DIR/index.json.minisig  with --key: its minisign signature (sign.c)
  *
  * What goes in: cuda/cudnn archives (inline, runfile, redist JSONs and what
  * they resolve to), conda packages pinned by sha256, pip direct references
@@ -34,6 +35,7 @@
 #include "event.h"
 #include "fetch.h"
 #include "manifest.h"
+#include "minisign.h"
 #include "pyenv.h"
 #include "pyfs.h"
 #include "redist.h"
@@ -605,7 +607,14 @@ int cmd_mirror(struct ctx *c, struct opts *o)
 		dir =
 		    getcwd(cwd, sizeof(cwd)) ? path_join(cwd, o->args.v[1]) : xstrdup(o->args.v[1]);
 	}
-	int rc = mirror_build(c, dir, o->args.v + 2, o->args.n - 2);
+	/* --key: the key is loaded (password asked) before the build, used after. */
+	struct ms_seckey sk;
+	int rc = o->key ? cli_load_seckey(c, o->key, &sk) : 0;
+	if (rc == 0)
+		rc = mirror_build(c, dir, o->args.v + 2, o->args.n - 2);
+	if (rc == 0 && o->key)
+		rc = cli_sign_mirror_index(c, dir, &sk);
+	explicit_bzero(&sk, sizeof(sk));
 	free(dir);
 	return rc;
 }

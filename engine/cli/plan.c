@@ -10,8 +10,12 @@ int cmd_plan(struct ctx *c, struct opts *o)
 	struct manifest *m = NULL;
 	struct plan p;
 	int rc = cli_load_manifest(c, o->args.v[0], &m, 1);
-	if (rc != 0)
+	if (rc == 0)
+		rc = cli_check_signature(c, m, 1);
+	if (rc != 0) {
+		manifest_free(m);
 		return rc;
+	}
 	ev_log(c, EV_INFO, "Stack %s (%s) from %s:\n", m->stack.name.s,
 	       platform_name(m->stack.platform), m->path);
 	plan_build(c, m, &p);

@@ -20,7 +20,7 @@
  *     is not run at all, and the report says which layer is missing
  *     ("driver: no NVIDIA driver: ...") and that GPU checks are SKIPPED.
  *
- * Exit codes (DESIGN.md section 5), the worst one wins:
+ * Exit codes (README.md, "Exit codes"), the worst one wins:
  *   8  a file is missing or changed, a library does not load, or the GPU
  *      probe ran and failed (wrong output, runtime or cuDNN error); also no
  *      GPU at all for a stack that requires one (driver.policy: require,

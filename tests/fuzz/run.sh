@@ -1,17 +1,19 @@
 #!/bin/sh
 # Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for a
-# bounded time from a seed corpus made of the test manifests and small
-# archives of every format. Part of scripts/test.sh; TFPROV_FUZZ_SECONDS
-# (default 60) per target.
+# bounded time from a seed corpus made of the test manifests, small archives
+# of every format, and keys and signatures made by minisign. Part of
+# scripts/test.sh; TFPROV_FUZZ_SECONDS (default 60) per target.
 set -eu
 cd "$(dirname "$0")/../.."
 SECS=${TFPROV_FUZZ_SECONDS:-60}
 B=build-fuzz
 CC=clang cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Debug -DTFPROV_FUZZ=ON -DTFPROV_TESTS=OFF >/dev/null
-cmake --build "$B" -j"$(nproc)" --target fuzz_manifest fuzz_unpack
+cmake --build "$B" -j"$(nproc)" --target fuzz_manifest fuzz_unpack fuzz_minisign
 S=$(mktemp -d /tmp/tfprov-fuzz-seeds.XXXXXX)
 trap 'rm -rf "$S"' EXIT
-mkdir -p "$S/manifest" "$S/unpack"
+mkdir -p "$S/manifest" "$S/unpack" "$S/minisign"
+(cd "$S/minisign" && minisign -G -W -p k.pub -s k.key >/dev/null && printf 'seed\n' >m &&
+	minisign -S -s k.key -m m -x ed.sig && minisign -S -l -s k.key -m m -x legacy.sig && rm m)
 cp manifests/*.yaml tests/manifests/*.yaml tests/manifests/guide/*.yaml "$S/manifest/"
 cp tests/fuzz/regressions/unpack-* "$S/unpack/"
 /usr/bin/python3 - "$S/unpack" <<'PY'
@@ -32,7 +34,7 @@ with zipfile.ZipFile(bio, "w") as z:
     z.writestr("top/a.txt", "hello\n")
 open(f"{out}/a.zip", "wb").write(bio.getvalue())
 PY
-for t in manifest unpack; do
+for t in manifest unpack minisign; do
 	echo "fuzz_$t: ${SECS}s"
 	"$B/fuzz_$t" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=1024 \
 		-print_final_stats=1 "$S/$t" 2>&1 | tail -12

@@ -74,15 +74,18 @@ def test_standin_version_mismatch_is_reboot_required(tfprov, tmp_path, mirror):
 
 
 def test_standin_gpus_without_kernels_and_ptx_only(tfprov, tmp_path, mirror):
-    """STAND-IN NVML with an H100 (9.0: TF 2.15 has PTX only) and a K80 (3.7: no kernels)."""
+    """STAND-IN NVML with a B200 (10.0: TF 2.15 has compute_90 PTX only), a K80 (3.7: no
+    kernels), an RTX 4070 Ti (8.9: sm_80 SASS) and an H100 (9.0: compute_90 is sm_90 SASS
+    too)."""
     applied_stack(tfprov, tmp_path, mirror)
-    env = standin_gpu_env(gpus="NVIDIA H100:9.0;Tesla K80:3.7;" + "NVIDIA GeForce RTX 4070 Ti:8.9",
-                          PATH=PATH)
+    env = standin_gpu_env(gpus="NVIDIA B200:10.0;Tesla K80:3.7;" +
+                          "NVIDIA GeForce RTX 4070 Ti:8.9;NVIDIA H100:9.0", PATH=PATH)
     p = tfprov.run("doctor", env=env, check=8)
-    assert "[warning] GPU 0 (NVIDIA H100), compute capability 9.0: TensorFlow 2.15.1 has only PTX" in p.stderr
+    assert "[warning] GPU 0 (NVIDIA B200), compute capability 10.0: TensorFlow 2.15.1 has only PTX" in p.stderr
     assert "CUDA_CACHE_MAXSIZE" in p.stderr
     assert "[PROBLEM] GPU 1 (Tesla K80), compute capability 3.7: TensorFlow 2.15.1 has no kernels" in p.stderr
     assert "[ok] GPU 2 (NVIDIA GeForce RTX 4070 Ti), compute capability 8.9: native kernels" in p.stdout
+    assert "[ok] GPU 3 (NVIDIA H100), compute capability 9.0: native kernels" in p.stdout
     assert "doctor: 1 problem" in p.stderr
 
 

@@ -1,5 +1,5 @@
 """apply / plan / status / verify / destroy / rollback through the real binary, and
-the exit-code contract of DESIGN.md section 5 as far as the engine can produce it.
+the exit-code contract of README.md ("Exit codes") as far as the engine can produce it.
 
 What the machine looks like: a fresh --root sandbox, no GPU, the env-only stack
 (driver skipped + a profile script), variants of it written into tmp.

@@ -1,4 +1,4 @@
-"""kill -9 of apply at random moments, in a loop (issue 2, "Must show").
+"""kill -9 of apply at random moments, in a loop.
 
 What the machine looks like: one --root; a sequence of manifests of the env-only
 stack, each different from the last (a new variable value; every third one moves

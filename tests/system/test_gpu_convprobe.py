@@ -1,4 +1,4 @@
-"""Native conv probe (issue 5, bench): one cuDNN Conv2D forward through the
+"""Native conv probe: one cuDNN Conv2D forward through the
 stack's libcudart and libcudnn, timed with CUDA events, checked against a CPU
 reference convolution.
 

@@ -1,4 +1,4 @@
-"""Verify's loader check (issue 4, verify): every library TF loads, from the
+"""Verify's loader check: every library TF loads, from the
 stack's directories, in a child process.
 
 ${TFPROV_BUILD_DIR}/stubs/cuda12 and cuda11 hold STAND-IN libraries with the

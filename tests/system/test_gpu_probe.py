@@ -1,4 +1,4 @@
-"""Driver probe (issue 4, driver step): NVML through dlopen, /proc fallback, WSL2.
+"""Driver probe: NVML through dlopen, /proc fallback, WSL2.
 
 The NVIDIA driver is absent on these machines. libnvidia-ml.so.1 from
 ${TFPROV_BUILD_DIR}/stubs/driver is a STAND-IN for NVML that reports the driver

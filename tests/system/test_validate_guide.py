@@ -1,10 +1,12 @@
 """`tfprov validate` on the original setup guide's mistakes.
 
-Each manifest of tests/manifests/guide/ carries one mistake. The real binary
-must name it at its line and column with its stable code, and exit 3 when the
-diagnostic is an error, 0 when it is a warning only. The clean counterpart
-exits 0 with no compat diagnostic, and a broken knowledge base is a tool
-error (exit 1), not a verdict on the manifest.
+Each manifest of tests/manifests/guide/ carries one mistake (the original
+guide's, one a wrong fact used to miss, or one a check was added for). The
+real binary must name exactly the expected diagnostics at their line and
+column with their stable codes, and exit 3 when one is an error, 0 when they
+are warnings only. The correct stacks (compat-clean.yaml, tests/manifests/
+clean/) exit 0 with no compat diagnostic, and a broken knowledge base is a
+tool error (exit 1), not a verdict on the manifest.
 """
 import os
 import re
@@ -37,7 +39,43 @@ CASES = [
     ("cudnn-9-tf-2.15.yaml", "error", 12, 10, "compat.cudnn-major-mismatch"),
     ("cuda-12.7-no-such-release.yaml", "error", 11, 9, "compat.cuda-no-such-release"),
     ("pip-tf-mismatch.yaml", "error", 48, 5, "compat.pip-tf-mismatch"),
+    # Facts that were wrong.
+    ("gpu-cc-9.0-tf-2.13.yaml", "warning", 19, 10, "compat.gpu-ptx-jit"),
+    ("cudnn-8.8-tf-2.15.yaml", "error", 13, 10, "compat.cudnn-too-old"),
+    ("driver-cuda-11.0-below-min.yaml", "error", 18, 16, "compat.driver-below-cuda-min"),
+    ("driver-wsl2-527.41.yaml", "warning", 19, 16, "compat.driver-minor-compat"),
+    # Facts that were missing.
+    ("gpu-cc-10.3-cuda-12.2.yaml", "warning", 17, 10, "compat.gpu-newer-than-cuda"),
+    ("gpu-cc-11.0-tf-2.15.yaml", "warning", 18, 10, "compat.gpu-ptx-jit"),
+    ("gpu-cc-12.1-tf-2.15.yaml", "warning", 17, 10, "compat.gpu-ptx-jit"),
+    ("driver-cuda-13.0.1.yaml", "error", 14, 9, "compat.cuda-major-mismatch"),
+    ("driver-cuda-13.0.1.yaml", "warning", 19, 16, "compat.driver-minor-compat"),
+    ("pip-protobuf-4.21.3-tf-2.12.yaml", "error", 51, 5, "compat.pip-requirement-conflict"),
+    ("pip-keras-2-tf-2.16.yaml", "error", 49, 5, "compat.pip-requirement-conflict"),
+    ("pip-ml-dtypes-tf-2.15.0.yaml", "error", 49, 5, "compat.pip-requirement-conflict"),
+    ("pip-numpy-2-tf-2.18.yaml", "error", 49, 5, "compat.pip-requirement-conflict"),
+    # Checks that were missing.
+    ("declared-cuda-vs-section.yaml", "error", 19, 12, "compat.version-disagrees"),
+    ("declared-cuda-vs-redist.yaml", "error", 20, 10, "compat.version-disagrees"),
+    ("declared-cudnn-vs-artifact.yaml", "error", 29, 10, "compat.version-disagrees"),
+    ("declared-python-vs-lock.yaml", "error", 41, 5, "compat.version-disagrees"),
+    ("declared-python-vs-interpreter.yaml", "error", 37, 16, "compat.version-disagrees"),
+    ("declared-tf-vs-pin.yaml", "error", 47, 5, "compat.pip-tf-mismatch"),
+    ("declared-cuda-vs-runfile.yaml", "error", 19, 10, "compat.version-disagrees"),
+    ("declared-cudnn-vs-redist.yaml", "error", 29, 10, "compat.version-disagrees"),
+    ("cudnn-legacy-cuda-10.2-tgz.yaml", "error", 29, 10, "compat.cudnn-cuda-build-mismatch"),
+    ("cudnn-cuda11-build-cuda-12.yaml", "error", 30, 10, "compat.cudnn-cuda-build-mismatch"),
+    ("cudnn-variant-cuda11-cuda-12.yaml", "error", 33, 14, "compat.cudnn-cuda-build-mismatch"),
+    ("conda-cudatoolkit-11.8-cuda-12.yaml", "error", 42, 7, "compat.conda-cuda-major-mismatch"),
+    ("conda-cuda-version-12-cuda-11.yaml", "error", 40, 7, "compat.conda-cuda-major-mismatch"),
+    ("conda-lock-cudatoolkit-11.8-cuda-12.yaml", "error", 43, 5,
+     "compat.conda-cuda-major-mismatch"),
+    ("mixed-precision-tf-1.15.yaml", "error", 54, 22, "compat.mixed-precision-unsupported"),
+    ("mixed-precision-cc-6.1.yaml", "warning", 54, 22, "compat.mixed-precision-no-speedup"),
+    ("gpu-cc-12.5-tf-2.15.yaml", "warning", 18, 10, "compat.gpu-cc-newer"),
 ]
+FILES = sorted(set(c[0] for c in CASES))
+CLEAN = "tests/manifests/clean"
 
 DIAG = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning): "
                   r"(?P<msg>.*) \[(?P<code>[a-z0-9.-]+)\]$", re.M)
@@ -65,29 +103,53 @@ def compat_diags(out):
     return [m for m in DIAG.finditer(out) if m.group("code").startswith("compat.")]
 
 
-@pytest.mark.parametrize("name,sev,line,col,code", CASES, ids=[c[0] for c in CASES])
-def test_guide_mistake(name, sev, line, col, code):
+@pytest.mark.parametrize("name", FILES)
+def test_guide_mistake(name):
     path = "%s/%s" % (GUIDE, name)
+    want = sorted((path, line, col, sev, code) for f, sev, line, col, code in CASES if f == name)
     rc, out = validate(path)
-    assert rc == (3 if sev == "error" else 0), out
+    assert rc == (3 if any(w[3] == "error" for w in want) else 0), out
     found = compat_diags(out)
-    assert [m.group("code") for m in found] == [code], out
-    m = found[0]
-    assert (m.group("file"), int(m.group("line")), int(m.group("col")), m.group("sev")) == \
-        (path, line, col, sev), out
-    # The hint line follows the diagnostic.
-    assert "\n  hint: " in out[m.end():m.end() + 10], out
+    got = sorted((m.group("file"), int(m.group("line")), int(m.group("col")), m.group("sev"),
+                  m.group("code")) for m in found)
+    assert got == want, out
+    for m in found:
+        # The hint line follows each diagnostic.
+        assert "\n  hint: " in out[m.end():m.end() + 10], out
 
 
 def test_every_guide_manifest_has_a_case():
     files = sorted(f for f in os.listdir(os.path.join(REPO, GUIDE)) if f.endswith(".yaml"))
-    assert files == sorted(c[0] for c in CASES)
+    assert files == FILES
 
 
 def test_clean_manifest():
     rc, out = validate("tests/manifests/compat-clean.yaml")
     assert rc == 0, out
     assert compat_diags(out) == [], out
+
+
+CLEAN_FILES = sorted(f for f in os.listdir(os.path.join(REPO, CLEAN)) if f.endswith(".yaml"))
+
+
+@pytest.mark.parametrize("name", CLEAN_FILES)
+def test_correct_stack_has_no_compat_diagnostic(name):
+    # Among them the stacks wrong facts used to flag: an A100 with TF 2.12 ("PTX
+    # JIT"), an H100 with TF 2.15 ("PTX JIT"), cuDNN 8.9.1 with TF 2.15 (an error).
+    rc, out = validate("%s/%s" % (CLEAN, name))
+    assert rc == 0, out
+    assert compat_diags(out) == [], out
+
+
+def test_cuda_untested_hint_is_not_minor_version_compatibility():
+    # Newer CUDA libraries of the same major under a TF build is compatibility within
+    # a major; NVIDIA's "minor-version compatibility" is a newer toolkit on an older driver.
+    rc, out = validate("manifests/stable-2.15.yaml")
+    line = [l for l in out.splitlines() if "[compat.cuda-untested]" in l]
+    assert len(line) == 1, out
+    hint = out.split(line[0], 1)[1].splitlines()[1]
+    assert hint.startswith("  hint: ") and "same major 12" in hint, out
+    assert "minor-version" not in hint, out
 
 
 def test_broken_knowledge_base_is_a_tool_error(tmp_path):

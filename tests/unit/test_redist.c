@@ -4,7 +4,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -143,12 +145,50 @@ static void test_all_components(void **state)
 	redist_artifacts_free(a, n);
 }
 
+/* A pinned JSON whose relative_path escapes in disguise is refused, whatever the disguise. */
+static void test_relative_path_escapes_refused(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {"%2e%2e/%2e%2e/etc/hostname",
+	                                  "../../etc/hostname",
+	                                  "a/./b.tar.xz",
+	                                  "a//b.tar.xz",
+	                                  "a\\\\..\\\\b" /* JSON for a\\..\\b */,
+	                                  "x.tar.xz?y=/../z",
+	                                  "/etc/hostname",
+	                                  "a/"};
+	const char *comps[] = {"evil"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char path[] = "/tmp/tfprov-redist-XXXXXX";
+		int fd = mkstemp(path);
+		assert_true(fd >= 0);
+		FILE *f = fdopen(fd, "w");
+		fprintf(f,
+		        "{\"evil\": {\"version\": \"1\", \"linux-x86_64\": {\"relative_path\": "
+		        "\"%s\", \"sha256\": \"%064d\", \"size\": \"10\"}}}",
+		        bad[i], 0);
+		fclose(f);
+		struct redist_artifact *a = NULL;
+		size_t n = 0;
+		char *err = NULL;
+		int r = redist_resolve(path, "file:///srv/redistrib_1.json", "linux-x86_64", NULL,
+		                       comps, 1, &a, &n, &err);
+		unlink(path);
+		assert_int_equal(r, TF_EMANIFEST);
+		assert_non_null(strstr(err, "bad relative_path"));
+		free(err);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_cuda_components),    cmocka_unit_test(test_cudnn_nested_variant),
-	    cmocka_unit_test(test_cudnn_flat_entries), cmocka_unit_test(test_errors_name_choices),
+	    cmocka_unit_test(test_cuda_components),
+	    cmocka_unit_test(test_cudnn_nested_variant),
+	    cmocka_unit_test(test_cudnn_flat_entries),
+	    cmocka_unit_test(test_errors_name_choices),
 	    cmocka_unit_test(test_all_components),
+	    cmocka_unit_test(test_relative_path_escapes_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

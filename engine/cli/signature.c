@@ -1,0 +1,302 @@
+/*
+ * signature.c - the signature policy applied to what validate, plan and apply
+ * read: MANIFEST.minisig beside the manifest, the side files, and the
+ * index.json of each --mirror (DIR or URL; index.json.minisig beside it).
+ * Runs after the manifest is parsed and before any artifact is fetched: the
+ * only network requests it makes are a URL mirror's index and signature.
+ *
+ * Side files: minisign signs one file, so a manifest's signature covers its
+ * side files through its trusted comment, which minisign authenticates with
+ * the global signature. Each side file the manifest uses must appear there as
+ * a tab-separated field `python.lock_file=sha256:HEX` or
+ * `pip.requirements_file=sha256:HEX`, the hash of the bytes tfprov parsed.
+ * `tfprov sign` writes those fields; with minisign alone, pass them with -t
+ * (manifests/SCHEMA.md). `minisign -V` verifies such a signature as it
+ * verifies any other.
+ *
+ * What is checked: with no trusted key and no requirement, nothing. With a
+ * trusted key, a signature that is present must be valid; with a requirement
+ * (--require-signature, policy.yaml), one must be present too. A failure is
+ * TF_EINTEGRITY (exit 5) naming the key id or the reason. A mirror whose index
+ * or signature cannot be fetched is only warned about unless signatures are
+ * required: its artifacts are verified by sha256 anyway, and an unreachable
+ * mirror serves nothing.
+ */
+#include "cache.h"
+#include "cli.h"
+#include "error.h"
+#include "event.h"
+#include "manifest.h"
+#include "trust.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The side files of m: manifest key, path as written, sha256 of the parsed bytes. */
+struct side {
+	const char *key;
+	const char *file;
+	const char *sha256;
+};
+
+static size_t side_files(const struct manifest *m, struct side out[2])
+{
+	size_t n = 0;
+	if (m->python.lock_file.set && m->python.lock_file_sha256[0])
+		out[n++] = (struct side){"python.lock_file", m->python.lock_file.s,
+		                         m->python.lock_file_sha256};
+	if (m->pip.requirements_file.set && m->pip.requirements_file_sha256[0])
+		out[n++] = (struct side){"pip.requirements_file", m->pip.requirements_file.s,
+		                         m->pip.requirements_file_sha256};
+	return n;
+}
+
+char *cli_side_fields(const struct manifest *m)
+{
+	struct side s[2];
+	struct strbuf sb = STRBUF_INIT;
+	size_t n = side_files(m, s);
+	for (size_t i = 0; i < n; i++)
+		strbuf_addf(&sb, "\t%s=sha256:%s", s[i].key, s[i].sha256);
+	return strbuf_detach(&sb);
+}
+
+/*
+ * The sha256 the trusted comment gives for `key`: 1 found (hex filled), 0
+ * absent, -1 given twice with different values or malformed.
+ */
+static int comment_field(const char *tc, const char *key, char hex[65])
+{
+	int found = 0;
+	size_t kl = strlen(key);
+	for (const char *f = tc; f && *f; f = strchr(f, '\t') ? strchr(f, '\t') + 1 : NULL) {
+		size_t fl = strcspn(f, "\t");
+		if (fl <= kl || strncmp(f, key, kl) != 0 || f[kl] != '=')
+			continue;
+		const char *v = f + kl + 1;
+		char got[65];
+		if (fl - kl - 1 != 7 + 64 || strncmp(v, "sha256:", 7) != 0)
+			return -1;
+		memcpy(got, v + 7, 64);
+		got[64] = '\0';
+		if (!is_hex64(got) || (found && strcmp(got, hex) != 0))
+			return -1;
+		memcpy(hex, got, 65);
+		found = 1;
+	}
+	return found;
+}
+
+/* Every side file of m must be named in the trusted comment with its hash. */
+static int check_sides(struct ctx *c, const struct manifest *m, const char *sig_name,
+                       const char *tc)
+{
+	struct side s[2];
+	size_t n = side_files(m, s);
+	for (size_t i = 0; i < n; i++) {
+		char hex[65] = "";
+		int r = comment_field(tc, s[i].key, hex);
+		if (r < 0) {
+			ev_log(c, EV_ERROR, "%s: the trusted comment's %s field is malformed",
+			       sig_name, s[i].key);
+			return TF_EINTEGRITY;
+		}
+		if (r == 0) {
+			ev_log(
+			    c, EV_ERROR,
+			    "%s: the signature does not cover %s (%s): its trusted comment has no "
+			    "%s=sha256:... field (sign with `tfprov sign`, see "
+			    "manifests/SCHEMA.md)",
+			    sig_name, s[i].key, s[i].file, s[i].key);
+			return TF_EINTEGRITY;
+		}
+		if (strcmp(hex, s[i].sha256) != 0) {
+			ev_log(c, EV_ERROR,
+			       "%s (%s) is not the file that was signed: sha256 %s, signed %s",
+			       s[i].key, s[i].file, s[i].sha256, hex);
+			return TF_EINTEGRITY;
+		}
+	}
+	return 0;
+}
+
+struct body {
+	struct strbuf sb;
+	size_t max;
+};
+
+static size_t body_write(char *p, size_t size, size_t n, void *ud)
+{
+	struct body *b = ud;
+	if (b->sb.len + size * n > b->max)
+		return 0;
+	strbuf_add(&b->sb, p, size * n);
+	return size * n;
+}
+
+/* GET of a small file over http(s), TLS verified: 0, 1 (HTTP 404/410) or -1; *err set. */
+static int http_get(struct ctx *c, const char *url, size_t max, char **out, size_t *len, char **err)
+{
+	char errbuf[CURL_ERROR_SIZE] = "";
+	struct body b = {STRBUF_INIT, max};
+	long code = 0;
+	CURL *h = curl_easy_init();
+	if (h == NULL) {
+		*err = xstrdup("curl_easy_init failed");
+		return -1;
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, body_write);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (c->ca_bundle)
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_bundle);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 15L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "tfprov/0.1");
+	CURLcode rc = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_cleanup(h);
+	if (rc == CURLE_OK && code == 200) {
+		*len = b.sb.len;
+		*out = strbuf_detach(&b.sb);
+		return 0;
+	}
+	strbuf_release(&b.sb);
+	if (rc == CURLE_OK) {
+		*err = xasprintf("HTTP %ld", code);
+		return code == 404 || code == 410 ? 1 : -1;
+	}
+	*err = xstrdup(rc == CURLE_WRITE_ERROR ? "larger than expected"
+	               : errbuf[0]             ? errbuf
+	                                       : curl_easy_strerror(rc));
+	return -1;
+}
+
+/* A local file or an http(s) URL: 0, 1 when it does not exist, -1; *err set on failure. */
+static int get_bytes(struct ctx *c, const char *where, size_t max, char **out, size_t *len,
+                     char **err)
+{
+	if (url_is_remote(where))
+		return http_get(c, where, max, out, len, err);
+	int r = read_file_at(AT_FDCWD, where, max, out, len);
+	if (r != 0)
+		*err = xstrdup(strerror(-r));
+	return r == 0 ? 0 : r == -ENOENT ? 1 : -1;
+}
+
+/*
+ * Checks the bytes of `what` against the signature at `where` + ".minisig".
+ * A missing signature is an error only when one is required; one that cannot
+ * be read is an error unless `soft` (a mirror: warned, as an unreachable
+ * mirror serves nothing anyway). 0 or TF_EINTEGRITY; *sig filled when a
+ * signature was checked (sig->trusted_comment != NULL).
+ */
+static int check_signed(struct ctx *c, const struct trust *t, const char *what, const char *where,
+                        const void *data, size_t len, int soft, struct ms_sig *sig)
+{
+	char *sig_name = xasprintf("%s.minisig", where), *text = NULL, *why = NULL;
+	size_t siglen, signer;
+	char id[MS_KEYID_SIZE];
+	int rc = 0;
+	int r = get_bytes(c, sig_name, MS_FILE_MAX, &text, &siglen, &why);
+	if (r != 0 && !t->require && (r == 1 || soft)) {
+		ev_log(c, r == 1 ? EV_DEBUG : EV_WARN, "%s: signature not checked: %s: %s", what,
+		       sig_name, why);
+		goto out;
+	}
+	if (r != 0) {
+		ev_log(c, EV_ERROR, "%s is not signed: cannot read %s: %s%s%s", what, sig_name, why,
+		       t->require ? "; a signature is required by " : "",
+		       t->require ? t->require_src : "");
+		rc = TF_EINTEGRITY;
+		goto out;
+	}
+	free(why);
+	why = NULL;
+	rc = trust_verify(t, data, len, sig_name, text, siglen, sig, &signer, &why);
+	if (rc != 0) {
+		ev_log(c, EV_ERROR, "%s", why);
+		goto out;
+	}
+	ms_keyid(sig->keynum, id);
+	ev_log(c, EV_INFO, "%s: signed by trusted key %s (%s)", what, id, t->src[signer]);
+out:
+	free(why);
+	free(text);
+	free(sig_name);
+	return rc;
+}
+
+/* A mirror's index.json against index.json.minisig beside it (DIR, file:// or http(s)). */
+static int check_mirror(struct ctx *c, const struct trust *t, const char *mirror)
+{
+	char *dir = url_local_path(mirror), *index, *text = NULL, *why = NULL;
+	size_t len, n = strlen(mirror);
+	struct ms_sig sig = {0};
+	int rc = 0;
+	if (dir == NULL && (c->flags & CTX_OFFLINE)) {
+		ev_log(c, EV_DEBUG, "mirror %s: not used offline; its index is not checked",
+		       mirror);
+		return 0;
+	}
+	while (dir == NULL && n > 0 && mirror[n - 1] == '/')
+		n--;
+	index = dir ? path_join(dir, "index.json") : xasprintf("%.*s/index.json", (int)n, mirror);
+	int r = get_bytes(c, index, 64u << 20, &text, &len, &why);
+	if (r == 0) {
+		rc = check_signed(c, t, index, index, text, len, 1, &sig);
+	} else if (t->require) {
+		ev_log(c, EV_ERROR,
+		       "mirror %s: cannot read %s: %s; a signed index is required by %s", mirror,
+		       index, why, t->require_src);
+		rc = TF_EINTEGRITY;
+	} else {
+		ev_log(c, r == 1 ? EV_DEBUG : EV_WARN, "mirror %s: index not checked: %s: %s",
+		       mirror, index, why);
+	}
+	ms_sig_release(&sig);
+	free(why);
+	free(text);
+	free(index);
+	free(dir);
+	return rc;
+}
+
+int cli_check_signature(struct ctx *c, const struct manifest *m, int check_mirrors)
+{
+	struct trust t;
+	struct ms_sig sig = {0};
+	int rc = trust_load(c, &t);
+	if (rc != 0 || (t.n == 0 && !t.require))
+		goto out;
+	if (t.n == 0) {
+		char *dir = ctx_host_path(c, "/etc/tfprov/trusted-keys.d");
+		ev_log(c, EV_ERROR,
+		       "%s: %s requires a signature but no key is trusted: give --trusted-key "
+		       "FILE or put KEY.pub in %s",
+		       m->path, t.require_src, dir);
+		free(dir);
+		rc = TF_EINTEGRITY;
+		goto out;
+	}
+	rc = check_signed(c, &t, m->path, m->path, m->text, m->textlen, 0, &sig);
+	if (rc == 0 && sig.trusted_comment)
+		rc = check_sides(c, m, m->path, sig.trusted_comment);
+	for (size_t i = 0; rc == 0 && check_mirrors && i < c->mirrors.n; i++)
+		rc = check_mirror(c, &t, c->mirrors.v[i]);
+out:
+	ms_sig_release(&sig);
+	trust_release(&t);
+	return rc;
+}
