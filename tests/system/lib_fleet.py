@@ -18,7 +18,6 @@ Nginx (Debian's) serves a directory on 127.0.0.1 for the fleet mirror.
 """
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -133,14 +132,17 @@ SetEnv {setenv}
                 todo.append(c)
         return out
 
-    def stop(self):
+    def kill(self):
+        """SIGKILL to unshare: its --kill-child gives the namespace's init
+        SIGKILL, and the kernel kills every process of the PID namespace and
+        drops its mounts. (unshare ignores SIGTERM while it waits.)"""
         if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+            self.proc.kill()
+
+    def stop(self):
+        self.kill()
+        if self.proc:
+            self.proc.wait(timeout=30)
 
 
 class Fleet:
@@ -212,6 +214,8 @@ ssh_args = -o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile=/de
 
     def stop(self):
         for h in self.hosts:
+            h.kill()
+        for h in self.hosts:
             h.stop()
         # ssh control masters exit when their server goes; close any left.
         cp = os.path.join(self.base, "cp")
@@ -219,12 +223,30 @@ ssh_args = -o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile=/de
             for s in os.listdir(cp):
                 subprocess.run(["ssh", "-o", "ControlPath=" + os.path.join(cp, s), "-O", "exit",
                                 "x"], capture_output=True, timeout=10)
+        deadline = time.time() + 20
+        while self.leftovers() and time.time() < deadline:
+            time.sleep(0.2)
         for d in reversed(self.created):
             try:
                 os.rmdir(d)
             except OSError:
                 pass
         self.created = []
+
+
+    def leftovers(self):
+        """Processes still running whose command line names this fleet's directory."""
+        out = []
+        for d in os.listdir("/proc"):
+            if d.isdigit() and int(d) != os.getpid():
+                try:
+                    with open("/proc/%s/cmdline" % d, "rb") as fh:
+                        cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                if self.base in cmd:
+                    out.append((int(d), cmd[:200]))
+        return out
 
 
 class Nginx:
