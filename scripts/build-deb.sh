@@ -1,8 +1,7 @@
 #!/bin/sh
 # Builds the Debian package tfprov_<version>_amd64.deb into OUTDIR (default
 # ./dist) from a release build with Debian's hardening flags (dpkg-buildflags),
-# installed under /usr, then runs lintian on it. Remaining lintian tags are
-# explained in packaging/README.md.
+# installed under /usr, then runs lintian on it (tags printed, not fatal).
 #   TFPROV_MAINTAINER="Name <mail>" sets the package's Maintainer field.
 set -eu
 export DEB_BUILD_MAINT_OPTIONS=hardening=+all
