@@ -208,6 +208,14 @@ def _previous(cur):
     return None
 
 
+def _exit(module, **res):
+    """exit_json with failed=False said explicitly: Ansible marks any result
+    with a non-zero rc failed unless it carries 'failed' (check mode's rc 2 and
+    rc 7, reboot required, are not failures)."""
+    res["failed"] = False
+    module.exit_json(**res)
+
+
 def _plan_text(events):
     lines = []
     for ev in events:
@@ -290,7 +298,7 @@ def main():
         res["previous_generation"] = cur["generation"] if cur else None
         if p["state"] == "absent":
             if cur is None:
-                module.exit_json(msg="stack %s is not present" % p["name"], **res)
+                _exit(module, msg="stack %s is not present" % p["name"], **res)
             argv = g + ["destroy", "-y", p["name"]]
         else:
             if cur is None:
@@ -310,12 +318,12 @@ def main():
             if last["number"] == cur["generation"] and last["result"] == "ok" \
                     and last["manifest_sha256"] == target[0]["manifest_sha256"]:
                 res["generation"] = cur["generation"]
-                module.exit_json(msg="stack %s already runs generation %d's manifest" % (
+                _exit(module, msg="stack %s already runs generation %d's manifest" % (
                     p["name"], p["generation"]), **res)
             argv = g + ["rollback", "-y", p["name"], "--generation", str(p["generation"])]
         if module.check_mode:
             res["changed"] = True
-            module.exit_json(msg="would run: %s" % " ".join(argv[len(g):]), **res)
+            _exit(module, msg="would run: %s" % " ".join(argv[len(g):]), **res)
         rc, events, result, errors = run_json(module, argv)
         after = read_stacks(p).get(p["name"])
         res.update(rc=rc, changed=bool(result and result.get("changed")) or rc == 0,
@@ -325,7 +333,7 @@ def main():
         if rc not in (0, 7):
             module.fail_json(msg=failure_message(rc, errors, "tfprov " + argv[len(g)]), **res)
         res["reboot_required"] = rc == 7
-        module.exit_json(msg="%s %s: done" % (argv[len(g)], p["name"]), **res)
+        _exit(module, msg="%s %s: done" % (argv[len(g)], p["name"]), **res)
 
     if p["content"] is not None:
         manifest = _write_content(module, p)
@@ -349,7 +357,7 @@ def main():
         res["changed"] = rc == 2
         if module._diff:
             res["diff"] = dict(before="", after="", prepared=res["plan"])
-        module.exit_json(msg="plan: %s" % ("changes pending" if rc == 2 else "no changes"), **res)
+        _exit(module, msg="plan: %s" % ("changes pending" if rc == 2 else "no changes"), **res)
 
     rc, events, result, errors = run_json(module, g + ["apply", "-y", manifest])
     res["rc"] = rc
@@ -382,7 +390,7 @@ def main():
         res["bench"] = read_stacks(p).get(st["name"], {}).get("bench", {})
         if brc != 0:
             module.fail_json(msg=failure_message(brc, berrors, "tfprov bench"), **res)
-    module.exit_json(msg="reboot required" if rc == 7 else
+    _exit(module, msg="reboot required" if rc == 7 else
                      ("applied" if res["changed"] else "no changes"), **res)
 
 
