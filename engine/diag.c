@@ -60,28 +60,30 @@ void diags_sort(struct diags *d)
 		qsort(d->v, d->n, sizeof(*d->v), diag_cmp);
 }
 
-void diags_print(const struct diags *d, FILE *f, int color)
+char *diags_format(const struct diags *d, int color)
 {
 	static const char *names[] = {"error", "warning", "note"};
 	static const char *colors[] = {"\033[1;31m", "\033[1;35m", "\033[1;36m"};
+	struct strbuf b = {0};
 	for (size_t i = 0; i < d->n; i++) {
 		const struct diag *g = &d->v[i];
 		if (g->pos.line > 0)
-			fprintf(f, "%s:%d:%d: ", g->file, g->pos.line,
-			        g->pos.col > 0 ? g->pos.col : 1);
+			strbuf_addf(&b, "%s:%d:%d: ", g->file, g->pos.line,
+			            g->pos.col > 0 ? g->pos.col : 1);
 		else
-			fprintf(f, "%s: ", g->file);
+			strbuf_addf(&b, "%s: ", g->file);
 		if (color)
-			fprintf(f, "%s%s:\033[0m ", colors[g->sev], names[g->sev]);
+			strbuf_addf(&b, "%s%s:\033[0m ", colors[g->sev], names[g->sev]);
 		else
-			fprintf(f, "%s: ", names[g->sev]);
-		fprintf(f, "%s", g->msg);
+			strbuf_addf(&b, "%s: ", names[g->sev]);
+		strbuf_addf(&b, "%s", g->msg);
 		if (g->code[0])
-			fprintf(f, " [%s]", g->code);
-		fputc('\n', f);
+			strbuf_addf(&b, " [%s]", g->code);
+		strbuf_addf(&b, "\n");
 		if (g->hint)
-			fprintf(f, "  hint: %s\n", g->hint);
+			strbuf_addf(&b, "  hint: %s\n", g->hint);
 	}
+	return strbuf_detach(&b);
 }
 
 int diags_has(const struct diags *d, const char *code)

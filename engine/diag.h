@@ -9,7 +9,6 @@
 #define TFPROV_DIAG_H
 
 #include <stddef.h>
-#include <stdio.h>
 
 enum diag_severity { DIAG_ERROR, DIAG_WARNING, DIAG_NOTE };
 
@@ -39,8 +38,9 @@ void diags_add(struct diags *d, enum diag_severity sev, const char *file, struct
 void diags_release(struct diags *d);
 /* Sorts by file, line, column (stable). */
 void diags_sort(struct diags *d);
-/* Writes "FILE:LINE:COL: error: msg [code]" + "  hint: ..." lines. */
-void diags_print(const struct diags *d, FILE *f, int color);
+/* "FILE:LINE:COL: error: msg [code]" + "  hint: ..." lines, malloc'd (the
+ * front end prints them: diags_print in cli/). */
+char *diags_format(const struct diags *d, int color);
 int diags_has(const struct diags *d, const char *code);
 
 #endif

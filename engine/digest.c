@@ -7,6 +7,7 @@
  * release are idempotent and error paths can call release unconditionally.
  */
 #include "digest.h"
+#include "error.h"
 #include "util.h"
 
 #include <errno.h>
@@ -20,8 +21,7 @@ void sha256_init(struct sha256 *s)
 {
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-		fprintf(stderr, "tfprov: OpenSSL cannot initialise SHA-256\n");
-		abort();
+		tf_fatal("tfprov: OpenSSL cannot initialise SHA-256");
 	}
 	s->md = md;
 	s->bytes = 0;

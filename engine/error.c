@@ -3,6 +3,10 @@
 
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <stdarg.h>
 
 volatile int tf_interrupted;
 
@@ -51,4 +55,22 @@ int tf_err_from_errno(int err)
 	default:
 		return TF_EIO;
 	}
+}
+
+void tf_fatal(const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n > sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	/* No allocation, no stdio: this may run with the heap exhausted. */
+	ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
+	(void)w;
+	abort();
 }

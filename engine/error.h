@@ -68,6 +68,12 @@ const char *tf_strerror(int err);
  * anything else -> TF_EIO); a TF_E* code or 0 is returned unchanged. */
 int tf_err_from_errno(int err);
 int tf_exit_code(int err);
+/*
+ * The core's one way to stderr: a last message before abort(), for the
+ * failures no caller can handle and no event handler can report (out of
+ * memory). Everything else is an event or a returned diagnostic.
+ */
+__attribute__((noreturn)) void tf_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Set by the SIGINT/SIGTERM handler; long loops check it between atomic units. */
 extern volatile int tf_interrupted;

@@ -1,9 +1,11 @@
 /*
  * event.h - the engine never prints; it emits events.
  *
- * A renderer (render.c) turns them into terminal text or into one JSON
- * object per line (--json). Strings in an event are borrowed for the duration
- * of the emit call only.
+ * The front end registers a handler at start (ev_set_handler; cli/render.c
+ * turns events into terminal text or into one JSON object per line with
+ * --json), as libalpm's callbacks do. Strings in an event are borrowed for
+ * the duration of the emit call only. Events may come from several threads
+ * (downloads): the handler serialises them.
  */
 #ifndef TFPROV_EVENT_H
 #define TFPROV_EVENT_H
@@ -37,6 +39,9 @@ struct event {
 	int exit_code;                  /* EV_RESULT */
 };
 
+typedef void (*ev_handler_fn)(void *ud, struct ctx *c, const struct event *e);
+/* Registers the one handler every event goes to (NULL: events are dropped). */
+void ev_set_handler(ev_handler_fn fn, void *ud);
 void ev_emit(struct ctx *c, const struct event *e);
 void ev_log(struct ctx *c, enum ev_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -26,8 +26,7 @@ void *isolate_shared_alloc(size_t size)
 	void *p =
 	    mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) {
-		fprintf(stderr, "tfprov: out of memory mapping %zu shared bytes\n", size);
-		abort();
+		tf_fatal("tfprov: out of memory mapping %zu shared bytes", size);
 	}
 	return p;
 }

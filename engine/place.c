@@ -12,6 +12,7 @@
  * restore a backup over it, so an undo can never delete committed work.
  */
 #include "place.h"
+#include "fs.h"
 #include "digest.h"
 #include "error.h"
 #include "event.h"
@@ -21,7 +22,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,24 +90,6 @@ static int fail(struct txn *t, int rc, const char *fmt, ...)
 const char *txn_error(const struct txn *t)
 {
 	return t->err;
-}
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(p) != 0 && errno != ENOENT ? -1 : 0;
-}
-
-int rm_rf(const char *host_path)
-{
-	struct stat st;
-	if (lstat(host_path, &st) != 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (!S_ISDIR(st.st_mode))
-		return unlink(host_path) == 0 ? 0 : -errno;
-	return nftw(host_path, rm_cb, 32, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -errno;
 }
 
 static int exists(const char *host)
@@ -406,7 +388,7 @@ int txn_merge_tree(struct txn *t, const char *staged, const char *path, const st
 	strvec_release(&backups);
 	if (rc == 0) {
 		record_entries(t, path, e, n, 0);
-		rm_rf(staged);
+		fs_rmtree(staged);
 	}
 	return rc;
 }
@@ -570,7 +552,7 @@ static void gc_rows(struct state *st)
 	sqlite3_finalize(s);
 	for (size_t i = 0; i < ids.n; i++) {
 		if (paths.v[i][0])
-			rm_rf(paths.v[i]);
+			fs_rmtree(paths.v[i]);
 		char *sql = xasprintf("DELETE FROM journal WHERE id = %s", ids.v[i]);
 		state_exec(st, sql);
 		free(sql);
@@ -646,14 +628,14 @@ static void undo_row(struct ctx *c, const char *op, const char *path, const char
 {
 	char *host = ctx_host_path(c, path);
 	if (strcmp(op, "stage") == 0) {
-		rm_rf(host);
+		fs_rmtree(host);
 	} else if (strcmp(op, "mkdir") == 0) {
 		rmdir(host); /* only when empty: anything inside is someone's */
 	} else if (strcmp(op, "put") == 0 || strcmp(op, "tree") == 0) {
 		if (tmp && exists(tmp) && strcmp(op, "put") == 0)
-			rm_rf(tmp);
+			fs_rmtree(tmp);
 		if (tmp && strcmp(op, "tree") == 0)
-			rm_rf(tmp);
+			fs_rmtree(tmp);
 		/*
 		 * No backup means the path did not exist when the intent was
 		 * journaled (we hold the lock), so whatever is there now is this
@@ -661,19 +643,19 @@ static void undo_row(struct ctx *c, const char *op, const char *path, const char
 		 * the path (an update that removed, then re-created it).
 		 */
 		if (backup && exists(backup)) {
-			rm_rf(host);
+			fs_rmtree(host);
 			rename(backup, host);
 		} else if (backup == NULL && exists(host)) {
-			rm_rf(host);
+			fs_rmtree(host);
 		}
 	} else if (strcmp(op, "rm") == 0) {
 		if (backup && exists(backup)) {
-			rm_rf(host);
+			fs_rmtree(host);
 			rename(backup, host);
 		}
 	} else if (strcmp(op, "gc") == 0) {
 		if (backup)
-			rm_rf(backup);
+			fs_rmtree(backup);
 	}
 	free(host);
 }

@@ -94,7 +94,4 @@ int place_open_state(struct ctx *c);
  * Returns the number of operations undone, or a negative error. */
 int place_recover(struct ctx *c);
 
-/* Removes a host path recursively (files, links, dirs); 0 or -errno. */
-int rm_rf(const char *host_path);
-
 #endif

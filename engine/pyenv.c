@@ -22,7 +22,7 @@
 #include "error.h"
 #include "event.h"
 #include "manifest.h"
-#include "pyfs.h"
+#include "fs.h"
 #include "spawn.h"
 
 #include <ctype.h>
@@ -267,7 +267,7 @@ int venv_create(struct ctx *c, const char *python, const char *prefix, int *crea
 	}
 	if (lstat(prefix, &st) == 0) {
 		aside = xasprintf("%s.tfprov-old", prefix);
-		pyfs_rmtree(aside);
+		fs_rmtree(aside);
 		if (rename(prefix, aside) != 0) {
 			rc = TF_EIO;
 			*errmsg = xasprintf("%s: cannot move the old environment aside: %s", prefix,
@@ -288,13 +288,13 @@ int venv_create(struct ctx *c, const char *python, const char *prefix, int *crea
 		    xasprintf("%s -m venv: %s", python, r.errmsg ? r.errmsg : tf_strerror(rc));
 	}
 	if (rc != 0) {
-		pyfs_rmtree(prefix);
+		fs_rmtree(prefix);
 		if (aside)
 			rename(aside, prefix);
 		goto out;
 	}
 	if (aside)
-		pyfs_rmtree(aside);
+		fs_rmtree(aside);
 	*created = 1;
 out:
 	spawn_result_release(&r);
@@ -544,8 +544,8 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 
 	/* Phase 2: snapshot, then install offline from the verified wheelhouse. */
 	snap = xasprintf("%s.tfprov-snap", prefix);
-	pyfs_rmtree(snap);
-	if (pyfs_link_tree(prefix, snap) != 0) {
+	fs_rmtree(snap);
+	if (fs_link_tree(prefix, snap) != 0) {
 		rc = TF_EIO;
 		*errmsg =
 		    xasprintf("%s: cannot snapshot the environment: %s", prefix, strerror(errno));
@@ -566,7 +566,7 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 	strvec_pushf(&argv, "--requirement=%s", reqfile);
 	rc = run_pip(c, &argv, o, "install", res, errmsg);
 	if (rc != 0) {
-		int e = pyfs_swap_in(snap, prefix);
+		int e = fs_swap_in(snap, prefix);
 		if (e != 0) {
 			char *m = *errmsg;
 			*errmsg = xasprintf("%s; restoring the environment from %s also failed: %s",
@@ -592,9 +592,9 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 		}
 out:
 	if (snapped && snap)
-		pyfs_rmtree(snap);
+		fs_rmtree(snap);
 	if (work)
-		pyfs_rmtree(work);
+		fs_rmtree(work);
 	free(work);
 	free(reqfile);
 	free(wheels);
@@ -692,7 +692,7 @@ out:
 	json_decref(root);
 	free(json);
 	if (work)
-		pyfs_rmtree(work);
+		fs_rmtree(work);
 	free(work);
 	free(reqfile);
 	free(report);

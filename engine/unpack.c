@@ -23,6 +23,7 @@
  *  5. Only the caller's thread emits events (the renderer is not thread-safe).
  */
 #include "unpack.h"
+#include "fs.h"
 #include "ctx.h"
 #include "digest.h"
 #include "error.h"
@@ -33,7 +34,6 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <linux/openat2.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1000,33 +1000,6 @@ static void maybe_progress(struct writer *w, struct queue *q, int force)
 	ev_progress(w->c, "unpack", w->label, done, total);
 }
 
-static int chmod_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	if (flag == FTW_D || flag == FTW_DNR)
-		chmod(p, (st->st_mode & 07777) | 0700);
-	return 0;
-}
-
-static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	if (flag == FTW_DP || flag == FTW_D)
-		return rmdir(p) < 0 ? -1 : 0;
-	return unlink(p) < 0 ? -1 : 0;
-}
-
-int remove_tree(const char *path)
-{
-	struct stat st;
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	/* Make directories writable first: an archive may have set 0555. */
-	if (S_ISDIR(st.st_mode))
-		nftw(path, chmod_cb, 32, FTW_PHYS);
-	if (nftw(path, rm_cb, 32, FTW_DEPTH | FTW_PHYS) < 0)
-		return -errno;
-	return 0;
-}
-
 void unpack_result_release(struct unpack_result *res)
 {
 	for (size_t i = 0; i < res->n; i++) {
@@ -1040,31 +1013,37 @@ void unpack_result_release(struct unpack_result *res)
 }
 
 static int unpack_common(struct ctx *c, const char *archive, const struct unpack_follow *follow,
-                         int64_t pinned, const char *dest_dir, int strip, struct unpack_result *res,
-                         char **errmsg);
+                         int64_t pinned, int conda, const char *dest_dir, int strip,
+                         struct unpack_result *res, char **errmsg);
 
 int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
                    struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, archive, NULL, -1, dest_dir, strip, res, errmsg);
+	return unpack_common(c, archive, NULL, -1, 0, dest_dir, strip, res, errmsg);
+}
+
+int unpack_conda_package(struct ctx *c, const char *file, int is_conda, const char *dest_dir,
+                         struct unpack_result *res, char **errmsg)
+{
+	return unpack_common(c, file, NULL, -1, is_conda, dest_dir, 0, res, errmsg);
 }
 
 int unpack_archive_pinned(struct ctx *c, const char *archive, uint64_t unpacked_size,
                           const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, archive, NULL, (int64_t)unpacked_size, dest_dir, strip, res,
+	return unpack_common(c, archive, NULL, (int64_t)unpacked_size, 0, dest_dir, strip, res,
 	                     errmsg);
 }
 
 int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_follow *follow,
                           const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, part, follow, -1, dest_dir, strip, res, errmsg);
+	return unpack_common(c, part, follow, -1, 0, dest_dir, strip, res, errmsg);
 }
 
 static int unpack_common(struct ctx *c, const char *archive, const struct unpack_follow *follow,
-                         int64_t pinned, const char *dest_dir, int strip, struct unpack_result *res,
-                         char **errmsg)
+                         int64_t pinned, int conda, const char *dest_dir, int strip,
+                         struct unpack_result *res, char **errmsg)
 {
 	struct writer w = {.c = c,
 	                   .archive = archive,
@@ -1075,7 +1054,7 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 	                   .parent_fd = -1};
 	struct queue *q = NULL;
 	struct decoder d = {.archive = archive,
-	                    .conda = !follow && str_ends_with(archive, ".conda"),
+	                    .conda = !follow && (conda || str_ends_with(archive, ".conda")),
 	                    .follow = follow};
 	pthread_t th;
 	int started = 0, created = 0;
@@ -1164,7 +1143,7 @@ out:
 	strvec_release(&w.symlinks);
 	if (w.err) {
 		if (created)
-			remove_tree(dest_dir);
+			fs_rmtree(dest_dir);
 		unpack_result_release(res);
 		*errmsg = w.errmsg;
 		return w.err;

@@ -54,6 +54,14 @@ int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int
 void unpack_result_release(struct unpack_result *res);
 
 /*
+ * unpack_archive() of a conda package (conda.c): `is_conda` says the file is
+ * a .conda container whatever its name (a cache file may have none); else it
+ * is a .tar.bz2. Same refusals, no strip.
+ */
+int unpack_conda_package(struct ctx *c, const char *file, int is_conda, const char *dest_dir,
+                         struct unpack_result *res, char **errmsg);
+
+/*
  * unpack_archive() with a hard limit: an archive whose files add up to more
  * than its recorded unpacked_size is refused with TF_EINTEGRITY (and
  * dest_dir removed) the moment the limit would be passed.
@@ -94,8 +102,5 @@ struct unpack_follow {
 int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_follow *follow,
                           const char *dest_dir, int strip, struct unpack_result *res,
                           char **errmsg);
-
-/* Removes a tree without following symlinks. 0 or -errno. */
-int remove_tree(const char *path);
 
 #endif

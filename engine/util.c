@@ -4,6 +4,7 @@
  */
 
 #include "util.h"
+#include "error.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,8 +17,7 @@
 
 static void oom(size_t n)
 {
-	fprintf(stderr, "tfprov: out of memory allocating %zu bytes\n", n);
-	abort();
+	tf_fatal("tfprov: out of memory allocating %zu bytes", n);
 }
 
 void *xmalloc(size_t n)

@@ -8,6 +8,7 @@
  * the caller got from txn_stage_dir(); placement is the caller's.
  */
 #include "artifacts.h"
+#include "fs.h"
 #include "error.h"
 #include "event.h"
 #include "fetch.h"
@@ -382,7 +383,7 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 			if (i > 0 && (rc = ensure_stage(stage, parts, st)) != 0)
 				break;
 			if (strcmp(parts[i], stage) != 0)
-				remove_tree(parts[i]);
+				fs_rmtree(parts[i]);
 			ev_log(c, EV_DEBUG, "unpacking %s", s->v[i].name);
 			rc =
 			    s->v[i].unpacked >= 0
@@ -411,7 +412,7 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 	for (size_t i = 0; i < s->n; i++) {
 		/* stage/ itself is the caller's: the txn removes it on failure. */
 		if (parts[i] && strcmp(parts[i], stage) != 0)
-			remove_tree(parts[i]);
+			fs_rmtree(parts[i]);
 		free(parts[i]);
 		unpack_result_release(&res[i]);
 		fetch_item_release(&job.items[i]);

@@ -18,12 +18,12 @@
 #include "digest.h"
 #include "error.h"
 #include "event.h"
+#include "fs.h"
 #include "spawn.h"
 #include "state.h"
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -96,26 +96,21 @@ static int cuda_precheck(struct ctx *c, const struct manifest *m, struct step *s
 }
 
 /* Records every path under the staged tree (after a runfile wrote it). */
-static struct staged *walk_out;
-static size_t walk_base;
-static int walk_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+static int record_staged(void *ud, const char *rel, const char *host, const struct stat *sb)
 {
-	(void)ftw;
-	if (strlen(p) <= walk_base)
-		return 0;
-	const char *rel = p + walk_base + 1;
-	if (flag == FTW_D) {
-		staged_add(walk_out, rel, 'd', NULL, 0, sb->st_mode & 07777, NULL);
-	} else if (flag == FTW_SL) {
+	struct staged *out = ud;
+	if (S_ISDIR(sb->st_mode)) {
+		staged_add(out, rel, 'd', NULL, 0, sb->st_mode & 07777, NULL);
+	} else if (S_ISLNK(sb->st_mode)) {
 		char buf[4096];
-		ssize_t n = readlink(p, buf, sizeof(buf) - 1);
+		ssize_t n = readlink(host, buf, sizeof(buf) - 1);
 		buf[n > 0 ? n : 0] = '\0';
-		staged_add(walk_out, rel, 'l', NULL, 0, 0777, buf);
-	} else if (flag == FTW_F) {
+		staged_add(out, rel, 'l', NULL, 0, 0777, buf);
+	} else if (S_ISREG(sb->st_mode)) {
 		char hex[65];
 		int64_t size = 0;
-		sha256_file(p, hex, &size);
-		staged_add(walk_out, rel, 'f', hex, size, sb->st_mode & 07777, NULL);
+		sha256_file(host, hex, &size);
+		staged_add(out, rel, 'f', hex, size, sb->st_mode & 07777, NULL);
 	}
 	return 0;
 }
@@ -149,9 +144,7 @@ static int run_runfile(struct ctx *c, const struct art *a, const char *stage, st
 		step_fail(s, "cannot run the CUDA runfile: %s", r.errmsg ? r.errmsg : "");
 	}
 	if (rc == 0) {
-		walk_out = out;
-		walk_base = strlen(stage);
-		nftw(stage, walk_cb, 32, FTW_PHYS);
+		fs_walk(stage, record_staged, out);
 	}
 	spawn_result_release(&r);
 	free(tp);

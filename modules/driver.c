@@ -10,6 +10,7 @@
 #include "module.h"
 #include "version.h"
 
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>

@@ -18,13 +18,13 @@
 #include "digest.h"
 #include "error.h"
 #include "event.h"
+#include "fs.h"
 #include "fetch.h"
 #include "module.h"
 #include "pyenv.h"
 #include "state.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,64 +57,56 @@ static int pyenv_desire(struct ctx *c, const struct manifest *m, struct strbuf *
 }
 
 /* Records every path of an env that was built outside the txn (conda swap, venv). */
-static struct txn *walk_txn;
-static size_t walk_root;
-static struct staged_list {
+struct staged_list {
 	struct place_entry *v;
 	size_t n, cap;
-} walk_list;
+};
 
-static int walk_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+static int list_entry(void *ud, const char *rel, const char *host, const struct stat *sb)
 {
-	(void)ftw;
-	if (strlen(p) <= walk_root)
-		return 0;
-	struct staged_list *l = &walk_list;
+	struct staged_list *l = ud;
+	char type = S_ISDIR(sb->st_mode)   ? 'd'
+	            : S_ISLNK(sb->st_mode) ? 'l'
+	            : S_ISREG(sb->st_mode) ? 'f'
+	                                   : 0;
+	if (type == 0)
+		return 0; /* sockets, fifos: not part of an env */
 	if (l->n == l->cap) {
 		l->cap = l->cap ? l->cap * 2 : 1024;
 		l->v = xrealloc(l->v, l->cap * sizeof(*l->v));
 	}
-	struct place_entry *e = &l->v[l->n];
+	struct place_entry *e = &l->v[l->n++];
 	memset(e, 0, sizeof(*e));
-	e->path = xstrdup(p + walk_root + 1);
+	e->path = xstrdup(rel);
 	e->mode = sb->st_mode & 07777;
-	if (flag == FTW_D) {
-		e->type = 'd';
-	} else if (flag == FTW_SL) {
+	e->type = type;
+	if (type == 'l') {
 		char buf[4096];
-		ssize_t n = readlink(p, buf, sizeof(buf) - 1);
+		ssize_t n = readlink(host, buf, sizeof(buf) - 1);
 		buf[n > 0 ? n : 0] = '\0';
-		e->type = 'l';
 		e->link = xstrdup(buf);
-	} else if (flag == FTW_F) {
+	} else if (type == 'f') {
 		char hex[65];
 		int64_t size = 0;
-		e->type = 'f';
-		if (sha256_file(p, hex, &size) == 0)
+		if (sha256_file(host, hex, &size) == 0)
 			e->sha256 = xstrdup(hex);
 		e->size = size;
-	} else {
-		return 0;
 	}
-	l->n++;
 	return 0;
 }
 
 static int record_env(struct ctx *c, struct txn *t, const char *prefix)
 {
 	char *host = ctx_host_path(c, prefix);
-	walk_txn = t;
-	walk_root = strlen(host);
-	memset(&walk_list, 0, sizeof(walk_list));
-	nftw(host, walk_cb, 32, FTW_PHYS);
-	int rc = txn_record_tree(t, prefix, walk_list.v, walk_list.n);
-	for (size_t i = 0; i < walk_list.n; i++) {
-		free((char *)walk_list.v[i].path);
-		free((char *)walk_list.v[i].sha256);
-		free((char *)walk_list.v[i].link);
+	struct staged_list list = {0};
+	fs_walk(host, list_entry, &list);
+	int rc = txn_record_tree(t, prefix, list.v, list.n);
+	for (size_t i = 0; i < list.n; i++) {
+		free((char *)list.v[i].path);
+		free((char *)list.v[i].sha256);
+		free((char *)list.v[i].link);
 	}
-	free(walk_list.v);
-	memset(&walk_list, 0, sizeof(walk_list));
+	free(list.v);
 	free(host);
 	return rc;
 }

@@ -3,9 +3,12 @@
  * archive of any format libarchive detects, are unpacked into a fresh
  * directory under a private temp root. Whatever the archive says, nothing may
  * be written outside that directory; the check is that the temp root holds
- * nothing but the destination afterwards.
+ * nothing but the destination afterwards. The first byte picks the entry
+ * point: odd, the conda package path (a .conda container: a zip of inner
+ * tar.zst members, the path conda.c takes); even, the artifact path.
  */
 #include "ctx.h"
+#include "fs.h"
 #include "unpack.h"
 #include "util.h"
 
@@ -27,6 +30,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (mkdtemp(base) == NULL)
 			abort();
 	}
+	int conda = size > 0 && (data[0] & 1);
+	if (size > 0) {
+		data++;
+		size--;
+	}
 	char *arch = xasprintf("%s/in.bin", base);
 	char *dest = xasprintf("%s/out", base);
 	int fd = open(arch, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -40,10 +48,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c.root = (char *)"/";
 	struct unpack_result res;
 	char *err = NULL;
-	unpack_archive(&c, arch, dest, 0, &res, &err);
+	if (conda)
+		unpack_conda_package(&c, arch, 1, dest, &res, &err);
+	else
+		unpack_archive(&c, arch, dest, 0, &res, &err);
 	unpack_result_release(&res);
 	free(err);
-	remove_tree(dest);
+	fs_rmtree(dest);
 	unlink(arch);
 	/* Nothing may have escaped next to the destination. */
 	DIR *d = opendir(base);

@@ -15,10 +15,14 @@ mkdir -p "$S/manifest" "$S/unpack" "$S/minisign"
 (cd "$S/minisign" && minisign -G -W -p k.pub -s k.key >/dev/null && printf 'seed\n' >m &&
 	minisign -S -s k.key -m m -x ed.sig && minisign -S -l -s k.key -m m -x legacy.sig && rm m)
 cp manifests/*.yaml tests/manifests/*.yaml tests/manifests/guide/*.yaml "$S/manifest/"
-cp tests/fuzz/regressions/unpack-* "$S/unpack/"
-/usr/bin/python3 - "$S/unpack" <<'PY'
-import io, sys, tarfile, zipfile
-out = sys.argv[1]
+/usr/bin/python3 - "$S/unpack" tests/fuzz/regressions <<'PY'
+# fuzz_unpack reads a selector byte first: 0 = artifact path, 1 = conda path.
+import glob, io, os, shutil, subprocess, sys, tarfile, zipfile
+out, regressions = sys.argv[1], sys.argv[2]
+def save(name, data, sel=b"\0"):
+    open(f"{out}/{name}", "wb").write(sel + data)
+for f in glob.glob(f"{regressions}/unpack-*"):
+    save(os.path.basename(f), open(f, "rb").read())
 def tar(mode, name):
     bio = io.BytesIO()
     with tarfile.open(fileobj=bio, mode=mode) as t:
@@ -26,13 +30,24 @@ def tar(mode, name):
             ti = tarfile.TarInfo(n); ti.size = len(data); t.addfile(ti, io.BytesIO(data))
         ti = tarfile.TarInfo("top/lib/libx.so"); ti.type = tarfile.SYMTYPE; ti.linkname = "libx.so.1"
         t.addfile(ti)
-    open(f"{out}/{name}", "wb").write(bio.getvalue())
+    return bio.getvalue()
 for mode, name in (("w", "a.tar"), ("w:gz", "a.tgz"), ("w:bz2", "a.tbz"), ("w:xz", "a.txz")):
-    tar(mode, name)
+    save(name, tar(mode, name))
+save("a.tbz.conda-path", tar("w:bz2", "p.tar.bz2"), b"\1")
 bio = io.BytesIO()
 with zipfile.ZipFile(bio, "w") as z:
     z.writestr("top/a.txt", "hello\n")
-open(f"{out}/a.zip", "wb").write(bio.getvalue())
+save("a.zip", bio.getvalue())
+# A .conda: a zip holding pkg-*.tar.zst and info-*.tar.zst (zstd if present, else a plain tar).
+inner = tar("w", "inner.tar")
+if shutil.which("zstd"):
+    inner = subprocess.run(["zstd", "-q", "-c"], input=inner, stdout=subprocess.PIPE, check=True).stdout
+bio = io.BytesIO()
+with zipfile.ZipFile(bio, "w") as z:
+    z.writestr("metadata.json", '{"conda_pkg_format_version": 2}')
+    z.writestr("pkg-x-1.0-0.tar.zst", inner)
+    z.writestr("info-x-1.0-0.tar.zst", inner)
+save("a.conda", bio.getvalue(), b"\1")
 PY
 for t in manifest unpack minisign; do
 	echo "fuzz_$t: ${SECS}s"

@@ -37,7 +37,11 @@ static int setup(void **state)
 	(void)state;
 	unsetenv("TFPROV_COMPAT");
 	if (compat_load(compat_default_path(), &kb, &d) != 0) {
-		diags_print(&d, stderr, 0);
+		{
+			char *text = diags_format(&d, 0);
+			fputs(text, stderr);
+			free(text);
+		}
 		diags_release(&d);
 		return -1;
 	}
@@ -366,7 +370,11 @@ static void lint_file(const char *path, struct diags *d)
 	int rc = manifest_load(path, &m, d);
 
 	if (rc != 0 || d->errors != 0) {
-		diags_print(d, stderr, 0);
+		{
+			char *text = diags_format(d, 0);
+			fputs(text, stderr);
+			free(text);
+		}
 		fail_msg("%s does not parse cleanly", path);
 	}
 	compat_lint(kb, m, d);
@@ -417,7 +425,11 @@ static void test_guide_manifests(void **state)
 			if (strncmp(d.v[j].code, "compat.", 7) != 0)
 				continue;
 			if (expected(guide[i].file, &d.v[j]) == NULL) {
-				diags_print(&d, stderr, 0);
+				{
+					char *text = diags_format(&d, 0);
+					fputs(text, stderr);
+					free(text);
+				}
 				fail_msg("%s: unexpected %s at %d:%d", path, d.v[j].code,
 				         d.v[j].pos.line, d.v[j].pos.col);
 			}
@@ -426,7 +438,11 @@ static void test_guide_manifests(void **state)
 			got++;
 		}
 		if (got != want) {
-			diags_print(&d, stderr, 0);
+			{
+				char *text = diags_format(&d, 0);
+				fputs(text, stderr);
+				free(text);
+			}
 			fail_msg("%s: %zu compat diagnostics, expected %zu", path, got, want);
 		}
 		diags_release(&d);
@@ -475,7 +491,11 @@ static void test_kb_guide_table(void **state)
 		tested++;
 		lint_file(g->test, &d);
 		if (!diags_has(&d, g->lint)) {
-			diags_print(&d, stderr, 0);
+			{
+				char *text = diags_format(&d, 0);
+				fputs(text, stderr);
+				free(text);
+			}
 			fail_msg("guide mistake %s: %s does not yield %s", g->id, g->test, g->lint);
 		}
 		diags_release(&d);
@@ -489,7 +509,11 @@ static void assert_clean(const char *path)
 
 	lint_file(path, &d);
 	if (count_prefix(&d, "compat.") != 0) {
-		diags_print(&d, stderr, 0);
+		{
+			char *text = diags_format(&d, 0);
+			fputs(text, stderr);
+			free(text);
+		}
 		fail_msg("%s has compat diagnostics", path);
 	}
 	diags_release(&d);
@@ -541,7 +565,11 @@ static void test_shipped_manifests(void **state)
 			for (size_t j = 0; j < d.n; j++)
 				if (d.v[j].sev == DIAG_ERROR &&
 				    strncmp(d.v[j].code, "compat.", 7) == 0) {
-					diags_print(&d, stderr, 0);
+					{
+						char *text = diags_format(&d, 0);
+						fputs(text, stderr);
+						free(text);
+					}
 					fail_msg("%s: compat error %s", files[i], d.v[j].code);
 				}
 		}
@@ -742,7 +770,11 @@ static void test_kb_errors(void **state)
 				version = 1;
 		}
 		if (!typo || !version) {
-			diags_print(&d, stderr, 0);
+			{
+				char *text = diags_format(&d, 0);
+				fputs(text, stderr);
+				free(text);
+			}
 			fail_msg("compat.yaml errors not positioned");
 		}
 	}
@@ -773,7 +805,11 @@ static void test_kb_errors(void **state)
 			map |= strstr(g->msg, "'packages' must be a mapping") && g->pos.line == 7;
 		}
 		if (!spec_tf || !dup || !spec_pkg || !map) {
-			diags_print(&d, stderr, 0);
+			{
+				char *text = diags_format(&d, 0);
+				fputs(text, stderr);
+				free(text);
+			}
 			fail_msg("pip requires errors not positioned");
 		}
 	}
@@ -798,7 +834,11 @@ static void test_kb_errors(void **state)
 			    strstr(d.v[i].msg, "formerly must read like") && d.v[i].pos.line == 5;
 		}
 		if (!together || !form) {
-			diags_print(&d, stderr, 0);
+			{
+				char *text = diags_format(&d, 0);
+				fputs(text, stderr);
+				free(text);
+			}
 			fail_msg("compute capability rename errors not found");
 		}
 	}

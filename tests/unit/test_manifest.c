@@ -59,7 +59,11 @@ static void release(struct res *r)
 
 static void dump(const struct diags *d)
 {
-	diags_print(d, stderr, 0);
+	{
+		char *text = diags_format(d, 0);
+		fputs(text, stderr);
+		free(text);
+	}
 }
 
 /* The diagnostic with `code`, or fails the test (printing what there was). */

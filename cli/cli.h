@@ -1,6 +1,6 @@
 /*
  * cli.h - the subcommand table (git's builtin/ pattern): one file per
- * subcommand under engine/cli/, registered in main.c's table, which also says
+ * subcommand under cli/, registered in main.c's table, which also says
  * what each command needs (the state lock, a manifest) so the core takes the
  * lock for it.
  */
@@ -8,6 +8,8 @@
 #define TFPROV_CLI_H
 
 #include "ctx.h"
+
+#include "render.h"
 
 struct opts {
 	int detailed_exitcode;

@@ -29,7 +29,7 @@
 #include "fetch.h"
 #include "manifest.h"
 #include "pyenv.h"
-#include "pyfs.h"
+#include "fs.h"
 #include "redist.h"
 #include "yamltree.h"
 
@@ -530,7 +530,7 @@ out:
 		       m->pip.nreqs ? "see below" : "none yet", *where,
 		       err ? err : tf_strerror(rc));
 	if (tmp)
-		pyfs_rmtree(tmp);
+		fs_rmtree(tmp);
 	free(tmp);
 	free(venv);
 	free(cache);
@@ -622,40 +622,12 @@ static int validate_text(struct ctx *c, const char *name, const char *text)
 	return rc;
 }
 
-/* Commit on close: temp file next to dst, fsync, rename. 0 or TF_EIO (logged). */
+/* Commit on close (fs_write_atomic). 0 or TF_EIO (logged). */
 static int write_atomic(struct ctx *c, const char *dst, const char *text, mode_t mode)
 {
-	char *tmp = xasprintf("%s.tfprov-lock.XXXXXX", dst);
-	size_t len = strlen(text), off = 0;
-	int rc = 0;
-	int fd = mkstemp(tmp);
-	if (fd < 0) {
-		ev_log(c, EV_ERROR, "cannot create %s: %s", tmp, strerror(errno));
-		free(tmp);
-		return TF_EIO;
-	}
-	while (rc == 0 && off < len) {
-		ssize_t w = write(fd, text + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			rc = -errno;
-		else
-			off += (size_t)w;
-	}
-	if (rc == 0 && fchmod(fd, mode) != 0)
-		rc = -errno;
-	if (rc == 0 && fsync(fd) != 0)
-		rc = -errno;
-	if (close(fd) != 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, dst) != 0)
-		rc = -errno;
-	if (rc != 0) {
+	int rc = fs_write_atomic(dst, text, strlen(text), mode, 0);
+	if (rc != 0)
 		ev_log(c, EV_ERROR, "cannot write %s: %s", dst, strerror(-rc));
-		unlink(tmp);
-	}
-	free(tmp);
 	return rc ? TF_EIO : 0;
 }
 

@@ -37,7 +37,7 @@
 #include "manifest.h"
 #include "minisign.h"
 #include "pyenv.h"
-#include "pyfs.h"
+#include "fs.h"
 #include "redist.h"
 #include "spawn.h"
 
@@ -585,7 +585,7 @@ static int mirror_build(struct ctx *c, const char *dir, char **manifests, size_t
 		       dir, s.n, s.copied, s.linked, s.present, changed ? "updated" : "unchanged");
 out:
 	if (tmp)
-		pyfs_rmtree(tmp);
+		fs_rmtree(tmp);
 	free(tmp);
 	for (size_t i = 0; i < nman; i++)
 		manifest_free(ms[i]);

@@ -9,6 +9,7 @@
  * Every file is written to a temporary name and renamed into place.
  */
 #include "cli.h"
+#include "fs.h"
 #include "error.h"
 #include "event.h"
 #include "manifest.h"
@@ -24,35 +25,11 @@
 
 int cli_write_file(struct ctx *c, const char *path, const char *text, unsigned mode, int no_replace)
 {
-	char *tmp = xasprintf("%s.tfprov-tmp.%d", path, (int)getpid());
-	size_t len = strlen(text), off = 0;
-	int rc = 0;
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-	if (fd < 0) {
-		ev_log(c, EV_ERROR, "cannot create %s: %s", tmp, strerror(errno));
-		free(tmp);
-		return TF_EIO;
-	}
-	while (off < len && rc == 0) {
-		ssize_t n = write(fd, text + off, len - off);
-		if (n < 0 && errno != EINTR)
-			rc = -errno;
-		else if (n > 0)
-			off += (size_t)n;
-	}
-	if (rc == 0 && fsync(fd) != 0)
-		rc = -errno;
-	if (close(fd) != 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, no_replace ? RENAME_NOREPLACE : 0))
-		rc = -errno;
-	if (rc != 0) {
+	int rc = fs_write_atomic(path, text, strlen(text), mode, no_replace ? FS_NO_REPLACE : 0);
+	if (rc != 0)
 		ev_log(c, EV_ERROR, "cannot write %s: %s", path,
 		       rc == -EEXIST ? "it exists; tfprov does not overwrite a key"
 		                     : strerror(-rc));
-		unlink(tmp);
-	}
-	free(tmp);
 	return rc ? TF_EIO : 0;
 }
 

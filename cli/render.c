@@ -7,6 +7,7 @@
  * item; on a terminal it is a single redrawn line.
  */
 #include "ctx.h"
+#include "render.h"
 #include "event.h"
 
 #include <jansson.h>
@@ -333,8 +334,9 @@ static void emit_text(struct ctx *c, const struct event *e)
 /* Downloads report from their own thread: one event is drawn at a time. */
 static pthread_mutex_t emit_mu = PTHREAD_MUTEX_INITIALIZER;
 
-void ev_emit(struct ctx *c, const struct event *e)
+void render_event(void *ud, struct ctx *c, const struct event *e)
 {
+	(void)ud;
 	pthread_mutex_lock(&emit_mu);
 	if (c == NULL)
 		c = g_ctx_for_log;
@@ -350,26 +352,4 @@ void ev_emit(struct ctx *c, const struct event *e)
 		emit_text(c, e);
 out:
 	pthread_mutex_unlock(&emit_mu);
-}
-
-void ev_log(struct ctx *c, enum ev_level lvl, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	char *msg = xvasprintf(fmt, ap);
-	va_end(ap);
-	struct event e = {.kind = EV_LOG, .level = lvl, .msg = msg};
-	ev_emit(c, &e);
-	free(msg);
-}
-
-void ev_progress(struct ctx *c, const char *step, const char *item, uint64_t done, uint64_t total)
-{
-	struct event e = {.kind = EV_PROGRESS,
-	                  .level = EV_INFO,
-	                  .step = step,
-	                  .item = item,
-	                  .done = done,
-	                  .total = total};
-	ev_emit(c, &e);
 }

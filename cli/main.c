@@ -145,6 +145,7 @@ int main(int argc, char **argv)
 	const char *root = "/", *state_dir = NULL, *cache_dir = NULL;
 	memset(&c, 0, sizeof(c));
 	memset(&o, 0, sizeof(o));
+	ev_set_handler(render_event, NULL);
 	c.rootfd = -1;
 	c.jobs = 4;
 	if (isatty(STDOUT_FILENO))
