@@ -16,6 +16,7 @@ driver version and GPUs that host reports.
 
 Nginx (Debian's) serves a directory on 127.0.0.1 for the fleet mirror.
 """
+import ctypes
 import os
 import shutil
 import socket
@@ -48,6 +49,12 @@ def free_port(addrs):
         if ok:
             return port
     raise RuntimeError("no common free port")
+
+
+def _die_with_parent():
+    """In the child before exec: SIGKILL when the test process dies, so a
+    killed pytest (a ctest timeout) still takes every host with it."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
 
 
 class Host:
@@ -98,7 +105,8 @@ SetEnv {setenv}
             self.proc = subprocess.Popen(
                 ["unshare", "-m", "-p", "--fork", "--kill-child", "--propagation", "private",
                  "sh", "-c", mounts + " && exec %s -D -e -f %s" % (SSHD, cfg)],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent)
 
     def wait_ready(self, deadline):
         while time.time() < deadline:
