@@ -157,12 +157,27 @@ def ansible_env(w):
                 ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
 
 
+def run_own_group(argv, env, cwd, timeout=900):
+    """subprocess.run in a session of its own; whatever ansible left running
+    in it (a worker that outlived ansible-playbook) is killed afterwards."""
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 def play(w, playbook, *args, expect_rc=None):
     """Runs ansible-playbook with the json callback; returns (rc, per-host results)."""
     argv = ["ansible-playbook", playbook] + list(args)
     t0 = time.time()
-    p = subprocess.run(argv, env=ansible_env(w), capture_output=True, text=True, timeout=600,
-                       cwd=str(w.base))
+    p = run_own_group(argv, ansible_env(w), str(w.base))
     print("fleet: %s %s: rc %d in %.1fs" % (os.path.basename(playbook), " ".join(args)[-80:],
                                             p.returncode, time.time() - t0), file=sys.stderr)
     try:
