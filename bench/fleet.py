@@ -142,7 +142,7 @@ def main():
         def wipe():
             for h in fleet.hosts:
                 for mnt in SHARED_MOUNTS:
-                    if mnt == "/etc/tfprov":
+                    if mnt in ("/etc/tfprov", "/root"):
                         continue
                     d = h.path(mnt)
                     for n in os.listdir(d):

@@ -23,8 +23,11 @@ import socket
 import subprocess
 import time
 
+# /root too: every host has its own home for root, so a login there does not
+# run this machine's root dotfiles (a shell rc that calls `pyenv rehash` made 20
+# concurrent sessions queue on pyenv's lock for minutes).
 SHARED_MOUNTS = ["/opt/tfprov", "/etc/profile.d", "/etc/tfprov", "/var/lib/tfprov",
-                 "/var/cache/tfprov"]
+                 "/var/cache/tfprov", "/root"]
 SSHD = "/usr/sbin/sshd"
 
 
