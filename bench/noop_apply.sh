@@ -51,7 +51,7 @@ env:
     TF_CPP_MIN_LOG_LEVEL: "1"
 EOF
 
-"$TFPROV_BIN" --root "$ROOT" -q apply "$WORK/m.yaml" >/dev/null 2>&1
+"$TFPROV_BIN" --root "$ROOT" -q apply -y "$WORK/m.yaml" >/dev/null 2>&1
 
 # 10k files, 6 levels deep like limits.md row 5a, 1-4 KiB each; rows in `files`.
 "$PY" - "$ROOT" "$N" "$WORK" <<'EOF'

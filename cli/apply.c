@@ -9,25 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
-static int confirm(struct ctx *c)
-{
-	if ((c->flags & CTX_YES) || !isatty(STDIN_FILENO) || (c->flags & CTX_JSON))
-		return 1;
-	printf("\nApply these changes? Only 'yes' is accepted: ");
-	fflush(stdout);
-	char line[64];
-	if (fgets(line, sizeof(line), stdin) == NULL)
-		return 0;
-	line[strcspn(line, "\n")] = '\0';
-	return strcmp(line, "yes") == 0;
-}
-
 int cmd_apply(struct ctx *c, struct opts *o)
 {
 	struct manifest *m = NULL;
 	struct plan p;
 	uint64_t t0 = now_ns();
-	int rc = cli_load_manifest(c, o->args.v[0], &m, 0);
+	int rc = cli_load_manifest(c, o->args.v[0], &m, 1); /* warnings too, as plan shows them */
 	if (rc == 0)
 		rc = cli_check_signature(c, m, 1);
 	if (rc != 0) {
@@ -43,8 +30,9 @@ int cmd_apply(struct ctx *c, struct opts *o)
 	ev_log(c, EV_INFO, "Stack %s (%s) from %s:\n", m->stack.name.s,
 	       platform_name(m->stack.platform), m->path);
 	plan_emit(c, &p);
-	if (!confirm(c)) {
-		ev_log(c, EV_ERROR, "apply cancelled; nothing was changed");
+	if (!cli_confirm(c, "apply",
+	                 "Do you want to perform these actions?\n  tfprov will perform the "
+	                 "actions described above.")) {
 		rc = TF_EFAIL;
 		goto out;
 	}

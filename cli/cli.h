@@ -16,6 +16,7 @@ struct opts {
 	int deep;
 	int history;
 	int allow_no_gpu;
+	int check; /* lock --check */
 	long generation;
 	const char *out;
 	const char *key; /* --key: a minisign secret key (sign, keygen, mirror build) */
@@ -34,6 +35,8 @@ struct cmd {
 	int (*fn)(struct ctx *c, struct opts *o);
 	unsigned flags;
 	const char *usage;
+	const char *opts;               /* its own options' long names, space separated */
+	signed char min_args, max_args; /* positional arguments; max -1: no bound */
 };
 
 int cmd_validate(struct ctx *c, struct opts *o);
@@ -48,12 +51,37 @@ int cmd_bench(struct ctx *c, struct opts *o);
 int cmd_doctor(struct ctx *c, struct opts *o);
 int cmd_lock(struct ctx *c, struct opts *o);
 int cmd_mirror(struct ctx *c, struct opts *o);
+int cmd_diff(struct ctx *c, struct opts *o);
+/* lock --check MANIFEST... (lockcheck.c) */
+int lock_check(struct ctx *c, struct opts *o);
 int cmd_sign(struct ctx *c, struct opts *o);
 int cmd_keygen(struct ctx *c, struct opts *o);
+
+/* A manifest diagnostic as a structured --json "diagnostic" event. */
+struct diag;
+void cli_diag_event(struct ctx *c, const struct diag *g);
 
 /* Loads and lints a manifest, printing diagnostics; 0 or TF_EMANIFEST. */
 struct manifest;
 int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, int print_warnings);
+/* Parses and lints into d without printing: *out is set unless the file does not
+ * parse (TF_EMANIFEST) or the knowledge base cannot be read (TF_EFAIL, reported);
+ * a manifest with lint errors is returned (rc 0) for callers that add their own. */
+struct diags;
+int cli_lint_manifest(struct ctx *c, const char *path, struct manifest **out, struct diags *d);
+/* Sorts and prints d: to stderr, or as JSON events under --json. */
+void cli_print_diags(struct ctx *c, struct diags *d);
+
+/*
+ * Asks before a change, Terraform's way: on a terminal the question and
+ * "Only 'yes' will be accepted"; -y approves; without a terminal on stdin
+ * (or with --json) nobody can answer, so it refuses (logged, nothing
+ * changed). 1 approved, 0 not.
+ */
+int cli_confirm(struct ctx *c, const char *action, const char *question);
+
+/* A unix time as RFC 3339 UTC ("2026-12-01T02:50:00Z"), or "never" for 0. */
+void cli_time(int64_t t, char out[32]);
 
 /*
  * The signature policy (trust.h) applied to a loaded manifest: its

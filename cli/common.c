@@ -6,15 +6,35 @@
 #include "manifest.h"
 #include "state.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
-int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, int print_warnings)
+void cli_diag_event(struct ctx *c, const struct diag *g)
 {
-	struct diags d = {0};
+	const char *sev = g->sev == DIAG_ERROR ? "error" : "warning";
+	json_t *o =
+	    json_pack("{s:s,s:s,s:s,s:s,s:i,s:i}", "severity", sev, "code", g->code, "message",
+	              g->msg, "file", g->file, "line", g->pos.line, "col", g->pos.col);
+	json_object_set_new(o, "hint", g->hint ? json_string(g->hint) : json_null());
+	char *msg = xasprintf("%s:%d:%d: %s: %s [%s]", g->file, g->pos.line, g->pos.col, sev,
+	                      g->msg, g->code);
+	struct event e = {.kind = EV_DATA,
+	                  .level = g->sev == DIAG_ERROR ? EV_ERROR : EV_WARN,
+	                  .type = "diagnostic",
+	                  .data = o,
+	                  .msg = msg};
+	ev_emit(c, &e);
+	free(msg);
+	json_decref(o);
+}
+
+int cli_lint_manifest(struct ctx *c, const char *path, struct manifest **out, struct diags *d)
+{
 	struct compat *kb = NULL;
-	int rc = manifest_load(path, out, &d);
+	int rc = manifest_load(path, out, d);
 	if (rc == 0) {
 		struct diags kd = {0};
 		if (compat_load(compat_default_path(), &kb, &kd) != 0) {
@@ -22,29 +42,39 @@ int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, in
 			ev_log(c, EV_ERROR, "cannot load the compatibility knowledge base %s",
 			       compat_default_path());
 			diags_release(&kd);
-			rc = TF_EFAIL;
-			goto out;
+			manifest_free(*out);
+			*out = NULL;
+			return TF_EFAIL;
 		}
 		diags_release(&kd);
-		compat_lint(kb, *out, &d);
+		compat_lint(kb, *out, d);
+		compat_free(kb);
 	}
-	diags_sort(&d);
-	if (d.errors || print_warnings) {
-		if (c->flags & CTX_JSON) {
-			for (size_t i = 0; i < d.n; i++) {
-				struct diag *g = &d.v[i];
-				char *msg = xasprintf(
-				    "%s:%d:%d: %s: %s%s%s [%s]", g->file, g->pos.line, g->pos.col,
-				    g->sev == DIAG_ERROR ? "error" : "warning", g->msg,
-				    g->hint ? " hint: " : "", g->hint ? g->hint : "", g->code);
-				ev_log(c, g->sev == DIAG_ERROR ? EV_ERROR : EV_WARN, "%s", msg);
-				free(msg);
-			}
-		} else {
-			fflush(stdout);
-			diags_print(&d, stderr, (c->flags & CTX_COLOR) && isatty(STDERR_FILENO));
+	return rc;
+}
+
+void cli_print_diags(struct ctx *c, struct diags *d)
+{
+	diags_sort(d);
+	if (c->flags & CTX_JSON) {
+		for (size_t i = 0; i < d->n; i++) {
+			cli_diag_event(
+			    c, &d->v[i]); /* structured: file, line, col, severity, code, ... */
 		}
+	} else {
+		fflush(stdout);
+		diags_print(d, stderr, (c->flags & CTX_COLOR) && isatty(STDERR_FILENO));
 	}
+}
+
+int cli_load_manifest(struct ctx *c, const char *path, struct manifest **out, int print_warnings)
+{
+	struct diags d = {0};
+	int rc = cli_lint_manifest(c, path, out, &d);
+	if (rc == TF_EFAIL) /* the knowledge base, reported */
+		goto out;
+	if (d.errors || print_warnings)
+		cli_print_diags(c, &d);
 	if (d.errors) {
 		rc = TF_EMANIFEST;
 		ev_log(c, EV_ERROR, "%s: %zu error%s, %zu warning%s", path, d.errors,
@@ -55,9 +85,32 @@ out:
 		manifest_free(*out);
 		*out = NULL;
 	}
-	compat_free(kb);
 	diags_release(&d);
 	return rc;
+}
+
+int cli_confirm(struct ctx *c, const char *action, const char *question)
+{
+	if (c->flags & CTX_YES)
+		return 1;
+	if (!isatty(STDIN_FILENO) || (c->flags & CTX_JSON)) {
+		ev_log(c, EV_ERROR,
+		       "%s cancelled: %s, so tfprov cannot ask for approval; pass -y "
+		       "(--auto-approve) to %s without asking. Nothing was changed.",
+		       action, (c->flags & CTX_JSON) ? "--json output" : "stdin is not a terminal",
+		       action);
+		return 0;
+	}
+	printf("\n%s\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ", question);
+	fflush(stdout);
+	char line[64];
+	if (fgets(line, sizeof(line), stdin) == NULL)
+		line[0] = '\0';
+	line[strcspn(line, "\n")] = '\0';
+	if (strcmp(line, "yes") == 0)
+		return 1;
+	ev_log(c, EV_ERROR, "%s cancelled. Nothing was changed.", action);
+	return 0;
 }
 
 int cli_stack_arg(struct ctx *c, const struct opts *o, const char *usage, int64_t *sid)

@@ -7,8 +7,14 @@
  *    platform, and written as inline artifacts with the JSON's own url,
  *    sha256 and size, under a comment naming the JSON.
  *  - pip: a partial pin set is completed into the full closure by pip's own
- *    resolver (pip_lock) in a throwaway venv of the manifest's Python, and
- *    `complete: true` is set. Never a home-made resolver.
+ *    resolver (pip_lock), and `complete: true` is set. Never a home-made
+ *    resolver. pip resolves for the interpreter it runs in: for manager: conda
+ *    that is the stack's own Python, from its explicit lock installed natively
+ *    into a throwaway prefix (so a 3.10 stack locks on a machine whose python3
+ *    is 3.11); for venv, a venv of the host's Python X.Y (an error naming the
+ *    version when there is none). Each line gets every hash of the chosen
+ *    version's files for that interpreter's platform. The knowledge base's caps
+ *    (data/compat.yaml pip.caps) are applied by resolving again with the cap.
  *
  * Invariants:
  *  1. The YAML text is edited surgically: only the lines of the replaced
@@ -24,10 +30,12 @@
  */
 #include "cli.h"
 #include "compat.h"
+#include "conda.h"
 #include "error.h"
 #include "event.h"
 #include "fetch.h"
 #include "manifest.h"
+#include "pipcaps.h"
 #include "pyenv.h"
 #include "fs.h"
 #include "redist.h"
@@ -463,13 +471,82 @@ out:
 	return rc;
 }
 
+struct locked_set {
+	struct pip_req *r;
+	size_t n;
+};
+
+static const char *locked_version(const char *name, void *arg)
+{
+	const struct locked_set *s = arg;
+	for (size_t i = 0; i < s->n; i++)
+		if (s->r[i].name && strcmp(s->r[i].name, name) == 0)
+			return s->r[i].version;
+	return NULL;
+}
+
+/*
+ * pip_lock, then the knowledge base's caps (data/compat.yaml pip.caps): while
+ * the closure breaks one (setuptools 82 with a TensorBoard before 2.16), the cap
+ * joins pip's input as a constraint and pip resolves again.
+ */
+static int lock_capped(struct ctx *c, const char *env, const char *input, const struct pip_opts *o,
+                       char **locked, char **err)
+{
+	struct pip_cap *caps = NULL;
+	size_t ncaps = 0;
+	struct diags d = {0};
+	struct strbuf in = STRBUF_INIT;
+	int rc = pip_caps_load(compat_default_path(), &caps, &ncaps, &d);
+	if (rc != 0) {
+		diags_print(&d, stderr, 0);
+		*err = xasprintf("cannot load the pip caps of %s", compat_default_path());
+		goto out;
+	}
+	strbuf_adds(&in, input);
+	for (size_t round = 0; round <= ncaps; round++) {
+		free(*locked);
+		*locked = NULL;
+		rc = pip_lock(c, env, in.buf, o, locked, err);
+		if (rc != 0)
+			break;
+		struct locked_set s = {0};
+		struct diags pd = {0};
+		pip_requirements_parse("pip lock output", *locked, (struct pos){1, 1}, 0, &s.r,
+		                       &s.n, &pd);
+		const struct pip_cap *cap = pip_caps_broken(caps, ncaps, locked_version, &s, NULL);
+		if (cap) {
+			ev_log(c, EV_INFO,
+			       "pip: %s %s with %s %s breaks a cap of the knowledge base (%s; "
+			       "source: %s): resolving again with %s<%s",
+			       cap->package, locked_version(cap->package, &s), cap->when,
+			       locked_version(cap->when, &s), cap->fact, cap->source, cap->package,
+			       cap->below);
+			strbuf_addf(&in, "%s<%s\n", cap->package, cap->below);
+		}
+		reqs_free(s.r, s.n);
+		diags_release(&pd);
+		if (cap == NULL)
+			break;
+		if (round == ncaps) {
+			*err = xstrdup("the knowledge base's caps cannot all be met");
+			rc = TF_EFAIL;
+		}
+	}
+out:
+	diags_release(&d);
+	strbuf_release(&in);
+	pip_caps_free(caps, ncaps);
+	return rc;
+}
+
 /* Runs pip's resolver in a throwaway venv; *locked gets its requirements text. */
 static int pip_resolve(struct ctx *c, const struct manifest *m, const char *input, char **locked,
                        char **where)
 {
 	const char *ver = m->python.version.set ? m->python.version.s : m->versions.python.s;
 	const char *interp = m->python.manager == PYENV_VENV ? m->python.interpreter.s : NULL;
-	char *python = NULL, *err = NULL, *venv = NULL, *cache = NULL, *tmp = NULL;
+	char *python = NULL, *err = NULL, *venv = NULL, *cache = NULL, *tmp = NULL, *simple = NULL;
 	const char *links[2] = {NULL, NULL};
 	struct pip_opts o = {0};
 	int rc = 0, created = 0;
@@ -478,7 +555,7 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 	if (c->mirrors.n) {
 		const char *mir = c->mirrors.v[0];
 		if (str_starts_with(mir, "http://") || str_starts_with(mir, "https://")) {
-			o.index_url = mir;
+			o.index_url = simple = pip_mirror_index(mir);
 		} else {
 			links[0] = mir;
 			o.find_links = links;
@@ -499,9 +576,20 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 		ev_log(c, EV_ERROR, "pip: the manifest names no Python version to resolve for");
 		return TF_EMANIFEST;
 	}
-	rc = pyenv_find_python(c, ver, interp, &python, &err);
-	if (rc != 0)
-		goto out;
+	int conda = m->python.manager == PYENV_CONDA && m->python.npkgs > 0;
+	if (!conda) {
+		rc = pyenv_find_python(c, ver, interp, &python, &err);
+		if (rc != 0) {
+			char *e = err;
+			err = xasprintf(
+			    "%s; pip resolves for the interpreter it runs in, so lock "
+			    "needs a Python %s here (or a manager: conda stack, whose "
+			    "explicit lock tfprov installs to resolve with its own Python)",
+			    e ? e : tf_strerror(rc), ver);
+			free(e);
+			goto out;
+		}
+	}
 	const char *td = getenv("TMPDIR");
 	tmp = xasprintf("%s/tfprov-lock.XXXXXX", td && td[0] ? td : "/tmp");
 	if (mkdtemp(tmp) == NULL) {
@@ -511,15 +599,29 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 		rc = TF_EIO;
 		goto out;
 	}
-	venv = path_join(tmp, "venv");
+	if (conda) {
+		/* The stack's own interpreter, whatever python3 this machine has: the
+		 * explicit conda lock installed natively into a throwaway prefix. */
+		struct conda_result cr = {0};
+		venv = path_join(tmp, "env");
+		ev_log(c, EV_INFO, "pip: installing the conda lock (%zu packages) into %s",
+		       m->python.npkgs, venv);
+		rc = conda_fetch_install(c, venv, 1, m->python.pkgs, m->python.npkgs, &cr, &err);
+		conda_result_release(&cr);
+		if (rc != 0)
+			goto out;
+		python = path_join(venv, "bin/python");
+	} else {
+		venv = path_join(tmp, "venv");
+		rc = venv_create(c, python, venv, &created, &err);
+		if (rc != 0)
+			goto out;
+	}
 	ev_log(c, EV_INFO, "pip: resolving with %s (Python %s) against %s", python, ver, *where);
-	rc = venv_create(c, python, venv, &created, &err);
-	if (rc != 0)
-		goto out;
 	cache = path_join(c->cache_dir, "pip");
 	o.cache_dir = cache;
 	o.cert = c->ca_bundle;
-	rc = pip_lock(c, venv, input, &o, locked, &err);
+	rc = lock_capped(c, venv, input, &o, locked, &err);
 	/* Hashes were left out of pip's input, so "no matching distribution" is an
 	 * unreachable or incomplete index here, not an integrity failure. */
 	if (rc == TF_EINTEGRITY && (err == NULL || strstr(err, "hash") == NULL))
@@ -535,6 +637,7 @@ out:
 	free(venv);
 	free(cache);
 	free(python);
+	free(simple);
 	free(err);
 	return rc;
 }
@@ -663,6 +766,8 @@ int cmd_lock(struct ctx *c, struct opts *o)
 	char *text = NULL;
 	int rc, empty = 0;
 
+	if (o->check)
+		return lock_check(c, o);
 	if (o->args.n != 1) {
 		ev_log(c, EV_ERROR, "usage: tfprov lock MANIFEST [-o OUT|-]");
 		return TF_EUSAGE;

@@ -10,65 +10,165 @@
 #include "manifest.h"
 #include "place.h"
 #include "state.h"
+#include "tfprov_commit.h" /* TFPROV_COMMIT, generated at build time */
 #include "util.h"
 
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+/*
+ * One line per command: name, function, what it needs, its usage, then the
+ * command's own options (long names; any other option is global) and how
+ * many positional arguments it takes (-1: no upper bound). An entry without
+ * .opts is not checked for options or arguments.
+ */
 static const struct cmd commands[] = {
-    {"validate", cmd_validate, CMD_MANIFEST, "validate MANIFEST...   check a manifest (no I/O)"},
-    {"plan", cmd_plan, CMD_MANIFEST | CMD_STATE, "plan MANIFEST          show what apply would do"},
+    {"validate", cmd_validate, CMD_MANIFEST, "validate MANIFEST...   check a manifest (no I/O)", "",
+     1, -1},
+    {"plan", cmd_plan, CMD_MANIFEST | CMD_STATE, "plan MANIFEST          show what apply would do",
+     "detailed-exitcode output allow-incomplete-lock", 1, 1},
     {"apply", cmd_apply, CMD_MANIFEST | CMD_STATE | CMD_LOCK,
-     "apply MANIFEST         make the machine match the manifest"},
-    {"status", cmd_status, CMD_STATE, "status                 stacks, generations, drift"},
-    {"verify", cmd_verify, CMD_STATE, "verify [STACK] [--deep] check what was placed"},
-    {"destroy", cmd_destroy, CMD_STATE | CMD_LOCK, "destroy STACK          remove a stack"},
+     "apply MANIFEST         make the machine match the manifest", "yes allow-incomplete-lock", 1,
+     1},
+    {"status", cmd_status, CMD_STATE, "status                 stacks, generations, drift", "", 0,
+     0},
+    {"verify", cmd_verify, CMD_STATE, "verify [STACK] [--deep]  check what was placed", "deep", 0,
+     1},
+    {"destroy", cmd_destroy, CMD_STATE | CMD_LOCK, "destroy STACK          remove a stack", "yes",
+     1, 1},
     {"rollback", cmd_rollback, CMD_STATE | CMD_LOCK,
-     "rollback STACK [--generation N]  re-apply an earlier generation"},
-    {"show", cmd_show, CMD_STATE, "show STACK             files and resources of a stack"},
-    {"bench", cmd_bench, CMD_STATE, "bench [STACK] [--history]  GPU conv benchmark"},
-    {"doctor", cmd_doctor, CMD_STATE, "doctor [MANIFEST]      diagnose common problems"},
-    {"lock", cmd_lock, CMD_MANIFEST, "lock MANIFEST [-o OUT] resolve pins into a full lockfile"},
+     "rollback STACK [--generation N]  re-apply an earlier generation", "yes generation", 1, 1},
+    {"show", cmd_show, CMD_STATE, "show STACK             files and resources of a stack", "", 1,
+     1},
+    {"bench", cmd_bench, CMD_STATE, "bench [STACK] [--history]  GPU conv benchmark", "history", 0,
+     1},
+    {"doctor", cmd_doctor, CMD_STATE, "doctor [MANIFEST]      diagnose common problems", "", 0, 1},
+    {"lock", cmd_lock, CMD_MANIFEST,
+     "lock MANIFEST [-o OUT]  resolve pins into a full lockfile\n"
+     "  lock --check MANIFEST...  exit 0 when each is completely locked and consistent",
+     "output check", 1, -1},
+    {"diff", cmd_diff, CMD_STATE,
+     "diff OLD NEW | diff --generation N STACK MANIFEST  changes by step",
+     "generation detailed-exitcode", 0, -1}, /* diff.c checks its arguments */
     {"mirror", cmd_mirror, CMD_STATE,
-     "mirror build DIR MANIFEST... [--key K]  copy artifacts for offline use"},
-    {"sign", cmd_sign, CMD_MANIFEST, "sign --key KEY MANIFEST...  write MANIFEST.minisig"},
-    {"keygen", cmd_keygen, 0, "keygen --key KEY       write a minisign key pair KEY, KEY.pub"},
+     "mirror build DIR MANIFEST... [--key K]  copy artifacts for offline use", "key", 3, -1},
+    {"sign", cmd_sign, CMD_MANIFEST, "sign --key KEY MANIFEST...  write MANIFEST.minisig", "key", 1,
+     -1},
+    {"keygen", cmd_keygen, 0, "keygen --key KEY       write a minisign key pair KEY, KEY.pub",
+     "key", 0, 0},
 };
+
+/* Options that belong to commands (a command lists the ones it takes); the rest are global. */
+static const struct {
+	const char *name;
+	const char *help;
+} local_opts[] = {
+    {"yes", "-y, --yes, --auto-approve  do not ask before changing anything"},
+    {"detailed-exitcode", "--detailed-exitcode  exit 2 when there are changes, 0 when none"},
+    {"deep", "--deep               rehash every file; audit pip/conda packages by their records"},
+    {"history", "--history            show recorded results instead of running"},
+    {"generation", "--generation N       the generation to go back to (default: the previous)"},
+    {"output", "-o, --output FILE    write the result to FILE"},
+    {"key", "--key FILE           the minisign secret key (keygen: the key pair to write)"},
+    {"check", "--check              only check that each manifest is completely locked"},
+    {"allow-incomplete-lock",
+     "--allow-incomplete-lock  let pip resolve what a `complete: false` lock leaves\n"
+     "                       unpinned (named and recorded as unhashed)"},
+};
+
+static const char global_help[] =
+    "  --root DIR           put every path and the state under DIR\n"
+    "  --state-dir DIR      state database directory (default ROOT/var/lib/tfprov)\n"
+    "  --cache-dir DIR      download cache (default ROOT/var/cache/tfprov)\n"
+    "  --json               one JSON event per line on stdout (docs/json-events.md)\n"
+    "  --no-color, -q, -v   output control\n"
+    "  --offline            never touch the network\n"
+    "  --mirror URL|DIR     try this source before the origin (repeatable)\n"
+    "  --jobs N             parallel downloads (default 4)\n"
+    "  --ca-bundle FILE     CA certificates for HTTPS\n"
+    "  --lock-timeout SEC   wait this long for another run (default 0)\n"
+    "  --no-gpu             allow provisioning without a GPU (checks reported as skipped)\n"
+    "  --allow-local-urls   fetch file:// and plain-path artifact URLs (--mirror DIR needs "
+    "no flag)\n"
+    "  --trusted-key FILE   trust this minisign public key (repeatable)\n"
+    "  --require-signature  refuse a manifest without a trusted signature\n"
+    "  --version            print the version and exit\n";
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: tfprov [options] COMMAND [args]\n\ncommands:\n");
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
 		fprintf(f, "  %s\n", commands[i].usage);
-	fprintf(
-	    f,
-	    "\noptions:\n"
-	    "  --root DIR           put every path and the state under DIR\n"
-	    "  --state-dir DIR      state database directory (default ROOT/var/lib/tfprov)\n"
-	    "  --cache-dir DIR      download cache (default ROOT/var/cache/tfprov)\n"
-	    "  --json               one JSON event per line on stdout\n"
-	    "  --no-color, -q, -v   output control\n"
-	    "  -y, --yes, --auto-approve  do not ask before applying\n"
-	    "  --offline            never touch the network\n"
-	    "  --mirror URL|DIR     try this source before the origin (repeatable)\n"
-	    "  --jobs N             parallel downloads (default 4)\n"
-	    "  --ca-bundle FILE     CA certificates for HTTPS\n"
-	    "  --lock-timeout SEC   wait this long for another run (default 0)\n"
-	    "  --no-gpu             allow provisioning without a GPU (checks reported as skipped)\n"
-	    "  --allow-local-urls   fetch file:// and plain-path artifact URLs (--mirror DIR needs "
-	    "no flag)\n"
-	    "  --detailed-exitcode  plan: exit 2 when there are changes\n"
-	    "  --trusted-key FILE   trust this minisign public key (repeatable)\n"
-	    "  --require-signature  refuse a manifest without a trusted signature\n"
-	    "\nexit codes: 0 ok, 1 error, 2 changes pending, 3 manifest invalid, 4 locked,\n"
-	    "  5 integrity failure, 6 precondition failed, 7 reboot required,\n"
-	    "  8 verify/benchmark failed, 64 usage, 130 interrupted\n");
+	fprintf(f,
+	        "\noptions:\n%s"
+	        "\n'tfprov help COMMAND' (or 'tfprov COMMAND --help') shows a command's own "
+	        "options.\n"
+	        "exit codes: 0 ok, 1 error, 2 changes pending or drift, 3 manifest invalid,\n"
+	        "  4 locked, 5 integrity failure, 6 precondition failed, 7 reboot required,\n"
+	        "  8 verify/benchmark failed, 64 usage, 130 interrupted\n",
+	        global_help);
+}
+
+/* "apply MANIFEST   description" -> "apply MANIFEST". */
+static int usage_len(const struct cmd *cmd)
+{
+	const char *u = cmd->usage, *gap = strstr(u, "  ");
+	return gap ? (int)(gap - u) : (int)strlen(u);
+}
+
+static int takes(const struct cmd *cmd, const char *opt)
+{
+	size_t n = strlen(opt);
+	for (const char *p = cmd->opts ? strstr(cmd->opts, opt) : NULL; p; p = strstr(p + 1, opt))
+		if ((p == cmd->opts || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
+static void cmd_help(const struct cmd *cmd)
+{
+	const char *desc = cmd->usage + usage_len(cmd);
+	desc += strspn(desc, " ");
+	printf("usage: tfprov [options] %.*s\n\n%s\n", usage_len(cmd), cmd->usage, desc);
+	int any = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(local_opts); i++)
+		if (takes(cmd, local_opts[i].name))
+			printf("%s  %s\n", any++ ? "" : "\noptions:\n", local_opts[i].help);
+	printf("\nglobal options:\n%s", global_help);
+}
+
+/* A usage error: one line saying what is wrong, one with the short usage. */
+static int usage_error(const struct cmd *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int usage_error(const struct cmd *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "tfprov%s%s: ", cmd ? " " : "", cmd ? cmd->name : "");
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	if (cmd)
+		fprintf(stderr, "\nusage: tfprov [options] %.*s   ('tfprov help %s' for more)\n",
+		        usage_len(cmd), cmd->usage, cmd->name);
+	else
+		fprintf(stderr,
+		        "\nusage: tfprov [options] COMMAND [args]   ('tfprov help' for more)\n");
+	return TF_EXIT_USAGE;
+}
+
+static const struct cmd *find_cmd(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		if (strcmp(name, commands[i].name) == 0)
+			return &commands[i];
+	return NULL;
 }
 
 static void on_signal(int sig)
@@ -87,6 +187,21 @@ static char *absolute(const char *p)
 	return path_join(cwd, p);
 }
 
+/*
+ * The cache of a command that has no state of its own (lock): the user's
+ * ($XDG_CACHE_HOME or ~/.cache, then tfprov), so that resolving a manifest
+ * needs neither root nor a /var/cache/tfprov it would create on the host.
+ */
+static char *user_cache_dir(void)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	if (xdg && xdg[0] == '/')
+		return path_join(xdg, "tfprov");
+	if (home && home[0] == '/')
+		return xasprintf("%s/.cache/tfprov", home);
+	return xasprintf("/tmp/tfprov-cache-%ld", (long)getuid());
+}
+
 enum {
 	OPT_ROOT = 256,
 	OPT_STATE_DIR,
@@ -103,6 +218,9 @@ enum {
 	OPT_HISTORY,
 	OPT_NO_GPU,
 	OPT_GENERATION,
+	OPT_VERSION,
+	OPT_ALLOW_INCOMPLETE,
+	OPT_CHECK,
 	OPT_KEY,
 	OPT_TRUSTED_KEY,
 	OPT_REQUIRE_SIG,
@@ -131,14 +249,20 @@ int main(int argc, char **argv)
 	    {"history", no_argument, NULL, OPT_HISTORY},
 	    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
 	    {"generation", required_argument, NULL, OPT_GENERATION},
+	    {"allow-incomplete-lock", no_argument, NULL, OPT_ALLOW_INCOMPLETE},
+	    {"check", no_argument, NULL, OPT_CHECK},
 	    {"allow-local-urls", no_argument, NULL, OPT_ALLOW_LOCAL},
 	    {"output", required_argument, NULL, 'o'},
 	    {"key", required_argument, NULL, OPT_KEY},
 	    {"trusted-key", required_argument, NULL, OPT_TRUSTED_KEY},
 	    {"require-signature", no_argument, NULL, OPT_REQUIRE_SIG},
 	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, OPT_VERSION},
 	    {NULL, 0, NULL, 0},
 	};
+	const char *seen[ARRAY_SIZE(longopts)]; /* command options given, by long name */
+	size_t nseen = 0;
+	int help = 0, bad_option = 0;
 	struct ctx c;
 	struct opts o;
 	int rc = 0, ex = 0;
@@ -153,9 +277,19 @@ int main(int argc, char **argv)
 	if (getenv("NO_COLOR") && getenv("NO_COLOR")[0])
 		c.flags &= ~CTX_COLOR;
 
-	int ch;
-	while ((ch = getopt_long(argc, argv, "qvyho:", longopts, NULL)) != -1) {
+	int ch, li = -1;
+	while ((ch = getopt_long(argc, argv, "qvyho:", longopts, &li)) != -1) {
 		char *end;
+		const char *lname = li >= 0     ? longopts[li].name
+		                    : ch == 'y' ? "yes"
+		                    : ch == 'o' ? "output"
+		                                : "";
+		li = -1;
+		if (strcmp(lname, "auto-approve") == 0)
+			lname = "yes";
+		for (size_t i = 0; i < ARRAY_SIZE(local_opts); i++)
+			if (strcmp(lname, local_opts[i].name) == 0 && nseen < ARRAY_SIZE(seen))
+				seen[nseen++] = local_opts[i].name;
 		switch (ch) {
 		case OPT_ROOT:
 			root = optarg;
@@ -219,6 +353,12 @@ int main(int argc, char **argv)
 		case OPT_NO_GPU:
 			c.flags |= CTX_NO_GPU;
 			break;
+		case OPT_ALLOW_INCOMPLETE:
+			c.flags |= CTX_ALLOW_INCOMPLETE;
+			break;
+		case OPT_CHECK:
+			o.check = 1;
+			break;
 		case OPT_ALLOW_LOCAL:
 			c.flags |= CTX_ALLOW_LOCAL;
 			break;
@@ -243,44 +383,82 @@ int main(int argc, char **argv)
 			c.flags |= CTX_REQUIRE_SIG;
 			break;
 		case 'h':
-			usage(stdout);
+			help = 1;
+			break;
+		case OPT_VERSION:
+			printf("tfprov %s (commit %s)\n", TFPROV_VERSION, TFPROV_COMMIT);
 			goto out;
 		default:
-			usage(stderr);
-			ex = TF_EXIT_USAGE;
-			goto out;
+			bad_option = 1; /* getopt said which */
+			break;
 		}
 	}
+	const struct cmd *cmd = optind < argc ? find_cmd(argv[optind]) : NULL;
+	if (optind < argc && strcmp(argv[optind], "help") == 0 && !bad_option) {
+		/* tfprov help [COMMAND] */
+		const struct cmd *about = optind + 1 < argc ? find_cmd(argv[optind + 1]) : NULL;
+		if (optind + 1 < argc && about == NULL)
+			ex = usage_error(NULL, "unknown command '%s'", argv[optind + 1]);
+		else if (about)
+			cmd_help(about);
+		else
+			usage(stdout);
+		goto out;
+	}
+	if (help) {
+		if (cmd)
+			cmd_help(cmd);
+		else
+			usage(stdout);
+		goto out;
+	}
 	if (optind >= argc) {
-		usage(stderr);
-		ex = TF_EXIT_USAGE;
+		ex = usage_error(NULL, "%s", bad_option ? "unknown option" : "no command given");
 		goto out;
 	}
-	const struct cmd *cmd = NULL;
-	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-		if (strcmp(argv[optind], commands[i].name) == 0)
-			cmd = &commands[i];
 	if (cmd == NULL) {
-		fprintf(stderr, "tfprov: unknown command '%s'\n", argv[optind]);
-		usage(stderr);
-		ex = TF_EXIT_USAGE;
+		ex = usage_error(NULL, "unknown command '%s'", argv[optind]);
 		goto out;
 	}
+	if (bad_option) {
+		ex = usage_error(cmd, "%s", "unknown option (see above)");
+		goto out;
+	}
+	for (size_t i = 0; cmd->opts && i < nseen; i++)
+		if (!takes(cmd, seen[i])) {
+			ex = usage_error(cmd, "--%s is not an option of this command", seen[i]);
+			goto out;
+		}
 	for (int i = optind + 1; i < argc; i++)
 		strvec_push(&o.args, argv[i]);
+	if (cmd->opts && (o.args.n < (size_t)cmd->min_args ||
+	                  (cmd->max_args >= 0 && o.args.n > (size_t)cmd->max_args))) {
+		ex = usage_error(cmd, "%s",
+		                 o.args.n < (size_t)cmd->min_args ? "missing argument"
+		                                                  : "too many arguments");
+		goto out;
+	}
 	if ((cmd->flags & CMD_MANIFEST) && o.args.n == 0) {
-		fprintf(stderr, "tfprov %s: a manifest is required\nusage: tfprov %s\n", cmd->name,
-		        cmd->usage);
-		ex = TF_EXIT_USAGE;
+		ex = usage_error(cmd, "%s", "a manifest is required");
 		goto out;
 	}
 
-	/* The root: an existing directory, used through one descriptor. */
+	/*
+	 * The root: an existing directory, used through one descriptor. Only a
+	 * command that writes creates it; a mistyped --root given to a
+	 * read-only command is an error, not an empty root.
+	 */
 	c.root = absolute(root);
 	if (strlen(c.root) > 1 && c.root[strlen(c.root) - 1] == '/')
 		c.root[strlen(c.root) - 1] = '\0';
 	struct stat st;
 	if (stat(c.root, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		if (!(cmd->flags & CMD_LOCK)) {
+			fprintf(stderr, "tfprov %s: --root %s is not a directory\n", cmd->name,
+			        c.root);
+			ex = TF_EXIT_USAGE;
+			goto out;
+		}
 		if (mkdirs_at(AT_FDCWD, c.root, 0755) != 0) {
 			fprintf(stderr, "tfprov: --root %s is not a directory\n", c.root);
 			ex = TF_EXIT_USAGE;
@@ -295,8 +473,14 @@ int main(int argc, char **argv)
 	}
 	c.rootfd = open(c.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	c.state_dir = state_dir ? absolute(state_dir) : ctx_host_dir(&c, "/var/lib/tfprov");
-	c.cache_dir = cache_dir ? absolute(cache_dir) : ctx_host_dir(&c, "/var/cache/tfprov");
+	if (cache_dir)
+		c.cache_dir = absolute(cache_dir);
+	else if (!(cmd->flags & CMD_STATE) && strcmp(c.root, "/") == 0)
+		c.cache_dir = user_cache_dir(); /* lock, validate: never the system's cache */
+	else
+		c.cache_dir = ctx_host_dir(&c, "/var/cache/tfprov");
 
+	ev_version(&c, TFPROV_VERSION);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -333,18 +517,24 @@ int main(int argc, char **argv)
 		}
 	}
 	rc = cmd->fn(&c, &o);
+	if (state_failure()) {
+		/* A query failed: say which; an answer built on it is not to be trusted. */
+		ev_log(&c, EV_ERROR, "the state database in %s could not be read: %s", c.state_dir,
+		       state_failure());
+		if (rc == 0 || rc == TF_EXIT_CHANGES)
+			rc = TF_ESTATE;
+	}
 done:
 	if (tf_interrupted && rc == 0)
 		rc = TF_EINTR;
 	ex = rc > 0 ? rc : tf_exit_code(rc);
-	if (c.flags & CTX_JSON) {
-		struct event e = {.kind = EV_RESULT,
-		                  .level = ex ? EV_ERROR : EV_INFO,
-		                  .exit_code = ex,
-		                  .changed = c.changed,
-		                  .failed = ex != 0 && ex != 2};
-		ev_emit(&c, &e);
-	}
+	/* The last event: the result with --json; on a terminal it erases the progress board. */
+	struct event e = {.kind = EV_RESULT,
+	                  .level = ex ? EV_ERROR : EV_INFO,
+	                  .exit_code = ex,
+	                  .changed = c.changed,
+	                  .failed = ex != 0 && ex != 2};
+	ev_emit(&c, &e);
 out:
 	state_close(c.st);
 	if (c.rootfd >= 0)

@@ -11,6 +11,10 @@
  *                      the wheels
  *   DIR/index.json     {"files": [{name, kind, file, url, sha256, size}]}
  *   DIR/index.json.minisig  with --key: its minisign signature (sign.c)
+ *   DIR/simple/        PEP 503 "simple" pages for the pip files listed in
+ *                      index.json (simple/index.html, simple/<project>/index.html,
+ *                      links ../../<file>#sha256=<hex>), so `--mirror http://host/DIR/`
+ *                      serves pip as an index at http://host/DIR/simple/
  *
  * What goes in: cuda/cudnn archives (inline, runfile, redist JSONs and what
  * they resolve to), conda packages pinned by sha256, pip direct references
@@ -41,6 +45,7 @@
 #include "redist.h"
 #include "spawn.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -233,9 +238,10 @@ static int run_pip_download(struct ctx *c, const char *venv, const char *reqfile
 	struct spawn_result r = {0};
 	struct spawn_opts so = {0};
 	const char *index = m->pip.index_url.s;
+	char *simple = NULL;
 	if (c->mirrors.n && (str_starts_with(c->mirrors.v[0], "http://") ||
 	                     str_starts_with(c->mirrors.v[0], "https://")))
-		index = c->mirrors.v[0];
+		index = simple = pip_mirror_index(c->mirrors.v[0]);
 	strvec_pushf(&argv, "%s/bin/python", venv);
 	strvec_push(&argv, "-I");
 	strvec_push(&argv, "-m");
@@ -246,7 +252,9 @@ static int run_pip_download(struct ctx *c, const char *venv, const char *reqfile
 	strvec_push(&argv, "--no-input");
 	strvec_push(&argv, "--require-hashes");
 	strvec_push(&argv, "--no-deps");
-	strvec_push(&argv, "--only-binary=:all:");
+	/* A complete lock may pin an sdist (pip reads its metadata to download it). */
+	if (!m->pip.complete.v)
+		strvec_push(&argv, "--only-binary=:all:");
 	strvec_push(&argv, "--no-cache-dir");
 	if (index)
 		strvec_pushf(&argv, "--index-url=%s", index);
@@ -271,6 +279,7 @@ static int run_pip_download(struct ctx *c, const char *venv, const char *reqfile
 	spawn_result_release(&r);
 	strvec_release(&argv);
 	strvec_release(&env);
+	free(simple);
 	return rc;
 }
 
@@ -506,6 +515,126 @@ static int write_index(struct ctx *c, struct mset *s, const char *dir, int *chan
 	return rc;
 }
 
+/* The PEP 503 project of a wheel or sdist file name; NULL when it is not one. */
+static char *dist_project(const char *file)
+{
+	size_t n = strlen(file);
+	for (size_t i = 0; i < n; i++)
+		if (!(isalnum((unsigned char)file[i]) || strchr("._+-!", file[i])))
+			return NULL; /* nothing from a mirror's listing goes into HTML unchecked */
+	char *name = NULL;
+	if (str_ends_with(file, ".whl")) {
+		name = xstrndup(file, strcspn(file, "-"));
+	} else if (str_ends_with(file, ".tar.gz") || str_ends_with(file, ".zip")) {
+		const char *dash = strrchr(file, '-');
+		if (dash && dash != file)
+			name = xstrndup(file, (size_t)(dash - file));
+	}
+	if (name == NULL || name[0] == '\0') {
+		free(name);
+		return NULL;
+	}
+	char *norm = pip_normalize_name(name);
+	free(name);
+	return norm;
+}
+
+/* Writes path with text unless it already holds exactly that; 1 written, 0 same, <0. */
+static int write_if_changed(const char *path, const char *text)
+{
+	char *old = NULL;
+	size_t len = 0;
+	if (read_file_at(AT_FDCWD, path, 1u << 24, &old, &len) == 0 && len == strlen(text) &&
+	    memcmp(old, text, len) == 0) {
+		free(old);
+		return 0;
+	}
+	free(old);
+	int rc = fs_write_atomic(path, text, strlen(text), 0644, 0);
+	return rc < 0 ? rc : 1;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * DIR/simple/: one PEP 503 page per project of the pip files in DIR/index.json
+ * (every manifest ever mirrored into DIR), and the root page listing them.
+ */
+static int write_simple(struct ctx *c, const char *dir, int *changed)
+{
+	char *ipath = path_join(dir, "index.json");
+	json_t *root = json_load_file(ipath, 0, NULL);
+	json_t *files = json_object_get(root, "files");
+	struct strvec lines = STRVEC_INIT; /* "project\tfile\tsha256" */
+	struct strbuf top = STRBUF_INIT, page = STRBUF_INIT;
+	char *simple = path_join(dir, "simple");
+	int rc = 0;
+	size_t k;
+	json_t *e;
+	json_array_foreach(files, k, e)
+	{
+		const char *kind = json_string_value(json_object_get(e, "kind"));
+		const char *file = json_string_value(json_object_get(e, "file"));
+		const char *sha = json_string_value(json_object_get(e, "sha256"));
+		if (!kind || strcmp(kind, "pip") != 0 || !file || !sha || !is_hex64(sha))
+			continue;
+		char *proj = dist_project(file);
+		if (proj == NULL) {
+			ev_log(c, EV_WARN, "mirror: %s is not a wheel or sdist name; not indexed",
+			       file);
+			continue;
+		}
+		strvec_pushf(&lines, "%s\t%s\t%s", proj, file, sha);
+		free(proj);
+	}
+	qsort(lines.v, lines.n, sizeof(*lines.v), cmp_str);
+	mkdirs_at(AT_FDCWD, simple, 0755);
+	strbuf_adds(&top, "<!DOCTYPE html>\n<html><body>\n");
+	for (size_t i = 0; i < lines.n && rc >= 0; i++) {
+		size_t plen = strcspn(lines.v[i], "\t");
+		if (i == 0 || strncmp(lines.v[i - 1], lines.v[i], plen + 1) != 0) {
+			strbuf_reset(&page);
+			strbuf_addf(&page, "<!DOCTYPE html>\n<html><body>\n");
+			strbuf_addf(&top, "<a href=\"%.*s/\">%.*s</a>\n", (int)plen, lines.v[i],
+			            (int)plen, lines.v[i]);
+		}
+		const char *file = lines.v[i] + plen + 1;
+		size_t flen = strcspn(file, "\t");
+		strbuf_addf(&page, "<a href=\"../../%.*s#sha256=%s\">%.*s</a>\n", (int)flen, file,
+		            file + flen + 1, (int)flen, file);
+		if (i + 1 == lines.n || strncmp(lines.v[i + 1], lines.v[i], plen + 1) != 0) {
+			strbuf_adds(&page, "</body></html>\n");
+			char *pdir = xasprintf("%s/%.*s", simple, (int)plen, lines.v[i]);
+			char *ppath = path_join(pdir, "index.html");
+			mkdirs_at(AT_FDCWD, pdir, 0755);
+			rc = write_if_changed(ppath, page.buf);
+			*changed |= rc > 0;
+			free(pdir);
+			free(ppath);
+		}
+	}
+	strbuf_adds(&top, "</body></html>\n");
+	if (rc >= 0) {
+		char *tpath = path_join(simple, "index.html");
+		rc = write_if_changed(tpath, top.buf);
+		*changed |= rc > 0;
+		free(tpath);
+	}
+	if (rc < 0)
+		ev_log(c, EV_ERROR, "cannot write the PEP 503 pages under %s: %s", simple,
+		       strerror(-rc));
+	json_decref(root);
+	strvec_release(&lines);
+	strbuf_release(&top);
+	strbuf_release(&page);
+	free(simple);
+	free(ipath);
+	return rc < 0 ? TF_EIO : 0;
+}
+
 static int mirror_build(struct ctx *c, const char *dir, char **manifests, size_t nman)
 {
 	struct manifest **ms = xcalloc(nman, sizeof(*ms));
@@ -570,6 +699,8 @@ static int mirror_build(struct ctx *c, const char *dir, char **manifests, size_t
 		rc = TF_EINTR;
 	if (rc == 0)
 		rc = write_index(c, &s, dir, &changed);
+	if (rc == 0)
+		rc = write_simple(c, dir, &changed);
 	if (rc != 0)
 		goto out;
 	for (size_t i = 0; i < md5_only.n; i++)
@@ -581,7 +712,7 @@ static int mirror_build(struct ctx *c, const char *dir, char **manifests, size_t
 	else
 		ev_log(c, EV_INFO,
 		       "mirror %s: %zu files (%zu copied, %zu hard-linked from the cache, "
-		       "%zu already there); index.json %s",
+		       "%zu already there); index.json and simple/ %s",
 		       dir, s.n, s.copied, s.linked, s.present, changed ? "updated" : "unchanged");
 out:
 	if (tmp)

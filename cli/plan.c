@@ -9,6 +9,14 @@ int cmd_plan(struct ctx *c, struct opts *o)
 {
 	struct manifest *m = NULL;
 	struct plan p;
+	if (o->out) {
+		/* A saved plan would have to be applied exactly; re-planning under the lock is what apply does. */
+		ev_log(c, EV_ERROR,
+		       "plan: -o (a saved plan) is not supported: `tfprov apply "
+		       "MANIFEST` plans again under the state lock and asks before it "
+		       "changes anything");
+		return TF_EXIT_USAGE;
+	}
 	int rc = cli_load_manifest(c, o->args.v[0], &m, 1);
 	if (rc == 0)
 		rc = cli_check_signature(c, m, 1);
@@ -21,7 +29,12 @@ int cmd_plan(struct ctx *c, struct opts *o)
 	plan_build(c, m, &p);
 	plan_observe(c, m, &p);
 	plan_emit(c, &p);
-	if (o->detailed_exitcode && plan_has_changes(&p))
+	/* plan fails as apply would: a precondition that stops apply is its exit code (6) here too. */
+	for (size_t i = 0; i < p.n && rc == 0; i++)
+		rc = p.steps[i].blocker_rc;
+	if (rc != 0)
+		ev_log(c, EV_ERROR, "apply would stop before any change: see the step marked '!'");
+	else if (o->detailed_exitcode && plan_has_changes(&p))
 		rc = TF_EXIT_CHANGES;
 	plan_release(&p);
 	manifest_free(m);

@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <time.h>
 
 static struct ctx *g_ctx_for_log;
 
@@ -52,16 +55,32 @@ static const char *kind_name(enum ev_kind k)
 		return "progress";
 	case EV_RESULT:
 		return "result";
+	case EV_DATA:
+		return "data";
 	}
 	return "log";
+}
+
+/* "2026-12-01T02:50:00.123456Z": RFC 3339, UTC, microseconds. */
+static void rfc3339_now_us(char out[40])
+{
+	struct timespec ts;
+	struct tm tm;
+	char sec[32];
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(sec, sizeof(sec), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out, 40, "%.20s.%06dZ", sec, (int)(ts.tv_nsec / 1000) % 1000000);
 }
 
 static void emit_json(const struct event *e)
 {
 	json_t *o = json_object();
 	json_object_set_new(o, "@level", json_string(level_name(e->level)));
-	json_object_set_new(o, "@timestamp", json_integer(now_unix()));
-	json_object_set_new(o, "type", json_string(kind_name(e->kind)));
+	char ts[40];
+	rfc3339_now_us(ts);
+	json_object_set_new(o, "@timestamp", json_string(ts));
+	json_object_set_new(o, "type", json_string(e->type ? e->type : kind_name(e->kind)));
 	if (e->msg)
 		json_object_set_new(o, "@message", json_string(e->msg));
 	if (e->step)
@@ -88,6 +107,10 @@ static void emit_json(const struct event *e)
 		json_object_set_new(o, "changes", c);
 		break;
 	}
+	case EV_DATA:
+		if (e->data)
+			json_object_set(o, "data", (json_t *)e->data);
+		break;
 	case EV_RESULT:
 		json_object_set_new(o, "exit_code", json_integer(e->exit_code));
 		json_object_set_new(o, "changed", json_boolean(e->changed));
@@ -137,61 +160,128 @@ static const char *symbol_color(const char *action)
 }
 
 /*
- * On a terminal, progress is a board redrawn in place: one bar per active
- * item (downloads, unpacks) and a total line with rate and ETA. Any other
- * output first erases the board, which the next progress event redraws.
+ * Progress, one entry per active item (a download, an unpack), keyed by step
+ * and item name.
+ *
+ * On a terminal it is a board redrawn in place at the bottom: one bar per
+ * item and a total line with rate and ETA. Each line is cut to the width
+ * the terminal reports (TIOCGWINSZ, asked again after SIGWINCH) minus one
+ * column, so no line ever wraps and the cursor-up count is exact; any other
+ * output, and the end of the run, erase it, so nothing of it is left in the
+ * scrollback.
+ *
+ * Off a terminal: one line when an item starts, one when it ends, and a
+ * heartbeat for the items still running every HEARTBEAT_NS, each line
+ * starting with an RFC 3339 UTC timestamp.
  */
-#define BOARD_MAX 8
+#define BOARD_MAX    8
+#define HEARTBEAT_NS 5000000000ull
 
 struct bar {
 	char step[16];
-	char item[72];
-	uint64_t done, total;
+	char item[96];
+	uint64_t done, total, t0;
 };
 
 static struct {
 	struct bar bars[BOARD_MAX];
 	int n;
 	int drawn; /* lines on screen */
-	uint64_t sum_done, sum_total, t0, last_draw;
+	int cols;  /* terminal width, 0 until asked */
+	uint64_t sum_done, sum_total, t0, last_draw, last_beat;
+	char ended[16][112]; /* recently finished items: repeated end events are dropped */
+	int nended, next_end;
 } board;
+
+static volatile sig_atomic_t winch = 1;
+
+static void on_winch(int sig)
+{
+	(void)sig;
+	winch = 1;
+}
+
+static int term_cols(void)
+{
+	static int installed;
+	if (!installed) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_winch;
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGWINCH, &sa, NULL);
+		installed = 1;
+	}
+	if (winch) {
+		struct winsize ws;
+		winch = 0;
+		board.cols =
+		    ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+	}
+	return board.cols;
+}
+
+static void rfc3339_now(char out[32])
+{
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
 
 static void board_clear(void)
 {
 	if (board.drawn == 0)
 		return;
-	fprintf(stderr, "\033[%dA", board.drawn);
-	for (int i = 0; i < board.drawn; i++)
-		fputs("\033[K\n", stderr);
-	fprintf(stderr, "\033[%dA", board.drawn);
+	/* Up to the first board line, then erase from there to the end of the screen. */
+	fprintf(stderr, "\r\033[%dA\033[J", board.drawn);
 	board.drawn = 0;
+	fflush(stderr);
 }
 
 static void fmt_bytes(char *out, size_t n, uint64_t b)
 {
 	if (b >= 1000000000ull)
 		snprintf(out, n, "%.2f GB", (double)b / 1e9);
-	else
+	else if (b >= 1000000ull)
 		snprintf(out, n, "%.1f MB", (double)b / 1e6);
+	else
+		snprintf(out, n, "%.1f kB", (double)b / 1e3);
+}
+
+/* Writes one board line cut to the terminal width less one column (never wraps). */
+static void board_line(const char *text)
+{
+	int max = term_cols() - 1;
+	fprintf(stderr, "%.*s\033[K\n", max > 0 ? max : 0, text);
 }
 
 static void board_draw(void)
 {
 	board_clear();
-	int lines = 0;
+	int lines = 0, cols = term_cols();
+	/* The item name gets what the fixed parts leave (at least 8 columns). */
+	int name_w = cols - 1 - (2 + 7 + 1 + 2 + 20 + 6 + 22);
+	if (name_w < 8)
+		name_w = 8;
+	char line[512];
 	for (int i = 0; i < board.n; i++) {
 		const struct bar *b = &board.bars[i];
 		double f = b->total ? (double)b->done / (double)b->total : 0;
-		char hashes[31];
-		int w = (int)(f * 30);
-		for (int k = 0; k < 30; k++)
+		if (f > 1)
+			f = 1;
+		char hashes[21];
+		int w = (int)(f * 20);
+		for (int k = 0; k < 20; k++)
 			hashes[k] = k < w ? '#' : '.';
-		hashes[30] = '\0';
+		hashes[20] = '\0';
 		char d[24], t[24];
 		fmt_bytes(d, sizeof(d), b->done);
 		fmt_bytes(t, sizeof(t), b->total);
-		fprintf(stderr, "  %-6s %-34.34s [%s] %3.0f%% %s/%s\033[K\n", b->step, b->item,
-		        hashes, 100 * f, d, t);
+		snprintf(line, sizeof(line), "  %-6s %-*.*s [%s] %3.0f%% %s/%s", b->step, name_w,
+		         name_w, b->item, hashes, 100 * f, d, t);
+		board_line(line);
 		lines++;
 	}
 	double secs = (double)(now_ns() - board.t0) / 1e9;
@@ -201,47 +291,103 @@ static void board_draw(void)
 	fmt_bytes(t, sizeof(t), board.sum_total);
 	fmt_bytes(r, sizeof(r), (uint64_t)rate);
 	uint64_t left = board.sum_total > board.sum_done ? board.sum_total - board.sum_done : 0;
-	fprintf(stderr, "  total  %s/%s  %s/s  ETA %.0f s\033[K\n", d, t, r,
-	        rate > 0 ? (double)left / rate : 0.0);
+	snprintf(line, sizeof(line), "  total  %s/%s  %s/s  ETA %.0f s", d, t, r,
+	         rate > 0 ? (double)left / rate : 0.0);
+	board_line(line);
 	lines++;
 	board.drawn = lines;
 	board.last_draw = now_ns();
+	fflush(stderr);
 }
 
-static void board_update(const struct event *e)
+/* Off a terminal: "<time> <step> <item>: <what>". */
+static void progress_line(const struct bar *b, const char *what)
 {
-	const char *step = e->step ? e->step : "";
-	const char *item = e->item ? e->item : "";
+	char ts[32], d[24], t[24];
+	rfc3339_now(ts);
+	fmt_bytes(d, sizeof(d), b->done);
+	fmt_bytes(t, sizeof(t), b->total);
+	if (strcmp(what, "started") == 0)
+		fprintf(stderr, "%s %s %s: started (%s)\n", ts, b->step, b->item, t);
+	else if (strcmp(what, "done") == 0)
+		fprintf(stderr, "%s %s %s: done, %s in %.1f s\n", ts, b->step, b->item, t,
+		        (double)(now_ns() - b->t0) / 1e9);
+	else
+		fprintf(stderr, "%s %s %s: %s of %s (%.0f%%)\n", ts, b->step, b->item, d, t,
+		        b->total ? 100.0 * (double)b->done / (double)b->total : 0.0);
+}
+
+static void progress_update(const struct event *ev, int tty)
+{
+	struct event copy = *ev;
+	const struct event *e = &copy;
+	/* An artifact without a name is shown by its file name, not its whole URL. */
+	if (copy.item && strstr(copy.item, "://") && strrchr(copy.item, '/')[1])
+		copy.item = strrchr(copy.item, '/') + 1;
+	char key[112];
+	snprintf(key, sizeof(key), "%s/%s", e->step ? e->step : "", e->item ? e->item : "");
 	int i;
 	for (i = 0; i < board.n; i++)
-		if (strcmp(board.bars[i].step, step) == 0 && strcmp(board.bars[i].item, item) == 0)
+		if (strcmp(board.bars[i].step, e->step ? e->step : "") == 0 &&
+		    strcmp(board.bars[i].item, e->item ? e->item : "") == 0)
 			break;
+	int finished = e->total && e->done >= e->total;
 	if (i == board.n) {
-		if (board.n == 0 && board.drawn == 0) {
-			board.t0 = now_ns();
-			board.sum_done = board.sum_total = 0;
-		}
+		for (int k = 0; k < board.nended; k++)
+			if (strcmp(board.ended[k], key) == 0 && finished)
+				return; /* the same end reported twice */
 		if (board.n == BOARD_MAX)
 			return;
+		if (board.n == 0) {
+			board.last_beat = now_ns();
+			if (board.drawn == 0) {
+				board.t0 = board.last_beat;
+				board.sum_done = board.sum_total = 0;
+			}
+		}
 		struct bar *b = &board.bars[board.n++];
 		memset(b, 0, sizeof(*b));
-		snprintf(b->step, sizeof(b->step), "%s", step);
-		snprintf(b->item, sizeof(b->item), "%s", item);
+		snprintf(b->step, sizeof(b->step), "%s", e->step ? e->step : "");
+		snprintf(b->item, sizeof(b->item), "%s", e->item ? e->item : "");
+		b->t0 = now_ns();
+		b->total = e->total;
 		board.sum_total += e->total;
+		if (!tty)
+			progress_line(b, "started");
 	}
 	struct bar *b = &board.bars[i];
-	if (e->done > b->done)
-		board.sum_done += e->done - b->done;
-	b->done = e->done;
-	int finished = e->total && e->done >= e->total;
+	if (e->total != b->total) {
+		board.sum_total += e->total - b->total; /* the total became known */
+		b->total = e->total;
+	}
+	uint64_t done = e->done > b->total && b->total ? b->total : e->done;
+	if (done > b->done)
+		board.sum_done += done - b->done;
+	b->done = done;
 	if (finished) {
+		if (!tty)
+			progress_line(b, "done");
+		/* A ring of the last 16: nended counts up to 16, next_end is where the next goes. */
+		snprintf(board.ended[board.next_end], sizeof(board.ended[0]), "%s", key);
+		board.next_end = (board.next_end + 1) % 16;
+		if (board.nended < 16)
+			board.nended++;
 		board.bars[i] = board.bars[--board.n];
+	}
+	uint64_t t = now_ns();
+	if (!tty) {
+		if (board.n && t - board.last_beat > HEARTBEAT_NS) {
+			for (int k = 0; k < board.n; k++)
+				progress_line(&board.bars[k], "beat");
+			board.last_beat = t;
+		}
+		return;
 	}
 	if (board.n == 0) {
 		board_clear();
 		return;
 	}
-	if (finished || now_ns() - board.last_draw > 100000000ull)
+	if (finished || winch || t - board.last_draw > 100000000ull)
 		board_draw();
 }
 
@@ -251,8 +397,6 @@ static void emit_text(struct ctx *c, const struct event *e)
 		board_clear();
 	int color = c->flags & CTX_COLOR;
 	int quiet = c->flags & CTX_QUIET;
-	static uint64_t last_beat;
-	static char last_done[256];
 	switch (e->kind) {
 	case EV_LOG:
 		if (e->level == EV_DEBUG && !(c->flags & CTX_VERBOSE))
@@ -302,30 +446,17 @@ static void emit_text(struct ctx *c, const struct event *e)
 	case EV_PROGRESS: {
 		if (quiet)
 			return;
-		uint64_t t = now_ns();
 		static int err_tty = -1;
 		if (err_tty < 0)
 			err_tty = isatty(STDERR_FILENO);
-		if ((c->flags & CTX_TTY) && err_tty) {
-			board_update(e);
-		} else if (t - last_beat > 3000000000ull || e->done == e->total) {
-			char key[256];
-			snprintf(key, sizeof(key), "%s/%s/%llu", e->step ? e->step : "",
-			         e->item ? e->item : "", (unsigned long long)e->done);
-			if (e->done == e->total && strcmp(key, last_done) == 0)
-				break;
-			if (e->done == e->total)
-				memcpy(last_done, key, sizeof(key));
-			last_beat = t;
-			fprintf(stderr, "%s: %s %llu/%llu bytes\n", e->step ? e->step : "",
-			        e->item ? e->item : "", (unsigned long long)e->done,
-			        (unsigned long long)e->total);
-		}
+		progress_update(e, (c->flags & CTX_TTY) && err_tty);
 		break;
 	}
 	case EV_RESULT:
 		if (e->msg && e->msg[0] && !quiet)
 			printf("%s\n", e->msg);
+		break;
+	case EV_DATA:
 		break;
 	}
 	fflush(stdout);

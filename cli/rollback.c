@@ -22,15 +22,15 @@ int cmd_rollback(struct ctx *c, struct opts *o)
 	if (rc != 0)
 		return rc;
 	sqlite3_stmt *s = NULL;
-	sqlite3_prepare_v2(
-	    c->st->db,
+	state_prepare(
+	    c->st,
 	    "SELECT id, manifest_text, manifest_path FROM generations WHERE stack_id = ?1 "
 	    "AND result = 'ok' AND (?2 > 0 AND id = ?2 OR ?2 = 0 AND id < (SELECT "
 	    "current_gen FROM stacks WHERE id = ?1)) ORDER BY id DESC LIMIT 1",
-	    -1, &s, NULL);
+	    &s);
 	sqlite3_bind_int64(s, 1, sid);
 	sqlite3_bind_int64(s, 2, o->generation);
-	if (sqlite3_step(s) != SQLITE_ROW) {
+	if (state_step(s) != SQLITE_ROW) {
 		sqlite3_finalize(s);
 		ev_log(c, EV_ERROR, "no successful generation %s to roll back to",
 		       o->generation ? "with that number" : "before the current one");
@@ -52,8 +52,14 @@ int cmd_rollback(struct ctx *c, struct opts *o)
 	ev_log(c, EV_INFO, "Rolling %s back to generation %lld:", o->args.v[0], gen);
 	plan_build(c, m, &p);
 	plan_emit(c, &p);
-	if (plan_has_changes(&p))
-		rc = plan_apply(c, m, &p);
+	if (plan_has_changes(&p)) {
+		char *q =
+		    xasprintf("Do you want to roll %s back to generation %lld?\n  tfprov will "
+		              "perform the actions described above.",
+		              o->args.v[0], gen);
+		rc = cli_confirm(c, "rollback", q) ? plan_apply(c, m, &p) : TF_EFAIL;
+		free(q);
+	}
 	plan_release(&p);
 out:
 	diags_release(&d);

@@ -1,10 +1,14 @@
-/* show.c - `tfprov show STACK`: generations, resources, and with -v every file. */
+/*
+ * show.c - `tfprov show STACK`: generations, resources, and with -v every
+ * file. Counts and times are the ones `status` prints (recorded paths;
+ * RFC 3339 UTC); with --json the same facts are one "stack_show" event.
+ */
 #include "cli.h"
 #include "error.h"
 #include "event.h"
 #include "state.h"
 
-#include <time.h>
+#include <jansson.h>
 
 static int print_file(const struct state_file *f, void *arg)
 {
@@ -14,40 +18,98 @@ static int print_file(const struct state_file *f, void *arg)
 	return 0;
 }
 
+static int show_generations(struct ctx *c, int64_t sid, json_t *out)
+{
+	sqlite3_stmt *s = NULL;
+	int src;
+	if (state_prepare(c->st,
+	                  "SELECT id, started, finished, result, manifest_sha256, manifest_path "
+	                  "FROM generations WHERE stack_id = ? ORDER BY id",
+	                  &s) != SQLITE_OK)
+		return TF_ESTATE;
+	sqlite3_bind_int64(s, 1, sid);
+	while ((src = state_step(s)) == SQLITE_ROW) {
+		char started[32], finished[32];
+		cli_time(sqlite3_column_int64(s, 1), started);
+		cli_time(sqlite3_column_int64(s, 2), finished);
+		const char *result = (const char *)sqlite3_column_text(s, 3);
+		ev_log(c, EV_INFO, "  %3lld  started %s  finished %s  %-11s manifest %.12s  %s",
+		       (long long)sqlite3_column_int64(s, 0), started, finished, result,
+		       sqlite3_column_text(s, 4), sqlite3_column_text(s, 5));
+		json_array_append_new(
+		    out, json_pack("{s:I,s:s,s:s,s:s,s:s,s:s}", "generation",
+		                   (json_int_t)sqlite3_column_int64(s, 0), "started", started,
+		                   "finished", finished, "result", result ? result : "",
+		                   "manifest_sha256", (const char *)sqlite3_column_text(s, 4),
+		                   "manifest", (const char *)sqlite3_column_text(s, 5)));
+	}
+	sqlite3_finalize(s);
+	return src == SQLITE_DONE ? 0 : TF_ESTATE;
+}
+
+static int show_resources(struct ctx *c, int64_t sid, json_t *out)
+{
+	sqlite3_stmt *s = NULL;
+	int src;
+	if (state_prepare(
+	        c->st,
+	        "SELECT r.id, r.addr, r.desired, count(f.path), sum(f.type = 'f'), "
+	        "sum(f.type = 'l'), sum(f.type = 'd'), json_array_length(r.attrs, '$.installed') "
+	        "FROM resources r LEFT JOIN files f "
+	        "ON f.resource_id = r.id WHERE r.stack_id = ? GROUP BY r.id ORDER BY r.id",
+	        &s) != SQLITE_OK)
+		return TF_ESTATE;
+	sqlite3_bind_int64(s, 1, sid);
+	while ((src = state_step(s)) == SQLITE_ROW) {
+		int64_t rid = sqlite3_column_int64(s, 0);
+		long long n = sqlite3_column_int64(s, 3), nf = sqlite3_column_int64(s, 4),
+		          nl = sqlite3_column_int64(s, 5), nd = sqlite3_column_int64(s, 6);
+		/* pip's files live in the env: it records the distributions, as status says. */
+		int has_dists = sqlite3_column_type(s, 7) != SQLITE_NULL;
+		char dists[48] = "";
+		if (has_dists)
+			snprintf(dists, sizeof(dists), "%d distributions recorded in the env, ",
+			         sqlite3_column_int(s, 7));
+		ev_log(c, EV_INFO,
+		       "  %-8s %s%lld paths (%lld files, %lld links, %lld directories), "
+		       "config %.12s",
+		       sqlite3_column_text(s, 1), dists, n, nf, nl, nd, sqlite3_column_text(s, 2));
+		json_t *o =
+		    json_pack("{s:s,s:I,s:I,s:I,s:I,s:s}", "step",
+		              (const char *)sqlite3_column_text(s, 1), "paths", (json_int_t)n,
+		              "files", (json_int_t)nf, "links", (json_int_t)nl, "directories",
+		              (json_int_t)nd, "config", (const char *)sqlite3_column_text(s, 2));
+		if (has_dists)
+			json_object_set_new(o, "distributions",
+			                    json_integer(sqlite3_column_int(s, 7)));
+		json_array_append_new(out, o);
+		if (c->flags & CTX_VERBOSE)
+			state_files_foreach(c->st, rid, print_file, c);
+	}
+	sqlite3_finalize(s);
+	return src == SQLITE_DONE ? 0 : TF_ESTATE;
+}
+
 int cmd_show(struct ctx *c, struct opts *o)
 {
 	int64_t sid = 0;
 	int rc = cli_stack_arg(c, o, "usage: tfprov show STACK", &sid);
 	if (rc != 0)
 		return rc;
-	sqlite3_stmt *s = NULL;
-	sqlite3_prepare_v2(
-	    c->st->db,
-	    "SELECT id, started, result, manifest_sha256, manifest_path FROM generations "
-	    "WHERE stack_id = ? ORDER BY id",
-	    -1, &s, NULL);
-	sqlite3_bind_int64(s, 1, sid);
+	json_t *gens = json_array(), *res = json_array();
 	ev_log(c, EV_INFO, "generations of %s:", o->args.v[0]);
-	while (sqlite3_step(s) == SQLITE_ROW) {
-		time_t t = (time_t)sqlite3_column_int64(s, 1);
-		char ts[32];
-		strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%SZ", gmtime(&t));
-		ev_log(c, EV_INFO, "  %3lld  %s  %-11s manifest %.12s  %s",
-		       (long long)sqlite3_column_int64(s, 0), ts, sqlite3_column_text(s, 2),
-		       sqlite3_column_text(s, 3), sqlite3_column_text(s, 4));
+	rc = show_generations(c, sid, gens);
+	if (rc == 0) {
+		ev_log(c, EV_INFO, "resources:");
+		rc = show_resources(c, sid, res);
 	}
-	sqlite3_finalize(s);
-	sqlite3_prepare_v2(c->st->db, "SELECT id, addr, desired FROM resources WHERE stack_id = ?",
-	                   -1, &s, NULL);
-	sqlite3_bind_int64(s, 1, sid);
-	ev_log(c, EV_INFO, "resources:");
-	while (sqlite3_step(s) == SQLITE_ROW) {
-		int64_t rid = sqlite3_column_int64(s, 0);
-		ev_log(c, EV_INFO, "  %-8s %lld files, config %.12s", sqlite3_column_text(s, 1),
-		       (long long)state_files_count(c->st, rid), sqlite3_column_text(s, 2));
-		if (c->flags & CTX_VERBOSE)
-			state_files_foreach(c->st, rid, print_file, c);
+	if (rc == 0) {
+		json_t *d = json_pack("{s:s,s:O,s:O}", "name", o->args.v[0], "generations", gens,
+		                      "resources", res);
+		ev_data(c, "stack_show", d);
+		json_decref(d);
 	}
-	sqlite3_finalize(s);
-	return 0;
+	json_decref(gens);
+	json_decref(res);
+	return rc;
 }

@@ -21,7 +21,7 @@
  *     ("driver: no NVIDIA driver: ...") and that GPU checks are SKIPPED.
  *
  * Exit codes (README.md, "Exit codes"), the worst one wins:
- *   8  a file is missing or changed, a library does not load, or the GPU
+ *   8  a library does not load, or the GPU
  *      probe ran and failed (wrong output, runtime or cuDNN error); also no
  *      GPU at all for a stack that requires one (driver.policy: require,
  *      no --no-gpu): a stack that cannot reach a GPU does not do what it was
@@ -29,6 +29,8 @@
  *      box whose driver vanished. `tfprov bench` answers the same.
  *   7  files and libraries are fine but NVML reports a driver/library version
  *      mismatch: the driver was upgraded and the machine needs a reboot.
+ *   2  files drifted (missing, changed, added), libraries and GPU fine: the
+ *      same code as `status` for drift; `apply` repairs it.
  *   0  everything checked passed; or no GPU while --no-gpu or the manifest's
  *      driver.policy: skip allows it (image builds, CI), then the GPU compute
  *      check is reported as SKIPPED, loudly, on stderr.
@@ -41,10 +43,12 @@
 #include "event.h"
 #include "libcheck.h"
 #include "manifest.h"
+#include "pkgfiles.h"
 #include "stackinfo.h"
 #include "state.h"
 
 #include <dirent.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -55,12 +59,23 @@ struct audit {
 	int deep;
 	int findings;
 	struct strvec dirs;
+	struct pkgfiles pkgs; /* the env's package records (--deep) */
 };
 
 static void report(struct audit *a, char letter, const char *path, const char *why)
 {
+	const struct pkgfile *pf = pkgfiles_find(&a->pkgs, path);
 	a->findings++;
-	ev_log(a->c, EV_WARN, "%c %s%s%s", letter, path, why ? "  " : "", why ? why : "");
+	ev_log(a->c, EV_WARN, "%c %s%s%s%s%s%s", letter, path, why ? "  " : "", why ? why : "",
+	       pf ? "  (package " : "", pf ? pf->pkg : "", pf ? ")" : "");
+	char code[2] = {letter, 0};
+	json_t *d = json_pack("{s:s,s:s}", "code", code, "path", path);
+	if (why)
+		json_object_set_new(d, "why", json_string(why));
+	if (pf)
+		json_object_set_new(d, "package", json_string(pf->pkg));
+	ev_data(a->c, "audit_finding", d);
+	json_decref(d);
 }
 
 static int audit_file(const struct state_file *f, void *arg)
@@ -104,14 +119,18 @@ out:
 static void audit_dirs(struct audit *a)
 {
 	for (size_t i = 0; i < a->dirs.n; i++) {
-		char *host = ctx_host_path(a->c, a->dirs.v[i]);
+		char *host = ctx_host_dir(a->c, a->dirs.v[i]);
 		DIR *d = opendir(host);
 		struct dirent *e;
 		while (d && (e = readdir(d)) != NULL) {
 			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 				continue;
 			char *p = path_join(a->dirs.v[i], e->d_name);
-			if (state_file_owner(a->c->st, p) == 0)
+			if (state_file_owner(a->c->st, p) != 0 || pkgfiles_find(&a->pkgs, p))
+				; /* recorded by tfprov or by a package: audited on its own */
+			else if (pkgfiles_has_under(&a->pkgs, p))
+				strvec_push(&a->dirs, p); /* a package's directory: look inside */
+			else
 				report(a, 'A', p, NULL);
 			free(p);
 		}
@@ -122,18 +141,53 @@ static void audit_dirs(struct audit *a)
 	strvec_release(&a->dirs);
 }
 
-/* Layer 1: the recorded files of one stack. Returns the number of findings. */
+/*
+ * --deep, the files that package installers placed in the env and the state
+ * does not record (pip writes after the env was recorded): each is checked
+ * against its distribution's RECORD (sha256 and presence).
+ */
+static void audit_packages(struct audit *a)
+{
+	for (size_t i = 0; i < a->pkgs.n; i++) {
+		const struct pkgfile *f = &a->pkgs.v[i];
+		if (f->src != 'p' || state_file_owner(a->c->st, f->path) != 0)
+			continue;
+		char *host = ctx_host_path(a->c, f->path);
+		struct stat st;
+		char hex[65];
+		int64_t sz;
+		if (lstat(host, &st) != 0)
+			report(a, 'X', f->path, NULL);
+		else if (strcmp(f->sha256, "?") == 0)
+			report(a, 'U', f->path, "RECORD has a hash tfprov cannot check");
+		else if (f->sha256[0] &&
+		         (sha256_file(host, hex, &sz) != 0 || strcmp(hex, f->sha256) != 0))
+			report(a, 'U', f->path, NULL);
+		free(host);
+	}
+}
+
+/* Layer 1: the recorded files of one stack. Returns the number of findings, or -1. */
 static int verify_files(struct ctx *c, int64_t stack_id, int deep)
 {
-	struct audit a = {c, deep, 0, STRVEC_INIT};
+	struct audit a = {c, deep, 0, STRVEC_INIT, {0}};
 	sqlite3_stmt *s = NULL;
-	sqlite3_prepare_v2(c->st->db, "SELECT id FROM resources WHERE stack_id = ? ORDER BY id", -1,
-	                   &s, NULL);
+	if (state_prepare(c->st, "SELECT id FROM resources WHERE stack_id = ? ORDER BY id", &s) !=
+	    SQLITE_OK) {
+		ev_log(c, EV_ERROR, "  files: cannot read the state: %s",
+		       sqlite3_errmsg(c->st->db));
+		return -1;
+	}
+	if (deep)
+		free(pkgfiles_load_stack(c, stack_id, 1, &a.pkgs));
 	sqlite3_bind_int64(s, 1, stack_id);
-	while (sqlite3_step(s) == SQLITE_ROW)
+	while (state_step(s) == SQLITE_ROW)
 		state_files_foreach(c->st, sqlite3_column_int64(s, 0), audit_file, &a);
 	sqlite3_finalize(s);
 	audit_dirs(&a);
+	if (deep)
+		audit_packages(&a);
+	pkgfiles_release(&a.pkgs);
 	return a.findings;
 }
 
@@ -258,6 +312,8 @@ static int worse(int a, int b)
 {
 	if (a == TF_EVERIFY || b == TF_EVERIFY)
 		return TF_EVERIFY;
+	if (a == TF_EREBOOT || b == TF_EREBOOT)
+		return TF_EREBOOT;
 	return a ? a : b;
 }
 
@@ -274,20 +330,27 @@ static int verify_stack(struct ctx *c, struct opts *o, const char *name, const s
 	}
 	ev_log(c, EV_INFO, "stack %s (generation %lld):", name, (long long)si.gen);
 	int files = verify_files(c, si.stack_id, o->deep);
-	if (files)
+	if (files > 0)
 		ev_log(c, EV_ERROR,
-		       "  files: %d path%s differ from what tfprov placed; `tfprov apply` repairs "
-		       "them from the cache",
+		       "  files: %d path%s differ from what was placed; `tfprov apply` repairs "
+		       "recorded files from the cache; a package's files (named above), a "
+		       "reinstall of that package",
 		       files, files == 1 ? "" : "s");
-	else
+	else if (files == 0)
 		ev_log(c, EV_INFO, "  files: all placed files are intact%s",
-		       o->deep ? " (rehashed)" : "");
-	rc = files ? TF_EVERIFY : 0;
+		       o->deep ? " (rehashed, packages checked against their records)" : "");
+	/* Drift is exit 2 here as in status: apply would change something. */
+	rc = files > 0 ? TF_EXIT_CHANGES : files < 0 ? TF_ESTATE : 0;
 	if (si.has_cuda) {
 		size_t nfail = verify_libs(c, &si, kb);
 		rc = worse(rc, nfail ? TF_EVERIFY : 0);
 		rc = worse(rc, verify_gpu(c, &si, nfail, skipped));
 	}
+	json_t *d = json_pack("{s:s,s:I,s:i,s:b,s:i}", "stack", name, "generation",
+	                      (json_int_t)si.gen, "file_findings", files > 0 ? files : 0, "deep",
+	                      o->deep, "exit_code", rc > 0 ? rc : tf_exit_code(rc));
+	ev_data(c, "verify_result", d);
+	json_decref(d);
 	stackinfo_release(&si);
 	return rc;
 }
@@ -322,6 +385,8 @@ int cmd_verify(struct ctx *c, struct opts *o)
 		rc = TF_EFAIL;
 	} else if (rc == TF_EVERIFY) {
 		ev_log(c, EV_ERROR, "verify: FAILED (see above)");
+	} else if (rc == TF_EXIT_CHANGES) {
+		ev_log(c, EV_ERROR, "verify: DRIFT: files differ from what was placed (see above)");
 	} else if (rc == TF_EREBOOT) {
 		ev_log(c, EV_ERROR,
 		       "verify: files and libraries are fine; reboot required before "

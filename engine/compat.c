@@ -618,7 +618,9 @@ static void load_requires(struct loader *L, yaml_node_t **rows, size_t n)
 
 static void load_pip(struct loader *L, const yaml_node_t *root)
 {
-	static const char *const keys[] = {"removed", "requires", "and_cuda", "notes", NULL};
+	/* "caps" is read by pipcaps.c. */
+	static const char *const keys[] = {"removed", "requires", "and_cuda",
+	                                   "notes",   "caps",     NULL};
 	static const char *const rm_keys[] = {"name",        "last_real", "identical_since", "stub",
 	                                      "replacement", "quote",     "source",          NULL};
 	static const char *const lr_keys[] = {"linux", "windows", NULL};

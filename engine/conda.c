@@ -17,6 +17,7 @@
 #include "ctx.h"
 #include "error.h"
 #include "event.h"
+#include "fetch.h"
 #include "manifest.h"
 #include "fs.h"
 #include "unpack.h"
@@ -854,6 +855,53 @@ static int write_history(struct linker *L, const char *host_prefix, const struct
 	free(rel);
 	free(dst);
 	strbuf_release(&sb);
+	return rc;
+}
+
+int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
+                        const struct conda_pkg *pkgs, size_t n, struct conda_result *res,
+                        char **errmsg)
+{
+	struct fetch_item *items = xcalloc(n ? n : 1, sizeof(*items));
+	char **files = xcalloc(n ? n : 1, sizeof(*files));
+	char *dir = path_join(c->cache_dir, "pkgs");
+	int rc = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct conda_pkg *p = &pkgs[i];
+		if (p->sha256[0] == '\0') {
+			*errmsg =
+			    xasprintf("%s-%s-%s is pinned by md5 only; tfprov verifies downloads "
+			              "by sha256: regenerate the lock with `conda list "
+			              "--explicit --sha256`",
+			              p->name, p->version, p->build);
+			rc = TF_EMANIFEST;
+			goto out;
+		}
+		items[i].name = p->name;
+		items[i].url = p->url;
+		items[i].sha256 = p->sha256;
+		items[i].size = -1;
+	}
+	rc = fetch_all(c, items, n);
+	for (size_t i = 0; i < n; i++) {
+		if (rc != 0 && items[i].err && *errmsg == NULL)
+			*errmsg =
+			    xstrdup(items[i].errmsg ? items[i].errmsg : tf_strerror(items[i].err));
+		files[i] = items[i].path ? xstrdup(items[i].path) : NULL;
+	}
+	if (rc == 0) {
+		mkdirs_at(AT_FDCWD, dir, 0755);
+		rc = conda_install(prefix_is_host ? NULL : c, prefix, dir, pkgs, files, n, res,
+		                   errmsg);
+	}
+out:
+	for (size_t i = 0; i < n; i++) {
+		fetch_item_release(&items[i]);
+		free(files[i]);
+	}
+	free(items);
+	free(files);
+	free(dir);
 	return rc;
 }
 

@@ -55,6 +55,16 @@ int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
                   struct conda_result *res, char **errmsg);
 
 /*
+ * Fetches pkgs (verified by sha256 into the download cache) and installs them
+ * into prefix with conda_install. prefix is root-relative, or a host path when
+ * prefix_is_host (a throwaway env outside --root, e.g. for `tfprov lock`).
+ * A package pinned by md5 only is refused (TF_EMANIFEST).
+ */
+int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
+                        const struct conda_pkg *pkgs, size_t n, struct conda_result *res,
+                        char **errmsg);
+
+/*
  * Extracts one package file into <pkgs_dir>/<dist>/ unless a complete entry
  * for the same hash is there (*reused = 1). *dir gets the entry's path.
  */

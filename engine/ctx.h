@@ -22,9 +22,10 @@ enum ctx_flags {
 	CTX_OFFLINE = 1 << 4,
 	CTX_YES = 1 << 5,
 	CTX_TTY = 1 << 6,
-	CTX_NO_GPU = 1 << 7,      /* --no-gpu: provisioning without a GPU allowed */
-	CTX_REQUIRE_SIG = 1 << 8, /* --require-signature (trust.h) */
-	CTX_ALLOW_LOCAL = 1 << 9, /* --allow-local-urls: file:// and plain-path origins */
+	CTX_NO_GPU = 1 << 7,            /* --no-gpu: provisioning without a GPU allowed */
+	CTX_REQUIRE_SIG = 1 << 8,       /* --require-signature (trust.h) */
+	CTX_ALLOW_LOCAL = 1 << 9,       /* --allow-local-urls: file:// and plain-path origins */
+	CTX_ALLOW_INCOMPLETE = 1 << 10, /* --allow-incomplete-lock: pip may resolve unpinned deps */
 };
 
 struct ctx {

@@ -5,8 +5,10 @@
  */
 #include "event.h"
 
+#include "ctx.h"
 #include "util.h"
 
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdlib.h>
 
@@ -45,4 +47,25 @@ void ev_progress(struct ctx *c, const char *step, const char *item, uint64_t don
 	                  .done = done,
 	                  .total = total};
 	ev_emit(c, &e);
+}
+
+void ev_data(struct ctx *c, const char *type, struct json_t *data)
+{
+	if (!(c->flags & CTX_JSON))
+		return;
+	struct event e = {.kind = EV_DATA, .level = EV_INFO, .type = type, .data = data};
+	ev_emit(c, &e);
+}
+
+void ev_version(struct ctx *c, const char *version)
+{
+	if (!(c->flags & CTX_JSON))
+		return;
+	json_t *d = json_pack("{s:s,s:s}", "tfprov", version, "ui", TFPROV_JSON_UI_VERSION);
+	char *msg = xasprintf("tfprov %s", version);
+	struct event e = {
+	    .kind = EV_DATA, .level = EV_INFO, .type = "version", .data = d, .msg = msg};
+	ev_emit(c, &e);
+	free(msg);
+	json_decref(d);
 }

@@ -12,6 +12,11 @@
 
 #include <stdint.h>
 
+struct json_t;
+
+/* The version of the --json event schema (docs/json-events.md). */
+#define TFPROV_JSON_UI_VERSION "1.0"
+
 struct ctx;
 
 enum ev_kind {
@@ -22,6 +27,7 @@ enum ev_kind {
 	EV_STEP_DONE,    /* apply: a step ended: changed, failed, msg */
 	EV_PROGRESS,     /* bytes done/total for an item (download, unpack) */
 	EV_RESULT,       /* end of a command: exit code and msg */
+	EV_DATA,         /* a command's result as data (type, data): --json only */
 };
 
 enum ev_level { EV_DEBUG, EV_INFO, EV_WARN, EV_ERROR };
@@ -37,6 +43,8 @@ struct event {
 	int changed, failed;
 	int add, change, destroy, read; /* EV_PLAN_SUMMARY */
 	int exit_code;                  /* EV_RESULT */
+	const char *type;               /* EV_DATA: the event's "type" */
+	struct json_t *data;            /* EV_DATA: its "data" object (borrowed) */
 };
 
 typedef void (*ev_handler_fn)(void *ud, struct ctx *c, const struct event *e);
@@ -45,6 +53,14 @@ void ev_set_handler(ev_handler_fn fn, void *ud);
 void ev_emit(struct ctx *c, const struct event *e);
 void ev_log(struct ctx *c, enum ev_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/*
+ * A command's result as data (status, show, verify, diagnostics): one JSON
+ * event {"type": type, "data": data} with --json; nothing on a terminal,
+ * where the command logs the same facts as text. Does not take data.
+ */
+void ev_data(struct ctx *c, const char *type, struct json_t *data);
+/* With --json, the first event of a run: the program and schema version. */
+void ev_version(struct ctx *c, const char *version);
 void ev_progress(struct ctx *c, const char *step, const char *item, uint64_t done, uint64_t total);
 
 #endif

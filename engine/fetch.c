@@ -499,6 +499,7 @@ static void give_up(struct fetch_run *r, struct xfer *x)
 		}
 		strbuf_addf(&sb, ", and --offline forbids downloading %s", x->it->url);
 		item_fail(x->it, TF_EOFFLINE, strbuf_detach(&sb));
+		goto out; /* fetch_all_opts names every missing artifact in one error */
 	} else {
 		strbuf_addf(&sb, "%s: cannot download", x->it->name);
 		if (x->nsrc == 0)
@@ -510,6 +511,7 @@ static void give_up(struct fetch_run *r, struct xfer *x)
 		item_fail(x->it, TF_ENETWORK, strbuf_detach(&sb));
 	}
 	ev_log(c, EV_ERROR, "%s", x->it->errmsg);
+out:
 	if (x->part && x->got == 0)
 		unlink(x->part); /* nothing to resume: leave no empty .part behind */
 	close_part(x);
@@ -904,6 +906,19 @@ int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const stru
 		x->it->errmsg = l->errmsg ? xstrdup(l->errmsg) : NULL;
 		x->it->source = l->source ? xstrdup(l->source) : NULL;
 	}
+	/* --offline: one error for everything that is missing, not one per artifact. */
+	struct strbuf missing = STRBUF_INIT;
+	size_t nmissing = 0;
+	for (size_t i = 0; i < n; i++)
+		if (items[i].err == TF_EOFFLINE && xs[i].leader < 0)
+			strbuf_addf(&missing, "%s%s", nmissing++ ? ", " : "", items[i].name);
+	if (nmissing)
+		ev_log(c, EV_ERROR,
+		       "--offline: %zu artifact%s not in the cache %s%s and cannot be downloaded: "
+		       "%s. Run once with network, or give --mirror DIR",
+		       nmissing, nmissing == 1 ? " is" : "s are", c->cache_dir,
+		       c->mirrors.n ? " nor in a mirror" : "", missing.buf);
+	strbuf_release(&missing);
 done:
 	for (size_t i = 0; i < n; i++) {
 		xfer_release(&xs[i]);

@@ -286,7 +286,9 @@ static void parse_redist(struct pctx *p, const struct ynode *n, struct redist_re
 	get_str(p, n, "sha256", "redist sha256", &r->json.sha256);
 	get_int(p, n, "size", "redist size", 1, 1 << 30, &r->json.size);
 	r->json.pos = n->pos;
-	r->json.name.s = xstrdup("redistrib json");
+	/* Named after its file (redistrib_12.3.2.json) so messages say which. */
+	const char *base = r->json.url.s ? strrchr(r->json.url.s, '/') : NULL;
+	r->json.name.s = xstrdup(base && base[1] ? base + 1 : "redistrib json");
 	r->json.name.set = 1;
 	if (!r->json.url.set)
 		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "artifact.no-url", NULL,

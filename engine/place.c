@@ -14,6 +14,7 @@
 #include "place.h"
 #include "fs.h"
 #include "digest.h"
+#include "pkgfiles.h"
 #include "error.h"
 #include "event.h"
 #include "state.h"
@@ -42,7 +43,9 @@ struct txn {
 	size_t njids, capj;
 	struct state_file *adds;
 	size_t nadds, capa;
-	struct strvec dels; /* record paths (and their subtrees) to forget */
+	struct strvec dels;   /* record paths (and their subtrees) to forget */
+	struct strvec rmdirs; /* directories to remove after the commit if empty */
+	struct strvec kept;   /* what the removal found and kept (not placed by tfprov) */
 	char *err;
 	unsigned seq;
 	int forget_all;
@@ -53,9 +56,8 @@ static int64_t journal_add(struct txn *t, const char *op, const char *path, cons
 {
 	sqlite3_stmt *s = NULL;
 	int64_t id = 0;
-	sqlite3_prepare_v2(t->c->st->db,
-	                   "INSERT INTO journal(op, path, tmp, backup, created) VALUES (?,?,?,?,?)",
-	                   -1, &s, NULL);
+	state_prepare(t->c->st,
+	              "INSERT INTO journal(op, path, tmp, backup, created) VALUES (?,?,?,?,?)", &s);
 	sqlite3_bind_text(s, 1, op, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
 	if (tmp)
@@ -63,7 +65,7 @@ static int64_t journal_add(struct txn *t, const char *op, const char *path, cons
 	if (backup)
 		sqlite3_bind_text(s, 4, backup, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 5, now_unix());
-	if (sqlite3_step(s) == SQLITE_DONE)
+	if (state_step(s) == SQLITE_DONE)
 		id = sqlite3_last_insert_rowid(t->c->st->db);
 	sqlite3_finalize(s);
 	if (id) {
@@ -129,13 +131,12 @@ static int owner_class(struct txn *t, const char *path)
 		return 0;
 	sqlite3_stmt *s = NULL;
 	int mine = 0;
-	sqlite3_prepare_v2(t->c->st->db,
-	                   "SELECT 1 FROM resources WHERE id = ? AND stack_id = ? AND addr = ?", -1,
-	                   &s, NULL);
+	state_prepare(t->c->st,
+	              "SELECT 1 FROM resources WHERE id = ? AND stack_id = ? AND addr = ?", &s);
 	sqlite3_bind_int64(s, 1, rid);
 	sqlite3_bind_int64(s, 2, t->stack_id);
 	sqlite3_bind_text(s, 3, t->addr, -1, SQLITE_STATIC);
-	mine = sqlite3_step(s) == SQLITE_ROW;
+	mine = state_step(s) == SQLITE_ROW;
 	sqlite3_finalize(s);
 	return mine ? 1 : 2;
 }
@@ -279,6 +280,50 @@ static void record_entries(struct txn *t, const char *path, const struct place_e
 	}
 }
 
+/* Whether some record lies under directory `dir` (an unrecorded parent tfprov created). */
+static int state_dir_has_records(struct ctx *c, const char *dir)
+{
+	sqlite3_stmt *s = NULL;
+	int r = 0;
+	if (state_prepare(c->st,
+	                  "SELECT 1 FROM files WHERE path > ?1 || '/' AND path < ?1 || '0' LIMIT 1",
+	                  &s) != SQLITE_OK)
+		return 0;
+	sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+	r = state_step(s) == SQLITE_ROW;
+	sqlite3_finalize(s);
+	return r;
+}
+
+/* Lists what lies in `dir` (root-relative) that no record and no installed distribution owns. */
+void place_foreign(struct ctx *c, const char *dir, const struct pkgfiles *x, struct strvec *out)
+{
+	char *host = ctx_host_dir(c, dir);
+	DIR *d = opendir(host);
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		char *p = path_join(dir, e->d_name);
+		char *hp = ctx_host_path(c, p);
+		struct stat st;
+		int isdir = lstat(hp, &st) == 0 && S_ISDIR(st.st_mode);
+		if (state_file_owner(c->st, p) != 0 || (x && pkgfiles_find(x, p) != NULL)) {
+			if (isdir) /* placed by tfprov: what is inside may not be */
+				place_foreign(c, p, x, out);
+		} else if (isdir &&
+		           ((x && pkgfiles_has_under(x, p)) || state_dir_has_records(c, p)))
+			place_foreign(c, p, x, out);
+		else
+			strvec_pushf(out, "%s%s", p, isdir ? "/" : "");
+		free(hp);
+		free(p);
+	}
+	if (d)
+		closedir(d);
+	free(host);
+}
+
 int txn_put_tree(struct txn *t, const char *staged, const char *path,
                  const struct place_entry *entries, size_t n)
 {
@@ -287,6 +332,26 @@ int txn_put_tree(struct txn *t, const char *staged, const char *path,
 	int rc = 0;
 	if ((rc = claim_path(t, path, host)) != 0)
 		goto out;
+	/*
+	 * Replacing a tree moves the old one away whole: anything in it that
+	 * tfprov did not place would go with it. Refuse, naming it, before any
+	 * change; the user moves it out (or keeps the old tree).
+	 */
+	struct strvec foreign = STRVEC_INIT;
+	if (exists(host))
+		place_foreign(t->c, path, NULL, &foreign);
+	if (foreign.n) {
+		struct strbuf sb = STRBUF_INIT;
+		for (size_t i = 0; i < foreign.n; i++)
+			strbuf_addf(&sb, "%s%s", i ? ", " : "", foreign.v[i]);
+		rc = fail(t, TF_ECONFLICT,
+		          "%s holds what tfprov did not place (%s); replacing the tree would lose "
+		          "it: move it elsewhere, then apply again",
+		          path, sb.buf);
+		strbuf_release(&sb);
+		strvec_release(&foreign);
+		goto out;
+	}
 	backup = exists(host) ? sibling(t, host, "bak") : NULL;
 	if (journal_add(t, "tree", path, staged, backup) == 0) {
 		rc = fail(t, TF_ESTATE, "cannot write the journal");
@@ -432,31 +497,117 @@ static int collect_cb(const struct state_file *f, void *arg)
 	return 0;
 }
 
+int txn_remove_paths(struct txn *t, const struct strvec *paths, const struct strvec *dirs)
+{
+	struct state *st = t->c->st;
+	struct strvec backups = STRVEC_INIT;
+	int rc = 0;
+	/* Pass 1: every intent in one SQLite transaction, before any rename. */
+	if (state_begin(st) != 0)
+		return fail(t, TF_ESTATE, "cannot write the journal: %s", sqlite3_errmsg(st->db));
+	for (size_t i = 0; i < paths->n && rc == 0; i++) {
+		char *host = ctx_host_path(t->c, paths->v[i]);
+		char *bak = exists(host) ? sibling(t, host, "del") : NULL;
+		if (bak && journal_add(t, "rm", paths->v[i], NULL, bak) == 0)
+			rc = fail(t, TF_ESTATE, "cannot write the journal: %s",
+			          sqlite3_errmsg(st->db));
+		strvec_push(&backups, bak ? bak : "");
+		free(bak);
+		free(host);
+	}
+	if (rc == 0 && state_commit(st) != 0)
+		rc = fail(t, TF_ESTATE, "cannot write the journal: %s", sqlite3_errmsg(st->db));
+	if (rc != 0) {
+		state_rollback(st);
+		t->njids = 0;
+		strvec_release(&backups);
+		return rc;
+	}
+	/* Pass 2: each file is renamed aside; the commit deletes the backups. */
+	for (size_t i = 0; i < paths->n && rc == 0; i++) {
+		char *host = ctx_host_path(t->c, paths->v[i]);
+		if (backups.v[i][0] && rename(host, backups.v[i]) != 0)
+			rc = fail(t, TF_EIO, "cannot remove %s: %s", paths->v[i], strerror(errno));
+		else
+			strvec_push(&t->dels, paths->v[i]);
+		free(host);
+	}
+	for (size_t i = 0; dirs && i < dirs->n; i++)
+		strvec_push(&t->rmdirs, dirs->v[i]);
+	strvec_release(&backups);
+	return rc;
+}
+
 int txn_remove_all(struct txn *t)
 {
 	struct state_resource r;
-	int rc = 0;
 	if (state_resource_get(t->c->st, t->stack_id, t->addr, &r) != 0)
 		return 0;
 	struct collect col = {STRVEC_INIT, STRVEC_INIT};
+	struct strvec files = STRVEC_INIT, dirs = STRVEC_INIT;
 	state_files_foreach(t->c->st, r.id, collect_cb, &col);
-	const char *root = NULL;
-	size_t rootlen = 0;
-	/* Sorted by path: a recorded directory comes before its contents. */
-	for (size_t i = 0; i < col.paths.n && rc == 0; i++) {
-		const char *p = col.paths.v[i];
-		if (root && strncmp(p, root, rootlen) == 0 && p[rootlen] == '/')
-			continue;
-		rc = txn_remove(t, p);
-		if (col.types.v[i][0] == 'd') {
-			root = p;
-			rootlen = strlen(p);
-		}
-	}
+	/* Files and links one by one; a directory only once nothing is left in it. */
+	for (size_t i = 0; i < col.paths.n; i++)
+		strvec_push(col.types.v[i][0] == 'd' ? &dirs : &files, col.paths.v[i]);
+	int rc = txn_remove_paths(t, &files, &dirs);
+	strvec_release(&files);
+	strvec_release(&dirs);
 	strvec_release(&col.paths);
 	strvec_release(&col.types);
 	state_resource_release(&r);
 	return rc;
+}
+
+int64_t txn_stack_id(const struct txn *t)
+{
+	return t->stack_id;
+}
+
+const struct strvec *txn_kept(const struct txn *t)
+{
+	return &t->kept;
+}
+
+static int path_desc(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)b, *(char *const *)a);
+}
+
+/*
+ * After the commit: the directories of removed records go, deepest first,
+ * each only when empty (rmdir); one that still holds something keeps it,
+ * and what it holds is listed in t->kept. A kill before this point leaves
+ * empty directories, never a lost file.
+ */
+static void remove_dirs(struct txn *t)
+{
+	if (t->rmdirs.n == 0)
+		return;
+	qsort(t->rmdirs.v, t->rmdirs.n, sizeof(char *), path_desc);
+	for (size_t i = 0; i < t->rmdirs.n; i++) {
+		if (i && strcmp(t->rmdirs.v[i], t->rmdirs.v[i - 1]) == 0)
+			continue;
+		char *host = ctx_host_path(t->c, t->rmdirs.v[i]);
+		if (rmdir(host) != 0 && (errno == ENOTEMPTY || errno == EEXIST)) {
+			DIR *d = opendir(host);
+			struct dirent *e;
+			while (d && (e = readdir(d)) != NULL) {
+				if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+					continue;
+				char *p = path_join(t->rmdirs.v[i], e->d_name);
+				int tried = 0;
+				for (size_t k = 0; k < i && !tried; k++)
+					tried = strcmp(t->rmdirs.v[k], p) == 0;
+				if (!tried && state_file_owner(t->c->st, p) == 0)
+					strvec_pushf(&t->kept, "%s%s", p,
+					             e->d_type == DT_DIR ? "/" : "");
+				free(p);
+			}
+			if (d)
+				closedir(d);
+		}
+		free(host);
+	}
 }
 
 int txn_record_tree(struct txn *t, const char *path, const struct place_entry *entries, size_t n)
@@ -528,12 +679,12 @@ static int forget_records(struct state *st, const char *path)
 {
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
-	sqlite3_prepare_v2(st->db,
-	                   "DELETE FROM files WHERE path = ?1 OR (path > ?1 || '/' AND "
-	                   "path < ?1 || '0')",
-	                   -1, &s, NULL);
+	state_prepare(st,
+	              "DELETE FROM files WHERE path = ?1 OR (path > ?1 || '/' AND "
+	              "path < ?1 || '0')",
+	              &s);
 	sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE)
+	if (state_step(s) != SQLITE_DONE)
 		rc = TF_ESTATE;
 	sqlite3_finalize(s);
 	return rc;
@@ -543,8 +694,8 @@ static void gc_rows(struct state *st)
 {
 	sqlite3_stmt *s = NULL;
 	struct strvec ids = STRVEC_INIT, paths = STRVEC_INIT;
-	sqlite3_prepare_v2(st->db, "SELECT id, backup FROM journal WHERE op = 'gc'", -1, &s, NULL);
-	while (sqlite3_step(s) == SQLITE_ROW) {
+	state_prepare(st, "SELECT id, backup FROM journal WHERE op = 'gc'", &s);
+	while (state_step(s) == SQLITE_ROW) {
 		strvec_pushf(&ids, "%lld", (long long)sqlite3_column_int64(s, 0));
 		const unsigned char *b = sqlite3_column_text(s, 1);
 		strvec_push(&paths, b ? (const char *)b : "");
@@ -593,6 +744,8 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 	}
 	for (size_t i = 0; i < t->dels.n && rc == 0; i++)
 		rc = forget_records(st, t->dels.v[i]);
+	for (size_t i = 0; i < t->rmdirs.n && rc == 0; i++)
+		rc = state_file_delete(st, t->rmdirs.v[i]);
 	for (size_t i = 0; i < t->nadds && rc == 0; i++)
 		rc = state_file_put(st, rid, &t->adds[i]);
 	if (rc == 0 && !desired) {
@@ -619,6 +772,7 @@ out:
 	}
 	t->njids = 0;
 	gc_rows(st);
+	remove_dirs(t);
 	return 0;
 }
 
@@ -667,10 +821,9 @@ void txn_abort(struct txn *t)
 	struct state *st = t->c->st;
 	for (size_t i = t->njids; i-- > 0;) {
 		sqlite3_stmt *s = NULL;
-		sqlite3_prepare_v2(st->db, "SELECT op, path, tmp, backup FROM journal WHERE id = ?",
-		                   -1, &s, NULL);
+		state_prepare(st, "SELECT op, path, tmp, backup FROM journal WHERE id = ?", &s);
 		sqlite3_bind_int64(s, 1, t->jids[i]);
-		if (sqlite3_step(s) == SQLITE_ROW)
+		if (state_step(s) == SQLITE_ROW)
 			undo_row(t->c, (const char *)sqlite3_column_text(s, 0),
 			         (const char *)sqlite3_column_text(s, 1),
 			         (const char *)sqlite3_column_text(s, 2),
@@ -687,6 +840,8 @@ void txn_abort(struct txn *t)
 	}
 	free(t->adds);
 	strvec_release(&t->dels);
+	strvec_release(&t->rmdirs);
+	strvec_release(&t->kept);
 	free(t->addr);
 	free(t->kind);
 	free(t->err);
@@ -760,9 +915,8 @@ int place_recover(struct ctx *c)
 	sqlite3_stmt *s = NULL;
 	int n = 0;
 	struct strvec rows = STRVEC_INIT; /* op \x1f path \x1f tmp \x1f backup */
-	sqlite3_prepare_v2(st->db, "SELECT op, path, tmp, backup FROM journal ORDER BY id DESC", -1,
-	                   &s, NULL);
-	while (sqlite3_step(s) == SQLITE_ROW) {
+	state_prepare(st, "SELECT op, path, tmp, backup FROM journal ORDER BY id DESC", &s);
+	while (state_step(s) == SQLITE_ROW) {
 		const char *op = (const char *)sqlite3_column_text(s, 0);
 		const char *p = (const char *)sqlite3_column_text(s, 1);
 		const char *tmp = (const char *)sqlite3_column_text(s, 2);

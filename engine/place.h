@@ -63,8 +63,20 @@ int txn_merge_tree(struct txn *t, const char *staged_host_dir, const char *path,
 int txn_stage_dir(struct txn *t, const char *near_path, char **host_out);
 /* Removes a path (file, symlink or tree) tfprov placed. */
 int txn_remove(struct txn *t, const char *path);
-/* Removes every file recorded for this resource (destroy / replace). */
+/*
+ * Removes every file and link recorded for this resource (destroy / replace);
+ * its recorded directories go after the commit, each only when nothing is
+ * left in it: what tfprov did not place is kept and listed (txn_kept).
+ */
 int txn_remove_all(struct txn *t);
+/* Removes `paths` (files or links, journaled like txn_remove, in one
+ * journal transaction) and, after the commit, `dirs` when empty (may be NULL). */
+struct strvec;
+int txn_remove_paths(struct txn *t, const struct strvec *paths, const struct strvec *dirs);
+/* After txn_commit: what the removal kept ("path" or "dir/"), borrowed. */
+const struct strvec *txn_kept(const struct txn *t);
+/* The stack this txn belongs to. */
+int64_t txn_stack_id(const struct txn *t);
 /*
  * Announces that `path`, absent now, will be built in place by something else
  * (python -m venv writes its own path into the env, so it cannot be staged
@@ -93,5 +105,14 @@ int place_open_state(struct ctx *c);
 /* Undoes interrupted transactions found in the journal. Needs the writer lock.
  * Returns the number of operations undone, or a negative error. */
 int place_recover(struct ctx *c);
+
+/*
+ * Appends to `out` what lies in directory `dir` (root-relative, walked
+ * through recorded and tfprov-made directories) that no record and no
+ * package record of `x` (may be NULL) owns: "path", or "dir/" for a
+ * directory, listed once at its top.
+ */
+struct pkgfiles;
+void place_foreign(struct ctx *c, const char *dir, const struct pkgfiles *x, struct strvec *out);
 
 #endif

@@ -17,6 +17,10 @@
  */
 #include "plan.h"
 #include "dirwalk.h"
+#include "artifacts.h"
+#include "cache.h"
+#include "fetch.h"
+#include "pkgfiles.h"
 #include "error.h"
 #include "event.h"
 #include "state.h"
@@ -27,6 +31,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 
 const char *action_name(enum action a)
@@ -93,12 +98,12 @@ int64_t drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed)
 	struct drift_row *rows = NULL;
 	size_t n = 0, cap = 0;
 	*missing = *changed = 0;
-	sqlite3_prepare_v2(c->st->db,
-	                   "SELECT path, type, size, mtime_ns, mode FROM files WHERE resource_id = "
-	                   "? ORDER BY path",
-	                   -1, &s, NULL);
+	state_prepare(c->st,
+	              "SELECT path, type, size, mtime_ns, mode FROM files WHERE resource_id = "
+	              "? ORDER BY path",
+	              &s);
 	sqlite3_bind_int64(s, 1, res_id);
-	while (sqlite3_step(s) == SQLITE_ROW) {
+	while (state_step(s) == SQLITE_ROW) {
 		if (n == cap) {
 			cap = cap ? cap * 2 : 256;
 			rows = xrealloc(rows, cap * sizeof(*rows));
@@ -230,11 +235,11 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 	/* Recorded resources the manifest no longer wants. */
 	if (p->stack_id) {
 		sqlite3_stmt *q = NULL;
-		sqlite3_prepare_v2(
-		    c->st->db, "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id DESC",
-		    -1, &q, NULL);
+		state_prepare(c->st,
+		              "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id DESC",
+		              &q);
 		sqlite3_bind_int64(q, 1, p->stack_id);
-		while (sqlite3_step(q) == SQLITE_ROW) {
+		while (state_step(q) == SQLITE_ROW) {
 			const char *addr = (const char *)sqlite3_column_text(q, 1);
 			int found = 0;
 			for (size_t i = 0; i < wanted.n; i++)
@@ -285,6 +290,45 @@ int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p)
 	return 0;
 }
 
+int plan_foreign(struct ctx *c, int64_t stack_id, struct strvec *out)
+{
+	struct pkgfiles x;
+	sqlite3_stmt *q = NULL;
+	char *env = pkgfiles_load_stack(c, stack_id, 0, &x);
+	int rc = 0;
+	if (state_prepare(c->st,
+	                  "SELECT f.path FROM files f JOIN resources r ON r.id = f.resource_id "
+	                  "WHERE r.stack_id = ? AND f.type = 'd' ORDER BY f.path",
+	                  &q) != SQLITE_OK) {
+		rc = TF_ESTATE;
+		goto out;
+	}
+	sqlite3_bind_int64(q, 1, stack_id);
+	struct strvec dirs = STRVEC_INIT;
+	while (state_step(q) == SQLITE_ROW)
+		strvec_push(&dirs, (const char *)sqlite3_column_text(q, 0));
+	sqlite3_finalize(q);
+	/* Only the top recorded directories: place_foreign walks what they hold. */
+	struct strvec tops = STRVEC_INIT;
+	for (size_t i = 0; i < dirs.n; i++) {
+		int inside = 0;
+		for (size_t k = 0; k < tops.n && !inside; k++) {
+			size_t tl = strlen(tops.v[k]);
+			inside = strncmp(dirs.v[i], tops.v[k], tl) == 0 && dirs.v[i][tl] == '/';
+		}
+		if (!inside) {
+			strvec_push(&tops, dirs.v[i]);
+			place_foreign(c, dirs.v[i], &x, out);
+		}
+	}
+	strvec_release(&tops);
+	strvec_release(&dirs);
+out:
+	pkgfiles_release(&x);
+	free(env);
+	return rc;
+}
+
 void plan_observe(struct ctx *c, const struct manifest *m, struct plan *p)
 {
 	for (size_t i = 0; i < p->n; i++) {
@@ -295,6 +339,7 @@ void plan_observe(struct ctx *c, const struct manifest *m, struct plan *p)
 		if (rc == 0)
 			continue;
 		free(s->blocker);
+		s->blocker_rc = rc;
 		s->blocker = xasprintf("apply would stop here, before any change (exit %d): %s",
 		                       tf_exit_code(rc), s->error ? s->error : tf_strerror(rc));
 		free(s->error);
@@ -378,11 +423,16 @@ static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, s
 	ev_emit(c, &e);
 	txn_begin(c, stack_id, s->addr, s->mod->kind, &t);
 	if (s->action == ACT_DELETE) {
-		rc = txn_remove_all(t);
+		rc = s->mod->remove ? s->mod->remove(c, s, t) : 0;
+		if (rc == 0)
+			rc = txn_remove_all(t);
 		if (rc == 0)
 			rc = txn_commit(t, NULL, NULL);
-		if (rc != 0)
+		if (rc != 0 && s->error == NULL)
 			step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
+		const struct strvec *kept = txn_kept(t);
+		for (size_t i = 0; rc == 0 && i < kept->n; i++)
+			ev_log(c, EV_WARN, "kept %s: not placed by tfprov", kept->v[i]);
 	} else {
 		rc = s->mod->apply(c, m, s, t);
 		if (rc == 0)
@@ -417,6 +467,53 @@ static int execute(struct ctx *c, const struct manifest *m, struct plan *p, int6
 	return rc;
 }
 
+/*
+ * Every download of every changing step, fetched and verified into the cache
+ * before the first step changes anything: a wrong hash or a missing artifact
+ * stops the run with the root as it was (the steps then unpack from the
+ * verified cache).
+ */
+static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p)
+{
+	struct artset all = {0};
+	int rc = 0;
+	for (size_t i = 0; i < p->n && rc == 0; i++) {
+		struct step *s = &p->steps[i];
+		if (s->mod->artifacts == NULL || s->action == ACT_NOOP || s->action == ACT_READ ||
+		    s->action == ACT_DELETE)
+			continue;
+		rc = s->mod->artifacts(c, m, &all, s);
+		if (rc != 0)
+			step_event(c, s, 0, 1, s->error);
+	}
+	if (rc != 0 || all.n == 0)
+		goto out;
+	char *err = NULL;
+	if (cache_init(c->cache_dir, &err) < 0) {
+		/* An unusable cache (a link where a directory must be, ...): say why. */
+		ev_log(c, EV_ERROR, "%s: nothing was changed", err);
+		free(err);
+		rc = TF_EIO;
+		goto out;
+	}
+	struct fetch_item *items = xcalloc(all.n, sizeof(*items));
+	for (size_t i = 0; i < all.n; i++) {
+		items[i].name = all.v[i].name;
+		items[i].url = all.v[i].url;
+		items[i].sha256 = all.v[i].sha256;
+		items[i].size = all.v[i].size;
+	}
+	rc = fetch_all(c, items, all.n); /* it reports what failed (offline: in one error) */
+	if (rc != 0 && rc != TF_EOFFLINE)
+		ev_log(c, EV_ERROR, "a download failed or did not verify: nothing was changed");
+	for (size_t i = 0; i < all.n; i++)
+		fetch_item_release(&items[i]);
+	free(items);
+out:
+	artset_release(&all);
+	return rc;
+}
+
 int plan_apply(struct ctx *c, const struct manifest *m, struct plan *p)
 {
 	int rc = 0;
@@ -431,6 +528,8 @@ int plan_apply(struct ctx *c, const struct manifest *m, struct plan *p)
 			return rc;
 		}
 	}
+	if ((rc = prefetch(c, m, p)) != 0)
+		return rc;
 	if (c->st == NULL) {
 		/* First run on this root: the state is created only now. */
 		rc = place_open_state(c);
@@ -456,9 +555,9 @@ int plan_apply_destroy(struct ctx *c, const char *stack, struct plan *p)
 	int rc = execute(c, NULL, p, p->stack_id);
 	if (rc == 0) {
 		sqlite3_stmt *s = NULL;
-		sqlite3_prepare_v2(c->st->db, "DELETE FROM stacks WHERE id = ?", -1, &s, NULL);
+		state_prepare(c->st, "DELETE FROM stacks WHERE id = ?", &s);
 		sqlite3_bind_int64(s, 1, p->stack_id);
-		if (sqlite3_step(s) != SQLITE_DONE)
+		if (state_step(s) != SQLITE_DONE)
 			rc = TF_ESTATE;
 		sqlite3_finalize(s);
 	}

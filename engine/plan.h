@@ -21,6 +21,14 @@ struct plan {
 int plan_build(struct ctx *c, const struct manifest *m, struct plan *p);
 /* A plan that removes every recorded resource of a stack (destroy). */
 int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p);
+/*
+ * What lies inside the recorded directories of a stack that tfprov did not
+ * place (no record, no distribution its pip step installed): the paths
+ * ("dir/" for a directory, listed once at its top) that a destroy keeps.
+ * 0 or TF_ESTATE.
+ */
+struct strvec;
+int plan_foreign(struct ctx *c, int64_t stack_id, struct strvec *out);
 /* Runs the read-only preconditions (driver, conflicts) and notes in each
  * step's reason what would stop an apply. */
 void plan_observe(struct ctx *c, const struct manifest *m, struct plan *p);

@@ -53,6 +53,61 @@ static const char probe_src[] =
     "    ok = 0\n"
     "print('%d.%d %d' % (sys.version_info[0], sys.version_info[1], ok))\n";
 
+/*
+ * Every sha256 of the chosen version's files for this interpreter's platform,
+ * not only the one file pip picked: run with the resolver's own interpreter, it
+ * asks pip's PackageFinder (the same index options; candidates filtered by this
+ * interpreter's supported tags and Requires-Python) for all files of each
+ * version in pip's report. Wheels when the version has any, else its sdist.
+ * Hashes come from the index's #sha256= fragments, or from the bytes of a
+ * find-links file. argv: report.json, then pip's index options. Prints
+ * {"name": ["hex", ...]}; on an unknown pip internal API it fails, and the lock
+ * keeps pip's one hash per package with a warning.
+ */
+static const char hashes_src[] =
+    "import hashlib, json, sys\n"
+    "out = {}\n"
+    "try:\n"
+    "    from pip._internal.index.collector import LinkCollector\n"
+    "    from pip._internal.index.package_finder import PackageFinder\n"
+    "    from pip._internal.models.search_scope import SearchScope\n"
+    "    from pip._internal.models.selection_prefs import SelectionPreferences\n"
+    "    from pip._internal.network.session import PipSession\n"
+    "except ImportError:\n"
+    "    sys.exit('pip has no PackageFinder API this helper knows')\n"
+    "report, args = sys.argv[1], sys.argv[2:]\n"
+    "idx, links, no_index, cert = [], [], False, None\n"
+    "for a in args:\n"
+    "    k, _, v = a.partition('=')\n"
+    "    if k == '--index-url': idx = [v]\n"
+    "    elif k == '--find-links': links.append(v)\n"
+    "    elif k == '--no-index': no_index = True\n"
+    "    elif k == '--cert': cert = v\n"
+    "if not idx and not no_index: idx = ['https://pypi.org/simple']\n"
+    "s = PipSession()\n"
+    "if cert: s.verify = cert\n"
+    "scope = SearchScope.create(find_links=links, index_urls=[] if no_index else idx,\n"
+    "                           no_index=no_index)\n"
+    "f = PackageFinder.create(link_collector=LinkCollector(session=s, search_scope=scope),\n"
+    "    selection_prefs=SelectionPreferences(allow_yanked=False))\n"
+    "def sha(link):\n"
+    "    h = getattr(link, '_hashes', None) or {}\n"
+    "    if 'sha256' in h: return h['sha256']\n"
+    "    if getattr(link, 'hash_name', None) == 'sha256': return link.hash\n"
+    "    if link.scheme == 'file':\n"
+    "        with open(link.file_path, 'rb') as fh: return hashlib.sha256(fh.read()).hexdigest()\n"
+    "for it in json.load(open(report))['install']:\n"
+    "    md = it['metadata']\n"
+    "    c = [c for c in f.find_all_candidates(md['name']) if str(c.version) == md['version']]\n"
+    "    w = [x for x in c if x.link.is_wheel] or c\n"
+    "    out[md['name']] = sorted({h for h in map(lambda x: sha(x.link), w) if h})\n"
+    "print(json.dumps(out))\n";
+
+char *pip_mirror_index(const char *mirror_url)
+{
+	return xasprintf("%s%ssimple/", mirror_url, str_ends_with(mirror_url, "/") ? "" : "/");
+}
+
 char *pip_normalize_name(const char *name)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -501,71 +556,155 @@ out:
 	return rc;
 }
 
+/* A build backend an sdist of a complete lock is built with (--no-build-isolation). */
+static int is_build_backend(const struct pip_req *q)
+{
+	const char *nm = q->name ? q->name : q->raw_name;
+	return nm && (strcmp(nm, "setuptools") == 0 || strcmp(nm, "wheel") == 0);
+}
+
+/* One pip download (into wheels) or offline install (from wheels) of reqfile. */
+static int pip_phase(struct ctx *c, const char *prefix, const char *verb, const char *reqfile,
+                     const char *wheels, const struct pip_opts *o, struct pip_result *res,
+                     char **errmsg)
+{
+	struct strvec argv = STRVEC_INIT;
+	int install = strcmp(verb, "install") == 0;
+	push_pip(&argv, prefix, verb);
+	strvec_push(&argv, "--require-hashes");
+	if (o->complete || o->resolve_rest)
+		strvec_push(&argv, "--no-deps");
+	if (o->allow_sdist)
+		strvec_push(&argv, "--no-build-isolation");
+	if (install) {
+		strvec_push(&argv, "--no-index");
+		strvec_pushf(&argv, "--find-links=%s", wheels);
+		if (!o->allow_sdist)
+			strvec_push(&argv, "--only-binary=:all:");
+		strvec_push(&argv, "--no-cache-dir");
+		strvec_push(&argv, "--no-warn-script-location");
+	} else {
+		strvec_pushf(&argv, "--dest=%s", wheels);
+		push_index_opts(&argv, o);
+	}
+	strvec_pushf(&argv, "--requirement=%s", reqfile);
+	int rc = run_pip(c, &argv, o, verb, res, errmsg);
+	strvec_release(&argv);
+	return rc;
+}
+
 int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
                 const struct pip_opts *o, struct pip_result *res, char **errmsg)
 {
 	struct strvec argv = STRVEC_INIT;
-	char *work = NULL, *reqfile = NULL, *wheels = NULL, *snap = NULL, *text = NULL;
+	char *work = NULL, *reqfile = NULL, *bfile = NULL, *rfile = NULL, *wheels = NULL;
+	char *snap = NULL, *text = NULL;
 	int rc = 0, snapped = 0;
+	struct pip_req *backends = xcalloc(n + 1, sizeof(*backends));
+	struct pip_req *rest = xcalloc(n + 1, sizeof(*rest));
+	size_t nb = 0, nr = 0;
 
 	char *tmpl = xasprintf("%s.tfprov-pip.XXXXXX", prefix);
 	work = mkdtemp(tmpl);
 	if (work == NULL) {
 		free(tmpl);
+		free(backends);
+		free(rest);
 		*errmsg =
 		    xasprintf("%s: cannot create a work directory: %s", prefix, strerror(errno));
 		return TF_EIO;
 	}
 	reqfile = path_join(work, "requirements.txt");
+	bfile = path_join(work, "backends.txt");
+	rfile = path_join(work, "rest.txt");
 	wheels = path_join(work, "wheels");
+	snap = xasprintf("%s.tfprov-snap", prefix);
 	text = pip_requirements_text(reqs, n);
-	if (write_text(reqfile, text) != 0 || mkdir(wheels, 0755) != 0) {
+	/* sdists build without isolation: setuptools and wheel pinned in the lock go in
+	 * first, from the verified wheelhouse, so the builds find them in the env. */
+	for (size_t i = 0; i < n; i++)
+		if (o->allow_sdist && is_build_backend(&reqs[i]))
+			backends[nb++] = reqs[i];
+		else
+			rest[nr++] = reqs[i];
+	char *btext = pip_requirements_text(backends, nb);
+	char *rtext = pip_requirements_text(rest, nr);
+	int wrc = write_text(reqfile, text);
+	if (wrc == 0)
+		wrc = write_text(bfile, btext);
+	if (wrc == 0)
+		wrc = write_text(rfile, rtext);
+	free(btext);
+	free(rtext);
+	if (wrc != 0 || mkdir(wheels, 0755) != 0) {
 		rc = TF_EIO;
 		*errmsg = xasprintf("%s: cannot write: %s", work, strerror(errno));
 		goto out;
 	}
 
-	/* Phase 1: fetch and verify everything; the env is not touched. */
-	push_pip(&argv, prefix, "download");
-	strvec_push(&argv, "--require-hashes");
-	if (o->complete)
-		strvec_push(&argv, "--no-deps");
-	strvec_pushf(&argv, "--dest=%s", wheels);
-	push_index_opts(&argv, o);
-	strvec_pushf(&argv, "--requirement=%s", reqfile);
-	rc = run_pip(c, &argv, o, "download", res, errmsg);
+	if (nb > 0) {
+		struct pip_opts bo = *o;
+		bo.allow_sdist = 0; /* the backends themselves: wheels only */
+		rc = pip_phase(c, prefix, "download", bfile, wheels, &bo, res, errmsg);
+		if (rc != 0)
+			goto out;
+		fs_rmtree(snap);
+		if (fs_link_tree(prefix, snap) != 0) {
+			rc = TF_EIO;
+			*errmsg = xasprintf("%s: cannot snapshot the environment: %s", prefix,
+			                    strerror(errno));
+			goto out;
+		}
+		snapped = 1;
+		rc = pip_phase(c, prefix, "install", bfile, wheels, &bo, res, errmsg);
+		if (rc != 0)
+			goto restore;
+	}
+
+	/* Phase 1: fetch and verify everything else; the env is not touched. */
+	if (nr > 0)
+		rc = pip_phase(c, prefix, "download", rfile, wheels, o, res, errmsg);
 	if (rc != 0)
-		goto out;
+		goto restore;
 	if (tf_interrupted) {
 		rc = TF_EINTR;
 		*errmsg = xstrdup("interrupted before installing");
-		goto out;
+		goto restore;
 	}
 
 	/* Phase 2: snapshot, then install offline from the verified wheelhouse. */
-	snap = xasprintf("%s.tfprov-snap", prefix);
-	fs_rmtree(snap);
-	if (fs_link_tree(prefix, snap) != 0) {
-		rc = TF_EIO;
-		*errmsg =
-		    xasprintf("%s: cannot snapshot the environment: %s", prefix, strerror(errno));
-		goto out;
+	if (!snapped) {
+		fs_rmtree(snap);
+		if (fs_link_tree(prefix, snap) != 0) {
+			rc = TF_EIO;
+			*errmsg = xasprintf("%s: cannot snapshot the environment: %s", prefix,
+			                    strerror(errno));
+			goto out;
+		}
+		snapped = 1;
 	}
-	snapped = 1;
-	strvec_release(&argv);
-	push_pip(&argv, prefix, "install");
-	strvec_push(&argv, "--require-hashes");
-	if (o->complete)
-		strvec_push(&argv, "--no-deps");
-	strvec_push(&argv, "--no-index");
-	strvec_pushf(&argv, "--find-links=%s", wheels);
-	if (!o->allow_sdist)
-		strvec_push(&argv, "--only-binary=:all:");
-	strvec_push(&argv, "--no-cache-dir");
-	strvec_push(&argv, "--no-warn-script-location");
-	strvec_pushf(&argv, "--requirement=%s", reqfile);
-	rc = run_pip(c, &argv, o, "install", res, errmsg);
-	if (rc != 0) {
+	rc = pip_phase(c, prefix, "install", reqfile, wheels, o, res, errmsg);
+	if (rc == 0 && o->resolve_rest) {
+		/* Opted in: pip resolves what the pins leave open, unhashed. */
+		char *plain = path_join(work, "unhashed.txt");
+		struct strbuf sb = STRBUF_INIT;
+		for (size_t i = 0; i < n; i++)
+			strbuf_addf(&sb, "%s\n", reqs[i].spec ? reqs[i].spec : reqs[i].raw_name);
+		if (write_text(plain, sb.buf ? sb.buf : "") != 0) {
+			rc = TF_EIO;
+			*errmsg = xasprintf("%s: cannot write: %s", plain, strerror(errno));
+		} else {
+			push_pip(&argv, prefix, "install");
+			push_index_opts(&argv, o);
+			strvec_push(&argv, "--no-warn-script-location");
+			strvec_pushf(&argv, "--requirement=%s", plain);
+			rc = run_pip(c, &argv, o, "install (unpinned dependencies)", res, errmsg);
+		}
+		strbuf_release(&sb);
+		free(plain);
+	}
+restore:
+	if (rc != 0 && snapped) {
 		int e = fs_swap_in(snap, prefix);
 		if (e != 0) {
 			char *m = *errmsg;
@@ -575,8 +714,9 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 		} else {
 			snapped = 0; /* the snapshot is the env again */
 		}
-		goto out;
 	}
+	if (rc != 0)
+		goto out;
 
 	rc = pip_list(c, prefix, res, errmsg);
 	if (rc != 0)
@@ -597,6 +737,10 @@ out:
 		fs_rmtree(work);
 	free(work);
 	free(reqfile);
+	free(bfile);
+	free(rfile);
+	free(backends);
+	free(rest);
 	free(wheels);
 	free(snap);
 	free(text);
@@ -609,12 +753,40 @@ static int cmp_lines(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The all-files hashes of hashes_src; NULL when it cannot tell (pip's hash stays). */
+static json_t *pip_all_hashes(struct ctx *c, const char *prefix, const char *report,
+                              const struct pip_opts *o)
+{
+	struct strvec argv = STRVEC_INIT, idx = STRVEC_INIT;
+	struct spawn_result r = {0};
+	json_t *out = NULL;
+	strvec_pushf(&argv, "%s/bin/python", prefix);
+	strvec_push(&argv, "-I");
+	strvec_push(&argv, "-c");
+	strvec_push(&argv, hashes_src);
+	strvec_push(&argv, report);
+	push_index_opts(&idx, o);
+	for (size_t i = 0; i < idx.n; i++)
+		strvec_push(&argv, idx.v[i]);
+	if (run_python(c, argv.v, 600, &r) == 0 && r.status == 0 && r.out.buf)
+		out = json_loads(r.out.buf, 0, NULL);
+	if (!json_is_object(out)) {
+		json_decref(out);
+		out = NULL;
+		dlog(c, "pip: all-files hashes unavailable: %s", r.err.buf ? r.err.buf : "");
+	}
+	spawn_result_release(&r);
+	strvec_release(&argv);
+	strvec_release(&idx);
+	return out;
+}
+
 int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const struct pip_opts *o,
              char **out, char **errmsg)
 {
 	struct strvec argv = STRVEC_INIT, lines = STRVEC_INIT;
 	char *work = NULL, *reqfile = NULL, *report = NULL, *json = NULL;
-	json_t *root = NULL;
+	json_t *root = NULL, *all = NULL;
 	size_t len = 0;
 	int rc = 0;
 
@@ -651,6 +823,11 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 	json_error_t je;
 	root = json_loadb(json, len, 0, &je);
 	json_t *inst = json_object_get(root, "install");
+	all = json_is_array(inst) ? pip_all_hashes(c, prefix, report, o) : NULL;
+	if (all == NULL && c != NULL)
+		ev_log(c, EV_WARN,
+		       "pip: could not list every file of each chosen version; each line holds "
+		       "only the hash of the file pip chose here (see -v)");
 	if (!json_is_array(inst)) {
 		rc = TF_EFAIL;
 		*errmsg = xasprintf("pip report: no \"install\" array (%s)", je.text);
@@ -679,7 +856,18 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 			goto out;
 		}
 		char *nm = pip_normalize_name(name);
-		strvec_pushf(&lines, "%s==%s \\\n    --hash=sha256:%s\n", nm, ver, h);
+		struct strbuf line = STRBUF_INIT;
+		strbuf_addf(&line, "%s==%s \\\n    --hash=sha256:%s", nm, ver, h);
+		size_t k;
+		json_t *x;
+		json_array_foreach(json_object_get(all, name), k, x)
+		{
+			const char *hx = json_string_value(x);
+			if (hx && is_hex64(hx) && strcmp(hx, h) != 0)
+				strbuf_addf(&line, " \\\n    --hash=sha256:%s", hx);
+		}
+		strvec_pushf(&lines, "%s\n", line.buf);
+		strbuf_release(&line);
 		free(nm);
 	}
 	qsort(lines.v, lines.n, sizeof(*lines.v), cmp_lines);
@@ -689,6 +877,7 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 		strbuf_adds(&sb, lines.v[i]);
 	*out = strbuf_detach(&sb);
 out:
+	json_decref(all);
 	json_decref(root);
 	free(json);
 	if (work)

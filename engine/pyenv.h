@@ -47,7 +47,12 @@ struct pip_opts {
 	const char *const *find_links; /* --find-links, NULL-terminated; may be NULL */
 	int no_index;                  /* --no-index (find-links only) */
 	int complete;                  /* the pins are the full closure: --no-deps */
-	int allow_sdist;               /* 0: --only-binary=:all: (no build code runs) */
+	int allow_sdist;               /* 0: --only-binary=:all: (no build code runs); 1: an
+	                                * sdist pinned by hash builds offline with
+	                                * --no-build-isolation, after the lock's setuptools
+	                                * and wheel are installed */
+	int resolve_rest;              /* --allow-incomplete-lock: after the verified pins,
+	                                * pip resolves what they leave open, unhashed */
 	const char *cache_dir;         /* pip's cache; NULL: --no-cache-dir */
 	const char *cert;              /* CA bundle for --cert; NULL: default */
 	double timeout_s;              /* per pip run; 0: 1 hour */
@@ -94,5 +99,8 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 
 /* PEP 503 normalisation: lowercase, runs of -_. become '-'; caller frees. */
 char *pip_normalize_name(const char *name);
+
+/* The PEP 503 index of an http(s) mirror built by `mirror build`: URL/simple/. */
+char *pip_mirror_index(const char *mirror_url);
 
 #endif

@@ -28,10 +28,9 @@ int stackinfo_names(struct ctx *c, struct strvec *names)
 	sqlite3_stmt *s = NULL;
 	if (c->st == NULL)
 		return 0;
-	if (sqlite3_prepare_v2(c->st->db, "SELECT name FROM stacks ORDER BY name", -1, &s, NULL) !=
-	    SQLITE_OK)
+	if (state_prepare(c->st, "SELECT name FROM stacks ORDER BY name", &s) != SQLITE_OK)
 		return TF_ESTATE;
-	while (sqlite3_step(s) == SQLITE_ROW)
+	while (state_step(s) == SQLITE_ROW)
 		strvec_push(names, (const char *)sqlite3_column_text(s, 0));
 	sqlite3_finalize(s);
 	return 0;
@@ -82,13 +81,13 @@ int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char 
 	memset(out, 0, sizeof(*out));
 	if (c->st == NULL)
 		return 1;
-	sqlite3_prepare_v2(c->st->db,
-	                   "SELECT s.id, s.current_gen, g.manifest_text, "
-	                   "coalesce(g.manifest_path, s.manifest_path, s.name) FROM stacks s "
-	                   "JOIN generations g ON g.id = s.current_gen WHERE s.name = ?",
-	                   -1, &s, NULL);
+	state_prepare(c->st,
+	              "SELECT s.id, s.current_gen, g.manifest_text, "
+	              "coalesce(g.manifest_path, s.manifest_path, s.name) FROM stacks s "
+	              "JOIN generations g ON g.id = s.current_gen WHERE s.name = ?",
+	              &s);
 	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_ROW)
+	if (state_step(s) != SQLITE_ROW)
 		goto out;
 	const char *text = (const char *)sqlite3_column_text(s, 2);
 	const char *path = (const char *)sqlite3_column_text(s, 3);

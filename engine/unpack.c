@@ -340,7 +340,7 @@ static int decode_stream(struct queue *q, struct archive *a, struct archive *out
 					sha256_release(&sha);
 				return -1;
 			}
-			__atomic_store_n(&q->in_bytes, (uint64_t)archive_filter_bytes(outer, 0),
+			__atomic_store_n(&q->in_bytes, (uint64_t)archive_filter_bytes(outer, -1),
 			                 __ATOMIC_RELAXED);
 		}
 		struct msg end = {.kind = M_FILE_END};
@@ -348,7 +348,7 @@ static int decode_stream(struct queue *q, struct archive *a, struct archive *out
 			sha256_final(&sha, end.sha256);
 		if (queue_push(q, end) < 0)
 			return -1;
-		__atomic_store_n(&q->in_bytes, (uint64_t)archive_filter_bytes(outer, 0),
+		__atomic_store_n(&q->in_bytes, (uint64_t)archive_filter_bytes(outer, -1),
 		                 __ATOMIC_RELAXED);
 	}
 }
@@ -995,8 +995,8 @@ static void maybe_progress(struct writer *w, struct queue *q, int force)
 	w->last_progress = t;
 	uint64_t done = __atomic_load_n(&q->in_bytes, __ATOMIC_RELAXED);
 	uint64_t total = w->archive_size > 0 ? (uint64_t)w->archive_size : 0;
-	if (force)
-		done = total;
+	if (force || done > total)
+		done = total; /* never more done than the whole */
 	ev_progress(w->c, "unpack", w->label, done, total);
 }
 
@@ -1012,38 +1012,44 @@ void unpack_result_release(struct unpack_result *res)
 	res->bytes = 0;
 }
 
-static int unpack_common(struct ctx *c, const char *archive, const struct unpack_follow *follow,
-                         int64_t pinned, int conda, const char *dest_dir, int strip,
-                         struct unpack_result *res, char **errmsg);
+static int unpack_common(struct ctx *c, const char *archive, const char *label,
+                         const struct unpack_follow *follow, int64_t pinned, int conda,
+                         const char *dest_dir, int strip, struct unpack_result *res, char **errmsg);
 
 int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
                    struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, archive, NULL, -1, 0, dest_dir, strip, res, errmsg);
+	return unpack_common(c, archive, NULL, NULL, -1, 0, dest_dir, strip, res, errmsg);
+}
+
+int unpack_archive_named(struct ctx *c, const char *archive, const char *label, int64_t pinned,
+                         const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
+{
+	return unpack_common(c, archive, label, NULL, pinned, 0, dest_dir, strip, res, errmsg);
 }
 
 int unpack_conda_package(struct ctx *c, const char *file, int is_conda, const char *dest_dir,
                          struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, file, NULL, -1, is_conda, dest_dir, 0, res, errmsg);
+	return unpack_common(c, file, NULL, NULL, -1, is_conda, dest_dir, 0, res, errmsg);
 }
 
 int unpack_archive_pinned(struct ctx *c, const char *archive, uint64_t unpacked_size,
                           const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, archive, NULL, (int64_t)unpacked_size, 0, dest_dir, strip, res,
-	                     errmsg);
+	return unpack_common(c, archive, NULL, NULL, (int64_t)unpacked_size, 0, dest_dir, strip,
+	                     res, errmsg);
 }
 
 int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_follow *follow,
                           const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, part, follow, -1, 0, dest_dir, strip, res, errmsg);
+	return unpack_common(c, part, NULL, follow, -1, 0, dest_dir, strip, res, errmsg);
 }
 
-static int unpack_common(struct ctx *c, const char *archive, const struct unpack_follow *follow,
-                         int64_t pinned, int conda, const char *dest_dir, int strip,
-                         struct unpack_result *res, char **errmsg)
+static int unpack_common(struct ctx *c, const char *archive, const char *label,
+                         const struct unpack_follow *follow, int64_t pinned, int conda,
+                         const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
 	struct writer w = {.c = c,
 	                   .archive = archive,
@@ -1065,6 +1071,8 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 	w.label = strrchr(archive, '/') ? strrchr(archive, '/') + 1 : archive;
 	if (follow && follow->label)
 		w.label = follow->label;
+	if (label)
+		w.label = label;
 	w.corrupt = follow ? TF_EIO : TF_EINTEGRITY;
 	w.budget = pinned >= 0 ? (uint64_t)pinned : 0;
 	w.pinned = pinned >= 0;

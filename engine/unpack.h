@@ -51,6 +51,12 @@ struct unpack_result {
  */
 int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
                    struct unpack_result *res, char **errmsg);
+/*
+ * unpack_archive(), naming the archive `label` (the artifact, not its cache
+ * path) in events; with pinned >= 0 as unpack_archive_pinned() below.
+ */
+int unpack_archive_named(struct ctx *c, const char *archive, const char *label, int64_t pinned,
+                         const char *dest_dir, int strip, struct unpack_result *res, char **errmsg);
 void unpack_result_release(struct unpack_result *res);
 
 /*

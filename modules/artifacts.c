@@ -32,7 +32,9 @@ void artset_add(struct artset *s, const char *name, const char *url, const char 
 	s->v = xrealloc(s->v, (s->n + 1) * sizeof(*s->v));
 	struct art *a = &s->v[s->n++];
 	memset(a, 0, sizeof(*a));
-	a->name = xstrdup(name ? name : url);
+	/* Unnamed: its file name (the URL's last part) names it in messages. */
+	const char *base = strrchr(url, '/');
+	a->name = xstrdup(name ? name : base && base[1] ? base + 1 : url);
 	a->url = xstrdup(url);
 	snprintf(a->sha256, sizeof(a->sha256), "%s", sha256);
 	a->size = size;
@@ -385,12 +387,9 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 			if (strcmp(parts[i], stage) != 0)
 				fs_rmtree(parts[i]);
 			ev_log(c, EV_DEBUG, "unpacking %s", s->v[i].name);
-			rc =
-			    s->v[i].unpacked >= 0
-			        ? unpack_archive_pinned(c, s->v[i].path, (uint64_t)s->v[i].unpacked,
-			                                parts[i], s->v[i].strip, &res[i], &err)
-			        : unpack_archive(c, s->v[i].path, parts[i], s->v[i].strip, &res[i],
-			                         &err);
+			rc = unpack_archive_named(c, s->v[i].path, s->v[i].name,
+			                          s->v[i].unpacked >= 0 ? s->v[i].unpacked : -1,
+			                          parts[i], s->v[i].strip, &res[i], &err);
 			if (rc != 0)
 				step_fail(st, "%s: %s", s->v[i].name, err ? err : tf_strerror(rc));
 			free(err);

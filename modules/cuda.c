@@ -50,8 +50,10 @@ static int cuda_desire(struct ctx *c, const struct manifest *m, struct strbuf *c
 			strbuf_addf(canon, "component=%s\n", m->cuda.redist.components[i].s);
 			strbuf_addf(&names, "%s%s", i ? ", " : "", m->cuda.redist.components[i].s);
 		}
-		strvec_pushf(urls, "%s, then the archives of: %s", m->cuda.redist.json.url.s,
-		             names.buf ? names.buf : "every component");
+		strvec_pushf(
+		    urls, "%s (sha256 %.12s...), then the archives it pins, resolved at apply: %s",
+		    m->cuda.redist.json.url.s, m->cuda.redist.json.sha256.s,
+		    names.buf ? names.buf : "every component");
 		strbuf_release(&names);
 	}
 	if (m->cuda.has_runfile) {
@@ -152,20 +154,29 @@ static int run_runfile(struct ctx *c, const struct art *a, const char *stage, st
 	return rc;
 }
 
+/* The runfile, or the archives (inline, then the redistrib JSON's components). */
+static int cuda_artifacts(struct ctx *c, const struct manifest *m, struct artset *arts,
+                          struct step *s)
+{
+	const char *platform =
+	    m->stack.platform == PLATFORM_WINDOWS_X86_64 ? "windows-x86_64" : "linux-x86_64";
+	if (m->cuda.has_runfile)
+		artset_add_artifact(arts, &m->cuda.runfile, 0);
+	for (size_t i = 0; i < m->cuda.artifacts.n; i++)
+		artset_add_artifact(arts, &m->cuda.artifacts.v[i], 1);
+	if (m->cuda.redist.set)
+		return artset_add_redist(c, arts, &m->cuda.redist, platform, s);
+	return 0;
+}
+
 static int cuda_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
 {
 	struct artset arts = {0};
 	struct staged tree = {0};
 	char *prefix = stack_cuda_prefix(m);
 	char *stage = NULL;
-	int rc = 0;
-	const char *platform =
-	    m->stack.platform == PLATFORM_WINDOWS_X86_64 ? "windows-x86_64" : "linux-x86_64";
-	if (m->cuda.has_runfile)
-		artset_add_artifact(&arts, &m->cuda.runfile, 0);
-	for (size_t i = 0; i < m->cuda.artifacts.n; i++)
-		artset_add_artifact(&arts, &m->cuda.artifacts.v[i], 1);
-	if (m->cuda.redist.set && (rc = artset_add_redist(c, &arts, &m->cuda.redist, platform, s)))
+	int rc = cuda_artifacts(c, m, &arts, s);
+	if (rc != 0)
 		goto out;
 	if (m->cuda.has_runfile && (rc = artset_fetch(c, &arts, s)) != 0)
 		goto out;
@@ -202,4 +213,5 @@ const struct module module_cuda = {
     .desire = cuda_desire,
     .precheck = cuda_precheck,
     .apply = cuda_apply,
+    .artifacts = cuda_artifacts,
 };

@@ -35,7 +35,11 @@ static int cudnn_desire(struct ctx *c, const struct manifest *m, struct strbuf *
 	if (m->cudnn.redist.set) {
 		strbuf_addf(canon, "redist=%s variant=%s\n", m->cudnn.redist.json.sha256.s,
 		            m->cudnn.redist.variant.s ? m->cudnn.redist.variant.s : "");
-		strvec_push(urls, m->cudnn.redist.json.url.s);
+		strvec_pushf(urls,
+		             "%s (sha256 %.12s...), then the archive it pins for variant %s, "
+		             "resolved at apply",
+		             m->cudnn.redist.json.url.s, m->cudnn.redist.json.sha256.s,
+		             m->cudnn.redist.variant.s ? m->cudnn.redist.variant.s : "(none)");
 	}
 	strbuf_addf(detail, "cuDNN %s, %s %s", m->cudnn.version.s ? m->cudnn.version.s : "?",
 	            m->cudnn.placement == PLACEMENT_MERGE ? "merged into" : "separate in", prefix);
@@ -58,15 +62,14 @@ static int cudnn_precheck(struct ctx *c, const struct manifest *m, struct step *
 	char *prefix = stack_cudnn_prefix(m);
 	sqlite3_stmt *q = NULL;
 	int rc = 0;
-	sqlite3_prepare_v2(
-	    c->st->db,
-	    "SELECT st.name, f.path FROM files f JOIN resources r ON r.id = "
-	    "f.resource_id JOIN stacks st ON st.id = r.stack_id WHERE r.addr = 'cudnn' "
-	    "AND st.name <> ?1 AND f.path > ?2 || '/' AND f.path < ?2 || '0' LIMIT 1",
-	    -1, &q, NULL);
+	state_prepare(c->st,
+	              "SELECT st.name, f.path FROM files f JOIN resources r ON r.id = "
+	              "f.resource_id JOIN stacks st ON st.id = r.stack_id WHERE r.addr = 'cudnn' "
+	              "AND st.name <> ?1 AND f.path > ?2 || '/' AND f.path < ?2 || '0' LIMIT 1",
+	              &q);
 	sqlite3_bind_text(q, 1, m->stack.name.s, -1, SQLITE_STATIC);
 	sqlite3_bind_text(q, 2, prefix, -1, SQLITE_STATIC);
-	if (sqlite3_step(q) == SQLITE_ROW) {
+	if (state_step(q) == SQLITE_ROW) {
 		step_fail(
 		    s,
 		    "stack '%s' already merged its cuDNN into %s (e.g. %s); two stacks cannot "
@@ -80,19 +83,26 @@ static int cudnn_precheck(struct ctx *c, const struct manifest *m, struct step *
 	return rc;
 }
 
+static int cudnn_artifacts(struct ctx *c, const struct manifest *m, struct artset *arts,
+                           struct step *s)
+{
+	const char *platform =
+	    m->stack.platform == PLATFORM_WINDOWS_X86_64 ? "windows-x86_64" : "linux-x86_64";
+	if (m->cudnn.has_artifact)
+		artset_add_artifact(arts, &m->cudnn.artifact, 1);
+	if (m->cudnn.redist.set)
+		return artset_add_redist(c, arts, &m->cudnn.redist, platform, s);
+	return 0;
+}
+
 static int cudnn_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
 {
 	struct artset arts = {0};
 	struct staged tree = {0}, merged = {0};
 	char *prefix = stack_cudnn_prefix(m);
 	char *stage = NULL;
-	int rc = 0;
-	const char *platform =
-	    m->stack.platform == PLATFORM_WINDOWS_X86_64 ? "windows-x86_64" : "linux-x86_64";
-	if (m->cudnn.has_artifact)
-		artset_add_artifact(&arts, &m->cudnn.artifact, 1);
-	if (m->cudnn.redist.set &&
-	    (rc = artset_add_redist(c, &arts, &m->cudnn.redist, platform, s)) != 0)
+	int rc = cudnn_artifacts(c, m, &arts, s);
+	if (rc != 0)
 		goto out;
 	/* A repair or an update replaces what this step placed before. */
 	if (s->res_id && m->cudnn.placement == PLACEMENT_MERGE && (rc = txn_remove_all(t)) != 0)
@@ -136,5 +146,6 @@ const struct module module_cudnn = {
     .desire = cudnn_desire,
     .precheck = cudnn_precheck,
     .apply = cudnn_apply,
+    .artifacts = cudnn_artifacts,
     .depends_on = "cuda",
 };

@@ -19,6 +19,7 @@
 enum action { ACT_NOOP, ACT_CREATE, ACT_UPDATE, ACT_REPLACE, ACT_DELETE, ACT_READ };
 
 struct step;
+struct artset;
 
 struct module {
 	const char *kind;
@@ -34,6 +35,21 @@ struct module {
 	int (*precheck)(struct ctx *c, const struct manifest *m, struct step *s);
 	/* Makes the resource match; writes through t only. 0 or TF_E* (s->error set). */
 	int (*apply)(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t);
+	/*
+	 * Removes what the step installed that is not in the files table (pip's
+	 * distributions, from their RECORDs) before the recorded files go
+	 * (destroy, or the step left the manifest); NULL when none.
+	 */
+	int (*remove)(struct ctx *c, struct step *s, struct txn *t);
+	/*
+	 * Adds the artifacts the step downloads to `out` (resolving a pinned
+	 * redistrib JSON, which is fetched and verified into the cache), so the
+	 * executor can fetch and verify every download of a plan before the
+	 * first step changes anything. NULL when the step downloads nothing it
+	 * can name up front. 0 or TF_E* (s->error set).
+	 */
+	int (*artifacts)(struct ctx *c, const struct manifest *m, struct artset *out,
+	                 struct step *s);
 	/* Re-apply this step when that step changes (cuDNN merged into a rebuilt CUDA). */
 	const char *depends_on;
 };
@@ -44,8 +60,9 @@ struct step {
 	enum action action;
 	char desired[65];
 	char *detail;
-	char *reason;  /* why it is not a noop */
-	char *blocker; /* plan: the precondition that would stop apply */
+	char *reason;   /* why it is not a noop */
+	char *blocker;  /* plan: the precondition that would stop apply */
+	int blocker_rc; /* its error (TF_E*), 0 when none */
 	struct strvec urls;
 	int64_t res_id; /* recorded resource, 0 when none */
 	int64_t nfiles; /* recorded files */

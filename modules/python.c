@@ -21,6 +21,7 @@
 #include "fs.h"
 #include "fetch.h"
 #include "module.h"
+#include "pkgfiles.h"
 #include "pyenv.h"
 #include "state.h"
 
@@ -114,53 +115,16 @@ static int record_env(struct ctx *c, struct txn *t, const char *prefix)
 static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
                        const char *prefix)
 {
-	size_t n = m->python.npkgs;
-	struct fetch_item *items = xcalloc(n ? n : 1, sizeof(*items));
-	char **files = xcalloc(n ? n : 1, sizeof(*files));
 	struct conda_result res = {0};
-	char *err = NULL, *pkgs = path_join(c->cache_dir, "pkgs");
-	int rc = 0;
-	for (size_t i = 0; i < n; i++) {
-		const struct conda_pkg *p = &m->python.pkgs[i];
-		if (p->sha256[0] == '\0') {
-			step_fail(
-			    s,
-			    "%s-%s-%s is pinned by md5 only; tfprov verifies downloads by "
-			    "sha256: regenerate the lock with `conda list --explicit --sha256`",
-			    p->name, p->version, p->build);
-			rc = TF_EMANIFEST;
-			goto out;
-		}
-		items[i].name = p->name;
-		items[i].url = p->url;
-		items[i].sha256 = p->sha256;
-		items[i].size = -1;
-	}
-	rc = fetch_all(c, items, n);
-	for (size_t i = 0; i < n; i++) {
-		if (rc != 0 && items[i].err && s->error == NULL)
-			step_fail(s, "%s",
-			          items[i].errmsg ? items[i].errmsg : tf_strerror(items[i].err));
-		files[i] = items[i].path ? xstrdup(items[i].path) : NULL;
-	}
+	char *err = NULL;
+	(void)t;
+	int rc = conda_fetch_install(c, prefix, 0, m->python.pkgs, m->python.npkgs, &res, &err);
 	if (rc != 0)
-		goto out;
-	mkdirs_at(AT_FDCWD, pkgs, 0755);
-	rc = conda_install(c, prefix, pkgs, m->python.pkgs, files, n, &res, &err);
-	if (rc != 0) {
 		step_fail(s, "%s", err ? err : tf_strerror(rc));
-		goto out;
-	}
-	ev_log(c, EV_INFO, "pyenv: conda env %s: %zu packages (%zu extracted, %zu from the cache)",
-	       prefix, n, res.extracted, res.reused);
-out:
-	for (size_t i = 0; i < n; i++) {
-		fetch_item_release(&items[i]);
-		free(files[i]);
-	}
-	free(items);
-	free(files);
-	free(pkgs);
+	else
+		ev_log(c, EV_INFO,
+		       "pyenv: conda env %s: %zu packages (%zu extracted, %zu from the cache)",
+		       prefix, m->python.npkgs, res.extracted, res.reused);
 	free(err);
 	conda_result_release(&res);
 	return rc;
@@ -308,8 +272,53 @@ static int pip_desire(struct ctx *c, const struct manifest *m, struct strbuf *ca
 	            c->mirrors.n         ? c->mirrors.v[0]
 	            : m->pip.index_url.s ? m->pip.index_url.s
 	                                 : "the default index",
-	            m->pip.complete.v ? " (complete lock, --no-deps)" : "");
+	            m->pip.complete.v ? " (complete lock, --no-deps)"
+	                              : " (incomplete lock: the rest is resolved at apply by pip, "
+	                                "unhashed)");
 	return 0;
+}
+
+/*
+ * A pip lock that is not the full closure makes pip resolve the rest at apply
+ * time, after the CUDA, cuDNN and Python steps have run, from whatever the index
+ * serves then: refused before any change unless --allow-incomplete-lock.
+ */
+static int pip_precheck(struct ctx *c, const struct manifest *m, struct step *s)
+{
+	if (!m->pip.set || m->pip.complete.v || (c->flags & CTX_ALLOW_INCOMPLETE))
+		return 0;
+	struct pos at = m->pip.complete.set ? m->pip.complete.pos : m->pip.pos;
+	step_fail(s,
+	          "%s:%d:%d: the pip lock is not complete (%s): pip would resolve unpinned "
+	          "dependencies during apply, after the other steps have run; complete it with "
+	          "`tfprov lock %s` (or pass --allow-incomplete-lock to let pip resolve them "
+	          "unhashed)",
+	          m->path, at.line, at.col,
+	          m->pip.complete.set ? "complete: false" : "no `complete: true`", m->path);
+	return TF_EMANIFEST;
+}
+
+/* Names (name==version) in after that are neither in before nor pinned in reqs. */
+static json_t *unhashed_dists(const struct pip_result *before, const struct pip_result *after,
+                              const struct pip_req *reqs, size_t n)
+{
+	json_t *arr = json_array();
+	for (size_t i = 0; i < after->n; i++) {
+		const struct pip_dist *d = &after->v[i];
+		int known = 0;
+		for (size_t j = 0; j < before->n && !known; j++)
+			known = strcmp(before->v[j].name, d->name) == 0 &&
+			        strcmp(before->v[j].version, d->version) == 0;
+		for (size_t j = 0; j < n && !known; j++) {
+			char *nm =
+			    pip_normalize_name(reqs[j].name ? reqs[j].name : reqs[j].raw_name);
+			known = strcmp(nm, d->name) == 0 && reqs[j].nhashes > 0;
+			free(nm);
+		}
+		if (!known)
+			json_array_append_new(arr, json_sprintf("%s==%s", d->name, d->version));
+	}
+	return arr;
 }
 
 static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
@@ -318,19 +327,25 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	char *host = ctx_host_path(c, prefix);
 	char *cache = path_join(c->cache_dir, "pip");
 	char *err = NULL;
-	struct pip_result res = {0};
+	struct pip_result res = {0}, before = {0};
 	struct pip_opts o = {0};
+	json_t *unhashed = NULL;
+	char *simple = NULL;
 	const char *links[2] = {NULL, NULL};
 	int rc = 0;
 	o.index_url = m->pip.index_url.s;
 	o.complete = m->pip.complete.v;
+	/* A complete lock is a reviewed closure: an sdist pinned in it is built offline. */
+	o.allow_sdist = o.complete;
+	o.resolve_rest = !o.complete && (c->flags & CTX_ALLOW_INCOMPLETE);
 	o.cache_dir = cache;
 	o.cert = c->ca_bundle;
-	/* A mirror: a directory of wheels (find-links only) or a PEP 503 index URL. */
+	/* A mirror: a directory of wheels (find-links only) or, served over http(s),
+	 * the PEP 503 pages `mirror build` writes under its simple/. */
 	if (c->mirrors.n) {
 		const char *mir = c->mirrors.v[0];
 		if (str_starts_with(mir, "http://") || str_starts_with(mir, "https://")) {
-			o.index_url = mir;
+			o.index_url = simple = pip_mirror_index(mir);
 		} else {
 			links[0] = mir;
 			o.find_links = links;
@@ -344,6 +359,14 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	}
 	if (m->pip.nreqs == 0)
 		goto out;
+	/* Opted in to an incomplete lock: what pip adds beyond the pins is named. */
+	if (!o.complete) {
+		rc = pip_list(c, host, &before, &err);
+		if (rc != 0) {
+			step_fail(s, "%s", err ? err : tf_strerror(rc));
+			goto out;
+		}
+	}
 	rc = pip_install(c, host, m->pip.reqs, m->pip.nreqs, &o, &res, &err);
 	if (rc != 0) {
 		step_fail(s, "%s%s%s", err ? err : tf_strerror(rc),
@@ -363,6 +386,20 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 		json_array_append_new(arr, d);
 	}
 	json_t *top = json_pack("{s:o}", "installed", arr);
+	if (!o.complete) {
+		unhashed = unhashed_dists(&before, &res, m->pip.reqs, m->pip.nreqs);
+		struct strbuf names = STRBUF_INIT;
+		for (size_t i = 0; i < json_array_size(unhashed); i++)
+			strbuf_addf(&names, "%s%s", i ? ", " : "",
+			            json_string_value(json_array_get(unhashed, i)));
+		ev_log(c, EV_WARN,
+		       "pip: --allow-incomplete-lock: %zu package%s installed without a pinned "
+		       "hash: %s",
+		       json_array_size(unhashed), json_array_size(unhashed) == 1 ? "" : "s",
+		       json_array_size(unhashed) ? names.buf : "(none)");
+		strbuf_release(&names);
+		json_object_set_new(top, "unhashed", unhashed);
+	}
 	free(s->attrs);
 	s->attrs = json_dumps(top, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(top);
@@ -370,10 +407,46 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	rc = txn_refresh_resource(t, "pyenv");
 out:
 	pip_result_release(&res);
+	pip_result_release(&before);
+	free(simple);
 	free(prefix);
 	free(host);
 	free(cache);
 	free(err);
+	return rc;
+}
+
+/*
+ * Removing the pip step: the distributions it installed lose the files their
+ * RECORDs list, with the directories that leaves empty. Files a resource
+ * records are left to that resource; other distributions (a user's own
+ * `pip install`) are not touched.
+ */
+static int pip_remove(struct ctx *c, struct step *s, struct txn *t)
+{
+	(void)s;
+	struct strvec files = STRVEC_INIT, dirs = STRVEC_INIT;
+	struct pkgfiles x = {0};
+	char *env = pkgfiles_load_stack(c, txn_stack_id(t), 0, &x);
+	for (size_t i = 0; env && i < x.n; i++) {
+		const struct pkgfile *f = &x.v[i];
+		if (state_file_owner(c->st, f->path) != 0)
+			continue;
+		strvec_push(&files, f->path);
+		char *dir = xstrdup(f->path);
+		for (char *sl = strrchr(dir, '/'); sl && (size_t)(sl - dir) > strlen(env);
+		     sl = strrchr(dir, '/')) {
+			*sl = '\0';
+			if (state_file_owner(c->st, dir) == 0)
+				strvec_push(&dirs, dir);
+		}
+		free(dir);
+	}
+	int rc = files.n ? txn_remove_paths(t, &files, &dirs) : 0;
+	pkgfiles_release(&x);
+	strvec_release(&files);
+	strvec_release(&dirs);
+	free(env);
 	return rc;
 }
 
@@ -387,6 +460,8 @@ const struct module module_pyenv = {
 const struct module module_pip = {
     .kind = "pip",
     .desire = pip_desire,
+    .precheck = pip_precheck,
     .apply = pip_apply,
+    .remove = pip_remove,
     .depends_on = "pyenv",
 };

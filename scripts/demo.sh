@@ -30,7 +30,14 @@ step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 step "tfprov validate manifests/stable-2.15.yaml"
 ./build/tfprov validate manifests/stable-2.15.yaml
 step "tfprov plan manifests/stable-2.15.yaml   (what a real machine would get; no network used)"
+mkdir -p "$W/plan-only"
+# Exit 6 on a machine without a GPU: plan fails as apply would (the driver precondition).
+set +e
 ./build/tfprov --root "$W/plan-only" plan manifests/stable-2.15.yaml
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || [ "$rc" -eq 6 ] || exit "$rc"
+echo "(plan exit $rc; 6 = apply would stop at the driver precondition before any change)"
 echo
 echo "NOTE: this machine has no NVIDIA GPU. GPU checks are SKIPPED (--no-gpu), and the"
 echo "      CUDA/cuDNN libraries in the demo mirror are stand-ins with the real sonames."

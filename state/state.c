@@ -96,6 +96,38 @@ static int set_err(char **errmsg, const char *what, const char *detail)
 	return TF_ESTATE;
 }
 
+/* The first failure of a prepare or a step in this process (see state.h). */
+static char failure[512];
+
+static void note_failure(sqlite3 *db, const char *what, int rc)
+{
+	if (failure[0] == '\0')
+		snprintf(failure, sizeof(failure), "%s: %s", what,
+		         db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+}
+
+int state_prepare(struct state *st, const char *sql, sqlite3_stmt **out)
+{
+	*out = NULL;
+	int rc = st && st->db ? sqlite3_prepare_v2(st->db, sql, -1, out, NULL) : SQLITE_MISUSE;
+	if (rc != SQLITE_OK)
+		note_failure(st ? st->db : NULL, "cannot prepare a query", rc);
+	return rc;
+}
+
+int state_step(sqlite3_stmt *s)
+{
+	int rc = sqlite3_step(s);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		note_failure(s ? sqlite3_db_handle(s) : NULL, "query failed", rc);
+	return rc;
+}
+
+const char *state_failure(void)
+{
+	return failure[0] ? failure : NULL;
+}
+
 int state_exec(struct state *st, const char *sql)
 {
 	char *e = NULL;
@@ -126,8 +158,8 @@ static int read_version(struct state *st)
 {
 	sqlite3_stmt *s = NULL;
 	int version = -1;
-	if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL) == SQLITE_OK &&
-	    sqlite3_step(s) == SQLITE_ROW)
+	if (state_prepare(st, "PRAGMA user_version", &s) == SQLITE_OK &&
+	    state_step(s) == SQLITE_ROW)
 		version = sqlite3_column_int(s, 0);
 	sqlite3_finalize(s);
 	return version;
@@ -192,7 +224,7 @@ static int open_readonly(struct state *st, const char *path, char **errmsg)
 			strbuf_addf(&uri, "%%%02X", ch);
 	}
 	size_t base = uri.len;
-	int rc = -1;
+	int rc = -1, clean = failure[0] == '\0';
 	for (int immutable = 0; immutable < 2 && rc != 0; immutable++) {
 		uri.len = base;
 		strbuf_adds(&uri, immutable ? "?immutable=1" : "?mode=ro");
@@ -206,6 +238,8 @@ static int open_readonly(struct state *st, const char *path, char **errmsg)
 			rc = read_version(st) == (int)ARRAY_SIZE(migrations) ? 0 : -2;
 	}
 	strbuf_release(&uri);
+	if (rc == 0 && clean)
+		failure[0] = '\0'; /* the read-only try that needed immutable is not a failure */
 	if (rc == -2)
 		return set_err(errmsg, "cannot read the state database",
 		               "its schema is not this tfprov's; run tfprov as its owner once");
@@ -345,9 +379,9 @@ static int64_t query_int_text(struct state *st, const char *sql, const char *tex
 {
 	sqlite3_stmt *s = NULL;
 	int64_t v = 0;
-	sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+	state_prepare(st, sql, &s);
 	sqlite3_bind_text(s, 1, text, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) == SQLITE_ROW)
+	if (state_step(s) == SQLITE_ROW)
 		v = sqlite3_column_int64(s, 0);
 	sqlite3_finalize(s);
 	return v;
@@ -364,15 +398,15 @@ int64_t state_stack_ensure(struct state *st, const char *name, const char *manif
 	sqlite3_stmt *s = NULL;
 	if (id)
 		return id; /* its manifest_path changes when a run commits (state_stack_applied) */
-	sqlite3_prepare_v2(st->db,
-	                   "INSERT INTO stacks(name, manifest_path, created, updated) "
-	                   "VALUES (?, ?, ?, ?)",
-	                   -1, &s, NULL);
+	state_prepare(st,
+	              "INSERT INTO stacks(name, manifest_path, created, updated) "
+	              "VALUES (?, ?, ?, ?)",
+	              &s);
 	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, manifest_path, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, now_unix());
 	sqlite3_bind_int64(s, 4, now_unix());
-	if (sqlite3_step(s) == SQLITE_DONE)
+	if (state_step(s) == SQLITE_DONE)
 		id = sqlite3_last_insert_rowid(st->db);
 	sqlite3_finalize(s);
 	return id;
@@ -381,12 +415,13 @@ int64_t state_stack_ensure(struct state *st, const char *name, const char *manif
 int state_stack_applied(struct state *st, int64_t id, const char *manifest_path)
 {
 	sqlite3_stmt *s = NULL;
-	sqlite3_prepare_v2(st->db, "UPDATE stacks SET manifest_path = ?, updated = ? WHERE id = ?",
-	                   -1, &s, NULL);
+	if (state_prepare(st, "UPDATE stacks SET manifest_path = ?, updated = ? WHERE id = ?",
+	                  &s) != SQLITE_OK)
+		return -1;
 	sqlite3_bind_text(s, 1, manifest_path, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, now_unix());
 	sqlite3_bind_int64(s, 3, id);
-	int rc = sqlite3_step(s) == SQLITE_DONE ? 0 : -1;
+	int rc = state_step(s) == SQLITE_DONE ? 0 : -1;
 	sqlite3_finalize(s);
 	return rc;
 }
@@ -396,16 +431,16 @@ int64_t state_gen_begin(struct state *st, int64_t stack_id, const char *manifest
 {
 	sqlite3_stmt *s = NULL;
 	int64_t id = 0;
-	sqlite3_prepare_v2(st->db,
-	                   "INSERT INTO generations(stack_id, manifest_path, manifest_sha256, "
-	                   "manifest_text, started) VALUES (?, ?, ?, ?, ?)",
-	                   -1, &s, NULL);
+	state_prepare(st,
+	              "INSERT INTO generations(stack_id, manifest_path, manifest_sha256, "
+	              "manifest_text, started) VALUES (?, ?, ?, ?, ?)",
+	              &s);
 	sqlite3_bind_int64(s, 1, stack_id);
 	sqlite3_bind_text(s, 2, manifest_path, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 3, manifest_sha256, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 4, manifest_text, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 5, now_unix());
-	if (sqlite3_step(s) == SQLITE_DONE)
+	if (state_step(s) == SQLITE_DONE)
 		id = sqlite3_last_insert_rowid(st->db);
 	sqlite3_finalize(s);
 	return id;
@@ -415,23 +450,22 @@ int state_gen_finish(struct state *st, int64_t gen_id, const char *result)
 {
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
-	sqlite3_prepare_v2(st->db, "UPDATE generations SET finished = ?, result = ? WHERE id = ?",
-	                   -1, &s, NULL);
+	state_prepare(st, "UPDATE generations SET finished = ?, result = ? WHERE id = ?", &s);
 	sqlite3_bind_int64(s, 1, now_unix());
 	sqlite3_bind_text(s, 2, result, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, gen_id);
-	if (sqlite3_step(s) != SQLITE_DONE)
+	if (state_step(s) != SQLITE_DONE)
 		rc = TF_ESTATE;
 	sqlite3_finalize(s);
 	if (rc == 0 && strcmp(result, "ok") == 0) {
-		sqlite3_prepare_v2(st->db,
-		                   "UPDATE stacks SET current_gen = ?, updated = ? WHERE id = "
-		                   "(SELECT stack_id FROM generations WHERE id = ?)",
-		                   -1, &s, NULL);
+		state_prepare(st,
+		              "UPDATE stacks SET current_gen = ?, updated = ? WHERE id = "
+		              "(SELECT stack_id FROM generations WHERE id = ?)",
+		              &s);
 		sqlite3_bind_int64(s, 1, gen_id);
 		sqlite3_bind_int64(s, 2, now_unix());
 		sqlite3_bind_int64(s, 3, gen_id);
-		if (sqlite3_step(s) != SQLITE_DONE)
+		if (state_step(s) != SQLITE_DONE)
 			rc = TF_ESTATE;
 		sqlite3_finalize(s);
 	}
@@ -450,13 +484,13 @@ int state_resource_get(struct state *st, int64_t stack_id, const char *addr,
 	sqlite3_stmt *s = NULL;
 	int rc = 1;
 	memset(out, 0, sizeof(*out));
-	sqlite3_prepare_v2(st->db,
-	                   "SELECT id, addr, kind, desired, attrs FROM resources "
-	                   "WHERE stack_id = ? AND addr = ?",
-	                   -1, &s, NULL);
+	state_prepare(st,
+	              "SELECT id, addr, kind, desired, attrs FROM resources "
+	              "WHERE stack_id = ? AND addr = ?",
+	              &s);
 	sqlite3_bind_int64(s, 1, stack_id);
 	sqlite3_bind_text(s, 2, addr, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) == SQLITE_ROW) {
+	if (state_step(s) == SQLITE_ROW) {
 		out->id = sqlite3_column_int64(s, 0);
 		out->addr = col_dup(s, 1);
 		out->kind = col_dup(s, 2);
@@ -482,19 +516,19 @@ int64_t state_resource_put(struct state *st, int64_t stack_id, const char *addr,
 {
 	sqlite3_stmt *s = NULL;
 	int64_t id = 0;
-	sqlite3_prepare_v2(st->db,
-	                   "INSERT INTO resources(stack_id, addr, kind, desired, attrs, updated) "
-	                   "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(stack_id, addr) DO UPDATE SET "
-	                   "kind = excluded.kind, desired = excluded.desired, "
-	                   "attrs = excluded.attrs, updated = excluded.updated RETURNING id",
-	                   -1, &s, NULL);
+	state_prepare(st,
+	              "INSERT INTO resources(stack_id, addr, kind, desired, attrs, updated) "
+	              "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(stack_id, addr) DO UPDATE SET "
+	              "kind = excluded.kind, desired = excluded.desired, "
+	              "attrs = excluded.attrs, updated = excluded.updated RETURNING id",
+	              &s);
 	sqlite3_bind_int64(s, 1, stack_id);
 	sqlite3_bind_text(s, 2, addr, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 3, kind, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 4, desired, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 5, attrs, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 6, now_unix());
-	if (sqlite3_step(s) == SQLITE_ROW)
+	if (state_step(s) == SQLITE_ROW)
 		id = sqlite3_column_int64(s, 0);
 	sqlite3_finalize(s);
 	return id;
@@ -504,9 +538,9 @@ int state_resource_delete(struct state *st, int64_t res_id)
 {
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
-	sqlite3_prepare_v2(st->db, "DELETE FROM resources WHERE id = ?", -1, &s, NULL);
+	state_prepare(st, "DELETE FROM resources WHERE id = ?", &s);
 	sqlite3_bind_int64(s, 1, res_id);
-	if (sqlite3_step(s) != SQLITE_DONE)
+	if (state_step(s) != SQLITE_DONE)
 		rc = TF_ESTATE;
 	sqlite3_finalize(s);
 	return rc;
@@ -517,11 +551,10 @@ int state_file_put(struct state *st, int64_t res_id, const struct state_file *f)
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
 	char type[2] = {f->type, 0};
-	sqlite3_prepare_v2(
-	    st->db,
-	    "INSERT OR REPLACE INTO files(path, resource_id, type, sha256, size, mode, "
-	    "mtime_ns, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-	    -1, &s, NULL);
+	state_prepare(st,
+	              "INSERT OR REPLACE INTO files(path, resource_id, type, sha256, size, mode, "
+	              "mtime_ns, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+	              &s);
 	sqlite3_bind_text(s, 1, f->path, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, res_id);
 	sqlite3_bind_text(s, 3, type, -1, SQLITE_STATIC);
@@ -532,7 +565,7 @@ int state_file_put(struct state *st, int64_t res_id, const struct state_file *f)
 	sqlite3_bind_int64(s, 7, f->mtime_ns);
 	if (f->link)
 		sqlite3_bind_text(s, 8, f->link, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE)
+	if (state_step(s) != SQLITE_DONE)
 		rc = TF_ESTATE;
 	sqlite3_finalize(s);
 	return rc;
@@ -542,9 +575,9 @@ int state_file_delete(struct state *st, const char *path)
 {
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
-	sqlite3_prepare_v2(st->db, "DELETE FROM files WHERE path = ?", -1, &s, NULL);
+	state_prepare(st, "DELETE FROM files WHERE path = ?", &s);
 	sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE)
+	if (state_step(s) != SQLITE_DONE)
 		rc = TF_ESTATE;
 	sqlite3_finalize(s);
 	return rc;
@@ -559,12 +592,12 @@ int state_files_foreach(struct state *st, int64_t res_id, state_file_cb cb, void
 {
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
-	sqlite3_prepare_v2(st->db,
-	                   "SELECT path, type, sha256, size, mode, mtime_ns, link, resource_id "
-	                   "FROM files WHERE resource_id = ? ORDER BY path",
-	                   -1, &s, NULL);
+	state_prepare(st,
+	              "SELECT path, type, sha256, size, mode, mtime_ns, link, resource_id "
+	              "FROM files WHERE resource_id = ? ORDER BY path",
+	              &s);
 	sqlite3_bind_int64(s, 1, res_id);
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+	while ((rc = state_step(s)) == SQLITE_ROW) {
 		struct state_file f;
 		memset(&f, 0, sizeof(f));
 		f.path = (char *)sqlite3_column_text(s, 0);
@@ -592,10 +625,9 @@ int64_t state_files_count(struct state *st, int64_t res_id)
 {
 	sqlite3_stmt *s = NULL;
 	int64_t n = 0;
-	sqlite3_prepare_v2(st->db, "SELECT count(*) FROM files WHERE resource_id = ?", -1, &s,
-	                   NULL);
+	state_prepare(st, "SELECT count(*) FROM files WHERE resource_id = ?", &s);
 	sqlite3_bind_int64(s, 1, res_id);
-	if (sqlite3_step(s) == SQLITE_ROW)
+	if (state_step(s) == SQLITE_ROW)
 		n = sqlite3_column_int64(s, 0);
 	sqlite3_finalize(s);
 	return n;

@@ -41,6 +41,18 @@ const char *state_errmsg(struct state *st);
 int state_lock(struct state *st, double timeout, char **holder);
 void state_unlock(struct state *st);
 
+/*
+ * Every query goes through these two: a failed prepare or step is remembered
+ * (the first one, with SQLite's message) so that a command never reports an
+ * empty answer ("No stacks.") for a query that did not run: main() turns a
+ * remembered failure into an error (exit 1) even when the command did not
+ * notice. Both return SQLite's result code.
+ */
+int state_prepare(struct state *st, const char *sql, sqlite3_stmt **out);
+int state_step(sqlite3_stmt *s);
+/* The first failure's message, or NULL when every query ran. */
+const char *state_failure(void);
+
 int state_exec(struct state *st, const char *sql);
 int state_begin(struct state *st);
 int state_commit(struct state *st);

@@ -37,8 +37,11 @@ class Tfprov:
         e.pop("NO_COLOR", None)
         if env:
             e.update(env)
+        # stdin is never the caller's terminal: a test that wants to answer a
+        # question passes input (or drives a pseudo-terminal itself).
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=e,
-                           input=input, cwd=REPO)
+                           input=input, cwd=REPO,
+                           stdin=subprocess.DEVNULL if input is None else None)
         if check is not None:
             assert p.returncode == check, (
                 f"{argv} exited {p.returncode}, wanted {check}\nstdout:\n{p.stdout}\n"

@@ -23,8 +23,9 @@ def _record_hash(data):
     return "sha256=" + base64.urlsafe_b64encode(d).rstrip(b"=").decode()
 
 
-def build_wheel(outdir, name, version, files=None, requires=(), entry_points=None):
-    """Writes NAME-VERSION-py3-none-any.whl; returns (path, sha256 hex).
+def build_wheel(outdir, name, version, files=None, requires=(), entry_points=None,
+                tag="py3-none-any"):
+    """Writes NAME-VERSION-TAG.whl; returns (path, sha256 hex).
 
     files maps archive paths to str/bytes; a module NAME/__init__.py with
     __version__ is added when files is None.
@@ -38,12 +39,12 @@ def build_wheel(outdir, name, version, files=None, requires=(), entry_points=Non
     content = dict(files)
     content[f"{di}/METADATA"] = "\n".join(meta) + "\n"
     content[f"{di}/WHEEL"] = ("Wheel-Version: 1.0\nGenerator: tfprov-tests\n"
-                              "Root-Is-Purelib: true\nTag: py3-none-any\n")
+                              f"Root-Is-Purelib: true\nTag: {tag}\n")
     if entry_points:
         content[f"{di}/entry_points.txt"] = "[console_scripts]\n" + "".join(
             f"{k} = {v}\n" for k, v in entry_points.items())
     os.makedirs(outdir, exist_ok=True)
-    path = os.path.join(outdir, f"{dist}-{version}-py3-none-any.whl")
+    path = os.path.join(outdir, f"{dist}-{version}-{tag}.whl")
     record = []
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for p, data in content.items():
@@ -52,6 +53,33 @@ def build_wheel(outdir, name, version, files=None, requires=(), entry_points=Non
             record.append(f"{p},{_record_hash(b)},{len(b)}")
         record.append(f"{di}/RECORD,,")
         z.writestr(f"{di}/RECORD", "\n".join(record) + "\n")
+    with open(path, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    return path, sha
+
+
+def build_sdist(outdir, name, version, requires=()):
+    """Writes NAME-VERSION.tar.gz, a setuptools sdist (setup.py, PKG-INFO, one module
+    NAME/__init__.py with __version__); returns (path, sha256 hex). NAME must not
+    contain '-' (the Index splits file names on it)."""
+    import io
+    import tarfile
+    top = f"{name}-{version}"
+    files = {
+        "setup.py": ("from setuptools import setup\n"
+                     f"setup(name={name!r}, version={version!r}, packages=[{name!r}],\n"
+                     f"      install_requires={list(requires)!r})\n"),
+        "PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{name}/__init__.py": f"__version__ = {version!r}\n",
+    }
+    os.makedirs(outdir, exist_ok=True)
+    path = os.path.join(outdir, f"{top}.tar.gz")
+    with tarfile.open(path, "w:gz") as t:
+        for p, data in files.items():
+            b = data.encode()
+            ti = tarfile.TarInfo(f"{top}/{p}")
+            ti.size, ti.mode, ti.mtime = len(b), 0o644, 1700000000
+            t.addfile(ti, io.BytesIO(b))
     with open(path, "rb") as f:
         sha = hashlib.sha256(f.read()).hexdigest()
     return path, sha
@@ -110,7 +138,8 @@ class Index:
         self.thread.start()
 
     def _wheels(self):
-        return sorted(f for f in os.listdir(self.wheel_dir) if f.endswith(".whl"))
+        """Wheels and sdists (NAME-VERSION.tar.gz, NAME without '-')."""
+        return sorted(f for f in os.listdir(self.wheel_dir) if f.endswith((".whl", ".tar.gz")))
 
     def close(self):
         self.server.shutdown()

@@ -128,7 +128,7 @@ def test_kill_9_at_random_moments(tfprov, tmp_path):
         m, path = write_manifest(tmp_path, it)
         full = sorted(durations)[len(durations) // 2]
         delay = rnd.uniform(0, 0.030) if it % 2 == 0 else rnd.uniform(0, 1.1 * full)
-        proc = subprocess.Popen([tfprov.bin, "--root", tfprov.root, "apply", m],
+        proc = subprocess.Popen([tfprov.bin, "--root", tfprov.root, "apply", "-y", m],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
@@ -136,12 +136,12 @@ def test_kill_9_at_random_moments(tfprov, tmp_path):
         exits.append(proc.returncode)
         check_after_kill(tfprov, it, notes)
         t0 = time.monotonic()
-        p = tfprov.run("apply", m, timeout=30)
+        p = tfprov.run("apply", "-y", m, timeout=30)
         durations.append(time.monotonic() - t0)
         assert p.returncode == 0, (f"seed {seed} iteration {it}: the apply after the kill "
                                    f"exited {p.returncode}\n{p.stdout}\n{p.stderr}")
         check_converged(tfprov, it, path, it)
-        p = tfprov.run("apply", m, timeout=30)
+        p = tfprov.run("apply", "-y", m, timeout=30)
         assert p.returncode == 0 and "No changes." in p.stdout, (it, p.stdout, p.stderr)
     killed = sum(1 for e in exits if e == -signal.SIGKILL)
     print(f"{ITERS} iterations, {killed} killed mid-run, {len(notes)} kills with a file "
@@ -158,14 +158,14 @@ def test_kill_between_rename_and_commit_is_undone(tfprov, tmp_path):
     The next writer must undo that uncommitted change (old content back at the
     path, matching its record) and leave no backup behind."""
     m0, path = write_manifest(tmp_path, 0)
-    tfprov.run("apply", m0, check=0)
+    tfprov.run("apply", "-y", m0, check=0)
     old = open(tfprov.path(path), "rb").read()
     d = os.path.dirname(tfprov.path(path))
     final = os.path.basename(path)
     caught = False
     for attempt in range(100):
         m1, _ = write_manifest(tmp_path, 1 + attempt % 2)
-        proc = subprocess.Popen([tfprov.bin, "--root", tfprov.root, "apply", m1],
+        proc = subprocess.Popen([tfprov.bin, "--root", tfprov.root, "apply", "-y", m1],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while proc.poll() is None:
             names = os.listdir(d)
@@ -177,7 +177,7 @@ def test_kill_between_rename_and_commit_is_undone(tfprov, tmp_path):
         if caught and proc.returncode == -signal.SIGKILL:
             break
         caught = False
-        tfprov.run("apply", m0, check=0)  # back to the old content, try again
+        tfprov.run("apply", "-y", m0, check=0)  # back to the old content, try again
     if not caught:
         import pytest
         pytest.skip("never caught apply between its rename and its commit")
@@ -185,7 +185,7 @@ def test_kill_between_rename_and_commit_is_undone(tfprov, tmp_path):
     tfprov.run("status")
     # The next writer recovers. Use a plan-only writer first? There is none:
     # recovery runs under the lock, at the start of apply/destroy/rollback.
-    p = tfprov.run("apply", m0, timeout=30)
+    p = tfprov.run("apply", "-y", m0, timeout=30)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "recovered from an interrupted run" in p.stderr, p.stderr
     assert leftovers(tfprov.root) == [], leftovers(tfprov.root)

@@ -57,7 +57,7 @@ def test_waits_then_exits_4_naming_holder(tfprov, tmp_path):
     fd = hold(tfprov)
     try:
         t0 = time.monotonic()
-        p = tfprov.run("--lock-timeout", "1.5", "apply", m, timeout=30)
+        p = tfprov.run("--lock-timeout", "1.5", "apply", "-y", m, timeout=30)
         dt = time.monotonic() - t0
     finally:
         os.close(fd)
@@ -72,7 +72,7 @@ def test_default_timeout_is_immediate(tfprov, tmp_path):
     fd = hold(tfprov)
     try:
         t0 = time.monotonic()
-        tfprov.run("apply", manifest(tmp_path), check=4)
+        tfprov.run("apply", "-y", manifest(tmp_path), check=4)
         assert time.monotonic() - t0 < 2
     finally:
         os.close(fd)
@@ -82,7 +82,7 @@ def test_proceeds_when_released_during_wait(tfprov, tmp_path):
     m = manifest(tmp_path)
     fd = hold(tfprov)
     proc = subprocess.Popen([tfprov.bin, "--root", tfprov.root, "--lock-timeout", "20",
-                             "apply", m], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             "apply", "-y", m], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
         time.sleep(1.0)
@@ -108,23 +108,23 @@ def test_dead_holder_releases_the_lock(tfprov, tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        p = tfprov.run("apply", manifest(tmp_path), check=4)
+        p = tfprov.run("apply", "-y", manifest(tmp_path), check=4)
         assert f"pid {holder.pid}" in p.stderr
     finally:
         holder.kill()
         holder.wait()
-    tfprov.run("apply", manifest(tmp_path), check=0)
+    tfprov.run("apply", "-y", manifest(tmp_path), check=0)
 
 
 def test_other_writers_are_locked_too(tfprov, tmp_path):
     m1, m2 = manifest(tmp_path, "1"), manifest(tmp_path, "2")
-    tfprov.run("apply", m1, check=0)
-    tfprov.run("apply", m2, check=0)
+    tfprov.run("apply", "-y", m1, check=0)
+    tfprov.run("apply", "-y", m2, check=0)
     fd = hold(tfprov)
     try:
-        tfprov.run("destroy", "demo-env", check=4)
-        tfprov.run("rollback", "demo-env", check=4)
-        tfprov.run("apply", m1, check=4)
+        tfprov.run("destroy", "-y", "demo-env", check=4)
+        tfprov.run("rollback", "-y", "demo-env", check=4)
+        tfprov.run("apply", "-y", m1, check=4)
         # Readers do not wait for the writer lock.
         tfprov.run("plan", m2, "--detailed-exitcode", check=0)
         tfprov.run("status", check=0)
@@ -133,7 +133,7 @@ def test_other_writers_are_locked_too(tfprov, tmp_path):
     finally:
         os.close(fd)
     assert "'2'" in open(tfprov.path(PROFILE)).read()
-    tfprov.run("destroy", "demo-env", check=0)
+    tfprov.run("destroy", "-y", "demo-env", check=0)
 
 
 def test_two_real_applies_one_wins_other_waits(tfprov, tmp_path):
@@ -142,7 +142,7 @@ def test_two_real_applies_one_wins_other_waits(tfprov, tmp_path):
     ends at one of the two manifests."""
     ms = [manifest(tmp_path, "1"), manifest(tmp_path, "2")]
     procs = [subprocess.Popen([tfprov.bin, "--root", tfprov.root, "--lock-timeout", "20",
-                               "apply", m], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               "apply", "-y", m], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for m in ms]
     outs = [p.communicate(timeout=30) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs

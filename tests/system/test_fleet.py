@@ -262,7 +262,8 @@ def test_0_node_role_installs_and_points_at_mirror(world):
                 is False
             if attempt == 1:
                 assert stats[h.name]["changed"] == 0, (h.name, stats[h.name])
-    assert dpkg_installed().endswith(" 0.1.0") or w.preinstalled
+    version = re.match(r"tfprov_([0-9.]+)_amd64\.deb$", os.path.basename(w.deb)).group(1)
+    assert dpkg_installed().endswith(" " + version) or w.preinstalled
     assert os.path.exists("/usr/share/tfprov/data/compat.yaml")
     assert os.path.exists("/usr/share/man/man1/tfprov.1.gz")
 

@@ -92,8 +92,8 @@ def _all_files(d):
 
 def test_plan_shows_every_step_url_and_driver_blocker(tfprov, repo, offline):
     """Every step and every pinned URL of stable-2.15 is in the plan, with the
-    driver precondition that would stop apply; exit 0 (2 with
-    --detailed-exitcode); no network (no proxy connection, fast); nothing written
+    driver precondition that would stop apply; exit 6 as apply would, also with
+    --detailed-exitcode (never 2 or 0 for a plan apply cannot carry out); no network (no proxy connection, fast); nothing written
     to HOME, TMPDIR or even the sandbox root (plan is read-only)."""
     env, proxy, home, tmp = offline
     urls = manifest_urls(repo)
@@ -101,7 +101,7 @@ def test_plan_shows_every_step_url_and_driver_blocker(tfprov, repo, offline):
     t0 = time.monotonic()
     p = tfprov.run("plan", MANIFEST, env=env, timeout=60)
     took = time.monotonic() - t0
-    assert p.returncode == 0, out(p)
+    assert p.returncode == 6, out(p)
     assert took < 20, f"plan took {took:.1f}s: waiting on the network?"
     for step in ("<= driver", "+ cuda", "+ cudnn", "+ env", "+ pyenv", "+ pip"):
         assert step in p.stdout, f"{step!r} missing:\n{p.stdout}"
@@ -112,7 +112,7 @@ def test_plan_shows_every_step_url_and_driver_blocker(tfprov, repo, offline):
     assert "no NVIDIA driver found" in drv or "too old" in drv, drv
     assert re.search(r"Plan: \d+ to add, 0 to change, 0 to destroy", p.stdout), p.stdout
     d = tfprov.run("plan", "--detailed-exitcode", MANIFEST, env=env, timeout=60)
-    assert d.returncode == 2, out(d)
+    assert d.returncode == 6, out(d)
     assert proxy.count == 0, "plan opened a network connection"
     assert _all_files(home) == [] and _all_files(tmp) == []
     assert _all_files(tfprov.root) == [], "plan wrote into the root"

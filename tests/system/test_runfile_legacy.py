@@ -146,7 +146,7 @@ def test_runfile_toolkit_and_legacy_cudnn_merge(tfprov, tmp_path):
         again = tfprov.run("apply", "-y", m)
         assert again.returncode == 0 and "No changes" in again.stdout
         # destroy removes exactly what was placed: cuDNN first, then the toolkit tree.
-        gone = tfprov.run("destroy", "legacy")
+        gone = tfprov.run("destroy", "-y", "legacy")
         assert gone.returncode == 0, gone.stderr
         assert not os.path.exists(cuda)
 

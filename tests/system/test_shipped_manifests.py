@@ -33,6 +33,8 @@ CUDA_REDIST = "https://developer.download.nvidia.com/compute/cuda/redist/"
 CUDNN_REDIST = "https://developer.download.nvidia.com/compute/cudnn/redist/"
 
 SHIPPED = ["stable-2.15.yaml", "stable-2.12.yaml", "stable-2.9.yaml", "legacy-1.15.yaml"]
+# Stacks whose pip section must be a complete lock (the whole closure, every hash).
+COMPLETE = ["stable-2.15.yaml", "stable-2.12.yaml", "stable-2.9.yaml"]
 
 HEX64 = re.compile(r"(?<![0-9A-Za-z])[0-9a-fA-F]{64}(?![0-9A-Za-z])")
 
@@ -47,6 +49,7 @@ class Ref:
         self.by_url = {}  # url -> dict(sha256, size or None, name, source)
         self.hashes = set()  # every 64-hex token in any data file
         self.wheels = {}  # sha256 -> (normalized name, version, filename, url)
+        self.closures = {}  # closure tsv name -> {(name, version): {sha256...}}
         for p in sorted(DATA.rglob("*")):
             if p.is_file():
                 self.hashes.update(h.lower() for h in HEX64.findall(p.read_text(errors="replace")))
@@ -96,9 +99,24 @@ class Ref:
             self.add(u["url"], r["sha256"], size, r["name"], "pypi-pins.tsv")
             self.wheels[r["sha256"]] = (pep503(r["name"]), r["version"], r["filename"], u["url"])
 
+        for p in sorted(DATA.glob("pypi-closure-*.tsv")):
+            for r in _tsv(p):
+                size = int(r["size"]) if r["size"].strip() else None
+                if r["url"].strip():
+                    self.add(r["url"], r["sha256"], size, r["name"], p.name)
+                old = self.wheels.get(r["sha256"])
+                rec = (pep503(r["name"]), r["version"], r["filename"], r["url"] or None)
+                assert old is None or old[:3] == rec[:3], f"{p.name}: {r['sha256']} twice"
+                if old is None or old[3] is None:
+                    self.wheels[r["sha256"]] = rec
+                # One closure: every file of every package, for complete locks.
+                self.closures.setdefault(p.name, {}).setdefault(
+                    (pep503(r["name"]), r["version"]), set()).add(r["sha256"])
+
     def _conda(self):
-        for r in _tsv(DATA / "conda" / "python-3.10-linux-64.tsv"):
-            self.add(r["url"], r["sha256"], None, r["name"], "conda/python-3.10-linux-64.tsv")
+        for p in sorted((DATA / "conda").glob("python-*-linux-64.tsv")):
+            for r in _tsv(p):
+                self.add(r["url"], r["sha256"], None, r["name"], f"conda/{p.name}")
 
 
 def _tsv(path):
@@ -322,6 +340,74 @@ def test_pip_pins_match_reference(path, ref):
                 pytest.fail(f"{path.name}: '{spec}' is neither ==-pinned nor a direct URL")
 
 
+def pinned(doc, path):
+    """{normalized name: (version, {sha256...})} of a ==-pinned pip lock."""
+    out = {}
+    for spec, hashes in pip_requirements(doc, path):
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;]+)$", spec)
+        assert m, f"{path.name}: '{spec}' is not a plain name==version pin"
+        name = pep503(m.group(1))
+        assert name not in out, f"{path.name}: {name} is pinned twice"
+        out[name] = (m.group(2), set(hashes))
+    return out
+
+
+def conda_names(doc, path):
+    """Names of the packages in the manifest's conda explicit lock."""
+    names = set()
+    for line in conda_lines(doc, path):
+        fn = urlparse(line.partition("#")[0]).path.rsplit("/", 1)[-1]
+        fn = re.sub(r"\.(conda|tar\.bz2)$", "", fn)
+        names.add(pep503(fn.rsplit("-", 2)[0]))
+    return names
+
+
+@pytest.mark.parametrize("name", COMPLETE)
+def test_complete_lock_is_a_closure_from_the_data(name, ref):
+    """A complete lock is one closure of the data: each package with every hash of its
+    files for the target (not only one), and every package of the closure present,
+    except what the stack's conda lock supplies."""
+    path = MANIFESTS / name
+    doc = load(path)
+    assert doc["pip"].get("complete") is True, f"{name}: pip.complete must be true"
+    pins = pinned(doc, path)
+    tf = pins.get("tensorflow")
+    assert tf and tf[0] == doc["versions"]["tensorflow"], f"{name}: tensorflow pin"
+    cands = [c for c, pk in ref.closures.items() if ("tensorflow", tf[0]) in pk]
+    assert len(cands) == 1, f"{name}: tensorflow {tf[0]} is in closures {cands}"
+    closure = ref.closures[cands[0]]
+    for pkg, (ver, hashes) in pins.items():
+        assert (pkg, ver) in closure, f"{name}: {pkg}=={ver} is not in {cands[0]}"
+        want = closure[(pkg, ver)]
+        assert hashes == want, (f"{name}: {pkg}=={ver}: hashes {sorted(hashes)} but "
+                                f"{cands[0]} has {sorted(want)} (every file for the target)")
+    from_conda = conda_names(doc, path)
+    for pkg, ver in closure:
+        if pkg in pins:
+            continue
+        assert pkg in from_conda, \
+            f"{name}: {pkg}=={ver} of {cands[0]} is neither pinned nor in the conda lock"
+
+
+@pytest.mark.parametrize("name", COMPLETE)
+def test_setuptools_below_82(name):
+    """TensorBoard before 2.16 imports pkg_resources, which setuptools 82 removed: every
+    setuptools a stack installs (pip pin or conda lock) is older."""
+    path = MANIFESTS / name
+    doc = load(path)
+    found = []
+    pin = pinned(doc, path).get("setuptools")
+    if pin:
+        found.append(pin[0])
+    for line in conda_lines(doc, path):
+        m = re.search(r"/setuptools-([0-9][^-]*)-", line)
+        if m:
+            found.append(m.group(1))
+    assert found, f"{name}: no setuptools at all (TensorBoard needs pkg_resources)"
+    for v in found:
+        assert int(v.split(".")[0]) < 82, f"{name}: setuptools {v} has no pkg_resources"
+
+
 @pytest.mark.parametrize("path", MANIFEST_PATHS, ids=IDS)
 def test_gaps_are_declared(path, ref):
     """A stack whose data lacks pins says so under `missing:` (validate turns them into warnings)."""
@@ -372,6 +458,16 @@ def test_validate_accepts(path, validate_bin):
     out = p.stdout + p.stderr
     assert p.returncode == 0, f"tfprov validate {path.name} exited {p.returncode}:\n{out}"
     assert not re.search(r":\d+:\d+: error:", out), f"errors reported:\n{out}"
+
+
+@pytest.mark.parametrize("name", COMPLETE)
+def test_validate_no_pip_gap(name, validate_bin):
+    """A completely locked stack has no `pins.missing` warning about pip."""
+    p = run(validate_bin, "validate", str(MANIFESTS / name))
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    bad = [l for l in out.splitlines() if "[pins.missing]" in l and "not pinned: pip" in l]
+    assert not bad, f"{name}: pip gaps reported:\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize("path", MANIFEST_PATHS, ids=IDS)
@@ -427,3 +523,22 @@ def artifact_lines(path):
             if n is not None:
                 out[f"cudnn.{key}"] = n.start_mark.line + 1
     return out
+
+
+@pytest.mark.parametrize("name,prefix,needle", [
+    ("stable-2.9.yaml", "python:", "conda explicit lock for Python 3.8"),
+    ("legacy-1.15.yaml", "pip:", "tensorflow-gpu==1.15.5"),
+], ids=["2.9-conda-3.8", "1.15-pip-closure"])
+def test_known_gaps_warned(name, prefix, needle, validate_bin):
+    """What the data still lacks stays under `missing:` and validate warns about it at
+    the entry's line: the Python 3.8 conda lock of stable-2.9 and legacy-1.15's pip
+    closure (its pip section is not complete, so apply refuses it without
+    --allow-incomplete-lock)."""
+    path = MANIFESTS / name
+    lines = path.read_text().splitlines()
+    ln = next(i for i, l in enumerate(lines, 1)
+              if l.lstrip().startswith(f'- "{prefix}') and needle in l)
+    p = run(validate_bin, "validate", str(path))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(rf"{re.escape(str(path))}:{ln}:\d+: warning: not pinned: {prefix}.*"
+                     rf"{re.escape(needle)}.*\[pins\.missing\]", p.stderr), p.stderr

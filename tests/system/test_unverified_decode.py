@@ -9,11 +9,15 @@ Real: the binary, two HTTP mirrors on loopback (lib_http), a real tar.xz bomb
 What the machine looks like: a fresh root; the manifest's origin URLs are dead,
 so the --mirror given is the only source. The bomb mirror serves every archive
 as published except cuda_cudart, replaced by the bomb padded to the pinned size
-and served slowly (tfprov decodes while it downloads).
-What must hold: exit 5; while it runs, the bytes in staging never exceed the
-budget (the lock's unpacked_size, else 20x the pinned size); nothing placed;
-the cache holds only verified bytes, the bomb only in quarantine (owner-only);
-a later apply from a good mirror succeeds.
+and served slowly.
+What must hold: exit 5; `apply` verifies every download before it unpacks
+or changes anything, so nothing of the bomb is ever decoded there (no bytes
+under R/opt while it runs); nothing placed; the cache holds only verified
+bytes, the bomb only in quarantine (owner-only); a later apply from a good
+mirror succeeds. Where an archive is decoded while it downloads (the
+pipeline's artset_fetch_unpack, driven here through pipeline_tool), the bytes
+decoded never exceed the budget (the lock's unpacked_size, else 20x the
+pinned size).
 """
 import hashlib
 import io
@@ -160,13 +164,14 @@ def test_bomb_from_mirror_is_bounded(tfprov, stack, tmp_path, pinned):
     budget = real if pinned else RATIO * a["size"]
     bomb = _bomb(a["size"])
     with _mirror_server(stack, replace=bomb) as bad:
-        bad.fault("/" + a["base"], "drip:1500")  # ~4.6 s: decoding overlaps the download
+        bad.fault("/" + a["base"], "drip:1500")  # ~4.6 s
         p, peak = _apply_watching(tfprov, man, bad.url(""))
     text = p.stdout_text
     assert p.returncode == 5, text
     assert a["sha"] in text and "sha256 mismatch" in text, text
     assert peak <= budget, (peak, budget)
-    assert "decoding stopped" in text, text
+    # Every download is verified before the first change: the bomb is never decoded.
+    assert peak == 0 and "nothing was changed" in text, (peak, text)
     assert not os.path.exists(tfprov.path(PREFIX))
     assert not any(".tfprov-" in n for _, dns, fns in os.walk(tfprov.root) for n in dns + fns)
     _check_cache_clean(tfprov, bomb)
@@ -191,9 +196,9 @@ def test_recorded_unpacked_size_is_enforced(tfprov, stack, tmp_path):
 
 
 def test_compressible_genuine_archive_over_ratio_is_placed(tfprov, stack, tmp_path):
-    """A genuine archive that unpacks to far more than 20x its size: decoding
-    stops at the budget while it downloads, and the verified file is unpacked
-    once its hash matches: exit 0, the file placed whole."""
+    """A genuine archive that unpacks to far more than 20x its size: the
+    verified file is unpacked whole (the ratio budget is for unverified bytes
+    only): exit 0, the file placed whole."""
     a = stack["arts"]["cuda_cudart"]
     src = tarfile.open(fileobj=io.BytesIO(a["data"]), mode="r:xz")
     bio = io.BytesIO()
@@ -216,5 +221,77 @@ def test_compressible_genuine_archive_over_ratio_is_placed(tfprov, stack, tmp_pa
         p = tfprov.run("--mirror", srv.url(""), "--no-gpu", "-v", "apply", "-y", str(man),
                        env=ENV, timeout=300)
     assert p.returncode == 0, out(p)
-    assert "decoding stopped" in out(p), out(p)
     assert os.path.getsize(tfprov.path(PREFIX + "/share/zeros")) == 4 << 20
+
+
+def _compressible(a):
+    """cudart's archive plus a 4 MiB file of zeros: far more than 20x its size unpacked."""
+    src = tarfile.open(fileobj=io.BytesIO(a["data"]), mode="r:xz")
+    bio = io.BytesIO()
+    with lzma.open(bio, "wb", preset=9) as z:
+        with tarfile.open(fileobj=z, mode="w|") as tf:
+            for m in src.getmembers():
+                tf.addfile(m, src.extractfile(m) if m.isfile() else None)
+            ti = tarfile.TarInfo("cuda_cudart-linux-x86_64-12.3.101-archive/share/zeros")
+            ti.size = 4 << 20
+            tf.addfile(ti, io.BufferedReader(_Zeros(ti.size)))
+    return bio.getvalue()
+
+
+def _install_watching(url, sha, size, cache, stage):
+    """pipeline_tool install (artset_fetch_unpack: decodes while it downloads),
+    sampling the bytes under stage's parent until it exits; (proc, peak)."""
+    import lib_pipeline
+    argv = [lib_pipeline.tool_path(), "install", url, sha, str(size), stage, "--cache", cache,
+            "--strip", "1", "-v"]
+    env = dict(os.environ, TFPROV_FETCH_RETRIES="0")
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
+    peak = 0
+    deadline = time.monotonic() + 120
+    parent = os.path.dirname(stage)
+    while p.poll() is None and time.monotonic() < deadline:
+        n = 0
+        for dp, _, fns in os.walk(parent):
+            for f in fns:
+                try:
+                    n += os.lstat(os.path.join(dp, f)).st_size
+                except FileNotFoundError:
+                    pass
+        peak = max(peak, n)
+        time.sleep(0.002)
+    so, se = p.communicate(timeout=60)
+    p.text = so + se
+    return p, peak
+
+
+def test_streamed_bomb_decoding_stops_at_the_budget(stack, tmp_path):
+    """Decoding while downloading (the pipeline): the bomb, served slowly in place
+    of cudart, is decoded only up to 20x its pinned size, then refused by its hash."""
+    a = stack["arts"]["cuda_cudart"]
+    bomb = _bomb(a["size"])
+    (tmp_path / "out").mkdir()
+    with HttpServer() as srv:
+        srv.add("/" + a["base"], bomb)
+        srv.fault("/" + a["base"], "drip:1500")  # ~4.6 s: decoding overlaps the download
+        p, peak = _install_watching(srv.url("/" + a["base"]), a["sha"], a["size"],
+                                    str(tmp_path / "cache"), str(tmp_path / "out" / "stage"))
+    assert p.returncode == 5, p.text
+    assert "sha256 mismatch" in p.text and "decoding stopped" in p.text, p.text
+    assert peak <= RATIO * a["size"], (peak, RATIO * a["size"])
+
+
+def test_streamed_genuine_archive_over_ratio_is_unpacked_whole(stack, tmp_path):
+    """A genuine archive far above 20x: decoding stops at the budget while it
+    downloads, and the verified file is unpacked whole afterwards."""
+    data = _compressible(stack["arts"]["cuda_cudart"])
+    (tmp_path / "out").mkdir()
+    with HttpServer() as srv:
+        srv.add("/c.tar.xz", data)
+        srv.fault("/c.tar.xz", "drip:4000")
+        stage = str(tmp_path / "out" / "stage")
+        p, _ = _install_watching(srv.url("/c.tar.xz"), hashlib.sha256(data).hexdigest(),
+                                 len(data), str(tmp_path / "cache"), stage)
+    assert p.returncode == 0, p.text
+    assert "decoding stopped" in p.text, p.text
+    assert os.path.getsize(os.path.join(stage, "share", "zeros")) == 4 << 20

@@ -1,0 +1,364 @@
+/* pkgfiles.c - the file lists of pip dist-info RECORDs and conda-meta records (pkgfiles.h). */
+#include "pkgfiles.h"
+#include "state.h"
+#include "util.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+char *pkgfiles_norm_name(const char *name)
+{
+	struct strbuf sb = STRBUF_INIT;
+	int sep = 0;
+	for (const char *p = name; *p; p++) {
+		if (*p == '-' || *p == '_' || *p == '.') {
+			sep = 1;
+			continue;
+		}
+		if (sep && sb.len)
+			strbuf_adds(&sb, "-");
+		sep = 0;
+		char ch = (char)tolower((unsigned char)*p);
+		strbuf_add(&sb, &ch, 1);
+	}
+	return sb.buf ? strbuf_detach(&sb) : xstrdup("");
+}
+
+/*
+ * Joins base (root-relative dir) and a relative record path, resolving "."
+ * and ".."; NULL when the result is not inside `env` (or rel is absolute).
+ */
+static char *inside(const char *env, const char *base, const char *rel)
+{
+	if (rel[0] == '/' || rel[0] == '\0')
+		return NULL;
+	char *joined = path_join(base, rel);
+	struct strvec parts = STRVEC_INIT;
+	char *save = NULL;
+	for (char *tok = strtok_r(joined, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
+		if (strcmp(tok, ".") == 0)
+			continue;
+		if (strcmp(tok, "..") == 0) {
+			if (parts.n)
+				free(parts.v[--parts.n]);
+			continue;
+		}
+		strvec_push(&parts, tok);
+	}
+	struct strbuf sb = STRBUF_INIT;
+	for (size_t i = 0; i < parts.n; i++)
+		strbuf_addf(&sb, "/%s", parts.v[i]);
+	strvec_release(&parts);
+	free(joined);
+	char *out = sb.buf ? strbuf_detach(&sb) : xstrdup("/");
+	size_t el = strlen(env);
+	if (strncmp(out, env, el) != 0 || out[el] != '/') {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+static void push(struct pkgfiles *x, char *path, const char *pkg, const char *norm, char src)
+{
+	if (x->n == x->cap) {
+		x->cap = x->cap ? x->cap * 2 : 64;
+		x->v = xrealloc(x->v, x->cap * sizeof(*x->v));
+	}
+	struct pkgfile *f = &x->v[x->n++];
+	memset(f, 0, sizeof(*f));
+	f->path = path;
+	f->pkg = xstrdup(pkg);
+	f->norm = xstrdup(norm);
+	f->size = -1;
+	f->src = src;
+}
+
+/* "sha256=<urlsafe b64>" to hex; 0 when it is a sha256 of 32 bytes. */
+static int record_hash(const char *h, char hex[65])
+{
+	if (!str_starts_with(h, "sha256="))
+		return -1;
+	h += 7;
+	size_t n = strlen(h);
+	if (n != 43)
+		return -1;
+	char b64[45];
+	for (size_t i = 0; i < n; i++)
+		b64[i] = h[i] == '-' ? '+' : h[i] == '_' ? '/' : h[i];
+	b64[43] = '=';
+	b64[44] = '\0';
+	unsigned char md[36];
+	if (EVP_DecodeBlock(md, (const unsigned char *)b64, 44) != 33)
+		return -1;
+	hex_encode(md, 32, hex);
+	return 0;
+}
+
+/* Splits one CSV line (RECORD quotes fields that hold a comma) into up to 3 fields. */
+static int csv_fields(char *line, char *f[3])
+{
+	int n = 0;
+	char *w = line, *r = line;
+	f[0] = f[1] = f[2] = "";
+	while (n < 3) {
+		f[n++] = w;
+		if (*r == '"') {
+			for (r++; *r; r++) {
+				if (*r == '"' && r[1] != '"') {
+					r++;
+					break;
+				}
+				if (*r == '"')
+					r++; /* "" is one quote */
+				*w++ = *r;
+			}
+		} else {
+			while (*r && *r != ',')
+				*w++ = *r++;
+		}
+		int more = *r == ',';
+		*w++ = '\0';
+		if (!more)
+			break;
+		r++;
+	}
+	return n;
+}
+
+static void load_record(struct ctx *c, struct pkgfiles *x, const char *env, const char *site,
+                        const char *distinfo)
+{
+	char *rel = xasprintf("%s/%s/RECORD", site, distinfo);
+	char *host = ctx_host_dir(c, rel); /* a link is followed inside the root */
+	char *text = NULL;
+	size_t len = 0;
+	free(rel);
+	if (read_file_at(AT_FDCWD, host, 64u << 20, &text, &len) != 0) {
+		free(host);
+		return;
+	}
+	free(host);
+	/* "<name>-<version>.dist-info": the name has no '-' in a dist-info dir name. */
+	char *base = xstrndup(distinfo, strlen(distinfo) - strlen(".dist-info"));
+	char *dash = strchr(base, '-');
+	char *pkg = dash ? xasprintf("%.*s %s", (int)(dash - base), base, dash + 1) : xstrdup(base);
+	if (dash)
+		*dash = '\0';
+	char *norm = pkgfiles_norm_name(base);
+	char *save = NULL;
+	for (char *line = strtok_r(text, "\r\n", &save); line;
+	     line = strtok_r(NULL, "\r\n", &save)) {
+		char *f[3];
+		csv_fields(line, f);
+		char *p = inside(env, site, f[0]);
+		if (p == NULL)
+			continue;
+		push(x, p, pkg, norm, 'p');
+		struct pkgfile *e = &x->v[x->n - 1];
+		if (f[1][0] && record_hash(f[1], e->sha256) != 0)
+			snprintf(e->sha256, sizeof(e->sha256),
+			         "?"); /* unknown algorithm: a finding */
+		if (f[2][0])
+			e->size = strtoll(f[2], NULL, 10);
+	}
+	free(norm);
+	free(pkg);
+	free(base);
+	free(text);
+}
+
+static void load_site(struct ctx *c, struct pkgfiles *x, const char *env, const char *site)
+{
+	char *host = ctx_host_dir(c, site);
+	DIR *d = opendir(host);
+	free(host);
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL)
+		if (str_ends_with(e->d_name, ".dist-info"))
+			load_record(c, x, env, site, e->d_name);
+	if (d)
+		closedir(d);
+}
+
+static void load_conda(struct ctx *c, struct pkgfiles *x, const char *env)
+{
+	char *meta = path_join(env, "conda-meta");
+	char *host = ctx_host_dir(c, meta);
+	DIR *d = opendir(host);
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL) {
+		if (!str_ends_with(e->d_name, ".json"))
+			continue;
+		char *mrel = path_join(meta, e->d_name);
+		char *p = ctx_host_dir(c, mrel); /* a link is followed inside the root */
+		json_t *j = json_load_file(p, 0, NULL);
+		free(p);
+		free(mrel);
+		const char *name = json_string_value(json_object_get(j, "name"));
+		const char *ver = json_string_value(json_object_get(j, "version"));
+		json_t *files = json_object_get(j, "files");
+		if (name && ver && json_is_array(files)) {
+			char *pkg = xasprintf("%s %s", name, ver);
+			char *norm = pkgfiles_norm_name(name);
+			size_t i;
+			json_t *v;
+			json_array_foreach(files, i, v)
+			{
+				const char *rel = json_string_value(v);
+				char *fp = rel ? inside(env, env, rel) : NULL;
+				if (fp)
+					push(x, fp, pkg, norm, 'c');
+			}
+			free(pkg);
+			free(norm);
+		}
+		json_decref(j);
+	}
+	if (d)
+		closedir(d);
+	free(host);
+	free(meta);
+}
+
+static int by_path(const void *a, const void *b)
+{
+	return strcmp(((const struct pkgfile *)a)->path, ((const struct pkgfile *)b)->path);
+}
+
+int pkgfiles_load(struct ctx *c, const char *env_prefix, struct pkgfiles *out)
+{
+	memset(out, 0, sizeof(*out));
+	char *lib = path_join(env_prefix, "lib");
+	char *host = ctx_host_dir(c, lib);
+	DIR *d = opendir(host);
+	struct dirent *e;
+	while (d && (e = readdir(d)) != NULL) {
+		if (!str_starts_with(e->d_name, "python"))
+			continue;
+		char *site = xasprintf("%s/%s/site-packages", lib, e->d_name);
+		load_site(c, out, env_prefix, site);
+		free(site);
+	}
+	if (d)
+		closedir(d);
+	free(host);
+	free(lib);
+	load_conda(c, out, env_prefix);
+	if (out->n)
+		qsort(out->v, out->n, sizeof(*out->v), by_path);
+	return 0;
+}
+
+void pkgfiles_release(struct pkgfiles *x)
+{
+	for (size_t i = 0; i < x->n; i++) {
+		free(x->v[i].path);
+		free(x->v[i].pkg);
+		free(x->v[i].norm);
+	}
+	free(x->v);
+	memset(x, 0, sizeof(*x));
+}
+
+/* Index of the first record whose path is >= key. */
+static size_t lower_bound(const struct pkgfiles *x, const char *key)
+{
+	size_t lo = 0, hi = x->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(x->v[mid].path, key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+const struct pkgfile *pkgfiles_find(const struct pkgfiles *x, const char *path)
+{
+	size_t i = lower_bound(x, path);
+	return i < x->n && strcmp(x->v[i].path, path) == 0 ? &x->v[i] : NULL;
+}
+
+int pkgfiles_has_under(const struct pkgfiles *x, const char *path)
+{
+	char *key = xasprintf("%s/", path);
+	size_t i = lower_bound(x, key);
+	int r = i < x->n && str_starts_with(x->v[i].path, key);
+	free(key);
+	return r;
+}
+
+static char *recorded_env(struct ctx *c, int64_t sid)
+{
+	sqlite3_stmt *q = NULL;
+	char *env = NULL;
+	if (c->st == NULL ||
+	    state_prepare(c->st,
+	                  "SELECT f.path FROM files f JOIN resources r ON r.id = f.resource_id "
+	                  "WHERE r.stack_id = ? AND r.addr = 'pyenv' AND f.type = 'd' "
+	                  "ORDER BY length(f.path) LIMIT 1",
+	                  &q) != SQLITE_OK)
+		return NULL;
+	sqlite3_bind_int64(q, 1, sid);
+	if (state_step(q) == SQLITE_ROW)
+		env = xstrdup((const char *)sqlite3_column_text(q, 0));
+	sqlite3_finalize(q);
+	return env;
+}
+
+char *pkgfiles_load_stack(struct ctx *c, int64_t stack_id, int all_dists, struct pkgfiles *out)
+{
+	struct state_resource r;
+	struct strvec names = STRVEC_INIT;
+	struct pkgfiles all = {0};
+	memset(out, 0, sizeof(*out));
+	char *env = recorded_env(c, stack_id);
+	if (env == NULL)
+		return NULL;
+	if (all_dists) {
+		pkgfiles_load(c, env, out);
+		return env;
+	}
+	if (state_resource_get(c->st, stack_id, "pip", &r) != 0)
+		return env;
+	json_t *j = r.attrs ? json_loads(r.attrs, 0, NULL) : NULL;
+	size_t i;
+	json_t *d;
+	json_array_foreach(json_object_get(j, "installed"), i, d)
+	{
+		const char *n = json_string_value(json_object_get(d, "name"));
+		if (n) {
+			char *norm = pkgfiles_norm_name(n);
+			strvec_push(&names, norm);
+			free(norm);
+		}
+	}
+	json_decref(j);
+	state_resource_release(&r);
+	pkgfiles_load(c, env, &all);
+	/* Keep the installed distributions' entries (all stays sorted by path). */
+	for (i = 0; i < all.n; i++) {
+		int mine = 0;
+		for (size_t k = 0; k < names.n && !mine; k++)
+			mine = all.v[i].src == 'p' && strcmp(names.v[k], all.v[i].norm) == 0;
+		if (mine) {
+			out->v = out->v == NULL ? xcalloc(all.n, sizeof(*out->v)) : out->v;
+			out->v[out->n++] = all.v[i];
+		} else {
+			free(all.v[i].path);
+			free(all.v[i].pkg);
+			free(all.v[i].norm);
+		}
+	}
+	out->cap = out->n;
+	free(all.v);
+	strvec_release(&names);
+	return env;
+}

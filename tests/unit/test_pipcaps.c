@@ -1,0 +1,96 @@
+/*
+ * test_pipcaps.c - the pip.caps section of the knowledge base (pipcaps.c).
+ *
+ * Loads the real data/compat.yaml: the setuptools<82 cap for TensorBoard before
+ * 2.16 must be there with its fact and source, and must judge version sets the
+ * way the cap says. A malformed caps section is refused with a positioned error.
+ * Runs with the repository root as the working directory.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compat.h"
+#include "pipcaps.h"
+
+struct pins {
+	const char *tb, *st;
+};
+
+static const char *lookup(const char *name, void *arg)
+{
+	const struct pins *p = arg;
+	if (strcmp(name, "tensorboard") == 0)
+		return p->tb;
+	if (strcmp(name, "setuptools") == 0)
+		return p->st;
+	return NULL;
+}
+
+static void test_setuptools_cap_from_kb(void **state)
+{
+	struct pip_cap *caps = NULL;
+	size_t n = 0;
+	struct diags d = {0};
+	(void)state;
+	unsetenv("TFPROV_COMPAT");
+	assert_int_equal(pip_caps_load(compat_default_path(), &caps, &n, &d), 0);
+	const struct pip_cap *st = NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(caps[i].package, "setuptools") == 0)
+			st = &caps[i];
+	assert_non_null(st);
+	assert_string_equal(st->below, "82");
+	assert_string_equal(st->when, "tensorboard");
+	assert_string_equal(st->when_below, "2.16");
+	assert_non_null(strstr(st->fact, "pkg_resources"));
+	assert_non_null(strstr(st->source, "pypa/setuptools"));
+
+	struct pins bad = {"2.15.2", "82.0.0"}, ok = {"2.15.2", "81.0.0"},
+	            new_tb = {"2.16.1", "82.0"}, no_st = {"2.12.3", NULL};
+	assert_ptr_equal(pip_caps_broken(caps, n, lookup, &bad, NULL), st);
+	assert_null(pip_caps_broken(caps, n, lookup, &ok, NULL));
+	assert_null(pip_caps_broken(caps, n, lookup, &new_tb, NULL));
+	assert_null(pip_caps_broken(caps, n, lookup, &no_st, NULL));
+	pip_caps_free(caps, n);
+	diags_release(&d);
+}
+
+static void test_malformed_caps_refused(void **state)
+{
+	char path[] = "/tmp/tfprov-pipcaps-XXXXXX";
+	int fd = mkstemp(path);
+	(void)state;
+	assert_true(fd >= 0);
+	const char *y = "pip:\n  caps:\n    - package: setuptools\n      below: eighty-two\n"
+	                "      when: tensorboard\n      when_below: \"2.16\"\n"
+	                "      fact: x\n      source: y\n";
+	assert_int_equal(write(fd, y, strlen(y)), (ssize_t)strlen(y));
+	close(fd);
+	struct pip_cap *caps = NULL;
+	size_t n = 0;
+	struct diags d = {0};
+	assert_int_not_equal(pip_caps_load(path, &caps, &n, &d), 0);
+	assert_int_equal(n, 0);
+	assert_int_equal(d.errors, 1);
+	assert_int_equal(d.v[0].pos.line, 4);
+	assert_non_null(strstr(d.v[0].msg, "below"));
+	diags_release(&d);
+	unlink(path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_setuptools_cap_from_kb),
+	    cmocka_unit_test(test_malformed_caps_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
