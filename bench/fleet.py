@@ -78,6 +78,7 @@ def main():
             "--url-base", origin.url(""), "--manifest", manifest, "--name", "fleet",
             "--tensorflow", "2.13.0"], timeout=120)
         mirror = os.path.join(base, "mirror")
+        os.makedirs(os.path.join(base, "ctl"))  # --root must exist
         sh([tfprov, "--root", os.path.join(base, "ctl"), "mirror", "build", mirror, manifest],
            timeout=300)
         nginx = Nginx(os.path.join(base, "nginx"), mirror).start()

@@ -124,6 +124,7 @@ def world(tmp_path_factory):
         mark("deb installed")
         # The fleet mirror, built once on the controller and served by nginx.
         w.mirror_dir = base / "mirror"
+        os.makedirs(base / "ctl")  # --root must exist
         p = subprocess.run([TFPROV, "--root", str(base / "ctl"), "mirror", "build",
                             str(w.mirror_dir), w.v1, w.v2], capture_output=True, text=True,
                            timeout=300)

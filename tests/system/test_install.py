@@ -56,6 +56,7 @@ def test_validate_and_plan_shipped_manifest(relocated, tmp_path):
     manifest = relocated / "share" / "tfprov" / "manifests" / "stable-2.15.yaml"
     p = run(tfprov, "validate", manifest)
     assert p.returncode == 0, p.stdout + p.stderr
+    os.makedirs(tmp_path / "root")  # --root must exist
     p = run(tfprov, "--root", tmp_path / "root", "plan", manifest)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "to add" in p.stdout and "stable-2.15" in p.stdout, p.stdout
