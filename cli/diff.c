@@ -345,29 +345,27 @@ static int load_generation(struct ctx *c, const char *stack, long gen, struct ma
 		ev_log(c, EV_ERROR, "no stack named '%s' under %s", stack, c->root);
 		return TF_EFAIL;
 	}
-	sqlite3_stmt *s = NULL;
-	sqlite3_prepare_v2(
-	    c->st->db,
-	    "SELECT manifest_text, manifest_path FROM generations WHERE stack_id = ?1 "
-	    "AND id = ?2",
-	    -1, &s, NULL);
-	sqlite3_bind_int64(s, 1, sid);
-	sqlite3_bind_int64(s, 2, gen);
-	if (sqlite3_step(s) != SQLITE_ROW) {
-		sqlite3_finalize(s);
+	struct state_stmt *s = NULL;
+	state_prepare(c->st,
+	              "SELECT manifest_text, manifest_path FROM generations WHERE stack_id = ?1 "
+	              "AND id = ?2",
+	              &s);
+	state_bind_int64(s, 1, sid);
+	state_bind_int64(s, 2, gen);
+	if (state_step(s) != STATE_ROW) {
+		state_finalize(s);
 		ev_log(c, EV_ERROR, "stack %s has no generation %ld (see `tfprov show %s`)", stack,
 		       gen, stack);
 		return TF_EFAIL;
 	}
-	const char *text = (const char *)sqlite3_column_text(s, 0);
-	*label = xasprintf("%s generation %ld (%s)", stack, gen,
-	                   (const char *)sqlite3_column_text(s, 1));
+	const char *text = state_col_text(s, 0);
+	*label = xasprintf("%s generation %ld (%s)", stack, gen, state_col_text(s, 1));
 	struct diags d = {0};
 	int rc = manifest_load_buf(*label, text, strlen(text), m, &d);
 	if (rc != 0)
 		diags_print(&d, stderr, 0);
 	diags_release(&d);
-	sqlite3_finalize(s);
+	state_finalize(s);
 	return rc;
 }
 

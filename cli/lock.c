@@ -552,16 +552,8 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 	int rc = 0, created = 0;
 
 	o.index_url = m->pip.index_url.s;
-	if (c->mirrors.n) {
-		const char *mir = c->mirrors.v[0];
-		if (str_starts_with(mir, "http://") || str_starts_with(mir, "https://")) {
-			o.index_url = simple = pip_mirror_index(mir);
-		} else {
-			links[0] = mir;
-			o.find_links = links;
-			o.no_index = 1;
-		}
-	}
+	if (c->mirrors.n)
+		pip_opts_mirror(&o, c->mirrors.v[0], links, &simple);
 	*where = xstrdup(o.no_index    ? links[0]
 	                 : o.index_url ? o.index_url
 	                               : "https://pypi.org/simple");

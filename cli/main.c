@@ -91,7 +91,8 @@ static const char global_help[] =
     "  --no-color, -q, -v   output control\n"
     "  --offline            never touch the network\n"
     "  --mirror URL|DIR     try this source before the origin (repeatable)\n"
-    "  --jobs N             parallel downloads (default 4)\n"
+    "  --jobs N             parallel downloads, archive decoders and wheel installers\n"
+    "                       (default: 4 downloads, one decoder per core)\n"
     "  --ca-bundle FILE     CA certificates for HTTPS\n"
     "  --lock-timeout SEC   wait this long for another run (default 0)\n"
     "  --no-gpu             allow provisioning without a GPU (checks reported as skipped)\n"
@@ -271,7 +272,7 @@ int main(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	ev_set_handler(render_event, NULL);
 	c.rootfd = -1;
-	c.jobs = 4;
+	c.jobs = 0; /* 0: downloads 4, decoders and wheel installers one per core */
 	if (isatty(STDOUT_FILENO))
 		c.flags |= CTX_TTY | CTX_COLOR;
 	if (getenv("NO_COLOR") && getenv("NO_COLOR")[0])

@@ -21,25 +21,25 @@ int cmd_rollback(struct ctx *c, struct opts *o)
 	int rc = cli_stack_arg(c, o, "usage: tfprov rollback STACK [--generation N]", &sid);
 	if (rc != 0)
 		return rc;
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	state_prepare(
 	    c->st,
 	    "SELECT id, manifest_text, manifest_path FROM generations WHERE stack_id = ?1 "
 	    "AND result = 'ok' AND (?2 > 0 AND id = ?2 OR ?2 = 0 AND id < (SELECT "
 	    "current_gen FROM stacks WHERE id = ?1)) ORDER BY id DESC LIMIT 1",
 	    &s);
-	sqlite3_bind_int64(s, 1, sid);
-	sqlite3_bind_int64(s, 2, o->generation);
-	if (state_step(s) != SQLITE_ROW) {
-		sqlite3_finalize(s);
+	state_bind_int64(s, 1, sid);
+	state_bind_int64(s, 2, o->generation);
+	if (state_step(s) != STATE_ROW) {
+		state_finalize(s);
 		ev_log(c, EV_ERROR, "no successful generation %s to roll back to",
 		       o->generation ? "with that number" : "before the current one");
 		return TF_EFAIL;
 	}
-	long long gen = sqlite3_column_int64(s, 0);
-	char *text = xstrdup((const char *)sqlite3_column_text(s, 1));
-	char *path = xstrdup((const char *)sqlite3_column_text(s, 2));
-	sqlite3_finalize(s);
+	long long gen = state_col_int64(s, 0);
+	char *text = xstrdup(state_col_text(s, 1));
+	char *path = xstrdup(state_col_text(s, 2));
+	state_finalize(s);
 
 	struct diags d = {0};
 	struct manifest *m = NULL;

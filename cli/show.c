@@ -20,36 +20,36 @@ static int print_file(const struct state_file *f, void *arg)
 
 static int show_generations(struct ctx *c, int64_t sid, json_t *out)
 {
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	int src;
 	if (state_prepare(c->st,
 	                  "SELECT id, started, finished, result, manifest_sha256, manifest_path "
 	                  "FROM generations WHERE stack_id = ? ORDER BY id",
-	                  &s) != SQLITE_OK)
+	                  &s) != STATE_OK)
 		return TF_ESTATE;
-	sqlite3_bind_int64(s, 1, sid);
-	while ((src = state_step(s)) == SQLITE_ROW) {
+	state_bind_int64(s, 1, sid);
+	while ((src = state_step(s)) == STATE_ROW) {
 		char started[32], finished[32];
-		cli_time(sqlite3_column_int64(s, 1), started);
-		cli_time(sqlite3_column_int64(s, 2), finished);
-		const char *result = (const char *)sqlite3_column_text(s, 3);
+		cli_time(state_col_int64(s, 1), started);
+		cli_time(state_col_int64(s, 2), finished);
+		const char *result = state_col_text(s, 3);
 		ev_log(c, EV_INFO, "  %3lld  started %s  finished %s  %-11s manifest %.12s  %s",
-		       (long long)sqlite3_column_int64(s, 0), started, finished, result,
-		       sqlite3_column_text(s, 4), sqlite3_column_text(s, 5));
-		json_array_append_new(
-		    out, json_pack("{s:I,s:s,s:s,s:s,s:s,s:s}", "generation",
-		                   (json_int_t)sqlite3_column_int64(s, 0), "started", started,
-		                   "finished", finished, "result", result ? result : "",
-		                   "manifest_sha256", (const char *)sqlite3_column_text(s, 4),
-		                   "manifest", (const char *)sqlite3_column_text(s, 5)));
+		       (long long)state_col_int64(s, 0), started, finished, result,
+		       state_col_text(s, 4), state_col_text(s, 5));
+		json_array_append_new(out, json_pack("{s:I,s:s,s:s,s:s,s:s,s:s}", "generation",
+		                                     (json_int_t)state_col_int64(s, 0), "started",
+		                                     started, "finished", finished, "result",
+		                                     result ? result : "", "manifest_sha256",
+		                                     state_col_text(s, 4), "manifest",
+		                                     state_col_text(s, 5)));
 	}
-	sqlite3_finalize(s);
-	return src == SQLITE_DONE ? 0 : TF_ESTATE;
+	state_finalize(s);
+	return src == STATE_DONE ? 0 : TF_ESTATE;
 }
 
 static int show_resources(struct ctx *c, int64_t sid, json_t *out)
 {
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	int src;
 	if (state_prepare(
 	        c->st,
@@ -57,37 +57,35 @@ static int show_resources(struct ctx *c, int64_t sid, json_t *out)
 	        "sum(f.type = 'l'), sum(f.type = 'd'), json_array_length(r.attrs, '$.installed') "
 	        "FROM resources r LEFT JOIN files f "
 	        "ON f.resource_id = r.id WHERE r.stack_id = ? GROUP BY r.id ORDER BY r.id",
-	        &s) != SQLITE_OK)
+	        &s) != STATE_OK)
 		return TF_ESTATE;
-	sqlite3_bind_int64(s, 1, sid);
-	while ((src = state_step(s)) == SQLITE_ROW) {
-		int64_t rid = sqlite3_column_int64(s, 0);
-		long long n = sqlite3_column_int64(s, 3), nf = sqlite3_column_int64(s, 4),
-		          nl = sqlite3_column_int64(s, 5), nd = sqlite3_column_int64(s, 6);
+	state_bind_int64(s, 1, sid);
+	while ((src = state_step(s)) == STATE_ROW) {
+		int64_t rid = state_col_int64(s, 0);
+		long long n = state_col_int64(s, 3), nf = state_col_int64(s, 4),
+		          nl = state_col_int64(s, 5), nd = state_col_int64(s, 6);
 		/* pip's files live in the env: it records the distributions, as status says. */
-		int has_dists = sqlite3_column_type(s, 7) != SQLITE_NULL;
+		int has_dists = !state_col_is_null(s, 7);
 		char dists[48] = "";
 		if (has_dists)
 			snprintf(dists, sizeof(dists), "%d distributions recorded in the env, ",
-			         sqlite3_column_int(s, 7));
+			         state_col_int(s, 7));
 		ev_log(c, EV_INFO,
 		       "  %-8s %s%lld paths (%lld files, %lld links, %lld directories), "
 		       "config %.12s",
-		       sqlite3_column_text(s, 1), dists, n, nf, nl, nd, sqlite3_column_text(s, 2));
+		       state_col_text(s, 1), dists, n, nf, nl, nd, state_col_text(s, 2));
 		json_t *o =
-		    json_pack("{s:s,s:I,s:I,s:I,s:I,s:s}", "step",
-		              (const char *)sqlite3_column_text(s, 1), "paths", (json_int_t)n,
-		              "files", (json_int_t)nf, "links", (json_int_t)nl, "directories",
-		              (json_int_t)nd, "config", (const char *)sqlite3_column_text(s, 2));
+		    json_pack("{s:s,s:I,s:I,s:I,s:I,s:s}", "step", state_col_text(s, 1), "paths",
+		              (json_int_t)n, "files", (json_int_t)nf, "links", (json_int_t)nl,
+		              "directories", (json_int_t)nd, "config", state_col_text(s, 2));
 		if (has_dists)
-			json_object_set_new(o, "distributions",
-			                    json_integer(sqlite3_column_int(s, 7)));
+			json_object_set_new(o, "distributions", json_integer(state_col_int(s, 7)));
 		json_array_append_new(out, o);
 		if (c->flags & CTX_VERBOSE)
 			state_files_foreach(c->st, rid, print_file, c);
 	}
-	sqlite3_finalize(s);
-	return src == SQLITE_DONE ? 0 : TF_ESTATE;
+	state_finalize(s);
+	return src == STATE_DONE ? 0 : TF_ESTATE;
 }
 
 int cmd_show(struct ctx *c, struct opts *o)

@@ -18,7 +18,6 @@
 #include "state.h"
 
 #include <jansson.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -35,39 +34,38 @@ void cli_time(int64_t t, char out[32])
 /* One stack's resources: drift per resource, into `res` (JSON) and the log. */
 static int stack_resources(struct ctx *c, int64_t sid, json_t *res, int *drifted)
 {
-	sqlite3_stmt *r = NULL;
+	struct state_stmt *r = NULL;
 	if (state_prepare(c->st,
 	                  "SELECT id, addr, json_array_length(attrs, '$.installed') FROM resources "
 	                  "WHERE stack_id = ? ORDER BY id",
-	                  &r) != SQLITE_OK)
+	                  &r) != STATE_OK)
 		return TF_ESTATE;
-	sqlite3_bind_int64(r, 1, sid);
+	state_bind_int64(r, 1, sid);
 	int src;
-	while ((src = state_step(r)) == SQLITE_ROW) {
+	while ((src = state_step(r)) == STATE_ROW) {
 		int missing, changed;
-		int64_t rid = sqlite3_column_int64(r, 0);
-		const char *addr = (const char *)sqlite3_column_text(r, 1);
+		int64_t rid = state_col_int64(r, 0);
+		const char *addr = state_col_text(r, 1);
 		long long n = (long long)drift_check(c, rid, &missing, &changed);
 		json_t *o = json_pack("{s:s,s:I,s:i,s:i}", "step", addr, "paths", (json_int_t)n,
 		                      "missing", missing, "changed", changed);
-		if (sqlite3_column_type(r, 2) != SQLITE_NULL)
-			json_object_set_new(o, "distributions",
-			                    json_integer(sqlite3_column_int(r, 2)));
+		if (!state_col_is_null(r, 2))
+			json_object_set_new(o, "distributions", json_integer(state_col_int(r, 2)));
 		json_array_append_new(res, o);
 		if (missing || changed) {
 			(*drifted)++;
 			ev_log(c, EV_WARN, "  %s: DRIFT: %d missing, %d changed of %lld paths",
 			       addr, missing, changed, n);
-		} else if (sqlite3_column_type(r, 2) != SQLITE_NULL) {
+		} else if (!state_col_is_null(r, 2)) {
 			/* pip's files live in the env; it records what it installed. */
 			ev_log(c, EV_INFO, "  %-8s ok, %d distributions recorded in the env", addr,
-			       sqlite3_column_int(r, 2));
+			       state_col_int(r, 2));
 		} else {
 			ev_log(c, EV_INFO, "  %-8s ok, %lld paths", addr, n);
 		}
 	}
-	sqlite3_finalize(r);
-	return src == SQLITE_DONE ? 0 : TF_ESTATE;
+	state_finalize(r);
+	return src == STATE_DONE ? 0 : TF_ESTATE;
 }
 
 /* "TensorFlow 2.15.1, CUDA 12.3.2, cuDNN 8.9.7.29, Python 3.10" of the current generation. */
@@ -102,7 +100,7 @@ int cmd_status(struct ctx *c, struct opts *o)
 		ev_log(c, EV_INFO, "No stacks: nothing was applied under %s.", c->root);
 		return 0;
 	}
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	int drifted = 0, unfinished = 0, nstacks = 0, rc = 0, src;
 	if (state_prepare(c->st,
 	                  "SELECT s.id, s.name, s.current_gen, g.finished, s.manifest_path,"
@@ -111,25 +109,24 @@ int cmd_status(struct ctx *c, struct opts *o)
 	                  "FROM stacks s LEFT JOIN generations g ON g.id = s.current_gen "
 	                  "LEFT JOIN generations l ON l.id = (SELECT max(id) FROM generations "
 	                  "WHERE stack_id = s.id) ORDER BY s.name",
-	                  &s) != SQLITE_OK)
+	                  &s) != STATE_OK)
 		return TF_ESTATE;
-	while ((src = state_step(s)) == SQLITE_ROW) {
+	while ((src = state_step(s)) == STATE_ROW) {
 		nstacks++;
-		int64_t sid = sqlite3_column_int64(s, 0);
-		const char *name = (const char *)sqlite3_column_text(s, 1);
-		const char *last = (const char *)sqlite3_column_text(s, 7);
+		int64_t sid = state_col_int64(s, 0);
+		const char *name = state_col_text(s, 1);
+		const char *last = state_col_text(s, 7);
 		char ts[32];
-		cli_time(sqlite3_column_int64(s, 3), ts);
+		cli_time(state_col_int64(s, 3), ts);
 		json_t *j = json_pack("{s:s,s:I,s:I,s:s,s:s}", "name", name, "generation",
-		                      (json_int_t)sqlite3_column_int64(s, 2), "generations",
-		                      (json_int_t)sqlite3_column_int64(s, 5), "applied", ts,
-		                      "manifest", (const char *)sqlite3_column_text(s, 4));
+		                      (json_int_t)state_col_int64(s, 2), "generations",
+		                      (json_int_t)state_col_int64(s, 5), "applied", ts, "manifest",
+		                      state_col_text(s, 4));
 		struct strbuf ver = STRBUF_INIT;
 		stack_versions(c, name, j, &ver);
 		ev_log(c, EV_INFO, "stack %s: generation %lld of %lld, applied %s, from %s%s%s",
-		       name, (long long)sqlite3_column_int64(s, 2),
-		       (long long)sqlite3_column_int64(s, 5), ts, sqlite3_column_text(s, 4),
-		       ver.len ? "\n  " : "", ver.len ? ver.buf : "");
+		       name, (long long)state_col_int64(s, 2), (long long)state_col_int64(s, 5), ts,
+		       state_col_text(s, 4), ver.len ? "\n  " : "", ver.len ? ver.buf : "");
 		strbuf_release(&ver);
 		if (last && strcmp(last, "ok") != 0) {
 			unfinished++;
@@ -137,7 +134,7 @@ int cmd_status(struct ctx *c, struct opts *o)
 			ev_log(c, EV_WARN,
 			       "  stack %s: the last apply (generation %lld) %s; `tfprov apply` "
 			       "finishes it",
-			       name, (long long)sqlite3_column_int64(s, 6),
+			       name, (long long)state_col_int64(s, 6),
 			       strcmp(last, "interrupted") == 0 ? "was interrupted"
 			       : strcmp(last, "running") == 0   ? "is running or was killed"
 			                                        : "failed");
@@ -154,8 +151,8 @@ int cmd_status(struct ctx *c, struct opts *o)
 		ev_data(c, "stack_status", j);
 		json_decref(j);
 	}
-	sqlite3_finalize(s);
-	if (rc == 0 && src != SQLITE_DONE)
+	state_finalize(s);
+	if (rc == 0 && src != STATE_DONE)
 		rc = TF_ESTATE;
 	if (rc != 0)
 		return rc;

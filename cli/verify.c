@@ -46,6 +46,7 @@
 #include "pkgfiles.h"
 #include "stackinfo.h"
 #include "state.h"
+#include "pool.h"
 
 #include <dirent.h>
 #include <jansson.h>
@@ -59,6 +60,8 @@ struct audit {
 	int deep;
 	int findings;
 	struct strvec dirs;
+	struct strvec hash_host, hash_path, hash_want; /* --deep: hashed on all cores */
+	int64_t *hash_size;
 	struct pkgfiles pkgs; /* the env's package records (--deep) */
 };
 
@@ -107,10 +110,11 @@ static int audit_file(const struct state_file *f, void *arg)
 			report(a, 'U', f->path, NULL);
 		goto out;
 	}
-	char hex[65];
-	int64_t sz;
-	if (sha256_file(host, hex, &sz) != 0 || strcmp(hex, f->sha256) != 0)
-		report(a, 'U', f->path, NULL);
+	a->hash_size = xrealloc(a->hash_size, (a->hash_host.n + 1) * sizeof(*a->hash_size));
+	a->hash_size[a->hash_host.n] = f->size;
+	strvec_push(&a->hash_host, host);
+	strvec_push(&a->hash_path, f->path);
+	strvec_push(&a->hash_want, f->sha256);
 out:
 	free(host);
 	return 0;
@@ -139,6 +143,48 @@ static void audit_dirs(struct audit *a)
 		free(host);
 	}
 	strvec_release(&a->dirs);
+}
+
+static int cmp_size_desc(const void *x, const void *y, void *arg)
+{
+	const int64_t *sz = arg;
+	int64_t a = sz[*(const size_t *)x], b = sz[*(const size_t *)y];
+	return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/*
+ * --deep: every file rehashed on all cores (or --jobs), largest first so the
+ * longest hash starts at once; findings are reported in the recorded order.
+ */
+static void audit_hashes(struct audit *a)
+{
+	size_t n = a->hash_host.n;
+	size_t *order = xcalloc(n + 1, sizeof(*order));
+	char **paths = xcalloc(n + 1, sizeof(*paths));
+	char(*hex)[65] = xcalloc(n + 1, sizeof(*hex));
+	int *rc = xcalloc(n + 1, sizeof(*rc));
+	size_t *pos = xcalloc(n + 1, sizeof(*pos));
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	qsort_r(order, n, sizeof(*order), cmp_size_desc, a->hash_size);
+	for (size_t i = 0; i < n; i++) {
+		paths[i] = a->hash_host.v[order[i]];
+		pos[order[i]] = i;
+	}
+	sha256_files(paths, n, a->c->jobs > 0 ? (size_t)a->c->jobs : pool_ncpu(), hex, rc);
+	for (size_t k = 0; k < n; k++)
+		if (rc[pos[k]] != 0 || strcmp(hex[pos[k]], a->hash_want.v[k]) != 0)
+			report(a, 'U', a->hash_path.v[k], NULL);
+	free(order);
+	free(pos);
+	free(paths);
+	free(hex);
+	free(rc);
+	free(a->hash_size);
+	a->hash_size = NULL;
+	strvec_release(&a->hash_host);
+	strvec_release(&a->hash_path);
+	strvec_release(&a->hash_want);
 }
 
 /*
@@ -170,20 +216,25 @@ static void audit_packages(struct audit *a)
 /* Layer 1: the recorded files of one stack. Returns the number of findings, or -1. */
 static int verify_files(struct ctx *c, int64_t stack_id, int deep)
 {
-	struct audit a = {c, deep, 0, STRVEC_INIT, {0}};
-	sqlite3_stmt *s = NULL;
+	struct audit a = {.c = c,
+	                  .deep = deep,
+	                  .dirs = STRVEC_INIT,
+	                  .hash_host = STRVEC_INIT,
+	                  .hash_path = STRVEC_INIT,
+	                  .hash_want = STRVEC_INIT};
+	struct state_stmt *s = NULL;
 	if (state_prepare(c->st, "SELECT id FROM resources WHERE stack_id = ? ORDER BY id", &s) !=
-	    SQLITE_OK) {
-		ev_log(c, EV_ERROR, "  files: cannot read the state: %s",
-		       sqlite3_errmsg(c->st->db));
+	    STATE_OK) {
+		ev_log(c, EV_ERROR, "  files: cannot read the state: %s", state_errmsg(c->st));
 		return -1;
 	}
 	if (deep)
 		free(pkgfiles_load_stack(c, stack_id, 1, &a.pkgs));
-	sqlite3_bind_int64(s, 1, stack_id);
-	while (state_step(s) == SQLITE_ROW)
-		state_files_foreach(c->st, sqlite3_column_int64(s, 0), audit_file, &a);
-	sqlite3_finalize(s);
+	state_bind_int64(s, 1, stack_id);
+	while (state_step(s) == STATE_ROW)
+		state_files_foreach(c->st, state_col_int64(s, 0), audit_file, &a);
+	state_finalize(s);
+	audit_hashes(&a);
 	audit_dirs(&a);
 	if (deep)
 		audit_packages(&a);

@@ -7,6 +7,7 @@
  * release are idempotent and error paths can call release unconditionally.
  */
 #include "digest.h"
+#include "pool.h"
 #include "error.h"
 #include "util.h"
 
@@ -109,6 +110,24 @@ int sha256_file(const char *path, char hex[65], int64_t *size)
 	if (size)
 		*size = (int64_t)n;
 	return 0;
+}
+
+struct hash_job {
+	char *const *paths;
+	char (*hex)[65];
+	int *rc;
+};
+
+static void hash_one(size_t i, void *arg)
+{
+	struct hash_job *j = arg;
+	j->rc[i] = sha256_file(j->paths[i], j->hex[i], NULL);
+}
+
+void sha256_files(char *const *paths, size_t n, size_t jobs, char (*hex)[65], int *rc)
+{
+	struct hash_job j = {paths, hex, rc};
+	pool_run(n, jobs, hash_one, &j);
 }
 
 void sha256_buf(const void *data, size_t n, char hex[65])

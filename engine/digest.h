@@ -37,6 +37,11 @@ void sha256_reset(struct sha256 *s);
 int sha256_fd(struct sha256 *s, int fd, int64_t limit, uint64_t *nread);
 /* Hashes a whole file. 0 or -errno; size may be NULL. */
 int sha256_file(const char *path, char hex[65], int64_t *size);
+/*
+ * Hashes n files on up to `jobs` threads (pool.c), in the order given (put
+ * the largest first). rc[i] is 0 and hex[i] the digest, or -errno.
+ */
+void sha256_files(char *const *paths, size_t n, size_t jobs, char (*hex)[65], int *rc);
 /* Hash of a memory buffer (tests, small files). */
 void sha256_buf(const void *data, size_t n, char hex[65]);
 

@@ -985,7 +985,8 @@ static void parse_python(struct pctx *p, const struct ynode *n, struct manifest 
 static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 {
 	static const char *const keys[] = {"requirements", "requirements_file", "index_url",
-	                                   "complete", NULL};
+	                                   "complete",     "installer",         NULL};
+	static const char *const installers[] = {"native", "pip", NULL};
 	m->pip.pos = n->pos;
 	if (!want_type(p, n, Y_MAP, "pip"))
 		return;
@@ -994,6 +995,9 @@ static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 	get_str(p, n, "index_url", "pip.index_url", &m->pip.index_url);
 	get_str(p, n, "requirements_file", "pip.requirements_file", &m->pip.requirements_file);
 	get_bool(p, n, "complete", "pip.complete", &m->pip.complete);
+	get_str(p, n, "installer", "pip.installer", &m->pip.installer_s);
+	if (m->pip.installer_s.set)
+		m->pip.use_pip = get_enum(p, &m->pip.installer_s, "pip.installer", installers) == 1;
 	struct ynode *rq = ymap_get(n, "requirements");
 	parse_text_or_file(p, rq, &m->pip.requirements, &m->pip.requirements_file,
 	                   "pip.requirements", "pip.requirements_file", parse_pip_into, m,
@@ -1351,6 +1355,7 @@ void manifest_free(struct manifest *m)
 	mstr_free(&m->pip.requirements);
 	mstr_free(&m->pip.requirements_file);
 	mstr_free(&m->pip.index_url);
+	mstr_free(&m->pip.installer_s);
 	for (size_t i = 0; i < m->pip.nreqs; i++) {
 		struct pip_req *r = &m->pip.reqs[i];
 		free(r->name);

@@ -187,7 +187,9 @@ struct manifest {
 		struct mstr requirements_file;     /* or a file */
 		char requirements_file_sha256[65]; /* of its bytes as parsed; "" when none */
 		struct mstr index_url;
-		struct mbool complete; /* the lock is the full closure: --no-deps */
+		struct mbool complete;   /* the lock is the full closure: --no-deps */
+		struct mstr installer_s; /* native (default) | pip */
+		int use_pip; /* installer: pip; native needs a complete lock of wheels */
 		struct pip_req *reqs;
 		size_t nreqs;
 	} pip;

@@ -297,19 +297,19 @@ int pkgfiles_has_under(const struct pkgfiles *x, const char *path)
 
 static char *recorded_env(struct ctx *c, int64_t sid)
 {
-	sqlite3_stmt *q = NULL;
+	struct state_stmt *q = NULL;
 	char *env = NULL;
 	if (c->st == NULL ||
 	    state_prepare(c->st,
 	                  "SELECT f.path FROM files f JOIN resources r ON r.id = f.resource_id "
 	                  "WHERE r.stack_id = ? AND r.addr = 'pyenv' AND f.type = 'd' "
 	                  "ORDER BY length(f.path) LIMIT 1",
-	                  &q) != SQLITE_OK)
+	                  &q) != STATE_OK)
 		return NULL;
-	sqlite3_bind_int64(q, 1, sid);
-	if (state_step(q) == SQLITE_ROW)
-		env = xstrdup((const char *)sqlite3_column_text(q, 0));
-	sqlite3_finalize(q);
+	state_bind_int64(q, 1, sid);
+	if (state_step(q) == STATE_ROW)
+		env = xstrdup(state_col_text(q, 0));
+	state_finalize(q);
 	return env;
 }
 

@@ -54,20 +54,20 @@ struct txn {
 static int64_t journal_add(struct txn *t, const char *op, const char *path, const char *tmp,
                            const char *backup)
 {
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	int64_t id = 0;
 	state_prepare(t->c->st,
 	              "INSERT INTO journal(op, path, tmp, backup, created) VALUES (?,?,?,?,?)", &s);
-	sqlite3_bind_text(s, 1, op, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, path, -1, SQLITE_STATIC);
+	state_bind_text(s, 1, op);
+	state_bind_text(s, 2, path);
 	if (tmp)
-		sqlite3_bind_text(s, 3, tmp, -1, SQLITE_STATIC);
+		state_bind_text(s, 3, tmp);
 	if (backup)
-		sqlite3_bind_text(s, 4, backup, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(s, 5, now_unix());
-	if (state_step(s) == SQLITE_DONE)
-		id = sqlite3_last_insert_rowid(t->c->st->db);
-	sqlite3_finalize(s);
+		state_bind_text(s, 4, backup);
+	state_bind_int64(s, 5, now_unix());
+	if (state_step(s) == STATE_DONE)
+		id = state_last_rowid(t->c->st);
+	state_finalize(s);
 	if (id) {
 		if (t->njids == t->capj) {
 			t->capj = t->capj ? t->capj * 2 : 16;
@@ -126,18 +126,22 @@ static void add_record(struct txn *t, const struct state_file *f)
 /* Who owns path: 0 nobody, 1 this resource (or this txn), 2 someone else. */
 static int owner_class(struct txn *t, const char *path)
 {
+	/* A path this txn has recorded already (a tree it built) is its own. */
+	for (size_t i = t->nadds; i-- > 0;)
+		if (strcmp(t->adds[i].path, path) == 0)
+			return 1;
 	int64_t rid = state_file_owner(t->c->st, path);
 	if (rid == 0)
 		return 0;
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	int mine = 0;
 	state_prepare(t->c->st,
 	              "SELECT 1 FROM resources WHERE id = ? AND stack_id = ? AND addr = ?", &s);
-	sqlite3_bind_int64(s, 1, rid);
-	sqlite3_bind_int64(s, 2, t->stack_id);
-	sqlite3_bind_text(s, 3, t->addr, -1, SQLITE_STATIC);
-	mine = state_step(s) == SQLITE_ROW;
-	sqlite3_finalize(s);
+	state_bind_int64(s, 1, rid);
+	state_bind_int64(s, 2, t->stack_id);
+	state_bind_text(s, 3, t->addr);
+	mine = state_step(s) == STATE_ROW;
+	state_finalize(s);
 	return mine ? 1 : 2;
 }
 
@@ -196,8 +200,7 @@ int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, 
 	tmp = sibling(t, host, "tmp");
 	backup = exists(host) ? sibling(t, host, "bak") : NULL;
 	if (journal_add(t, "put", path, tmp, backup) == 0) {
-		rc = fail(t, TF_ESTATE, "cannot write the journal: %s",
-		          sqlite3_errmsg(t->c->st->db));
+		rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(t->c->st));
 		goto out;
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode & 07777);
@@ -283,15 +286,15 @@ static void record_entries(struct txn *t, const char *path, const struct place_e
 /* Whether some record lies under directory `dir` (an unrecorded parent tfprov created). */
 static int state_dir_has_records(struct ctx *c, const char *dir)
 {
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	int r = 0;
 	if (state_prepare(c->st,
 	                  "SELECT 1 FROM files WHERE path > ?1 || '/' AND path < ?1 || '0' LIMIT 1",
-	                  &s) != SQLITE_OK)
+	                  &s) != STATE_OK)
 		return 0;
-	sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
-	r = state_step(s) == SQLITE_ROW;
-	sqlite3_finalize(s);
+	state_bind_text(s, 1, dir);
+	r = state_step(s) == STATE_ROW;
+	state_finalize(s);
 	return r;
 }
 
@@ -380,6 +383,26 @@ int txn_put_tree(struct txn *t, const char *staged, const char *path,
 	add_record(t, &f);
 	record_entries(t, path, entries, n, 1);
 out:
+	free(host);
+	free(backup);
+	return rc;
+}
+
+int txn_replace_dir(struct txn *t, const char *staged, const char *path)
+{
+	char *host = ctx_host_path(t->c, path);
+	char *backup = sibling(t, host, "bak");
+	struct stat st;
+	int rc = 0;
+	if (lstat(host, &st) != 0 || !S_ISDIR(st.st_mode) || owner_class(t, path) == 0)
+		rc = fail(t, TF_ECONFLICT, "%s is not a directory tfprov placed", path);
+	else if (journal_add(t, "tree", path, staged, backup) == 0)
+		rc = fail(t, TF_ESTATE, "cannot write the journal");
+	else if (rename(host, backup) != 0)
+		rc = fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
+	else if (rename(staged, host) != 0)
+		rc = fail(t, TF_EIO, "cannot rename the staged tree into %s: %s", path,
+		          strerror(errno));
 	free(host);
 	free(backup);
 	return rc;
@@ -504,19 +527,18 @@ int txn_remove_paths(struct txn *t, const struct strvec *paths, const struct str
 	int rc = 0;
 	/* Pass 1: every intent in one SQLite transaction, before any rename. */
 	if (state_begin(st) != 0)
-		return fail(t, TF_ESTATE, "cannot write the journal: %s", sqlite3_errmsg(st->db));
+		return fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
 	for (size_t i = 0; i < paths->n && rc == 0; i++) {
 		char *host = ctx_host_path(t->c, paths->v[i]);
 		char *bak = exists(host) ? sibling(t, host, "del") : NULL;
 		if (bak && journal_add(t, "rm", paths->v[i], NULL, bak) == 0)
-			rc = fail(t, TF_ESTATE, "cannot write the journal: %s",
-			          sqlite3_errmsg(st->db));
+			rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
 		strvec_push(&backups, bak ? bak : "");
 		free(bak);
 		free(host);
 	}
 	if (rc == 0 && state_commit(st) != 0)
-		rc = fail(t, TF_ESTATE, "cannot write the journal: %s", sqlite3_errmsg(st->db));
+		rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
 	if (rc != 0) {
 		state_rollback(st);
 		t->njids = 0;
@@ -677,30 +699,30 @@ out:
 
 static int forget_records(struct state *st, const char *path)
 {
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	int rc = 0;
 	state_prepare(st,
 	              "DELETE FROM files WHERE path = ?1 OR (path > ?1 || '/' AND "
 	              "path < ?1 || '0')",
 	              &s);
-	sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
-	if (state_step(s) != SQLITE_DONE)
+	state_bind_text(s, 1, path);
+	if (state_step(s) != STATE_DONE)
 		rc = TF_ESTATE;
-	sqlite3_finalize(s);
+	state_finalize(s);
 	return rc;
 }
 
 static void gc_rows(struct state *st)
 {
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	struct strvec ids = STRVEC_INIT, paths = STRVEC_INIT;
 	state_prepare(st, "SELECT id, backup FROM journal WHERE op = 'gc'", &s);
-	while (state_step(s) == SQLITE_ROW) {
-		strvec_pushf(&ids, "%lld", (long long)sqlite3_column_int64(s, 0));
-		const unsigned char *b = sqlite3_column_text(s, 1);
+	while (state_step(s) == STATE_ROW) {
+		strvec_pushf(&ids, "%lld", (long long)state_col_int64(s, 0));
+		const char *b = state_col_text(s, 1);
 		strvec_push(&paths, b ? (const char *)b : "");
 	}
-	sqlite3_finalize(s);
+	state_finalize(s);
 	for (size_t i = 0; i < ids.n; i++) {
 		if (paths.v[i][0])
 			fs_rmtree(paths.v[i]);
@@ -727,13 +749,12 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 		}
 	}
 	if (state_begin(st) != 0)
-		return fail(t, TF_ESTATE, "cannot begin: %s", sqlite3_errmsg(st->db));
+		return fail(t, TF_ESTATE, "cannot begin: %s", state_errmsg(st));
 	int64_t rid = 0;
 	if (desired) {
 		rid = state_resource_put(st, t->stack_id, t->addr, t->kind, desired, attrs);
 		if (rid == 0) {
-			rc = fail(t, TF_ESTATE, "cannot record the resource: %s",
-			          sqlite3_errmsg(st->db));
+			rc = fail(t, TF_ESTATE, "cannot record the resource: %s", state_errmsg(st));
 			goto out;
 		}
 	}
@@ -765,7 +786,7 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 	}
 out:
 	if (rc == 0 && state_commit(st) != 0)
-		rc = fail(t, TF_ESTATE, "cannot commit: %s", sqlite3_errmsg(st->db));
+		rc = fail(t, TF_ESTATE, "cannot commit: %s", state_errmsg(st));
 	if (rc != 0) {
 		state_rollback(st);
 		return rc;
@@ -820,15 +841,13 @@ void txn_abort(struct txn *t)
 		return;
 	struct state *st = t->c->st;
 	for (size_t i = t->njids; i-- > 0;) {
-		sqlite3_stmt *s = NULL;
+		struct state_stmt *s = NULL;
 		state_prepare(st, "SELECT op, path, tmp, backup FROM journal WHERE id = ?", &s);
-		sqlite3_bind_int64(s, 1, t->jids[i]);
-		if (state_step(s) == SQLITE_ROW)
-			undo_row(t->c, (const char *)sqlite3_column_text(s, 0),
-			         (const char *)sqlite3_column_text(s, 1),
-			         (const char *)sqlite3_column_text(s, 2),
-			         (const char *)sqlite3_column_text(s, 3));
-		sqlite3_finalize(s);
+		state_bind_int64(s, 1, t->jids[i]);
+		if (state_step(s) == STATE_ROW)
+			undo_row(t->c, state_col_text(s, 0), state_col_text(s, 1),
+			         state_col_text(s, 2), state_col_text(s, 3));
+		state_finalize(s);
 		char *sql = xasprintf("DELETE FROM journal WHERE id = %lld", (long long)t->jids[i]);
 		state_exec(st, sql);
 		free(sql);
@@ -912,18 +931,18 @@ int txn_stage_dir(struct txn *t, const char *near_path, char **host_out)
 int place_recover(struct ctx *c)
 {
 	struct state *st = c->st;
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	int n = 0;
 	struct strvec rows = STRVEC_INIT; /* op \x1f path \x1f tmp \x1f backup */
 	state_prepare(st, "SELECT op, path, tmp, backup FROM journal ORDER BY id DESC", &s);
-	while (state_step(s) == SQLITE_ROW) {
-		const char *op = (const char *)sqlite3_column_text(s, 0);
-		const char *p = (const char *)sqlite3_column_text(s, 1);
-		const char *tmp = (const char *)sqlite3_column_text(s, 2);
-		const char *b = (const char *)sqlite3_column_text(s, 3);
+	while (state_step(s) == STATE_ROW) {
+		const char *op = state_col_text(s, 0);
+		const char *p = state_col_text(s, 1);
+		const char *tmp = state_col_text(s, 2);
+		const char *b = state_col_text(s, 3);
 		strvec_pushf(&rows, "%s\x1f%s\x1f%s\x1f%s", op, p, tmp ? tmp : "", b ? b : "");
 	}
-	sqlite3_finalize(s);
+	state_finalize(s);
 	for (size_t i = 0; i < rows.n; i++) {
 		char *f[4] = {rows.v[i], NULL, NULL, NULL};
 		for (int k = 1; k < 4; k++) {
@@ -985,4 +1004,18 @@ int place_open_state(struct ctx *c)
 	}
 	place_recover(c);
 	return 0;
+}
+
+int place_is_owned(struct ctx *c, const char *path)
+{
+	return c->st != NULL && state_file_owner(c->st, path) != 0;
+}
+
+int place_foreign_step_file(struct ctx *c, const char *addr, const char *stack, const char *prefix,
+                            char **other_stack, char **path)
+{
+	*other_stack = *path = NULL;
+	if (c->st == NULL)
+		return 0;
+	return state_foreign_step_file_under(c->st, addr, stack, prefix, other_stack, path);
 }

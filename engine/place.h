@@ -58,6 +58,15 @@ int txn_put_tree(struct txn *t, const char *staged_host_dir, const char *path,
  */
 int txn_merge_tree(struct txn *t, const char *staged_host_dir, const char *path,
                    const struct place_entry *entries, size_t n);
+/*
+ * Replaces the existing directory `path` by the staged tree (a host path on
+ * the same filesystem, typically from txn_stage_dir) with one journaled pair
+ * of renames; the old tree is garbage once the txn commits, and an abort or a
+ * kill puts it back. `path` must be a directory tfprov placed (the env a pip
+ * step installs into belongs to the stack's pyenv step). Nothing is recorded:
+ * the owner re-reads its files (txn_refresh_resource).
+ */
+int txn_replace_dir(struct txn *t, const char *staged_host_dir, const char *path);
 /* Creates a journaled staging directory next to `near_path` (root-relative)
  * for an unpack; *host_out is a host path that does not exist yet. */
 int txn_stage_dir(struct txn *t, const char *near_path, char **host_out);
@@ -101,6 +110,18 @@ const char *txn_error(const struct txn *t);
 /* Opens (creating) the state db, takes the writer lock (c->lock_timeout) and
  * recovers interrupted runs. 0, TF_ELOCKED, TF_EINTR or TF_ESTATE (logged). */
 int place_open_state(struct ctx *c);
+
+/*
+ * What the placement layer knows about ownership, for steps (which do not
+ * talk to the store): 1 when tfprov placed path (any stack), else 0.
+ */
+int place_is_owned(struct ctx *c, const char *path);
+/*
+ * A file that step `addr` of a stack other than `stack` placed under prefix:
+ * 1 with *other_stack and *path (malloc'd), 0 when none, or an error.
+ */
+int place_foreign_step_file(struct ctx *c, const char *addr, const char *stack, const char *prefix,
+                            char **other_stack, char **path);
 
 /* Undoes interrupted transactions found in the journal. Needs the writer lock.
  * Returns the number of operations undone, or a negative error. */

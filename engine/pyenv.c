@@ -24,8 +24,12 @@
 #include "manifest.h"
 #include "fs.h"
 #include "spawn.h"
+#include "wheel.h"
+#include "place.h"
+#include "digest.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -108,6 +112,18 @@ char *pip_mirror_index(const char *mirror_url)
 	return xasprintf("%s%ssimple/", mirror_url, str_ends_with(mirror_url, "/") ? "" : "/");
 }
 
+void pip_opts_mirror(struct pip_opts *o, const char *mirror, const char *links[2], char **simple)
+{
+	if (str_starts_with(mirror, "http://") || str_starts_with(mirror, "https://")) {
+		o->index_url = *simple = pip_mirror_index(mirror);
+	} else {
+		links[0] = mirror;
+		links[1] = NULL;
+		o->find_links = links;
+		o->no_index = 1;
+	}
+}
+
 char *pip_normalize_name(const char *name)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -140,7 +156,7 @@ void pip_result_release(struct pip_result *r)
 }
 
 /* Runs argv with the hardened Python environment; output captured in r. */
-static int run_python(struct ctx *c, char *const *argv, double timeout_s, struct spawn_result *r)
+int pyenv_run_python(struct ctx *c, char *const *argv, double timeout_s, struct spawn_result *r)
 {
 	struct strvec env = STRVEC_INIT;
 	spawn_env_base(&env);
@@ -168,7 +184,7 @@ static int probe_python(const char *path, char **ver, int *has_venv)
 {
 	char *argv[] = {(char *)path, "-I", "-c", (char *)probe_src, NULL};
 	struct spawn_result r = {0};
-	int rc = run_python(NULL, argv, 30, &r);
+	int rc = pyenv_run_python(NULL, argv, 30, &r);
 	if (rc == 0 && r.status == 0 && r.out.buf) {
 		char v[32];
 		int ok = 0;
@@ -333,7 +349,7 @@ int venv_create(struct ctx *c, const char *python, const char *prefix, int *crea
 	/* A venv records its own path (activate, script shebangs), so it is
 	 * created at the final path; a failure removes it and restores the old. */
 	char *argv[] = {(char *)python, "-I", "-m", "venv", (char *)prefix, NULL};
-	rc = run_python(c, argv, 600, &r);
+	rc = pyenv_run_python(c, argv, 600, &r);
 	if (rc == 0 && r.status != 0) {
 		rc = TF_EFAIL;
 		*errmsg = xasprintf("%s -m venv %s failed (exit %d): %s", python, prefix, r.status,
@@ -466,8 +482,8 @@ static int run_pip(struct ctx *c, struct strvec *argv, const struct pip_opts *o,
                    struct pip_result *res, char **errmsg)
 {
 	struct spawn_result r = {0};
-	int rc =
-	    run_python(c, argv->v, o->timeout_s > 0 ? o->timeout_s : PIP_DEFAULT_TIMEOUT_S, &r);
+	int rc = pyenv_run_python(c, argv->v,
+	                          o->timeout_s > 0 ? o->timeout_s : PIP_DEFAULT_TIMEOUT_S, &r);
 	if (rc != 0) {
 		*errmsg = xasprintf("pip %s: %s", phase, r.errmsg ? r.errmsg : tf_strerror(rc));
 		goto out;
@@ -521,7 +537,7 @@ int pip_list(struct ctx *c, const char *prefix, struct pip_result *res, char **e
 
 	push_pip(&argv, prefix, "list");
 	strvec_push(&argv, "--format=json");
-	rc = run_python(c, argv.v, 300, &r);
+	rc = pyenv_run_python(c, argv.v, 300, &r);
 	if (rc == 0 && r.status != 0)
 		rc = TF_EFAIL;
 	if (rc != 0) {
@@ -553,6 +569,63 @@ out:
 	json_decref(root);
 	spawn_result_release(&r);
 	strvec_release(&argv);
+	return rc;
+}
+
+/*
+ * The wheelhouse of a complete lock, installed by wheel.c when it holds only
+ * wheels (*done = 1); an sdist leaves it to pip (*done = 0).
+ */
+static int native_install(struct ctx *c, const char *wheels, const struct pip_req *reqs, size_t n,
+                          const struct pip_opts *o, int *done, char **errmsg)
+{
+	struct strvec files = STRVEC_INIT;
+	struct wheel_src *src = NULL;
+	struct wheel_stats st;
+	char(*sha)[65] = NULL;
+	int rc = 0;
+	DIR *d = opendir(wheels);
+	struct dirent *de;
+	while (d && (de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			strvec_push(&files, de->d_name);
+	if (d)
+		closedir(d);
+	for (size_t i = 0; i < files.n; i++)
+		if (!wheel_name_ok(files.v[i]))
+			goto out; /* an sdist: pip builds and installs */
+	src = xcalloc(files.n + 1, sizeof(*src));
+	sha = xcalloc(files.n + 1, sizeof(*sha));
+	for (size_t i = 0; i < files.n; i++) {
+		char *raw = xstrndup(files.v[i], strcspn(files.v[i], "-"));
+		char *nm = pip_normalize_name(raw);
+		char *path = path_join(wheels, files.v[i]);
+		free(files.v[i]);
+		files.v[i] = path;
+		src[i].path = path;
+		for (size_t k = 0; k < n; k++) {
+			if (reqs[k].name == NULL || strcmp(reqs[k].name, nm) != 0)
+				continue;
+			src[i].req_name = reqs[k].raw_name;
+			src[i].url = reqs[k].url;
+			if (reqs[k].url && sha256_file(path, sha[i], NULL) == 0)
+				src[i].sha256 = sha[i];
+		}
+		free(nm);
+		free(raw);
+	}
+	rc = wheel_install(c, o->txn, o->env_path, src, files.n, &st, errmsg);
+	if (rc == 0) {
+		*done = 1;
+		ev_log(c, EV_INFO,
+		       "pip: %zu wheels installed natively (%zu files), %zu already there, %zu "
+		       "older versions removed",
+		       st.installed, st.files, st.skipped, st.removed);
+	}
+out:
+	free(src);
+	free(sha);
+	strvec_release(&files);
 	return rc;
 }
 
@@ -604,10 +677,17 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 	struct pip_req *rest = xcalloc(n + 1, sizeof(*rest));
 	size_t nb = 0, nr = 0;
 
-	char *tmpl = xasprintf("%s.tfprov-pip.XXXXXX", prefix);
-	work = mkdtemp(tmpl);
+	if (o->txn) {
+		if (txn_stage_dir(o->txn, o->env_path, &work) == 0 && mkdir(work, 0700) != 0) {
+			free(work);
+			work = NULL;
+		}
+	} else {
+		char *tmpl = xasprintf("%s.tfprov-pip.XXXXXX", prefix);
+		if ((work = mkdtemp(tmpl)) == NULL)
+			free(tmpl);
+	}
 	if (work == NULL) {
-		free(tmpl);
 		free(backends);
 		free(rest);
 		*errmsg =
@@ -672,6 +752,15 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 		goto restore;
 	}
 
+	if (o->native && o->txn && o->complete) {
+		int done = 0;
+		rc = native_install(c, wheels, reqs, n, o, &done, errmsg);
+		if (rc != 0)
+			goto restore; /* the env as before, the lock's build backends too */
+		if (done)
+			goto list;
+	}
+
 	/* Phase 2: snapshot, then install offline from the verified wheelhouse. */
 	if (!snapped) {
 		fs_rmtree(snap);
@@ -718,6 +807,7 @@ restore:
 	if (rc != 0)
 		goto out;
 
+list:
 	rc = pip_list(c, prefix, res, errmsg);
 	if (rc != 0)
 		goto out;
@@ -768,7 +858,7 @@ static json_t *pip_all_hashes(struct ctx *c, const char *prefix, const char *rep
 	push_index_opts(&idx, o);
 	for (size_t i = 0; i < idx.n; i++)
 		strvec_push(&argv, idx.v[i]);
-	if (run_python(c, argv.v, 600, &r) == 0 && r.status == 0 && r.out.buf)
+	if (pyenv_run_python(c, argv.v, 600, &r) == 0 && r.status == 0 && r.out.buf)
 		out = json_loads(r.out.buf, 0, NULL);
 	if (!json_is_object(out)) {
 		json_decref(out);

@@ -24,6 +24,7 @@
 
 struct ctx;
 struct pip_req;
+struct txn;
 
 /*
  * Finds an interpreter of exactly `version` ("3.10"): explicit_path when
@@ -56,6 +57,13 @@ struct pip_opts {
 	const char *cache_dir;         /* pip's cache; NULL: --no-cache-dir */
 	const char *cert;              /* CA bundle for --cert; NULL: default */
 	double timeout_s;              /* per pip run; 0: 1 hour */
+	/* Set: the work directory (the wheelhouse) is journaled in this txn, so
+	 * a kill leaves nothing behind; env_path is the env, root-relative. */
+	struct txn *txn;
+	const char *env_path;
+	/* With txn: a complete lock whose downloads are all wheels is installed
+	 * by wheel.c through the txn instead of by pip install. */
+	int native;
 };
 
 struct pip_dist {
@@ -97,10 +105,21 @@ int pip_list(struct ctx *c, const char *prefix, struct pip_result *res, char **e
 int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const struct pip_opts *o,
              char **out, char **errmsg);
 
+struct spawn_result;
+/* Runs argv (the env's interpreter first) with the hardened Python
+ * environment, output captured in r; 0 when it ran (see spawn_run). */
+int pyenv_run_python(struct ctx *c, char *const *argv, double timeout_s, struct spawn_result *r);
+
 /* PEP 503 normalisation: lowercase, runs of -_. become '-'; caller frees. */
 char *pip_normalize_name(const char *name);
 
 /* The PEP 503 index of an http(s) mirror built by `mirror build`: URL/simple/. */
 char *pip_mirror_index(const char *mirror_url);
+/*
+ * Points o at a mirror: an http(s) mirror's PEP 503 pages (index_url, the
+ * string returned in *simple for the caller to free), or a directory of
+ * wheels (find-links only, --no-index; links must live as long as o).
+ */
+void pip_opts_mirror(struct pip_opts *o, const char *mirror, const char *links[2], char **simple);
 
 #endif

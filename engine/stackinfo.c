@@ -25,14 +25,14 @@
 
 int stackinfo_names(struct ctx *c, struct strvec *names)
 {
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	if (c->st == NULL)
 		return 0;
-	if (state_prepare(c->st, "SELECT name FROM stacks ORDER BY name", &s) != SQLITE_OK)
+	if (state_prepare(c->st, "SELECT name FROM stacks ORDER BY name", &s) != STATE_OK)
 		return TF_ESTATE;
-	while (state_step(s) == SQLITE_ROW)
-		strvec_push(names, (const char *)sqlite3_column_text(s, 0));
-	sqlite3_finalize(s);
+	while (state_step(s) == STATE_ROW)
+		strvec_push(names, state_col_text(s, 0));
+	state_finalize(s);
 	return 0;
 }
 
@@ -74,7 +74,7 @@ void stackinfo_from_manifest(struct ctx *c, struct manifest *m, struct stackinfo
 
 int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char **errmsg)
 {
-	sqlite3_stmt *s = NULL;
+	struct state_stmt *s = NULL;
 	struct diags d = {0};
 	struct manifest *m = NULL;
 	int rc = 1;
@@ -86,28 +86,27 @@ int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char 
 	              "coalesce(g.manifest_path, s.manifest_path, s.name) FROM stacks s "
 	              "JOIN generations g ON g.id = s.current_gen WHERE s.name = ?",
 	              &s);
-	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-	if (state_step(s) != SQLITE_ROW)
+	state_bind_text(s, 1, name);
+	if (state_step(s) != STATE_ROW)
 		goto out;
-	const char *text = (const char *)sqlite3_column_text(s, 2);
-	const char *path = (const char *)sqlite3_column_text(s, 3);
+	const char *text = state_col_text(s, 2);
+	const char *path = state_col_text(s, 3);
 	if (manifest_load_buf(path, text ? text : "", text ? strlen(text) : 0, &m, &d) != 0) {
-		*errmsg =
-		    xasprintf("the manifest recorded for stack %s (generation %lld) no longer "
-		              "parses: %s",
-		              name, (long long)sqlite3_column_int64(s, 1),
-		              d.n ? d.v[0].msg : "unknown error");
+		*errmsg = xasprintf(
+		    "the manifest recorded for stack %s (generation %lld) no longer "
+		    "parses: %s",
+		    name, (long long)state_col_int64(s, 1), d.n ? d.v[0].msg : "unknown error");
 		rc = TF_EMANIFEST;
 		goto out;
 	}
 	stackinfo_from_manifest(c, m, out);
 	free(out->name);
 	out->name = xstrdup(name);
-	out->stack_id = sqlite3_column_int64(s, 0);
-	out->gen = sqlite3_column_int64(s, 1);
+	out->stack_id = state_col_int64(s, 0);
+	out->gen = state_col_int64(s, 1);
 	rc = 0;
 out:
-	sqlite3_finalize(s);
+	state_finalize(s);
 	diags_release(&d);
 	return rc;
 }

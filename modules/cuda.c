@@ -20,7 +20,6 @@
 #include "event.h"
 #include "fs.h"
 #include "spawn.h"
-#include "state.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -81,7 +80,7 @@ static int cuda_precheck(struct ctx *c, const struct manifest *m, struct step *s
 			if (!str_starts_with(e->d_name, "cuda"))
 				continue;
 			char *p = path_join(dirs[i], e->d_name);
-			if (c->st == NULL || state_file_owner(c->st, p) == 0)
+			if (!place_is_owned(c, p))
 				ev_log(
 				    c, EV_WARN,
 				    "a CUDA installation tfprov did not make exists at %s; it is "

@@ -14,7 +14,6 @@
 #include "artifacts.h"
 #include "error.h"
 #include "event.h"
-#include "state.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -60,25 +59,21 @@ static int cudnn_precheck(struct ctx *c, const struct manifest *m, struct step *
 	if (m->cudnn.placement != PLACEMENT_MERGE || c->st == NULL)
 		return 0;
 	char *prefix = stack_cudnn_prefix(m);
-	sqlite3_stmt *q = NULL;
-	int rc = 0;
-	state_prepare(c->st,
-	              "SELECT st.name, f.path FROM files f JOIN resources r ON r.id = "
-	              "f.resource_id JOIN stacks st ON st.id = r.stack_id WHERE r.addr = 'cudnn' "
-	              "AND st.name <> ?1 AND f.path > ?2 || '/' AND f.path < ?2 || '0' LIMIT 1",
-	              &q);
-	sqlite3_bind_text(q, 1, m->stack.name.s, -1, SQLITE_STATIC);
-	sqlite3_bind_text(q, 2, prefix, -1, SQLITE_STATIC);
-	if (state_step(q) == SQLITE_ROW) {
+	char *other = NULL, *path = NULL;
+	int rc = place_foreign_step_file(c, "cudnn", m->stack.name.s, prefix, &other, &path);
+	if (rc == 1) {
 		step_fail(
 		    s,
 		    "stack '%s' already merged its cuDNN into %s (e.g. %s); two stacks cannot "
 		    "merge cuDNN into one CUDA prefix. Use cudnn.placement: separate in one "
 		    "of them",
-		    sqlite3_column_text(q, 0), prefix, sqlite3_column_text(q, 1));
+		    other, prefix, path);
 		rc = TF_ECONFLICT;
+	} else if (rc < 0) {
+		step_fail(s, "cannot read the state: %s", tf_strerror(rc));
 	}
-	sqlite3_finalize(q);
+	free(other);
+	free(path);
 	free(prefix);
 	return rc;
 }

@@ -23,7 +23,6 @@
 #include "module.h"
 #include "pkgfiles.h"
 #include "pyenv.h"
-#include "state.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -174,9 +173,12 @@ static int write_hook(struct ctx *c, const struct manifest *m, struct txn *t, co
 
 /*
  * A venv has no activate.d: the stack's environment is sourced from the end
- * of bin/activate (once; the line is marked), before the env is recorded.
+ * of bin/activate (once; the line is marked). The new bin/activate is a
+ * placed file (journaled, renamed over the old one), after the env's tree
+ * was recorded.
  */
-static int venv_hook(struct ctx *c, const struct manifest *m, struct step *s, const char *prefix)
+static int venv_hook(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
+                     const char *prefix)
 {
 	if (!m->env.set && !m->cuda.set)
 		return 0;
@@ -185,26 +187,22 @@ static int venv_hook(struct ctx *c, const struct manifest *m, struct step *s, co
 	char *text = NULL;
 	size_t len = 0;
 	int rc = 0;
-	char *line =
-	    xasprintf("[ -r '%s/tfprov-%s.sh' ] && . '%s/tfprov-%s.sh'  # tfprov stack env\n",
-	              m->env.profile_dir.s, m->stack.name.s, m->env.profile_dir.s, m->stack.name.s);
-	if (read_file_at(AT_FDCWD, host, 1 << 20, &text, &len) != 0) {
+	struct stat st;
+	if (read_file_at(AT_FDCWD, host, 1 << 20, &text, &len) != 0 || stat(host, &st) != 0) {
 		step_fail(s, "cannot read %s", rel);
 		rc = TF_EIO;
-		goto out;
+	} else if (strstr(text, "# tfprov stack env") == NULL) {
+		struct strbuf b = STRBUF_INIT;
+		strbuf_add(&b, text, len);
+		if (len > 0 && text[len - 1] != '\n')
+			strbuf_adds(&b, "\n");
+		strbuf_addf(
+		    &b, "[ -r '%s/tfprov-%s.sh' ] && . '%s/tfprov-%s.sh'  # tfprov stack env\n",
+		    m->env.profile_dir.s, m->stack.name.s, m->env.profile_dir.s, m->stack.name.s);
+		rc = txn_put_file(t, rel, b.buf, b.len, st.st_mode & 07777);
+		strbuf_release(&b);
 	}
-	if (strstr(text, "# tfprov stack env") == NULL) {
-		int fd = open(host, O_WRONLY | O_APPEND | O_CLOEXEC);
-		if (fd < 0 || write(fd, line, strlen(line)) != (ssize_t)strlen(line)) {
-			step_fail(s, "cannot write %s", rel);
-			rc = TF_EIO;
-		}
-		if (fd >= 0)
-			close(fd);
-	}
-out:
 	free(text);
-	free(line);
 	free(host);
 	free(rel);
 	return rc;
@@ -241,10 +239,10 @@ static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 		if (rc == 0)
 			rc = venv_apply(c, m, s, prefix);
 	}
-	if (rc == 0 && m->python.manager == PYENV_VENV)
-		rc = venv_hook(c, m, s, prefix);
 	if (rc == 0)
 		rc = record_env(c, t, prefix);
+	if (rc == 0 && m->python.manager == PYENV_VENV)
+		rc = venv_hook(c, m, s, t, prefix);
 	if (rc == 0 && m->python.manager == PYENV_CONDA)
 		rc = write_hook(c, m, t, prefix);
 	free(prefix);
@@ -340,18 +338,13 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	o.resolve_rest = !o.complete && (c->flags & CTX_ALLOW_INCOMPLETE);
 	o.cache_dir = cache;
 	o.cert = c->ca_bundle;
+	o.txn = t;
+	o.env_path = prefix;
+	o.native = !m->pip.use_pip;
 	/* A mirror: a directory of wheels (find-links only) or, served over http(s),
 	 * the PEP 503 pages `mirror build` writes under its simple/. */
-	if (c->mirrors.n) {
-		const char *mir = c->mirrors.v[0];
-		if (str_starts_with(mir, "http://") || str_starts_with(mir, "https://")) {
-			o.index_url = simple = pip_mirror_index(mir);
-		} else {
-			links[0] = mir;
-			o.find_links = links;
-			o.no_index = 1;
-		}
-	}
+	if (c->mirrors.n)
+		pip_opts_mirror(&o, c->mirrors.v[0], links, &simple);
 	if (c->flags & CTX_OFFLINE && !o.no_index) {
 		step_fail(s, "--offline: pip needs a local wheel directory (--mirror DIR)");
 		rc = TF_EOFFLINE;
@@ -430,14 +423,14 @@ static int pip_remove(struct ctx *c, struct step *s, struct txn *t)
 	char *env = pkgfiles_load_stack(c, txn_stack_id(t), 0, &x);
 	for (size_t i = 0; env && i < x.n; i++) {
 		const struct pkgfile *f = &x.v[i];
-		if (state_file_owner(c->st, f->path) != 0)
+		if (place_is_owned(c, f->path))
 			continue;
 		strvec_push(&files, f->path);
 		char *dir = xstrdup(f->path);
 		for (char *sl = strrchr(dir, '/'); sl && (size_t)(sl - dir) > strlen(env);
 		     sl = strrchr(dir, '/')) {
 			*sl = '\0';
-			if (state_file_owner(c->st, dir) == 0)
+			if (!place_is_owned(c, dir))
 				strvec_push(&dirs, dir);
 		}
 		free(dir);

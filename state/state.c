@@ -8,7 +8,7 @@
  *  - a database newer than this binary is refused, never downgraded;
  *  - only the holder of the flock on <dir>/lock writes.
  */
-#include "state.h"
+#include "state_private.h"
 #include "error.h"
 #include "util.h"
 
@@ -106,7 +106,7 @@ static void note_failure(sqlite3 *db, const char *what, int rc)
 		         db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 }
 
-int state_prepare(struct state *st, const char *sql, sqlite3_stmt **out)
+int sq_prepare(struct state *st, const char *sql, sqlite3_stmt **out)
 {
 	*out = NULL;
 	int rc = st && st->db ? sqlite3_prepare_v2(st->db, sql, -1, out, NULL) : SQLITE_MISUSE;
@@ -115,7 +115,7 @@ int state_prepare(struct state *st, const char *sql, sqlite3_stmt **out)
 	return rc;
 }
 
-int state_step(sqlite3_stmt *s)
+int sq_step(sqlite3_stmt *s)
 {
 	int rc = sqlite3_step(s);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
@@ -126,6 +126,12 @@ int state_step(sqlite3_stmt *s)
 const char *state_failure(void)
 {
 	return failure[0] ? failure : NULL;
+}
+
+int state_note_failure(sqlite3 *db, const char *what)
+{
+	note_failure(db, what, SQLITE_ERROR);
+	return TF_ESTATE;
 }
 
 int state_exec(struct state *st, const char *sql)
@@ -158,8 +164,7 @@ static int read_version(struct state *st)
 {
 	sqlite3_stmt *s = NULL;
 	int version = -1;
-	if (state_prepare(st, "PRAGMA user_version", &s) == SQLITE_OK &&
-	    state_step(s) == SQLITE_ROW)
+	if (sq_prepare(st, "PRAGMA user_version", &s) == SQLITE_OK && sq_step(s) == SQLITE_ROW)
 		version = sqlite3_column_int(s, 0);
 	sqlite3_finalize(s);
 	return version;
@@ -379,9 +384,9 @@ static int64_t query_int_text(struct state *st, const char *sql, const char *tex
 {
 	sqlite3_stmt *s = NULL;
 	int64_t v = 0;
-	state_prepare(st, sql, &s);
+	sq_prepare(st, sql, &s);
 	sqlite3_bind_text(s, 1, text, -1, SQLITE_STATIC);
-	if (state_step(s) == SQLITE_ROW)
+	if (sq_step(s) == SQLITE_ROW)
 		v = sqlite3_column_int64(s, 0);
 	sqlite3_finalize(s);
 	return v;
@@ -398,15 +403,15 @@ int64_t state_stack_ensure(struct state *st, const char *name, const char *manif
 	sqlite3_stmt *s = NULL;
 	if (id)
 		return id; /* its manifest_path changes when a run commits (state_stack_applied) */
-	state_prepare(st,
-	              "INSERT INTO stacks(name, manifest_path, created, updated) "
-	              "VALUES (?, ?, ?, ?)",
-	              &s);
+	sq_prepare(st,
+	           "INSERT INTO stacks(name, manifest_path, created, updated) "
+	           "VALUES (?, ?, ?, ?)",
+	           &s);
 	sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 2, manifest_path, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, now_unix());
 	sqlite3_bind_int64(s, 4, now_unix());
-	if (state_step(s) == SQLITE_DONE)
+	if (sq_step(s) == SQLITE_DONE)
 		id = sqlite3_last_insert_rowid(st->db);
 	sqlite3_finalize(s);
 	return id;
@@ -415,13 +420,13 @@ int64_t state_stack_ensure(struct state *st, const char *name, const char *manif
 int state_stack_applied(struct state *st, int64_t id, const char *manifest_path)
 {
 	sqlite3_stmt *s = NULL;
-	if (state_prepare(st, "UPDATE stacks SET manifest_path = ?, updated = ? WHERE id = ?",
-	                  &s) != SQLITE_OK)
+	if (sq_prepare(st, "UPDATE stacks SET manifest_path = ?, updated = ? WHERE id = ?", &s) !=
+	    SQLITE_OK)
 		return -1;
 	sqlite3_bind_text(s, 1, manifest_path, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, now_unix());
 	sqlite3_bind_int64(s, 3, id);
-	int rc = state_step(s) == SQLITE_DONE ? 0 : -1;
+	int rc = sq_step(s) == SQLITE_DONE ? 0 : -1;
 	sqlite3_finalize(s);
 	return rc;
 }
@@ -431,16 +436,16 @@ int64_t state_gen_begin(struct state *st, int64_t stack_id, const char *manifest
 {
 	sqlite3_stmt *s = NULL;
 	int64_t id = 0;
-	state_prepare(st,
-	              "INSERT INTO generations(stack_id, manifest_path, manifest_sha256, "
-	              "manifest_text, started) VALUES (?, ?, ?, ?, ?)",
-	              &s);
+	sq_prepare(st,
+	           "INSERT INTO generations(stack_id, manifest_path, manifest_sha256, "
+	           "manifest_text, started) VALUES (?, ?, ?, ?, ?)",
+	           &s);
 	sqlite3_bind_int64(s, 1, stack_id);
 	sqlite3_bind_text(s, 2, manifest_path, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 3, manifest_sha256, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 4, manifest_text, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 5, now_unix());
-	if (state_step(s) == SQLITE_DONE)
+	if (sq_step(s) == SQLITE_DONE)
 		id = sqlite3_last_insert_rowid(st->db);
 	sqlite3_finalize(s);
 	return id;
@@ -450,22 +455,22 @@ int state_gen_finish(struct state *st, int64_t gen_id, const char *result)
 {
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
-	state_prepare(st, "UPDATE generations SET finished = ?, result = ? WHERE id = ?", &s);
+	sq_prepare(st, "UPDATE generations SET finished = ?, result = ? WHERE id = ?", &s);
 	sqlite3_bind_int64(s, 1, now_unix());
 	sqlite3_bind_text(s, 2, result, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 3, gen_id);
-	if (state_step(s) != SQLITE_DONE)
+	if (sq_step(s) != SQLITE_DONE)
 		rc = TF_ESTATE;
 	sqlite3_finalize(s);
 	if (rc == 0 && strcmp(result, "ok") == 0) {
-		state_prepare(st,
-		              "UPDATE stacks SET current_gen = ?, updated = ? WHERE id = "
-		              "(SELECT stack_id FROM generations WHERE id = ?)",
-		              &s);
+		sq_prepare(st,
+		           "UPDATE stacks SET current_gen = ?, updated = ? WHERE id = "
+		           "(SELECT stack_id FROM generations WHERE id = ?)",
+		           &s);
 		sqlite3_bind_int64(s, 1, gen_id);
 		sqlite3_bind_int64(s, 2, now_unix());
 		sqlite3_bind_int64(s, 3, gen_id);
-		if (state_step(s) != SQLITE_DONE)
+		if (sq_step(s) != SQLITE_DONE)
 			rc = TF_ESTATE;
 		sqlite3_finalize(s);
 	}
@@ -484,13 +489,13 @@ int state_resource_get(struct state *st, int64_t stack_id, const char *addr,
 	sqlite3_stmt *s = NULL;
 	int rc = 1;
 	memset(out, 0, sizeof(*out));
-	state_prepare(st,
-	              "SELECT id, addr, kind, desired, attrs FROM resources "
-	              "WHERE stack_id = ? AND addr = ?",
-	              &s);
+	sq_prepare(st,
+	           "SELECT id, addr, kind, desired, attrs FROM resources "
+	           "WHERE stack_id = ? AND addr = ?",
+	           &s);
 	sqlite3_bind_int64(s, 1, stack_id);
 	sqlite3_bind_text(s, 2, addr, -1, SQLITE_STATIC);
-	if (state_step(s) == SQLITE_ROW) {
+	if (sq_step(s) == SQLITE_ROW) {
 		out->id = sqlite3_column_int64(s, 0);
 		out->addr = col_dup(s, 1);
 		out->kind = col_dup(s, 2);
@@ -516,19 +521,19 @@ int64_t state_resource_put(struct state *st, int64_t stack_id, const char *addr,
 {
 	sqlite3_stmt *s = NULL;
 	int64_t id = 0;
-	state_prepare(st,
-	              "INSERT INTO resources(stack_id, addr, kind, desired, attrs, updated) "
-	              "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(stack_id, addr) DO UPDATE SET "
-	              "kind = excluded.kind, desired = excluded.desired, "
-	              "attrs = excluded.attrs, updated = excluded.updated RETURNING id",
-	              &s);
+	sq_prepare(st,
+	           "INSERT INTO resources(stack_id, addr, kind, desired, attrs, updated) "
+	           "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(stack_id, addr) DO UPDATE SET "
+	           "kind = excluded.kind, desired = excluded.desired, "
+	           "attrs = excluded.attrs, updated = excluded.updated RETURNING id",
+	           &s);
 	sqlite3_bind_int64(s, 1, stack_id);
 	sqlite3_bind_text(s, 2, addr, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 3, kind, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 4, desired, -1, SQLITE_STATIC);
 	sqlite3_bind_text(s, 5, attrs, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 6, now_unix());
-	if (state_step(s) == SQLITE_ROW)
+	if (sq_step(s) == SQLITE_ROW)
 		id = sqlite3_column_int64(s, 0);
 	sqlite3_finalize(s);
 	return id;
@@ -538,9 +543,9 @@ int state_resource_delete(struct state *st, int64_t res_id)
 {
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
-	state_prepare(st, "DELETE FROM resources WHERE id = ?", &s);
+	sq_prepare(st, "DELETE FROM resources WHERE id = ?", &s);
 	sqlite3_bind_int64(s, 1, res_id);
-	if (state_step(s) != SQLITE_DONE)
+	if (sq_step(s) != SQLITE_DONE)
 		rc = TF_ESTATE;
 	sqlite3_finalize(s);
 	return rc;
@@ -551,10 +556,10 @@ int state_file_put(struct state *st, int64_t res_id, const struct state_file *f)
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
 	char type[2] = {f->type, 0};
-	state_prepare(st,
-	              "INSERT OR REPLACE INTO files(path, resource_id, type, sha256, size, mode, "
-	              "mtime_ns, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-	              &s);
+	sq_prepare(st,
+	           "INSERT OR REPLACE INTO files(path, resource_id, type, sha256, size, mode, "
+	           "mtime_ns, link) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+	           &s);
 	sqlite3_bind_text(s, 1, f->path, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, res_id);
 	sqlite3_bind_text(s, 3, type, -1, SQLITE_STATIC);
@@ -565,7 +570,7 @@ int state_file_put(struct state *st, int64_t res_id, const struct state_file *f)
 	sqlite3_bind_int64(s, 7, f->mtime_ns);
 	if (f->link)
 		sqlite3_bind_text(s, 8, f->link, -1, SQLITE_STATIC);
-	if (state_step(s) != SQLITE_DONE)
+	if (sq_step(s) != SQLITE_DONE)
 		rc = TF_ESTATE;
 	sqlite3_finalize(s);
 	return rc;
@@ -575,9 +580,9 @@ int state_file_delete(struct state *st, const char *path)
 {
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
-	state_prepare(st, "DELETE FROM files WHERE path = ?", &s);
+	sq_prepare(st, "DELETE FROM files WHERE path = ?", &s);
 	sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
-	if (state_step(s) != SQLITE_DONE)
+	if (sq_step(s) != SQLITE_DONE)
 		rc = TF_ESTATE;
 	sqlite3_finalize(s);
 	return rc;
@@ -588,16 +593,45 @@ int64_t state_file_owner(struct state *st, const char *path)
 	return query_int_text(st, "SELECT resource_id FROM files WHERE path = ?", path);
 }
 
+int state_foreign_step_file_under(struct state *st, const char *addr, const char *stack,
+                                  const char *prefix, char **other_stack, char **path)
+{
+	sqlite3_stmt *q = NULL;
+	int rc = 0;
+	*other_stack = *path = NULL;
+	if (sqlite3_prepare_v2(
+	        st->db,
+	        "SELECT st.name, f.path FROM files f JOIN resources r ON r.id = "
+	        "f.resource_id JOIN stacks st ON st.id = r.stack_id WHERE r.addr = ?3 "
+	        "AND st.name <> ?1 AND f.path > ?2 || '/' AND f.path < ?2 || '0' "
+	        "LIMIT 1",
+	        -1, &q, NULL) != SQLITE_OK)
+		return state_note_failure(st->db, "cannot prepare a state query");
+	sqlite3_bind_text(q, 1, stack, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 2, prefix, -1, SQLITE_STATIC);
+	sqlite3_bind_text(q, 3, addr, -1, SQLITE_STATIC);
+	int r = sqlite3_step(q);
+	if (r == SQLITE_ROW) {
+		*other_stack = xstrdup((const char *)sqlite3_column_text(q, 0));
+		*path = xstrdup((const char *)sqlite3_column_text(q, 1));
+		rc = 1;
+	} else if (r != SQLITE_DONE) {
+		rc = state_note_failure(st->db, "a state query failed");
+	}
+	sqlite3_finalize(q);
+	return rc;
+}
+
 int state_files_foreach(struct state *st, int64_t res_id, state_file_cb cb, void *arg)
 {
 	sqlite3_stmt *s = NULL;
 	int rc = 0;
-	state_prepare(st,
-	              "SELECT path, type, sha256, size, mode, mtime_ns, link, resource_id "
-	              "FROM files WHERE resource_id = ? ORDER BY path",
-	              &s);
+	sq_prepare(st,
+	           "SELECT path, type, sha256, size, mode, mtime_ns, link, resource_id "
+	           "FROM files WHERE resource_id = ? ORDER BY path",
+	           &s);
 	sqlite3_bind_int64(s, 1, res_id);
-	while ((rc = state_step(s)) == SQLITE_ROW) {
+	while ((rc = sq_step(s)) == SQLITE_ROW) {
 		struct state_file f;
 		memset(&f, 0, sizeof(f));
 		f.path = (char *)sqlite3_column_text(s, 0);
@@ -625,9 +659,9 @@ int64_t state_files_count(struct state *st, int64_t res_id)
 {
 	sqlite3_stmt *s = NULL;
 	int64_t n = 0;
-	state_prepare(st, "SELECT count(*) FROM files WHERE resource_id = ?", &s);
+	sq_prepare(st, "SELECT count(*) FROM files WHERE resource_id = ?", &s);
 	sqlite3_bind_int64(s, 1, res_id);
-	if (state_step(s) == SQLITE_ROW)
+	if (sq_step(s) == SQLITE_ROW)
 		n = sqlite3_column_int64(s, 0);
 	sqlite3_finalize(s);
 	return n;

@@ -12,19 +12,17 @@
  * tfprov placed: sha256, size, mode, mtime), journal (write-ahead intents of
  * the placement layer), cache (downloaded artifacts), bench_results.
  *
- * The struct state owns the sqlite handle; state_close() releases it.
+ * The store is opaque: <sqlite3.h> is included under state/ only. Queries
+ * the store has no function for run through the statement API below, whose
+ * every prepare, bind and step is checked. state_close() releases it all.
  */
 #ifndef TFPROV_STATE_H
 #define TFPROV_STATE_H
 
-#include <sqlite3.h>
 #include <stdint.h>
 
-struct state {
-	sqlite3 *db;
-	char *dir;
-	int lockfd; /* -1 when not holding the writer lock */
-};
+/* Opaque: the SQLite handle and the lock live in state_private.h. */
+struct state;
 
 #define STATE_SCHEMA_VERSION 2
 
@@ -42,16 +40,36 @@ int state_lock(struct state *st, double timeout, char **holder);
 void state_unlock(struct state *st);
 
 /*
- * Every query goes through these two: a failed prepare or step is remembered
- * (the first one, with SQLite's message) so that a command never reports an
- * empty answer ("No stacks.") for a query that did not run: main() turns a
- * remembered failure into an error (exit 1) even when the command did not
- * notice. Both return SQLite's result code.
+ * The statement API: the only way code outside state/ runs a query. A
+ * struct state_stmt is one prepared query. A failed prepare, bind or step is
+ * remembered (the first one, with SQLite's message) so that a command never
+ * reports an empty answer ("No stacks.") for a query that did not run:
+ * main() turns a remembered failure into an error (exit 1) even when the
+ * command did not notice.
  */
-int state_prepare(struct state *st, const char *sql, sqlite3_stmt **out);
-int state_step(sqlite3_stmt *s);
-/* The first failure's message, or NULL when every query ran. */
+struct state_stmt;
+enum { STATE_OK = 0, STATE_ROW = 100, STATE_DONE = 101 };
+/* STATE_OK or TF_ESTATE; *out is NULL on failure. */
+int state_prepare(struct state *st, const char *sql, struct state_stmt **out);
+/* STATE_ROW, STATE_DONE, or TF_ESTATE (also for a NULL statement). */
+int state_step(struct state_stmt *q);
+/* Binds copy their value; text NULL binds SQL NULL. 0 or TF_ESTATE. */
+int state_bind_text(struct state_stmt *q, int i, const char *s);
+int state_bind_int64(struct state_stmt *q, int i, int64_t v);
+int state_bind_null(struct state_stmt *q, int i);
+/* Columns of the current row (text borrowed until the next step). */
+const char *state_col_text(struct state_stmt *q, int i);
+int64_t state_col_int64(struct state_stmt *q, int i);
+int state_col_int(struct state_stmt *q, int i);
+int state_col_is_null(struct state_stmt *q, int i);
+int state_reset(struct state_stmt *q);
+void state_finalize(struct state_stmt *q);
+int64_t state_last_rowid(struct state *st);
+int state_changes(struct state *st);
+/* The first failed query's message, or NULL when every query ran. */
 const char *state_failure(void);
+/* The state directory (borrowed). */
+const char *state_dir(struct state *st);
 
 int state_exec(struct state *st, const char *sql);
 int state_begin(struct state *st);
@@ -113,6 +131,13 @@ int state_file_put(struct state *st, int64_t res_id, const struct state_file *f)
 int state_file_delete(struct state *st, const char *path);
 /* Owner resource id of a path, 0 when tfprov does not own it. */
 int64_t state_file_owner(struct state *st, const char *path);
+/*
+ * A file recorded for step `addr` of a stack other than `stack`, under the
+ * directory `prefix`: 1 with *other_stack and *path (malloc'd), 0 when
+ * none, TF_ESTATE.
+ */
+int state_foreign_step_file_under(struct state *st, const char *addr, const char *stack,
+                                  const char *prefix, char **other_stack, char **path);
 typedef int (*state_file_cb)(const struct state_file *f, void *arg);
 int state_files_foreach(struct state *st, int64_t res_id, state_file_cb cb, void *arg);
 int64_t state_files_count(struct state *st, int64_t res_id);

@@ -5,7 +5,7 @@
  * destroyed) so a history survives a reinstall.
  */
 #include "error.h"
-#include "state.h"
+#include "state_private.h"
 #include "util.h"
 
 #include <sqlite3.h>

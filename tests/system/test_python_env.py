@@ -9,6 +9,7 @@ interpreter, a compiled program carrying the prefix placeholder, a noarch
 package with an entry point); the wheels are tiny ones built here
 (lib_pyindex). No GPU is involved (driver.policy: skip).
 """
+import hashlib
 import json
 import os
 import re
@@ -286,3 +287,27 @@ def test_users_pip_settings_are_ignored(tfprov, index, tmp_path):
                         "import tfprov_gamma; print(tfprov_gamma.__version__)"],
                        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
     assert r.stdout.strip() == "0.3.0", r.stderr
+
+
+def test_venv_activate_hook_is_a_placed_file(tfprov, index, tmp_path):
+    """A venv stack with an env section: bin/activate ends with the line that
+    sources the stack's profile script, written once, recorded with its final
+    hash (status and verify clean), the old file left as nothing behind; a
+    second apply changes nothing and keeps one line."""
+    env = "env:\n  profile_dir: /etc/profile.d\n  vars:\n    TFPROV_HOOK_TEST: \"yes\"\n"
+    m = manifest(tmp_path / "a.yaml", venv_yaml() + env,
+                 pip_yaml(index.url, [index.pins["tfprov-alpha"]]))
+    p = tfprov.run("apply", "-y", m, env=no_stub_env())
+    assert p.returncode == 0, out(p)
+    activate = tfprov.path(ENV_PREFIX + "/bin/activate")
+    text = open(activate).read()
+    line = "[ -r '/etc/profile.d/tfprov-py.sh' ] && . '/etc/profile.d/tfprov-py.sh'  # tfprov stack env\n"
+    assert text.endswith(line) and text.count("# tfprov stack env") == 1
+    rows = db_rows(tfprov, "SELECT sha256 FROM files WHERE path = ?", (ENV_PREFIX + "/bin/activate",))
+    assert rows == [(hashlib.sha256(text.encode()).hexdigest(),)]
+    assert temp_leftovers(tfprov.root) == []
+    v = tfprov.run("verify", "py", env=no_stub_env())
+    assert v.returncode == 0, out(v)
+    p2 = tfprov.run("apply", "-y", m, env=no_stub_env())
+    assert p2.returncode == 0 and "No changes" in out(p2), out(p2)
+    assert open(activate).read() == text

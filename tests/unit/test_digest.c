@@ -1,4 +1,5 @@
 /* SHA-256 streaming (known vectors, chunk boundaries) and cache/URL helpers. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -91,6 +92,48 @@ static void test_url_helpers(void **state)
 	free(s);
 }
 
+/* sha256_files: the same digests as sha256_file on 1, 3 or 16 threads; a missing file is -ENOENT. */
+static void test_files_on_threads(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/tfprov-digest-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	enum { N = 9 };
+	char *paths[N];
+	for (int i = 0; i < N; i++) {
+		paths[i] = malloc(64);
+		snprintf(paths[i], 64, "%s/f%d", dir, i);
+		if (i == 4)
+			continue; /* missing */
+		FILE *f = fopen(paths[i], "wb");
+		assert_non_null(f);
+		for (int k = 0; k < (i + 1) * 70001; k++)
+			fputc((k * 31 + i) & 0xff, f);
+		fclose(f);
+	}
+	size_t jobs[] = {1, 3, 16};
+	for (size_t j = 0; j < 3; j++) {
+		char hex[N][65];
+		int rc[N];
+		sha256_files(paths, N, jobs[j], hex, rc);
+		for (int i = 0; i < N; i++) {
+			if (i == 4) {
+				assert_int_equal(rc[i], -ENOENT);
+				continue;
+			}
+			char want[65];
+			assert_int_equal(sha256_file(paths[i], want, NULL), 0);
+			assert_int_equal(rc[i], 0);
+			assert_string_equal(hex[i], want);
+		}
+	}
+	for (int i = 0; i < N; i++) {
+		unlink(paths[i]);
+		free(paths[i]);
+	}
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -98,6 +141,7 @@ int main(void)
 	    cmocka_unit_test(test_streaming_equals_one_shot),
 	    cmocka_unit_test(test_reset_restarts),
 	    cmocka_unit_test(test_url_helpers),
+	    cmocka_unit_test(test_files_on_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

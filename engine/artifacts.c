@@ -15,6 +15,7 @@
 #include "redist.h"
 #include "unpack.h"
 #include "cache.h"
+#include "pool.h"
 
 #include <pthread.h>
 
@@ -251,27 +252,6 @@ static int merge_part(const char *stage, const char *part, const char *name,
 	return rc;
 }
 
-/*
- * stage/ must exist before an archive other than the first is unpacked next
- * to it. If the first archive was not unpacked into stage/ yet (cached, or
- * its download started over), it moves to stage/.part0 like the others.
- */
-static int ensure_stage(const char *stage, char **parts, struct step *st)
-{
-	struct stat sb;
-	if (stat(stage, &sb) == 0)
-		return 0;
-	if (mkdir(stage, 0755) != 0) {
-		step_fail(st, "cannot create %s: %s", stage, strerror(errno));
-		return TF_EIO;
-	}
-	if (strcmp(parts[0], stage) == 0) {
-		free(parts[0]);
-		parts[0] = xasprintf("%s/.part0", stage);
-	}
-	return 0;
-}
-
 struct fetch_job {
 	struct ctx *c;
 	struct fetch_item *items;
@@ -288,6 +268,107 @@ static void *fetch_job_run(void *arg)
 	return NULL;
 }
 
+/* The archives of one artset being decoded, up to --jobs at once. */
+struct decode {
+	struct ctx *c;
+	struct artset *s;
+	struct fetch_job *fj;
+	size_t *order; /* archive indexes, largest first */
+	char **parts;  /* where each archive is unpacked */
+	struct unpack_result *res;
+	int *ready;     /* unpacked completely */
+	int *rc;        /* after the download: unpack_archive's result */
+	char **err;     /* ... and its message */
+	char **stopped; /* before: why decoding on a pinned budget stopped */
+	int verified;   /* 0: follow the downloads; 1: from the verified files */
+};
+
+/* The verified file (or the cache's copy), on the lock's unpacked_size if any. */
+static int unpack_verified(struct decode *d, struct art *a, const char *file, size_t i, char **err)
+{
+	return unpack_archive_named(d->c, file, a->name, a->unpacked >= 0 ? a->unpacked : -1,
+	                            d->parts[i], a->strip, &d->res[i], err);
+}
+
+/*
+ * One archive, on one of the pool's threads. While downloading: a cached
+ * archive (verified when it was stored) is decoded from the cache, any other
+ * from its growing .part on a budget (unpack.h: the lock's unpacked_size,
+ * else UNPACK_RATIO x its size, neither: it waits for the verification); a
+ * failure there is not an error, the archive is decoded again from the
+ * verified file, except a pinned budget exceeded (stopped[i]). After the
+ * download: from the verified file, whatever the result.
+ */
+static void decode_one(size_t k, void *arg)
+{
+	struct decode *d = arg;
+	size_t i = d->order[k];
+	struct art *a = &d->s->v[i];
+	if (d->ready[i] || tf_interrupted)
+		return;
+	if (d->verified) {
+		ev_log(d->c, EV_DEBUG, "unpacking %s", a->name);
+		d->rc[i] = unpack_verified(d, a, a->path, i, &d->err[i]);
+		d->ready[i] = d->rc[i] == 0;
+		return;
+	}
+	char *cached = cache_lookup(d->c, a->sha256);
+	char *err = NULL;
+	int rc;
+	if (cached) {
+		ev_log(d->c, EV_DEBUG, "unpacking %s from the cache", a->name);
+		rc = unpack_verified(d, a, cached, i, &err);
+		free(cached);
+	} else {
+		uint64_t budget = a->unpacked >= 0 ? (uint64_t)a->unpacked
+		                  : a->size > 0    ? (uint64_t)a->size * UNPACK_RATIO
+		                                   : 0;
+		if (budget == 0 && a->unpacked < 0)
+			return; /* no size either: unpacked once verified */
+		char *part_file = cache_part_path(d->c->cache_dir, a->sha256);
+		struct unpack_follow f = {.bytes = &d->fj->items[i].stream_bytes,
+		                          .restarts = &d->fj->items[i].stream_restarts,
+		                          .done = &d->fj->done,
+		                          .failed = &d->fj->items[i].stream_failed,
+		                          .size = a->size,
+		                          .label = a->name,
+		                          .budget = budget,
+		                          .budget_pinned = a->unpacked >= 0};
+		ev_log(d->c, EV_DEBUG, "unpacking %s while it downloads", a->name);
+		rc = unpack_archive_follow(d->c, part_file, &f, d->parts[i], a->strip, &d->res[i],
+		                           &err);
+		if (rc != 0 && err && strstr(err, "decoding stopped"))
+			ev_log(d->c, rc == TF_EINTEGRITY ? EV_ERROR : EV_INFO, "%s: %s", a->name,
+			       err);
+		if (rc == TF_EINTEGRITY)
+			d->stopped[i] = xasprintf("%s: %s", a->name, err ? err : tf_strerror(rc));
+		free(part_file);
+		/*
+		 * The download finished (verified, renamed into the cache) before
+		 * this decoder reached it, or outran the budget and verified: decode
+		 * the verified file now rather than after every other decoder, so
+		 * that no thread idles while the largest archive is still decoding.
+		 */
+		if (rc != 0 && rc != TF_EINTEGRITY && !tf_interrupted &&
+		    (cached = cache_lookup(d->c, a->sha256)) != NULL) {
+			free(err);
+			err = NULL;
+			ev_log(d->c, EV_DEBUG, "unpacking %s (verified)", a->name);
+			rc = unpack_verified(d, a, cached, i, &err);
+			free(cached);
+		}
+	}
+	d->ready[i] = rc == 0;
+	free(err);
+}
+
+static int cmp_art_size(const void *x, const void *y, void *arg)
+{
+	const struct art *v = arg;
+	int64_t a = v[*(const size_t *)x].size, b = v[*(const size_t *)y].size;
+	return a < b ? 1 : a > b ? -1 : 0;
+}
+
 /*
  * Fetches and unpacks every artifact into stage/ (created), merging their
  * trees the way NVIDIA's own tooling lays a toolkit out: the components'
@@ -296,81 +377,65 @@ static void *fetch_job_run(void *arg)
  * archive; any other path two archives both provide must be identical.
  *
  * Downloading and decoding overlap: fetch_all runs on its own thread while
- * each archive that is not cached yet is unpacked from its growing .part.
- * Nothing of an archive is used before fetch_all has verified its sha256 and
- * size; an archive whose download started over (or that was cached) is
- * unpacked from the verified file afterwards.
+ * up to --jobs archives (default: one per core), largest first, are unpacked
+ * from their growing .part files (each decoder with its own writer thread,
+ * unpack.c), every one into its own stage/.partN (a single archive: into
+ * stage/ itself). Unverified bytes are decoded on a budget (decode_one);
+ * nothing of an archive is used before fetch_all has verified its sha256 and
+ * size; an archive whose download started over, failed or ran out of budget
+ * is unpacked from the verified file afterwards. The merge into stage/ runs last, in the
+ * manifest's order. Memory: each decoder holds at most unpack.c's buffer pool
+ * plus its decompressor's window.
  */
 int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, struct staged *out,
                         struct step *st)
 {
-	struct fetch_job job = {c, xcalloc(s->n ? s->n : 1, sizeof(struct fetch_item)), s->n, 0, 0};
-	struct unpack_result *res = xcalloc(s->n ? s->n : 1, sizeof(*res));
-	int *ready = xcalloc(s->n ? s->n : 1, sizeof(*ready));
-	char **parts = xcalloc(s->n ? s->n : 1, sizeof(*parts));
+	size_t n = s->n, one = n ? n : 1;
+	struct fetch_job job = {c, xcalloc(one, sizeof(struct fetch_item)), n, 0, 0};
+	struct decode d = {c,
+	                   s,
+	                   &job,
+	                   xcalloc(one, sizeof(size_t)),
+	                   xcalloc(one, sizeof(char *)),
+	                   xcalloc(one, sizeof(struct unpack_result)),
+	                   xcalloc(one, sizeof(int)),
+	                   xcalloc(one, sizeof(int)),
+	                   xcalloc(one, sizeof(char *)),
+	                   xcalloc(one, sizeof(char *)),
+	                   0};
+	size_t jobs = c->jobs > 0 ? (size_t)c->jobs : pool_ncpu();
 	pthread_t th;
 	int rc = 0, threaded = 0;
-	char *stopped = NULL; /* why decoding on a pinned budget stopped */
-	for (size_t i = 0; i < s->n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		job.items[i].name = s->v[i].name;
 		job.items[i].url = s->v[i].url;
 		job.items[i].sha256 = s->v[i].sha256;
 		job.items[i].size = s->v[i].size;
-		/* The first archive goes straight into stage/, the others beside it. */
-		parts[i] = i == 0 ? xstrdup(stage) : xasprintf("%s/.part%zu", stage, i);
+		d.order[i] = i;
+		/* One archive goes straight into stage/, several beside each other in it. */
+		d.parts[i] = n == 1 ? xstrdup(stage) : xasprintf("%s/.part%zu", stage, i);
+	}
+	qsort_r(d.order, n, sizeof(*d.order), cmp_art_size, s->v);
+	if ((n > 1 || n == 0) && mkdir(stage, 0755) != 0) {
+		step_fail(st, "cannot create %s: %s", stage, strerror(errno));
+		rc = TF_EIO;
+		goto out;
 	}
 	threaded = pthread_create(&th, NULL, fetch_job_run, &job) == 0;
 	if (!threaded)
 		fetch_job_run(&job);
-	for (size_t i = 0; threaded && i < s->n; i++) {
-		char *cached = cache_lookup(c, s->v[i].sha256);
-		if (cached) {
-			free(cached); /* unpacked from the verified file below */
-			continue;
-		}
-		/* Unverified bytes are decoded on a budget (unpack.h); none known: wait. */
-		const struct art *a = &s->v[i];
-		uint64_t budget = a->unpacked >= 0 ? (uint64_t)a->unpacked
-		                  : a->size > 0    ? (uint64_t)a->size * UNPACK_RATIO
-		                                   : 0;
-		if (budget == 0 && a->unpacked < 0)
-			continue; /* no size either: unpacked once verified */
-		char *part_file = cache_part_path(c->cache_dir, a->sha256);
-		struct unpack_follow f = {.bytes = &job.items[i].stream_bytes,
-		                          .restarts = &job.items[i].stream_restarts,
-		                          .done = &job.done,
-		                          .failed = &job.items[i].stream_failed,
-		                          .size = a->size,
-		                          .label = a->name,
-		                          .budget = budget,
-		                          .budget_pinned = a->unpacked >= 0};
-		char *err = NULL;
-		if (i > 0 && ensure_stage(stage, parts, st) != 0)
-			break;
-		ev_log(c, EV_DEBUG, "unpacking %s while it downloads", a->name);
-		int urc =
-		    unpack_archive_follow(c, part_file, &f, parts[i], a->strip, &res[i], &err);
-		if (urc == 0)
-			ready[i] = 1;
-		else
-			unpack_result_release(&res[i]);
-		if (urc != 0 && budget && err && strstr(err, "decoding stopped"))
-			ev_log(c, urc == TF_EINTEGRITY ? EV_ERROR : EV_INFO, "%s: %s", a->name,
-			       err);
-		if (urc == TF_EINTEGRITY && stopped == NULL)
-			stopped = xasprintf("%s: %s", a->name, err ? err : tf_strerror(urc));
-		free(err);
-		free(part_file);
-	}
+	else
+		pool_run(n, jobs, decode_one, &d);
 	if (threaded)
 		pthread_join(th, NULL);
 	rc = job.rc;
-	if (rc == 0 && stopped) {
-		step_fail(st, "%s", stopped);
-		rc = TF_EINTEGRITY;
-	}
-	free(stopped);
-	for (size_t i = 0; i < s->n; i++) {
+	/* A pinned budget exceeded by bytes that then verified: the lock is wrong. */
+	for (size_t i = 0; i < n && rc == 0; i++)
+		if (d.stopped[i]) {
+			step_fail(st, "%s", d.stopped[i]);
+			rc = TF_EINTEGRITY;
+		}
+	for (size_t i = 0; i < n; i++) {
 		if (job.items[i].err && rc != 0 && st->error == NULL)
 			step_fail(st, "%s",
 			          job.items[i].errmsg ? job.items[i].errmsg
@@ -379,28 +444,18 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 			s->v[i].path = xstrdup(job.items[i].path);
 		s->v[i].cached = job.items[i].cached;
 	}
-	for (size_t i = 0; i < s->n && rc == 0; i++) {
-		if (!ready[i]) {
-			char *err = NULL;
-			if (i > 0 && (rc = ensure_stage(stage, parts, st)) != 0)
-				break;
-			if (strcmp(parts[i], stage) != 0)
-				fs_rmtree(parts[i]);
-			ev_log(c, EV_DEBUG, "unpacking %s", s->v[i].name);
-			rc = unpack_archive_named(c, s->v[i].path, s->v[i].name,
-			                          s->v[i].unpacked >= 0 ? s->v[i].unpacked : -1,
-			                          parts[i], s->v[i].strip, &res[i], &err);
-			if (rc != 0)
-				step_fail(st, "%s: %s", s->v[i].name, err ? err : tf_strerror(rc));
-			free(err);
-			if (rc != 0)
-				break;
-		}
-		rc = merge_part(stage, parts[i], s->v[i].name, &res[i], out, st);
+	if (rc == 0) {
+		d.verified = 1;
+		pool_run(n, jobs, decode_one, &d);
 	}
-	if (rc == 0 && s->n == 0 && mkdir(stage, 0755) != 0) {
-		step_fail(st, "cannot create %s: %s", stage, strerror(errno));
-		rc = TF_EIO;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (d.rc[i] != 0 || !d.ready[i]) {
+			rc = d.rc[i] ? d.rc[i] : TF_EINTR;
+			step_fail(st, "%s: %s", s->v[i].name,
+			          d.err[i] ? d.err[i] : tf_strerror(rc));
+			break;
+		}
+		rc = merge_part(stage, d.parts[i], s->v[i].name, &d.res[i], out, st);
 	}
 	if (rc == 0 && out->n > 1) {
 		qsort(out->v, out->n, sizeof(*out->v), cmp_entry);
@@ -408,17 +463,24 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 		for (size_t i = 0; i < out->n; i++)
 			ht_insert(out, i);
 	}
-	for (size_t i = 0; i < s->n; i++) {
+out:
+	for (size_t i = 0; i < n; i++) {
 		/* stage/ itself is the caller's: the txn removes it on failure. */
-		if (parts[i] && strcmp(parts[i], stage) != 0)
-			fs_rmtree(parts[i]);
-		free(parts[i]);
-		unpack_result_release(&res[i]);
+		if (d.parts[i] && strcmp(d.parts[i], stage) != 0)
+			fs_rmtree(d.parts[i]);
+		free(d.parts[i]);
+		free(d.err[i]);
+		free(d.stopped[i]);
+		unpack_result_release(&d.res[i]);
 		fetch_item_release(&job.items[i]);
 	}
-	free(parts);
-	free(res);
-	free(ready);
+	free(d.order);
+	free(d.parts);
+	free(d.res);
+	free(d.ready);
+	free(d.rc);
+	free(d.err);
+	free(d.stopped);
 	free(job.items);
 	return rc;
 }

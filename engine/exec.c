@@ -1,0 +1,184 @@
+/*
+ * exec.c - the executor: applies a plan (plan.c).
+ *
+ * Every precheck runs before the first change, so a failed precondition
+ * (exit 6) leaves root and state untouched; every download of every changing
+ * step is fetched and verified next (prefetch); then one generation is
+ * opened and each changing step runs in its own txn (place.h).
+ */
+#include "plan.h"
+#include "artifacts.h"
+#include "cache.h"
+#include "fetch.h"
+#include "error.h"
+#include "event.h"
+#include "state.h"
+
+#include <stdlib.h>
+
+static void step_event(struct ctx *c, const struct step *s, int changed, int failed,
+                       const char *msg)
+{
+	struct event e = {.kind = EV_STEP_DONE,
+	                  .level = failed ? EV_ERROR : EV_INFO,
+	                  .step = s->addr,
+	                  .action = action_name(s->action),
+	                  .msg = msg,
+	                  .changed = changed,
+	                  .failed = failed};
+	ev_emit(c, &e);
+}
+
+static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, struct step *s)
+{
+	struct txn *t = NULL;
+	int rc = 0;
+	struct event e = {.kind = EV_STEP_START,
+	                  .level = EV_INFO,
+	                  .step = s->addr,
+	                  .action = action_name(s->action),
+	                  .msg = s->action == ACT_DELETE ? "removing" : "applying"};
+	ev_emit(c, &e);
+	txn_begin(c, stack_id, s->addr, s->mod->kind, &t);
+	if (s->action == ACT_DELETE) {
+		rc = s->mod->remove ? s->mod->remove(c, s, t) : 0;
+		if (rc == 0)
+			rc = txn_remove_all(t);
+		if (rc == 0)
+			rc = txn_commit(t, NULL, NULL);
+		if (rc != 0 && s->error == NULL)
+			step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
+		const struct strvec *kept = txn_kept(t);
+		for (size_t i = 0; rc == 0 && i < kept->n; i++)
+			ev_log(c, EV_WARN, "kept %s: not placed by tfprov", kept->v[i]);
+	} else {
+		rc = s->mod->apply(c, m, s, t);
+		if (rc == 0)
+			rc = txn_commit(t, s->desired, s->attrs);
+		if (rc != 0 && s->error == NULL)
+			step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
+	}
+	if (rc != 0) {
+		txn_abort(t);
+		step_event(c, s, 0, 1, s->error);
+		return rc;
+	}
+	txn_abort(t); /* committed: releases memory, nothing left to undo */
+	c->changed = 1;
+	step_event(c, s, 1, 0, NULL);
+	return 0;
+}
+
+static int execute(struct ctx *c, const struct manifest *m, struct plan *p, int64_t stack_id)
+{
+	int rc = 0;
+	for (size_t i = 0; i < p->n && rc == 0; i++) {
+		struct step *s = &p->steps[i];
+		if (s->action == ACT_NOOP || s->action == ACT_READ)
+			continue;
+		if (tf_interrupted) {
+			rc = TF_EINTR;
+			break;
+		}
+		rc = run_step(c, m, stack_id, s);
+	}
+	return rc;
+}
+
+/*
+ * Every download of every changing step, fetched and verified into the cache
+ * before the first step changes anything: a wrong hash or a missing artifact
+ * stops the run with the root as it was (the steps then unpack from the
+ * verified cache).
+ */
+static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p)
+{
+	struct artset all = {0};
+	int rc = 0;
+	for (size_t i = 0; i < p->n && rc == 0; i++) {
+		struct step *s = &p->steps[i];
+		if (s->mod->artifacts == NULL || s->action == ACT_NOOP || s->action == ACT_READ ||
+		    s->action == ACT_DELETE)
+			continue;
+		rc = s->mod->artifacts(c, m, &all, s);
+		if (rc != 0)
+			step_event(c, s, 0, 1, s->error);
+	}
+	if (rc != 0 || all.n == 0)
+		goto out;
+	char *err = NULL;
+	if (cache_init(c->cache_dir, &err) < 0) {
+		/* An unusable cache (a link where a directory must be, ...): say why. */
+		ev_log(c, EV_ERROR, "%s: nothing was changed", err);
+		free(err);
+		rc = TF_EIO;
+		goto out;
+	}
+	struct fetch_item *items = xcalloc(all.n, sizeof(*items));
+	for (size_t i = 0; i < all.n; i++) {
+		items[i].name = all.v[i].name;
+		items[i].url = all.v[i].url;
+		items[i].sha256 = all.v[i].sha256;
+		items[i].size = all.v[i].size;
+	}
+	rc = fetch_all(c, items, all.n); /* it reports what failed (offline: in one error) */
+	if (rc != 0 && rc != TF_EOFFLINE)
+		ev_log(c, EV_ERROR, "a download failed or did not verify: nothing was changed");
+	for (size_t i = 0; i < all.n; i++)
+		fetch_item_release(&items[i]);
+	free(items);
+out:
+	artset_release(&all);
+	return rc;
+}
+
+int plan_apply(struct ctx *c, const struct manifest *m, struct plan *p)
+{
+	int rc = 0;
+	/* Preconditions: nothing has changed yet when one fails. */
+	for (size_t i = 0; i < p->n; i++) {
+		struct step *s = &p->steps[i];
+		if (s->mod->precheck == NULL || s->action == ACT_DELETE)
+			continue;
+		rc = s->mod->precheck(c, m, s);
+		if (rc != 0) {
+			step_event(c, s, 0, 1, s->error);
+			return rc;
+		}
+	}
+	if ((rc = prefetch(c, m, p)) != 0)
+		return rc;
+	if (c->st == NULL) {
+		/* First run on this root: the state is created only now. */
+		rc = place_open_state(c);
+		if (rc != 0)
+			return rc;
+		/* Another run may have applied while we waited for the lock. */
+		plan_release(p);
+		plan_build(c, m, p);
+	}
+	int64_t stack_id = state_stack_ensure(c->st, m->stack.name.s, m->path);
+	int64_t gen = state_gen_begin(c->st, stack_id, m->path, m->sha256, m->text);
+	if (stack_id == 0 || gen == 0)
+		return TF_ESTATE;
+	rc = execute(c, m, p, stack_id);
+	if (rc == 0 && state_stack_applied(c->st, stack_id, m->path) != 0)
+		rc = TF_ESTATE;
+	state_gen_finish(c->st, gen, rc == 0 ? "ok" : rc == TF_EINTR ? "interrupted" : "failed");
+	return rc;
+}
+
+int plan_apply_destroy(struct ctx *c, const char *stack, struct plan *p)
+{
+	int rc = execute(c, NULL, p, p->stack_id);
+	if (rc == 0) {
+		struct state_stmt *s = NULL;
+		state_prepare(c->st, "DELETE FROM stacks WHERE id = ?", &s);
+		state_bind_int64(s, 1, p->stack_id);
+		if (state_step(s) != STATE_DONE)
+			rc = TF_ESTATE;
+		state_finalize(s);
+	}
+	(void)stack;
+	return rc;
+}

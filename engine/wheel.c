@@ -1,0 +1,1113 @@
+/*
+ * wheel.c - the native wheel installer (see wheel.h for what it writes and
+ * why the live env is never touched).
+ *
+ * Order of work:
+ *   1. ask the env's interpreter for its scheme paths (one short process);
+ *   2. hard-link copy of the env into a journaled stage directory;
+ *   3. uninstall older versions of the wheels' distributions from the copy;
+ *   4. per wheel, on a pool of threads, largest first: unpack into a private
+ *      directory of the copy, check each file against the wheel's RECORD,
+ *      rename it into its scheme, write the entry-point scripts;
+ *   5. one `python -m compileall -j0` over every installed .py file;
+ *   6. per wheel, in parallel: INSTALLER, REQUESTED, direct_url.json, RECORD;
+ *   7. the copy replaces the env (txn_replace_dir).
+ * Paths inside the copy are kept relative to it ("rel"); `stage` is its host
+ * path and `final` the env's host path, which the scripts and .pyc files
+ * name, since that is where they will be.
+ */
+#include "wheel.h"
+
+#include "ctx.h"
+#include "digest.h"
+#include "error.h"
+#include "event.h"
+#include "place.h"
+#include "pool.h"
+#include "pyenv.h"
+#include "fs.h"
+#include "spawn.h"
+#include "unpack.h"
+#include "util.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct scheme {
+	char *purelib, *platlib, *scripts, *data, *headers; /* relative to the env */
+	char *xy, *cache_tag;
+	char *exe; /* the interpreter scripts name: <final>/bin/python */
+};
+
+struct whl {
+	const struct wheel_src *src;
+	int64_t size;
+	char *name, *version;  /* from the file name; name PEP 503-normalised */
+	char *distinfo;        /* "<dist>-<ver>.dist-info" */
+	const char *libdir;    /* purelib or platlib */
+	int skip;              /* the same version is installed already */
+	struct strvec records; /* "relpath\x1fhash\x1fsize" */
+	struct strvec pys;     /* rel paths of installed .py files (for compileall) */
+	int err;
+	char *errmsg;
+};
+
+struct job {
+	struct ctx *c;
+	const char *stage, *final;
+	struct scheme *sc;
+	struct whl *w;
+	size_t n;
+};
+
+static void whl_fail(struct whl *w, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void whl_fail(struct whl *w, int err, const char *fmt, ...)
+{
+	if (w->err)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	char *m = xvasprintf(fmt, ap);
+	va_end(ap);
+	w->err = err;
+	w->errmsg = xasprintf("%s: %s", strrchr(w->src->path, '/') + 1, m);
+	free(m);
+}
+
+/* ------------------------------------------------------------ small helpers */
+
+int wheel_name_ok(const char *f)
+{
+	size_t n = strlen(f), dashes = 0;
+	if (n < 5 || strcmp(f + n - 4, ".whl") != 0)
+		return 0;
+	for (size_t i = 0; i + 4 < n; i++) {
+		if (f[i] == '-')
+			dashes++;
+		else if (!isalnum((unsigned char)f[i]) && !strchr("._+!", f[i]))
+			return 0;
+	}
+	return dashes == 4 || dashes == 5;
+}
+
+/* sha256 hex -> RECORD's "sha256=<urlsafe base64, no padding>". */
+static void record_hash(const char *hex, char out[52])
+{
+	unsigned char md[32], b64[48];
+	for (int i = 0; i < 32; i++) {
+		unsigned v = 0;
+		sscanf(hex + 2 * i, "%2x", &v);
+		md[i] = (unsigned char)v;
+	}
+	int len = EVP_EncodeBlock(b64, md, 32);
+	while (len > 0 && b64[len - 1] == '=')
+		len--;
+	for (int i = 0; i < len; i++)
+		b64[i] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : b64[i];
+	snprintf(out, 52, "sha256=%.*s", len, (char *)b64);
+}
+
+/* The relative path from directory `from` to `to` (both relative to one root). */
+static char *relpath(const char *from, const char *to)
+{
+	const char *a = from, *b = to;
+	while (*a && *b) {
+		size_t la = strcspn(a, "/"), lb = strcspn(b, "/");
+		if (la != lb || strncmp(a, b, la) != 0 || b[lb] != '/')
+			break;
+		a += la + (a[la] == '/');
+		b += lb + 1;
+	}
+	struct strbuf sb = STRBUF_INIT;
+	while (*a) {
+		strbuf_adds(&sb, "../");
+		a += strcspn(a, "/");
+		a += *a == '/';
+	}
+	strbuf_adds(&sb, b);
+	return strbuf_detach(&sb);
+}
+
+/* Splits one CSV line of RECORD (RFC 4180 quoting) into at most 3 fields. */
+static size_t csv_fields(const char *line, char *f[3])
+{
+	size_t n = 0;
+	const char *p = line;
+	while (n < 3) {
+		struct strbuf sb = STRBUF_INIT;
+		if (*p == '"') {
+			for (p++; *p; p++) {
+				if (*p == '"' && p[1] == '"')
+					strbuf_add(&sb, p++, 1);
+				else if (*p == '"')
+					break;
+				else
+					strbuf_add(&sb, p, 1);
+			}
+			if (*p == '"')
+				p++;
+		}
+		size_t k = strcspn(p, ",\r\n");
+		strbuf_add(&sb, p, k);
+		p += k;
+		f[n++] = strbuf_detach(&sb);
+		if (*p != ',')
+			break;
+		p++;
+	}
+	return n;
+}
+
+static void csv_put(struct strbuf *sb, const char *field)
+{
+	if (strpbrk(field, ",\"\r\n") == NULL) {
+		strbuf_adds(sb, field);
+		return;
+	}
+	strbuf_adds(sb, "\"");
+	for (const char *p = field; *p; p++)
+		strbuf_adds(sb, *p == '"' ? "\"\"" : (char[]){*p, '\0'});
+	strbuf_adds(sb, "\"");
+}
+
+static int write_new(const char *host, const void *data, size_t len, unsigned mode)
+{
+	unlink(host);
+	int fd = open(host, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0)
+		return -errno;
+	int rc = 0;
+	const char *p = data;
+	while (len && rc == 0) {
+		ssize_t k = write(fd, p, len);
+		if (k < 0 && errno != EINTR)
+			rc = -errno;
+		if (k > 0) {
+			p += k;
+			len -= (size_t)k;
+		}
+	}
+	if (fchmod(fd, mode) != 0 && rc == 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+static void add_record(struct whl *w, const char *relfile, const char *hex, int64_t size)
+{
+	char *rp = relpath(w->libdir, relfile);
+	char h[52] = "";
+	if (hex)
+		record_hash(hex, h);
+	if (size >= 0)
+		strvec_pushf(&w->records, "%s\x1f%s\x1f%lld", rp, h, (long long)size);
+	else
+		strvec_pushf(&w->records, "%s\x1f\x1f", rp);
+	free(rp);
+}
+
+/* Writes a generated file at rel (in the copy) and records it. */
+static int put_generated(struct job *j, struct whl *w, const char *rel, const char *text,
+                         unsigned mode)
+{
+	char *host = path_join(j->stage, rel);
+	char *parent = xstrndup(host, (size_t)(strrchr(host, '/') - host));
+	mkdirs_at(AT_FDCWD, parent, 0755);
+	int rc = write_new(host, text, strlen(text), mode);
+	if (rc != 0) {
+		whl_fail(w, TF_EIO, "cannot write %s: %s", rel, strerror(-rc));
+	} else {
+		char hex[65];
+		sha256_buf(text, strlen(text), hex);
+		add_record(w, rel, hex, (int64_t)strlen(text));
+	}
+	free(parent);
+	free(host);
+	return rc;
+}
+
+/* ------------------------------------------------------------ the env */
+
+static const char scheme_src[] =
+    "import json, os, sys, sysconfig\n"
+    "p = sysconfig.get_paths()\n"
+    "xy = '%d.%d' % sys.version_info[:2]\n"
+    "venv = sys.prefix != sys.base_prefix\n"
+    "inc = os.path.join(sys.prefix, 'include', 'site', 'python' + xy) if venv else "
+    "p['include']\n"
+    "print(json.dumps({'prefix': sys.prefix, 'purelib': p['purelib'], 'platlib': "
+    "p['platlib'], 'scripts': p['scripts'], 'data': p['data'], 'headers': inc, 'xy': xy, "
+    "'tag': sys.implementation.cache_tag or ''}))\n";
+
+static void scheme_release(struct scheme *s)
+{
+	free(s->purelib);
+	free(s->platlib);
+	free(s->scripts);
+	free(s->data);
+	free(s->headers);
+	free(s->xy);
+	free(s->cache_tag);
+	free(s->exe);
+}
+
+/* A scheme path of the env, relative to its prefix ("" for the prefix itself). */
+static char *scheme_rel(json_t *o, const char *key, const char *prefix)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	size_t n = strlen(prefix);
+	if (v == NULL || strncmp(v, prefix, n) != 0 || (v[n] != '/' && v[n] != '\0'))
+		return NULL;
+	v += n;
+	while (*v == '/')
+		v++;
+	if (*v && !fs_rel_is_safe(v))
+		return NULL;
+	return xstrdup(v);
+}
+
+static int query_scheme(struct ctx *c, const char *final, struct scheme *s, char **errmsg)
+{
+	char *py = xasprintf("%s/bin/python", final);
+	char *argv[] = {py, "-I", "-c", (char *)scheme_src, NULL};
+	struct spawn_result r = {0};
+	json_t *o = NULL;
+	int rc = pyenv_run_python(c, argv, 120, &r);
+	if (rc == 0 && r.status == 0)
+		o = json_loads(r.out.buf ? r.out.buf : "", 0, NULL);
+	const char *prefix = json_string_value(json_object_get(o, "prefix"));
+	if (prefix) {
+		s->purelib = scheme_rel(o, "purelib", prefix);
+		s->platlib = scheme_rel(o, "platlib", prefix);
+		s->scripts = scheme_rel(o, "scripts", prefix);
+		s->data = scheme_rel(o, "data", prefix);
+		s->headers = scheme_rel(o, "headers", prefix);
+		s->xy = xstrdup(json_string_value(json_object_get(o, "xy")) ?: "");
+		s->cache_tag = xstrdup(json_string_value(json_object_get(o, "tag")) ?: "");
+	}
+	if (!s->purelib || !s->platlib || !s->scripts || !s->data || !s->headers ||
+	    !s->purelib[0] || !s->scripts[0]) {
+		*errmsg =
+		    xasprintf("%s cannot tell its install scheme (or it lies outside the env): "
+		              "%s",
+		              py,
+		              r.errmsg    ? r.errmsg
+		              : r.err.buf ? r.err.buf
+		                          : "no output");
+		rc = TF_EFAIL;
+	}
+	s->exe = py;
+	json_decref(o);
+	spawn_result_release(&r);
+	return rc;
+}
+
+/* ------------------------------------------------------------ uninstall */
+
+/* Removes rel and then its parents while they are empty, up to `stop`. */
+static void unlink_prune(const char *stage, const char *rel, const char *stop)
+{
+	char *host = path_join(stage, rel);
+	if (unlink(host) != 0) {
+		free(host);
+		return;
+	}
+	size_t root = strlen(stage) + 1 + strlen(stop);
+	for (char *s = strrchr(host, '/'); s && (size_t)(s - host) > root; s = strrchr(host, '/')) {
+		*s = '\0';
+		if (rmdir(host) != 0)
+			break;
+	}
+	free(host);
+}
+
+/* Lexically resolves dir/rec (RECORD paths may climb out of site-packages). */
+static char *resolve_rel(const char *dir, const char *rec)
+{
+	struct strvec parts = STRVEC_INIT;
+	char *all = xasprintf("%s/%s", dir, rec), *save = NULL, *res = NULL;
+	for (char *tok = strtok_r(all, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
+		if (strcmp(tok, ".") == 0)
+			continue;
+		if (strcmp(tok, "..") == 0) {
+			if (parts.n == 0)
+				goto out; /* above the env: not ours to remove */
+			free(parts.v[--parts.n]);
+			continue;
+		}
+		strvec_push(&parts, tok);
+	}
+	struct strbuf sb = STRBUF_INIT;
+	for (size_t i = 0; i < parts.n; i++)
+		strbuf_addf(&sb, "%s%s", i ? "/" : "", parts.v[i]);
+	res = strbuf_detach(&sb);
+	if (!fs_rel_is_safe(res)) {
+		free(res);
+		res = NULL;
+	}
+out:
+	free(all);
+	strvec_release(&parts);
+	return res;
+}
+
+/* Uninstalls the distribution whose metadata is libdir/distinfo, as pip does from RECORD. */
+static int uninstall(struct job *j, const char *libdir, const char *distinfo, char **errmsg)
+{
+	char *di = path_join(libdir, distinfo);
+	char *rec = xasprintf("%s/%s/RECORD", j->stage, di);
+	char *text = NULL;
+	size_t len = 0;
+	int rc = 0;
+	if (read_file_at(AT_FDCWD, rec, 64u << 20, &text, &len) != 0) {
+		*errmsg = xasprintf("cannot uninstall %s: it has no RECORD (not installed by a "
+		                    "wheel installer); use pip.installer: pip",
+		                    distinfo);
+		rc = TF_EFAIL;
+		goto out;
+	}
+	for (char *line = text, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		char *f[3] = {NULL, NULL, NULL};
+		size_t nf = csv_fields(line, f);
+		char *rel = nf ? resolve_rel(libdir, f[0]) : NULL;
+		if (rel) {
+			unlink_prune(j->stage, rel, libdir);
+			size_t rl = strlen(rel);
+			if (rl > 3 && strcmp(rel + rl - 3, ".py") == 0 && j->sc->cache_tag[0]) {
+				const char *slash = strrchr(rel, '/');
+				size_t dl = slash ? (size_t)(slash - rel) : 0;
+				const char *base = slash ? slash + 1 : rel;
+				char *pyc = xasprintf("%.*s%s__pycache__/%.*s.%s.pyc", (int)dl, rel,
+				                      slash ? "/" : "", (int)(strlen(base) - 3),
+				                      base, j->sc->cache_tag);
+				unlink_prune(j->stage, pyc, libdir);
+				free(pyc);
+			}
+		}
+		free(rel);
+		for (size_t k = 0; k < nf; k++)
+			free(f[k]);
+	}
+	char *host = path_join(j->stage, di);
+	fs_rmtree(host);
+	free(host);
+out:
+	free(text);
+	free(rec);
+	free(di);
+	return rc;
+}
+
+/* Dist-info directories present in libdir: "name\x1fversion\x1fdirname". */
+static void installed_dists(const char *stage, const char *libdir, struct strvec *out)
+{
+	char *host = path_join(stage, libdir);
+	DIR *d = opendir(host);
+	struct dirent *de;
+	while (d && (de = readdir(d)) != NULL) {
+		const char *nm = de->d_name;
+		size_t n = strlen(nm);
+		const char *dash = strchr(nm, '-');
+		if (n < 11 || strcmp(nm + n - 10, ".dist-info") != 0 || dash == NULL)
+			continue;
+		char *raw = xstrndup(nm, (size_t)(dash - nm));
+		char *norm = pip_normalize_name(raw);
+		strvec_pushf(out, "%s\x1f%.*s\x1f%s", norm, (int)(n - 10 - (size_t)(dash + 1 - nm)),
+		             dash + 1, nm);
+		free(norm);
+		free(raw);
+	}
+	if (d)
+		closedir(d);
+	free(host);
+}
+
+/* ------------------------------------------------------------ install one wheel */
+
+/* "key: value" of a WHEEL/METADATA-style file; NULL when absent. */
+static char *header_value(const char *text, const char *key)
+{
+	size_t kl = strlen(key);
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (strncasecmp(l, key, kl) == 0 && l[kl] == ':') {
+			const char *v = l + kl + 1;
+			while (*v == ' ' || *v == '\t')
+				v++;
+			return xstrndup(v, strcspn(v, "\r\n"));
+		}
+	}
+	return NULL;
+}
+
+struct ep {
+	char *name, *module, *attr;
+};
+
+/* [console_scripts] and [gui_scripts] of entry_points.txt, in file order. */
+static int parse_entry_points(struct whl *w, const char *text, struct ep **out, size_t *nout)
+{
+	int in = 0;
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char *line = xstrndup(l, strcspn(l, "\r\n"));
+		char *s = line;
+		while (isspace((unsigned char)*s))
+			s++;
+		if (*s == '[') {
+			in = strncmp(s, "[console_scripts]", 17) == 0 ||
+			     strncmp(s, "[gui_scripts]", 13) == 0;
+		} else if (in && *s && *s != '#' && *s != ';' && strchr(s, '=')) {
+			char *eq = strchr(s, '=');
+			char *name = xstrndup(s, (size_t)(eq - s));
+			for (size_t k = strlen(name); k > 0 && isspace((unsigned char)name[k - 1]);)
+				name[--k] = '\0';
+			char *v = eq + 1;
+			while (isspace((unsigned char)*v))
+				v++;
+			v[strcspn(v, " \t[")] = '\0';
+			char *colon = strchr(v, ':');
+			if (!colon || colon == v || !colon[1] || !name[0] || strchr(name, '/')) {
+				whl_fail(
+				    w, TF_EFAIL,
+				    "invalid script entry point %s (a module:callable is required)",
+				    name);
+				free(name);
+				free(line);
+				return -1;
+			}
+			*out = xrealloc(*out, (*nout + 1) * sizeof(**out));
+			(*out)[*nout].name = name;
+			(*out)[*nout].module = xstrndup(v, (size_t)(colon - v));
+			(*out)[*nout].attr = xstrdup(colon + 1);
+			(*nout)++;
+		}
+		free(line);
+	}
+	return 0;
+}
+
+/* distlib's shebang for pip's wrappers: /bin/sh trampoline when too long or spaced. */
+static char *shebang(const char *exe)
+{
+	if (strlen(exe) + 3 <= 127 && strchr(exe, ' ') == NULL)
+		return xasprintf("#!%s\n", exe);
+	return xasprintf("#!/bin/sh\n'''exec' %s \"$0\" \"$@\"\n' '''\n", exe);
+}
+
+static void write_script(struct job *j, struct whl *w, const char *name, const struct ep *e)
+{
+	char *rel = path_join(j->sc->scripts, name);
+	char *sb = shebang(j->sc->exe);
+	char *imp = xstrndup(e->attr, strcspn(e->attr, "."));
+	/* pip 23's wrapper (distlib SCRIPT_TEMPLATE), byte for byte. */
+	char *text = xasprintf("%s# -*- coding: utf-8 -*-\nimport re\nimport sys\nfrom %s import "
+	                       "%s\nif __name__ == '__main__':\n    sys.argv[0] = "
+	                       "re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n    "
+	                       "sys.exit(%s())\n",
+	                       sb, e->module, imp, e->attr);
+	put_generated(j, w, rel, text, 0755);
+	free(text);
+	free(imp);
+	free(sb);
+	free(rel);
+}
+
+static int matches(const char *s, const char *prefix, int dotted)
+{
+	/* pip(\d+(\.\d+)?)?$ and easy_install(-\d+\.\d+)?$ */
+	size_t n = strlen(prefix);
+	if (strncmp(s, prefix, n) != 0)
+		return 0;
+	s += n;
+	if (*s == '\0')
+		return 1;
+	if (dotted && *s++ != '-')
+		return 0;
+	if (!isdigit((unsigned char)*s))
+		return 0;
+	while (isdigit((unsigned char)*s))
+		s++;
+	if (*s == '.' && isdigit((unsigned char)s[1]))
+		for (s++; isdigit((unsigned char)*s);)
+			s++;
+	else if (dotted)
+		return 0;
+	return *s == '\0';
+}
+
+/* Scripts for the entry points, with pip's extra names for pip and easy_install. */
+static void write_entry_points(struct job *j, struct whl *w, const struct ep *eps, size_t n)
+{
+	const struct ep *pip = NULL, *ei = NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(eps[i].name, "pip") == 0)
+			pip = &eps[i];
+		if (strcmp(eps[i].name, "easy_install") == 0)
+			ei = &eps[i];
+	}
+	for (size_t i = 0; i < n && !w->err; i++) {
+		if ((pip && matches(eps[i].name, "pip", 0)) ||
+		    (ei && matches(eps[i].name, "easy_install", 1)))
+			continue;
+		write_script(j, w, eps[i].name, &eps[i]);
+	}
+	if (pip) {
+		char *n1 = xasprintf("pip%.*s", (int)strcspn(j->sc->xy, "."), j->sc->xy);
+		char *n2 = xasprintf("pip%s", j->sc->xy);
+		write_script(j, w, "pip", pip);
+		write_script(j, w, n1, pip);
+		write_script(j, w, n2, pip);
+		free(n1);
+		free(n2);
+	}
+	if (ei) {
+		char *n2 = xasprintf("easy_install-%s", j->sc->xy);
+		write_script(j, w, "easy_install", ei);
+		write_script(j, w, n2, ei);
+		free(n2);
+	}
+}
+
+struct rec_ent {
+	char *path, *hash;
+};
+
+static int cmp_rec(const void *a, const void *b)
+{
+	return strcmp(((const struct rec_ent *)a)->path, ((const struct rec_ent *)b)->path);
+}
+
+/* The wheel's RECORD as a sorted array, for the per-file hash check. */
+static struct rec_ent *load_record(const char *text, size_t *n)
+{
+	struct rec_ent *v = NULL;
+	*n = 0;
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char *f[3] = {NULL, NULL, NULL};
+		size_t nf = csv_fields(l, f);
+		if (nf >= 2 && f[0][0]) {
+			v = xrealloc(v, (*n + 1) * sizeof(*v));
+			v[*n].path = f[0];
+			v[*n].hash = f[1];
+			(*n)++;
+			f[0] = f[1] = NULL;
+		}
+		for (size_t k = 0; k < nf; k++)
+			free(f[k]);
+	}
+	if (*n)
+		qsort(v, *n, sizeof(*v), cmp_rec);
+	return v;
+}
+
+/* Where an archive path goes, relative to the copy; NULL: not installed. */
+static char *dest_of(struct job *j, struct whl *w, const char *p, const char *datadir, int *script)
+{
+	*script = 0;
+	size_t dl = strlen(datadir);
+	if (strncmp(p, datadir, dl) != 0 || p[dl] != '/')
+		return path_join(w->libdir, p);
+	const char *key = p + dl + 1, *sub = strchr(key, '/');
+	if (sub == NULL || !sub[1]) {
+		whl_fail(w, TF_EFAIL, "unexpected file %s (.data contents are <scheme>/<path>)", p);
+		return NULL;
+	}
+	size_t kl = (size_t)(sub - key);
+	sub++;
+	if (kl == 7 && strncmp(key, "purelib", 7) == 0)
+		return path_join(j->sc->purelib, sub);
+	if (kl == 7 && strncmp(key, "platlib", 7) == 0)
+		return path_join(j->sc->platlib, sub);
+	if (kl == 4 && strncmp(key, "data", 4) == 0)
+		return j->sc->data[0] ? path_join(j->sc->data, sub) : xstrdup(sub);
+	if (kl == 7 && strncmp(key, "headers", 7) == 0) {
+		const char *nm = w->src->req_name ? w->src->req_name : w->name;
+		char *h = path_join(j->sc->headers, nm), *r = path_join(h, sub);
+		free(h);
+		return r;
+	}
+	if (kl == 7 && strncmp(key, "scripts", 7) == 0) {
+		*script = 1;
+		return path_join(j->sc->scripts, sub);
+	}
+	whl_fail(w, TF_EFAIL, "unknown scheme key in %s (purelib, platlib, headers, scripts, data)",
+	         p);
+	return NULL;
+}
+
+/* A .data/scripts file: "#!python..." becomes the env's interpreter (pip's fix_script). */
+static void place_script(struct job *j, struct whl *w, const char *src, const char *dst,
+                         const char *rel, unsigned mode, const struct unpack_entry *e)
+{
+	char *text = NULL;
+	size_t len = 0;
+	if (read_file_at(AT_FDCWD, src, 1u << 30, &text, &len) != 0) {
+		whl_fail(w, TF_EIO, "cannot read %s", e->path);
+		return;
+	}
+	if (len < 8 || memcmp(text, "#!python", 8) != 0) {
+		if (rename(src, dst) != 0)
+			whl_fail(w, TF_EIO, "cannot place %s: %s", rel, strerror(errno));
+		else
+			add_record(w, rel, e->sha256, e->size);
+		free(text);
+		return;
+	}
+	const char *nl = memchr(text, '\n', len);
+	size_t rest = nl ? len - (size_t)(nl + 1 - text) : 0;
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_addf(&sb, "#!%s\n", j->sc->exe);
+	strbuf_add(&sb, nl ? nl + 1 : "", rest);
+	int rc = write_new(dst, sb.buf, sb.len, mode);
+	if (rc != 0) {
+		whl_fail(w, TF_EIO, "cannot write %s: %s", rel, strerror(-rc));
+	} else {
+		char hex[65];
+		sha256_buf(sb.buf, sb.len, hex);
+		add_record(w, rel, hex, (int64_t)sb.len);
+	}
+	strbuf_release(&sb);
+	free(text);
+}
+
+static char *read_meta(struct whl *w, const char *tmp, const char *file, int required)
+{
+	char *p = xasprintf("%s/%s/%s", tmp, w->distinfo, file), *text = NULL;
+	size_t len = 0;
+	if (read_file_at(AT_FDCWD, p, 16u << 20, &text, &len) != 0 && required)
+		whl_fail(w, TF_EFAIL, "%s/%s is missing", w->distinfo, file);
+	free(p);
+	return text;
+}
+
+/* Finds the one .dist-info directory and checks that it names this distribution. */
+static void find_distinfo(struct whl *w, const struct unpack_result *res)
+{
+	for (size_t i = 0; i < res->n && !w->err; i++) {
+		const char *p = res->v[i].path;
+		size_t k = strcspn(p, "/");
+		if (k < 10 || strncmp(p + k - 10, ".dist-info", 10) != 0)
+			continue;
+		if (w->distinfo == NULL) {
+			w->distinfo = xstrndup(p, k);
+		} else if (strncmp(w->distinfo, p, k) != 0 || w->distinfo[k] != '\0') {
+			whl_fail(w, TF_EFAIL, "more than one .dist-info directory");
+		}
+	}
+	if (w->err)
+		return;
+	char *raw = w->distinfo ? xstrndup(w->distinfo, strcspn(w->distinfo, "-")) : NULL;
+	char *norm = raw ? pip_normalize_name(raw) : NULL;
+	if (norm == NULL || strcmp(norm, w->name) != 0)
+		whl_fail(w, TF_EFAIL, "%s does not start with %s",
+		         w->distinfo ? w->distinfo
+		                     : "no "
+		                       ".dist-info",
+		         w->name);
+	free(raw);
+	free(norm);
+}
+
+static void install_one(struct job *j, struct whl *w, size_t idx)
+{
+	struct unpack_result res = {0};
+	struct rec_ent *rec = NULL;
+	struct ep *eps = NULL;
+	size_t nrec = 0, neps = 0;
+	char *err = NULL, *wheel = NULL, *record = NULL, *eptext = NULL, *datadir = NULL;
+	char *tmprel = xasprintf("%s/.tfprov-whl-%zu", j->sc->purelib, idx);
+	char *tmp = path_join(j->stage, tmprel);
+	int rc = unpack_archive(j->c, w->src->path, tmp, 0, &res, &err);
+	if (rc != 0) {
+		whl_fail(w, rc, "%s", err ? err : tf_strerror(rc));
+		goto out;
+	}
+	find_distinfo(w, &res);
+	if (w->err)
+		goto out;
+	wheel = read_meta(w, tmp, "WHEEL", 1);
+	record = read_meta(w, tmp, "RECORD", 1);
+	eptext = read_meta(w, tmp, "entry_points.txt", 0);
+	if (w->err)
+		goto out;
+	char *wv = header_value(wheel, "Wheel-Version"),
+	     *pure = header_value(wheel, "Root-Is-Purelib");
+	if (wv == NULL || strtol(wv, NULL, 10) != 1)
+		whl_fail(w, TF_EFAIL, "unsupported Wheel-Version %s (this installer reads 1.x)",
+		         wv ? wv : "(none)");
+	w->libdir = pure && strcasecmp(pure, "true") == 0 ? j->sc->purelib : j->sc->platlib;
+	free(wv);
+	free(pure);
+	if (w->err || (eptext && parse_entry_points(w, eptext, &eps, &neps) != 0))
+		goto out;
+	rec = load_record(record, &nrec);
+	datadir = xasprintf("%.*s.data", (int)(strlen(w->distinfo) - 10), w->distinfo);
+	char *own_record = xasprintf("%s/RECORD", w->distinfo);
+	for (size_t i = 0; i < res.n && !w->err; i++) {
+		const struct unpack_entry *e = &res.v[i];
+		if (e->type == 'd')
+			continue;
+		if (e->type != 'f') {
+			whl_fail(w, TF_EUNSAFE, "%s is a link; wheels hold regular files", e->path);
+			break;
+		}
+		if (strcmp(e->path, own_record) == 0)
+			continue;
+		struct rec_ent key = {(char *)e->path, NULL}, *r;
+		r = nrec ? bsearch(&key, rec, nrec, sizeof(*rec), cmp_rec) : NULL;
+		if (r && r->hash[0]) {
+			char h[52];
+			record_hash(e->sha256, h);
+			if (strcmp(h, r->hash) != 0) {
+				whl_fail(w, TF_EINTEGRITY,
+				         "%s does not match the wheel's RECORD hash", e->path);
+				break;
+			}
+		}
+		int script = 0;
+		char *rel = dest_of(j, w, e->path, datadir, &script);
+		if (rel == NULL)
+			break;
+		unsigned mode = e->mode & 0111 ? 0755 : 0644;
+		if (script) {
+			const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
+			int wrapped = 0;
+			for (size_t k = 0; k < neps; k++)
+				wrapped |= strcmp(eps[k].name, base) == 0;
+			if (wrapped) {
+				/* pip generates it from the entry point instead, and keeps
+				 * the wheel's RECORD row as it was. */
+				strvec_pushf(&w->records, "%s\x1f%s\x1f%lld", e->path,
+				             r ? r->hash : "", (long long)e->size);
+				free(rel);
+				continue;
+			}
+		}
+		char *src = path_join(tmp, e->path), *dst = path_join(j->stage, rel);
+		char *parent = xstrndup(dst, (size_t)(strrchr(dst, '/') - dst));
+		mkdirs_at(AT_FDCWD, parent, 0755);
+		if (script) {
+			place_script(j, w, src, dst, rel, mode, e);
+		} else if ((e->mode & 07777) != mode && chmod(src, mode) != 0) {
+			whl_fail(w, TF_EIO, "cannot chmod %s: %s", e->path, strerror(errno));
+		} else if (rename(src, dst) != 0) {
+			whl_fail(w, TF_EIO, "cannot place %s: %s", rel, strerror(errno));
+		} else {
+			add_record(w, rel, e->sha256, e->size);
+			size_t rl = strlen(rel);
+			if (rl > 3 && strcmp(rel + rl - 3, ".py") == 0 &&
+			    (str_starts_with(rel, j->sc->purelib) ||
+			     str_starts_with(rel, j->sc->platlib)))
+				strvec_push(&w->pys, rel);
+		}
+		free(parent);
+		free(src);
+		free(dst);
+		free(rel);
+	}
+	free(own_record);
+	if (!w->err)
+		write_entry_points(j, w, eps, neps);
+out:
+	fs_rmtree(tmp);
+	for (size_t i = 0; i < nrec; i++) {
+		free(rec[i].path);
+		free(rec[i].hash);
+	}
+	for (size_t i = 0; i < neps; i++) {
+		free(eps[i].name);
+		free(eps[i].module);
+		free(eps[i].attr);
+	}
+	free(rec);
+	free(eps);
+	free(datadir);
+	free(wheel);
+	free(record);
+	free(eptext);
+	free(err);
+	free(tmp);
+	free(tmprel);
+	unpack_result_release(&res);
+}
+
+static void install_job(size_t i, void *arg)
+{
+	struct job *j = arg;
+	if (!j->w[i].skip && !tf_interrupted)
+		install_one(j, &j->w[i], i);
+}
+
+/* ------------------------------------------------------------ metadata */
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void finish_job(size_t i, void *arg)
+{
+	struct job *j = arg;
+	struct whl *w = &j->w[i];
+	if (w->skip || w->err)
+		return;
+	/* The compiled files: pip records them with their hashes. */
+	for (size_t k = 0; k < w->pys.n; k++) {
+		const char *py = w->pys.v[k];
+		const char *slash = strrchr(py, '/');
+		char *pyc = xasprintf("%.*s/__pycache__/%.*s.%s.pyc", (int)(slash - py), py,
+		                      (int)(strlen(slash + 1) - 3), slash + 1, j->sc->cache_tag);
+		char *host = path_join(j->stage, pyc), hex[65];
+		int64_t size = 0;
+		if (sha256_file(host, hex, &size) == 0)
+			add_record(w, pyc, hex, size);
+		free(host);
+		free(pyc);
+	}
+	char *di = path_join(w->libdir, w->distinfo);
+	char *p = path_join(di, "INSTALLER");
+	put_generated(j, w, p, "tfprov\n", 0644);
+	free(p);
+	p = path_join(di, "REQUESTED");
+	put_generated(j, w, p, "", 0644);
+	free(p);
+	if (w->src->url) {
+		json_t *ai = json_object();
+		if (w->src->sha256) {
+			char *h = xasprintf("sha256=%s", w->src->sha256);
+			json_object_set_new(ai, "hash", json_string(h));
+			json_object_set_new(ai, "hashes",
+			                    json_pack("{s:s}", "sha256", w->src->sha256));
+			free(h);
+		}
+		json_t *du = json_pack("{s:o,s:s}", "archive_info", ai, "url", w->src->url);
+		char *text = json_dumps(du, JSON_COMPACT | JSON_SORT_KEYS);
+		p = path_join(di, "direct_url.json");
+		put_generated(j, w, p, text, 0644);
+		free(p);
+		free(text);
+		json_decref(du);
+	}
+	p = path_join(di, "RECORD");
+	char *rp = relpath(w->libdir, p);
+	strvec_pushf(&w->records, "%s\x1f\x1f", rp);
+	free(rp);
+	qsort(w->records.v, w->records.n, sizeof(*w->records.v), cmp_str);
+	struct strbuf sb = STRBUF_INIT;
+	for (size_t k = 0; k < w->records.n; k++) {
+		char *f[3];
+		char *s = w->records.v[k];
+		f[0] = s;
+		f[1] = strchr(f[0], '\x1f');
+		*f[1]++ = '\0';
+		f[2] = strchr(f[1], '\x1f');
+		*f[2]++ = '\0';
+		csv_put(&sb, f[0]);
+		strbuf_addf(&sb, ",%s,%s\r\n", f[1], f[2]);
+	}
+	char *host = path_join(j->stage, p);
+	int rc = write_new(host, sb.buf ? sb.buf : "", sb.len, 0644);
+	if (rc != 0)
+		whl_fail(w, TF_EIO, "cannot write %s: %s", p, strerror(-rc));
+	free(host);
+	strbuf_release(&sb);
+	free(p);
+	free(di);
+}
+
+/* One compileall for every installed .py file, on all cores (-j0). */
+static int compile_all(struct job *j, char **errmsg)
+{
+	struct strbuf list = STRBUF_INIT;
+	for (size_t i = 0; i < j->n; i++)
+		for (size_t k = 0; k < j->w[i].pys.n; k++)
+			strbuf_addf(&list, "%s/%s\n", j->stage, j->w[i].pys.v[k]);
+	if (list.len == 0)
+		return 0;
+	char *lst = xasprintf("%s/.tfprov-compile-list", j->stage);
+	char *py = xasprintf("%s/bin/python", j->stage);
+	int rc = write_new(lst, list.buf, list.len, 0600);
+	strbuf_release(&list);
+	if (rc != 0) {
+		*errmsg = xasprintf("cannot write %s: %s", lst, strerror(-rc));
+		free(lst);
+		free(py);
+		return TF_EIO;
+	}
+	/* -s/-p: the .pyc files name the sources where they will be, not in the copy. */
+	char *argv[] = {py,
+	                "-I",
+	                "-m",
+	                "compileall",
+	                "-q",
+	                "-f",
+	                "-j0",
+	                "-s",
+	                (char *)j->stage,
+	                "-p",
+	                (char *)j->final,
+	                "-i",
+	                lst,
+	                NULL};
+	struct spawn_result r = {0};
+	rc = pyenv_run_python(j->c, argv, 3600, &r);
+	if (rc == 0 && r.status != 0 && r.status != 1)
+		rc = TF_EFAIL;
+	/* exit 1: some file did not compile; pip ignores that too (it records no .pyc). */
+	if (rc != 0)
+		*errmsg = xasprintf("python -m compileall failed: %s", r.errmsg    ? r.errmsg
+		                                                       : r.err.buf ? r.err.buf
+		                                                                   : "");
+	spawn_result_release(&r);
+	unlink(lst);
+	free(lst);
+	free(py);
+	return rc;
+}
+
+/* ------------------------------------------------------------ driver */
+
+static int cmp_size_desc(const void *a, const void *b)
+{
+	const struct whl *x = a, *y = b;
+	return x->size < y->size ? 1 : x->size > y->size ? -1 : 0;
+}
+
+/* Name and version from "name-ver-...whl"; 0 or -1. */
+static int parse_filename(struct whl *w)
+{
+	const char *f = strrchr(w->src->path, '/') ? strrchr(w->src->path, '/') + 1 : w->src->path;
+	if (!wheel_name_ok(f))
+		return -1;
+	const char *d1 = strchr(f, '-'), *d2 = strchr(d1 + 1, '-');
+	char *raw = xstrndup(f, (size_t)(d1 - f));
+	w->name = pip_normalize_name(raw);
+	w->version = xstrndup(d1 + 1, (size_t)(d2 - d1 - 1));
+	free(raw);
+	return 0;
+}
+
+int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *src,
+                  size_t n, struct wheel_stats *stats, char **errmsg)
+{
+	struct scheme sc = {0};
+	struct whl *w = xcalloc(n ? n : 1, sizeof(*w));
+	struct strvec have = STRVEC_INIT;
+	char *final = ctx_host_path(c, env_path), *stage = NULL;
+	struct job j = {c, NULL, final, &sc, w, n};
+	int rc = 0;
+	memset(stats, 0, sizeof(*stats));
+	for (size_t i = 0; i < n; i++) {
+		struct stat st;
+		w[i].src = &src[i];
+		w[i].size = stat(src[i].path, &st) == 0 ? st.st_size : 0;
+		if (parse_filename(&w[i]) != 0) {
+			*errmsg = xasprintf("%s is not a wheel file name (PEP 427)", src[i].path);
+			rc = TF_EFAIL;
+			goto out;
+		}
+	}
+	qsort(w, n, sizeof(*w), cmp_size_desc);
+	if ((rc = query_scheme(c, final, &sc, errmsg)) != 0)
+		goto out;
+	if ((rc = txn_stage_dir(t, env_path, &stage)) != 0) {
+		*errmsg = xstrdup(txn_error(t) ? txn_error(t) : "cannot stage");
+		goto out;
+	}
+	j.stage = stage;
+	uint64_t t0 = now_ns();
+	if (fs_link_tree(final, stage) != 0) {
+		*errmsg = xasprintf("cannot copy %s (hard links): %s", final, strerror(errno));
+		rc = TF_EIO;
+		goto out;
+	}
+	installed_dists(stage, sc.purelib, &have);
+	if (strcmp(sc.platlib, sc.purelib) != 0)
+		installed_dists(stage, sc.platlib, &have);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		for (size_t k = 0; k < have.n && rc == 0; k++) {
+			char *f[3] = {have.v[k], strchr(have.v[k], '\x1f'), NULL};
+			size_t nl = (size_t)(f[1] - f[0]);
+			if (strncmp(f[0], w[i].name, nl) != 0 || w[i].name[nl] != '\0')
+				continue;
+			f[1]++;
+			f[2] = strchr(f[1], '\x1f') + 1;
+			if ((size_t)(f[2] - f[1] - 1) == strlen(w[i].version) &&
+			    strncmp(f[1], w[i].version, strlen(w[i].version)) == 0) {
+				w[i].skip = 1;
+				stats->skipped++;
+				continue;
+			}
+			const char *lib = sc.purelib;
+			char *probe = xasprintf("%s/%s/%s", stage, sc.purelib, f[2]);
+			if (access(probe, F_OK) != 0)
+				lib = sc.platlib;
+			free(probe);
+			rc = uninstall(&j, lib, f[2], errmsg);
+			stats->removed++;
+		}
+	}
+	if (rc != 0)
+		goto out;
+	uint64_t t1 = now_ns();
+	pool_run(n, c->jobs > 0 ? (size_t)c->jobs : pool_ncpu(), install_job, &j);
+	for (size_t i = 0; i < n && rc == 0; i++)
+		if (w[i].err) {
+			rc = w[i].err;
+			*errmsg = xstrdup(w[i].errmsg);
+		}
+	if (rc == 0 && tf_interrupted)
+		rc = TF_EINTR, *errmsg = xstrdup("interrupted");
+	uint64_t t2 = now_ns();
+	if (rc == 0)
+		rc = compile_all(&j, errmsg);
+	uint64_t t3 = now_ns();
+	if (rc == 0)
+		pool_run(n, c->jobs > 0 ? (size_t)c->jobs : pool_ncpu(), finish_job, &j);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (w[i].err) {
+			rc = w[i].err;
+			*errmsg = xstrdup(w[i].errmsg);
+		}
+		if (!w[i].skip) {
+			stats->installed++;
+			stats->files += w[i].records.n;
+		}
+	}
+	ev_log(c, EV_DEBUG,
+	       "wheels: copy + uninstall %.2f s, unpack %.2f s, compileall %.2f s, RECORD %.2f s",
+	       (double)(t1 - t0) / 1e9, (double)(t2 - t1) / 1e9, (double)(t3 - t2) / 1e9,
+	       (double)(now_ns() - t3) / 1e9);
+	if (rc == 0 && txn_replace_dir(t, stage, env_path) != 0) {
+		rc = TF_EIO;
+		*errmsg = xstrdup(txn_error(t));
+	}
+out:
+	/* On failure the stage is the txn's to remove (journaled). */
+	for (size_t i = 0; i < n; i++) {
+		free(w[i].name);
+		free(w[i].version);
+		free(w[i].distinfo);
+		free(w[i].errmsg);
+		strvec_release(&w[i].records);
+		strvec_release(&w[i].pys);
+	}
+	free(w);
+	strvec_release(&have);
+	scheme_release(&sc);
+	free(stage);
+	free(final);
+	return rc;
+}

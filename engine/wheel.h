@@ -1,0 +1,60 @@
+/*
+ * wheel.h - a native installer for verified wheels (PEP 427 and the binary
+ * distribution format spec, https://packaging.python.org/specifications/
+ * binary-distribution-format/; installed metadata per PEP 376 and
+ * https://packaging.python.org/specifications/recording-installed-packages/).
+ *
+ * It does what `pip install --no-deps` does with wheels that are already
+ * downloaded and hash-checked, so that pip list / pip check / pip uninstall
+ * see the same distributions afterwards: root files into purelib or platlib
+ * (Root-Is-Purelib), <name>.data/<scheme>/ into the env's schemes (scripts
+ * whose first line is #!python get the env's interpreter; headers go to
+ * include/site/pythonX.Y/<name> in a venv), console and GUI entry points as
+ * pip's script wrappers, INSTALLER ("tfprov"), REQUESTED, direct_url.json
+ * for `name @ URL` requirements, byte-code compiled by one
+ * `python -m compileall -j0`, and RECORD listing every installed file with
+ * its sha256. An older version of a distribution is uninstalled from its
+ * RECORD first; the same version is left alone (pip: "already satisfied").
+ *
+ * Atomicity: everything happens in a hard-link copy of the env staged with
+ * txn_stage_dir (written files are always new inodes, so the live env is
+ * never touched), and the copy replaces the env with txn_replace_dir. A
+ * failure, an abort or a kill -9 leaves the env exactly as it was.
+ *
+ * Wheels are unpacked by unpack_archive() (every name checked, nothing
+ * written outside the copy), several at once (largest first, one thread per
+ * core); every file is checked against the wheel's own RECORD hash.
+ */
+#ifndef TFPROV_WHEEL_H
+#define TFPROV_WHEEL_H
+
+#include <stddef.h>
+
+struct ctx;
+struct txn;
+
+struct wheel_src {
+	const char *path;     /* a verified .whl (host path) */
+	const char *req_name; /* the name as the requirement spelled it, or NULL */
+	const char *url;      /* direct reference "name @ URL", else NULL */
+	const char *sha256;   /* of the .whl, for direct_url.json; may be NULL */
+};
+
+struct wheel_stats {
+	size_t installed, skipped, removed; /* distributions */
+	size_t files;                       /* files written (scripts and .pyc included) */
+};
+
+/*
+ * Installs the wheels into the env at env_path (root-relative; its
+ * interpreter is <env>/bin/python). 0, or an error with *errmsg: TF_EINTEGRITY
+ * (a file differs from the wheel's RECORD), TF_EUNSAFE (an unsafe entry),
+ * TF_EFAIL (an unsupported wheel, a failed compile), TF_EIO.
+ */
+int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *w,
+                  size_t n, struct wheel_stats *stats, char **errmsg);
+
+/* 1 when the wheel file name is a valid PEP 427 name (name-ver[-build]-py-abi-plat.whl). */
+int wheel_name_ok(const char *filename);
+
+#endif
