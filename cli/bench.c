@@ -28,6 +28,7 @@
  */
 #include "benchrun.h"
 #include "cli.h"
+#include "datadir.h"
 #include "error.h"
 #include "event.h"
 #include "manifest.h"
@@ -50,18 +51,6 @@ struct bench_row {
 	double ms, ips;
 	const char *raw;
 };
-
-static const char *data_path(const char *env, const char *rel, char *buf, size_t n)
-{
-	const char *e = getenv(env);
-	if (e && *e)
-		return e;
-	snprintf(buf, n, "%s/%s", TFPROV_SRCDIR, rel);
-	if (access(buf, R_OK) == 0)
-		return buf;
-	snprintf(buf, n, "%s/%s", TFPROV_DATADIR, rel);
-	return buf;
-}
 
 static void print_header(struct ctx *c)
 {
@@ -183,7 +172,7 @@ static int compare_reference(struct ctx *c, const struct stackinfo *si, const st
 {
 	char buf[4096];
 	const char *path =
-	    data_path("TFPROV_BENCH_REFERENCE", "bench/reference.yaml", buf, sizeof(buf));
+	    datadir_path("TFPROV_BENCH_REFERENCE", "bench/reference.yaml", buf, sizeof(buf));
 	double ref = 0;
 	int verified = 0, margin = BENCH_DEFAULT_MARGIN;
 	int found = reference_lookup(path, r->gpu, r->precision, &ref, &verified, &margin);
@@ -248,7 +237,7 @@ static int bench_tf(struct ctx *c, const struct stackinfo *si, int *printed_head
 		return 0;
 	}
 	const char *script =
-	    data_path("TFPROV_BENCH_SCRIPT", "modules/bench_conv.py", buf, sizeof(buf));
+	    datadir_path("TFPROV_BENCH_SCRIPT", "modules/bench_conv.py", buf, sizeof(buf));
 	stackinfo_env(si, &env);
 	size_t np = m->bench.nprecisions ? m->bench.nprecisions : 1;
 	for (size_t i = 0; i < np && !tf_interrupted; i++) {

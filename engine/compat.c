@@ -13,11 +13,14 @@
  *    (the lints live in compat_lint.c).
  */
 #include "compat.h"
+#include "datadir.h"
 #include "error.h"
 #include "version.h"
 
 #include <ctype.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,17 +37,22 @@ struct loader {
 	int bad;
 };
 
+static char default_path[PATH_MAX + 32];
+
+static void default_path_init(void)
+{
+	datadir_path(NULL, "data/compat.yaml", default_path, sizeof(default_path));
+}
+
 const char *compat_default_path(void)
 {
-	static const char src[] = TFPROV_SRCDIR "/data/compat.yaml";
-	static const char data[] = TFPROV_DATADIR "/data/compat.yaml";
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	const char *env = getenv("TFPROV_COMPAT");
 
 	if (env != NULL && *env != '\0')
 		return env;
-	if (access(src, R_OK) == 0)
-		return src;
-	return data;
+	pthread_once(&once, default_path_init);
+	return default_path;
 }
 
 static const char *own(struct compat *kb, const char *s, size_t n)

@@ -165,9 +165,10 @@ struct compat {
 };
 
 /*
- * The knowledge base to use: $TFPROV_COMPAT if set, else the source tree's
- * data/compat.yaml when it exists (running from a build tree), else the
- * installed TFPROV_DATADIR copy. Returns a static or environment string.
+ * The knowledge base to use: $TFPROV_COMPAT if set, else data/compat.yaml
+ * under the data directory found at run time (datadir.h: build tree, then
+ * <exe>/../share/tfprov, then the install prefix). Returns a static or
+ * environment string.
  */
 const char *compat_default_path(void);
 
