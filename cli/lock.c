@@ -161,7 +161,8 @@ static char *edits_apply(struct edits *e, const struct lines *l)
 {
 	struct strbuf sb = STRBUF_INIT;
 	int k = 1;
-	qsort(e->v, e->n, sizeof(e->v[0]), cmp_edit);
+	if (e->n > 1)
+		qsort(e->v, e->n, sizeof(e->v[0]), cmp_edit);
 	for (size_t i = 0; i < e->n; i++) {
 		for (; k < e->v[i].first; k++)
 			strbuf_add(&sb, l->text + l->off[k - 1], l->off[k] - l->off[k - 1]);

@@ -590,7 +590,8 @@ static int write_simple(struct ctx *c, const char *dir, int *changed)
 		strvec_pushf(&lines, "%s\t%s\t%s", proj, file, sha);
 		free(proj);
 	}
-	qsort(lines.v, lines.n, sizeof(*lines.v), cmp_str);
+	if (lines.n > 1)
+		qsort(lines.v, lines.n, sizeof(*lines.v), cmp_str);
 	mkdirs_at(AT_FDCWD, simple, 0755);
 	strbuf_adds(&top, "<!DOCTYPE html>\n<html><body>\n");
 	for (size_t i = 0; i < lines.n && rc >= 0; i++) {

@@ -888,7 +888,8 @@ int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const stru
 
 	if (norder > 0) {
 		pthread_once(&curl_once, curl_init_once);
-		qsort(order, norder, sizeof(*order), cmp_size_desc);
+		if (norder > 1)
+			qsort(order, norder, sizeof(*order), cmp_size_desc);
 		r.multi = curl_multi_init();
 		curl_multi_setopt(r.multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)o->jobs);
 		run_multi(&r, order, norder);

@@ -265,7 +265,8 @@ static void procfs_gpus(const char *dir, struct gpu_probe *out)
 	}
 	closedir(d);
 	/* Bus-id order, the order nvidia-smi and CUDA_DEVICE_ORDER=PCI_BUS_ID use. */
-	qsort(ids.v, ids.n, sizeof(char *), cmp_str);
+	if (ids.n > 1)
+		qsort(ids.v, ids.n, sizeof(char *), cmp_str);
 	out->ngpus_total = (int)ids.n;
 	for (i = 0; i < ids.n && i < GPU_PROBE_MAX_GPUS; i++) {
 		char *info = xasprintf("%s/%s/information", gdir, ids.v[i]);

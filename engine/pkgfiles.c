@@ -1,5 +1,6 @@
 /* pkgfiles.c - the file lists of pip dist-info RECORDs and conda-meta records (pkgfiles.h). */
 #include "pkgfiles.h"
+#include "pyenv.h"
 #include "state.h"
 #include "util.h"
 
@@ -10,24 +11,6 @@
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
-
-char *pkgfiles_norm_name(const char *name)
-{
-	struct strbuf sb = STRBUF_INIT;
-	int sep = 0;
-	for (const char *p = name; *p; p++) {
-		if (*p == '-' || *p == '_' || *p == '.') {
-			sep = 1;
-			continue;
-		}
-		if (sep && sb.len)
-			strbuf_adds(&sb, "-");
-		sep = 0;
-		char ch = (char)tolower((unsigned char)*p);
-		strbuf_add(&sb, &ch, 1);
-	}
-	return sb.buf ? strbuf_detach(&sb) : xstrdup("");
-}
 
 /*
  * Joins base (root-relative dir) and a relative record path, resolving "."
@@ -150,7 +133,7 @@ static void load_record(struct ctx *c, struct pkgfiles *x, const char *env, cons
 	char *pkg = dash ? xasprintf("%.*s %s", (int)(dash - base), base, dash + 1) : xstrdup(base);
 	if (dash)
 		*dash = '\0';
-	char *norm = pkgfiles_norm_name(base);
+	char *norm = pip_normalize_name(base);
 	char *save = NULL;
 	for (char *line = strtok_r(text, "\r\n", &save); line;
 	     line = strtok_r(NULL, "\r\n", &save)) {
@@ -205,7 +188,7 @@ static void load_conda(struct ctx *c, struct pkgfiles *x, const char *env)
 		json_t *files = json_object_get(j, "files");
 		if (name && ver && json_is_array(files)) {
 			char *pkg = xasprintf("%s %s", name, ver);
-			char *norm = pkgfiles_norm_name(name);
+			char *norm = pip_normalize_name(name);
 			size_t i;
 			json_t *v;
 			json_array_foreach(files, i, v)
@@ -335,7 +318,7 @@ char *pkgfiles_load_stack(struct ctx *c, int64_t stack_id, int all_dists, struct
 	{
 		const char *n = json_string_value(json_object_get(d, "name"));
 		if (n) {
-			char *norm = pkgfiles_norm_name(n);
+			char *norm = pip_normalize_name(n);
 			strvec_push(&names, norm);
 			free(norm);
 		}

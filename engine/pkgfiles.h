@@ -57,7 +57,4 @@ const struct pkgfile *pkgfiles_find(const struct pkgfiles *x, const char *path);
 /* Whether some recorded file lies under directory `path`. */
 int pkgfiles_has_under(const struct pkgfiles *x, const char *path);
 
-/* PEP 503 name normalisation (lower case, runs of -_. become one '-'); caller frees. */
-char *pkgfiles_norm_name(const char *name);
-
 #endif

@@ -605,7 +605,8 @@ static void remove_dirs(struct txn *t)
 {
 	if (t->rmdirs.n == 0)
 		return;
-	qsort(t->rmdirs.v, t->rmdirs.n, sizeof(char *), path_desc);
+	if (t->rmdirs.n > 1)
+		qsort(t->rmdirs.v, t->rmdirs.n, sizeof(char *), path_desc);
 	for (size_t i = 0; i < t->rmdirs.n; i++) {
 		if (i && strcmp(t->rmdirs.v[i], t->rmdirs.v[i - 1]) == 0)
 			continue;
@@ -828,6 +829,9 @@ static void undo_row(struct ctx *c, const char *op, const char *path, const char
 			fs_rmtree(host);
 			rename(backup, host);
 		}
+	} else if (strcmp(op, "snap") == 0) {
+		if (backup && exists(backup))
+			fs_swap_in(backup, host); /* the directory as it was before the txn */
 	} else if (strcmp(op, "gc") == 0) {
 		if (backup)
 			fs_rmtree(backup);
@@ -1018,4 +1022,11 @@ int place_foreign_step_file(struct ctx *c, const char *addr, const char *stack, 
 	if (c->st == NULL)
 		return 0;
 	return state_foreign_step_file_under(c->st, addr, stack, prefix, other_stack, path);
+}
+
+int txn_snapshot_dir(struct txn *t, const char *path, const char *snap_host)
+{
+	if (journal_add(t, "snap", path, NULL, snap_host) == 0)
+		return fail(t, TF_ESTATE, "cannot write the journal");
+	return 0;
 }

@@ -123,6 +123,17 @@ int place_is_owned(struct ctx *c, const char *path);
 int place_foreign_step_file(struct ctx *c, const char *addr, const char *stack, const char *prefix,
                             char **other_stack, char **path);
 
+/*
+ * Journals a hard-link snapshot of the directory `path` (root-relative)
+ * that the caller has already made, complete, at snap_host (a host path on
+ * the same filesystem, e.g. inside a txn_stage_dir). From here until the txn
+ * commits, txn_abort() and the recovery of a killed run swap the snapshot
+ * back in place of path (the pip step changes an env in place); after the
+ * commit the snapshot is deleted. A caller that swaps it back itself leaves
+ * nothing to undo.
+ */
+int txn_snapshot_dir(struct txn *t, const char *path, const char *snap_host);
+
 /* Undoes interrupted transactions found in the journal. Needs the writer lock.
  * Returns the number of operations undone, or a negative error. */
 int place_recover(struct ctx *c);

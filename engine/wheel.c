@@ -904,7 +904,8 @@ static void finish_job(size_t i, void *arg)
 	char *rp = relpath(w->libdir, p);
 	strvec_pushf(&w->records, "%s\x1f\x1f", rp);
 	free(rp);
-	qsort(w->records.v, w->records.n, sizeof(*w->records.v), cmp_str);
+	if (w->records.n > 1)
+		qsort(w->records.v, w->records.n, sizeof(*w->records.v), cmp_str);
 	struct strbuf sb = STRBUF_INIT;
 	for (size_t k = 0; k < w->records.n; k++) {
 		char *f[3];
@@ -1019,7 +1020,8 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 			goto out;
 		}
 	}
-	qsort(w, n, sizeof(*w), cmp_size_desc);
+	if (n > 1)
+		qsort(w, n, sizeof(*w), cmp_size_desc);
 	if ((rc = query_scheme(c, final, &sc, errmsg)) != 0)
 		goto out;
 	if ((rc = txn_stage_dir(t, env_path, &stage)) != 0) {

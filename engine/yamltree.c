@@ -52,7 +52,8 @@ static void check_duplicates(struct conv *cv, const struct ynode *map)
 	for (size_t i = 0; i < map->n; i++)
 		if (map->keys[i] && map->keys[i]->type == Y_SCALAR)
 			refs[n++] = (struct keyref){map->keys[i], i};
-	qsort(refs, n, sizeof(*refs), keyref_cmp);
+	if (n > 1)
+		qsort(refs, n, sizeof(*refs), keyref_cmp);
 	for (size_t i = 1; i < n; i++) {
 		if (strcmp(refs[i].k->str, refs[i - 1].k->str) != 0)
 			continue;
