@@ -4,14 +4,16 @@
 set -eu
 
 # openssh-server and nginx: the fleet test starts its own sshd and nginx on
-# 127.0.0.x (the packages' own services are not used); lintian: scripts/build-deb.sh.
+# 127.0.0.x (the packages' own services are not used); strace: the fleet test
+# holds tfprov at a syscall so that its kill -9 lands during placement;
+# lintian: scripts/build-deb.sh.
 PKGS="build-essential cmake pkg-config clang-format
 libyaml-dev libcurl4-openssl-dev libarchive-dev libssl-dev libsqlite3-dev
 libjansson-dev libzstd-dev liblzma-dev libcmocka-dev
 python3 python3-venv python3-pip python3-pytest python3-wheel python3-setuptools python3-yaml
 python3-setuptools-whl python3-wheel-whl
 curl xz-utils zstd bzip2 gzip zip unzip sqlite3 openssl ansible-core hyperfine tmux
-openssh-server openssh-client nginx lintian dpkg-dev fakeroot
+openssh-server openssh-client nginx strace lintian dpkg-dev fakeroot
 clang libclang-rt-14-dev minisign"
 
 missing=""

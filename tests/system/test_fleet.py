@@ -15,6 +15,7 @@ from that host's own state database and files:
   5. check mode;  2. old drivers vs canary policy;  3. kill -9 mid-apply;
   4. a bad manifest revision and rollback.yml;  then report.yml.
 """
+import fcntl
 import hashlib
 import json
 import os
@@ -54,8 +55,9 @@ def sanitized_build():
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not all(os.path.exists(p) for p in (
-        "/usr/sbin/sshd", "/usr/sbin/nginx", "/usr/bin/ansible-playbook", "/usr/bin/unshare")),
-    reason="needs root, openssh-server, nginx, ansible-core (scripts/install-deps.sh)")
+        "/usr/sbin/sshd", "/usr/sbin/nginx", "/usr/bin/ansible-playbook", "/usr/bin/unshare",
+        "/usr/bin/strace")),
+    reason="needs root, openssh-server, nginx, ansible-core, strace (scripts/install-deps.sh)")
 skip_sanitized = pytest.mark.skipif(sanitized_build(), reason="normal pass only (see sanitized_build)")
 pytestmark = [pytestmark, skip_sanitized]
 
@@ -367,81 +369,174 @@ def test_2_old_drivers_stop_the_canary_policy(world):
 
 
 def test_3_kill_9_mid_apply_then_converge(world, tmp_path):
-    """h05 (on v2) is sent v1 from a slow mirror whose cuDNN archive trickles;
-    tfprov is killed with SIGKILL on that host once cuDNN is being fetched
-    (the CUDA step is already placed). The next rollout of v2 converges."""
+    """h05 (on v2) is sent v1; tfprov is killed with SIGKILL on that host while
+    it places the CUDA step. apply fetches and verifies every download before
+    its first change, and placing this stand-in stack takes milliseconds, so
+    the kill is made to land there: cuDNN trickles from a slow mirror (tfprov
+    is still downloading when it is found), strace attaches to it and holds
+    each mkdir(2) for a second on its way out (a test instrument: nothing else
+    is changed), and the SIGKILL is sent once the CUDA step's staging
+    directory exists. The host is then recoverable and untouched where it
+    counts (still on v2, v2's files intact, lock free); running the rollout
+    again recovers and converges on v1."""
     w = world
     h = w.fleet.host("h05")
-    v2 = sha(w.v2)
+    v1, v2 = sha(w.v1), sha(w.v2)
+    g0, cur0 = gens(h)
+    assert g0[cur0 - 1] == ("ok", v2), g0
+    before = tree(h)
     shutil.rmtree(h.path("/var/cache/tfprov/sha256"))
+    cudnn = [f for f in json.load(open(w.mirror_dir / "index.json"))["files"]
+             if f["kind"] == "cudnn" and f["url"] in open(w.v1).read()][0]
+    cuda_dir = h.path("/opt/tfprov/cuda")
+
+    def staging():
+        return [n for n in os.listdir(cuda_dir) if n.startswith(".tfprov-")]
+
     slow = HttpServer(root=str(w.mirror_dir)).start()
+    tracer, out, err = None, "", ""
     try:
-        cudnn = [f for f in json.load(open(w.mirror_dir / "index.json"))["files"]
-                 if f["kind"] == "cudnn" and f["url"] in open(w.v1).read()][0]
         slow.rate["/" + cudnn["file"]] = 2000
         argv = ["ansible", "h05", "-m", "tfprov.gpu.stack", "-a",
                 json.dumps({"src": w.v1, "name": "fleet", "mirror": [slow.url("")]})]
         env = ansible_env(w)
         env["ANSIBLE_STDOUT_CALLBACK"] = "minimal"
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, cwd=str(w.base))
-        killed = None
+                                text=True, cwd=str(w.base), start_new_session=True)
+        pid = killed = None
         deadline = time.time() + 120
-        while time.time() < deadline and killed is None:
-            if slow.count("/" + cudnn["file"]) > 0:
-                for pid in h.pids():
+        while time.time() < deadline and killed is None and proc.poll() is None:
+            if pid is None and slow.count("/" + cudnn["file"]) > 0:
+                for p in h.pids():
                     try:
-                        cmd = open("/proc/%d/cmdline" % pid, "rb").read().split(b"\0")
+                        cmd = open("/proc/%d/cmdline" % p, "rb").read().split(b"\0")
                     except OSError:
                         continue
                     if cmd and os.path.basename(cmd[0]) == b"tfprov" and b"apply" in cmd:
-                        os.kill(pid, 9)
-                        killed = pid
+                        pid = p
+                        tracer = subprocess.Popen(
+                            ["strace", "-qq", "-f", "-o", "/dev/null", "-p", str(pid),
+                             "-e", "trace=mkdir", "-e", "inject=mkdir:delay_exit=1000000"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                         break
+            if pid is not None and staging():
+                # Placement is under way: downloads done, generation opened.
+                g, cur = gens(h)
+                assert g[-1] == ("running", v1), g
+                os.kill(pid, 9)
+                killed = pid
             time.sleep(0.05)
-        out = proc.communicate(timeout=120)[0]
+        try:
+            out = proc.communicate(timeout=120)[0]
+        finally:
+            try:
+                os.killpg(proc.pid, 9)
+            except ProcessLookupError:
+                pass
     finally:
         slow.stop()
-    assert killed, "never saw tfprov apply on h05: " + out
+        if tracer is not None:
+            try:
+                err = tracer.communicate(timeout=30)[1]
+            finally:
+                if tracer.poll() is None:
+                    tracer.kill()
+                    tracer.wait()
+    assert killed, "tfprov apply on h05 not killed during placement (pid %s): %s %s" % (
+        pid, out, err)
     assert "FAILED" in out and "exit -9" in out, out
+    # Killed mid-placement: the generation stays 'running' until the next run
+    # recovers it; h05 still runs v2 with v2's files as they were; the
+    # staging directory and its journal rows are what the next run undoes;
+    # the lock died with the process.
     g, cur = gens(h)
-    assert g[-1][0] != "ok" and os.path.exists(h.path("/opt/tfprov/cuda/11.8.0")), g
+    assert g[:-1] == g0 and g[-1] == ("running", v1) and cur == cur0, g
+    after = tree(h)
+    for p, v in before.items():
+        if p != "cuda@/opt/tfprov":  # the staging directory's parent
+            assert after.get(p) == v, p
+    new = [p for p in after if p not in before]
+    assert new and all(p.startswith("cuda/.tfprov-stage-") for p in new), new
+    c = sqlite3.connect("file:%s?mode=ro" % h.path("/var/lib/tfprov/state.db"), uri=True)
+    try:
+        assert c.execute("SELECT count(*) FROM journal WHERE op = 'stage'").fetchone()[0] >= 1
+    finally:
+        c.close()
+    with open(h.path("/var/lib/tfprov/lock"), "rb") as f:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if still held
+        fcntl.flock(f, fcntl.LOCK_UN)
 
-    rc, res, stats = rollout(w, w.v2, "-e", "tfprov_max_fail_percentage=50", "--limit", "h05")
+    # The next run (the same rollout again) recovers and finishes: a new good
+    # generation of v1, verified, nothing left of the killed run. (Rolling
+    # out v2 instead would be a no-op that leaves generation 3 'interrupted'
+    # as the last one, which `tfprov status` reports with exit 2.)
+    rc, res, stats = rollout(w, w.v1, "--limit", "h05")
     assert rc == 0, stats
     r = task(res, "h05", "Apply the stack, verify, bench where a GPU exists")
-    assert r["verify"]["ok"] is True, r
+    assert r["changed"] is True and r["verify"]["ok"] is True, r
     g, cur = gens(h)
-    assert g[cur - 1] == ("ok", v2) and cur == len(g), g
-    assert os.path.exists(h.path("/opt/tfprov/cuda/12.3.2/lib/libcudart.so.12"))
+    assert g == g0 + [("interrupted", v1), ("ok", v1)] and cur == len(g), g
+    assert os.path.exists(h.path("/opt/tfprov/cuda/11.8.0/lib/libcudart.so.11.0"))
+    assert not [p for p in tree(h) if "/.tfprov-" in "/" + p], sorted(tree(h))
+    assert not os.listdir(h.path("/var/cache/tfprov/partial"))
+    c = sqlite3.connect("file:%s?mode=ro" % h.path("/var/lib/tfprov/state.db"), uri=True)
+    try:
+        # 'gc' rows are backups kept for a later collection, not unfinished work.
+        assert c.execute("SELECT count(*) FROM journal WHERE op != 'gc'").fetchone()[0] == 0
+    finally:
+        c.close()
+    for other in w.fleet.hosts:
+        if other is not h:
+            assert other.name not in res, other.name
 
 
 def test_4_bad_revision_canary_exit_5_then_rollback(world):
+    """v3 (one wrong hash) is rolled out: the canary h00 fails with exit 5
+    before it changes anything (apply verifies every download before its
+    first change), and no other host is reached. rollback.yml is then shown on
+    a real change: a good revision (v1) rolled out to the canary alone, and
+    rollback.yml returns it to its previous generation (v2's manifest)."""
     w = world
-    v2 = sha(w.v2)
-    before = {h.name: (gens(h), tree(h)) for h in w.fleet.hosts[1:]}
+    v1, v2 = sha(w.v1), sha(w.v2)
+    before = {h.name: (gens(h), tree(h)) for h in w.fleet.hosts}
     rc, res, stats = rollout(w, w.v3, "-e", "tfprov_auto_rollback=false")
     assert rc != 0
     r = task(res, "h00", "Apply the stack, verify, bench where a GPU exists")
     assert r["rc"] == 5 and "integrity failure" in r["msg"] and "sha256" in r["msg"], r
+    assert stats["h00"]["failures"] == 1, stats["h00"]
     for h in w.fleet.hosts[1:]:
+        assert h.name not in res, "%s was reached after the canary failed" % h.name
+    # Nothing changed anywhere, the canary included: no generation was opened.
+    for h in w.fleet.hosts:
         assert (gens(h), tree(h)) == before[h.name], h.name
-        assert h.name not in res
     h00 = w.fleet.host("h00")
+    g0, cur0 = gens(h00)
+    assert g0[cur0 - 1] == ("ok", v2) and cur0 == len(g0), g0
+
+    # A good revision to the canary only.
+    rc, res, stats = rollout(w, w.v1, "--limit", "h00")
+    assert rc == 0, stats
     g, cur = gens(h00)
-    assert g[-1][0] == "failed" and g[cur - 1] == ("ok", v2), g
+    assert g == g0 + [("ok", v1)] and cur == len(g), g
+    assert os.path.exists(h00.path("/opt/tfprov/cuda/11.8.0/lib/libcudart.so.11.0"))
 
     rc, res, stats = play(w, "tfprov.gpu.rollback", "-e", "tfprov_stack=fleet", "--limit", "h00")
     assert rc == 0, stats
-    assert task(res, "h00", "Roll back")["changed"] is True
+    r = task(res, "h00", "Roll back")
+    assert r["changed"] is True and r["previous_generation"] == cur, r
     g, cur = gens(h00)
-    assert g[-1] == ("ok", v2) and cur == len(g), g
-    # Rolling back again changes nothing: h00 already runs that manifest... and
-    # its previous one is now v1's: rollback.yml is explicit with a generation.
+    # tfprov rollback records a new generation with generation cur0's manifest.
+    assert g[:-1] == g0 + [("ok", v1)] and g[-1] == ("ok", v2) and cur == len(g), g
+    assert os.path.exists(h00.path("/opt/tfprov/cuda/12.3.2/lib/libcudart.so.12"))
+    # Rolling back again to that generation changes nothing: h00 already runs
+    # its manifest. (Without tfprov_generation, rollback.yml's "previous" is
+    # the last good generation with another manifest, v1's: it would flip.)
     rc, res, stats = play(w, "tfprov.gpu.rollback", "-e", "tfprov_stack=fleet", "-e",
-                          "tfprov_generation=%d" % cur, "--limit", "h00", expect_rc=0)
+                          "tfprov_generation=%d" % cur0, "--limit", "h00", expect_rc=0)
     assert task(res, "h00", "Roll back")["changed"] is False
     assert gens(h00) == (g, cur)
+    for h in w.fleet.hosts[1:]:
+        assert (gens(h), tree(h)) == before[h.name], h.name
 
 
 def test_7_report(world):
