@@ -105,7 +105,7 @@ int cmd_status(struct ctx *c, struct opts *o)
 	if (state_prepare(c->st,
 	                  "SELECT s.id, s.name, s.current_gen, g.finished, s.manifest_path,"
 	                  " (SELECT count(*) FROM generations WHERE stack_id = s.id),"
-	                  " l.id, l.result "
+	                  " l.id, l.result, l.manifest_path "
 	                  "FROM stacks s LEFT JOIN generations g ON g.id = s.current_gen "
 	                  "LEFT JOIN generations l ON l.id = (SELECT max(id) FROM generations "
 	                  "WHERE stack_id = s.id) ORDER BY s.name",
@@ -131,13 +131,17 @@ int cmd_status(struct ctx *c, struct opts *o)
 		if (last && strcmp(last, "ok") != 0) {
 			unfinished++;
 			json_object_set_new(j, "last_apply", json_string(last));
+			/* Re-applying the manifest the stack already runs is a no-op that
+			 * records nothing, so only that run's own manifest finishes it. */
+			const char *lm = state_col_text(s, 8);
 			ev_log(c, EV_WARN,
-			       "  stack %s: the last apply (generation %lld) %s; `tfprov apply` "
-			       "finishes it",
-			       name, (long long)state_col_int64(s, 6),
+			       "  stack %s: the last apply (generation %lld, of %s) %s; `tfprov "
+			       "apply %s` finishes it",
+			       name, (long long)state_col_int64(s, 6), lm ? lm : "?",
 			       strcmp(last, "interrupted") == 0 ? "was interrupted"
 			       : strcmp(last, "running") == 0   ? "is running or was killed"
-			                                        : "failed");
+			                                        : "failed",
+			       lm ? lm : "MANIFEST");
 		}
 		json_t *res = json_array();
 		int before = drifted;
