@@ -319,8 +319,11 @@ static int decode_stream(struct queue *q, struct archive *a, struct archive *out
 			sha256_init(&sha);
 		for (;;) {
 			char *b = buf_take(q);
-			if (b == NULL)
+			if (b == NULL) {
+				if (hash_here)
+					sha256_release(&sha); /* the writer stopped */
 				return -1;
+			}
 			la_ssize_t n = archive_read_data(a, b, UNPACK_BUFSZ);
 			if (n < 0) {
 				buf_give(q, b);

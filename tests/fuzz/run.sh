@@ -51,6 +51,13 @@ save("a.conda", bio.getvalue(), b"\1")
 PY
 for t in manifest unpack minisign; do
 	echo "fuzz_$t: ${SECS}s"
-	"$B/fuzz_$t" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=1024 \
-		-print_final_stats=1 "$S/$t" 2>&1 | tail -12
+	# A finding (crash, leak, timeout) fails the run: the fuzzer's exit status
+	# is kept, not a pipe's, and its report is shown whole.
+	if ! "$B/fuzz_$t" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=1024 \
+		-print_final_stats=1 -artifact_prefix="$B/" "$S/$t" >"$S/$t.log" 2>&1; then
+		grep -v '^#[0-9]' "$S/$t.log" | tail -60
+		echo "fuzz_$t: FAILED (the input is in $B/; add it to tests/fuzz/regressions/)"
+		exit 1
+	fi
+	tail -12 "$S/$t.log"
 done
