@@ -27,7 +27,6 @@ except ImportError:  # pragma: no cover - reported as a failure, never skipped
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
 DATA = MANIFESTS / "data"
-SHARED_DATA = REPO.parent / "shared" / "data"  # exists on the team's machines only
 
 CUDA_REDIST = "https://developer.download.nvidia.com/compute/cuda/redist/"
 CUDNN_REDIST = "https://developer.download.nvidia.com/compute/cudnn/redist/"
@@ -220,18 +219,6 @@ def test_reference_copy_present():
     for rel in ["README.md", "legacy-artifacts.tsv", "pypi-pins.tsv", "pypi-urls.tsv",
                 "nvidia-redist/README.md", "conda/python-3.10-linux-64.explicit.txt"]:
         assert (DATA / rel).is_file(), f"manifests/data/{rel} is missing"
-
-
-def test_reference_copy_matches_shared():
-    """On the team's machines, manifests/data must still equal ../shared/data byte for byte."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"{SHARED_DATA} does not exist (clean clone): nothing to compare with")
-    theirs = {p.relative_to(SHARED_DATA) for p in SHARED_DATA.rglob("*") if p.is_file()}
-    for rel in sorted(theirs):
-        mine = DATA / rel
-        assert mine.is_file(), f"manifests/data/{rel} is missing (present in {SHARED_DATA})"
-        assert mine.read_bytes() == (SHARED_DATA / rel).read_bytes(), \
-            f"manifests/data/{rel} differs from {SHARED_DATA / rel}: refresh the copy"
 
 
 def test_every_shipped_manifest_exists():
