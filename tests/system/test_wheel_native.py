@@ -363,12 +363,13 @@ def test_wheel_directory_file_with_other_bytes_is_exit_5(tfprov, tmp_path, world
 
 
 def test_wheel_directory_with_two_candidates_lets_pip_choose(tfprov, tmp_path, world):
-    """Two files of one pin that the env could both install (py3 and the env's own
-    cpXY tag): tfprov does not guess, pip downloads and picks (both hashes pinned)."""
+    """Two files of one pin that the env could both install (py3 and pyXY, both in
+    pip's list of the env's tags): tfprov does not guess, pip downloads and picks
+    (both hashes pinned)."""
     d = tmp_path / "two"
     path, h1 = make_wheel(str(d), "tfprov-two", "1.0", {"tfprov_two/__init__.py": "A = 1\n"})
-    cp = "cp" + PYVER.replace(".", "")
-    other = os.path.join(str(d), f"tfprov_two-1.0-{cp}-none-any.whl")
+    py = "py" + PYVER.replace(".", "")
+    other = os.path.join(str(d), f"tfprov_two-1.0-{py}-none-any.whl")
     with zipfile.ZipFile(path) as zin, zipfile.ZipFile(other, "w") as zout:
         zout.comment = b"the same files, another build"
         for item in zin.infolist():
