@@ -238,18 +238,21 @@ def run_cuda(args, work):
     url = srv.url("/compute/cuda/redist/redistrib_11.8.0.json")
     man = os.path.join(work, "cuda.yaml")
     cuda_manifest(man, url, json_path)
-    res = {"tfprov": [], "shell": []}
+    res = {"tfprov": [], "shell": [], "pfloor": []}
+    by_size = sorted(arcs, key=lambda a: -a[3])
+    order = [("tfprov", "shell", "pfloor"), ("shell", "pfloor", "tfprov"),
+             ("pfloor", "tfprov", "shell")]
     try:
         for run in range(args.runs + 1):  # run 0: warm-up, discarded
-            for who in (("tfprov", "shell") if run % 2 == 0 else ("shell", "tfprov")):
+            for who in order[run % 3]:
                 d = os.path.join(work, f"{who}-{run}")
                 os.makedirs(d)
                 if who == "tfprov":
                     wall, rss, p = timed([args.tfprov, "--root", d, "apply", "-y", man])
                     assert p.returncode == 0, p.stdout + p.stderr
-                else:
+                elif who == "shell":
                     lines = "".join(f"{srv.url('/compute/cuda/redist/' + a[1])} {d}/{a[0]}\n"
-                                    for a in arcs)
+                                    for a in by_size)
                     script = ('mkdir -p "$2" && curl -sf "$1" | tee >(sha256sum > "$2.sha") | '
                               'tar -xJ -C "$2"')
                     wall, rss, p = timed(
@@ -259,6 +262,11 @@ def run_cuda(args, work):
                     for a in arcs:
                         got = open(f"{d}/{a[0]}.sha").read().split()[0]
                         assert got == a[2], (a[0], got)
+                else:  # decoding alone, every core, largest first, nothing written
+                    wall, rss, p = timed(
+                        ["bash", "-c", f"xargs -P{NCPU} -n1 sh -c 'xz -dc -T1 \"$1\" > /dev/null' _"],
+                        input="".join(f"{a[4]}\n" for a in by_size))
+                    assert p.returncode == 0, p.stderr
                 shutil.rmtree(d, ignore_errors=True)  # tmpfs: memory, not trap 1
                 if run > 0:
                     res[who].append((wall, rss))
@@ -267,17 +275,31 @@ def run_cuda(args, work):
                       flush=True)
     finally:
         srv.stop()
+    # The formula floor again at the end: the machine's speed drifts (a shared host).
+    dec2 = {}
+    for a in arcs:
+        t0 = time.monotonic()
+        sh(f"xz -dc -T1 '{a[4]}' > /dev/null")
+        dec2[a[0]] = time.monotonic() - t0
+    floor2 = max(max(dec2.values()), sum(dec2.values()) / NCPU)
     med = {k: statistics.median(w for w, _ in v) for k, v in res.items()}
     rng = {k: (min(w for w, _ in v), max(w for w, _ in v)) for k, v in res.items()}
     rss = {k: max(r for _, r in v) / 1024 for k, v in res.items()}
+    ratio_shell = statistics.median(t[0] / s_[0] for t, s_ in zip(res["tfprov"], res["shell"]))
+    ratio_pf = statistics.median(t[0] / f[0] for t, f in zip(res["tfprov"], res["pfloor"]))
     print("\n| what | median | min-max | peak RSS |\n|---|---|---|---|")
     print(f"| tfprov cold apply (cuda step, {len(arcs)} archives) | {med['tfprov']:.2f} s | "
           f"{rng['tfprov'][0]:.2f}-{rng['tfprov'][1]:.2f} | {rss['tfprov']:.1f} MiB |")
     print(f"| shell: xargs -P{NCPU} curl \\| tee >(sha256sum) \\| tar -xJ | {med['shell']:.2f} s | "
           f"{rng['shell'][0]:.2f}-{rng['shell'][1]:.2f} | {rss['shell']:.1f} MiB |")
-    print(f"| floor: max(largest xz -dc, sum/{NCPU}) | {floor:.2f} s | | |")
-    print(f"\ntfprov / shell = {med['tfprov'] / med['shell']:.2f}; "
-          f"tfprov / floor = {med['tfprov'] / floor:.2f}", flush=True)
+    print(f"| measured decode floor: xargs -P{NCPU} xz -dc > /dev/null, largest first | "
+          f"{med['pfloor']:.2f} s | {rng['pfloor'][0]:.2f}-{rng['pfloor'][1]:.2f} | |")
+    print(f"| formula floor: max(largest xz -dc, sum/{NCPU}), at start / at end | "
+          f"{floor:.2f} / {floor2:.2f} s | | |")
+    print(f"\ntfprov / shell = {med['tfprov'] / med['shell']:.2f} (median of per-run ratios "
+          f"{ratio_shell:.2f}); tfprov / measured floor = {med['tfprov'] / med['pfloor']:.2f} "
+          f"(per run {ratio_pf:.2f}); tfprov / formula floor = "
+          f"{med['tfprov'] / floor:.2f} (start), {med['tfprov'] / floor2:.2f} (end)", flush=True)
     if args.rss_jobs:
         rss_per_decoder(args, work, man, srv_root=mirror)
 
@@ -449,53 +471,70 @@ def run_wheels(args, work):
     open(m_pip, "w").write(base + "pip:\n  complete: true\n  requirements: |\n" + req)
     reqs = os.path.join(work, "reqs.txt")
     open(reqs, "w").write("".join(f"{n}=={v} --hash=sha256:{h}\n" for n, v, h in pins))
-    res = {"tfprov": [], "pip": []}
+    res = {"tfprov": [], "pip": [], "pip --no-compile": [], "tfprov --jobs 1": []}
     lists = {}
+    plan = []
     for run in range(args.wheel_runs):
-        for who in (("tfprov", "pip") if run % 2 == 0 else ("pip", "tfprov")):
-            d = os.path.join(work, f"w-{who}-{run}")
+        plan += [("tfprov", "pip") if run % 2 == 0 else ("pip", "tfprov")]
+    if args.wheel_extras:
+        plan += [("pip --no-compile", "tfprov --jobs 1")]
+    for run, pair in enumerate(plan):
+        for who in pair:
+            d = os.path.join(work, f"w-{who.replace(' ', '')}-{run}")
             os.makedirs(d)
-            if who == "tfprov":
+            if who.startswith("tfprov"):
                 p = subprocess.run([args.tfprov, "--root", d, "apply", "-y", m_env],
                                    capture_output=True, text=True)
                 assert p.returncode == 0, p.stdout + p.stderr
                 env = os.path.join(d, "opt/tfprov/envs/tf")
-                wall, rss, p = timed([args.tfprov, "--root", d, "--mirror", wdir, "-v",
+                jobs = ["--jobs", "1"] if who.endswith("1") else []
+                wall, rss, p = timed([args.tfprov, "--root", d, "--mirror", wdir, "-v", *jobs,
                                       "apply", "-y", m_pip])
                 assert p.returncode == 0, p.stdout + p.stderr
                 detail = [ln.strip() for ln in (p.stdout + p.stderr).splitlines()
-                          if "wheels: copy" in ln or "installed natively" in ln]
+                          if "wheels: copy" in ln or "installed natively" in ln
+                          or "no pip download" in ln]
             else:
+                src = next(os.path.join(work, x) for x in sorted(os.listdir(work))
+                           if x.startswith("w-tfprov"))
                 cfg = dict(ln.split(" = ", 1) for ln in open(os.path.join(
-                    work, f"w-tfprov-{run}", "opt/tfprov/envs/tf/pyvenv.cfg")).read().splitlines()
-                    if " = " in ln)
+                    src, "opt/tfprov/envs/tf/pyvenv.cfg")).read().splitlines() if " = " in ln)
                 python = cfg.get("executable") or os.path.join(cfg["home"], f"python{ver}")
                 env = os.path.join(d, "venv")
                 subprocess.run([python, "-m", "venv", env], check=True, env=pip_env())
+                extra = ["--no-compile"] if "no-compile" in who else []
                 wall, rss, p = timed([os.path.join(env, "bin", "python"), "-m", "pip",
                                       "install", "--isolated", "--disable-pip-version-check",
                                       "--no-deps", "--require-hashes", "--no-index",
                                       f"--find-links={wdir}", "--no-warn-script-location",
-                                      "-q", "-r", reqs], env=pip_env())
+                                      *extra, "-q", "-r", reqs], env=pip_env())
                 assert p.returncode == 0, p.stdout + p.stderr
                 detail = []
-            res[who].append((wall, rss))
-            lists[who] = json.loads(pip_json(env, "list", "--format=json").stdout)
+            res[who].append((wall, rss, CPU[-1]))
+            if who in ("tfprov", "pip"):
+                lists[who] = json.loads(pip_json(env, "list", "--format=json").stdout)
             if who == "tfprov":
                 chk = pip_json(env, "check")
                 assert chk.returncode == 0, chk.stdout + chk.stderr
                 print("  pip check (tfprov's env): " + chk.stdout.strip(), flush=True)
-            print(f"  run {run} {who}: {wall:.2f} s, peak RSS {rss / 1024:.1f} MiB "
-                  + " ".join(detail), flush=True)
+            print(f"  run {run} {who}: {wall:.2f} s, CPU {CPU[-1]:.1f} s, peak RSS "
+                  f"{rss / 1024:.1f} MiB " + " ".join(detail), flush=True)
+            if not who.startswith("tfprov") or run > 0:
+                shutil.rmtree(d, ignore_errors=True)
     assert lists["tfprov"] == lists["pip"], "pip list differs"
     print(f"  pip list: equal ({len(lists['pip'])} distributions)")
-    med = {k: statistics.median(w for w, _ in v) for k, v in res.items()}
-    rss = {k: max(r for _, r in v) / 1024 for k, v in res.items()}
-    print("\n| what | median | runs | peak RSS |\n|---|---|---|---|")
-    print(f"| pip install (same wheels, find-links, no deps, byte-compiled) | {med['pip']:.2f} s "
-          f"| {len(res['pip'])} | {rss['pip']:.1f} MiB |")
-    print(f"| tfprov apply, pip step, native installer (incl. pip download + pip list) | "
-          f"{med['tfprov']:.2f} s | {len(res['tfprov'])} | {rss['tfprov']:.1f} MiB |")
+    print("\n| what | median wall | CPU (user + sys) | runs | peak RSS |\n|---|---|---|---|---|")
+    label = {"pip": "pip install (same wheels, find-links, no deps, byte-compiled)",
+             "tfprov": "tfprov apply, pip step, native installer (default --jobs)",
+             "pip --no-compile": "pip install --no-compile (the same, not byte-compiled)",
+             "tfprov --jobs 1": "tfprov apply --jobs 1 (one decoder, one compile worker)"}
+    med = {}
+    for k, v in res.items():
+        if not v:
+            continue
+        med[k] = statistics.median(w for w, _, _ in v)
+        print(f"| {label[k]} | {med[k]:.2f} s | {statistics.median(c for _, _, c in v):.1f} s "
+              f"| {len(v)} | {max(r for _, r, _ in v) / 1024:.1f} MiB |")
     print(f"\npip / tfprov = {med['pip'] / med['tfprov']:.2f}", flush=True)
 
 
@@ -511,6 +550,8 @@ def main():
                     help="also apply with --jobs N for each N (e.g. 1,2,4,8): peak RSS per decoder")
     ap.add_argument("--skip-cuda", action="store_true")
     ap.add_argument("--skip-wheels", action="store_true")
+    ap.add_argument("--no-wheel-extras", dest="wheel_extras", action="store_false",
+                    help="skip the one run each of pip --no-compile and tfprov --jobs 1")
     args = ap.parse_args()
     args.tfprov = os.path.abspath(args.tfprov)
     print(f"machine: {NCPU} cores; {open('/proc/loadavg').read().strip()} (load average)",
