@@ -681,7 +681,8 @@ static int wheel_tags_ok(const char *file, const struct strvec *tags)
 			     pl = strtok_r(NULL, ".", &s3)) {
 				char *tag = xasprintf("%s-%s-%s", py, abi, pl);
 				const char *key = tag;
-				ok = bsearch(&key, tags->v, tags->n, sizeof(*tags->v), cmp_strp) != NULL;
+				ok = bsearch(&key, tags->v, tags->n, sizeof(*tags->v), cmp_strp) !=
+				     NULL;
 				free(tag);
 			}
 			free(plats);
@@ -744,7 +745,8 @@ static int native_fill(struct ctx *c, const char *prefix, const struct pip_req *
 		for (size_t k = 0; k < files.n; k++) {
 			const char *base = strrchr(files.v[k], '/') + 1, *d1 = strchr(base, '-');
 			const char *d2 = strchr(d1 + 1, '-');
-			char *raw = xstrndup(base, (size_t)(d1 - base)), *nm = pip_normalize_name(raw);
+			char *raw = xstrndup(base, (size_t)(d1 - base)),
+			     *nm = pip_normalize_name(raw);
 			int same = strcmp(nm, reqs[i].name) == 0 &&
 			           strlen(reqs[i].version) == (size_t)(d2 - d1 - 1) &&
 			           strncmp(d1 + 1, reqs[i].version, (size_t)(d2 - d1 - 1)) == 0 &&
@@ -776,9 +778,10 @@ static int native_fill(struct ctx *c, const char *prefix, const struct pip_req *
 			pinned |= strcmp(reqs[i].hashes[h], f[i].hex) == 0;
 		if (!pinned) {
 			rc = TF_EINTEGRITY;
-			*errmsg = xasprintf("%s==%s: %s has sha256 %s, which is not a hash the lock "
-			                    "pins for it",
-			                    reqs[i].raw_name, reqs[i].version, f[i].src, f[i].hex);
+			*errmsg =
+			    xasprintf("%s==%s: %s has sha256 %s, which is not a hash the lock "
+			              "pins for it",
+			              reqs[i].raw_name, reqs[i].version, f[i].src, f[i].hex);
 		}
 	}
 	if (rc == 0 && tf_interrupted) {
@@ -787,8 +790,8 @@ static int native_fill(struct ctx *c, const char *prefix, const struct pip_req *
 	}
 	if (rc == 0) {
 		*done = 1;
-		ev_log(c, EV_INFO, "pip: %zu wheels copied from %s and verified (no pip download)", n,
-		       o->find_links[0]);
+		ev_log(c, EV_INFO, "pip: %zu wheels copied from %s and verified (no pip download)",
+		       n, o->find_links[0]);
 	}
 out:
 	for (size_t i = 0; i < n; i++)

@@ -565,7 +565,7 @@ struct writer {
 	 * unpacks the verified file instead).
 	 */
 	int corrupt;
-	int pinned; /* the budget is the recorded unpacked_size */
+	int pinned;             /* the budget is the recorded unpacked_size */
 	unpack_file_fn on_file; /* each regular file once written and closed */
 	void *on_file_arg;
 };
@@ -1060,8 +1060,7 @@ int unpack_archive_pinned(struct ctx *c, const char *archive, uint64_t unpacked_
 }
 
 int unpack_archive_each(struct ctx *c, const char *archive, const char *dest_dir,
-                        unpack_file_fn on_file, void *arg, struct unpack_result *res,
-                        char **errmsg)
+                        unpack_file_fn on_file, void *arg, struct unpack_result *res, char **errmsg)
 {
 	struct unpack_how how = {.pinned = -1, .on_file = on_file, .on_file_arg = arg};
 	return unpack_common(c, archive, &how, dest_dir, 0, res, errmsg);

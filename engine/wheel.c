@@ -984,6 +984,9 @@ static void finish_job(size_t i, void *arg)
  * already have been moved to dest, so the worker tries both. A file that
  * does not compile gets no .pyc and is not an error (pip ignores it too).
  * Paths come from the wheels, which hold no control characters (unpack.c).
+ * A kill -9 of tfprov takes the compiler along (spawn.c's parent-death
+ * signal) and the compiler's workers with it (theirs, set the same way), so
+ * no worker writes into a stage that recovery is removing.
  */
 static const char compile_src[] =
     "import importlib.util, multiprocessing, os, py_compile, sys\n"
@@ -1016,8 +1019,17 @@ static const char compile_src[] =
     "                 for ln in lines if ln]\n"
     "        for i in range(0, len(items), 8):\n"
     "            yield items[i:i + 8]\n"
+    "def orphan_proof(parent):\n"
+    "    try:\n"
+    "        import ctypes\n"
+    "        ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL\n"
+    "    except Exception:\n"
+    "        pass\n"
+    "    if os.getppid() != parent:\n"
+    "        os._exit(1)\n"
     "ctx = multiprocessing.get_context('fork')\n"
-    "with ProcessPoolExecutor(jobs, mp_context=ctx) as ex:\n"
+    "with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=orphan_proof,\n"
+    "                         initargs=(os.getpid(),)) as ex:\n"
     "    futs = [ex.submit(comp, b) for b in batches()]\n"
     "    print(sum(f.result() for f in futs))\n";
 
