@@ -539,7 +539,6 @@ static int scratch_open(struct ctx *c, struct predecoded *p, char **errmsg)
 		free(base);
 		return TF_EIO;
 	}
-	scratch_clean_stale(c, base);
 	for (int tries = 0; p->dir == NULL && rc == 0; tries++) {
 		char *lock = xasprintf("%s/run-XXXXXX.lock", base);
 		int fd = mkostemps(lock, 5, O_CLOEXEC);
@@ -596,7 +595,23 @@ int artset_predecode(struct ctx *c, struct artset *s, size_t *failed, char **err
 		p = c->predecoded = xcalloc(1, sizeof(*p));
 		p->lockfd = -1;
 	}
-	for (size_t i = 0; i < n; i++) {
+	char *base = path_join(c->cache_dir, "unpack");
+	scratch_clean_stale(c, base);
+	free(base);
+	/*
+	 * A tree in a cache on another filesystem than the root cannot be
+	 * renamed into a stage: the steps unpack their archives themselves then
+	 * (decoding twice would cost more than decoding late).
+	 */
+	struct stat rs, cs;
+	int same_fs = (c->rootfd >= 0 ? fstat(c->rootfd, &rs) : stat(c->root, &rs)) == 0 &&
+	              stat(c->cache_dir, &cs) == 0 && rs.st_dev == cs.st_dev;
+	if (!same_fs)
+		ev_log(c, EV_DEBUG,
+		       "the cache %s is on another filesystem than the root: each step unpacks "
+		       "its archives",
+		       c->cache_dir);
+	for (size_t i = 0; i < n && same_fs; i++) {
 		int first = s->v[i].unpack;
 		for (size_t j = 0; j < i && first; j++)
 			first = !(s->v[j].unpack && strcmp(s->v[j].sha256, s->v[i].sha256) == 0);

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
 import tempfile
 
 import pytest
@@ -270,9 +271,10 @@ def test_stale_scratch_of_a_killed_run_is_removed(tmp_path, mirror):
         assert scratch(str(cache)) == ["run-live", "run-live.lock"], scratch(str(cache))
 
 
-def test_scratch_on_another_filesystem_is_decoded_again(tmp_path, mirror):
-    """A cache on another filesystem than the root (rename fails with EXDEV): the
-    steps unpack from the verified cache files as before, with the same result."""
+def test_cache_on_another_filesystem_than_the_root(tmp_path, mirror):
+    """A cache on another filesystem than the root: its trees could not be renamed
+    into a stage, so nothing is decoded ahead; the steps unpack as before, with
+    the same result."""
     shm = "/dev/shm"
     if not os.path.isdir(shm) or os.stat(shm).st_dev == os.stat(str(tmp_path)).st_dev:
         pytest.skip("no second filesystem for the cache")
@@ -286,12 +288,43 @@ def test_scratch_on_another_filesystem_is_decoded_again(tmp_path, mirror):
             p = t.run("-v", "--cache-dir", c, "--no-gpu", "apply", "-y", m,
                       env=real_no_gpu_env(), timeout=300)
             assert p.returncode == 0, out(p)
-            moved = "unpacked ahead, moved into" in out(p)
-            again = "unpacking it again" in out(p)
-            assert (moved, again) == ((True, False) if name == "same" else (False, True)), out(p)
+            ahead = "unpacked ahead, moved into" in out(p)
+            assert ahead == (name == "same"), out(p)
+            assert ("another filesystem than the root" in out(p)) == (name == "xdev"), out(p)
             assert scratch(c) == [], scratch(c)
             roots.append(t)
         assert tree(roots[1].path(CUDA)) == tree(roots[0].path(CUDA))
         assert files_table(roots[1]) == files_table(roots[0])
     finally:
         shutil.rmtree(cache, ignore_errors=True)
+
+
+def test_prefix_on_another_filesystem_decodes_again(tmp_path, mirror):
+    """The root and the cache on one filesystem, /opt in the root on another (a
+    tmpfs mounted in a private mount namespace): renaming a tree decoded ahead
+    into the stage fails (EXDEV), and the step unpacks the verified cache file
+    again, with the same result."""
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespaces here")
+    m = stack(tmp_path, mirror)
+    (tmp_path / "ref").mkdir()
+    ref = Tfprov(tmp_path / "ref")
+    ref.run("--cache-dir", str(tmp_path / "ref-cache"), "--no-gpu", "apply", "-y", m,
+            env=real_no_gpu_env(), timeout=300, check=0)
+    (tmp_path / "x" / "opt").mkdir(parents=True)
+    t = Tfprov(tmp_path / "x")
+    cache = str(tmp_path / "x-cache")
+    copy = tmp_path / "x-opt"
+    argv = [t.bin, "--root", t.root, "-v", "--cache-dir", cache, "--no-gpu", "apply", "-y", m]
+    script = ('mount -t tmpfs tfprov-test "$1" && shift && "$@"; rc=$?; '
+              f'cp -a "{t.root}/opt" "{copy}"; exit $rc')
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", t.path("/opt"), *argv],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, **real_no_gpu_env()))
+    assert p.returncode == 0, out(p)
+    assert "unpacking it again" in out(p), out(p)
+    assert "unpacked ahead, moved into" not in out(p), out(p)
+    assert scratch(cache) == [], scratch(cache)
+    assert tree(str(copy) + CUDA[len("/opt"):]) == tree(ref.path(CUDA))
+    assert files_table(t) == files_table(ref)
