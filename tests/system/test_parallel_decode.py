@@ -14,9 +14,11 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -328,3 +330,55 @@ def test_prefix_on_another_filesystem_decodes_again(tmp_path, mirror):
     assert scratch(cache) == [], scratch(cache)
     assert tree(str(copy) + CUDA[len("/opt"):]) == tree(ref.path(CUDA))
     assert files_table(t) == files_table(ref)
+
+
+def run_until_decoded_ahead(t, m, cache, mirror):
+    """Starts an apply whose cuDNN download is slow; returns (proc, run dir) once a
+    CUDA archive has been decoded ahead into the cache's scratch."""
+    for d, _, fs in os.walk(mirror.root):
+        for f in fs:
+            if f.startswith("cudnn-") and f.endswith(".tar.xz"):
+                mirror.rate["/" + os.path.relpath(os.path.join(d, f), mirror.root)] = 20000
+    proc = subprocess.Popen([t.bin, "--root", t.root, "--cache-dir", cache, "--no-gpu",
+                             "apply", "-y", m], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, **real_no_gpu_env()))
+    unpack = os.path.join(cache, "unpack")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        runs = [r for r in scratch(cache) if not r.endswith(".lock")]
+        if runs and len(os.listdir(os.path.join(unpack, runs[0]))) >= 2:
+            return proc, os.path.join(unpack, runs[0])
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(("nothing decoded ahead", proc.communicate()))
+
+
+def test_sigint_during_decode_ahead_changes_nothing(tmp_path, mirror):
+    m = stack(tmp_path, mirror)
+    (tmp_path / "root").mkdir()
+    t = Tfprov(tmp_path / "root")
+    cache = str(tmp_path / "cache")
+    proc, run = run_until_decoded_ahead(t, m, cache, mirror)
+    proc.send_signal(signal.SIGINT)
+    o, e = proc.communicate(timeout=30)
+    assert proc.returncode == 130, (proc.returncode, o, e)
+    assert os.listdir(t.root) == [], os.listdir(t.root)  # no state, no prefix
+    assert scratch(cache) == [], scratch(cache)
+
+
+def test_scratch_of_a_killed_run_is_removed_by_the_next(tmp_path, mirror):
+    m = stack(tmp_path, mirror)
+    (tmp_path / "root").mkdir()
+    t = Tfprov(tmp_path / "root")
+    cache = str(tmp_path / "cache")
+    proc, run = run_until_decoded_ahead(t, m, cache, mirror)
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert os.path.isdir(run) and os.path.exists(run + ".lock")
+    assert os.listdir(t.root) == [], os.listdir(t.root)
+    mirror.rate.clear()
+    p = t.run("--cache-dir", cache, "--no-gpu", "apply", "-y", m, env=real_no_gpu_env(),
+              timeout=300)
+    assert p.returncode == 0, out(p)
+    assert scratch(cache) == [], scratch(cache)
+    assert os.path.isfile(t.path(CUDA + "/include/cudnn.h"))
