@@ -27,6 +27,8 @@
 #include "wheel.h"
 #include "place.h"
 #include "digest.h"
+#include "cache.h"
+#include "pool.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -629,6 +631,174 @@ out:
 	return rc;
 }
 
+static int cmp_strp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The tags the env's interpreter installs (pip's own list), sorted; 0 or -1. */
+static int env_tags(struct ctx *c, const char *prefix, struct strvec *out)
+{
+	char *py = path_join(prefix, "bin/python");
+	char *argv[] = {py, "-I", "-c",
+	                "from pip._vendor.packaging.tags import sys_tags\n"
+	                "print('\\n'.join(str(t) for t in sys_tags()))\n",
+	                NULL};
+	struct spawn_result r = {0};
+	int rc = pyenv_run_python(c, argv, 120, &r);
+	if (rc == 0 && r.status == 0 && r.out.buf) {
+		for (char *sv = NULL, *t = strtok_r(r.out.buf, "\n", &sv); t;
+		     t = strtok_r(NULL, "\n", &sv))
+			strvec_push(out, t);
+		if (out->n > 1)
+			qsort(out->v, out->n, sizeof(*out->v), cmp_strp);
+	}
+	spawn_result_release(&r);
+	free(py);
+	return out->n ? 0 : -1;
+}
+
+/* Whether a wheel file name's python-abi-platform tags (PEP 425, "."
+ * alternatives) include one of the env's. */
+static int wheel_tags_ok(const char *file, const struct strvec *tags)
+{
+	char *f = xstrndup(file, strlen(file) - 4), *d[3];
+	int ok = 0;
+	for (int k = 2; k >= 0; k--) {
+		char *dash = strrchr(f, '-');
+		if (dash == NULL)
+			goto out;
+		*dash = '\0';
+		d[k] = dash + 1;
+	}
+	for (char *s1 = NULL, *py = strtok_r(d[0], ".", &s1); py && !ok;
+	     py = strtok_r(NULL, ".", &s1)) {
+		char *abis = xstrdup(d[1]);
+		for (char *s2 = NULL, *abi = strtok_r(abis, ".", &s2); abi && !ok;
+		     abi = strtok_r(NULL, ".", &s2)) {
+			char *plats = xstrdup(d[2]);
+			for (char *s3 = NULL, *pl = strtok_r(plats, ".", &s3); pl && !ok;
+			     pl = strtok_r(NULL, ".", &s3)) {
+				char *tag = xasprintf("%s-%s-%s", py, abi, pl);
+				const char *key = tag;
+				ok = bsearch(&key, tags->v, tags->n, sizeof(*tags->v), cmp_strp) != NULL;
+				free(tag);
+			}
+			free(plats);
+		}
+		free(abis);
+	}
+out:
+	free(f);
+	return ok;
+}
+
+struct fill {
+	const char *src, *dst;
+	const struct pip_req *req;
+	char hex[65];
+	int err;
+};
+
+static void fill_one(size_t i, void *arg)
+{
+	struct fill *f = &((struct fill *)arg)[i];
+	int64_t size = 0;
+	if (!tf_interrupted)
+		f->err = copy_file_hashing(f->src, f->dst, f->hex, &size);
+}
+
+/*
+ * A complete lock's wheelhouse filled without pip from local find-links
+ * directories (`--mirror DIR`): for each pin, the one wheel of its name and
+ * version whose tags the env installs, copied into the wheelhouse while it is
+ * hashed, so what is installed is what was hashed. A copy whose sha256 is not
+ * one the pin lists is TF_EINTEGRITY naming the package. *done = 0, nothing
+ * copied (pip downloads instead, and explains what it does not find), when a
+ * pin is not `name==version` with hashes, has no such wheel or more than one,
+ * or the env cannot say its tags.
+ */
+static int native_fill(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
+                       const struct pip_opts *o, const char *wheels, int *done, char **errmsg)
+{
+	struct strvec tags = STRVEC_INIT, files = STRVEC_INIT;
+	struct fill *f = xcalloc(n ? n : 1, sizeof(*f));
+	int rc = 0;
+	*done = 0;
+	for (size_t i = 0; i < n; i++)
+		if (reqs[i].url || !reqs[i].version || !reqs[i].name || reqs[i].nhashes == 0)
+			goto out;
+	for (size_t k = 0; o->find_links && o->find_links[k]; k++) {
+		DIR *d = opendir(o->find_links[k]);
+		struct dirent *de;
+		if (d == NULL)
+			goto out;
+		while ((de = readdir(d)) != NULL)
+			if (wheel_name_ok(de->d_name))
+				strvec_push(&files, path_join(o->find_links[k], de->d_name));
+		closedir(d);
+	}
+	if (env_tags(c, prefix, &tags) != 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		for (size_t k = 0; k < files.n; k++) {
+			const char *base = strrchr(files.v[k], '/') + 1, *d1 = strchr(base, '-');
+			const char *d2 = strchr(d1 + 1, '-');
+			char *raw = xstrndup(base, (size_t)(d1 - base)), *nm = pip_normalize_name(raw);
+			int same = strcmp(nm, reqs[i].name) == 0 &&
+			           strlen(reqs[i].version) == (size_t)(d2 - d1 - 1) &&
+			           strncmp(d1 + 1, reqs[i].version, (size_t)(d2 - d1 - 1)) == 0 &&
+			           wheel_tags_ok(base, &tags);
+			free(raw);
+			free(nm);
+			if (!same)
+				continue;
+			if (f[i].src)
+				goto out; /* two candidates: pip chooses */
+			f[i].src = files.v[k];
+		}
+		if (f[i].src == NULL)
+			goto out;
+		f[i].req = &reqs[i];
+	}
+	for (size_t i = 0; i < n; i++)
+		f[i].dst = path_join(wheels, strrchr(f[i].src, '/') + 1);
+	pool_run(n, c->jobs > 0 ? (size_t)c->jobs : pool_ncpu(), fill_one, f);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (f[i].err) {
+			rc = TF_EIO;
+			*errmsg = xasprintf("%s: cannot copy into the wheelhouse: %s", f[i].src,
+			                    strerror(-f[i].err));
+			break;
+		}
+		int pinned = 0;
+		for (size_t h = 0; h < reqs[i].nhashes; h++)
+			pinned |= strcmp(reqs[i].hashes[h], f[i].hex) == 0;
+		if (!pinned) {
+			rc = TF_EINTEGRITY;
+			*errmsg = xasprintf("%s==%s: %s has sha256 %s, which is not a hash the lock "
+			                    "pins for it",
+			                    reqs[i].raw_name, reqs[i].version, f[i].src, f[i].hex);
+		}
+	}
+	if (rc == 0 && tf_interrupted) {
+		rc = TF_EINTR;
+		*errmsg = xstrdup("interrupted");
+	}
+	if (rc == 0) {
+		*done = 1;
+		ev_log(c, EV_INFO, "pip: %zu wheels copied from %s and verified (no pip download)", n,
+		       o->find_links[0]);
+	}
+out:
+	for (size_t i = 0; i < n; i++)
+		free((char *)f[i].dst);
+	free(f);
+	strvec_release(&tags);
+	strvec_release(&files);
+	return rc;
+}
+
 /* A build backend an sdist of a complete lock is built with (--no-build-isolation). */
 static int is_build_backend(const struct pip_req *q)
 {
@@ -761,8 +931,13 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 	}
 
 	/* Phase 1: fetch and verify everything else; the env is not touched. */
-	if (nr > 0)
-		rc = pip_phase(c, prefix, "download", rfile, wheels, o, res, errmsg);
+	if (nr > 0) {
+		int filled = 0;
+		if (nb == 0 && o->native && o->txn && o->complete && o->no_index)
+			rc = native_fill(c, prefix, rest, nr, o, wheels, &filled, errmsg);
+		if (rc == 0 && !filled)
+			rc = pip_phase(c, prefix, "download", rfile, wheels, o, res, errmsg);
+	}
 	if (rc != 0)
 		goto restore;
 	if (tf_interrupted) {

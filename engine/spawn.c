@@ -237,7 +237,9 @@ int spawn_run(const struct spawn_opts *o, struct spawn_result *r)
 		rc = TF_EFAIL;
 		goto out;
 	}
-	in_fd = open(o->stdin_path ? o->stdin_path : "/dev/null", O_RDONLY | O_CLOEXEC);
+	in_fd = o->stdin_fd > 0 ? fcntl(o->stdin_fd, F_DUPFD_CLOEXEC, 3)
+	                        : open(o->stdin_path ? o->stdin_path : "/dev/null",
+	                               O_RDONLY | O_CLOEXEC);
 	if (in_fd < 0) {
 		r->errmsg = xasprintf("%s: %s", o->stdin_path ? o->stdin_path : "/dev/null",
 		                      strerror(errno));

@@ -5,7 +5,7 @@
  *  - The child's environment is exactly o->envp (a NULL-terminated list); it
  *    never inherits the parent's environ implicitly. spawn_env_base() builds
  *    the usual clean starting set; spawn_env_python() hardens it for pip.
- *  - stdin is /dev/null unless o->stdin_path names a file.
+ *  - stdin is /dev/null unless o->stdin_path names a file or o->stdin_fd is given.
  *  - stdout and stderr are captured into bounded buffers; when a stream
  *    exceeds o->max_output the oldest bytes are dropped (the tail, where
  *    tools print their errors, is kept) and *_truncated is set.
@@ -36,6 +36,8 @@ struct spawn_opts {
 	char *const *envp;      /* the complete environment; NULL means empty */
 	const char *cwd;        /* NULL: inherit */
 	const char *stdin_path; /* NULL: /dev/null */
+	int stdin_fd;           /* > 0: the child's stdin instead (a pipe or socket the
+	                         * caller writes to; the caller keeps and closes it) */
 	size_t max_output;      /* per stream, bytes; 0: 4 MiB */
 	double timeout_s;       /* 0: none */
 	unsigned flags;         /* enum spawn_flags */

@@ -566,6 +566,8 @@ struct writer {
 	 */
 	int corrupt;
 	int pinned; /* the budget is the recorded unpacked_size */
+	unpack_file_fn on_file; /* each regular file once written and closed */
+	void *on_file_arg;
 };
 
 static void w_fail(struct writer *w, int err, const char *fmt, ...)
@@ -815,6 +817,8 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 	} else {
 		sha256_final(&sha, r->sha256);
 	}
+	if (w->on_file)
+		w->on_file(w->on_file_arg, r);
 }
 
 /*
@@ -1015,52 +1019,77 @@ void unpack_result_release(struct unpack_result *res)
 	res->bytes = 0;
 }
 
-static int unpack_common(struct ctx *c, const char *archive, const char *label,
-                         const struct unpack_follow *follow, int64_t pinned, int conda,
+struct unpack_how {
+	const char *label;
+	const struct unpack_follow *follow;
+	int64_t pinned;
+	int conda;
+	unpack_file_fn on_file;
+	void *on_file_arg;
+};
+
+static int unpack_common(struct ctx *c, const char *archive, const struct unpack_how *how,
                          const char *dest_dir, int strip, struct unpack_result *res, char **errmsg);
 
 int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
                    struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, archive, NULL, NULL, -1, 0, dest_dir, strip, res, errmsg);
+	struct unpack_how how = {.pinned = -1};
+	return unpack_common(c, archive, &how, dest_dir, strip, res, errmsg);
 }
 
 int unpack_archive_named(struct ctx *c, const char *archive, const char *label, int64_t pinned,
                          const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, archive, label, NULL, pinned, 0, dest_dir, strip, res, errmsg);
+	struct unpack_how how = {.label = label, .pinned = pinned};
+	return unpack_common(c, archive, &how, dest_dir, strip, res, errmsg);
 }
 
 int unpack_conda_package(struct ctx *c, const char *file, int is_conda, const char *dest_dir,
                          struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, file, NULL, NULL, -1, is_conda, dest_dir, 0, res, errmsg);
+	struct unpack_how how = {.pinned = -1, .conda = is_conda};
+	return unpack_common(c, file, &how, dest_dir, 0, res, errmsg);
 }
 
 int unpack_archive_pinned(struct ctx *c, const char *archive, uint64_t unpacked_size,
                           const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, archive, NULL, NULL, (int64_t)unpacked_size, 0, dest_dir, strip,
-	                     res, errmsg);
+	struct unpack_how how = {.pinned = (int64_t)unpacked_size};
+	return unpack_common(c, archive, &how, dest_dir, strip, res, errmsg);
+}
+
+int unpack_archive_each(struct ctx *c, const char *archive, const char *dest_dir,
+                        unpack_file_fn on_file, void *arg, struct unpack_result *res,
+                        char **errmsg)
+{
+	struct unpack_how how = {.pinned = -1, .on_file = on_file, .on_file_arg = arg};
+	return unpack_common(c, archive, &how, dest_dir, 0, res, errmsg);
 }
 
 int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_follow *follow,
                           const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
-	return unpack_common(c, part, NULL, follow, -1, 0, dest_dir, strip, res, errmsg);
+	struct unpack_how how = {.follow = follow, .pinned = -1};
+	return unpack_common(c, part, &how, dest_dir, strip, res, errmsg);
 }
 
-static int unpack_common(struct ctx *c, const char *archive, const char *label,
-                         const struct unpack_follow *follow, int64_t pinned, int conda,
+static int unpack_common(struct ctx *c, const char *archive, const struct unpack_how *how,
                          const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
+	const char *label = how->label;
+	const struct unpack_follow *follow = how->follow;
+	int64_t pinned = how->pinned;
+	int conda = how->conda;
 	struct writer w = {.c = c,
 	                   .archive = archive,
 	                   .dest = dest_dir,
 	                   .destfd = -1,
 	                   .strip = strip < 0 ? 0 : strip,
 	                   .res = res,
-	                   .parent_fd = -1};
+	                   .parent_fd = -1,
+	                   .on_file = how->on_file,
+	                   .on_file_arg = how->on_file_arg};
 	struct queue *q = NULL;
 	struct decoder d = {.archive = archive,
 	                    .conda = !follow && (conda || str_ends_with(archive, ".conda")),

@@ -59,6 +59,14 @@ int unpack_archive_named(struct ctx *c, const char *archive, const char *label, 
                          const char *dest_dir, int strip, struct unpack_result *res, char **errmsg);
 void unpack_result_release(struct unpack_result *res);
 
+/* Called on the writing thread for each regular file once it is written,
+ * closed and hashed (e->path relative to dest_dir; e is valid for the call). */
+typedef void (*unpack_file_fn)(void *arg, const struct unpack_entry *e);
+/* unpack_archive() (no strip) calling on_file(arg, e) for every file written. */
+int unpack_archive_each(struct ctx *c, const char *archive, const char *dest_dir,
+                        unpack_file_fn on_file, void *arg, struct unpack_result *res,
+                        char **errmsg);
+
 /*
  * unpack_archive() of a conda package (conda.c): `is_conda` says the file is
  * a .conda container whatever its name (a cache file may have none); else it

@@ -6,10 +6,13 @@
  *   1. ask the env's interpreter for its scheme paths (one short process);
  *   2. hard-link copy of the env into a journaled stage directory;
  *   3. uninstall older versions of the wheels' distributions from the copy;
- *   4. per wheel, on a pool of threads, largest first: unpack into a private
- *      directory of the copy, check each file against the wheel's RECORD,
- *      rename it into its scheme, write the entry-point scripts;
- *   5. one `python -m compileall -j0` over every installed .py file;
+ *   4. start the byte-compiler (the env's python, one worker per --jobs);
+ *   5. per wheel, on a pool of threads, largest first: unpack into a private
+ *      directory of the copy (each .py file goes to the byte-compiler the
+ *      moment it is written), check each file against the wheel's RECORD,
+ *      rename it into its scheme, write the entry-point scripts; then the
+ *      remaining .py files (from <dist>.data/) to the byte-compiler, and
+ *      wait for it;
  *   6. per wheel, in parallel: INSTALLER, REQUESTED, direct_url.json, RECORD;
  *   7. the copy replaces the env (txn_replace_dir).
  * Paths inside the copy are kept relative to it ("rel"); `stage` is its host
@@ -36,9 +39,12 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <openssl/evp.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,7 +62,8 @@ struct whl {
 	const char *libdir;    /* purelib or platlib */
 	int skip;              /* the same version is installed already */
 	struct strvec records; /* "relpath\x1fhash\x1fsize" */
-	struct strvec pys;     /* rel paths of installed .py files (for compileall) */
+	struct strvec pys;     /* rel paths of installed .py files (their .pyc in RECORD) */
+	struct strvec late;    /* those the byte-compiler gets after the unpack */
 	int err;
 	char *errmsg;
 };
@@ -67,10 +74,12 @@ struct job {
 	struct scheme *sc;
 	struct whl *w;
 	size_t n;
+	struct compiler *cc; /* the byte-compiler, fed while unpacking */
 };
 
 static void whl_fail(struct whl *w, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static void compiler_send(struct compiler *cp, const char *tmp, const char *rel);
 static void whl_fail(struct whl *w, int err, const char *fmt, ...)
 {
 	if (w->err)
@@ -720,6 +729,38 @@ static void find_distinfo(struct whl *w, const struct unpack_result *res)
 	free(norm);
 }
 
+/*
+ * A .py file the byte-compiler gets the moment the decoder has written it:
+ * one installed at the root of the lib dir (not from <dist>.data/), when
+ * purelib and platlib are one directory (a venv's), so its place does not
+ * depend on the WHEEL file read after the unpack.
+ */
+static int compiled_early(const struct job *j, const char *p)
+{
+	size_t n = strlen(p);
+	const char *slash = strchr(p, '/');
+	size_t first = slash ? (size_t)(slash - p) : n;
+	return j->cc && strcmp(j->sc->purelib, j->sc->platlib) == 0 && n > 3 &&
+	       strcmp(p + n - 3, ".py") == 0 && slash != NULL &&
+	       !(first > 5 && strncmp(p + first - 5, ".data", 5) == 0);
+}
+
+struct early {
+	struct job *j;
+	const char *tmprel; /* the wheel's unpack directory, relative to the copy */
+};
+
+static void compile_early(void *arg, const struct unpack_entry *e)
+{
+	struct early *x = arg;
+	if (!compiled_early(x->j, e->path))
+		return;
+	char *tmp = path_join(x->tmprel, e->path), *rel = path_join(x->j->sc->purelib, e->path);
+	compiler_send(x->j->cc, tmp, rel);
+	free(tmp);
+	free(rel);
+}
+
 static void install_one(struct job *j, struct whl *w, size_t idx)
 {
 	struct unpack_result res = {0};
@@ -729,7 +770,8 @@ static void install_one(struct job *j, struct whl *w, size_t idx)
 	char *err = NULL, *wheel = NULL, *record = NULL, *eptext = NULL, *datadir = NULL;
 	char *tmprel = xasprintf("%s/.tfprov-whl-%zu", j->sc->purelib, idx);
 	char *tmp = path_join(j->stage, tmprel);
-	int rc = unpack_archive(j->c, w->src->path, tmp, 0, &res, &err);
+	struct early x = {j, tmprel};
+	int rc = unpack_archive_each(j->c, w->src->path, tmp, compile_early, &x, &res, &err);
 	if (rc != 0) {
 		whl_fail(w, rc, "%s", err ? err : tf_strerror(rc));
 		goto out;
@@ -809,8 +851,11 @@ static void install_one(struct job *j, struct whl *w, size_t idx)
 			size_t rl = strlen(rel);
 			if (rl > 3 && strcmp(rel + rl - 3, ".py") == 0 &&
 			    (str_starts_with(rel, j->sc->purelib) ||
-			     str_starts_with(rel, j->sc->platlib)))
+			     str_starts_with(rel, j->sc->platlib))) {
 				strvec_push(&w->pys, rel);
+				if (!compiled_early(j, e->path))
+					strvec_push(&w->late, rel);
+			}
 		}
 		free(parent);
 		free(src);
@@ -928,53 +973,176 @@ static void finish_job(size_t i, void *arg)
 	free(di);
 }
 
-/* One compileall for every installed .py file, on all cores (-j0). */
-static int compile_all(struct job *j, char **errmsg)
+/*
+ * The byte-compiler: one process of the env's python with a pool of
+ * workers (one per --jobs), fed over a socket while the wheels are still
+ * being unpacked, so that compiling uses the cores the decoders leave idle.
+ * Each line is "<tmp>\t<dest>\n", both relative to the copy: the file as the
+ * decoder left it (or empty) and where it is installed. The .pyc goes where
+ * the installed file's __pycache__ is and names the source where it will be
+ * (final/dest), as `compileall -s stage -p final` would; the tmp file may
+ * already have been moved to dest, so the worker tries both. A file that
+ * does not compile gets no .pyc and is not an error (pip ignores it too).
+ * Paths come from the wheels, which hold no control characters (unpack.c).
+ */
+static const char compile_src[] =
+    "import importlib.util, multiprocessing, os, py_compile, sys\n"
+    "from concurrent.futures import ProcessPoolExecutor\n"
+    "stage, final, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
+    "def comp(batch):\n"
+    "    n = 0\n"
+    "    for tmp, rel in batch:\n"
+    "        dst = os.path.join(stage, rel)\n"
+    "        cfile = importlib.util.cache_from_source(dst)\n"
+    "        for f in ((os.path.join(stage, tmp), dst) if tmp else (dst,)):\n"
+    "            try:\n"
+    "                py_compile.compile(f, cfile=cfile, dfile=os.path.join(final, rel),\n"
+    "                                   doraise=True)\n"
+    "                n += 1\n"
+    "                break\n"
+    "            except FileNotFoundError:\n"
+    "                continue\n"
+    "            except (py_compile.PyCompileError, OSError, ValueError):\n"
+    "                break\n"
+    "    return n\n"
+    "def batches():\n"
+    "    rest = b''\n"
+    "    while True:\n"
+    "        b = os.read(0, 1 << 16)\n"
+    "        if not b:\n"
+    "            return\n"
+    "        *lines, rest = (rest + b).split(b'\\n')\n"
+    "        items = [ln.decode('utf-8', 'surrogateescape').split('\\t', 1)\n"
+    "                 for ln in lines if ln]\n"
+    "        for i in range(0, len(items), 8):\n"
+    "            yield items[i:i + 8]\n"
+    "ctx = multiprocessing.get_context('fork')\n"
+    "with ProcessPoolExecutor(jobs, mp_context=ctx) as ex:\n"
+    "    futs = [ex.submit(comp, b) for b in batches()]\n"
+    "    print(sum(f.result() for f in futs))\n";
+
+struct compiler {
+	struct ctx *c;
+	int fd, child_fd; /* our end of the socket pair, the child's stdin */
+	pthread_t th;
+	pthread_mutex_t mu;
+	int running;
+	int exited; /* set by the thread when the child is gone */
+	int lost;   /* a line could not be sent: the child is gone */
+	int rc;
+	struct spawn_result r;
+	char *argv[8];
+	struct strvec env;
+	size_t sent;
+};
+
+static void *compiler_main(void *arg)
 {
-	struct strbuf list = STRBUF_INIT;
-	for (size_t i = 0; i < j->n; i++)
-		for (size_t k = 0; k < j->w[i].pys.n; k++)
-			strbuf_addf(&list, "%s/%s\n", j->stage, j->w[i].pys.v[k]);
-	if (list.len == 0)
-		return 0;
-	char *lst = xasprintf("%s/.tfprov-compile-list", j->stage);
-	char *py = xasprintf("%s/bin/python", j->stage);
-	int rc = write_new(lst, list.buf, list.len, 0600);
-	strbuf_release(&list);
-	if (rc != 0) {
-		*errmsg = xasprintf("cannot write %s: %s", lst, strerror(-rc));
-		free(lst);
-		free(py);
-		return TF_EIO;
+	struct compiler *cp = arg;
+	struct spawn_opts o = {.argv = cp->argv,
+	                       .envp = cp->env.v,
+	                       .stdin_fd = cp->child_fd,
+	                       .timeout_s = 3600,
+	                       .flags = SPAWN_KILL_ON_INTR};
+	cp->rc = spawn_run(&o, &cp->r);
+	__atomic_store_n(&cp->exited, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Starts the compiler; 0, or an error with *errmsg. */
+static int compiler_start(struct compiler *cp, struct job *j, char **errmsg)
+{
+	int sv[2];
+	memset(cp, 0, sizeof(*cp));
+	cp->c = j->c;
+	cp->fd = cp->child_fd = -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+		*errmsg = xasprintf("cannot start the byte-compiler: %s", strerror(errno));
+		return TF_EFAIL;
 	}
-	/* -s/-p: the .pyc files name the sources where they will be, not in the copy. */
-	char *argv[] = {py,
-	                "-I",
-	                "-m",
-	                "compileall",
-	                "-q",
-	                "-f",
-	                "-j0",
-	                "-s",
-	                (char *)j->stage,
-	                "-p",
-	                (char *)j->final,
-	                "-i",
-	                lst,
-	                NULL};
-	struct spawn_result r = {0};
-	rc = pyenv_run_python(j->c, argv, 3600, &r);
-	if (rc == 0 && r.status != 0 && r.status != 1)
-		rc = TF_EFAIL;
-	/* exit 1: some file did not compile; pip ignores that too (it records no .pyc). */
-	if (rc != 0)
-		*errmsg = xasprintf("python -m compileall failed: %s", r.errmsg    ? r.errmsg
-		                                                       : r.err.buf ? r.err.buf
-		                                                                   : "");
-	spawn_result_release(&r);
-	unlink(lst);
-	free(lst);
-	free(py);
+	cp->fd = sv[0];
+	cp->child_fd = sv[1];
+	pthread_mutex_init(&cp->mu, NULL);
+	size_t jobs = j->c->jobs > 0 ? (size_t)j->c->jobs : pool_ncpu();
+	cp->argv[0] = xasprintf("%s/bin/python", j->stage);
+	cp->argv[1] = xstrdup("-I");
+	cp->argv[2] = xstrdup("-c");
+	cp->argv[3] = xstrdup(compile_src);
+	cp->argv[4] = xstrdup(j->stage);
+	cp->argv[5] = xstrdup(j->final);
+	cp->argv[6] = xasprintf("%zu", jobs);
+	spawn_env_base(&cp->env);
+	spawn_env_python(&cp->env);
+	ev_log(j->c, EV_DEBUG, "run: %s -I -c <byte-compiler> %s %s %zu", cp->argv[0], j->stage,
+	       j->final, jobs);
+	if (pthread_create(&cp->th, NULL, compiler_main, cp) != 0) {
+		*errmsg = xstrdup("cannot start the byte-compiler thread");
+		return TF_EFAIL;
+	}
+	cp->running = 1;
+	return 0;
+}
+
+/* Queues one installed .py file (paths relative to the copy; tmp may be NULL). */
+static void compiler_send(struct compiler *cp, const char *tmp, const char *rel)
+{
+	if (!cp->running)
+		return;
+	char *line = xasprintf("%s\t%s\n", tmp ? tmp : "", rel);
+	size_t len = strlen(line), off = 0;
+	pthread_mutex_lock(&cp->mu);
+	while (off < len && !cp->lost) {
+		ssize_t n = send(cp->fd, line + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			off += (size_t)n;
+		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+			/* The workers are behind; the child holds its end open while it
+			 * lives, so a child that is gone shows as `exited`, not EPIPE. */
+			if (__atomic_load_n(&cp->exited, __ATOMIC_ACQUIRE) || tf_interrupted)
+				cp->lost = 1;
+			else
+				poll(&(struct pollfd){.fd = cp->fd, .events = POLLOUT}, 1, 100);
+		} else {
+			cp->lost = 1;
+		}
+	}
+	cp->sent++;
+	pthread_mutex_unlock(&cp->mu);
+	free(line);
+}
+
+/* Ends the input, waits for the last .pyc; 0, or an error with *errmsg. */
+static int compiler_finish(struct compiler *cp, char **errmsg)
+{
+	int rc = 0;
+	if (cp->fd >= 0)
+		shutdown(cp->fd, SHUT_WR);
+	if (cp->running) {
+		pthread_join(cp->th, NULL);
+		rc = cp->rc;
+		if (rc == 0 && (cp->r.status != 0 || cp->lost))
+			rc = TF_EFAIL;
+		if (rc != 0 && errmsg)
+			*errmsg = xasprintf("the byte-compiler (python -c, %zu files) failed: %s",
+			                    cp->sent,
+			                    cp->r.errmsg    ? cp->r.errmsg
+			                    : cp->r.err.len ? cp->r.err.buf
+			                                    : "exited early");
+		else if (rc == 0)
+			ev_log(cp->c, EV_DEBUG, "byte-compiled %s of %zu files",
+			       cp->r.out.buf ? strtok(cp->r.out.buf, "\n") : "?", cp->sent);
+		pthread_mutex_destroy(&cp->mu);
+	}
+	if (cp->fd >= 0)
+		close(cp->fd);
+	if (cp->child_fd >= 0)
+		close(cp->child_fd);
+	spawn_result_release(&cp->r);
+	for (size_t i = 0; i < 8; i++)
+		free(cp->argv[i]);
+	strvec_release(&cp->env);
+	memset(cp, 0, sizeof(*cp));
+	cp->fd = cp->child_fd = -1;
 	return rc;
 }
 
@@ -1007,7 +1175,7 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 	struct whl *w = xcalloc(n ? n : 1, sizeof(*w));
 	struct strvec have = STRVEC_INIT;
 	char *final = ctx_host_path(c, env_path), *stage = NULL;
-	struct job j = {c, NULL, final, &sc, w, n};
+	struct job j = {c, NULL, final, &sc, w, n, NULL};
 	int rc = 0;
 	memset(stats, 0, sizeof(*stats));
 	for (size_t i = 0; i < n; i++) {
@@ -1064,7 +1232,16 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 	if (rc != 0)
 		goto out;
 	uint64_t t1 = now_ns();
+	struct compiler cc;
+	if ((rc = compiler_start(&cc, &j, errmsg)) != 0) {
+		compiler_finish(&cc, NULL);
+		goto out;
+	}
+	j.cc = &cc;
 	pool_run(n, c->jobs > 0 ? (size_t)c->jobs : pool_ncpu(), install_job, &j);
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k < w[i].late.n && !w[i].err; k++)
+			compiler_send(&cc, NULL, w[i].late.v[k]);
 	for (size_t i = 0; i < n && rc == 0; i++)
 		if (w[i].err) {
 			rc = w[i].err;
@@ -1073,8 +1250,16 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 	if (rc == 0 && tf_interrupted)
 		rc = TF_EINTR, *errmsg = xstrdup("interrupted");
 	uint64_t t2 = now_ns();
-	if (rc == 0)
-		rc = compile_all(&j, errmsg);
+	/* The .pyc files are in place before RECORD lists them. */
+	char *cerr = NULL;
+	int crc = compiler_finish(&cc, &cerr);
+	j.cc = NULL;
+	if (rc == 0 && crc != 0) {
+		rc = crc;
+		*errmsg = cerr;
+		cerr = NULL;
+	}
+	free(cerr);
 	uint64_t t3 = now_ns();
 	if (rc == 0)
 		pool_run(n, c->jobs > 0 ? (size_t)c->jobs : pool_ncpu(), finish_job, &j);
@@ -1089,7 +1274,8 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 		}
 	}
 	ev_log(c, EV_DEBUG,
-	       "wheels: copy + uninstall %.2f s, unpack %.2f s, compileall %.2f s, RECORD %.2f s",
+	       "wheels: copy + uninstall %.2f s, unpack (byte-compiling alongside) %.2f s, "
+	       "byte-compile tail %.2f s, RECORD %.2f s",
 	       (double)(t1 - t0) / 1e9, (double)(t2 - t1) / 1e9, (double)(t3 - t2) / 1e9,
 	       (double)(now_ns() - t3) / 1e9);
 	if (rc == 0 && txn_replace_dir(t, stage, env_path) != 0) {
@@ -1105,6 +1291,7 @@ out:
 		free(w[i].errmsg);
 		strvec_release(&w[i].records);
 		strvec_release(&w[i].pys);
+		strvec_release(&w[i].late);
 	}
 	free(w);
 	strvec_release(&have);

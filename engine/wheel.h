@@ -11,8 +11,8 @@
  * whose first line is #!python get the env's interpreter; headers go to
  * include/site/pythonX.Y/<name> in a venv), console and GUI entry points as
  * pip's script wrappers, INSTALLER ("tfprov"), REQUESTED, direct_url.json
- * for `name @ URL` requirements, byte-code compiled by one
- * `python -m compileall -j0`, and RECORD listing every installed file with
+ * for `name @ URL` requirements, byte-code compiled by the env's python
+ * (one process, a worker per core, fed while the wheels unpack), and RECORD listing every installed file with
  * its sha256. An older version of a distribution is uninstalled from its
  * RECORD first; the same version is left alone (pip: "already satisfied").
  *

@@ -79,6 +79,7 @@ def wheel_set(d):
     pins = []
     mods = {f"tfprov_core/m{i}.py": f"X = {i}\n" for i in range(20)}
     mods["tfprov_core/__init__.py"] = "VERSION = '1.0'\n"
+    mods["tfprov_core/broken.py"] = "def broken(:\n"  # no .pyc, from pip or tfprov
     mods["tfprov_core/_native.so"] = b"\x7fELF not really\n" * 64
     mods["tfprov_core/sub/deep/data.json"] = '{"a": 1}\n'
     _, h = make_wheel(d, "tfprov-core", "1.0", mods, purelib=False,
@@ -299,3 +300,104 @@ def test_unknown_installer_is_a_manifest_error(tfprov, tmp_path, world):
     assert p.returncode == 3, out(p)
     assert "pip.installer 'poetry' is not a valid value" in out(p), out(p)
     assert "one of: native pip" in out(p), out(p)
+
+
+def apply_from_dir(tfprov, tmp_path, wheels, pins, name="d.yaml"):
+    """apply with --mirror DIR (find-links only); -vv names every child run."""
+    m = manifest(tmp_path / name, venv_yaml(), pip_yaml("http://127.0.0.1:9/simple/", pins))
+    return tfprov.run("--mirror", wheels, "-vv", "apply", "-y", m, env=no_stub_env(),
+                      timeout=600)
+
+
+def test_wheel_directory_fills_the_wheelhouse_without_pip(tfprov, tmp_path, world):
+    """A complete lock from a local wheel directory: each pinned wheel copied and
+    hashed by tfprov (no `pip download` process), then installed natively; the
+    result is still exactly pip's (the index URL in the manifest is a dead port:
+    nothing is fetched from it)."""
+    p = apply_from_dir(tfprov, tmp_path, world["wheels"], world["pins"])
+    assert p.returncode == 0, out(p)
+    assert f"3 wheels copied from {world['wheels']} and verified (no pip download)" in out(p)
+    assert "-m pip download" not in out(p), out(p)
+    assert "installed natively" in out(p)
+    env = tfprov.path(ENV_PREFIX)
+    ref = reference(world, env)
+    assert json.loads(pip(env, "list", "--format=json").stdout) == \
+        json.loads(pip(ref, "list", "--format=json").stdout)
+    mine, theirs = listing(env), listing(ref, ref, env)
+    assert {k: (mine.get(k), theirs.get(k)) for k in set(mine) | set(theirs)
+            if mine.get(k) != theirs.get(k)} == {}
+    # The .pyc files are exactly pip's: none for the module that does not compile,
+    # one for .data/purelib's module (compiled after the unpack, not during it).
+    sp = os.path.join(env, "lib", f"python{PYVER}", "site-packages")
+    tag = "cpython-" + PYVER.replace(".", "")
+    assert not os.path.exists(os.path.join(sp, "tfprov_core", "__pycache__",
+                                           f"broken.{tag}.pyc"))
+    assert os.path.exists(os.path.join(sp, "__pycache__", f"tfprov_tool_extra.{tag}.pyc"))
+    assert os.path.exists(os.path.join(sp, "tfprov_core", "__pycache__", f"m7.{tag}.pyc"))
+    # The .pyc names the installed source, not the staging copy it was built in.
+    r = subprocess.run([os.path.join(env, "bin", "python"), "-c",
+                        "import tfprov_core.m7 as m; print(m.__spec__.cached); "
+                        "print(m.__loader__.get_code('tfprov_core.m7').co_filename)"],
+                       capture_output=True, text=True, env=PIP_ENV)
+    cached, filename = r.stdout.split()
+    assert filename == os.path.join(sp, "tfprov_core", "m7.py"), r.stdout + r.stderr
+    assert ".tfprov-stage" not in open(cached, "rb").read().decode("latin-1")
+    assert pip(env, "check").returncode == 0
+    assert temp_leftovers(tfprov.root) == []
+
+
+def test_wheel_directory_file_with_other_bytes_is_exit_5(tfprov, tmp_path, world):
+    """The directory holds a wheel of the pinned name and version whose bytes are
+    not the pinned ones: exit 5 naming the package and the hash, env unchanged."""
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    _, h = make_wheel(str(good), "tfprov-swap", "1.0", {"tfprov_swap/__init__.py": "A = 1\n"})
+    make_wheel(str(bad), "tfprov-swap", "1.0", {"tfprov_swap/__init__.py": "A = 2\n"})
+    m = manifest(tmp_path / "a.yaml", venv_yaml())
+    assert tfprov.run("apply", "-y", m, env=no_stub_env(), timeout=300).returncode == 0
+    before = tree_hashes(tfprov.path(ENV_PREFIX))
+    p = apply_from_dir(tfprov, tmp_path, str(bad), [("tfprov-swap", "1.0", h)])
+    assert p.returncode == 5, out(p)
+    assert "tfprov-swap==1.0: " in out(p) and "which is not a hash the lock pins" in out(p)
+    assert tree_hashes(tfprov.path(ENV_PREFIX)) == before
+    assert temp_leftovers(tfprov.root) == []
+
+
+def test_wheel_directory_with_two_candidates_lets_pip_choose(tfprov, tmp_path, world):
+    """Two files of one pin that the env could both install (py3 and the env's own
+    cpXY tag): tfprov does not guess, pip downloads and picks (both hashes pinned)."""
+    d = tmp_path / "two"
+    path, h1 = make_wheel(str(d), "tfprov-two", "1.0", {"tfprov_two/__init__.py": "A = 1\n"})
+    cp = "cp" + PYVER.replace(".", "")
+    other = os.path.join(str(d), f"tfprov_two-1.0-{cp}-none-any.whl")
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(other, "w") as zout:
+        zout.comment = b"the same files, another build"
+        for item in zin.infolist():
+            zout.writestr(item, zin.read(item.filename))
+    h2 = hashlib.sha256(open(other, "rb").read()).hexdigest()
+    assert h1 != h2
+    p = apply_from_dir(tfprov, tmp_path, str(d), [("tfprov-two", "1.0", f"{h1} \\\n"
+                                                   f"        --hash=sha256:{h2}")])
+    assert p.returncode == 0, out(p)
+    assert "-m pip download" in out(p) and "no pip download" not in out(p), out(p)
+    names = [x["name"] for x in json.loads(pip(tfprov.path(ENV_PREFIX), "list",
+                                               "--format=json").stdout)]
+    assert names.count("tfprov-two") == 1, names
+
+
+def test_wheel_directory_with_no_wheel_for_this_python_is_refused(tfprov, tmp_path, world):
+    """Only a wheel for another interpreter (cp27): not taken natively; pip finds no
+    distribution and the apply fails with the env as it was."""
+    d = tmp_path / "old"
+    path, _ = make_wheel(str(d), "tfprov-old", "1.0", {"tfprov_old/__init__.py": ""})
+    other = os.path.join(str(d), "tfprov_old-1.0-cp27-cp27mu-manylinux1_x86_64.whl")
+    os.rename(path, other)
+    h = hashlib.sha256(open(other, "rb").read()).hexdigest()
+    m = manifest(tmp_path / "a.yaml", venv_yaml())
+    assert tfprov.run("apply", "-y", m, env=no_stub_env(), timeout=300).returncode == 0
+    before = tree_hashes(tfprov.path(ENV_PREFIX))
+    p = apply_from_dir(tfprov, tmp_path, str(d), [("tfprov-old", "1.0", h)])
+    assert p.returncode != 0, out(p)
+    assert "no pip download" not in out(p) and "-m pip download" in out(p), out(p)
+    assert "tfprov-old" in out(p)
+    assert tree_hashes(tfprov.path(ENV_PREFIX)) == before
+    assert temp_leftovers(tfprov.root) == []
