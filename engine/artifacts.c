@@ -19,6 +19,9 @@
 
 #include <pthread.h>
 
+#include <dirent.h>
+#include <sys/file.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -273,8 +276,9 @@ struct decode {
 	struct ctx *c;
 	struct artset *s;
 	struct fetch_job *fj;
-	size_t *order; /* archive indexes, largest first */
-	char **parts;  /* where each archive is unpacked */
+	size_t *order; /* indexes of the archives decoded here, largest first */
+	size_t norder;
+	char **parts; /* where each archive is unpacked; NULL: not decoded here */
 	struct unpack_result *res;
 	int *ready;     /* unpacked completely */
 	int *rc;        /* after the download: unpack_archive's result */
@@ -304,7 +308,7 @@ static void decode_one(size_t k, void *arg)
 	struct decode *d = arg;
 	size_t i = d->order[k];
 	struct art *a = &d->s->v[i];
-	if (d->ready[i] || tf_interrupted)
+	if (d->ready[i] || d->parts[i] == NULL || tf_interrupted)
 		return;
 	if (d->verified) {
 		ev_log(d->c, EV_DEBUG, "unpacking %s", a->name);
@@ -369,6 +373,352 @@ static int cmp_art_size(const void *x, const void *y, void *arg)
 	return a < b ? 1 : a > b ? -1 : 0;
 }
 
+/* Every artifact of s downloaded by job; none decoded until decode_plan(). */
+static void decode_init(struct decode *d, struct ctx *c, struct artset *s, struct fetch_job *job)
+{
+	size_t n = s->n, one = n ? n : 1;
+	memset(job, 0, sizeof(*job));
+	job->c = c;
+	job->items = xcalloc(one, sizeof(struct fetch_item));
+	job->n = n;
+	for (size_t i = 0; i < n; i++) {
+		job->items[i].name = s->v[i].name;
+		job->items[i].url = s->v[i].url;
+		job->items[i].sha256 = s->v[i].sha256;
+		job->items[i].size = s->v[i].size;
+	}
+	memset(d, 0, sizeof(*d));
+	d->c = c;
+	d->s = s;
+	d->fj = job;
+	d->order = xcalloc(one, sizeof(size_t));
+	d->parts = xcalloc(one, sizeof(char *));
+	d->res = xcalloc(one, sizeof(struct unpack_result));
+	d->ready = xcalloc(one, sizeof(int));
+	d->rc = xcalloc(one, sizeof(int));
+	d->err = xcalloc(one, sizeof(char *));
+	d->stopped = xcalloc(one, sizeof(char *));
+}
+
+/* The decoders' queue: every archive with a part and not ready, largest first. */
+static void decode_plan(struct decode *d)
+{
+	d->norder = 0;
+	for (size_t i = 0; i < d->s->n; i++)
+		if (d->parts[i] && !d->ready[i])
+			d->order[d->norder++] = i;
+	qsort_r(d->order, d->norder, sizeof(*d->order), cmp_art_size, d->s->v);
+}
+
+/*
+ * Runs fetch_all on its own thread while the pool decodes d->order from the
+ * growing downloads (decode_one); then fills each artifact's path in the
+ * cache. Returns fetch_all's result; *stopped the first archive whose pinned
+ * budget was exceeded by bytes that then verified (the lock is wrong), or n.
+ */
+static int decode_fetch(struct decode *d, size_t jobs, size_t *stopped)
+{
+	struct artset *s = d->s;
+	pthread_t th;
+	int threaded = pthread_create(&th, NULL, fetch_job_run, d->fj) == 0;
+	if (!threaded)
+		fetch_job_run(d->fj);
+	else
+		pool_run(d->norder, jobs, decode_one, d);
+	if (threaded)
+		pthread_join(th, NULL);
+	*stopped = s->n;
+	for (size_t i = 0; i < s->n; i++) {
+		if (d->stopped[i] && *stopped == s->n)
+			*stopped = i;
+		if (d->fj->items[i].path && s->v[i].path == NULL)
+			s->v[i].path = xstrdup(d->fj->items[i].path);
+		s->v[i].cached = d->fj->items[i].cached;
+	}
+	return d->fj->rc;
+}
+
+/* After a verified fetch: what the decoders did not finish, from the verified files. */
+static void decode_verified(struct decode *d, size_t jobs)
+{
+	d->verified = 1;
+	pool_run(d->norder, jobs, decode_one, d);
+}
+
+static void decode_release(struct decode *d, const char *keep)
+{
+	for (size_t i = 0; i < d->s->n; i++) {
+		/* stage/ itself is the caller's: the txn removes it on failure. */
+		if (d->parts[i] && (keep == NULL || strcmp(d->parts[i], keep) != 0))
+			fs_rmtree(d->parts[i]);
+		free(d->parts[i]);
+		free(d->err[i]);
+		free(d->stopped[i]);
+		unpack_result_release(&d->res[i]);
+		fetch_item_release(&d->fj->items[i]);
+	}
+	free(d->order);
+	free(d->parts);
+	free(d->res);
+	free(d->ready);
+	free(d->rc);
+	free(d->err);
+	free(d->stopped);
+	free(d->fj->items);
+}
+
+/*
+ * Decode-ahead (exec.c's prefetch): archives unpacked before their step runs,
+ * into this run's scratch directory in the cache, <cache>/unpack/run-XXXXXX/
+ * <sha256>, held by an flock'ed run-XXXXXX.lock beside it for the run's
+ * lifetime. Kept in memory by sha256 until a step takes one over
+ * (predecoded_take) or the run ends (artset_predecode_release).
+ */
+struct predecoded_entry {
+	char sha256[65];
+	int strip;
+	int taken;
+	char *path;
+	struct unpack_result res;
+};
+
+struct predecoded {
+	char *dir;
+	char *lock;
+	int lockfd;
+	struct predecoded_entry *v;
+	size_t n;
+};
+
+/*
+ * Removes the scratch of runs that are gone: a run-X.lock nobody holds, with
+ * its run-X/; a run-X/ whose lock is gone (a run's directory is made only
+ * once its lock is held, and the lock is removed only after it).
+ */
+static void scratch_clean_stale(struct ctx *c, const char *base)
+{
+	DIR *dir = opendir(base);
+	struct dirent *e;
+	while (dir && (e = readdir(dir)) != NULL) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		char *p = path_join(base, e->d_name);
+		if (str_ends_with(e->d_name, ".lock")) {
+			int fd = open(p, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+			if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+				char *run = xstrndup(p, strlen(p) - 5);
+				ev_log(c, EV_DEBUG, "removing %s: left by a run that ended", run);
+				fs_rmtree(run);
+				unlink(p);
+				free(run);
+			}
+			if (fd >= 0)
+				close(fd);
+		} else {
+			char *lock = xasprintf("%s.lock", p);
+			struct stat st;
+			if (lstat(lock, &st) != 0 && errno == ENOENT) {
+				ev_log(c, EV_DEBUG, "removing %s: left by a run that ended", p);
+				fs_rmtree(p);
+			}
+			free(lock);
+		}
+		free(p);
+	}
+	if (dir)
+		closedir(dir);
+}
+
+/* This run's scratch directory, its lock held; stale ones removed first. */
+static int scratch_open(struct ctx *c, struct predecoded *p, char **errmsg)
+{
+	char *base = path_join(c->cache_dir, "unpack");
+	int rc = 0;
+	if (mkdir(base, 0700) != 0 && errno != EEXIST) {
+		*errmsg = xasprintf("cannot create %s: %s", base, strerror(errno));
+		free(base);
+		return TF_EIO;
+	}
+	for (int tries = 0; p->dir == NULL && rc == 0; tries++) {
+		char *lock = xasprintf("%s/run-XXXXXX.lock", base);
+		int fd = mkostemps(lock, 5, O_CLOEXEC);
+		struct stat a, b;
+		if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+			*errmsg =
+			    xasprintf("cannot create a lock in %s: %s", base, strerror(errno));
+			rc = TF_EIO;
+		} else if (fstat(fd, &a) == 0 && stat(lock, &b) == 0 && a.st_ino == b.st_ino &&
+		           a.st_dev == b.st_dev) {
+			/* Still ours: another run's stale sweep did not take it first. */
+			char *run = xstrndup(lock, strlen(lock) - 5);
+			if (mkdir(run, 0700) != 0) {
+				*errmsg = xasprintf("cannot create %s: %s", run, strerror(errno));
+				rc = TF_EIO;
+				unlink(lock);
+				free(run);
+			} else {
+				p->dir = run;
+				p->lock = lock;
+				p->lockfd = fd;
+				lock = NULL;
+				fd = -1;
+			}
+		} else if (tries > 8) {
+			*errmsg = xasprintf("cannot hold a lock in %s", base);
+			rc = TF_EIO;
+		}
+		if (fd >= 0)
+			close(fd);
+		free(lock);
+	}
+	free(base);
+	return rc;
+}
+
+void artset_mark_unpack(struct artset *s, size_t from)
+{
+	for (size_t i = from; i < s->n; i++)
+		s->v[i].unpack = 1;
+}
+
+int artset_predecode(struct ctx *c, struct artset *s, size_t *failed, char **errmsg)
+{
+	struct fetch_job job;
+	struct decode d;
+	size_t jobs = c->jobs > 0 ? (size_t)c->jobs : pool_ncpu(), stopped = 0, n = s->n;
+	int rc = 0;
+	*failed = n;
+	*errmsg = NULL;
+	decode_init(&d, c, s, &job);
+	struct predecoded *p = c->predecoded;
+	if (p == NULL) {
+		p = c->predecoded = xcalloc(1, sizeof(*p));
+		p->lockfd = -1;
+	}
+	char *base = path_join(c->cache_dir, "unpack");
+	scratch_clean_stale(c, base);
+	free(base);
+	/*
+	 * A tree in a cache on another filesystem than the root cannot be
+	 * renamed into a stage: the steps unpack their archives themselves then
+	 * (decoding twice would cost more than decoding late).
+	 */
+	struct stat rs, cs;
+	int same_fs = (c->rootfd >= 0 ? fstat(c->rootfd, &rs) : stat(c->root, &rs)) == 0 &&
+	              stat(c->cache_dir, &cs) == 0 && rs.st_dev == cs.st_dev;
+	if (!same_fs)
+		ev_log(c, EV_DEBUG,
+		       "the cache %s is on another filesystem than the root: each step unpacks "
+		       "its archives",
+		       c->cache_dir);
+	for (size_t i = 0; i < n && same_fs; i++) {
+		int first = s->v[i].unpack;
+		for (size_t j = 0; j < i && first; j++)
+			first = !(s->v[j].unpack && strcmp(s->v[j].sha256, s->v[i].sha256) == 0);
+		for (size_t j = 0; j < p->n && first; j++)
+			first = strcmp(p->v[j].sha256, s->v[i].sha256) != 0;
+		if (!first)
+			continue;
+		if (p->dir == NULL && (rc = scratch_open(c, p, errmsg)) != 0) {
+			*failed = i;
+			goto out;
+		}
+		d.parts[i] = path_join(p->dir, s->v[i].sha256);
+	}
+	decode_plan(&d);
+	if (d.norder)
+		ev_log(c, EV_DEBUG, "decoding %zu archive%s while they download, into %s", d.norder,
+		       d.norder == 1 ? "" : "s", p->dir);
+	rc = decode_fetch(&d, jobs, &stopped);
+	if (rc != 0)
+		goto out; /* fetch_all reported what failed */
+	if (stopped < n) {
+		*failed = stopped;
+		*errmsg = xstrdup(d.stopped[stopped]);
+		rc = TF_EINTEGRITY;
+		goto out;
+	}
+	decode_verified(&d, jobs);
+	for (size_t i = 0; i < n; i++) {
+		if (d.parts[i] == NULL)
+			continue;
+		if (d.rc[i] != 0 || !d.ready[i]) {
+			rc = d.rc[i] ? d.rc[i] : TF_EINTR;
+			*failed = i;
+			*errmsg = xasprintf("%s: %s", s->v[i].name,
+			                    d.err[i] ? d.err[i] : tf_strerror(rc));
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (d.parts[i] == NULL)
+			continue;
+		p->v = xrealloc(p->v, (p->n + 1) * sizeof(*p->v));
+		struct predecoded_entry *e = &p->v[p->n++];
+		memset(e, 0, sizeof(*e));
+		snprintf(e->sha256, sizeof(e->sha256), "%s", s->v[i].sha256);
+		e->strip = s->v[i].strip;
+		e->path = d.parts[i];
+		e->res = d.res[i];
+		d.parts[i] = NULL;
+		memset(&d.res[i], 0, sizeof(d.res[i]));
+	}
+out:
+	decode_release(&d, NULL);
+	return rc;
+}
+
+void artset_predecode_release(struct ctx *c)
+{
+	struct predecoded *p = c->predecoded;
+	if (p == NULL)
+		return;
+	for (size_t i = 0; i < p->n; i++) {
+		free(p->v[i].path);
+		unpack_result_release(&p->v[i].res);
+	}
+	if (p->dir) {
+		fs_rmtree(p->dir);
+		unlink(p->lock);
+	}
+	if (p->lockfd >= 0)
+		close(p->lockfd);
+	free(p->dir);
+	free(p->lock);
+	free(p->v);
+	free(p);
+	c->predecoded = NULL;
+}
+
+/*
+ * Takes over the archive decode-ahead unpacked (same sha256, same strip):
+ * its tree renamed to dest, its file list into *res. 0 when there is none or
+ * the rename fails (another filesystem, ...): then it is decoded again.
+ */
+static int predecoded_take(struct ctx *c, const struct art *a, const char *dest,
+                           struct unpack_result *res)
+{
+	struct predecoded *p = c->predecoded;
+	for (size_t i = 0; p && i < p->n; i++) {
+		struct predecoded_entry *e = &p->v[i];
+		if (e->taken || e->strip != a->strip || strcmp(e->sha256, a->sha256) != 0)
+			continue;
+		e->taken = 1;
+		if (rename(e->path, dest) != 0) {
+			ev_log(c, EV_DEBUG, "%s: cannot move %s to %s (%s): unpacking it again",
+			       a->name, e->path, dest, strerror(errno));
+			fs_rmtree(e->path);
+			unpack_result_release(&e->res);
+			return 0;
+		}
+		ev_log(c, EV_DEBUG, "%s: unpacked ahead, moved into %s", a->name, dest);
+		*res = e->res;
+		memset(&e->res, 0, sizeof(e->res));
+		return 1;
+	}
+	return 0;
+}
+
 /*
  * Fetches and unpacks every artifact into stage/ (created), merging their
  * trees the way NVIDIA's own tooling lays a toolkit out: the components'
@@ -376,78 +726,52 @@ static int cmp_art_size(const void *x, const void *y, void *arg)
  * documents every archive carries (LICENSE, README) are kept from the first
  * archive; any other path two archives both provide must be identical.
  *
- * Downloading and decoding overlap: fetch_all runs on its own thread while
- * up to --jobs archives (default: one per core), largest first, are unpacked
- * from their growing .part files (each decoder with its own writer thread,
- * unpack.c), every one into its own stage/.partN (a single archive: into
- * stage/ itself). Unverified bytes are decoded on a budget (decode_one);
- * nothing of an archive is used before fetch_all has verified its sha256 and
- * size; an archive whose download started over, failed or ran out of budget
- * is unpacked from the verified file afterwards. The merge into stage/ runs last, in the
- * manifest's order. Memory: each decoder holds at most unpack.c's buffer pool
- * plus its decompressor's window.
+ * An archive decode-ahead already unpacked (artset_predecode) is renamed
+ * into place. Downloading and decoding the others overlap: fetch_all runs on
+ * its own thread while up to --jobs archives (default: one per core),
+ * largest first, are unpacked from their growing .part files (each decoder
+ * with its own writer thread, unpack.c), every one into its own stage/.partN
+ * (a single archive: into stage/ itself). Unverified bytes are decoded on a
+ * budget (decode_one); nothing of an archive is used before fetch_all has
+ * verified its sha256 and size; an archive whose download started over,
+ * failed or ran out of budget is unpacked from the verified file afterwards.
+ * The merge into stage/ runs last, in the manifest's order. Memory: each
+ * decoder holds at most unpack.c's buffer pool plus its decompressor's
+ * window.
  */
 int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, struct staged *out,
                         struct step *st)
 {
-	size_t n = s->n, one = n ? n : 1;
-	struct fetch_job job = {c, xcalloc(one, sizeof(struct fetch_item)), n, 0, 0};
-	struct decode d = {c,
-	                   s,
-	                   &job,
-	                   xcalloc(one, sizeof(size_t)),
-	                   xcalloc(one, sizeof(char *)),
-	                   xcalloc(one, sizeof(struct unpack_result)),
-	                   xcalloc(one, sizeof(int)),
-	                   xcalloc(one, sizeof(int)),
-	                   xcalloc(one, sizeof(char *)),
-	                   xcalloc(one, sizeof(char *)),
-	                   0};
+	size_t n = s->n, stopped = 0;
+	struct fetch_job job;
+	struct decode d;
 	size_t jobs = c->jobs > 0 ? (size_t)c->jobs : pool_ncpu();
-	pthread_t th;
-	int rc = 0, threaded = 0;
-	for (size_t i = 0; i < n; i++) {
-		job.items[i].name = s->v[i].name;
-		job.items[i].url = s->v[i].url;
-		job.items[i].sha256 = s->v[i].sha256;
-		job.items[i].size = s->v[i].size;
-		d.order[i] = i;
+	int rc = 0;
+	decode_init(&d, c, s, &job);
+	for (size_t i = 0; i < n; i++)
 		/* One archive goes straight into stage/, several beside each other in it. */
 		d.parts[i] = n == 1 ? xstrdup(stage) : xasprintf("%s/.part%zu", stage, i);
-	}
-	qsort_r(d.order, n, sizeof(*d.order), cmp_art_size, s->v);
 	if ((n > 1 || n == 0) && mkdir(stage, 0755) != 0) {
 		step_fail(st, "cannot create %s: %s", stage, strerror(errno));
 		rc = TF_EIO;
 		goto out;
 	}
-	threaded = pthread_create(&th, NULL, fetch_job_run, &job) == 0;
-	if (!threaded)
-		fetch_job_run(&job);
-	else
-		pool_run(n, jobs, decode_one, &d);
-	if (threaded)
-		pthread_join(th, NULL);
-	rc = job.rc;
+	for (size_t i = 0; i < n; i++)
+		d.ready[i] = predecoded_take(c, &s->v[i], d.parts[i], &d.res[i]);
+	decode_plan(&d);
+	rc = decode_fetch(&d, jobs, &stopped);
 	/* A pinned budget exceeded by bytes that then verified: the lock is wrong. */
-	for (size_t i = 0; i < n && rc == 0; i++)
-		if (d.stopped[i]) {
-			step_fail(st, "%s", d.stopped[i]);
-			rc = TF_EINTEGRITY;
-		}
-	for (size_t i = 0; i < n; i++) {
+	if (rc == 0 && stopped < n) {
+		step_fail(st, "%s", d.stopped[stopped]);
+		rc = TF_EINTEGRITY;
+	}
+	for (size_t i = 0; i < n; i++)
 		if (job.items[i].err && rc != 0 && st->error == NULL)
 			step_fail(st, "%s",
 			          job.items[i].errmsg ? job.items[i].errmsg
 			                              : tf_strerror(job.items[i].err));
-		if (job.items[i].path)
-			s->v[i].path = xstrdup(job.items[i].path);
-		s->v[i].cached = job.items[i].cached;
-	}
-	if (rc == 0) {
-		d.verified = 1;
-		pool_run(n, jobs, decode_one, &d);
-	}
+	if (rc == 0)
+		decode_verified(&d, jobs);
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		if (d.rc[i] != 0 || !d.ready[i]) {
 			rc = d.rc[i] ? d.rc[i] : TF_EINTR;
@@ -464,23 +788,6 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
 			ht_insert(out, i);
 	}
 out:
-	for (size_t i = 0; i < n; i++) {
-		/* stage/ itself is the caller's: the txn removes it on failure. */
-		if (d.parts[i] && strcmp(d.parts[i], stage) != 0)
-			fs_rmtree(d.parts[i]);
-		free(d.parts[i]);
-		free(d.err[i]);
-		free(d.stopped[i]);
-		unpack_result_release(&d.res[i]);
-		fetch_item_release(&job.items[i]);
-	}
-	free(d.order);
-	free(d.parts);
-	free(d.res);
-	free(d.ready);
-	free(d.rc);
-	free(d.err);
-	free(d.stopped);
-	free(job.items);
+	decode_release(&d, stage);
 	return rc;
 }

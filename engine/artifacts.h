@@ -17,6 +17,7 @@ struct art {
 	int64_t unpacked; /* the lock's unpacked_size, -1 when not recorded */
 	char *path;       /* after fetch: the verified file in the cache */
 	int cached;
+	int unpack; /* the step unpacks it with artset_fetch_unpack (decode-ahead may) */
 };
 
 struct artset {
@@ -39,6 +40,23 @@ int artset_add_redist(struct ctx *c, struct artset *s, const struct redist_ref *
                       const char *platform, struct step *st);
 int artset_fetch(struct ctx *c, struct artset *s, struct step *st);
 void artset_release(struct artset *s);
+
+/* Marks s->v[from..] as archives the step unpacks with artset_fetch_unpack. */
+void artset_mark_unpack(struct artset *s, size_t from);
+/*
+ * Decode-ahead: fetches and verifies every artifact of s (a whole plan's)
+ * into the cache and, at the same time, unpacks those marked `unpack` with
+ * artset_fetch_unpack's machinery (one pool of --jobs decoders over all of
+ * them, largest first, each following its growing download on the same
+ * budget) into this run's scratch directory in the cache, never into the
+ * root. The results are kept on the ctx by sha256 until a step's
+ * artset_fetch_unpack renames them into its stage. 0, or fetch_all's error
+ * (it reported what failed; *failed == s->n), or a decode error: *failed is
+ * the archive, *errmsg the message (caller frees).
+ */
+int artset_predecode(struct ctx *c, struct artset *s, size_t *failed, char **errmsg);
+/* Removes this run's scratch (whatever no step took over) and its lock. */
+void artset_predecode_release(struct ctx *c);
 
 void staged_add(struct staged *t, const char *path, char type, const char *sha256, int64_t size,
                 unsigned mode, const char *link);

@@ -8,6 +8,9 @@
  *   partial/<hex>.part           a download in progress (resumed with Range), 0600
  *   quarantine/<hex>.<unixtime>  bytes that failed verification, kept for a human,
  *                                0400: they may be anything, a root-only file too
+ *   unpack/run-XXXXXX/<hex>      an apply's decode-ahead (artifacts.h), held by an
+ *                                flock on unpack/run-XXXXXX.lock; removed when the
+ *                                run ends, or by the next run if it was killed
  *
  * The cache dir and these three are 0700: unverified bytes are the owner's alone.
  *

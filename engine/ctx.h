@@ -13,6 +13,7 @@
 #include "util.h"
 
 struct state;
+struct predecoded;
 
 enum ctx_flags {
 	CTX_JSON = 1 << 0,
@@ -38,9 +39,10 @@ struct ctx {
 	struct strvec mirrors;
 	struct strvec trusted_keys; /* --trusted-key files (trust.h) */
 	int jobs;
-	double lock_timeout; /* seconds */
-	struct state *st;    /* open state db, or NULL */
-	int changed;         /* a step changed something during this run */
+	double lock_timeout;           /* seconds */
+	struct state *st;              /* open state db, or NULL */
+	int changed;                   /* a step changed something during this run */
+	struct predecoded *predecoded; /* decode-ahead's archives (artifacts.h), or NULL */
 };
 
 /*

@@ -88,21 +88,30 @@ static int execute(struct ctx *c, const struct manifest *m, struct plan *p, int6
 /*
  * Every download of every changing step, fetched and verified into the cache
  * before the first step changes anything: a wrong hash or a missing artifact
- * stops the run with the root as it was (the steps then unpack from the
- * verified cache).
+ * stops the run with the root as it was. The archives the cuda and cudnn
+ * steps unpack are decoded meanwhile (decode-ahead, artset_predecode: one
+ * pool over every step's archives, following the downloads) into a scratch
+ * directory in the cache, which those steps then rename into their stage; an
+ * archive that does not decode fails its step here, also before anything
+ * changed.
  */
 static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p)
 {
 	struct artset all = {0};
+	struct step **owner = NULL;
 	int rc = 0;
 	for (size_t i = 0; i < p->n && rc == 0; i++) {
 		struct step *s = &p->steps[i];
 		if (s->mod->artifacts == NULL || s->action == ACT_NOOP || s->action == ACT_READ ||
 		    s->action == ACT_DELETE)
 			continue;
+		size_t from = all.n;
 		rc = s->mod->artifacts(c, m, &all, s);
 		if (rc != 0)
 			step_event(c, s, 0, 1, s->error);
+		owner = xrealloc(owner, (all.n ? all.n : 1) * sizeof(*owner));
+		for (size_t k = from; k < all.n; k++)
+			owner[k] = s;
 	}
 	if (rc != 0 || all.n == 0)
 		goto out;
@@ -114,25 +123,34 @@ static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p)
 		rc = TF_EIO;
 		goto out;
 	}
-	struct fetch_item *items = xcalloc(all.n, sizeof(*items));
-	for (size_t i = 0; i < all.n; i++) {
-		items[i].name = all.v[i].name;
-		items[i].url = all.v[i].url;
-		items[i].sha256 = all.v[i].sha256;
-		items[i].size = all.v[i].size;
-	}
-	rc = fetch_all(c, items, all.n); /* it reports what failed (offline: in one error) */
-	if (rc != 0 && rc != TF_EOFFLINE)
+	size_t failed = all.n;
+	rc = artset_predecode(c, &all, &failed, &err);
+	if (rc != 0 && failed < all.n) {
+		struct step *s = owner[failed];
+		if (s->error == NULL)
+			step_fail(s, "%s", err ? err : tf_strerror(rc));
+		step_event(c, s, 0, 1, s->error);
+	} else if (rc != 0 && rc != TF_EOFFLINE) {
+		/* fetch_all reported what failed (offline: in one error). */
 		ev_log(c, EV_ERROR, "a download failed or did not verify: nothing was changed");
-	for (size_t i = 0; i < all.n; i++)
-		fetch_item_release(&items[i]);
-	free(items);
+	}
+	free(err);
 out:
+	free(owner);
 	artset_release(&all);
 	return rc;
 }
 
+static int apply_plan(struct ctx *c, const struct manifest *m, struct plan *p);
+
 int plan_apply(struct ctx *c, const struct manifest *m, struct plan *p)
+{
+	int rc = apply_plan(c, m, p);
+	artset_predecode_release(c); /* this run's decode-ahead scratch, taken over or not */
+	return rc;
+}
+
+static int apply_plan(struct ctx *c, const struct manifest *m, struct plan *p)
 {
 	int rc = 0;
 	/* Preconditions: nothing has changed yet when one fails. */

@@ -159,13 +159,18 @@ static int cuda_artifacts(struct ctx *c, const struct manifest *m, struct artset
 {
 	const char *platform =
 	    m->stack.platform == PLATFORM_WINDOWS_X86_64 ? "windows-x86_64" : "linux-x86_64";
+	size_t from = arts->n;
+	int rc = 0;
 	if (m->cuda.has_runfile)
 		artset_add_artifact(arts, &m->cuda.runfile, 0);
 	for (size_t i = 0; i < m->cuda.artifacts.n; i++)
 		artset_add_artifact(arts, &m->cuda.artifacts.v[i], 1);
 	if (m->cuda.redist.set)
-		return artset_add_redist(c, arts, &m->cuda.redist, platform, s);
-	return 0;
+		rc = artset_add_redist(c, arts, &m->cuda.redist, platform, s);
+	/* Archives are unpacked by artset_fetch_unpack (decode-ahead may); a runfile is run. */
+	if (rc == 0 && !m->cuda.has_runfile)
+		artset_mark_unpack(arts, from);
+	return rc;
 }
 
 static int cuda_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)

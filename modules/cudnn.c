@@ -83,11 +83,16 @@ static int cudnn_artifacts(struct ctx *c, const struct manifest *m, struct artse
 {
 	const char *platform =
 	    m->stack.platform == PLATFORM_WINDOWS_X86_64 ? "windows-x86_64" : "linux-x86_64";
+	size_t from = arts->n;
+	int rc = 0;
 	if (m->cudnn.has_artifact)
 		artset_add_artifact(arts, &m->cudnn.artifact, 1);
 	if (m->cudnn.redist.set)
-		return artset_add_redist(c, arts, &m->cudnn.redist, platform, s);
-	return 0;
+		rc = artset_add_redist(c, arts, &m->cudnn.redist, platform, s);
+	/* Every archive is unpacked by artset_fetch_unpack (decode-ahead may). */
+	if (rc == 0)
+		artset_mark_unpack(arts, from);
+	return rc;
 }
 
 static int cudnn_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
