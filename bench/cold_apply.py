@@ -16,20 +16,24 @@ directory:
             one syncfs + the state db;
   shell     the best shell pipeline: every archive at once,
             `xargs -P$(nproc)` of `curl | tee >(sha256sum) | tar -xJ`;
-  floor     max(the largest archive's `xz -dc -T1`, the sum of all
-            archives' `xz -dc -T1` / cores): decoding alone, perfectly spread;
+  pfloor    the measured decode floor, in every run: `xargs -P$(nproc)`
+            of `xz -dc -T1 > /dev/null`, largest first (decoding alone);
+  floor     at the start and at the end: max(the largest archive's
+            `xz -dc -T1`, the sum of all archives' `xz -dc -T1` / cores):
+            decoding alone, perfectly spread;
 peak RSS of each (GNU time's %M: for the shell, the largest single process).
 
-Part 2, wheels. One ~475 MB wheel with ~20k files (8,000 modules, 12,000
+Part 2, wheels. One ~600 MB wheel with ~20k files (8,000 modules, 12,000
 headers, real NVIDIA shared objects as its binaries) and 40 small wheels
 (the big one requires them all) in a local find-links directory:
   pip       a fresh venv of the same interpreter, `pip install --no-deps
             --require-hashes --no-index --find-links DIR -r reqs` (pip
             byte-compiles, as it does by default);
   tfprov    `tfprov --mirror DIR apply` of the same pins (complete lock)
-            into a venv the previous apply created (pip download into a
-            journaled wheelhouse, then the native installer);
-then `pip check` in tfprov's env and `pip list` of both, which must be equal.
+            into a venv the previous apply created (the wheels copied and
+            hashed into a journaled wheelhouse, then the native installer);
+then `pip check` in tfprov's env and `pip list` of both, which must be equal;
+once each for scale: pip --no-compile and tfprov --jobs 1.
 
 Every root and extraction directory is on tmpfs (--work, default
 /dev/shm/tfprov-cold), fresh per run, so the slow inode allocation after
