@@ -734,9 +734,13 @@ static int native_fill(struct ctx *c, const char *prefix, const struct pip_req *
 		struct dirent *de;
 		if (d == NULL)
 			goto out;
-		while ((de = readdir(d)) != NULL)
-			if (wheel_name_ok(de->d_name))
-				strvec_push(&files, path_join(o->find_links[k], de->d_name));
+		while ((de = readdir(d)) != NULL) {
+			if (!wheel_name_ok(de->d_name))
+				continue;
+			char *path = path_join(o->find_links[k], de->d_name);
+			strvec_push(&files, path);
+			free(path);
+		}
 		closedir(d);
 	}
 	if (env_tags(c, prefix, &tags) != 0)
