@@ -1028,8 +1028,12 @@ static const char compile_src[] =
     "    if os.getppid() != parent:\n"
     "        os._exit(1)\n"
     "ctx = multiprocessing.get_context('fork')\n"
-    "with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=orphan_proof,\n"
-    "                         initargs=(os.getpid(),)) as ex:\n"
+    "try:\n"
+    "    ex = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=orphan_proof,\n"
+    "                             initargs=(os.getpid(),))\n"
+    "except TypeError:  # before 3.7: no initializer (nor mp_context, fork anyway)\n"
+    "    ex = ProcessPoolExecutor(jobs)\n"
+    "with ex:\n"
     "    futs = [ex.submit(comp, b) for b in batches()]\n"
     "    print(sum(f.result() for f in futs))\n";
 
