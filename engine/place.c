@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -798,12 +799,31 @@ out:
 	return 0;
 }
 
+/*
+ * Waits (10 s at most) until no process of the run that made a stage still
+ * uses it. The wheel installer's byte-compiler and its workers hold a shared
+ * flock on their stage directory while they live (wheel.c); a kill -9 of
+ * tfprov takes them along through parent-death signals, but not in the same
+ * instant, and a recovery that removed the stage meanwhile could find files
+ * written into it after its walk.
+ */
+static void stage_wait_idle(const char *host)
+{
+	int fd = open(host, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	for (int i = 0; i < 1000 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK; i++)
+		usleep(10000);
+	close(fd);
+}
+
 /* Undoes one journal row. */
 static void undo_row(struct ctx *c, const char *op, const char *path, const char *tmp,
                      const char *backup)
 {
 	char *host = ctx_host_path(c, path);
 	if (strcmp(op, "stage") == 0) {
+		stage_wait_idle(host);
 		fs_rmtree(host);
 	} else if (strcmp(op, "mkdir") == 0) {
 		rmdir(host); /* only when empty: anything inside is someone's */

@@ -985,13 +985,17 @@ static void finish_job(size_t i, void *arg)
  * does not compile gets no .pyc and is not an error (pip ignores it too).
  * Paths come from the wheels, which hold no control characters (unpack.c).
  * A kill -9 of tfprov takes the compiler along (spawn.c's parent-death
- * signal) and the compiler's workers with it (theirs, set the same way), so
- * no worker writes into a stage that recovery is removing.
+ * signal) and the compiler's workers with it (theirs, set the same way).
+ * Those signals take a moment to land, so the compiler and its workers also
+ * hold a shared flock on the stage directory while they live, and a
+ * recovery waits for it before removing the stage (place.c).
  */
 static const char compile_src[] =
-    "import importlib.util, multiprocessing, os, py_compile, sys\n"
+    "import fcntl, importlib.util, multiprocessing, os, py_compile, sys\n"
     "from concurrent.futures import ProcessPoolExecutor\n"
     "stage, final, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
+    "busy = os.open(stage, os.O_RDONLY)  # shared by the forked workers\n"
+    "fcntl.flock(busy, fcntl.LOCK_SH)\n"
     "def comp(batch):\n"
     "    n = 0\n"
     "    for tmp, rel in batch:\n"
