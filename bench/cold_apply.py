@@ -221,6 +221,16 @@ cuda:
 """)
 
 
+def formula_floor(arcs):
+    """Each archive's `xz -dc -T1` time, and max(the largest, their sum / cores)."""
+    dec = {}
+    for a in arcs:
+        t0 = time.monotonic()
+        sh(f"xz -dc -T1 '{a[4]}' > /dev/null")
+        dec[a[0]] = time.monotonic() - t0
+    return dec, max(max(dec.values()), sum(dec.values()) / NCPU)
+
+
 def run_cuda(args, work):
     mirror, json_path = build_mirror(args.cache, args.xz_preset)
     arcs = archives(json_path)
@@ -230,12 +240,7 @@ def run_cuda(args, work):
     # The floor: every archive's xz -dc once (warm cache), single-threaded.
     for a in arcs:
         sh(f"cat '{a[4]}' > /dev/null")
-    dec = {}
-    for a in arcs:
-        t0 = time.monotonic()
-        sh(f"xz -dc -T1 '{a[4]}' > /dev/null")
-        dec[a[0]] = time.monotonic() - t0
-    floor = max(max(dec.values()), sum(dec.values()) / NCPU)
+    dec, floor = formula_floor(arcs)
     print("xz -dc -T1: " + ", ".join(f"{k} {v:.2f}s" for k, v in dec.items()) +
           f"; sum {sum(dec.values()):.2f}s; floor {floor:.2f}s", flush=True)
     srv = lib_http.HttpServer(root=mirror).start()
@@ -280,12 +285,7 @@ def run_cuda(args, work):
     finally:
         srv.stop()
     # The formula floor again at the end: the machine's speed drifts (a shared host).
-    dec2 = {}
-    for a in arcs:
-        t0 = time.monotonic()
-        sh(f"xz -dc -T1 '{a[4]}' > /dev/null")
-        dec2[a[0]] = time.monotonic() - t0
-    floor2 = max(max(dec2.values()), sum(dec2.values()) / NCPU)
+    _, floor2 = formula_floor(arcs)
     med = {k: statistics.median(w for w, _ in v) for k, v in res.items()}
     rng = {k: (min(w for w, _ in v), max(w for w, _ in v)) for k, v in res.items()}
     rss = {k: max(r for _, r in v) / 1024 for k, v in res.items()}
