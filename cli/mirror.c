@@ -648,6 +648,15 @@ static int mirror_build(struct ctx *c, const char *dir, char **manifests, size_t
 		rc = cli_load_manifest(c, manifests[i], &ms[i], 0);
 		if (rc != 0)
 			goto out;
+		struct pos at;
+		const char *what = manifest_lock_pending(ms[i], &at);
+		if (what) {
+			ev_log(c, EV_ERROR,
+			       "%s:%d:%d: %s is not pinned by hash yet; run `tfprov lock %s` first",
+			       ms[i]->path, at.line, at.col, what, ms[i]->path);
+			rc = TF_EMANIFEST;
+			goto out;
+		}
 	}
 	if (mkdirs_at(AT_FDCWD, dir, 0755) != 0) {
 		ev_log(c, EV_ERROR, "cannot create %s: %s", dir, strerror(errno));

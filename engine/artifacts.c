@@ -88,6 +88,17 @@ int artset_fetch(struct ctx *c, struct artset *s, struct step *st)
 	return rc;
 }
 
+int step_fail_unpinned(struct step *s, const struct manifest *m, const char *what,
+                       const struct redist_ref *r)
+{
+	step_fail(s,
+	          "%s:%d:%d: %s %s has no sha256 yet: pin it with `tfprov lock %s` (it fetches "
+	          "the JSON over TLS, trusts it on first use and writes the archives inline)",
+	          m->path, r->pos.line, r->pos.col, what, r->json.url.s ? r->json.url.s : "",
+	          m->path);
+	return TF_EMANIFEST;
+}
+
 int artset_add_redist(struct ctx *c, struct artset *s, const struct redist_ref *r,
                       const char *platform, struct step *st)
 {

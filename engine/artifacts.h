@@ -36,6 +36,12 @@ void artset_add(struct artset *s, const char *name, const char *url, const char 
                 int64_t size, int strip);
 void artset_add_artifact(struct artset *s, const struct artifact *a, int default_strip);
 /* Fetches the pinned redistrib JSON, resolves its components into s. */
+/*
+ * Fails a step whose redist JSON has no sha256 yet (lock input): names the
+ * manifest position and `tfprov lock`. Returns TF_EMANIFEST.
+ */
+int step_fail_unpinned(struct step *s, const struct manifest *m, const char *what,
+                       const struct redist_ref *r);
 int artset_add_redist(struct ctx *c, struct artset *s, const struct redist_ref *r,
                       const char *platform, struct step *st);
 int artset_fetch(struct ctx *c, struct artset *s, struct step *st);

@@ -293,12 +293,21 @@ static void parse_redist(struct pctx *p, const struct ynode *n, struct redist_re
 	if (!r->json.url.set)
 		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "artifact.no-url", NULL,
 		          "redist has no url");
-	if (!r->json.sha256.set)
-		diags_add(p->d, DIAG_ERROR, p->file, n->pos, "artifact.no-sha256",
-		          "pin the redistrib JSON by sha256, or run `tfprov lock` on a machine "
-		          "with network and ship the inline artifacts",
-		          "redist has no sha256");
-	else if (!is_hex64(r->json.sha256.s))
+	if (!r->json.sha256.set) {
+		/* Lock input (trust on first use): `tfprov lock` fetches the JSON over
+		 * TLS and writes the archives it pins; plan and apply refuse it. */
+		if (r->json.url.set && str_starts_with(r->json.url.s, "https://"))
+			diags_add(p->d, DIAG_WARNING, p->file, n->pos, "redist.unpinned",
+			          "run `tfprov lock` on a machine with network: it fetches the JSON "
+			          "over TLS, pins it on first use and writes the archives inline",
+			          "%s has no sha256 yet: not usable by plan or apply until locked",
+			          r->json.name.s);
+		else
+			diags_add(p->d, DIAG_ERROR, p->file, n->pos, "artifact.no-sha256",
+			          "pin the redistrib JSON by sha256, or give its https:// URL and "
+			          "run `tfprov lock` (trust on first use needs TLS)",
+			          "redist has no sha256");
+	} else if (!is_hex64(r->json.sha256.s))
 		diags_add(p->d, DIAG_ERROR, p->file, r->json.sha256.pos, "artifact.bad-sha256",
 		          "a sha256 is 64 lowercase hex digits",
 		          "redist: sha256 '%s' is not 64 lowercase hex digits", r->json.sha256.s);
@@ -572,8 +581,14 @@ static char *pep503(const char *s, size_t n)
 	return strbuf_detach(&sb);
 }
 
-int pip_requirements_parse(const char *file, const char *text, struct pos base, int block,
-                           struct pip_req **reqs, size_t *nreqs, struct diags *d)
+/*
+ * lock_input: the pins of a `complete: false` section, which `tfprov lock`
+ * completes. There a requirement may leave out its hashes, or name a range
+ * (tf-keras~=2.20.0): lock resolves and hashes it. Warnings, not errors.
+ */
+static int parse_requirements(const char *file, const char *text, struct pos base, int block,
+                              int lock_input, struct pip_req **reqs, size_t *nreqs,
+                              struct diags *d)
 {
 	size_t errors_before = d->errors;
 	size_t cap = 0, idx = 0;
@@ -679,7 +694,12 @@ int pip_requirements_parse(const char *file, const char *text, struct pos base, 
 			free(r.version);
 			r.version = NULL;
 		}
-		if (!bad && r.version == NULL)
+		if (!bad && lock_input && (r.version == NULL || r.nhashes == 0))
+			diags_add(d, DIAG_WARNING, file, lpos, "pip.lock-input",
+			          "run `tfprov lock`: pip's resolver pins it and adds every hash",
+			          "requirement '%s' is %s yet", Q(r.spec),
+			          r.version == NULL ? "not pinned to one version" : "not hashed");
+		else if (!bad && r.version == NULL)
 			diags_add(
 			    d, DIAG_ERROR, file, lpos, "pip.unpinned",
 			    "pin an exact version with ==, as `pip-compile --generate-hashes` or "
@@ -697,6 +717,30 @@ int pip_requirements_parse(const char *file, const char *text, struct pos base, 
 	}
 	strbuf_release(&logical);
 	return d->errors > errors_before ? TF_EMANIFEST : 0;
+}
+
+const char *manifest_lock_pending(const struct manifest *m, struct pos *at)
+{
+	if (m->cuda.redist.set && !m->cuda.redist.json.sha256.set) {
+		*at = m->cuda.redist.pos;
+		return "cuda.redist";
+	}
+	if (m->cudnn.redist.set && !m->cudnn.redist.json.sha256.set) {
+		*at = m->cudnn.redist.pos;
+		return "cudnn.redist";
+	}
+	for (size_t i = 0; i < m->pip.nreqs; i++)
+		if (m->pip.reqs[i].nhashes == 0) {
+			*at = m->pip.reqs[i].pos;
+			return "pip";
+		}
+	return NULL;
+}
+
+int pip_requirements_parse(const char *file, const char *text, struct pos base, int block,
+                           struct pip_req **reqs, size_t *nreqs, struct diags *d)
+{
+	return parse_requirements(file, text, base, block, 0, reqs, nreqs, d);
 }
 
 static void parse_stack(struct pctx *p, const struct ynode *n, struct manifest *m)
@@ -895,7 +939,8 @@ static void parse_conda_into(const char *file, const char *text, struct pos base
 static void parse_pip_into(const char *file, const char *text, struct pos base, int block,
                            struct manifest *m, struct diags *d)
 {
-	pip_requirements_parse(file, text, base, block, &m->pip.reqs, &m->pip.nreqs, d);
+	int lock_input = m->pip.complete.set && !m->pip.complete.v;
+	parse_requirements(file, text, base, block, lock_input, &m->pip.reqs, &m->pip.nreqs, d);
 }
 
 /*

@@ -219,6 +219,13 @@ int manifest_load_buf(const char *name, const char *buf, size_t len, struct mani
                       struct diags *d);
 void manifest_free(struct manifest *m);
 
+/*
+ * What only `tfprov lock` can use: the first redist JSON without a sha256
+ * ("cuda.redist" or "cudnn.redist"), else a pip pin without a hash ("pip"),
+ * else NULL. *at gets the node's position. Plan, apply and mirror refuse it.
+ */
+const char *manifest_lock_pending(const struct manifest *m, struct pos *at);
+
 /* Parses conda explicit text into pkgs; diagnostics positioned from base. */
 int conda_explicit_parse(const char *file, const char *text, struct pos base, int block,
                          struct conda_pkg **pkgs, size_t *npkgs, struct diags *d);

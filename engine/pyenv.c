@@ -900,11 +900,21 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 	wheels = path_join(work, "wheels");
 	/* In a txn the snapshot lives in its journaled work dir (recovery knows it). */
 	snap = o->txn ? path_join(work, "env-snapshot") : xasprintf("%s.tfprov-snap", prefix);
-	text = pip_requirements_text(reqs, n);
+	/* An unhashed pin (lock input, only with --allow-incomplete-lock) is left to
+	 * pip's own resolve below, which names it as unhashed. */
+	struct pip_req *hashed = xcalloc(n + 1, sizeof(*hashed));
+	size_t nh = 0;
+	for (size_t i = 0; i < n; i++)
+		if (reqs[i].nhashes > 0 || !o->resolve_rest)
+			hashed[nh++] = reqs[i];
+	text = pip_requirements_text(hashed, nh);
+	free(hashed);
 	/* sdists build without isolation: setuptools and wheel pinned in the lock go in
 	 * first, from the verified wheelhouse, so the builds find them in the env. */
 	for (size_t i = 0; i < n; i++)
-		if (o->allow_sdist && is_build_backend(&reqs[i]))
+		if (reqs[i].nhashes == 0 && o->resolve_rest)
+			continue;
+		else if (o->allow_sdist && is_build_backend(&reqs[i]))
 			backends[nb++] = reqs[i];
 		else
 			rest[nr++] = reqs[i];

@@ -43,7 +43,9 @@ static int cuda_desire(struct ctx *c, const struct manifest *m, struct strbuf *c
 		strvec_push(urls, a->url.s);
 	}
 	if (m->cuda.redist.set) {
-		strbuf_addf(canon, "redist=%s\n", m->cuda.redist.json.sha256.s);
+		const char *sha = m->cuda.redist.json.sha256.set ? m->cuda.redist.json.sha256.s
+		                                                 : "(not pinned yet)";
+		strbuf_addf(canon, "redist=%s\n", sha);
 		struct strbuf names = STRBUF_INIT;
 		for (size_t i = 0; i < m->cuda.redist.ncomponents; i++) {
 			strbuf_addf(canon, "component=%s\n", m->cuda.redist.components[i].s);
@@ -51,8 +53,7 @@ static int cuda_desire(struct ctx *c, const struct manifest *m, struct strbuf *c
 		}
 		strvec_pushf(
 		    urls, "%s (sha256 %.12s...), then the archives it pins, resolved at apply: %s",
-		    m->cuda.redist.json.url.s, m->cuda.redist.json.sha256.s,
-		    names.buf ? names.buf : "every component");
+		    m->cuda.redist.json.url.s, sha, names.buf ? names.buf : "every component");
 		strbuf_release(&names);
 	}
 	if (m->cuda.has_runfile) {
@@ -69,8 +70,8 @@ static int cuda_desire(struct ctx *c, const struct manifest *m, struct strbuf *c
 /* Reports CUDA toolkits on the machine that tfprov does not own. */
 static int cuda_precheck(struct ctx *c, const struct manifest *m, struct step *s)
 {
-	(void)m;
-	(void)s;
+	if (m->cuda.redist.set && !m->cuda.redist.json.sha256.set)
+		return step_fail_unpinned(s, m, "cuda.redist", &m->cuda.redist);
 	static const char *const dirs[] = {"/usr/local", "/opt"};
 	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
 		char *host = ctx_host_path(c, dirs[i]);

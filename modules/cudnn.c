@@ -32,12 +32,14 @@ static int cudnn_desire(struct ctx *c, const struct manifest *m, struct strbuf *
 		strvec_push(urls, m->cudnn.artifact.url.s);
 	}
 	if (m->cudnn.redist.set) {
-		strbuf_addf(canon, "redist=%s variant=%s\n", m->cudnn.redist.json.sha256.s,
+		const char *sha = m->cudnn.redist.json.sha256.set ? m->cudnn.redist.json.sha256.s
+		                                                  : "(not pinned yet)";
+		strbuf_addf(canon, "redist=%s variant=%s\n", sha,
 		            m->cudnn.redist.variant.s ? m->cudnn.redist.variant.s : "");
 		strvec_pushf(urls,
 		             "%s (sha256 %.12s...), then the archive it pins for variant %s, "
 		             "resolved at apply",
-		             m->cudnn.redist.json.url.s, m->cudnn.redist.json.sha256.s,
+		             m->cudnn.redist.json.url.s, sha,
 		             m->cudnn.redist.variant.s ? m->cudnn.redist.variant.s : "(none)");
 	}
 	strbuf_addf(detail, "cuDNN %s, %s %s", m->cudnn.version.s ? m->cudnn.version.s : "?",
@@ -56,6 +58,8 @@ static int merged_path(const char *p)
 
 static int cudnn_precheck(struct ctx *c, const struct manifest *m, struct step *s)
 {
+	if (m->cudnn.redist.set && !m->cudnn.redist.json.sha256.set)
+		return step_fail_unpinned(s, m, "cudnn.redist", &m->cudnn.redist);
 	if (m->cudnn.placement != PLACEMENT_MERGE || c->st == NULL)
 		return 0;
 	char *prefix = stack_cudnn_prefix(m);
