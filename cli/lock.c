@@ -39,6 +39,7 @@
 #include "pyenv.h"
 #include "fs.h"
 #include "redist.h"
+#include "tofu.h"
 #include "yamltree.h"
 
 #include <errno.h>
@@ -209,14 +210,71 @@ static void add_artifact_fields(struct strbuf *sb, int ind, const struct redist_
 	strbuf_addf(sb, "%*sstrip: %d\n", ind, "", a->strip);
 }
 
+/* A JSON pinned on first use: where its bytes came from and their hash. */
+struct tofu_pin {
+	char *path; /* the fetched file, removed by tofu_pin_release */
+	char sha256[65];
+	int64_t size;
+};
+
 static void add_provenance(struct strbuf *sb, int ind, const struct redist_ref *r,
-                           const char *platform)
+                           const char *platform, const struct tofu_pin *t)
 {
 	strbuf_addf(sb, "%*s# Locked by `tfprov lock` from redistrib JSON %s\n", ind, "",
 	            r->json.url.s);
-	strbuf_addf(sb, "%*s#   (sha256 %s), platform %s%s%s.\n", ind, "", r->json.sha256.s,
+	strbuf_addf(sb, "%*s#   (sha256 %s%s), platform %s%s%s.\n", ind, "",
+	            t ? t->sha256 : r->json.sha256.s,
+	            t ? ", trusted on first use: fetched over TLS with no pinned hash" : "",
 	            platform, r->variant.set ? ", variant " : "",
 	            r->variant.set ? r->variant.s : "");
+}
+
+/*
+ * Trust on first use: a redist JSON written without its sha256 is fetched
+ * from its own https:// URL (no mirror: the server's certificate is all
+ * that vouches for it), hashed while it streams, and pinned from then on.
+ * The output says so, with the hash, so a reviewer can compare it with a
+ * second source.
+ */
+static int tofu_pin_fetch(struct ctx *c, const struct redist_ref *r, const char *what,
+                          struct tofu_pin *t)
+{
+	char *err = NULL, *dir = path_join(c->cache_dir, "tofu");
+	int rc = mkdirs_at(AT_FDCWD, dir, 0755);
+	if (rc != 0) {
+		ev_log(c, EV_ERROR, "cannot create %s: %s", dir, strerror(errno));
+		free(dir);
+		return TF_EIO;
+	}
+	t->path = xasprintf("%s/%s.%ld.json", dir, what, (long)getpid());
+	free(dir);
+	unlink(t->path); /* a stale file of a dead run with this pid */
+	rc = tofu_fetch(c, r->json.url.s, 64LL << 20, t->path, t->sha256, &t->size, &err);
+	if (rc != 0) {
+		ev_log(c, EV_ERROR, "%s: %s", what, err ? err : tf_strerror(rc));
+		free(err);
+		free(t->path);
+		t->path = NULL;
+		return rc;
+	}
+	if (r->json.size.set && r->json.size.v != t->size) {
+		ev_log(c, EV_ERROR, "%s %s: %lld bytes served, the manifest says %lld", what,
+		       r->json.url.s, (long long)t->size, (long long)r->json.size.v);
+		return TF_EINTEGRITY;
+	}
+	ev_log(c, EV_WARN,
+	       "%s %s had no sha256: trusted on first use (fetched over TLS; nothing but the "
+	       "server's certificate vouches for it): sha256 %s, %lld bytes",
+	       what, r->json.url.s, t->sha256, (long long)t->size);
+	return 0;
+}
+
+static void tofu_pin_release(struct tofu_pin *t)
+{
+	if (t->path)
+		unlink(t->path);
+	free(t->path);
+	t->path = NULL;
 }
 
 /* The `redist:` key of section `sec` in the tree; NULL with *msg when not editable. */
@@ -270,6 +328,7 @@ static int lock_redist(struct ctx *c, const struct manifest *m, const struct yno
 {
 	const struct redist_ref *refs[2] = {NULL, NULL};
 	const char *secs[2] = {"cuda", "cudnn"};
+	struct tofu_pin tofu[2] = {{0}, {0}};
 	struct fetch_item items[2];
 	struct redist_artifact *ra = NULL;
 	size_t nra = 0, n = 0;
@@ -283,21 +342,28 @@ static int lock_redist(struct ctx *c, const struct manifest *m, const struct yno
 	for (int i = 0; i < 2; i++) {
 		if (refs[i] == NULL)
 			continue;
+		if (!refs[i]->json.sha256.set) {
+			rc = tofu_pin_fetch(c, refs[i], i == 0 ? "cuda redistrib JSON"
+			                                      : "cudnn redistrib JSON",
+			                    &tofu[i]);
+			if (rc != 0)
+				goto out;
+			continue;
+		}
 		items[n].name = i == 0 ? "cuda redistrib JSON" : "cudnn redistrib JSON";
 		items[n].url = refs[i]->json.url.s;
 		items[n].sha256 = refs[i]->json.sha256.s;
 		items[n].size = refs[i]->json.size.set ? refs[i]->json.size.v : -1;
 		n++;
 	}
-	if (n == 0)
-		return 0;
-	rc = fetch_all(c, items, n);
+	if (n > 0)
+		rc = fetch_all(c, items, n);
 	if (rc != 0)
 		goto out; /* fetch_all named each failure */
 	for (int i = 0, j = 0; i < 2; i++) {
 		if (refs[i] == NULL)
 			continue;
-		const char *path = items[j++].path;
+		const char *path = tofu[i].path ? tofu[i].path : items[j++].path;
 		char *msg = NULL;
 		const struct ynode *k = redist_key(root, secs[i], l, &msg);
 		if (k == NULL) {
@@ -311,7 +377,7 @@ static int lock_redist(struct ctx *c, const struct manifest *m, const struct yno
 			goto out;
 		int ind = k->pos.col - 1;
 		struct strbuf sb = STRBUF_INIT;
-		add_provenance(&sb, ind, refs[i], platform);
+		add_provenance(&sb, ind, refs[i], platform, tofu[i].path ? &tofu[i] : NULL);
 		if (i == 0) {
 			strbuf_addf(&sb, "%*sartifacts:\n", ind, "");
 			for (size_t a = 0; a < nra; a++) {
@@ -355,6 +421,8 @@ out:
 	redist_artifacts_free(ra, nra);
 	for (size_t i = 0; i < n; i++)
 		fetch_item_release(&items[i]);
+	tofu_pin_release(&tofu[0]);
+	tofu_pin_release(&tofu[1]);
 	return rc;
 }
 
