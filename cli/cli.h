@@ -21,6 +21,9 @@ struct opts {
 	const char *out;
 	const char *key; /* --key: a minisign secret key (sign, keygen, mirror build) */
 	const char *stack;
+	/* init */
+	const char *tensorflow, *python, *cuda_from, *gpu, *platform;
+	int force;
 	struct strvec args; /* positional arguments after the subcommand */
 };
 
@@ -56,6 +59,7 @@ int cmd_diff(struct ctx *c, struct opts *o);
 int lock_check(struct ctx *c, struct opts *o);
 int cmd_sign(struct ctx *c, struct opts *o);
 int cmd_keygen(struct ctx *c, struct opts *o);
+int cmd_init(struct ctx *c, struct opts *o);
 
 /* A manifest diagnostic as a structured --json "diagnostic" event. */
 struct diag;

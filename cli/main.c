@@ -63,6 +63,10 @@ static const struct cmd commands[] = {
      -1},
     {"keygen", cmd_keygen, 0, "keygen --key KEY       write a minisign key pair KEY, KEY.pub",
      "key", 0, 0},
+    {"init", cmd_init, 0,
+     "init --tensorflow X.Y [-o FILE]  write a new manifest from the knowledge base and "
+     "catalog",
+     "tensorflow python cuda-from gpu platform output force", 0, 0},
 };
 
 /* Options that belong to commands (a command lists the ones it takes); the rest are global. */
@@ -78,6 +82,15 @@ static const struct {
     {"output", "-o, --output FILE    write the result to FILE"},
     {"key", "--key FILE           the minisign secret key (keygen: the key pair to write)"},
     {"check", "--check              only check that each manifest is completely locked"},
+    {"tensorflow", "--tensorflow X.Y[.Z]  the TensorFlow release (X.Y: the newest known)"},
+    {"python", "--python 3.N         the Python series (default: the newest in TF's range\n"
+               "                       the catalog has pins for)"},
+    {"cuda-from", "--cuda-from redist|pip  CUDA and cuDNN from NVIDIA's redist archives\n"
+                  "                       (default) or from tensorflow[and-cuda]'s wheels"},
+    {"gpu", "--gpu auto|CC|NAME   the GPUs the stack is for: auto asks this machine's\n"
+            "                       driver (NVML); or a compute capability (8.9) or a name"},
+    {"platform", "--platform P         linux-x86_64 (default), wsl2 or windows-x86_64"},
+    {"force", "--force              replace an existing -o FILE"},
     {"allow-incomplete-lock",
      "--allow-incomplete-lock  let pip resolve what a `complete: false` lock leaves\n"
      "                       unpinned (named and recorded as unhashed)"},
@@ -226,6 +239,12 @@ enum {
 	OPT_TRUSTED_KEY,
 	OPT_REQUIRE_SIG,
 	OPT_ALLOW_LOCAL,
+	OPT_TENSORFLOW,
+	OPT_PYTHON,
+	OPT_CUDA_FROM,
+	OPT_GPU,
+	OPT_PLATFORM,
+	OPT_FORCE,
 };
 
 int main(int argc, char **argv)
@@ -257,6 +276,12 @@ int main(int argc, char **argv)
 	    {"key", required_argument, NULL, OPT_KEY},
 	    {"trusted-key", required_argument, NULL, OPT_TRUSTED_KEY},
 	    {"require-signature", no_argument, NULL, OPT_REQUIRE_SIG},
+	    {"tensorflow", required_argument, NULL, OPT_TENSORFLOW},
+	    {"python", required_argument, NULL, OPT_PYTHON},
+	    {"cuda-from", required_argument, NULL, OPT_CUDA_FROM},
+	    {"gpu", required_argument, NULL, OPT_GPU},
+	    {"platform", required_argument, NULL, OPT_PLATFORM},
+	    {"force", no_argument, NULL, OPT_FORCE},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, OPT_VERSION},
 	    {NULL, 0, NULL, 0},
@@ -379,6 +404,24 @@ int main(int argc, char **argv)
 			break;
 		case OPT_TRUSTED_KEY:
 			strvec_push(&c.trusted_keys, optarg);
+			break;
+		case OPT_TENSORFLOW:
+			o.tensorflow = optarg;
+			break;
+		case OPT_PYTHON:
+			o.python = optarg;
+			break;
+		case OPT_CUDA_FROM:
+			o.cuda_from = optarg;
+			break;
+		case OPT_GPU:
+			o.gpu = optarg;
+			break;
+		case OPT_PLATFORM:
+			o.platform = optarg;
+			break;
+		case OPT_FORCE:
+			o.force = 1;
 			break;
 		case OPT_REQUIRE_SIG:
 			c.flags |= CTX_REQUIRE_SIG;
