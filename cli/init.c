@@ -47,7 +47,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define NVIDIA_CUDA_REDIST "https://developer.download.nvidia.com/compute/cuda/redist/"
+#define NVIDIA_CUDA_REDIST  "https://developer.download.nvidia.com/compute/cuda/redist/"
 #define NVIDIA_CUDNN_REDIST "https://developer.download.nvidia.com/compute/cudnn/redist/"
 
 /* What init decided, and the text it writes. */
@@ -80,7 +80,7 @@ static char *source_text(const struct init *in, const char *src)
 		const struct ynode *key = srcs->keys[i], *val = srcs->items[i];
 		if (key->type == Y_SCALAR && val->type == Y_SCALAR && strlen(key->str) == k &&
 		    strncmp(key->str, src, k) == 0)
-			return xasprintf("%s = %s", src, val->str);
+			return xasprintf("%.*s (%s)%s", (int)k, src, val->str, src + k);
 	}
 	return xstrdup(src);
 }
@@ -155,8 +155,8 @@ static int word_match(const char *pat, const char *w, int last)
 	}
 	if (w[i] == '\0')
 		return 1;
-	return last && strstr(pat, "xx") != NULL && strspn(w + i, "abcdefghijklmnopqrstuvwxyz") ==
-	                                                strlen(w + i);
+	return last && strstr(pat, "xx") != NULL &&
+	       strspn(w + i, "abcdefghijklmnopqrstuvwxyz") == strlen(w + i);
 }
 
 /*
@@ -251,16 +251,20 @@ static int gpu_explicit(struct init *in, const char *arg)
 	} else {
 		row = gpu_by_name(in->kb, arg);
 		if (row == NULL) {
-			ev_log(in->c, EV_ERROR,
-			       "--gpu %s: unknown GPU name; give its compute capability (e.g. --gpu "
-			       "8.9) or a name the knowledge base lists (A100, H100, L4, RTX 4090, "
-			       "T4, V100, ...: data/compat.yaml gpus.compute_capabilities)",
-			       arg);
+			ev_log(
+			    in->c, EV_ERROR,
+			    "--gpu %s: unknown GPU name; give its compute capability (e.g. --gpu "
+			    "8.9) or a name the knowledge base lists (A100, H100, L4, RTX 4090, "
+			    "T4, V100, ...: data/compat.yaml gpus.compute_capabilities)",
+			    arg);
 			return TF_EUSAGE;
 		}
 	}
 	snprintf(cc, sizeof(cc), "%s", row->cc);
-	char *label = xasprintf("%s (%s %s)", arg, row->arch ? row->arch : "", row->cc);
+	char *label = compat_cc_parse(arg) >= 0
+	                  ? xasprintf("%s GPUs (%s)", row->arch ? row->arch : "these",
+	                              row->examples ? row->examples : "")
+	                  : xasprintf("%s (%s)", arg, row->arch ? row->arch : "");
 	int rc = judge_gpu(in, label, cc, 1);
 	free(label);
 	return rc;
@@ -280,9 +284,9 @@ static void gpu_auto(struct init *in, const char *cuda_for_driver)
 	}
 	const char *min =
 	    cuda_for_driver ? compat_cuda_min_driver(in->kb, cuda_for_driver, in->windows) : NULL;
-	const char *compat =
-	    cuda_for_driver ? compat_cuda_compat_driver(in->kb, cuda_for_driver, in->windows)
-	                    : NULL;
+	const char *compat = cuda_for_driver
+	                         ? compat_cuda_compat_driver(in->kb, cuda_for_driver, in->windows)
+	                         : NULL;
 	if (min && version_cmp(p.driver_version, min) < 0) {
 		if (compat && version_cmp(p.driver_version, compat) >= 0)
 			ev_log(in->c, EV_WARN,
@@ -290,10 +294,11 @@ static void gpu_auto(struct init *in, const char *cuda_for_driver)
 			       "minor-version compatibility (>= %s, a limited feature set)",
 			       p.driver_version, cuda_for_driver, min, compat);
 		else
-			ev_log(in->c, EV_WARN,
-			       "driver %s cannot run CUDA %s: it needs %s or newer (data/compat.yaml "
-			       "cuda.min_driver); apply will stop at the driver step (exit 6)",
-			       p.driver_version, cuda_for_driver, min);
+			ev_log(
+			    in->c, EV_WARN,
+			    "driver %s cannot run CUDA %s: it needs %s or newer (data/compat.yaml "
+			    "cuda.min_driver); apply will stop at the driver step (exit 6)",
+			    p.driver_version, cuda_for_driver, min);
 	} else {
 		ev_log(in->c, EV_INFO, "driver %s (%s)%s%s", p.driver_version, p.source,
 		       min ? ": at or above CUDA's minimum " : "", min ? min : "");
@@ -389,8 +394,8 @@ static int plan_cuda(struct init *in)
 			struct redist_artifact *one = NULL;
 			size_t n1 = 0;
 			const char *c1[] = {comps.v[i]};
-			if (redist_resolve(path, NVIDIA_CUDA_REDIST "x.json", plat, NULL, c1, 1, &one,
-			                   &n1, &err) == 0)
+			if (redist_resolve(path, NVIDIA_CUDA_REDIST "x.json", plat, NULL, c1, 1,
+			                   &one, &n1, &err) == 0)
 				names[nn++] = comps.v[i];
 			redist_artifacts_free(one, n1);
 			free(err);
@@ -418,7 +423,8 @@ static int plan_cuda(struct init *in)
 			strbuf_adds(sb, "\n");
 			add_artifact(sb, 6, &ra[i]);
 		}
-		strvec_pushf(&in->notes, "CUDA %s: NVIDIA's redist archives, from the catalog", label);
+		strvec_pushf(&in->notes, "CUDA %s: NVIDIA's redist archives, from the catalog",
+		             label);
 	} else if (have_comps && version_cmp_n(series, "11.4", 2) >= 0 &&
 	           kb_cuda_release(in->kb, series)) {
 		/* The redist era, but the catalog has no JSON: lock pins it on first use. */
@@ -426,9 +432,11 @@ static int plan_cuda(struct init *in)
 		snprintf(in->cuda, sizeof(in->cuda), "%s", rel);
 		in->complete = 0;
 		strbuf_addf(sb, "cuda:\n  version: %s\n", rel);
-		strbuf_adds(sb, "  # Not in tfprov's catalog: `tfprov lock` fetches this JSON over TLS,\n"
-		                "  # pins its sha256 on first use and writes the archives inline.\n");
-		strbuf_addf(sb, "  redist:\n    url: " NVIDIA_CUDA_REDIST "redistrib_%s.json\n", rel);
+		strbuf_adds(
+		    sb, "  # Not in tfprov's catalog: `tfprov lock` fetches this JSON over TLS,\n"
+		        "  # pins its sha256 on first use and writes the archives inline.\n");
+		strbuf_addf(sb, "  redist:\n    url: " NVIDIA_CUDA_REDIST "redistrib_%s.json\n",
+		            rel);
 		strbuf_adds(sb, "    components: [");
 		for (size_t i = 0; i < comps.n; i++)
 			strbuf_addf(sb, "%s%s", i ? ", " : "", comps.v[i]);
@@ -439,19 +447,21 @@ static int plan_cuda(struct init *in)
 	} else if (catalog_legacy(in->cat, "cuda", series, NULL, &lg) == 0) {
 		snprintf(in->cuda, sizeof(in->cuda), "%s", lg.version);
 		strbuf_addf(sb, "cuda:\n  version: %s\n", lg.version);
-		strbuf_addf(sb, "  # A runfile toolkit (before NVIDIA's redist manifests); catalog: "
-		                "legacy-artifacts.tsv\n");
+		strbuf_addf(sb,
+		            "  # A runfile toolkit (before NVIDIA's redist manifests); catalog: "
+		            "legacy-artifacts.tsv\n");
 		strbuf_addf(sb, "  runfile:\n    url: %s\n    sha256: %s\n", lg.url, lg.sha256);
 		strvec_pushf(&in->notes, "CUDA %s: NVIDIA's runfile, from the catalog (no size)",
 		             lg.version);
 	} else {
 		snprintf(in->cuda, sizeof(in->cuda), "%s", series);
 		in->complete = 0;
-		strvec_pushf(&in->missing,
-		             "cuda: CUDA %s (TensorFlow %s's tested build) is not in tfprov's catalog "
-		             "(no redist JSON or runfile, or no shipped stack of CUDA %d naming its "
-		             "components): add cuda.runfile, or cuda.redist with components",
-		             series, in->series, major);
+		strvec_pushf(
+		    &in->missing,
+		    "cuda: CUDA %s (TensorFlow %s's tested build) is not in tfprov's catalog "
+		    "(no redist JSON or runfile, or no shipped stack of CUDA %d naming its "
+		    "components): add cuda.runfile, or cuda.redist with components",
+		    series, in->series, major);
 	}
 out:
 	catalog_legacy_release(&lg);
@@ -491,25 +501,30 @@ static void plan_cudnn(struct init *in)
 		free(a->url);
 		a->url = url;
 		add_artifact(sb, 4, a);
-		strvec_pushf(&in->notes, "cuDNN %s for CUDA %d: from the catalog", in->cudnn, major);
+		strvec_pushf(&in->notes, "cuDNN %s for CUDA %d: from the catalog", in->cudnn,
+		             major);
 	} else if (catalog_legacy(in->cat, "cudnn", series, in->cuda, &lg) == 0) {
 		char *dash = strchr(lg.version, '-');
 		snprintf(in->cudnn, sizeof(in->cudnn), "%.*s",
-		         (int)(dash ? (size_t)(dash - lg.version) : strlen(lg.version)), lg.version);
+		         (int)(dash ? (size_t)(dash - lg.version) : strlen(lg.version)),
+		         lg.version);
 		strbuf_addf(sb, "cudnn:\n  version: %s\n  placement: merge\n", in->cudnn);
-		strbuf_addf(sb, "  # A cuDNN tarball (top directory cuda/, hence strip: 1); catalog: "
-		                "legacy-artifacts.tsv\n");
+		strbuf_addf(sb,
+		            "  # A cuDNN tarball (top directory cuda/, hence strip: 1); catalog: "
+		            "legacy-artifacts.tsv\n");
 		strbuf_addf(sb, "  artifact:\n    url: %s\n    sha256: %s\n    strip: 1\n", lg.url,
 		            lg.sha256);
-		strvec_pushf(&in->notes, "cuDNN %s: a tarball from the catalog (no size)", in->cudnn);
+		strvec_pushf(&in->notes, "cuDNN %s: a tarball from the catalog (no size)",
+		             in->cudnn);
 	} else {
 		snprintf(in->cudnn, sizeof(in->cudnn), "%s", series);
 		in->complete = 0;
-		strvec_pushf(&in->missing,
-		             "cudnn: no cuDNN %s for CUDA %d in tfprov's catalog (TensorFlow %s's "
-		             "tested build): add cudnn.redist with NVIDIA's redistrib_<version>.json "
-		             "URL (" NVIDIA_CUDNN_REDIST "), then run tfprov lock",
-		             series, major, in->series);
+		strvec_pushf(
+		    &in->missing,
+		    "cudnn: no cuDNN %s for CUDA %d in tfprov's catalog (TensorFlow %s's "
+		    "tested build): add cudnn.redist with NVIDIA's redistrib_<version>.json "
+		    "URL (" NVIDIA_CUDNN_REDIST "), then run tfprov lock",
+		    series, major, in->series);
 	}
 	catalog_legacy_release(&lg);
 	redist_artifacts_free(a, a ? 1 : 0);
@@ -539,8 +554,9 @@ static void plan_python(struct init *in)
 	    read_file_at(AT_FDCWD, path, 4u << 20, &in->conda_buf, &len) == 0) {
 		in->conda_text = in->conda_buf;
 		strbuf_addf(sb, "python:\n  manager: conda\n  version: \"%s\"\n", in->python);
-		strbuf_addf(sb, "  # conda-forge explicit lock, installed by tfprov itself (no conda "
-		                "needed);\n  # catalog: conda/python-%s-linux-64.explicit.txt\n",
+		strbuf_addf(sb,
+		            "  # conda-forge explicit lock, installed by tfprov itself (no conda "
+		            "needed);\n  # catalog: conda/python-%s-linux-64.explicit.txt\n",
 		            in->python);
 		strbuf_adds(sb, "  lock: |\n");
 		for (const char *l = in->conda_buf; *l;) {
@@ -552,15 +568,16 @@ static void plan_python(struct init *in)
 		strvec_pushf(&in->notes, "Python %s: a conda explicit lock from the catalog",
 		             in->python);
 	} else {
-		in->complete = 0;
 		strbuf_addf(sb, "python:\n  manager: venv\n  version: \"%s\"\n", in->python);
-		strbuf_addf(sb, "  # The host's python%s (apt install python%s-venv, or build it);\n"
-		                "  # tfprov's catalog has no conda lock for Python %s.\n",
+		strbuf_addf(sb,
+		            "  # The host's python%s (apt install python%s-venv, or build it);\n"
+		            "  # tfprov's catalog has no conda lock for Python %s.\n",
 		            in->python, in->python, in->python);
-		strvec_pushf(&in->missing,
-		             "python: no conda lock for Python %s in tfprov's catalog: the venv uses "
-		             "the host's python%s, not pinned by hash",
-		             in->python, in->python);
+		strvec_pushf(
+		    &in->missing,
+		    "python: no conda lock for Python %s in tfprov's catalog: the venv uses "
+		    "the host's python%s, not pinned by hash",
+		    in->python, in->python);
 	}
 	free(path);
 }
@@ -604,9 +621,10 @@ static int plan_pip(struct init *in)
 		struct versions v = {&cl, in->conda_text};
 		const struct pip_cap *bad = NULL;
 		if (pip_caps_load(compat_default_path(), &caps, &ncaps, &d) == 0)
-			for (const struct pip_cap *p = pip_caps_broken(caps, ncaps, closure_version,
-			                                                &v, NULL);
-			     p && bad == NULL; p = pip_caps_broken(caps, ncaps, closure_version, &v, p))
+			for (const struct pip_cap *p =
+			         pip_caps_broken(caps, ncaps, closure_version, &v, NULL);
+			     p && bad == NULL;
+			     p = pip_caps_broken(caps, ncaps, closure_version, &v, p))
 				if (!from_conda(in, p->package))
 					bad = p;
 		if (bad)
@@ -624,13 +642,22 @@ static int plan_pip(struct init *in)
 	if (rc == 0) {
 		size_t n = 0;
 		snprintf(in->tf, sizeof(in->tf), "%s", cl.tf_version);
-		strbuf_addf(sb,
-		            "  # The complete closure of %s%s %s for CPython %s on linux x86_64,\n"
-		            "  # every hash of each package's files (pip picks one); catalog: %s%s.\n",
-		            pkg, in->pip_cuda ? "[and-cuda]" : "", cl.tf_version, in->python,
-		            base ? base + 1 : cl.path,
-		            in->conda_text ? "\n  # setuptools, wheel and pip come from the conda lock"
-		                           : "");
+		/* [and-cuda]: the CUDA and cuDNN the wheels carry are the stack's. */
+		struct versions cv = {&cl, NULL};
+		const char *rt = closure_version("nvidia-cuda-runtime-cu12", &cv);
+		const char *dnn = closure_version("nvidia-cudnn-cu12", &cv);
+		if (in->pip_cuda && rt)
+			series_of(rt, in->cuda, sizeof(in->cuda));
+		if (in->pip_cuda && dnn)
+			snprintf(in->cudnn, sizeof(in->cudnn), "%s", dnn);
+		strbuf_addf(
+		    sb,
+		    "  # The complete closure of %s%s %s for CPython %s on linux x86_64,\n"
+		    "  # every hash of each package's files (pip picks one); catalog: %s%s.\n",
+		    pkg, in->pip_cuda ? "[and-cuda]" : "", cl.tf_version, in->python,
+		    base ? base + 1 : cl.path,
+		    in->conda_text ? "\n  # setuptools, wheel and pip come from the conda lock"
+		                   : "");
 		strbuf_adds(sb, "  complete: true\n  requirements: |\n");
 		for (size_t i = 0; i < cl.n; i++) {
 			if (from_conda(in, cl.v[i].name))
@@ -641,18 +668,21 @@ static int plan_pip(struct init *in)
 			strbuf_adds(sb, "\n");
 			n++;
 		}
-		strvec_pushf(&in->notes, "pip: the complete closure from the catalog (%zu pins)", n);
+		strvec_pushf(&in->notes, "pip: the complete closure from the catalog (%zu pins)",
+		             n);
 	} else {
 		in->complete = 0;
-		strbuf_adds(sb, "  # Not in tfprov's catalog: `tfprov lock` resolves these pins with "
-		                "pip's own\n  # resolver, for this Python, and writes the whole "
-		                "closure with every hash.\n");
+		strbuf_adds(sb,
+		            "  # Not in tfprov's catalog: `tfprov lock` resolves these pins with "
+		            "pip's own\n  # resolver, for this Python, and writes the whole "
+		            "closure with every hash.\n");
 		strbuf_adds(sb, "  complete: false\n  requirements: |\n");
 		strbuf_addf(sb, "    %s%s==%s\n", pkg, in->pip_cuda ? "[and-cuda]" : "", in->tf);
-		strvec_pushf(&in->missing,
-		             "pip: the closure of %s %s for Python %s is not in tfprov's catalog: run "
-		             "tfprov lock",
-		             pkg, in->tf, in->python);
+		strvec_pushf(
+		    &in->missing,
+		    "pip: the closure of %s %s for Python %s is not in tfprov's catalog: run "
+		    "tfprov lock",
+		    pkg, in->tf, in->python);
 	}
 	catalog_closure_release(&cl);
 	return 0;
@@ -699,8 +729,9 @@ static int choose_python(struct init *in)
 			char py[16], *p = NULL;
 			struct catalog_closure cl = {0};
 			snprintf(py, sizeof(py), "%ld.%ld", maj, mi);
-			int score = (catalog_closure(in->cat, in->tf, py, in->pip_cuda, &cl) == 0) * 2 +
-			            (catalog_conda_lock(in->cat, py, &p) == 0);
+			int score =
+			    (catalog_closure(in->cat, in->tf, py, in->pip_cuda, &cl) == 0) * 2 +
+			    (catalog_conda_lock(in->cat, py, &p) == 0);
 			catalog_closure_release(&cl);
 			free(p);
 			if (score >= best_score) {
@@ -725,17 +756,20 @@ static int check_args(struct init *in)
 		       o->tensorflow);
 		return TF_EUSAGE;
 	}
-	if (o->python && (!version_valid(o->python) || version_component(o->python, 0) != 3 ||
-	                  strchr(o->python, '.') == NULL ||
-	                  strchr(strchr(o->python, '.') + 1, '.') != NULL || strlen(o->python) > 8)) {
+	if (o->python &&
+	    (!version_valid(o->python) || version_component(o->python, 0) != 3 ||
+	     strchr(o->python, '.') == NULL || strchr(strchr(o->python, '.') + 1, '.') != NULL ||
+	     strlen(o->python) > 8)) {
 		ev_log(in->c, EV_ERROR, "--python %s: give a Python 3 series, e.g. --python 3.12",
 		       o->python);
 		return TF_EUSAGE;
 	}
-	if (o->cuda_from && strcmp(o->cuda_from, "redist") != 0 && strcmp(o->cuda_from, "pip") != 0) {
-		ev_log(in->c, EV_ERROR,
-		       "--cuda-from %s: redist (NVIDIA's archives) or pip (the nvidia-*-cu12 wheels)",
-		       o->cuda_from);
+	if (o->cuda_from && strcmp(o->cuda_from, "redist") != 0 &&
+	    strcmp(o->cuda_from, "pip") != 0) {
+		ev_log(
+		    in->c, EV_ERROR,
+		    "--cuda-from %s: redist (NVIDIA's archives) or pip (the nvidia-*-cu12 wheels)",
+		    o->cuda_from);
 		return TF_EUSAGE;
 	}
 	in->platform = o->platform ? o->platform : "linux-x86_64";
@@ -792,11 +826,13 @@ static int choose_tf(struct init *in)
 		const char *v = first ? ymap_get(first, "tensorflow")->str : NULL;
 		const struct ynode *src = first ? ymap_get(first, "source") : NULL;
 		if (v == NULL || version_cmp_n(tf, v, 2) < 0) {
-			ev_log(in->c, EV_ERROR,
-			       "--cuda-from pip: TensorFlow %s has no tensorflow[and-cuda] extra; the "
-			       "knowledge base's first is %s (source: %s); use --cuda-from redist",
-			       in->series, v ? v : "none",
-			       src && src->type == Y_SCALAR ? src->str : "data/compat.yaml pip.and_cuda");
+			ev_log(
+			    in->c, EV_ERROR,
+			    "--cuda-from pip: TensorFlow %s has no tensorflow[and-cuda] extra; the "
+			    "knowledge base's first is %s (source: %s); use --cuda-from redist",
+			    in->series, v ? v : "none",
+			    src && src->type == Y_SCALAR ? src->str
+			                                 : "data/compat.yaml pip.and_cuda");
 			return TF_EMANIFEST;
 		}
 	}
@@ -806,9 +842,8 @@ static int choose_tf(struct init *in)
 		snprintf(in->tf, sizeof(in->tf), "%s", tf);
 	} else {
 		char *cat = catalog_newest_tf(in->cat, in->series);
-		const char *kbv = version_has_prefix(in->build->version, in->series)
-		                      ? in->build->version
-		                      : NULL;
+		const char *kbv =
+		    version_has_prefix(in->build->version, in->series) ? in->build->version : NULL;
 		const char *best = cat && (!kbv || version_cmp(cat, kbv) > 0) ? cat : kbv;
 		snprintf(in->tf, sizeof(in->tf), "%s", best ? best : tf);
 		free(cat);
@@ -828,18 +863,22 @@ static char *render(struct init *in)
 	strbuf_addf(&sb,
 	            "#   TensorFlow %s's tested build: CUDA %s, cuDNN %s, Python %s\n"
 	            "#   (data/compat.yaml, tensorflow.linux_gpu).\n",
-	            in->series, in->build->cuda, in->build->cudnn,
-	            ranges);
+	            in->series, in->build->cuda, in->build->cudnn, ranges);
 	free(ranges);
 	for (size_t i = 0; i < in->notes.n; i++)
 		strbuf_addf(&sb, "#   %s\n", in->notes.v[i]);
 	if (in->complete)
-		strbuf_adds(&sb, "# Every pin is copied from tfprov's catalog (manifests/data, public "
-		                 "sources\n# named in its README): a complete lock, usable offline.\n");
+		strbuf_addf(&sb,
+		            "# Every pin is copied from tfprov's catalog (manifests/data, public "
+		            "sources\n# named in its README): a complete lock, usable offline%s.\n",
+		            in->missing.n
+		                ? "; what no\n# public source pins is listed under `missing:`"
+		                : "");
 	else
-		strbuf_adds(&sb, "# Not every pin is in tfprov's catalog: run `tfprov lock` on this "
-		                 "file (it needs\n# the network once), review the diff, then apply. "
-		                 "What is still open is\n# listed under `missing:`.\n");
+		strbuf_adds(&sb,
+		            "# Not every pin is in tfprov's catalog: run `tfprov lock` on this "
+		            "file (it needs\n# the network once), review the diff, then apply. "
+		            "What is still open is\n# listed under `missing:`.\n");
 	strbuf_addf(&sb, "schema: 1\nstack:\n  name: %s\n  platform: %s\n", in->name, in->platform);
 	strbuf_addf(&sb, "  description: TensorFlow %s, CUDA %s%s, cuDNN %s, Python %s\n", in->tf,
 	            in->cuda, in->pip_cuda ? " (nvidia-*-cu12 wheels)" : "", in->cudnn, in->python);
@@ -884,9 +923,10 @@ static int check_text(struct init *in, const char *name, const char *text)
 	if (d.errors || (d.n && !(in->c->flags & CTX_QUIET)))
 		cli_print_diags(in->c, &d);
 	if (d.errors) {
-		ev_log(in->c, EV_ERROR,
-		       "the manifest init made does not validate (%zu error%s); nothing was written",
-		       d.errors, d.errors == 1 ? "" : "s");
+		ev_log(
+		    in->c, EV_ERROR,
+		    "the manifest init made does not validate (%zu error%s); nothing was written",
+		    d.errors, d.errors == 1 ? "" : "s");
 		rc = TF_EFAIL;
 	}
 	manifest_free(m);
@@ -949,8 +989,10 @@ int cmd_init(struct ctx *c, struct opts *o)
 		goto out;
 	if (in.pip_cuda) {
 		/* CUDA is what the wheels carry; without the closure, TF's tested build. */
-		snprintf(in.cuda, sizeof(in.cuda), "%s", in.build->cuda);
-		snprintf(in.cudnn, sizeof(in.cudnn), "%s", in.build->cudnn);
+		if (in.cuda[0] == '\0')
+			snprintf(in.cuda, sizeof(in.cuda), "%s", in.build->cuda);
+		if (in.cudnn[0] == '\0')
+			snprintf(in.cudnn, sizeof(in.cudnn), "%s", in.build->cudnn);
 		strvec_pushf(&in.notes, "CUDA and cuDNN: the nvidia-*-cu12 wheels of "
 		                        "tensorflow[and-cuda] (no redist archives)");
 	}
@@ -968,10 +1010,11 @@ int cmd_init(struct ctx *c, struct opts *o)
 		rc = cli_write_file(c, o->out, text, 0644, !o->force);
 		if (rc != 0)
 			goto out;
-		ev_log(c, EV_INFO, "wrote %s: TensorFlow %s, CUDA %s, cuDNN %s, Python %s (%s)",
+		ev_log(c, EV_INFO, "wrote %s: TensorFlow %s, CUDA %s, cuDNN %s, Python %s (%s%s)",
 		       o->out, in.tf, in.cuda, in.cudnn, in.python,
 		       in.complete ? "a complete lock from the catalog"
-		                   : "not complete: run `tfprov lock` next");
+		                   : "not complete: run `tfprov lock` next",
+		       in.missing.n ? "; gaps under missing:" : "");
 	}
 	if (!in.complete)
 		ev_log(c, EV_INFO,

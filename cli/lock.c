@@ -343,8 +343,8 @@ static int lock_redist(struct ctx *c, const struct manifest *m, const struct yno
 		if (refs[i] == NULL)
 			continue;
 		if (!refs[i]->json.sha256.set) {
-			rc = tofu_pin_fetch(c, refs[i], i == 0 ? "cuda redistrib JSON"
-			                                      : "cudnn redistrib JSON",
+			rc = tofu_pin_fetch(c, refs[i],
+			                    i == 0 ? "cuda redistrib JSON" : "cudnn redistrib JSON",
 			                    &tofu[i]);
 			if (rc != 0)
 				goto out;

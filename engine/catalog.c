@@ -49,8 +49,8 @@ static int newest(const char *dir, const char *sub, const char *prefix, const ch
 			continue;
 		char *ver = xstrndup(e->d_name + pl, n - pl - sl);
 		char *path = path_join(d, e->d_name);
-		if (version_valid(ver) && (*best_version == NULL ||
-		                           version_cmp(ver, *best_version) > 0) &&
+		if (version_valid(ver) &&
+		    (*best_version == NULL || version_cmp(ver, *best_version) > 0) &&
 		    fn(path, ver, arg)) {
 			free(*best_version);
 			free(*best_path);
@@ -134,8 +134,8 @@ int catalog_cudnn_redist(const char *dir, const char *series, const char *min, i
 {
 	struct cudnn_want w = {series, min, platform, cuda_major, NULL, NULL};
 	char *label = NULL;
-	int rc = newest(dir, "nvidia-redist", "cudnn-redistrib_", ".json", cudnn_fits, &w, &label,
-	                path);
+	int rc =
+	    newest(dir, "nvidia-redist", "cudnn-redistrib_", ".json", cudnn_fits, &w, &label, path);
 	free(label);
 	*variant = w.variant;
 	*a = w.a;
@@ -163,7 +163,8 @@ static int read_rows(const char *path, char **buf, struct strvec *rows)
 	size_t len = 0;
 	if (read_file_at(AT_FDCWD, path, CATALOG_MAX_FILE, buf, &len) != 0)
 		return TF_EIO;
-	for (char *save = NULL, *l = strtok_r(*buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+	for (char *save = NULL, *l = strtok_r(*buf, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
 		size_t n = strlen(l);
 		if (n && l[n - 1] == '\r')
 			l[n - 1] = '\0';
@@ -185,8 +186,7 @@ int catalog_legacy(const char *dir, const char *product, const char *series, con
 	for (size_t i = 0; rc == 0 && i < rows.n; i++) {
 		char *f[6];
 		size_t nf = split_tabs(rows.v[i], f, 6);
-		if (nf < 5 || strcmp(f[0], product) != 0 ||
-		    strcmp(f[2], "linux-x86_64") != 0)
+		if (nf < 5 || strcmp(f[0], product) != 0 || strcmp(f[2], "linux-x86_64") != 0)
 			continue;
 		char *ver = xstrdup(f[1]), *dash = strchr(ver, '-');
 		if (dash)
@@ -237,7 +237,8 @@ static int cmp_str(const void *a, const void *b)
 
 static int cmp_dist(const void *a, const void *b)
 {
-	return strcmp(((const struct catalog_dist *)a)->name, ((const struct catalog_dist *)b)->name);
+	return strcmp(((const struct catalog_dist *)a)->name,
+	              ((const struct catalog_dist *)b)->name);
 }
 
 static int closure_read(const char *path, struct catalog_closure *out)

@@ -297,11 +297,12 @@ static void parse_redist(struct pctx *p, const struct ynode *n, struct redist_re
 		/* Lock input (trust on first use): `tfprov lock` fetches the JSON over
 		 * TLS and writes the archives it pins; plan and apply refuse it. */
 		if (r->json.url.set && str_starts_with(r->json.url.s, "https://"))
-			diags_add(p->d, DIAG_WARNING, p->file, n->pos, "redist.unpinned",
-			          "run `tfprov lock` on a machine with network: it fetches the JSON "
-			          "over TLS, pins it on first use and writes the archives inline",
-			          "%s has no sha256 yet: not usable by plan or apply until locked",
-			          r->json.name.s);
+			diags_add(
+			    p->d, DIAG_WARNING, p->file, n->pos, "redist.unpinned",
+			    "run `tfprov lock` on a machine with network: it fetches the JSON "
+			    "over TLS, pins it on first use and writes the archives inline",
+			    "%s has no sha256 yet: not usable by plan or apply until locked",
+			    r->json.name.s);
 		else
 			diags_add(p->d, DIAG_ERROR, p->file, n->pos, "artifact.no-sha256",
 			          "pin the redistrib JSON by sha256, or give its https:// URL and "
@@ -587,8 +588,7 @@ static char *pep503(const char *s, size_t n)
  * (tf-keras~=2.20.0): lock resolves and hashes it. Warnings, not errors.
  */
 static int parse_requirements(const char *file, const char *text, struct pos base, int block,
-                              int lock_input, struct pip_req **reqs, size_t *nreqs,
-                              struct diags *d)
+                              int lock_input, struct pip_req **reqs, size_t *nreqs, struct diags *d)
 {
 	size_t errors_before = d->errors;
 	size_t cap = 0, idx = 0;

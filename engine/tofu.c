@@ -64,9 +64,10 @@ int tofu_fetch(struct ctx *c, const char *url, int64_t max_bytes, const char *de
 		return TF_EOFFLINE;
 	}
 	if (!str_starts_with(url, "https://")) {
-		*errmsg = xasprintf("%s: trust on first use needs TLS; give the https:// URL or pin "
-		                    "the file by sha256",
-		                    url);
+		*errmsg =
+		    xasprintf("%s: trust on first use needs TLS; give the https:// URL or pin "
+		              "the file by sha256",
+		              url);
 		return TF_EMANIFEST;
 	}
 	s.fd = open(dest, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
