@@ -119,6 +119,26 @@ struct compat_sonames {
 	const char *source;
 };
 
+/* The glibc floor of TF's Linux wheels for tf_from <= series < tf_below (may be NULL). */
+struct compat_tf_glibc {
+	const char *tf_from, *tf_below;
+	const char *glibc; /* "2.27" */
+	const char *tag;   /* the manylinux tag it comes from */
+	const char *source;
+};
+
+/*
+ * CUDA from pip wheels: <prefix><lib><major_tag><major> ("nvidia-cublas-cu12"); the
+ * version of <runtime><major_tag><major> is the cudart version, whose major.minor
+ * is the CUDA release; the libraries lie in site-packages/<site_libdirs> (globs).
+ */
+struct compat_cuda_wheels {
+	const char *prefix, *major_tag, *runtime;
+	const char **site_libdirs;
+	size_t nsite_libdirs;
+	const char *source; /* NULL when compat.yaml has no such table */
+};
+
 struct compat_guide_mistake {
 	const char *id;
 	const char *claim, *verdict, *correction, *source;
@@ -161,6 +181,9 @@ struct compat {
 	size_t nsonames;
 	struct compat_guide_mistake *guide;
 	size_t nguide;
+	struct compat_tf_glibc *tf_glibc;
+	size_t ntf_glibc;
+	struct compat_cuda_wheels cuda_wheels;
 	struct strvec pool; /* owns every string above */
 };
 
@@ -238,5 +261,20 @@ enum compat_kernel compat_tf_kernels_for(const struct compat *kb, const char *tf
  */
 size_t compat_sonames(const struct compat *kb, int windows, const char *cuda, const char *cudnn,
                       struct strvec *out);
+
+/*
+ * The glibc floor of a TF version's own Linux wheels ("2.27"); NULL when the
+ * knowledge base has no row for its series. *row (may be NULL) gets the row.
+ */
+const char *compat_tf_min_glibc(const struct compat *kb, const char *tf_version,
+                                const struct compat_tf_glibc **row);
+
+/*
+ * The CUDA major a pip distribution name carries when it is one of NVIDIA's CUDA
+ * wheels ("nvidia-cudnn-cu12" -> 12, PEP 503 names); 0 when it is not one.
+ */
+int compat_cuda_wheel_major(const struct compat *kb, const char *name);
+/* 1 when name is the CUDA runtime wheel ("nvidia-cuda-runtime-cu12"). */
+int compat_cuda_wheel_is_runtime(const struct compat *kb, const char *name);
 
 #endif
