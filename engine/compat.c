@@ -654,10 +654,12 @@ static void load_requires(struct loader *L, yaml_node_t **rows, size_t n)
 static void load_pip(struct loader *L, const yaml_node_t *root)
 {
 	/* "caps" is read by pipcaps.c. */
-	static const char *const keys[] = {"removed",     "requires", "and_cuda", "notes",
-	                                   "cuda_wheels", "caps",     NULL};
-	static const char *const cw_keys[] = {"prefix",       "major_tag", "runtime",
+	static const char *const keys[] = {"removed",     "requires",  "and_cuda", "notes",
+	                                   "cuda_wheels", "known_bad", "caps",     NULL};
+	static const char *const cw_keys[] = {"prefix",       "major_tag", "runtime", "cudnn",
 	                                      "site_libdirs", "source",    NULL};
+	static const char *const kb_keys[] = {"package", "versions", "tensorflow",
+	                                      "fact",    "source",   NULL};
 	static const char *const rm_keys[] = {"name",        "last_real", "identical_since", "stub",
 	                                      "replacement", "quote",     "source",          NULL};
 	static const char *const lr_keys[] = {"linux", "windows", NULL};
@@ -681,9 +683,30 @@ static void load_pip(struct loader *L, const yaml_node_t *root)
 		L->kb->cuda_wheels.prefix = get_str(L, w, "prefix", REQ);
 		L->kb->cuda_wheels.major_tag = get_str(L, w, "major_tag", REQ);
 		L->kb->cuda_wheels.runtime = get_str(L, w, "runtime", REQ);
+		L->kb->cuda_wheels.cudnn = get_str(L, w, "cudnn", REQ);
 		L->kb->cuda_wheels.site_libdirs =
 		    get_list(L, w, "site_libdirs", &L->kb->cuda_wheels.nsite_libdirs, REQ, 0);
 		L->kb->cuda_wheels.source = get_str(L, w, "source", REQ);
+	}
+	if (map_get(L, p, "known_bad") != NULL) {
+		rows = get_rows(L, p, "known_bad", &n);
+		L->kb->known_bad = xcalloc(n ? n : 1, sizeof(*L->kb->known_bad));
+		for (size_t i = 0; i < n; i++) {
+			struct compat_known_bad *k = &L->kb->known_bad[L->kb->nknown_bad++];
+			yaml_node_t *v;
+
+			check_keys(L, rows[i], kb_keys);
+			k->package = get_str(L, rows[i], "package", REQ);
+			if (k->package != NULL)
+				k->package = pep503(L, k->package);
+			v = get_node(L, rows[i], "versions", YAML_SCALAR_NODE, REQ);
+			k->versions = v ? get_spec(L, v, "versions") : NULL;
+			v = get_node(L, rows[i], "tensorflow", YAML_SCALAR_NODE, REQ);
+			k->tf_spec = v ? get_spec(L, v, "tensorflow") : NULL;
+			k->fact = get_str(L, rows[i], "fact", REQ);
+			k->source = get_str(L, rows[i], "source", REQ);
+		}
+		free(rows);
 	}
 	rows = get_rows(L, p, "removed", &n);
 	L->kb->pip_removed = xcalloc(n ? n : 1, sizeof(*L->kb->pip_removed));
@@ -927,6 +950,7 @@ void compat_free(struct compat *kb)
 	free(kb->guide);
 	free(kb->tf_glibc);
 	free(kb->cuda_wheels.site_libdirs);
+	free(kb->known_bad);
 	strvec_release(&kb->pool);
 	free(kb->path);
 	free(kb);
@@ -1266,15 +1290,68 @@ int compat_cuda_wheel_major(const struct compat *kb, const char *name)
 	return (int)major;
 }
 
+static int wheel_is(const struct compat *kb, const char *name, const char *stem);
+
 int compat_cuda_wheel_is_runtime(const struct compat *kb, const char *name)
 {
-	const struct compat_cuda_wheels *w = &kb->cuda_wheels;
-	size_t rlen;
+	return wheel_is(kb, name, kb->cuda_wheels.runtime);
+}
 
-	if (compat_cuda_wheel_major(kb, name) == 0)
+/* name is <stem><major_tag><digits> for the stem (e.g. nvidia-cudnn). */
+static int wheel_is(const struct compat *kb, const char *name, const char *stem)
+{
+	const char *tag = kb->cuda_wheels.major_tag;
+	size_t n;
+
+	if (stem == NULL || compat_cuda_wheel_major(kb, name) == 0)
 		return 0;
-	rlen = strlen(w->runtime);
-	return strncmp(name, w->runtime, rlen) == 0 &&
-	       strncmp(name + rlen, w->major_tag, strlen(w->major_tag)) == 0 &&
-	       isdigit((unsigned char)name[rlen + strlen(w->major_tag)]);
+	n = strlen(stem);
+	return strncmp(name, stem, n) == 0 && strncmp(name + n, tag, strlen(tag)) == 0 &&
+	       isdigit((unsigned char)name[n + strlen(tag)]);
+}
+
+size_t compat_pip_cuda(const struct compat *kb, const struct manifest *m,
+                       const struct pip_req **first, const struct pip_req **runtime,
+                       const struct pip_req **cudnn)
+{
+	size_t n = 0;
+
+	if (first != NULL)
+		*first = NULL;
+	if (runtime != NULL)
+		*runtime = NULL;
+	if (cudnn != NULL)
+		*cudnn = NULL;
+	for (size_t i = 0; i < m->pip.nreqs; i++) {
+		const struct pip_req *r = &m->pip.reqs[i];
+
+		if (r->name == NULL || compat_cuda_wheel_major(kb, r->name) == 0)
+			continue;
+		if (n++ == 0 && first != NULL)
+			*first = r;
+		if (runtime != NULL && *runtime == NULL &&
+		    wheel_is(kb, r->name, kb->cuda_wheels.runtime))
+			*runtime = r;
+		if (cudnn != NULL && *cudnn == NULL && wheel_is(kb, r->name, kb->cuda_wheels.cudnn))
+			*cudnn = r;
+	}
+	return n;
+}
+
+const char *compat_stack_cuda(const struct compat *kb, const struct manifest *m,
+                              const struct pip_req **from_wheel)
+{
+	const struct pip_req *rt = NULL;
+
+	if (from_wheel != NULL)
+		*from_wheel = NULL;
+	if (!m->cuda.set && kb != NULL && compat_pip_cuda(kb, m, NULL, &rt, NULL) > 0 &&
+	    rt != NULL && rt->version != NULL) {
+		if (from_wheel != NULL)
+			*from_wheel = rt;
+		return rt->version;
+	}
+	if (m->cuda.version.set && m->cuda.version.s != NULL)
+		return m->cuda.version.s;
+	return m->versions.cuda.s;
 }

@@ -133,10 +133,17 @@ struct compat_tf_glibc {
  * is the CUDA release; the libraries lie in site-packages/<site_libdirs> (globs).
  */
 struct compat_cuda_wheels {
-	const char *prefix, *major_tag, *runtime;
+	const char *prefix, *major_tag, *runtime, *cudnn;
 	const char **site_libdirs;
 	size_t nsite_libdirs;
 	const char *source; /* NULL when compat.yaml has no such table */
+};
+
+/* A release range of a package that breaks a TF range at run time (a warning). */
+struct compat_known_bad {
+	const char *package; /* PEP 503 */
+	const char *versions, *tf_spec;
+	const char *fact, *source;
 };
 
 struct compat_guide_mistake {
@@ -184,6 +191,8 @@ struct compat {
 	struct compat_tf_glibc *tf_glibc;
 	size_t ntf_glibc;
 	struct compat_cuda_wheels cuda_wheels;
+	struct compat_known_bad *known_bad;
+	size_t nknown_bad;
 	struct strvec pool; /* owns every string above */
 };
 
@@ -276,5 +285,24 @@ const char *compat_tf_min_glibc(const struct compat *kb, const char *tf_version,
 int compat_cuda_wheel_major(const struct compat *kb, const char *name);
 /* 1 when name is the CUDA runtime wheel ("nvidia-cuda-runtime-cu12"). */
 int compat_cuda_wheel_is_runtime(const struct compat *kb, const char *name);
+
+/*
+ * CUDA from pip wheels in a manifest's pip lock: the number of nvidia-*-cu<N>
+ * pins; *first (may be NULL) the first of them, *runtime the CUDA runtime pin
+ * and *cudnn the cuDNN pin (NULL when absent). Pointers into m.
+ */
+struct pip_req;
+size_t compat_pip_cuda(const struct compat *kb, const struct manifest *m,
+                       const struct pip_req **first, const struct pip_req **runtime,
+                       const struct pip_req **cudnn);
+
+/*
+ * The CUDA version the driver must serve: the runtime wheel's version (the
+ * cudart component version, e.g. "12.9.79") when the stack takes CUDA from
+ * pip wheels and has no cuda section, else cuda.version / versions.cuda.
+ * *from_wheel (may be NULL) tells which. NULL when the manifest names none.
+ */
+const char *compat_stack_cuda(const struct compat *kb, const struct manifest *m,
+                              const struct pip_req **from_wheel);
 
 #endif
