@@ -227,8 +227,8 @@ static int judge_gpu(struct init *in, const char *label, const char *cc, int ref
 		       label, cc, in->series, src ? src : "data/compat.yaml gpus.tf_kernels");
 	}
 	free(src);
-	if (rc == 0)
-		add_gpu(in, cc);
+	if (k != COMPAT_KERNEL_NONE)
+		add_gpu(in, cc); /* a GPU it cannot serve is not one the stack is for */
 	return rc;
 }
 

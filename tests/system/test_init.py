@@ -1,0 +1,315 @@
+"""`tfprov init` and locking from nothing (issue 18).
+
+Scenarios, each with the real binary:
+  * a stack the catalog (manifests/data) holds every pin of is written with no
+    network at all, validates and passes `lock --check`, and every hash in it is
+    one of the catalog's;
+  * combinations the knowledge base rules out, and input it does not know, are
+    refused with the fact, its source and the right exit code, and nothing is
+    written;
+  * a combination outside the catalog (a catalog copy without the CUDA 12.5.1
+    redist JSON, and Python 3.N of /usr/bin/python3, for which it has no lock)
+    becomes a manifest that `tfprov lock` completes against a loopback HTTPS
+    server standing in for NVIDIA's redist (the JSON pinned on first use) and a
+    loopback PEP 503 index (pip's resolver hashes the closure);
+  * `lock` pins a hand-written `redist:` that has no sha256 and says so.
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+
+import pytest
+import yaml
+
+from lib_http import HttpServer, make_tls
+from lib_pyindex import Index, build_wheel
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+DATA = os.path.join(REPO, "manifests", "data")
+PYVER = "%d.%d" % sys.version_info[:2]
+NVIDIA = "https://developer.download.nvidia.com/compute/cuda/redist/"
+COMPONENTS = ["cuda_cudart", "cuda_cupti", "cuda_nvcc", "cuda_nvrtc", "libcublas", "libcufft",
+              "libcurand", "libcusolver", "libcusparse", "libnvjitlink"]
+# Any network use fails: proxies that lead nowhere.
+NO_NET = {"https_proxy": "http://127.0.0.1:1", "http_proxy": "http://127.0.0.1:1",
+          "HTTPS_PROXY": "http://127.0.0.1:1", "HTTP_PROXY": "http://127.0.0.1:1"}
+
+
+def catalog_hashes():
+    """Every sha256 the catalog's files hold (hex in TSVs, conda locks, JSONs)."""
+    found = set()
+    for d, _, files in os.walk(DATA):
+        for f in files:
+            with open(os.path.join(d, f), errors="replace") as fh:
+                found.update(re.findall(r"\b[0-9a-f]{64}\b", fh.read()))
+    return found
+
+
+def listing(d):
+    return sorted(os.listdir(d))
+
+
+# --- a stack the catalog holds completely --------------------------------------
+
+
+def test_init_2_20_py312_offline_is_a_complete_lock(tfprov, tmp_path):
+    out = tmp_path / "x.yaml"
+    r = tfprov.run("--offline", "init", "--tensorflow", "2.20", "--python", "3.12", "-o", out,
+                   env=NO_NET, check=0)
+    assert "a complete lock from the catalog" in r.stdout
+    text = out.read_text()
+    doc = yaml.safe_load(text)
+    assert doc["versions"] == {"tensorflow": "2.20.0", "cuda": "12.5.1", "cudnn": "9.3.0.75",
+                               "python": "3.12"}
+    assert [a["name"] for a in doc["cuda"]["artifacts"]] == COMPONENTS
+    assert doc["cudnn"]["artifact"]["url"].endswith("cudnn-linux-x86_64-9.3.0.75_cuda12-archive.tar.xz")
+    assert doc["python"]["manager"] == "conda" and "@EXPLICIT" in doc["python"]["lock"]
+    assert doc["pip"]["complete"] is True
+    assert "tensorflow==2.20.0 \\" in doc["pip"]["requirements"]
+    # setuptools and wheel come from the conda lock (setuptools 72.2.0 < 82, which the
+    # closure's 82.0.1 is not: TensorBoard 2.20 imports pkg_resources).
+    assert "setuptools==" not in doc["pip"]["requirements"]
+    assert "missing" not in doc
+    # Every hash is copied from the catalog; none is made up.
+    hashes = set(re.findall(r"\b[0-9a-f]{64}\b", text))
+    assert len(hashes) > 60
+    assert hashes <= catalog_hashes()
+    v = tfprov.run("--offline", "validate", out, env=NO_NET, check=0)
+    assert "error" not in v.stderr
+    tfprov.run("--offline", "lock", "--check", out, env=NO_NET, check=0)
+    # The same manifest on stdout when no -o is given.
+    s = tfprov.run("--offline", "init", "--tensorflow", "2.20", "--python", "3.12",
+                   env=NO_NET, check=0)
+    assert yaml.safe_load(s.stdout)["pip"] == doc["pip"]
+
+
+def test_init_picks_the_python_the_catalog_serves(tfprov, tmp_path):
+    out = tmp_path / "s.yaml"
+    tfprov.run("--offline", "init", "--tensorflow", "2.12", "-o", out, check=0)
+    doc = yaml.safe_load(out.read_text())
+    assert doc["versions"]["python"] == "3.9"      # conda lock + cp39 closure in the catalog
+    assert doc["versions"]["cuda"] == "11.8.0"
+    assert "libnvjitlink" not in [a["name"] for a in doc["cuda"]["artifacts"]]  # CUDA 12 only
+    tfprov.run("--offline", "lock", "--check", out, check=0)
+
+
+def test_init_cuda_from_pip_takes_the_wheels_cuda(tfprov, tmp_path):
+    out = tmp_path / "p.yaml"
+    tfprov.run("--offline", "init", "--tensorflow", "2.21", "--cuda-from", "pip", "-o", out,
+               check=0)
+    doc = yaml.safe_load(out.read_text())
+    assert "cuda" not in doc and "cudnn" not in doc
+    req = doc["pip"]["requirements"]
+    assert "nvidia-cuda-runtime-cu12==" in req and "nvidia-cudnn-cu12==" in req
+    rt = re.search(r"nvidia-cuda-runtime-cu12==(\d+\.\d+)", req).group(1)
+    assert str(doc["versions"]["cuda"]) == rt
+    tfprov.run("--offline", "lock", "--check", out, check=0)
+
+
+def test_init_gpu_name_and_stand_in_nvml(tfprov, tmp_path, build_dir):
+    out = tmp_path / "g.yaml"
+    tfprov.run("--offline", "init", "--tensorflow", "2.20", "--gpu", "NVIDIA GeForce RTX 4090",
+               "-o", out, check=0)
+    assert yaml.safe_load(out.read_text())["driver"]["gpus"] == ["8.9"]
+    # --gpu auto asks the driver through NVML: a STAND-IN libnvidia-ml.so.1 (same
+    # dlopen as production) reports driver 545.23.08, below CUDA 12.5.1's 555.42.06,
+    # and a Kepler GPU TF 2.20 has no kernels for. Both are warnings: the manifest
+    # is for the machines that will apply it.
+    stubs = os.path.join(build_dir, "stubs", "driver")
+    if not os.path.isdir(stubs):
+        pytest.skip("stand-in NVML not built")
+    env = {"LD_LIBRARY_PATH": stubs, "TFPROV_STUB_DRIVER": "545.23.08",
+           "TFPROV_STUB_CUDA": "12030", "TFPROV_STUB_GPUS": "Tesla K80:3.7;NVIDIA L4:8.9"}
+    auto = tmp_path / "auto.yaml"
+    r = tfprov.run("--offline", "init", "--tensorflow", "2.20", "--gpu", "auto", "-o", auto,
+                   env=env, check=0)
+    assert "driver 545.23.08 is below CUDA 12.5.1's minimum 555.42.06" in r.stderr, r.stderr
+    assert "minor-version compatibility (>= 525.60.13" in r.stderr
+    assert "Tesla K80 (compute capability 3.7) cannot run TensorFlow 2.20" in r.stderr
+    assert yaml.safe_load(auto.read_text())["driver"]["gpus"] == ["8.9"]
+
+
+# --- refusals and bad input: nothing written ------------------------------------
+
+BAD = [
+    # (arguments, exit code, words the message must hold)
+    (["--tensorflow", "2.15", "--python", "3.12"], 3,
+     ["TensorFlow 2.15 supports Python 3.9-3.11", "tensorflow/docs site/en/install/source.md"]),
+    (["--tensorflow", "2.20", "--python", "3.8"], 3, ["Python 3.9-3.13, not 3.8"]),
+    (["--tensorflow", "2.12", "--platform", "windows-x86_64"], 3,
+     ["native Windows GPU support ended with TF 2.10", "source_windows.md"]),
+    (["--tensorflow", "2.12", "--cuda-from", "pip"], 3, ["no tensorflow[and-cuda] extra", "#61993"]),
+    (["--tensorflow", "2.20", "--gpu", "3.5"], 3, ["no kernels for Kepler", ".bazelrc"]),
+    (["--tensorflow", "2.99"], 64, ["unknown TensorFlow version", "1.15.0 to 2.21.0"]),
+    (["--tensorflow", "two"], 64, ["not a TensorFlow version"]),
+    (["--tensorflow", "2.20", "--gpu", "Voodoo 5 6000"], 64, ["unknown GPU name"]),
+    (["--tensorflow", "2.20", "--gpu", "4.2"], 64, ["no GPU has compute capability 4.2"]),
+    (["--tensorflow", "2.20", "--python", "3"], 64, ["give a Python 3 series"]),
+    (["--tensorflow", "2.20", "--cuda-from", "conda"], 64, ["redist", "pip"]),
+    (["--python", "3.12"], 64, ["needs --tensorflow"]),
+]
+
+
+@pytest.mark.parametrize("args,code,words", BAD, ids=[" ".join(b[0]) for b in BAD])
+def test_init_bad_input_writes_nothing(tfprov, tmp_path, args, code, words):
+    d = tmp_path / "out"
+    d.mkdir()
+    r = tfprov.run("--offline", "init", *args, "-o", d / "x.yaml", check=code)
+    for w in words:
+        assert w in r.stderr, r.stderr
+    assert listing(d) == []
+    assert r.stdout == ""
+
+
+def test_init_never_replaces_a_file_without_force(tfprov, tmp_path):
+    out = tmp_path / "mine.yaml"
+    out.write_text("# my own work\n")
+    r = tfprov.run("--offline", "init", "--tensorflow", "2.20", "-o", out, check=64)
+    assert "exists" in r.stderr and "--force" in r.stderr
+    assert out.read_text() == "# my own work\n"
+    assert listing(tmp_path) == ["mine.yaml", "root"]
+    tfprov.run("--offline", "init", "--tensorflow", "2.20", "-o", out, "--force", check=0)
+    assert yaml.safe_load(out.read_text())["stack"]["name"] == "mine"
+
+
+def test_help_init_lists_its_options(tfprov):
+    r = tfprov.run("help", "init", root=False, check=0)
+    for opt in ("--tensorflow", "--python", "--cuda-from", "--gpu", "--platform", "--force",
+                "--output"):
+        assert opt in r.stdout
+
+
+# --- outside the catalog: lock completes it ---------------------------------------
+
+
+def redist_json(label):
+    """A redistrib JSON in NVIDIA's format (components -> platform -> file)."""
+    doc = {"release_date": "2024-07-01", "release_label": label, "release_product": "cuda"}
+    for c in COMPONENTS:
+        rel = f"{c}/linux-x86_64/{c}-linux-x86_64-12.5.82-archive.tar.xz"
+        doc[c] = {"name": c, "license": "CUDA Toolkit", "version": "12.5.82",
+                  "linux-x86_64": {"relative_path": rel,
+                                   "sha256": hashlib.sha256(rel.encode()).hexdigest(),
+                                   "md5": hashlib.md5(rel.encode()).hexdigest(),
+                                   "size": "1000"}}
+    return json.dumps(doc, indent=4).encode()
+
+
+@pytest.fixture
+def servers(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    w = {"tensorflow": build_wheel(str(wheels), "tensorflow", "2.20.0", requires=["alpha>=1"]),
+         "alpha": build_wheel(str(wheels), "alpha", "1.0")}
+    idx = Index(str(wheels))
+    tls = make_tls(str(tmp_path / "tls"))
+    with HttpServer(tls=tls) as srv:
+        data = redist_json("12.5.1")
+        srv.add("/cuda/redist/redistrib_12.5.1.json", data)
+        yield {"idx": idx, "wheels": w, "srv": srv, "tls": tls, "json": data}
+    idx.close()
+
+
+def test_outside_the_catalog_init_then_lock(tfprov, tmp_path, servers):
+    # A catalog without the CUDA 12.5.1 JSON; no conda lock or closure for this Python.
+    cat = tmp_path / "catalog"
+    shutil.copytree(DATA, cat)
+    os.unlink(cat / "nvidia-redist" / "cuda-redistrib_12.5.1.json")
+    env = {"TFPROV_CATALOG": str(cat)}
+    out = tmp_path / "mine.yaml"
+    r = tfprov.run("--offline", "init", "--tensorflow", "2.20", "--python", PYVER, "-o", out,
+                   env=env, check=0)
+    assert "run `tfprov lock` next" in r.stdout
+    text = out.read_text()
+    doc = yaml.safe_load(text)
+    assert doc["cuda"]["redist"] == {"url": NVIDIA + "redistrib_12.5.1.json",
+                                     "components": COMPONENTS}
+    assert "sha256" not in doc["cuda"]["redist"]
+    assert doc["cudnn"]["version"] == "9.3.0.75"          # still from the catalog
+    assert doc["python"] == {"manager": "venv", "version": PYVER}
+    assert doc["pip"]["complete"] is False
+    assert doc["pip"]["requirements"].split() == ["tensorflow==2.20.0"]
+    assert any(m.startswith("pip:") for m in doc["missing"])
+    tfprov.run("validate", out, check=0)
+    c = tfprov.run("lock", "--check", out, check=3)
+    assert "lock.unresolved" in c.stderr and "lock.incomplete" in c.stderr
+    # plan refuses what only lock can use.
+    p = tfprov.run("--no-gpu", "plan", out, check=3)
+    assert "has no sha256 yet" in p.stdout + p.stderr
+    # The user points the manifest at their mirrors (here: loopback servers standing
+    # in for NVIDIA's redist and for PyPI), then locks.
+    srv, idx = servers["srv"], servers["idx"]
+    out.write_text(text.replace(NVIDIA, srv.url("/cuda/redist/"))
+                   .replace("https://pypi.org/simple", idx.url))
+    r = tfprov.run("--ca-bundle", servers["tls"]["ca"], "lock", out, timeout=300, check=0)
+    sha = hashlib.sha256(servers["json"]).hexdigest()
+    assert "trusted on first use" in r.stderr + r.stdout
+    assert sha in r.stderr + r.stdout
+    locked = out.read_text()
+    assert f"(sha256 {sha}, trusted on first use" in locked
+    ldoc = yaml.safe_load(locked)
+    assert [a["name"] for a in ldoc["cuda"]["artifacts"]] == COMPONENTS
+    assert ldoc["pip"]["complete"] is True
+    req = ldoc["pip"]["requirements"]
+    assert f"tensorflow==2.20.0 \\\n    --hash=sha256:{servers['wheels']['tensorflow'][1]}" in req
+    assert f"alpha==1.0 \\\n    --hash=sha256:{servers['wheels']['alpha'][1]}" in req
+    tfprov.run("lock", "--check", out, check=0)
+
+
+TOFU = """\
+schema: 1
+stack:
+  name: tofu
+  platform: linux-x86_64
+versions:
+  tensorflow: 2.20.0
+  cuda: 12.5.1
+driver:
+  policy: skip
+cuda:
+  version: 12.5.1
+  redist:
+    url: {url}
+    components: [cuda_cudart, libcublas]
+"""
+
+
+def test_lock_pins_a_redist_json_on_first_use(tfprov, tmp_path, servers):
+    srv = servers["srv"]
+    m = tmp_path / "t.yaml"
+    m.write_text(TOFU.format(url=srv.url("/cuda/redist/redistrib_12.5.1.json")))
+    v = tfprov.run("validate", m, check=0)
+    assert "redist.unpinned" in v.stderr
+    # Offline: refused, untouched.
+    before = m.read_bytes()
+    r = tfprov.run("--offline", "lock", m, check=1)
+    assert "--offline" in r.stderr and m.read_bytes() == before
+    # An untrusted certificate: refused, untouched (TLS is what vouches for it).
+    r = tfprov.run("--ca-bundle", servers["tls"]["other_ca"], "lock", m, check=1)
+    assert "untouched" in r.stderr and m.read_bytes() == before
+    r = tfprov.run("--ca-bundle", servers["tls"]["ca"], "lock", m, check=0)
+    sha = hashlib.sha256(servers["json"]).hexdigest()
+    out = r.stdout + r.stderr
+    assert "had no sha256: trusted on first use" in out and sha in out
+    doc = yaml.safe_load(m.read_text())
+    assert [a["name"] for a in doc["cuda"]["artifacts"]] == ["cuda_cudart", "libcublas"]
+    assert "trusted on first use" in m.read_text()
+    # The download left nothing behind in the cache's scratch.
+    assert not any(p.endswith(".json") for p in os.listdir(tfprov.path("/"))) 
+
+
+def test_lock_refuses_tofu_over_plain_http(tfprov, tmp_path):
+    with HttpServer() as plain:
+        plain.add("/redistrib_12.5.1.json", redist_json("12.5.1"))
+        m = tmp_path / "t.yaml"
+        m.write_text(TOFU.format(url=plain.url("/redistrib_12.5.1.json")))
+        before = m.read_bytes()
+        r = tfprov.run("validate", m, check=3)
+        assert "artifact.no-sha256" in r.stderr and "trust on first use needs TLS" in r.stderr
+        r = tfprov.run("lock", m, check=3)
+        assert m.read_bytes() == before
+        assert plain.count("/redistrib_12.5.1.json") == 0
