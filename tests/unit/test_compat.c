@@ -608,8 +608,9 @@ static void test_clean_manifests(void **state)
 static void test_shipped_manifests(void **state)
 {
 	static const char *const files[] = {
-	    "manifests/stable-2.15.yaml", "manifests/stable-2.12.yaml", "manifests/stable-2.9.yaml",
-	    "manifests/legacy-1.15.yaml"};
+	    "manifests/stable-2.21.yaml", "manifests/stable-2.20.yaml",
+	    "manifests/stable-2.15.yaml", "manifests/stable-2.12.yaml",
+	    "manifests/stable-2.9.yaml",  "manifests/legacy-1.15.yaml"};
 
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
