@@ -658,7 +658,19 @@ static int plan_pip(struct init *in)
 		    base ? base + 1 : cl.path,
 		    in->conda_text ? "\n  # setuptools, wheel and pip come from the conda lock"
 		                   : "");
-		strbuf_adds(sb, "  complete: true\n  requirements: |\n");
+		int glibc = 0;
+		for (size_t i = 0; i < cl.n; i++)
+			if (!from_conda(in, cl.v[i].name) && cl.v[i].glibc > glibc)
+				glibc = cl.v[i].glibc;
+		strbuf_adds(sb, "  complete: true\n");
+		if (glibc > 0)
+			strbuf_addf(
+			    sb,
+			    "  # The highest manylinux floor of the set (each package's lowest "
+			    "among its\n  # files); checked against the host at plan time.\n"
+			    "  min_glibc: \"%d.%d\"\n",
+			    glibc / 1000, glibc % 1000);
+		strbuf_adds(sb, "  requirements: |\n");
 		for (size_t i = 0; i < cl.n; i++) {
 			if (from_conda(in, cl.v[i].name))
 				continue;
@@ -856,7 +868,11 @@ static int choose_tf(struct init *in)
 static char *render(struct init *in)
 {
 	struct strbuf sb = STRBUF_INIT;
-	const char *min = compat_cuda_min_driver(in->kb, in->cuda, in->windows);
+	/* A series ("12.9", what [and-cuda] wheels carry): its newest release's floor. */
+	const char *rel = strchr(strchr(in->cuda, '.') ? strchr(in->cuda, '.') + 1 : "", '.')
+	                      ? in->cuda
+	                      : kb_cuda_release(in->kb, in->cuda);
+	const char *min = compat_cuda_min_driver(in->kb, rel ? rel : in->cuda, in->windows);
 	char *ranges = python_ranges(in->build);
 	strbuf_addf(&sb, "# %s: TensorFlow %s GPU on %s, written by `tfprov init`.\n", in->name,
 	            in->tf, in->platform);
@@ -883,14 +899,16 @@ static char *render(struct init *in)
 	strbuf_addf(&sb, "  description: TensorFlow %s, CUDA %s%s, cuDNN %s, Python %s\n", in->tf,
 	            in->cuda, in->pip_cuda ? " (nvidia-*-cu12 wheels)" : "", in->cudnn, in->python);
 	strbuf_adds(&sb, "prefix: /opt/tfprov\n");
-	strbuf_addf(&sb, "versions:\n  tensorflow: %s\n  cuda: %s\n  cudnn: %s\n  python: \"%s\"\n",
+	strbuf_addf(&sb,
+	            "versions:\n  tensorflow: \"%s\"\n  cuda: \"%s\"\n  cudnn: \"%s\"\n  python: "
+	            "\"%s\"\n",
 	            in->tf, in->cuda, in->cudnn, in->python);
 	strbuf_adds(&sb, "driver:\n  policy: require\n");
 	if (min)
 		strbuf_addf(&sb,
 		            "  # CUDA %s's own minimum driver (data/compat.yaml cuda.min_driver).\n"
 		            "  min_version: \"%s\"\n",
-		            in->cuda, min);
+		            rel ? rel : in->cuda, min);
 	if (in->gpus.n) {
 		strbuf_adds(&sb, "  gpus: [");
 		for (size_t i = 0; i < in->gpus.n; i++)

@@ -59,6 +59,9 @@ struct catalog_dist {
 	char *version;
 	char **sha256;
 	size_t nsha256;
+	/* The lowest glibc its files allow, major * 1000 + minor (PEP 600 manylinux_X_Y;
+	 * manylinux1/2010/2014 = 2.5/2.12/2.17); 0 when a file needs none (pure Python). */
+	int glibc;
 };
 struct catalog_closure {
 	char *path;
