@@ -313,3 +313,39 @@ def test_lock_refuses_tofu_over_plain_http(tfprov, tmp_path):
         r = tfprov.run("lock", m, check=3)
         assert m.read_bytes() == before
         assert plain.count("/redistrib_12.5.1.json") == 0
+
+
+# --- an unhashed pin of a lock input, applied with --allow-incomplete-lock -------
+
+
+def test_unhashed_pin_is_left_to_pip_and_named(tfprov, tmp_path):
+    """A `complete: false` section may carry pins without hashes (lock input). Apply
+    refuses it like any incomplete lock; with --allow-incomplete-lock the hashed pins
+    are verified and installed first, and pip resolves the unhashed one itself: the
+    output and the state name it as installed without a pinned hash."""
+    import lib_pyindex
+    from lib_provision import db_rows, no_stub_env, out
+    from test_python_env import manifest, venv_yaml
+    d = tmp_path / "wheels"
+    d.mkdir()
+    _, alpha = lib_pyindex.build_wheel(str(d), "tfprov-alpha", "1.0.0")
+    lib_pyindex.build_wheel(str(d), "tfprov-gamma", "0.3.0")
+    idx = lib_pyindex.Index(str(d))
+    try:
+        pip = (f"pip:\n  index_url: {idx.url}\n  complete: false\n  requirements: |\n"
+               f"    tfprov-alpha==1.0.0 --hash=sha256:{alpha}\n    tfprov-gamma==0.3.0\n")
+        m = manifest(tmp_path / "u.yaml", venv_yaml(), pip)
+        v = tfprov.run("validate", m, check=0)
+        assert "pip.lock-input" in v.stderr
+        p = tfprov.run("apply", "-y", m, env=no_stub_env(), timeout=300)
+        assert p.returncode == 3, out(p)
+        p = tfprov.run("apply", "-y", "--allow-incomplete-lock", m, env=no_stub_env(),
+                       timeout=300)
+        assert p.returncode == 0, out(p)
+        assert "installed without a pinned hash: tfprov-gamma==0.3.0" in out(p), out(p)
+        attrs = json.loads(db_rows(tfprov, "SELECT attrs FROM resources WHERE kind = 'pip'")[0][0])
+        assert attrs["unhashed"] == ["tfprov-gamma==0.3.0"]
+        inst = {x["name"]: x for x in attrs["installed"]}
+        assert inst["tfprov-alpha"]["sha256"] == alpha
+    finally:
+        idx.close()
