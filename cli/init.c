@@ -39,6 +39,7 @@
 #include "yamltree.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -983,6 +984,10 @@ int cmd_init(struct ctx *c, struct opts *o)
 	rc = check_args(&in);
 	if (rc != 0)
 		goto out;
+	if (access(in.cat, R_OK | X_OK) != 0)
+		ev_log(c, EV_WARN,
+		       "the catalog %s cannot be read (%s): every pin is left to `tfprov lock`",
+		       in.cat, strerror(errno));
 	if (compat_load(compat_default_path(), &in.kb, &d) != 0 ||
 	    read_file_at(AT_FDCWD, compat_default_path(), 8u << 20, &in.kbtext, &len) != 0) {
 		diags_print(&d, stderr, 0);

@@ -176,6 +176,21 @@ def test_init_never_replaces_a_file_without_force(tfprov, tmp_path):
     assert yaml.safe_load(out.read_text())["stack"]["name"] == "mine"
 
 
+def test_init_unwritable_output_and_missing_catalog(tfprov, tmp_path):
+    r = tfprov.run("--offline", "init", "--tensorflow", "2.20", "-o",
+                   tmp_path / "no" / "such" / "dir.yaml", check=1)
+    assert "cannot write" in r.stderr
+    assert not (tmp_path / "no").exists()
+    # A catalog that is not there: said, and everything is left to lock.
+    out = tmp_path / "n.yaml"
+    r = tfprov.run("--offline", "init", "--tensorflow", "2.20", "-o", out,
+                   env={"TFPROV_CATALOG": str(tmp_path / "gone")}, check=0)
+    assert "the catalog" in r.stderr and "cannot be read" in r.stderr
+    doc = yaml.safe_load(out.read_text())
+    assert "sha256" not in doc["cuda"]["redist"] and doc["pip"]["complete"] is False
+    assert any(m.startswith("cudnn:") for m in doc["missing"])
+
+
 def test_help_init_lists_its_options(tfprov):
     r = tfprov.run("help", "init", root=False, check=0)
     for opt in ("--tensorflow", "--python", "--cuda-from", "--gpu", "--platform", "--force",
@@ -349,3 +364,28 @@ def test_unhashed_pin_is_left_to_pip_and_named(tfprov, tmp_path):
         assert inst["tfprov-alpha"]["sha256"] == alpha
     finally:
         idx.close()
+
+
+# --- an installed (relocated) binary finds the catalog ---------------------------
+
+
+from test_install import relocated  # noqa: E402,F401  (the fixture: cmake --install, moved)
+
+
+def test_installed_binary_finds_the_catalog(relocated, tmp_path):  # noqa: F811
+    """What the .deb installs (manifests/ whole, under share/tfprov) is the catalog:
+    a relocated install writes the complete 2.20 stack with no source tree around."""
+    import subprocess
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TFPROV_DATADIR", "TFPROV_COMPAT", "TFPROV_CATALOG")}
+    env.update(NO_NET)
+    binary = str(relocated / "bin" / "tfprov")
+    assert os.path.isfile(relocated / "share" / "tfprov" / "manifests" / "data" / "nvidia-redist"
+                          / "cuda-redistrib_12.5.1.json")
+    out = tmp_path / "x.yaml"
+    for args in (["init", "--tensorflow", "2.20", "--python", "3.12", "-o", str(out)],
+                 ["validate", str(out)], ["lock", "--check", str(out)]):
+        p = subprocess.run([binary, "--offline"] + args, capture_output=True, text=True,
+                           env=env, cwd="/", timeout=120)
+        assert p.returncode == 0, (args, p.stdout, p.stderr)
+    assert yaml.safe_load(out.read_text())["pip"]["complete"] is True
