@@ -133,6 +133,19 @@ def test_init_gpu_name_and_stand_in_nvml(tfprov, tmp_path, build_dir):
     assert yaml.safe_load(auto.read_text())["driver"]["gpus"] == ["8.9"]
 
 
+NAMES = [("NVIDIA A100-SXM4-80GB", "8.0"), ("RTX 4070 Ti", "8.9"), ("H200", "9.0"),
+         ("Tesla T4", "7.5"), ("RTX 6000 Ada", "8.9"), ("RTX A6000", "8.6"), ("L40S", "8.9"),
+         ("P40", "6.1"), ("8.6", "8.6")]
+
+
+@pytest.mark.parametrize("name,cc", NAMES, ids=[n for n, _ in NAMES])
+def test_init_gpu_names_from_the_knowledge_base(tfprov, name, cc):
+    """Names are matched against the examples of data/compat.yaml's compute
+    capability rows (the most specific example wins: RTX 6000 Ada, not RTX A6000)."""
+    r = tfprov.run("--offline", "init", "--tensorflow", "2.20", "--gpu", name, check=0)
+    assert yaml.safe_load(r.stdout)["driver"]["gpus"] == [cc]
+
+
 # --- refusals and bad input: nothing written ------------------------------------
 
 BAD = [
