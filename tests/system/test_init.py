@@ -265,9 +265,12 @@ def test_outside_the_catalog_init_then_lock(tfprov, tmp_path, servers):
     tfprov.run("validate", out, check=0)
     c = tfprov.run("lock", "--check", out, check=3)
     assert "lock.unresolved" in c.stderr and "lock.incomplete" in c.stderr
-    # plan refuses what only lock can use.
+    # plan and mirror build refuse what only lock can use.
     p = tfprov.run("--no-gpu", "plan", out, check=3)
     assert "has no sha256 yet" in p.stdout + p.stderr
+    p = tfprov.run("mirror", "build", tmp_path / "mirror", out, check=3)
+    assert "not pinned by hash yet; run `tfprov lock" in p.stderr
+    assert not (tmp_path / "mirror").exists()
     # The user points the manifest at their mirrors (here: loopback servers standing
     # in for NVIDIA's redist and for PyPI), then locks.
     srv, idx = servers["srv"], servers["idx"]
@@ -326,6 +329,13 @@ def test_lock_pins_a_redist_json_on_first_use(tfprov, tmp_path, servers):
     doc = yaml.safe_load(m.read_text())
     assert [a["name"] for a in doc["cuda"]["artifacts"]] == ["cuda_cudart", "libcublas"]
     assert "trusted on first use" in m.read_text()
+    # A size the manifest gives must match what was served.
+    m2 = tmp_path / "sized.yaml"
+    m2.write_text(TOFU.format(url=srv.url("/cuda/redist/redistrib_12.5.1.json")) +
+                  "    size: 5\n")
+    before2 = m2.read_bytes()
+    r = tfprov.run("--ca-bundle", servers["tls"]["ca"], "lock", m2, check=5)
+    assert "bytes served, the manifest says 5" in r.stderr and m2.read_bytes() == before2
     # The download left nothing behind in the cache's scratch.
     assert not any(p.endswith(".json") for p in os.listdir(tfprov.path("/"))) 
 
