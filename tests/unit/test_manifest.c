@@ -646,6 +646,57 @@ static void test_pip_inline_direct_url_without_hash(void **state)
 	release(&r);
 }
 
+/* Lock input: `complete: false` may hold unhashed or ranged pins (warnings). */
+static void test_pip_lock_input_unhashed_is_a_warning(void **state)
+{
+	(void)state;
+	const char *t = HDR "python:\n"
+	                    "  manager: venv\n"
+	                    "pip:\n"
+	                    "  complete: false\n"
+	                    "  requirements: |\n"
+	                    "    tensorflow[and-cuda]==2.21.0\n"
+	                    "    tf-keras~=2.21.0\n";
+	struct res r = load(t);
+	if (r.rc)
+		dump(&r.d);
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(r.d.errors, 0);
+	expect_at(&r.d, "pip.lock-input", DIAG_WARNING, 12, 5);
+	expect_at(&r.d, "pip.lock-input", DIAG_WARNING, 13, 5);
+	assert_int_equal(r.m->pip.nreqs, 2);
+	assert_string_equal(r.m->pip.reqs[0].version, "2.21.0");
+	assert_null(r.m->pip.reqs[1].version);
+	struct pos at;
+	assert_string_equal(manifest_lock_pending(r.m, &at), "pip");
+	assert_int_equal(at.line, 12);
+	release(&r);
+}
+
+/* A redist JSON without sha256: lock input over https, an error otherwise. */
+static void test_redist_without_sha256(void **state)
+{
+	(void)state;
+	const char *t = HDR "cuda:\n"
+	                    "  version: 12.5.1\n"
+	                    "  redist:\n"
+	                    "    url: https://x.invalid/redistrib_12.5.1.json\n"
+	                    "    components: [cuda_cudart]\n";
+	struct res r = load(t);
+	assert_int_equal(r.rc, 0);
+	expect_at(&r.d, "redist.unpinned", DIAG_WARNING, 10, 5);
+	struct pos at;
+	assert_string_equal(manifest_lock_pending(r.m, &at), "cuda.redist");
+	release(&r);
+	const char *h = HDR "cuda:\n"
+	                    "  version: 12.5.1\n"
+	                    "  redist:\n"
+	                    "    url: http://x.invalid/redistrib_12.5.1.json\n"
+	                    "    components: [cuda_cudart]\n";
+	r = refuse_one(h, strlen(h), "artifact.no-sha256", 10, 5);
+	release(&r);
+}
+
 /* ---- env var names ----------------------------------------------------- */
 
 static void test_env_var_bad_name(void **state)
@@ -856,6 +907,8 @@ int main(void)
 	    cmocka_unit_test(test_pip_inline_unpinned),
 	    cmocka_unit_test(test_pip_inline_direct_wheel_url),
 	    cmocka_unit_test(test_pip_inline_direct_url_without_hash),
+	    cmocka_unit_test(test_pip_lock_input_unhashed_is_a_warning),
+	    cmocka_unit_test(test_redist_without_sha256),
 	    cmocka_unit_test(test_env_var_bad_name),
 	    cmocka_unit_test(test_env_value_newline),
 	    cmocka_unit_test(test_conda_parse_direct),
