@@ -231,8 +231,15 @@ def test_tf221_library_check_names_a_missing_wheel_library(tfprov, tmp_path, whe
     os.unlink(os.path.join(site_packages(tfprov), "nvidia/cudnn/lib/libcudnn_graph.so.9"))
     p = tfprov.run("verify", "cur221", env=env(), timeout=300, check=8)
     o = out(p)
-    assert "library libcudnn_graph.so.9" in o or "libcudnn_graph.so.9" in o, o
+    assert "library libcudnn_graph.so.9: not-found" in o, o
     assert "site-packages/nvidia/cudnn/lib" in o, o
+    assert "no nvidia-*-cu wheel in the env's site-packages/nvidia/*/lib ships it" in o, o
+    assert "LD_LIBRARY_PATH" not in o, o
+    # What the advice says: destroy and apply again restore it, and verify passes.
+    tfprov.run("destroy", "-y", "cur221", env=env(), timeout=300, check=0)
+    tfprov.run("apply", "-y", m, env=env(), timeout=600, check=0)
+    assert os.path.exists(os.path.join(site_packages(tfprov), "nvidia/cudnn/lib/libcudnn_graph.so.9"))
+    tfprov.run("verify", "cur221", env=env(), timeout=300, check=0)
 
 
 def test_tf221_driver_floor_is_the_wheels_cuda(tfprov, tmp_path, wheels):
