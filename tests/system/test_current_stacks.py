@@ -263,6 +263,10 @@ def test_tf221_bench_and_doctor_use_the_wheels(tfprov, tmp_path, wheels):
     p = tfprov.run("bench", "cur221", env=env(), timeout=300, check=0)
     o = out(p)
     assert "bench cur221: TensorFlow 2.21.0, CUDA 12.9.79, cuDNN 9.23.2.1" in o, o
+    # The probe ran through the wheel's cuDNN 9 (the stand-in reports 9.19.0; the machine
+    # has no other cuDNN 9): bench found the libraries in site-packages/nvidia.
+    assert re.search(r"native probe: Conv2D forward .* through cuDNN 9\.19\.0: matches the "
+                     r"CPU reference", o), o
     p = tfprov.run("doctor", env=env(), timeout=300)
     o = out(p)
     assert "come from the env's nvidia-*-cu wheels" in o, o
