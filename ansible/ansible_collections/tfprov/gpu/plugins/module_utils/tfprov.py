@@ -24,7 +24,8 @@ EXIT_MEANING = {
     6: "precondition failed (NVIDIA driver or GPU) before anything changed",
     7: "applied; reboot required",
     8: "applied, but verify or benchmark failed",
-    64: "usage error (this tfprov does not take these arguments)",
+    64: "tfprov rejected the command line the module built (is the tfprov on this host "
+        "older than the collection?)",
     130: "interrupted; state consistent",
 }
 
