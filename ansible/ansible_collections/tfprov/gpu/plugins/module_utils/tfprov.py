@@ -1,4 +1,6 @@
 # -*- coding: utf-8 -*-
+# Copyright: (c) 2026, tfprov maintainers
+# MIT License (see LICENSE or https://opensource.org/licenses/MIT)
 """Shared by the tfprov.gpu modules: run tfprov with --json, read its events,
 read its state database (read-only) and ask NVML what driver and GPUs exist.
 

@@ -1,5 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# Copyright: (c) 2026, tfprov maintainers
+# MIT License (see LICENSE or https://opensource.org/licenses/MIT)
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -329,8 +331,8 @@ def main():
             signature=dict(type="str", no_log=False),
             side_files=dict(type="dict", default={}),
             manifest_dir=dict(type="path", default="/var/lib/tfprov/manifests"),
-            name=dict(type="str"), state=dict(type="str", choices=["present", "absent"],
-                                               default="present"),
+            name=dict(type="str"),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
             generation=dict(type="int"), previous=dict(type="bool", default=False), mirror=dict(type="list", elements="str", default=[]),
             offline=dict(type="bool", default=False), no_gpu=dict(type="bool", default=False),
             verify_no_gpu=dict(type="bool"),
@@ -458,8 +460,8 @@ def main():
         res["bench"] = read_stacks(p).get(st["name"], {}).get("bench", {})
         if brc != 0:
             module.fail_json(msg=failure_message(brc, berrors, "tfprov bench"), **res)
-    _exit(module, msg="reboot required" if rc == 7 else
-                     ("applied" if res["changed"] else "no changes"), **res)
+    msg = "reboot required" if rc == 7 else ("applied" if res["changed"] else "no changes")
+    _exit(module, msg=msg, **res)
 
 
 if __name__ == "__main__":
