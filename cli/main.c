@@ -106,6 +106,7 @@ static const char global_help[] =
     "no flag)\n"
     "  --trusted-key FILE   trust this minisign public key (repeatable)\n"
     "  --require-signature  refuse a manifest without a trusted signature\n"
+    "  -h, --help           this help; with a command, that command's\n"
     "  --version            print the version and exit\n";
 
 static void usage(FILE *f)
