@@ -31,14 +31,14 @@ install(FILES ${TFPROV_PKG_GEN}/tfprov.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/
 install(FILES ${TFPROV_PKG_GEN}/tfprov.bash-completion
   DESTINATION share/bash-completion/completions RENAME tfprov)
 install(FILES ${CMAKE_SOURCE_DIR}/packaging/copyright ${TFPROV_PKG_GEN}/changelog.gz
-  DESTINATION share/doc/tfprov)
+  ${CMAKE_SOURCE_DIR}/packaging/README.Debian DESTINATION share/doc/tfprov)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME tfprov)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
-set(TFPROV_MAINTAINER "tfprov maintainers <tfprov@localhost.localdomain>" CACHE STRING
+set(TFPROV_MAINTAINER "tfprov maintainers <tfprov@example.org>" CACHE STRING
   "Maintainer field of the Debian package (the default is a placeholder)")
 set(CPACK_PACKAGE_CONTACT "${TFPROV_MAINTAINER}")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
@@ -47,6 +47,9 @@ set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3-venv, ca-certificates")
+# postrm purge: profile scripts and the cache (packaging/README.Debian says why)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_SOURCE_DIR}/packaging/postrm)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://localhost.localdomain/tfprov")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "provision TensorFlow GPU stacks from a lockfile")
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "tfprov sets up CUDA, cuDNN, a Python environment and TensorFlow on a machine
