@@ -138,12 +138,15 @@ static int needed(struct ctx *c, struct strvec *need)
 	return rc;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* need is sorted (cmd_gc): generations pin tens of thousands of hashes. */
 static int is_needed(const struct strvec *need, const char *hex)
 {
-	for (size_t i = 0; i < need->n; i++)
-		if (strcmp(need->v[i], hex) == 0)
-			return 1;
-	return 0;
+	return need->n && bsearch(&hex, need->v, need->n, sizeof(*need->v), cmp_str) != NULL;
 }
 
 /* Regular files of DIR (keep: a predicate on the name, or NULL) into out; bytes summed. */
@@ -183,8 +186,9 @@ static long long tree_bytes(const char *dir)
 			continue;
 		char *p = path_join(dir, de->d_name);
 		if (lstat(p, &st) == 0) {
-			if (S_ISDIR(st.st_mode))
-				n += tree_bytes(p) > 0 ? tree_bytes(p) : 0;
+			long long sub = S_ISDIR(st.st_mode) ? tree_bytes(p) : 0;
+			if (sub > 0)
+				n += sub;
 			else if (S_ISREG(st.st_mode))
 				n += (long long)st.st_size;
 		}
@@ -219,6 +223,7 @@ int cmd_gc(struct ctx *c, struct opts *o)
 	rc = needed(c, &need);
 	if (rc != 0)
 		goto out;
+	qsort(need.v, need.n, sizeof(*need.v), cmp_str);
 	char *sha = path_join(c->cache_dir, "sha256");
 	char *part = path_join(c->cache_dir, "partial");
 	char *quar = path_join(c->cache_dir, "quarantine");

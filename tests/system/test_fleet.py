@@ -573,6 +573,13 @@ def test_8_signed_rollout_policy_requires_signatures(world):
                           "-e", json.dumps({"tfprov_mirror": [w.nginx.url("")],
                                             "tfprov_trusted_keys": [str(keys / "fleet.pub")],
                                             "tfprov_require_signature": True}), expect_rc=0)
+    # With signatures required, a URL mirror's index must be signed too (README,
+    # "Signed manifests"): the fleet mirror is signed by the same key.
+    p = subprocess.run([TFPROV, "--root", str(w.base / "ctl"), "mirror", "build",
+                        str(w.mirror_dir), w.v1, w.v2, "--key", str(keys / "fleet.key")],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert os.path.exists(w.mirror_dir / "index.json.minisig")
     pub = open(keys / "fleet.pub").read()
     for h in w.fleet.hosts:
         assert open(h.path("/etc/tfprov/trusted-keys.d/fleet.pub")).read() == pub, h.name
@@ -602,7 +609,9 @@ def test_8_signed_rollout_policy_requires_signatures(world):
         assert rc != 0
         r = task(res, "h00", "Apply the stack, verify, bench where a GPU exists")
         assert r["failed"] and r["rc"] == 5, (bad, r)
-        assert "integrity failure" in r["msg"] and "signature" in r["msg"], r["msg"]
+        assert "integrity failure" in r["msg"] and "fleet-v1.yaml" in r["msg"], r["msg"]
+        assert ("is not signed" in r["msg"]) == (bad is unsigned), r["msg"]
+        assert "mirror" not in r["msg"], r["msg"]
         for h in w.fleet.hosts[1:]:
             assert h.name not in res, "%s was reached after the canary failed" % h.name
         for h in w.fleet.hosts:
