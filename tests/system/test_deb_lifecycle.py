@@ -9,8 +9,8 @@ when the package's dependencies change). Each test unpacks it afresh and runs
 every command in it through chroot, in a mount namespace of its own (proc and
 /dev mounted there, gone with it).
 What is run: `apt-get install ./tfprov_*.deb` (the package this build tree
-makes with cpack), the installed tfprov applying a CUDA-layout stack from a
-mirror directory (STAND-IN libraries with the real sonames, no GPU) and an
+makes with cpack), the installed tfprov applying a CUDA-layout stack from
+file:// URLs (STAND-IN libraries with the real sonames, no GPU) and an
 env-only stack, `tfprov destroy --all -y`, `tfprov gc -y`, `apt-get purge
 tfprov`.
 What must hold: the profile scripts go with destroy; the cache is emptied by
@@ -134,20 +134,20 @@ def root(tmp_path, root_tarball, deb):
 
 
 def provision(r, tmp_path):
-    """A CUDA-layout stack served from a mirror directory in the root, and an
+    """A CUDA-layout stack from file:// URLs inside the root, and an
     env-only stack; both applied by the installed tfprov."""
     mirror = r.host("/srv/mirror")
     os.makedirs(mirror)
     p = sh(["/usr/bin/python3", MAKE_STACK, "--stubs", os.path.join(BUILD, "stubs", "cuda12"),
             "--cuda", "12.3.2", "--cudnn", "8.9.7.29", "--out", mirror,
-            "--url-base", "http://127.0.0.1:9/", "--manifest", r.host("/srv/demo.yaml"),
+            "--url-base", "file:///srv/mirror/", "--manifest", r.host("/srv/demo.yaml"),
             "--name", "demo", "--driver-policy", "skip"], timeout=300)
     assert p.returncode == 0, p.stderr
     with open(r.host("/srv/e.yaml"), "w") as f:
         f.write("schema: 1\nstack:\n  name: e\n  platform: linux-x86_64\nprefix: /opt/tfprov\n"
                 "versions:\n  tensorflow: 2.15.1\n  python: \"3.10\"\ndriver:\n  policy: skip\n"
                 "env:\n  vars:\n    X: \"1\"\n")
-    r.run("tfprov", "--no-gpu", "--mirror", "/srv/mirror", "apply", "-y", "/srv/demo.yaml")
+    r.run("tfprov", "--no-gpu", "--allow-local-urls", "apply", "-y", "/srv/demo.yaml")
     r.run("tfprov", "apply", "-y", "/srv/e.yaml")
     shutil.rmtree(mirror)
     os.unlink(r.host("/srv/demo.yaml"))
