@@ -119,15 +119,41 @@ class Root:
         return owned
 
 
-@pytest.fixture
-def root(tmp_path, root_tarball, deb):
-    r = Root(tmp_path / "root")
+def unpack(path, tarball):
+    r = Root(path)
     os.makedirs(r.path)
-    p = subprocess.run(["tar", "--zstd", "-xf", root_tarball, "-C", r.path,
+    p = subprocess.run(["tar", "--zstd", "-xf", tarball, "-C", r.path,
                         "--numeric-owner"], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     r.pristine = r.paths()
     shutil.copy("/etc/resolv.conf", r.host("/etc/resolv.conf"))  # only if apt's cache is stale
+    return r
+
+
+def unowned_new(r):
+    """Paths that are new since the pristine root and owned by no installed package."""
+    owned = r.packaged()
+    return {p for p in r.paths() - r.pristine
+            if p not in owned and "/__pycache__" not in p
+            and not any(p == b.rstrip("/") or p.startswith(b) for b in BOOKKEEPING)}
+
+
+@pytest.fixture(scope="module")
+def control(tmp_path_factory, root_tarball, deb):
+    """What tfprov's dependencies alone leave that no package owns (files their
+    maintainer scripts write: /etc/ssl/certs/*, /etc/python3 ...): the same root
+    with the package's Depends and Recommends installed, without tfprov."""
+    r = unpack(tmp_path_factory.mktemp("control") / "root", root_tarball)
+    fields = sh(["dpkg-deb", "-f", deb, "Depends", "Recommends"]).stdout
+    names = re.findall(r"(?:^|[:,|]\s*)([a-z0-9][a-z0-9.+-]+)", fields.replace("\n", ","))
+    names = [n for n in names if n not in ("Depends", "Recommends")]
+    r.run("apt-get", "install", "-y", "-q", *names, timeout=900)
+    return unowned_new(r)
+
+
+@pytest.fixture
+def root(tmp_path, root_tarball, deb):
+    r = unpack(tmp_path / "root", root_tarball)
     shutil.copy(deb, r.host("/tmp/"))
     r.deb = "/tmp/" + os.path.basename(deb)
     return r
@@ -168,16 +194,14 @@ def documented_leftovers():
     return always, optional
 
 
-def leftovers(r):
-    owned = r.packaged()
-    new = [p for p in r.paths() - r.pristine
-           if p not in owned and "/__pycache__" not in p
-           and not any(p == b.rstrip("/") or p.startswith(b) for b in BOOKKEEPING)]
+def leftovers(r, control):
+    """What tfprov leaves: new, unowned paths beyond what its dependencies leave."""
+    new = unowned_new(r) - control
     # top-level leftovers: a leftover whose parent is not one
     return sorted(p for p in new if os.path.dirname(p) not in new), sorted(new)
 
 
-def test_install_destroy_gc_purge_leaves_what_readme_debian_says(root, tmp_path):
+def test_install_destroy_gc_purge_leaves_what_readme_debian_says(root, tmp_path, control):
     r = root
     r.run("apt-get", "install", "-y", "-q", r.deb, timeout=900)
     assert r.run("tfprov", "--version").stdout.startswith("tfprov ")
@@ -198,7 +222,7 @@ def test_install_destroy_gc_purge_leaves_what_readme_debian_says(root, tmp_path)
     r.run("apt-get", "purge", "-y", "-q", "tfprov")
     assert not os.path.exists(r.host("/usr/bin/tfprov"))
 
-    top, every = leftovers(r)
+    top, every = leftovers(r, control)
     always, optional = documented_leftovers()
     assert set(top) - optional == always, (top, every, always, optional)
     assert not os.path.exists(r.host("/var/cache/tfprov"))

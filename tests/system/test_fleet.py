@@ -568,7 +568,8 @@ def test_8_signed_rollout_policy_requires_signatures(world):
     p = subprocess.run([TFPROV, "keygen", "--key", str(keys / "fleet.key")],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
-    site = w.base / "site.yml"
+    site = w.base / "site-signed.yml"
+    site.write_text("- hosts: fleet\n  gather_facts: false\n  roles: [tfprov.gpu.node]\n")
     rc, res, stats = play(w, str(site), "-e", "tfprov_deb_url=" + w.nginx.url(os.path.basename(w.deb)),
                           "-e", json.dumps({"tfprov_mirror": [w.nginx.url("")],
                                             "tfprov_trusted_keys": [str(keys / "fleet.pub")],
