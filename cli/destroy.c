@@ -4,7 +4,8 @@
  * dependency order, and forgets it; its profile script
  * (/etc/profile.d/tfprov-STACK.sh) goes with it, being one of the files the
  * env step placed. Files it did not place are listed before the question and
- * kept (a directory goes only when nothing is left in it). One question for
+ * kept (a directory goes only when nothing is left in it, the prefix's
+ * layout directories too). One question for
  * all the stacks, asked like apply (cli_confirm). The download cache stays:
  * `tfprov gc` prunes it.
  */
@@ -14,7 +15,29 @@
 #include "plan.h"
 #include "state.h"
 
+#include "stackinfo.h"
+
 #include <stdlib.h>
+#include <unistd.h>
+
+/*
+ * The layout directories tfprov made under a stack's prefix (cuda/, cudnn/,
+ * envs/ and the prefix itself) are not recorded as placed: each goes once it
+ * is empty, so a destroyed machine has no empty /opt/tfprov. rmdir never
+ * removes a directory that still holds anything (another stack's, a user's).
+ */
+static void remove_empty_layout(struct ctx *c, const char *prefix)
+{
+	static const char *const sub[] = {"cuda", "cudnn", "envs", ""};
+	for (size_t i = 0; prefix && i < ARRAY_SIZE(sub); i++) {
+		char *rel = sub[i][0] ? path_join(prefix, sub[i]) : xstrdup(prefix);
+		char *host = ctx_host_path(c, rel);
+		if (host)
+			rmdir(host);
+		free(host);
+		free(rel);
+	}
+}
 
 /* Every stack's name, in name order. 0 or TF_ESTATE. */
 static int all_stacks(struct ctx *c, struct strvec *out)
@@ -82,7 +105,17 @@ int cmd_destroy(struct ctx *c, struct opts *o)
 		goto out;
 	}
 	for (size_t i = 0; i < names.n && rc == 0; i++) {
+		struct stackinfo si;
+		char *err = NULL, *prefix = NULL;
+		if (stackinfo_load(c, names.v[i], &si, &err) == 0) {
+			prefix = si.m->prefix.s ? xstrdup(si.m->prefix.s) : NULL;
+			stackinfo_release(&si);
+		}
+		free(err);
 		rc = plan_apply_destroy(c, names.v[i], &p[i]);
+		if (rc == 0)
+			remove_empty_layout(c, prefix);
+		free(prefix);
 		if (rc == 0)
 			ev_log(c, EV_INFO, "Destroyed stack %s%s.", names.v[i],
 			       foreign.n ? "; what tfprov did not place was kept (listed above)"

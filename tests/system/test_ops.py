@@ -157,6 +157,16 @@ def test_destroy_needs_a_stack_or_all(tfprov, args):
     assert "destroy --all" in p.stderr, out(p)
 
 
+def test_destroy_keeps_a_layout_directory_that_is_not_empty(tfprov, tmp_path, mirror):
+    applied_stack(tfprov, tmp_path, mirror)
+    mine = tfprov.path("/opt/tfprov/cuda/notes.txt")
+    with open(mine, "w") as f:
+        f.write("mine\n")
+    tfprov.run("destroy", "-y", "demo", check=0)
+    assert os.listdir(tfprov.path("/opt/tfprov")) == ["cuda"]
+    assert os.listdir(tfprov.path("/opt/tfprov/cuda")) == ["notes.txt"]
+
+
 def test_destroy_unknown_stack(tfprov, tmp_path):
     tfprov.run("apply", "-y", env_manifest(tmp_path, "a"), check=0)
     p = tfprov.run("destroy", "-y", "nope", check=1)
@@ -202,8 +212,9 @@ def test_gc_keeps_what_generations_need_and_removes_the_rest(tfprov, tmp_path, m
     p = tfprov.run("gc", "-y", check=0)
     assert "holds only what recorded generations need" in p.stdout, out(p)
 
-    # What is needed really is enough: an offline re-apply after destroy works.
     tfprov.run("destroy", "-y", "demo", check=0)
+    # the prefix's layout directories went once empty; a user's file keeps them
+    assert not os.path.exists(tfprov.path("/opt/tfprov")), os.listdir(tfprov.path("/opt"))
     # destroy forgets the stack and its generations: now nothing is needed
     p = tfprov.run("gc", "-y", check=0)
     assert cached(tfprov) == [], out(p)
