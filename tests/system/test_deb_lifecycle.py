@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import subprocess
-import tarfile
 
 import pytest
 

@@ -181,7 +181,7 @@ def cached(tfprov):
 
 
 def test_gc_keeps_what_generations_need_and_removes_the_rest(tfprov, tmp_path, mirror):
-    m = applied_stack(tfprov, tmp_path, mirror)
+    applied_stack(tfprov, tmp_path, mirror)
     needed = cached(tfprov)
     assert len(needed) >= 2, needed
     cache = tfprov.path("/var/cache/tfprov")
@@ -227,7 +227,7 @@ def test_gc_keeps_what_generations_need_and_removes_the_rest(tfprov, tmp_path, m
 
 def test_gc_needs_enough_for_an_offline_rollback(tfprov, tmp_path, mirror):
     """After gc, every recorded generation can still be re-applied offline."""
-    m1 = applied_stack(tfprov, tmp_path, mirror)
+    applied_stack(tfprov, tmp_path, mirror)
     m2 = str(tmp_path / "v2.yaml")
     subprocess.run(["/usr/bin/python3", MAKE_STACK, "--stubs", os.path.join(STUBS, "cuda11"),
                     "--cuda", "11.8.0", "--cudnn", "8.9.7.29", "--out", mirror.root,
@@ -239,7 +239,6 @@ def test_gc_needs_enough_for_an_offline_rollback(tfprov, tmp_path, mirror):
     tfprov.run("--no-gpu", "--offline", "rollback", "-y", "demo", "--generation", "1",
                env=real_no_gpu_env(), check=0, timeout=300)
     assert os.path.exists(tfprov.path("/opt/tfprov/cuda/12.3.2"))
-    del m1
 
 
 def test_gc_stops_when_a_generation_no_longer_loads(tfprov, tmp_path, mirror):
