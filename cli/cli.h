@@ -17,6 +17,7 @@ struct opts {
 	int history;
 	int allow_no_gpu;
 	int check; /* lock --check */
+	int all;   /* destroy --all */
 	long generation;
 	const char *out;
 	const char *key; /* --key: a minisign secret key (sign, keygen, mirror build) */
@@ -28,9 +29,10 @@ struct opts {
 };
 
 enum cmd_flags {
-	CMD_STATE = 1 << 0,    /* opens the state db (read) */
-	CMD_LOCK = 1 << 1,     /* takes the writer lock */
-	CMD_MANIFEST = 1 << 2, /* first positional argument is a manifest */
+	CMD_STATE = 1 << 0,      /* opens the state db (read) */
+	CMD_LOCK = 1 << 1,       /* takes the writer lock */
+	CMD_MANIFEST = 1 << 2,   /* first positional argument is a manifest */
+	CMD_EMPTY_ROOT = 1 << 3, /* a --root that does not exist yet is an empty one (plan) */
 };
 
 struct cmd {
@@ -55,6 +57,7 @@ int cmd_doctor(struct ctx *c, struct opts *o);
 int cmd_lock(struct ctx *c, struct opts *o);
 int cmd_mirror(struct ctx *c, struct opts *o);
 int cmd_diff(struct ctx *c, struct opts *o);
+int cmd_gc(struct ctx *c, struct opts *o);
 /* lock --check MANIFEST... (lockcheck.c) */
 int lock_check(struct ctx *c, struct opts *o);
 int cmd_sign(struct ctx *c, struct opts *o);

@@ -1,48 +1,135 @@
 /*
- * destroy.c - `tfprov destroy STACK`: removes exactly what tfprov placed for
- * the stack, in reverse dependency order, and forgets the stack. Files it did
- * not place are listed before the question and kept (a directory goes only
- * when nothing is left in it). Asks like apply (cli_confirm).
+ * destroy.c - `tfprov destroy STACK` and `tfprov destroy --all`: removes
+ * exactly what tfprov placed for the stack (or for every stack), in reverse
+ * dependency order, and forgets it; its profile script
+ * (/etc/profile.d/tfprov-STACK.sh) goes with it, being one of the files the
+ * env step placed. Files it did not place are listed before the question and
+ * kept (a directory goes only when nothing is left in it, the prefix's
+ * layout directories too). One question for
+ * all the stacks, asked like apply (cli_confirm). The download cache stays:
+ * `tfprov gc` prunes it.
  */
 #include "cli.h"
 #include "error.h"
 #include "event.h"
 #include "plan.h"
+#include "state.h"
+
+#include "stackinfo.h"
 
 #include <stdlib.h>
+#include <unistd.h>
+
+/*
+ * The layout directories tfprov made under a stack's prefix (cuda/, cudnn/,
+ * envs/ and the prefix itself) are not recorded as placed: each goes once it
+ * is empty, so a destroyed machine has no empty /opt/tfprov. rmdir never
+ * removes a directory that still holds anything (another stack's, a user's).
+ */
+static void remove_empty_layout(struct ctx *c, const char *prefix)
+{
+	static const char *const sub[] = {"cuda", "cudnn", "envs", ""};
+	for (size_t i = 0; prefix && i < ARRAY_SIZE(sub); i++) {
+		char *rel = sub[i][0] ? path_join(prefix, sub[i]) : xstrdup(prefix);
+		char *host = ctx_host_path(c, rel);
+		if (host)
+			rmdir(host);
+		free(host);
+		free(rel);
+	}
+}
+
+/* Every stack's name, in name order. 0 or TF_ESTATE. */
+static int all_stacks(struct ctx *c, struct strvec *out)
+{
+	struct state_stmt *s = NULL;
+	int src;
+	if (c->st == NULL)
+		return 0;
+	if (state_prepare(c->st, "SELECT name FROM stacks ORDER BY name", &s) != STATE_OK)
+		return TF_ESTATE;
+	while ((src = state_step(s)) == STATE_ROW)
+		strvec_push(out, state_col_text(s, 0));
+	state_finalize(s);
+	return src == STATE_DONE ? 0 : TF_ESTATE;
+}
 
 int cmd_destroy(struct ctx *c, struct opts *o)
 {
-	struct plan p;
-	struct strvec foreign = STRVEC_INIT;
+	struct strvec names = STRVEC_INIT, foreign = STRVEC_INIT;
+	struct plan *p = NULL;
 	int rc = 0;
-	plan_build_destroy(c, o->args.v[0], &p);
-	if (p.stack_id == 0) {
-		ev_log(c, EV_ERROR, "no stack named '%s' under %s", o->args.v[0], c->root);
-		rc = TF_EFAIL;
-		goto out;
+	if (o->all == (o->args.n == 1)) {
+		ev_log(c, EV_ERROR, "usage: tfprov destroy STACK | tfprov destroy --all");
+		return TF_EUSAGE;
 	}
-	plan_emit(c, &p);
-	rc = plan_foreign(c, p.stack_id, &foreign);
-	if (rc != 0)
-		goto out;
+	if (o->all) {
+		rc = all_stacks(c, &names);
+		if (rc != 0)
+			goto out;
+		if (names.n == 0) {
+			ev_log(c, EV_INFO, "No stacks under %s: nothing to destroy.", c->root);
+			goto out;
+		}
+	} else {
+		strvec_push(&names, o->args.v[0]);
+	}
+	p = xcalloc(names.n, sizeof(*p));
+	for (size_t i = 0; i < names.n; i++) {
+		plan_build_destroy(c, names.v[i], &p[i]);
+		if (p[i].stack_id == 0) {
+			ev_log(c, EV_ERROR, "no stack named '%s' under %s", names.v[i], c->root);
+			rc = TF_EFAIL;
+			goto out;
+		}
+		if (names.n > 1)
+			ev_log(c, EV_INFO, "Stack %s:", names.v[i]);
+		plan_emit(c, &p[i]);
+		rc = plan_foreign(c, p[i].stack_id, &foreign);
+		if (rc != 0)
+			goto out;
+	}
 	for (size_t i = 0; i < foreign.n; i++)
 		ev_log(c, EV_WARN, "will keep %s: not placed by tfprov", foreign.v[i]);
-	char *q = xasprintf("Do you really want to destroy stack %s?\n  tfprov will remove "
-	                    "every file it placed for it, as shown above.",
-	                    o->args.v[0]);
+	char *q = o->all ? xasprintf("Do you really want to destroy all %zu stack%s under %s?\n  "
+	                             "tfprov will remove every file it placed for them, as shown "
+	                             "above.",
+	                             names.n, names.n == 1 ? "" : "s", c->root)
+	                 : xasprintf("Do you really want to destroy stack %s?\n  tfprov will "
+	                             "remove every file it placed for it, as shown above.",
+	                             names.v[0]);
 	int ok = cli_confirm(c, "destroy", q);
 	free(q);
 	if (!ok) {
 		rc = TF_EFAIL;
 		goto out;
 	}
-	rc = plan_apply_destroy(c, o->args.v[0], &p);
-	if (rc == 0)
-		ev_log(c, EV_INFO, "Destroyed stack %s%s.", o->args.v[0],
-		       foreign.n ? "; what tfprov did not place was kept (listed above)" : "");
+	for (size_t i = 0; i < names.n && rc == 0; i++) {
+		struct stackinfo si;
+		char *err = NULL, *prefix = NULL;
+		if (stackinfo_load(c, names.v[i], &si, &err) == 0) {
+			prefix = si.m->prefix.s ? xstrdup(si.m->prefix.s) : NULL;
+			stackinfo_release(&si);
+		}
+		free(err);
+		rc = plan_apply_destroy(c, names.v[i], &p[i]);
+		if (rc == 0)
+			remove_empty_layout(c, prefix);
+		free(prefix);
+		if (rc == 0)
+			ev_log(c, EV_INFO, "Destroyed stack %s%s.", names.v[i],
+			       foreign.n ? "; what tfprov did not place was kept (listed above)"
+			                 : "");
+	}
+	if (rc == 0 && o->all)
+		ev_log(c, EV_INFO,
+		       "The download cache is kept: `tfprov gc` removes what no recorded "
+		       "generation needs.");
 out:
+	for (size_t i = 0; p && i < names.n; i++)
+		plan_release(&p[i]);
+	free(p);
 	strvec_release(&foreign);
-	plan_release(&p);
+	strvec_release(&names);
 	return rc;
 }

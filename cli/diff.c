@@ -348,7 +348,7 @@ static int load_generation(struct ctx *c, const char *stack, long gen, struct ma
 	struct state_stmt *s = NULL;
 	state_prepare(c->st,
 	              "SELECT manifest_text, manifest_path FROM generations WHERE stack_id = ?1 "
-	              "AND id = ?2",
+	              "ORDER BY id LIMIT 1 OFFSET ?2 - 1", /* numbered per stack, from 1 */
 	              &s);
 	state_bind_int64(s, 1, sid);
 	state_bind_int64(s, 2, gen);

@@ -21,12 +21,18 @@
  *              and entries of PATH / LD_LIBRARY_PATH that put another CUDA's
  *              nvcc/ptxas or libraries in front of the stack's
  *
- * Exit codes: 8 when any problem was found (the stack cannot work as it is),
- * else 7 when the only blocker is a reboot (driver/library mismatch), else 0
- * (warnings and notes do not change it); 3 for a MANIFEST that does not parse
- * (its compat lint errors are counted as problems and printed with
- * FILE:LINE:COL, and the checks go on). A missing
- * driver is a problem unless --no-gpu or driver.policy: skip allows it.
+ * Exit codes, the same as `plan` for the same cause: 3 when the MANIFEST is
+ * invalid (it does not parse, or it has compat lint errors: printed with
+ * FILE:LINE:COL, and the checks go on); else 6 when the driver stops an apply
+ * before any change (no driver, or one below the CUDA runtime's floor: plan's
+ * driver precondition); else 8 when another problem was found (the stack
+ * cannot work as it is: what `verify` fails with); else 7 when the only
+ * blocker is a reboot (driver/library mismatch); else 0 (warnings and notes
+ * do not change it). A missing driver is a problem unless --no-gpu or
+ * driver.policy: skip allows it.
+ *
+ * The whole report goes to stdout, problems included, so `tfprov doctor >
+ * report.txt` keeps all of it; with --json each line is an event as usual.
  * doctor reads only; it never changes the machine or the state.
  */
 #include "cli.h"
@@ -42,6 +48,7 @@
 #include "version.h"
 
 #include <dirent.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,21 +56,43 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum severity { SEV_OK, SEV_NOTE, SEV_WARN, SEV_PROBLEM, SEV_REBOOT };
+/* SEV_BLOCKER: a problem that also stops `apply` before any change (plan's exit 6). */
+enum severity { SEV_OK, SEV_NOTE, SEV_WARN, SEV_PROBLEM, SEV_REBOOT, SEV_BLOCKER };
 
 struct doctor {
 	struct ctx *c;
 	const struct compat *kb;
 	struct gpu_probe gpu;
-	int problems, warnings, reboot;
+	int problems, warnings, reboot, blockers, manifest_errors;
 };
+
+/* One line of the report: stdout for a person (all of it), an event under --json. */
+static void say(struct ctx *c, enum ev_level lvl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void say(struct ctx *c, enum ev_level lvl, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *msg = xvasprintf(fmt, ap);
+	va_end(ap);
+	if (c->flags & CTX_JSON)
+		ev_log(c, lvl, "%s", msg);
+	else if (!(c->flags & CTX_QUIET) || lvl >= EV_WARN)
+		printf("%s\n", msg);
+	free(msg);
+}
 
 /* One finding: what, why, the fix. why and fix may be NULL for ok/notes. */
 static void finding(struct doctor *d, enum severity sev, const char *what, const char *why,
                     const char *fix)
 {
-	static const char *const tag[] = {"ok", "note", "warning", "PROBLEM", "REBOOT REQUIRED"};
+	static const char *const tag[] = {"ok",     "note", "warning", "PROBLEM", "REBOOT REQUIRED",
+	                                  "PROBLEM"};
 	enum ev_level lvl = EV_INFO;
+	if (sev == SEV_BLOCKER) {
+		d->blockers++;
+		sev = SEV_PROBLEM;
+	}
 	if (sev == SEV_WARN) {
 		lvl = EV_WARN;
 		d->warnings++;
@@ -74,8 +103,8 @@ static void finding(struct doctor *d, enum severity sev, const char *what, const
 		lvl = EV_ERROR;
 		d->reboot++;
 	}
-	ev_log(d->c, lvl, "  [%s] %s%s%s%s%s", tag[sev], what, why ? "\n      why: " : "",
-	       why ? why : "", fix ? "\n      fix: " : "", fix ? fix : "");
+	say(d->c, lvl, "  [%s] %s%s%s%s%s", tag[sev], what, why ? "\n      why: " : "",
+	    why ? why : "", fix ? "\n      fix: " : "", fix ? fix : "");
 }
 
 static int gpu_allowed(const struct ctx *c, const struct stackinfo *si)
@@ -110,7 +139,7 @@ static void check_driver(struct doctor *d, int allowed)
 			finding(d, SEV_NOTE, what, NULL, NULL);
 			goto out;
 		}
-		finding(d, SEV_PROBLEM, what,
+		finding(d, SEV_BLOCKER, what,
 		        "without a loaded NVIDIA kernel driver TensorFlow runs on the CPU "
 		        "(tf.config.list_physical_devices('GPU') is empty)",
 		        g->wsl ? "on WSL2 the driver lives on the Windows side: install the NVIDIA "
@@ -144,7 +173,7 @@ static void check_driver_version(struct doctor *d, const struct stackinfo *si)
 		        "but PTX built by the newer compiler cannot be JIT-compiled by this driver",
 		        "upgrade the NVIDIA driver");
 	} else {
-		finding(d, SEV_PROBLEM, what,
+		finding(d, SEV_BLOCKER, what,
 		        "the CUDA runtime refuses to start: cudaGetDeviceCount returns 35 \"CUDA "
 		        "driver version is insufficient for CUDA runtime version\"",
 		        "upgrade the NVIDIA driver, or choose a stack with an older CUDA");
@@ -564,9 +593,9 @@ static void check_pip_cuda(struct doctor *d, const struct stackinfo *si)
 
 static void check_stack(struct doctor *d, const struct stackinfo *si)
 {
-	ev_log(d->c, EV_INFO, "stack %s (TensorFlow %s, CUDA %s, cuDNN %s)%s:", si->name,
-	       si->tf ? si->tf : "-", si->cuda ? si->cuda : "-", si->cudnn ? si->cudnn : "-",
-	       si->stack_id ? "" : ", from the manifest");
+	say(d->c, EV_INFO, "stack %s (TensorFlow %s, CUDA %s, cuDNN %s)%s:", si->name,
+	    si->tf ? si->tf : "-", si->cuda ? si->cuda : "-", si->cudnn ? si->cudnn : "-",
+	    si->stack_id ? "" : ", from the manifest");
 	check_windows(d, si);
 	check_driver_version(d, si);
 	check_kernels(d, si);
@@ -586,8 +615,8 @@ int cmd_doctor(struct ctx *c, struct opts *o)
 	size_t n = 0;
 	int rc = 0, allowed = (c->flags & CTX_NO_GPU) != 0;
 	if (compat_load(compat_default_path(), &kb, &dg) != 0)
-		ev_log(c, EV_WARN, "cannot load the knowledge base %s: version checks are skipped",
-		       compat_default_path());
+		say(c, EV_WARN, "cannot load the knowledge base %s: version checks are skipped",
+		    compat_default_path());
 	d.kb = kb;
 	if (o->args.n) {
 		struct manifest *m = NULL;
@@ -596,10 +625,15 @@ int cmd_doctor(struct ctx *c, struct opts *o)
 		if (rc == 0 && kb)
 			compat_lint(kb, m, &md);
 		diags_sort(&md);
-		fflush(stdout);
-		diags_print(&md, stderr, 0);
+		if (c->flags & CTX_JSON) {
+			for (size_t i = 0; i < md.n; i++)
+				cli_diag_event(c, &md.v[i]);
+		} else {
+			diags_print(&md, stdout, 0);
+		}
 		/* Lint errors are findings here: doctor goes on to explain the rest. */
 		d.problems += (int)md.errors;
+		d.manifest_errors += (int)md.errors;
 		diags_release(&md);
 		if (rc != 0)
 			goto out;
@@ -616,8 +650,8 @@ int cmd_doctor(struct ctx *c, struct opts *o)
 			if (stackinfo_load(c, names.v[i], &sis[n], &err) == 0) {
 				n++;
 			} else {
-				ev_log(c, EV_ERROR, "stack %s: %s", names.v[i],
-				       err ? err : "cannot be read");
+				say(c, EV_ERROR, "stack %s: %s", names.v[i],
+				    err ? err : "cannot be read");
 				d.problems++;
 			}
 			free(err);
@@ -630,23 +664,27 @@ int cmd_doctor(struct ctx *c, struct opts *o)
 				allowed = 0;
 	}
 	gpu_probe_run(&d.gpu);
-	ev_log(c, EV_INFO, "machine:");
+	say(c, EV_INFO, "machine:");
 	check_driver(&d, allowed);
 	check_shadowing(&d, sis, n);
 	if (n == 0 && names.n == 0)
-		ev_log(c, EV_INFO,
-		       "No stack applied under %s; give a manifest to check one: tfprov "
-		       "doctor MANIFEST",
-		       c->root);
+		say(c, EV_INFO,
+		    "No stack applied under %s; give a manifest to check one: tfprov "
+		    "doctor MANIFEST",
+		    c->root);
 	for (size_t i = 0; i < n && !tf_interrupted; i++)
 		check_stack(&d, &sis[i]);
-	if (d.problems)
+	if (d.manifest_errors)
+		rc = TF_EMANIFEST;
+	else if (d.blockers)
+		rc = TF_EPRECOND;
+	else if (d.problems)
 		rc = TF_EVERIFY;
 	else if (d.reboot)
 		rc = TF_EREBOOT;
-	ev_log(c, d.problems || d.reboot ? EV_ERROR : EV_INFO,
-	       "doctor: %d problem%s, %d warning%s%s", d.problems, d.problems == 1 ? "" : "s",
-	       d.warnings, d.warnings == 1 ? "" : "s", d.reboot ? "; reboot required" : "");
+	say(c, d.problems || d.reboot ? EV_ERROR : EV_INFO, "doctor: %d problem%s, %d warning%s%s",
+	    d.problems, d.problems == 1 ? "" : "s", d.warnings, d.warnings == 1 ? "" : "s",
+	    d.reboot ? "; reboot required" : "");
 out:
 	for (size_t i = 0; i < n; i++)
 		stackinfo_release(&sis[i]);

@@ -13,6 +13,7 @@
 #include "tfprov_commit.h" /* TFPROV_COMMIT, generated at build time */
 #include "util.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
@@ -32,8 +33,9 @@
 static const struct cmd commands[] = {
     {"validate", cmd_validate, CMD_MANIFEST, "validate MANIFEST...   check a manifest (no I/O)", "",
      1, -1},
-    {"plan", cmd_plan, CMD_MANIFEST | CMD_STATE, "plan MANIFEST          show what apply would do",
-     "detailed-exitcode output allow-incomplete-lock", 1, 1},
+    {"plan", cmd_plan, CMD_MANIFEST | CMD_STATE | CMD_EMPTY_ROOT,
+     "plan MANIFEST          show what apply would do", "detailed-exitcode allow-incomplete-lock",
+     1, 1},
     {"apply", cmd_apply, CMD_MANIFEST | CMD_STATE | CMD_LOCK,
      "apply MANIFEST         make the machine match the manifest", "yes allow-incomplete-lock", 1,
      1},
@@ -41,8 +43,11 @@ static const struct cmd commands[] = {
      0},
     {"verify", cmd_verify, CMD_STATE, "verify [STACK] [--deep]  check what was placed", "deep", 0,
      1},
-    {"destroy", cmd_destroy, CMD_STATE | CMD_LOCK, "destroy STACK          remove a stack", "yes",
-     1, 1},
+    {"destroy", cmd_destroy, CMD_STATE | CMD_LOCK,
+     "destroy STACK | destroy --all  remove a stack, or every stack", "yes all", 0, 1},
+    {"gc", cmd_gc, CMD_STATE | CMD_LOCK,
+     "gc                     prune the download cache to what recorded generations need", "yes", 0,
+     0},
     {"rollback", cmd_rollback, CMD_STATE | CMD_LOCK,
      "rollback STACK [--generation N]  re-apply an earlier generation", "yes generation", 1, 1},
     {"show", cmd_show, CMD_STATE, "show STACK             files and resources of a stack", "", 1,
@@ -91,6 +96,7 @@ static const struct {
             "                       driver (NVML); or a compute capability (8.9) or a name"},
     {"platform", "--platform P         linux-x86_64 (default), wsl2 or windows-x86_64"},
     {"force", "--force              replace an existing -o FILE"},
+    {"all", "--all                every stack under the root"},
     {"allow-incomplete-lock",
      "--allow-incomplete-lock  let pip resolve what a `complete: false` lock leaves\n"
      "                       unpinned (named and recorded as unhashed)"},
@@ -113,6 +119,7 @@ static const char global_help[] =
     "no flag)\n"
     "  --trusted-key FILE   trust this minisign public key (repeatable)\n"
     "  --require-signature  refuse a manifest without a trusted signature\n"
+    "  -h, --help           this help; with a command, that command's\n"
     "  --version            print the version and exit\n";
 
 static void usage(FILE *f)
@@ -245,6 +252,7 @@ enum {
 	OPT_GPU,
 	OPT_PLATFORM,
 	OPT_FORCE,
+	OPT_ALL,
 };
 
 int main(int argc, char **argv)
@@ -271,6 +279,7 @@ int main(int argc, char **argv)
 	    {"generation", required_argument, NULL, OPT_GENERATION},
 	    {"allow-incomplete-lock", no_argument, NULL, OPT_ALLOW_INCOMPLETE},
 	    {"check", no_argument, NULL, OPT_CHECK},
+	    {"all", no_argument, NULL, OPT_ALL},
 	    {"allow-local-urls", no_argument, NULL, OPT_ALLOW_LOCAL},
 	    {"output", required_argument, NULL, 'o'},
 	    {"key", required_argument, NULL, OPT_KEY},
@@ -385,6 +394,9 @@ int main(int argc, char **argv)
 		case OPT_CHECK:
 			o.check = 1;
 			break;
+		case OPT_ALL:
+			o.all = 1;
+			break;
 		case OPT_ALLOW_LOCAL:
 			c.flags |= CTX_ALLOW_LOCAL;
 			break;
@@ -495,27 +507,63 @@ int main(int argc, char **argv)
 	c.root = absolute(root);
 	if (strlen(c.root) > 1 && c.root[strlen(c.root) - 1] == '/')
 		c.root[strlen(c.root) - 1] = '\0';
+	/*
+	 * Writing into the machine's own root needs root: say so before planning,
+	 * not after the plan with "Permission denied" on the cache.
+	 */
+	if ((cmd->flags & CMD_LOCK) && strcmp(c.root, "/") == 0 && geteuid() != 0) {
+		fprintf(stderr,
+		        "tfprov %s: changing this machine (--root /) needs root: run as root, or "
+		        "use --root DIR\n",
+		        cmd->name);
+		ex = TF_EXIT_PRECONDITION;
+		goto out;
+	}
 	struct stat st;
+	int empty_root = 0;
 	if (stat(c.root, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		if (!(cmd->flags & CMD_LOCK)) {
+		if (cmd->flags & CMD_EMPTY_ROOT && errno == ENOENT) {
+			/* plan into a root that apply would create: it is empty. */
+			empty_root = 1;
+		} else if (!(cmd->flags & CMD_LOCK)) {
 			fprintf(stderr, "tfprov %s: --root %s is not a directory\n", cmd->name,
 			        c.root);
-			ex = TF_EXIT_USAGE;
+			ex = TF_EXIT_ERROR;
 			goto out;
-		}
-		if (mkdirs_at(AT_FDCWD, c.root, 0755) != 0) {
-			fprintf(stderr, "tfprov: --root %s is not a directory\n", c.root);
-			ex = TF_EXIT_USAGE;
+		} else if (mkdirs_at(AT_FDCWD, c.root, 0755) != 0) {
+			fprintf(stderr,
+			        "tfprov %s: --root %s is not a directory and cannot be created\n",
+			        cmd->name, c.root);
+			ex = TF_EXIT_ERROR;
 			goto out;
 		}
 	}
-	/* The real path: host paths under the root are built on it (inroot.c). */
-	char *real = realpath(c.root, NULL);
-	if (real) {
-		free(c.root);
-		c.root = real;
+	if (empty_root) {
+		/*
+		 * An empty directory of our own stands in for the root's descriptor;
+		 * removed at once, so lookups through it find nothing and nothing is
+		 * left behind. Host paths keep the requested name (nothing exists there).
+		 */
+		char tmpl[] = "/tmp/tfprov-empty-root-XXXXXX";
+		if (mkdtemp(tmpl) != NULL) {
+			c.rootfd = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			rmdir(tmpl);
+		}
+		if (c.rootfd < 0) {
+			fprintf(stderr, "tfprov %s: cannot plan for the empty root %s\n", cmd->name,
+			        c.root);
+			ex = TF_EXIT_ERROR;
+			goto out;
+		}
+	} else {
+		/* The real path: host paths under the root are built on it (inroot.c). */
+		char *real = realpath(c.root, NULL);
+		if (real) {
+			free(c.root);
+			c.root = real;
+		}
+		c.rootfd = open(c.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	}
-	c.rootfd = open(c.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	c.state_dir = state_dir ? absolute(state_dir) : ctx_host_dir(&c, "/var/lib/tfprov");
 	if (cache_dir)
 		c.cache_dir = absolute(cache_dir);
@@ -525,6 +573,11 @@ int main(int argc, char **argv)
 		c.cache_dir = ctx_host_dir(&c, "/var/cache/tfprov");
 
 	ev_version(&c, TFPROV_VERSION);
+	if (empty_root)
+		ev_log(
+		    &c, EV_INFO,
+		    "--root %s does not exist yet: planning for an empty root (apply creates it)",
+		    c.root);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;

@@ -9,14 +9,6 @@ int cmd_plan(struct ctx *c, struct opts *o)
 {
 	struct manifest *m = NULL;
 	struct plan p;
-	if (o->out) {
-		/* A saved plan would have to be applied exactly; re-planning under the lock is what apply does. */
-		ev_log(c, EV_ERROR,
-		       "plan: -o (a saved plan) is not supported: `tfprov apply "
-		       "MANIFEST` plans again under the state lock and asks before it "
-		       "changes anything");
-		return TF_EXIT_USAGE;
-	}
 	int rc = cli_load_manifest(c, o->args.v[0], &m, 1);
 	if (rc == 0)
 		rc = cli_check_signature(c, m, 1);

@@ -2,7 +2,8 @@
  * rollback.c - `tfprov rollback STACK [--generation N]`: every generation
  * keeps the manifest it was applied from, so going back is applying that
  * manifest again (by default the last successful generation before the
- * current one). Artifacts come from the cache, so this works offline.
+ * current one). Generations are numbered per stack from 1, as `status`
+ * and `show` list them. Artifacts come from the cache, so this works offline.
  */
 #include "cli.h"
 #include "compat.h"
@@ -24,8 +25,10 @@ int cmd_rollback(struct ctx *c, struct opts *o)
 	struct state_stmt *s = NULL;
 	state_prepare(
 	    c->st,
-	    "SELECT id, manifest_text, manifest_path FROM generations WHERE stack_id = ?1 "
-	    "AND result = 'ok' AND (?2 > 0 AND id = ?2 OR ?2 = 0 AND id < (SELECT "
+	    "SELECT (SELECT count(*) FROM generations n WHERE n.stack_id = ?1 AND n.id <= g.id), "
+	    "manifest_text, manifest_path FROM generations g WHERE stack_id = ?1 "
+	    "AND result = 'ok' AND (?2 > 0 AND id = (SELECT id FROM generations WHERE stack_id = "
+	    "?1 ORDER BY id LIMIT 1 OFFSET ?2 - 1) OR ?2 = 0 AND id < (SELECT "
 	    "current_gen FROM stacks WHERE id = ?1)) ORDER BY id DESC LIMIT 1",
 	    &s);
 	state_bind_int64(s, 1, sid);

@@ -28,20 +28,21 @@ static int show_generations(struct ctx *c, int64_t sid, json_t *out)
 	                  &s) != STATE_OK)
 		return TF_ESTATE;
 	state_bind_int64(s, 1, sid);
+	long long number = 0; /* generations are numbered per stack, from 1 */
 	while ((src = state_step(s)) == STATE_ROW) {
 		char started[32], finished[32];
+		number++;
 		cli_time(state_col_int64(s, 1), started);
 		cli_time(state_col_int64(s, 2), finished);
 		const char *result = state_col_text(s, 3);
 		ev_log(c, EV_INFO, "  %3lld  started %s  finished %s  %-11s manifest %.12s  %s",
-		       (long long)state_col_int64(s, 0), started, finished, result,
-		       state_col_text(s, 4), state_col_text(s, 5));
-		json_array_append_new(out, json_pack("{s:I,s:s,s:s,s:s,s:s,s:s}", "generation",
-		                                     (json_int_t)state_col_int64(s, 0), "started",
-		                                     started, "finished", finished, "result",
-		                                     result ? result : "", "manifest_sha256",
-		                                     state_col_text(s, 4), "manifest",
-		                                     state_col_text(s, 5)));
+		       number, started, finished, result, state_col_text(s, 4),
+		       state_col_text(s, 5));
+		json_array_append_new(
+		    out, json_pack("{s:I,s:s,s:s,s:s,s:s,s:s}", "generation", (json_int_t)number,
+		                   "started", started, "finished", finished, "result",
+		                   result ? result : "", "manifest_sha256", state_col_text(s, 4),
+		                   "manifest", state_col_text(s, 5)));
 	}
 	state_finalize(s);
 	return src == STATE_DONE ? 0 : TF_ESTATE;

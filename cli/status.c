@@ -3,6 +3,9 @@
  * versions, and a fast drift check (stat of every recorded file against size
  * and mtime).
  *
+ * Generations are numbered per stack, 1 for its first apply (the numbers
+ * `show`, `rollback --generation` and `diff --generation` take).
+ *
  * Exit: 0 when every stack matches what was placed; 2 when a stack drifted or
  * its last apply failed or was interrupted (apply would change something:
  * the same 2 as `verify` and `plan --detailed-exitcode`); 1 when the state
@@ -102,14 +105,18 @@ int cmd_status(struct ctx *c, struct opts *o)
 	}
 	struct state_stmt *s = NULL;
 	int drifted = 0, unfinished = 0, nstacks = 0, rc = 0, src;
-	if (state_prepare(c->st,
-	                  "SELECT s.id, s.name, s.current_gen, g.finished, s.manifest_path,"
-	                  " (SELECT count(*) FROM generations WHERE stack_id = s.id),"
-	                  " l.id, l.result, l.manifest_path "
-	                  "FROM stacks s LEFT JOIN generations g ON g.id = s.current_gen "
-	                  "LEFT JOIN generations l ON l.id = (SELECT max(id) FROM generations "
-	                  "WHERE stack_id = s.id) ORDER BY s.name",
-	                  &s) != STATE_OK)
+	if (state_prepare(
+	        c->st,
+	        "SELECT s.id, s.name,"
+	        " (SELECT count(*) FROM generations WHERE stack_id = s.id AND id <= "
+	        "s.current_gen), g.finished, s.manifest_path,"
+	        " (SELECT count(*) FROM generations WHERE stack_id = s.id),"
+	        " (SELECT count(*) FROM generations WHERE stack_id = s.id AND id <= l.id),"
+	        " l.result, l.manifest_path "
+	        "FROM stacks s LEFT JOIN generations g ON g.id = s.current_gen "
+	        "LEFT JOIN generations l ON l.id = (SELECT max(id) FROM generations "
+	        "WHERE stack_id = s.id) ORDER BY s.name",
+	        &s) != STATE_OK)
 		return TF_ESTATE;
 	while ((src = state_step(s)) == STATE_ROW) {
 		nstacks++;

@@ -123,7 +123,8 @@ int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char 
 	if (c->st == NULL)
 		return 1;
 	state_prepare(c->st,
-	              "SELECT s.id, s.current_gen, g.manifest_text, "
+	              "SELECT s.id, (SELECT count(*) FROM generations n WHERE n.stack_id = s.id "
+	              "AND n.id <= s.current_gen), g.manifest_text, "
 	              "coalesce(g.manifest_path, s.manifest_path, s.name) FROM stacks s "
 	              "JOIN generations g ON g.id = s.current_gen WHERE s.name = ?",
 	              &s);

@@ -32,7 +32,7 @@ struct compat;
 struct stackinfo {
 	char *name;
 	int64_t stack_id;
-	int64_t gen;        /* current generation */
+	int64_t gen;        /* current generation, numbered per stack from 1 */
 	struct manifest *m; /* the manifest of that generation; owned */
 	const char *tf;     /* versions, borrowed from m; NULL when absent */
 	const char *cuda;

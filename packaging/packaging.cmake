@@ -9,26 +9,36 @@ include(GNUInstallDirs)
 # no timestamp, so the package is reproducible).
 set(TFPROV_PKG_GEN ${CMAKE_BINARY_DIR}/packaging)
 file(MAKE_DIRECTORY ${TFPROV_PKG_GEN})
+# The man page's command and option sections and the bash completion are
+# generated from the built binary's `tfprov help` (cli/main.c's command table),
+# so they cannot drift from the code (scripts/gen-docs.py).
+find_program(TFPROV_PYTHON3 NAMES python3 REQUIRED)
+add_custom_command(OUTPUT ${TFPROV_PKG_GEN}/tfprov.1 ${TFPROV_PKG_GEN}/tfprov.bash-completion
+  COMMAND ${TFPROV_PYTHON3} ${CMAKE_SOURCE_DIR}/scripts/gen-docs.py $<TARGET_FILE:tfprov>
+    ${CMAKE_SOURCE_DIR} ${TFPROV_PKG_GEN}
+  DEPENDS tfprov ${CMAKE_SOURCE_DIR}/scripts/gen-docs.py
+    ${CMAKE_SOURCE_DIR}/packaging/tfprov.1.in ${CMAKE_SOURCE_DIR}/packaging/tfprov.bash-completion.in)
 add_custom_command(OUTPUT ${TFPROV_PKG_GEN}/tfprov.1.gz
-  COMMAND gzip -9n -c ${CMAKE_SOURCE_DIR}/packaging/tfprov.1 > ${TFPROV_PKG_GEN}/tfprov.1.gz
-  DEPENDS ${CMAKE_SOURCE_DIR}/packaging/tfprov.1)
+  COMMAND gzip -9n -c ${TFPROV_PKG_GEN}/tfprov.1 > ${TFPROV_PKG_GEN}/tfprov.1.gz
+  DEPENDS ${TFPROV_PKG_GEN}/tfprov.1)
 add_custom_command(OUTPUT ${TFPROV_PKG_GEN}/changelog.gz
   COMMAND gzip -9n -c ${CMAKE_SOURCE_DIR}/packaging/changelog > ${TFPROV_PKG_GEN}/changelog.gz
   DEPENDS ${CMAKE_SOURCE_DIR}/packaging/changelog)
-add_custom_target(tfprov_docs ALL DEPENDS ${TFPROV_PKG_GEN}/tfprov.1.gz ${TFPROV_PKG_GEN}/changelog.gz)
+add_custom_target(tfprov_docs ALL DEPENDS ${TFPROV_PKG_GEN}/tfprov.1.gz ${TFPROV_PKG_GEN}/changelog.gz
+  ${TFPROV_PKG_GEN}/tfprov.bash-completion)
 
 install(FILES ${TFPROV_PKG_GEN}/tfprov.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
-install(FILES ${CMAKE_SOURCE_DIR}/packaging/tfprov.bash-completion
+install(FILES ${TFPROV_PKG_GEN}/tfprov.bash-completion
   DESTINATION share/bash-completion/completions RENAME tfprov)
 install(FILES ${CMAKE_SOURCE_DIR}/packaging/copyright ${TFPROV_PKG_GEN}/changelog.gz
-  DESTINATION share/doc/tfprov)
+  ${CMAKE_SOURCE_DIR}/packaging/README.Debian DESTINATION share/doc/tfprov)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME tfprov)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
-set(TFPROV_MAINTAINER "tfprov maintainers <tfprov@localhost.localdomain>" CACHE STRING
+set(TFPROV_MAINTAINER "tfprov maintainers <tfprov@example.org>" CACHE STRING
   "Maintainer field of the Debian package (the default is a placeholder)")
 set(CPACK_PACKAGE_CONTACT "${TFPROV_MAINTAINER}")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
@@ -37,6 +47,9 @@ set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "python3")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3-venv, ca-certificates")
+# postrm purge: profile scripts and the cache (packaging/README.Debian says why)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_SOURCE_DIR}/packaging/postrm)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://localhost.localdomain/tfprov")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "provision TensorFlow GPU stacks from a lockfile")
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "tfprov sets up CUDA, cuDNN, a Python environment and TensorFlow on a machine

@@ -6,8 +6,11 @@ set -eu
 # openssh-server and nginx: the fleet test starts its own sshd and nginx on
 # 127.0.0.x (the packages' own services are not used); strace: the fleet test
 # holds tfprov at a syscall so that its kill -9 lands during placement;
-# lintian: scripts/build-deb.sh.
-PKGS="build-essential cmake pkg-config clang-format
+# lintian: scripts/build-deb.sh. ansible-lint, python3-voluptuous, pycodestyle:
+# Ansible's own checks of the collection, offline (scripts/ansible-sanity.sh);
+# debootstrap: the package's install/purge test in a clean bookworm root.
+PKGS="ansible-lint python3-voluptuous pycodestyle debootstrap
+build-essential cmake pkg-config clang-format
 libyaml-dev libcurl4-openssl-dev libarchive-dev libssl-dev libsqlite3-dev
 libjansson-dev libzstd-dev liblzma-dev libcmocka-dev
 python3 python3-venv python3-pip python3-pytest python3-wheel python3-setuptools python3-yaml

@@ -37,12 +37,16 @@ def mirror(tmp_path):
 
 @real_machine
 def test_real_no_driver_is_a_problem_unless_allowed(tfprov, tmp_path, mirror):
-    """REAL NVML: no driver is a problem (8) for a stack that requires a GPU; --no-gpu turns
-    it into a note and a healthy stack then has no problem (0)."""
-    applied_stack(tfprov, tmp_path, mirror)
-    p = tfprov.run("doctor", env=real_no_gpu_env(PATH=PATH), check=8)
-    assert "[PROBLEM] no NVIDIA driver: nvmlInit_v2: Driver Not Loaded (9)" in p.stderr
-    assert "fix: install the NVIDIA driver" in p.stderr
+    """REAL NVML: no driver is a problem for a stack that requires a GPU, with plan's exit
+    code for that cause (6: apply would stop before any change); --no-gpu turns it into a
+    note and a healthy stack then has no problem (0). The whole report is on stdout."""
+    m = applied_stack(tfprov, tmp_path, mirror)
+    p = tfprov.run("doctor", env=real_no_gpu_env(PATH=PATH), check=6)
+    assert "[PROBLEM] no NVIDIA driver: nvmlInit_v2: Driver Not Loaded (9)" in p.stdout
+    assert "fix: install the NVIDIA driver" in p.stdout
+    assert "doctor: 1 problem" in p.stdout and p.stderr == "", p.stderr
+    tfprov.run("plan", m, env=real_no_gpu_env(PATH=PATH), check=6)
+    p = tfprov.run("doctor", m, env=real_no_gpu_env(PATH=PATH), check=6)
     p = tfprov.run("--no-gpu", "doctor", env=real_no_gpu_env(PATH=PATH), check=0)
     o = out(p)
     assert "GPU checks are SKIPPED" in o
@@ -58,19 +62,19 @@ def test_cudnn_not_loadable_names_file_and_path(tfprov, tmp_path, mirror):
     os.unlink(tfprov.path(CUDNN_FILE))
     p = tfprov.run("--no-gpu", "doctor", "--root", tfprov.root, root=False,
                    env=real_no_gpu_env(PATH=PATH), check=8)
-    assert "[PROBLEM] cuDNN is not loadable: libcudnn.so.8 cannot be loaded (not-found)" in p.stderr
-    assert "searched " + tfprov.path("/opt/tfprov/cuda/12.3.2/lib64") in p.stderr
-    assert "Could not load dynamic library 'libcudnn.so.8'" in p.stderr
-    assert "fix: cuDNN is not placed" in p.stderr
+    assert "[PROBLEM] cuDNN is not loadable: libcudnn.so.8 cannot be loaded (not-found)" in p.stdout
+    assert "searched " + tfprov.path("/opt/tfprov/cuda/12.3.2/lib64") in p.stdout
+    assert "Could not load dynamic library 'libcudnn.so.8'" in p.stdout
+    assert "fix: cuDNN is not placed" in p.stdout
 
 
 def test_standin_version_mismatch_is_reboot_required(tfprov, tmp_path, mirror):
     """STAND-IN NVML answering 18 after an 'upgrade': exit 7 with the reboot fix."""
     applied_stack(tfprov, tmp_path, mirror)
     p = tfprov.run("doctor", env=standin_gpu_env(TFPROV_STUB_NVML_INIT="18", PATH=PATH), check=7)
-    assert "[REBOOT REQUIRED] NVIDIA driver/library version mismatch" in p.stderr
-    assert "fix: reboot" in p.stderr
-    assert "reboot required" in p.stderr
+    assert "[REBOOT REQUIRED] NVIDIA driver/library version mismatch" in p.stdout
+    assert "fix: reboot" in p.stdout
+    assert "reboot required" in p.stdout
 
 
 def test_standin_gpus_without_kernels_and_ptx_only(tfprov, tmp_path, mirror):
@@ -81,12 +85,12 @@ def test_standin_gpus_without_kernels_and_ptx_only(tfprov, tmp_path, mirror):
     env = standin_gpu_env(gpus="NVIDIA B200:10.0;Tesla K80:3.7;" +
                           "NVIDIA GeForce RTX 4070 Ti:8.9;NVIDIA H100:9.0", PATH=PATH)
     p = tfprov.run("doctor", env=env, check=8)
-    assert "[warning] GPU 0 (NVIDIA B200), compute capability 10.0: TensorFlow 2.15.1 has only PTX" in p.stderr
-    assert "CUDA_CACHE_MAXSIZE" in p.stderr
-    assert "[PROBLEM] GPU 1 (Tesla K80), compute capability 3.7: TensorFlow 2.15.1 has no kernels" in p.stderr
+    assert "[warning] GPU 0 (NVIDIA B200), compute capability 10.0: TensorFlow 2.15.1 has only PTX" in p.stdout
+    assert "CUDA_CACHE_MAXSIZE" in p.stdout
+    assert "[PROBLEM] GPU 1 (Tesla K80), compute capability 3.7: TensorFlow 2.15.1 has no kernels" in p.stdout
     assert "[ok] GPU 2 (NVIDIA GeForce RTX 4070 Ti), compute capability 8.9: native kernels" in p.stdout
     assert "[ok] GPU 3 (NVIDIA H100), compute capability 9.0: native kernels" in p.stdout
-    assert "doctor: 1 problem" in p.stderr
+    assert "doctor: 1 problem" in p.stdout
 
 
 def test_other_cuda_shadowing_the_stack(tfprov, tmp_path, mirror):
@@ -109,14 +113,14 @@ def test_other_cuda_shadowing_the_stack(tfprov, tmp_path, mirror):
     p = tfprov.run("--no-gpu", "doctor", env=env, check=0)
     o = out(p)
     assert "another CUDA install, not made by tfprov: " + tfprov.path("/usr/local/cuda-11.8") in o
-    assert f"LD_LIBRARY_PATH entry {other} holds libcudart.so.11.0" in p.stderr
-    assert f"PATH entry {os.path.dirname(nvcc)} holds nvcc" in p.stderr
-    assert "its profile is not sourced" in p.stderr  # the stack's bin is not on PATH
-    assert "your shell sets TF_FORCE_GPU_ALLOW_GROWTH=false" in p.stderr
+    assert f"LD_LIBRARY_PATH entry {other} holds libcudart.so.11.0" in p.stdout
+    assert f"PATH entry {os.path.dirname(nvcc)} holds nvcc" in p.stdout
+    assert "its profile is not sourced" in p.stdout  # the stack's bin is not on PATH
+    assert "your shell sets TF_FORCE_GPU_ALLOW_GROWTH=false" in p.stdout
     # Entries after the stack's own dir do not shadow it.
     env["LD_LIBRARY_PATH"] = stack_lib + ":" + other
     p = tfprov.run("--no-gpu", "doctor", env=env, check=0)
-    assert "LD_LIBRARY_PATH entry" not in p.stderr
+    assert "LD_LIBRARY_PATH entry" not in p.stdout
 
 
 def test_manifest_argument_not_applied(tfprov, tmp_path):
@@ -145,15 +149,17 @@ pip:
   requirements: |
     tensorflow-gpu==2.15.0 --hash=sha256:%s
 """ % ("ab" * 32))
-    p = tfprov.run("doctor", str(m), env=real_no_gpu_env(PATH=PATH), check=8)
+    # an invalid manifest: 3, as plan says for it; the checks still go on
+    tfprov.run("plan", str(m), env=real_no_gpu_env(PATH=PATH), check=3)
+    p = tfprov.run("doctor", str(m), env=real_no_gpu_env(PATH=PATH), check=3)
     o = out(p)
-    assert "win.yaml:" in p.stderr  # the lint diagnostics, with positions
-    assert "[PROBLEM] native Windows with TensorFlow 2.15.1" in p.stderr
-    assert "[PROBLEM] tensorflow-gpu 2.15.0 is pinned in the manifest" in p.stderr
-    assert "pip uninstall tensorflow-gpu and pin tensorflow==2.15.1" in p.stderr
-    assert "[warning] memory growth is off" in p.stderr
-    assert "ResourceExhaustedError" in p.stderr
-    assert "compute capability 3.7: TensorFlow 2.15.1 has no kernels" in p.stderr
+    assert "win.yaml:" in p.stdout  # the lint diagnostics, with positions
+    assert "[PROBLEM] native Windows with TensorFlow 2.15.1" in p.stdout
+    assert "[PROBLEM] tensorflow-gpu 2.15.0 is pinned in the manifest" in p.stdout
+    assert "pip uninstall tensorflow-gpu and pin tensorflow==2.15.1" in p.stdout
+    assert "[warning] memory growth is off" in p.stdout
+    assert "ResourceExhaustedError" in p.stdout
+    assert "compute capability 3.7: TensorFlow 2.15.1 has no kernels" in p.stdout
     assert "from the manifest" in o
 
 
@@ -169,5 +175,5 @@ def test_tensorflow_gpu_installed_in_env(tfprov, tmp_path, mirror):
     subprocess.run([py, "-m", "pip", "install", "--no-index", "--no-deps", "-q", wheel],
                    check=True, capture_output=True, timeout=120)
     p = tfprov.run("--no-gpu", "doctor", env=real_no_gpu_env(PATH=PATH), check=8, timeout=180)
-    assert "[PROBLEM] tensorflow-gpu 2.12.0 is installed in the stack's env" in p.stderr
-    assert "last real build is 2.11.0" in p.stderr
+    assert "[PROBLEM] tensorflow-gpu 2.12.0 is installed in the stack's env" in p.stdout
+    assert "last real build is 2.11.0" in p.stdout

@@ -13,7 +13,8 @@ The scenarios run in order on one fleet; each asserts the state of every host
 from that host's own state database and files:
   1. rollout to all hosts, then a no-op rollout;  6. the mirror;
   5. check mode;  2. old drivers vs canary policy;  3. kill -9 mid-apply;
-  4. a bad manifest revision and rollback.yml;  then report.yml.
+  4. a bad manifest revision and rollback.yml;  then report.yml;
+  8. signed roll-outs: keys and a policy that requires signatures.
 """
 import fcntl
 import hashlib
@@ -553,3 +554,77 @@ def test_7_report(world):
     assert by["h19"]["gpu"] == "NVIDIA GeForce RTX 4070 Ti (8.9)" and by["h19"]["fp32_ms"] > 0
     md = open(w.base / "rep" / "report.md").read()
     assert len(re.findall(r"^\| h\d\d \|", md, re.M)) == N and "FP32 ms/step" in md
+
+
+def test_8_signed_rollout_policy_requires_signatures(world):
+    """The node role places a trusted key in /etc/tfprov/trusted-keys.d and a
+    policy that requires signatures. An unsigned manifest and a tampered
+    signed one are refused on the canary with exit 5 and no host changes
+    (no generation opened, no file touched); the signed manifest, carried with
+    its .minisig by tfprov.gpu.stack's src, rolls out to every host."""
+    w = world
+    keys = w.base / "keys"
+    keys.mkdir()
+    p = subprocess.run([TFPROV, "keygen", "--key", str(keys / "fleet.key")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    site = w.base / "site-signed.yml"
+    site.write_text("- hosts: fleet\n  gather_facts: false\n  roles: [tfprov.gpu.node]\n")
+    rc, res, stats = play(w, str(site), "-e", "tfprov_deb_url=" + w.nginx.url(os.path.basename(w.deb)),
+                          "-e", json.dumps({"tfprov_mirror": [w.nginx.url("")],
+                                            "tfprov_trusted_keys": [str(keys / "fleet.pub")],
+                                            "tfprov_require_signature": True}), expect_rc=0)
+    # With signatures required, a URL mirror's index must be signed too (README,
+    # "Signed manifests"): the fleet mirror is signed by the same key.
+    p = subprocess.run([TFPROV, "--root", str(w.base / "ctl"), "mirror", "build",
+                        str(w.mirror_dir), w.v1, w.v2, "--key", str(keys / "fleet.key")],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert os.path.exists(w.mirror_dir / "index.json.minisig")
+    pub = open(keys / "fleet.pub").read()
+    for h in w.fleet.hosts:
+        assert open(h.path("/etc/tfprov/trusted-keys.d/fleet.pub")).read() == pub, h.name
+        assert open(h.path("/etc/tfprov/policy.yaml")).read() == "require_signature: true\n"
+        assert not os.path.exists(h.path("/etc/tfprov/keys")), h.name
+
+    signed = w.base / "signed"
+    signed.mkdir()
+    good = signed / "fleet-v1.yaml"
+    shutil.copy(w.v1, good)
+    p = subprocess.run([TFPROV, "sign", "--key", str(keys / "fleet.key"), str(good)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert os.path.exists(str(good) + ".minisig")
+    unsigned = w.base / "unsigned" / "fleet-v1.yaml"
+    unsigned.parent.mkdir()
+    shutil.copy(w.v1, unsigned)
+    tampered = w.base / "tampered" / "fleet-v1.yaml"
+    tampered.parent.mkdir()
+    tampered.write_text(open(good).read().replace("name: fleet", "name: fleet  # edited", 1))
+    assert tampered.read_text() != good.read_text()
+    shutil.copy(str(good) + ".minisig", str(tampered) + ".minisig")
+
+    for bad in (unsigned, tampered):
+        before = {h.name: (gens(h), tree(h)) for h in w.fleet.hosts}
+        rc, res, stats = rollout(w, str(bad), "-e", "tfprov_auto_rollback=false")
+        assert rc != 0
+        r = task(res, "h00", "Apply the stack, verify, bench where a GPU exists")
+        assert r["failed"] and r["rc"] == 5, (bad, r)
+        assert "integrity failure" in r["msg"] and "fleet-v1.yaml" in r["msg"], r["msg"]
+        assert ("is not signed" in r["msg"]) == (bad is unsigned), r["msg"]
+        assert "mirror" not in r["msg"], r["msg"]
+        for h in w.fleet.hosts[1:]:
+            assert h.name not in res, "%s was reached after the canary failed" % h.name
+        for h in w.fleet.hosts:
+            assert (gens(h), tree(h)) == before[h.name], (bad, h.name)
+
+    rc, res, stats = rollout(w, str(good))
+    assert rc == 0, stats
+    v1 = sha(w.v1)
+    for h in w.fleet.hosts:
+        r = task(res, h.name, "Apply the stack, verify, bench where a GPU exists")
+        assert r["rc"] == 0 and r["verify"]["ok"] is True, (h.name, r)
+        assert current_sha(h) == v1, h.name
+        placed = h.path("/var/lib/tfprov/manifests/fleet-v1.yaml.minisig")
+        assert open(placed).read() == open(str(good) + ".minisig").read(), h.name
+        assert os.path.exists(h.path("/opt/tfprov/cuda/11.8.0/lib/libcudart.so.11.0"))

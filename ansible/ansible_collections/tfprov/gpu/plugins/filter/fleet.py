@@ -1,4 +1,6 @@
 # -*- coding: utf-8 -*-
+# Copyright: (c) 2026, tfprov maintainers
+# MIT License (see LICENSE or https://opensource.org/licenses/MIT)
 """Filters for report.yml: one row per host and stack from ansible_facts.tfprov,
 the fleet median of each benchmark, and the Markdown table."""
 from __future__ import absolute_import, division, print_function

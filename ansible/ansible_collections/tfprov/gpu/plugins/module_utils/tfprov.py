@@ -1,4 +1,6 @@
 # -*- coding: utf-8 -*-
+# Copyright: (c) 2026, tfprov maintainers
+# MIT License (see LICENSE or https://opensource.org/licenses/MIT)
 """Shared by the tfprov.gpu modules: run tfprov with --json, read its events,
 read its state database (read-only) and ask NVML what driver and GPUs exist.
 
@@ -24,7 +26,8 @@ EXIT_MEANING = {
     6: "precondition failed (NVIDIA driver or GPU) before anything changed",
     7: "applied; reboot required",
     8: "applied, but verify or benchmark failed",
-    64: "usage error (this tfprov does not take these arguments)",
+    64: "tfprov rejected the command line the module built (is the tfprov on this host "
+        "older than the collection?)",
     130: "interrupted; state consistent",
 }
 

@@ -1,5 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# Copyright: (c) 2026, tfprov maintainers
+# MIT License (see LICENSE or https://opensource.org/licenses/MIT)
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -27,7 +29,8 @@ options:
     description: The tfprov executable.
     type: str
     default: tfprov
-author: tfprov maintainers
+author:
+  - tfprov maintainers (@tfprov)
 """
 
 EXAMPLES = r"""

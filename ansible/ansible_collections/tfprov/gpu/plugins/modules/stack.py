@@ -1,5 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
+# Copyright: (c) 2026, tfprov maintainers
+# MIT License (see LICENSE or https://opensource.org/licenses/MIT)
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -33,8 +35,23 @@ options:
     description:
       - The manifest text (what C(src) is turned into; rarely set by hand).
     type: str
+  signature:
+    description:
+      - The manifest's minisign signature (the text of C(src).minisig, which the action
+        plugin sends when that file exists). Written beside the manifest as
+        <basename>.minisig; when it is not given, a signature left there by an earlier
+        run is removed, so tfprov never checks the manifest against a stale one.
+    type: str
+  side_files:
+    description:
+      - The manifest's side files (C(python.lock_file), C(pip.requirements_file)) as a
+        mapping of the path written in the manifest, relative to its directory, to the
+        file's text; the action plugin fills it from C(src). Written beside the manifest
+        in C(manifest_dir). An absolute path or one with C(..) is refused.
+    type: dict
+    default: {}
   manifest_dir:
-    description: Where C(src)/C(content) is written on the host.
+    description: Where C(src)/C(content), its signature and side files are written on the host.
     type: path
     default: /var/lib/tfprov/manifests
   name:
@@ -105,8 +122,23 @@ options:
     default: tfprov
 notes:
   - Needs tfprov on the host (the C(tfprov.gpu.node) role installs the Debian package).
-  - Supports check mode and diff mode.
-author: tfprov maintainers
+  - Signed roll-outs, the C(tfprov.gpu.node) role places the trusted keys in
+    C(/etc/tfprov/trusted-keys.d) and the policy in C(/etc/tfprov/policy.yaml); with
+    C(require_signature) true a manifest without a valid signature fails with exit 5
+    before anything changes.
+  - In check mode with a C(root) that does not exist yet, tfprov plans for an empty root.
+author:
+  - tfprov maintainers (@tfprov)
+attributes:
+  check_mode:
+    support: full
+    description: Runs C(tfprov plan --detailed-exitcode); nothing is written on the host.
+  diff_mode:
+    support: full
+    description: The plan is the diff.
+  action:
+    support: full
+    description: The action plugin reads C(src), its signature and side files on the controller.
 """
 
 EXAMPLES = r"""
@@ -178,8 +210,10 @@ reboot_required:
   type: bool
 """
 
+import atexit
 import json
 import os
+import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -226,43 +260,79 @@ def _plan_text(events):
     return "\n".join(lines) + "\n"
 
 
-def _write_content(module, p):
-    name = os.path.basename(p.get("src") or "manifest.yaml")
-    d = p["manifest_dir"]
-    if p.get("root"):
-        d = os.path.join(p["root"], d.lstrip("/"))
-    path = os.path.join(d, name)
-    data = p["content"].encode()
+def _safe_name(name):
+    parts = name.replace("\\", "/").split("/")
+    return name.strip() != "" and not os.path.isabs(name) and ".." not in parts
+
+
+def _put(path, data):
+    """Writes data to path unless it already holds it (temp file, fsync, rename)."""
     try:
         with open(path, "rb") as f:
             if f.read() == data:
-                return path
+                return
     except OSError:
         pass
-    if module.check_mode:
-        # Nothing may change in check mode: plan from a private copy.
-        fd, tmp = tempfile.mkstemp(suffix="-" + name)
-        os.write(fd, data)
-        os.close(fd)
-        module.add_cleanup_file(tmp)
-        return tmp
-    os.makedirs(d, mode=0o755, exist_ok=True)
+    d = os.path.dirname(path)
+    if not os.path.isdir(d):
+        os.makedirs(d, mode=0o755)
     tmp = path + ".tmp.%d" % os.getpid()
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.rename(tmp, path)
-    return path
+
+
+def _write_content(module, p):
+    """The manifest, its side files and its signature, as tfprov reads them: side files
+    relative to the manifest's directory, the signature at MANIFEST.minisig."""
+    name = os.path.basename(p.get("src") or "manifest.yaml")
+    side = p.get("side_files") or {}
+    for rel in side:
+        if not _safe_name(rel):
+            module.fail_json(msg="side file %s is not inside the manifest's directory" % rel)
+    files = {name: p["content"].encode()}
+    for rel, text in side.items():
+        files[rel] = (text or "").encode()
+    if p.get("signature") is not None:
+        files[name + ".minisig"] = p["signature"].encode()
+    d = p["manifest_dir"]
+    if p.get("root"):
+        d = os.path.join(p["root"], d.lstrip("/"))
+    same = True
+    for rel, data in files.items():
+        try:
+            with open(os.path.join(d, rel), "rb") as f:
+                same = same and f.read() == data
+        except OSError:
+            same = False
+    stale_sig = p.get("signature") is None and os.path.exists(os.path.join(d, name + ".minisig"))
+    if module.check_mode and (not same or stale_sig):
+        # Nothing may change in check mode: plan from a private copy.
+        tmpdir = tempfile.mkdtemp(prefix="tfprov-check-")
+        atexit.register(shutil.rmtree, tmpdir, True)
+        for rel, data in files.items():
+            _put(os.path.join(tmpdir, rel), data)
+        return os.path.join(tmpdir, name)
+    if module.check_mode:
+        return os.path.join(d, name)
+    for rel, data in files.items():
+        _put(os.path.join(d, rel), data)
+    if stale_sig:
+        os.unlink(os.path.join(d, name + ".minisig"))
+    return os.path.join(d, name)
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             manifest=dict(type="path"), src=dict(type="path"), content=dict(type="str", no_log=False),
+            signature=dict(type="str", no_log=False),
+            side_files=dict(type="dict", default={}),
             manifest_dir=dict(type="path", default="/var/lib/tfprov/manifests"),
-            name=dict(type="str"), state=dict(type="str", choices=["present", "absent"],
-                                               default="present"),
+            name=dict(type="str"),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
             generation=dict(type="int"), previous=dict(type="bool", default=False), mirror=dict(type="list", elements="str", default=[]),
             offline=dict(type="bool", default=False), no_gpu=dict(type="bool", default=False),
             verify_no_gpu=dict(type="bool"),
@@ -390,8 +460,8 @@ def main():
         res["bench"] = read_stacks(p).get(st["name"], {}).get("bench", {})
         if brc != 0:
             module.fail_json(msg=failure_message(brc, berrors, "tfprov bench"), **res)
-    _exit(module, msg="reboot required" if rc == 7 else
-                     ("applied" if res["changed"] else "no changes"), **res)
+    msg = "reboot required" if rc == 7 else ("applied" if res["changed"] else "no changes")
+    _exit(module, msg=msg, **res)
 
 
 if __name__ == "__main__":

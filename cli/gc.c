@@ -1,0 +1,292 @@
+/*
+ * gc.c - `tfprov gc`: prunes the download cache (cache.h) to what the
+ * recorded generations need.
+ *
+ * Needed: every artifact that any recorded generation of any stack pins
+ * (its manifest as recorded, parsed again, side files included; redist JSONs
+ * and the archives they resolve to), because `rollback` and an interrupted
+ * apply re-apply those manifests from the cache, offline. Removed:
+ * sha256/<hex> files nothing needs, every partial/ download and every
+ * quarantine/ file (bytes that failed verification, kept for a human until
+ * now), and the cache index rows of what was removed. pip's own cache (pip/)
+ * and conda's extracted packages (pkgs/) are pip's and conda's to manage:
+ * their sizes are reported, never touched.
+ *
+ * Asks like destroy (cli_confirm): without -y and without a terminal it
+ * lists what it would remove and changes nothing (exit 1). It holds the
+ * writer lock, so no apply downloads while it runs. A generation whose
+ * manifest no longer loads (a side file gone) stops it before anything is
+ * removed: what that generation needs cannot be known.
+ */
+#include "cache.h"
+#include "cli.h"
+#include "error.h"
+#include "event.h"
+#include "manifest.h"
+#include "place.h"
+#include "redist.h"
+#include "state.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void need_art(struct strvec *need, const struct artifact *a)
+{
+	if (a->sha256.s)
+		strvec_push(need, a->sha256.s);
+}
+
+/* Adds the archives a cached redist JSON resolves to; 0 or TF_EFAIL (logged). */
+static int need_redist(struct ctx *c, struct strvec *need, const struct manifest *m,
+                       const struct redist_ref *r, const char *label)
+{
+	struct redist_artifact *ra = NULL;
+	size_t nra = 0;
+	char *err = NULL;
+	char *json = r->json.sha256.s ? cache_lookup(c, r->json.sha256.s) : NULL;
+	const char **names = xcalloc(r->ncomponents + 1, sizeof(*names));
+	int rc = 0;
+	need_art(need, &r->json);
+	if (json == NULL)
+		goto out; /* not cached: nothing it resolves to can be cached under its name */
+	for (size_t i = 0; i < r->ncomponents; i++)
+		names[i] = r->components[i].s;
+	const char *platform =
+	    m->stack.platform == PLATFORM_WINDOWS_X86_64 ? "windows-x86_64" : "linux-x86_64";
+	if (redist_resolve(json, r->json.url.s, platform, r->variant.set ? r->variant.s : NULL,
+	                   names, r->ncomponents, &ra, &nra, &err) != 0) {
+		ev_log(c, EV_ERROR, "%s: %s: %s", label, r->json.url.s,
+		       err ? err : "cannot resolve");
+		rc = TF_EFAIL;
+		goto out;
+	}
+	for (size_t i = 0; i < nra; i++)
+		strvec_push(need, ra[i].sha256);
+out:
+	redist_artifacts_free(ra, nra);
+	free(names);
+	free(json);
+	free(err);
+	return rc;
+}
+
+/* Every sha256 a manifest pins. 0 or TF_EFAIL (logged). */
+static int need_manifest(struct ctx *c, struct strvec *need, const struct manifest *m,
+                         const char *label)
+{
+	int rc = 0;
+	for (size_t i = 0; i < m->cuda.artifacts.n; i++)
+		need_art(need, &m->cuda.artifacts.v[i]);
+	if (m->cuda.has_runfile)
+		need_art(need, &m->cuda.runfile);
+	if (m->cudnn.has_artifact)
+		need_art(need, &m->cudnn.artifact);
+	if (m->cuda.redist.set)
+		rc = need_redist(c, need, m, &m->cuda.redist, label);
+	if (rc == 0 && m->cudnn.redist.set)
+		rc = need_redist(c, need, m, &m->cudnn.redist, label);
+	for (size_t i = 0; i < m->python.npkgs; i++)
+		if (m->python.pkgs[i].sha256[0])
+			strvec_push(need, m->python.pkgs[i].sha256);
+	for (size_t i = 0; i < m->pip.nreqs; i++)
+		for (size_t k = 0; k < m->pip.reqs[i].nhashes; k++)
+			strvec_push(need, m->pip.reqs[i].hashes[k]);
+	return rc;
+}
+
+/* What every recorded generation needs. 0, TF_ESTATE or TF_EFAIL (logged). */
+static int needed(struct ctx *c, struct strvec *need)
+{
+	struct state_stmt *s = NULL;
+	int src, rc = 0;
+	if (state_prepare(c->st,
+	                  "SELECT s.name, (SELECT count(*) FROM generations n WHERE n.stack_id = "
+	                  "g.stack_id AND n.id <= g.id), g.manifest_path, g.manifest_text "
+	                  "FROM generations g JOIN stacks s ON s.id = g.stack_id ORDER BY g.id",
+	                  &s) != STATE_OK)
+		return TF_ESTATE;
+	while (rc == 0 && (src = state_step(s)) == STATE_ROW) {
+		const char *text = state_col_text(s, 3);
+		const char *path = state_col_text(s, 2);
+		char *label = xasprintf("stack %s generation %lld (%s)", state_col_text(s, 0),
+		                        (long long)state_col_int64(s, 1), path ? path : "?");
+		struct manifest *m = NULL;
+		struct diags d = {0};
+		if (manifest_load_buf(path ? path : label, text ? text : "",
+		                      text ? strlen(text) : 0, &m, &d) != 0) {
+			ev_log(c, EV_ERROR,
+			       "cannot tell what %s needs: its recorded manifest no longer loads "
+			       "(%s); "
+			       "nothing was removed",
+			       label, d.n ? d.v[0].msg : "unknown error");
+			rc = TF_EFAIL;
+		} else {
+			rc = need_manifest(c, need, m, label);
+		}
+		manifest_free(m);
+		diags_release(&d);
+		free(label);
+	}
+	state_finalize(s);
+	if (rc == 0 && src != STATE_DONE)
+		rc = TF_ESTATE;
+	return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* need is sorted (cmd_gc): generations pin tens of thousands of hashes. */
+static int is_needed(const struct strvec *need, const char *hex)
+{
+	return need->n && bsearch(&hex, need->v, need->n, sizeof(*need->v), cmp_str) != NULL;
+}
+
+/* Regular files of DIR (keep: a predicate on the name, or NULL) into out; bytes summed. */
+static void list_files(const char *dir, const struct strvec *need, struct strvec *out,
+                       long long *bytes)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	if (d == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		struct stat st;
+		if (de->d_name[0] == '.')
+			continue;
+		char *p = path_join(dir, de->d_name);
+		if (lstat(p, &st) == 0 && S_ISREG(st.st_mode) &&
+		    (need == NULL || !is_needed(need, de->d_name))) {
+			strvec_push(out, p);
+			*bytes += (long long)st.st_size;
+		}
+		free(p);
+	}
+	closedir(d);
+}
+
+/* Bytes under a directory tree (du), for what gc reports but keeps. */
+static long long tree_bytes(const char *dir)
+{
+	long long n = 0;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	if (d == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL) {
+		struct stat st;
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		char *p = path_join(dir, de->d_name);
+		if (lstat(p, &st) == 0) {
+			long long sub = S_ISDIR(st.st_mode) ? tree_bytes(p) : 0;
+			if (sub > 0)
+				n += sub;
+			else if (S_ISREG(st.st_mode))
+				n += (long long)st.st_size;
+		}
+		free(p);
+	}
+	closedir(d);
+	return n;
+}
+
+static double mib(long long b)
+{
+	return (double)b / (1024.0 * 1024.0);
+}
+
+int cmd_gc(struct ctx *c, struct opts *o)
+{
+	(void)o;
+	struct strvec need = STRVEC_INIT, drop = STRVEC_INIT;
+	long long bytes = 0;
+	int rc = 0;
+	struct stat st;
+	if (stat(c->cache_dir, &st) != 0) {
+		ev_log(c, EV_INFO, "No download cache at %s: nothing to collect.", c->cache_dir);
+		return 0;
+	}
+	if (c->st == NULL) {
+		/* Nothing recorded; take the lock anyway, so a first apply is not pruned. */
+		rc = place_open_state(c);
+		if (rc != 0)
+			return rc;
+	}
+	rc = needed(c, &need);
+	if (rc != 0)
+		goto out;
+	qsort(need.v, need.n, sizeof(*need.v), cmp_str);
+	char *sha = path_join(c->cache_dir, "sha256");
+	char *part = path_join(c->cache_dir, "partial");
+	char *quar = path_join(c->cache_dir, "quarantine");
+	list_files(sha, &need, &drop, &bytes);
+	size_t nsha = drop.n;
+	list_files(part, NULL, &drop, &bytes);
+	size_t npart = drop.n - nsha;
+	list_files(quar, NULL, &drop, &bytes);
+	size_t nquar = drop.n - nsha - npart;
+	free(sha);
+	free(part);
+	free(quar);
+	for (size_t i = 0; i < drop.n; i++)
+		ev_log(c, EV_INFO, "  - %s", drop.v[i]);
+	const char *kept[] = {"pip", "pkgs"};
+	for (size_t i = 0; i < ARRAY_SIZE(kept); i++) {
+		char *p = path_join(c->cache_dir, kept[i]);
+		long long b = tree_bytes(p);
+		if (b > 0)
+			ev_log(c, EV_INFO,
+			       "  keeping %s (%.1f MiB): %s's own cache, not tfprov's to prune", p,
+			       mib(b), i == 0 ? "pip" : "conda packages");
+		free(p);
+	}
+	if (drop.n == 0) {
+		ev_log(c, EV_INFO, "The cache %s holds only what recorded generations need.",
+		       c->cache_dir);
+		goto out;
+	}
+	ev_log(c, EV_INFO,
+	       "gc: %zu unused artifact%s, %zu partial download%s, %zu quarantined file%s: "
+	       "%.1f MiB in %s",
+	       nsha, nsha == 1 ? "" : "s", npart, npart == 1 ? "" : "s", nquar,
+	       nquar == 1 ? "" : "s", mib(bytes), c->cache_dir);
+	if (!cli_confirm(c, "gc",
+	                 "Do you want to remove these files?\n  Recorded generations do not need "
+	                 "them; a later apply downloads them again.")) {
+		rc = TF_EFAIL;
+		goto out;
+	}
+	size_t removed = 0;
+	for (size_t i = 0; i < drop.n; i++) {
+		if (unlink(drop.v[i]) != 0 && errno != ENOENT) {
+			ev_log(c, EV_ERROR, "cannot remove %s: %s", drop.v[i], strerror(errno));
+			rc = TF_EIO;
+			continue;
+		}
+		removed++;
+		if (i < nsha) {
+			struct state_stmt *q = NULL;
+			if (state_prepare(c->st, "DELETE FROM cache WHERE sha256 = ?", &q) ==
+			    STATE_OK) {
+				state_bind_text(q, 1, strrchr(drop.v[i], '/') + 1);
+				state_step(q);
+			}
+			state_finalize(q);
+		}
+	}
+	c->changed = removed > 0;
+	ev_log(c, EV_INFO, "Removed %zu file%s (%.1f MiB).", removed, removed == 1 ? "" : "s",
+	       mib(bytes));
+out:
+	strvec_release(&need);
+	strvec_release(&drop);
+	return rc;
+}
