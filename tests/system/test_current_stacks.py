@@ -259,6 +259,9 @@ def test_tf221_driver_floor_is_the_wheels_cuda(tfprov, tmp_path, wheels):
 
 def test_tf221_bench_and_doctor_use_the_wheels(tfprov, tmp_path, wheels):
     m = stack_221(tmp_path, wheels)
+    # Before the apply, doctor MANIFEST knows where the libraries will come from.
+    p = tfprov.run("doctor", m, env=env(), timeout=300)
+    assert "will come from the env's nvidia-*-cu wheels; none is installed" in out(p), out(p)
     tfprov.run("apply", "-y", m, env=env(), timeout=600, check=0)
     p = tfprov.run("bench", "cur221", env=env(), timeout=300, check=0)
     o = out(p)
