@@ -347,3 +347,17 @@ def test_bad_min_glibc_is_a_manifest_error(tfprov, tmp_path, wheels):
     p = tfprov.run("validate", m, root=False, check=3)
     ln = next(i for i, l in enumerate(open(m).read().splitlines(), 1) if "min_glibc" in l)
     assert re.search(rf"{re.escape(m)}:{ln}:\d+: error: .*pip\.min_glibc", p.stderr), p.stderr
+
+
+def test_undeclared_wheel_cuda_is_warned(tfprov, tmp_path):
+    """stable-2.21 without versions.cuda: the runtime wheel's CUDA is named at its pin."""
+    src = open(os.path.join(REPO, "manifests", "stable-2.21.yaml")).read()
+    assert '\n  cuda: "12.9"' in src
+    m = tmp_path / "nocuda.yaml"
+    m.write_text(src.replace('\n  cuda: "12.9"', "", 1))
+    p = tfprov.run("validate", str(m), root=False, check=0)
+    ln = next(i for i, l in enumerate(m.read_text().splitlines(), 1)
+              if l.strip().startswith("nvidia-cuda-runtime-cu12=="))
+    assert re.search(rf":{ln}:\d+: warning: nvidia-cuda-runtime-cu12 12\.9\.79 carries CUDA "
+                     r"12\.9, which versions\.cuda does not declare \[compat\.version-undeclared\]",
+                     p.stderr), p.stderr
