@@ -259,6 +259,9 @@ def test_tf221_driver_floor_is_the_wheels_cuda(tfprov, tmp_path, wheels):
 
 def test_tf221_bench_and_doctor_use_the_wheels(tfprov, tmp_path, wheels):
     m = stack_221(tmp_path, wheels)
+    # Before the apply, doctor MANIFEST knows where the libraries will come from.
+    p = tfprov.run("doctor", m, env=env(), timeout=300)
+    assert "will come from the env's nvidia-*-cu wheels; none is installed" in out(p), out(p)
     tfprov.run("apply", "-y", m, env=env(), timeout=600, check=0)
     p = tfprov.run("bench", "cur221", env=env(), timeout=300, check=0)
     o = out(p)
@@ -344,3 +347,17 @@ def test_bad_min_glibc_is_a_manifest_error(tfprov, tmp_path, wheels):
     p = tfprov.run("validate", m, root=False, check=3)
     ln = next(i for i, l in enumerate(open(m).read().splitlines(), 1) if "min_glibc" in l)
     assert re.search(rf"{re.escape(m)}:{ln}:\d+: error: .*pip\.min_glibc", p.stderr), p.stderr
+
+
+def test_undeclared_wheel_cuda_is_warned(tfprov, tmp_path):
+    """stable-2.21 without versions.cuda: the runtime wheel's CUDA is named at its pin."""
+    src = open(os.path.join(REPO, "manifests", "stable-2.21.yaml")).read()
+    assert '\n  cuda: "12.9"' in src
+    m = tmp_path / "nocuda.yaml"
+    m.write_text(src.replace('\n  cuda: "12.9"', "", 1))
+    p = tfprov.run("validate", str(m), root=False, check=0)
+    ln = next(i for i, l in enumerate(m.read_text().splitlines(), 1)
+              if l.strip().startswith("nvidia-cuda-runtime-cu12=="))
+    assert re.search(rf":{ln}:\d+: warning: nvidia-cuda-runtime-cu12 12\.9\.79 carries CUDA "
+                     r"12\.9, which versions\.cuda does not declare \[compat\.version-undeclared\]",
+                     p.stderr), p.stderr
