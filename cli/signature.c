@@ -26,10 +26,10 @@
 #include "cli.h"
 #include "error.h"
 #include "event.h"
+#include "httpget.h"
 #include "manifest.h"
 #include "trust.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -123,67 +123,17 @@ static int check_sides(struct ctx *c, const struct manifest *m, const char *sig_
 	return 0;
 }
 
-struct body {
-	struct strbuf sb;
-	size_t max;
-};
-
-static size_t body_write(char *p, size_t size, size_t n, void *ud)
-{
-	struct body *b = ud;
-	if (b->sb.len + size * n > b->max)
-		return 0;
-	strbuf_add(&b->sb, p, size * n);
-	return size * n;
-}
-
-/* GET of a small file over http(s), TLS verified: 0, 1 (HTTP 404/410) or -1; *err set. */
+/* GET of a small file over http(s), TLS verified: 0, 1 (HTTP 404/410) or TF_E*; *err set. */
 static int http_get(struct ctx *c, const char *url, size_t max, char **out, size_t *len, char **err)
 {
-	char errbuf[CURL_ERROR_SIZE] = "";
-	struct body b = {STRBUF_INIT, max};
-	long code = 0;
-	CURL *h = curl_easy_init();
-	if (h == NULL) {
-		*err = xstrdup("curl_easy_init failed");
-		return -1;
-	}
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, body_write);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-	if (c->ca_bundle)
-		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_bundle);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 15L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "tfprov/0.1");
-	CURLcode rc = curl_easy_perform(h);
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-	curl_easy_cleanup(h);
-	if (rc == CURLE_OK && code == 200) {
-		*len = b.sb.len;
-		*out = strbuf_detach(&b.sb);
-		return 0;
-	}
-	strbuf_release(&b.sb);
-	if (rc == CURLE_OK) {
-		*err = xasprintf("HTTP %ld", code);
-		return code == 404 || code == 410 ? 1 : -1;
-	}
-	*err = xstrdup(rc == CURLE_WRITE_ERROR ? "larger than expected"
-	               : errbuf[0]             ? errbuf
-	                                       : curl_easy_strerror(rc));
-	return -1;
+	long status = 0;
+	int r = http_get_small(c, url, HTTPGET_HTTP_OR_HTTPS, max, out, len, &status, err);
+	if (r == TF_ENETWORK && (status == 404 || status == 410))
+		return 1;
+	return r;
 }
 
-/* A local file or an http(s) URL: 0, 1 when it does not exist, -1; *err set on failure. */
+/* A local file or an http(s) URL: 0, 1 when it does not exist, a negative code; *err set. */
 static int get_bytes(struct ctx *c, const char *where, size_t max, char **out, size_t *len,
                      char **err)
 {
@@ -192,7 +142,7 @@ static int get_bytes(struct ctx *c, const char *where, size_t max, char **out, s
 	int r = read_file_at(AT_FDCWD, where, max, out, len);
 	if (r != 0)
 		*err = xstrdup(strerror(-r));
-	return r == 0 ? 0 : r == -ENOENT ? 1 : -1;
+	return r == 0 ? 0 : r == -ENOENT ? 1 : r;
 }
 
 /*

@@ -5,13 +5,14 @@
  *
  * The only thing that vouches for the bytes is the server's TLS certificate,
  * so the URL must be https:// (redirects too), verification is always on
- * (--ca-bundle honoured), mirrors are not asked, and --offline refuses. The
- * bytes are hashed while they stream and capped at max_bytes. The caller
+ * (--ca-bundle honoured; the one small-GET client, engine/httpget.c), mirrors
+ * are not asked, and --offline refuses. The bytes are read whole, capped at
+ * max_bytes, hashed, and written to dest atomically. The caller
  * says so in its output and writes the hash down: from then on the file is
  * pinned like any other.
  *
- * Ownership: *errmsg is malloc'd on failure. The file at dest is created
- * (O_EXCL) by the call and removed again when it fails.
+ * Ownership: *errmsg is malloc'd on failure. dest must not exist; it is
+ * created (whole, never replacing a file) only when the call succeeds.
  */
 #ifndef TFPROV_TOFU_H
 #define TFPROV_TOFU_H
