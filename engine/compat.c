@@ -616,11 +616,76 @@ static void load_requires(struct loader *L, yaml_node_t **rows, size_t n)
 	}
 }
 
+/* pip.import_packages: distributions that install the same import package. */
+static void load_imports(struct loader *L, const yaml_node_t *p)
+{
+	static const char *const keys[] = {"import", "distributions", "fix",
+	                                   "note",   "source",        NULL};
+	yaml_node_t **rows;
+	size_t n;
+
+	rows = get_rows(L, p, "import_packages", &n);
+	L->kb->imports = xcalloc(n ? n : 1, sizeof(*L->kb->imports));
+	L->kb->nimports = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_import_pkg *r = &L->kb->imports[i];
+
+		check_keys(L, rows[i], keys);
+		r->import = get_str(L, rows[i], "import", REQ);
+		r->dists = get_list(L, rows[i], "distributions", &r->ndists, REQ, 0);
+		for (size_t j = 0; j < r->ndists; j++)
+			r->dists[j] = pep503(L, r->dists[j]);
+		if (r->ndists < 2)
+			bad(L, rows[i], "an import package row names two distributions or more");
+		r->fix = get_str(L, rows[i], "fix", REQ);
+		r->source = get_str(L, rows[i], "source", REQ);
+	}
+	free(rows);
+}
+
+/* env_vars: what TensorFlow accepts in the environment variables it reads. */
+static void load_env_vars(struct loader *L, const yaml_node_t *root)
+{
+	static const char *const keys[] = {"name",      "kind", "values", "min", "max",
+	                                   "otherwise", "note", "source", NULL};
+	static const char *const kinds[] = {"enum", "bool", "int", "python-true", NULL};
+	yaml_node_t **rows;
+	size_t n;
+
+	if (map_get(L, root, "env_vars") == NULL)
+		return;
+	rows = get_rows(L, root, "env_vars", &n);
+	L->kb->env_vars = xcalloc(n ? n : 1, sizeof(*L->kb->env_vars));
+	L->kb->nenv_vars = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_env_var *e = &L->kb->env_vars[i];
+		yaml_node_t *k;
+		int kind = -1;
+
+		check_keys(L, rows[i], keys);
+		e->name = get_str(L, rows[i], "name", REQ);
+		k = get_node(L, rows[i], "kind", YAML_SCALAR_NODE, REQ);
+		for (int j = 0; k != NULL && kinds[j] != NULL; j++)
+			if (is_scalar(k, kinds[j]))
+				kind = j;
+		if (k != NULL && kind < 0)
+			bad(L, k, "kind must be enum, bool, int or python-true");
+		e->kind = kind < 0 ? COMPAT_ENV_ENUM : (enum compat_env_kind)kind;
+		if (e->kind == COMPAT_ENV_ENUM || e->kind == COMPAT_ENV_PYTRUE)
+			e->values = get_list(L, rows[i], "values", &e->nvalues, REQ, 0);
+		e->min = get_ver(L, rows[i], "min", OPT);
+		e->max = get_ver(L, rows[i], "max", OPT);
+		e->otherwise = get_str(L, rows[i], "otherwise", REQ);
+		e->source = get_str(L, rows[i], "source", REQ);
+	}
+	free(rows);
+}
+
 static void load_pip(struct loader *L, const yaml_node_t *root)
 {
 	/* "caps" is read by pipcaps.c. */
-	static const char *const keys[] = {"removed", "requires", "and_cuda",
-	                                   "notes",   "caps",     NULL};
+	static const char *const keys[] = {"removed", "requires",        "and_cuda", "notes",
+	                                   "caps",    "import_packages", NULL};
 	static const char *const rm_keys[] = {"name",        "last_real", "identical_since", "stub",
 	                                      "replacement", "quote",     "source",          NULL};
 	static const char *const lr_keys[] = {"linux", "windows", NULL};
@@ -663,6 +728,8 @@ static void load_pip(struct loader *L, const yaml_node_t *root)
 	rows = get_rows(L, p, "requires", &n);
 	load_requires(L, rows, n);
 	free(rows);
+	if (map_get(L, p, "import_packages") != NULL)
+		load_imports(L, p);
 }
 
 static void load_conda(struct loader *L, const yaml_node_t *root)
@@ -773,9 +840,9 @@ static void load_guide(struct loader *L, const yaml_node_t *root)
 
 int compat_load(const char *path, struct compat **out, struct diags *d)
 {
-	static const char *const keys[] = {"schema",         "sources", "tensorflow", "cuda",
-	                                   "gpus",           "pip",     "conda",      "sonames",
-	                                   "guide_mistakes", NULL};
+	static const char *const keys[] = {
+	    "schema", "sources", "tensorflow", "cuda",           "gpus", "pip",
+	    "conda",  "sonames", "env_vars",   "guide_mistakes", NULL};
 	struct loader L = {0};
 	yaml_parser_t parser;
 	int parser_ok = 0, doc_ok = 0, rc = 0;
@@ -830,7 +897,11 @@ int compat_load(const char *path, struct compat **out, struct diags *d)
 	load_pip(&L, root);
 	load_conda(&L, root);
 	load_sonames(&L, root);
+	load_env_vars(&L, root);
 	load_guide(&L, root);
+	/* The known-bad table has one loader, shared with lock and lock --check. */
+	if (!L.bad && pip_caps_load(path, &L.kb->caps, &L.kb->ncaps, d) != 0)
+		L.bad = 1;
 out:
 	if (L.bad) {
 		rc = TF_EFAIL;
@@ -877,6 +948,13 @@ void compat_free(struct compat *kb)
 	}
 	free(kb->sonames);
 	free(kb->guide);
+	for (size_t i = 0; i < kb->nimports; i++)
+		free(kb->imports[i].dists);
+	free(kb->imports);
+	for (size_t i = 0; i < kb->nenv_vars; i++)
+		free(kb->env_vars[i].values);
+	free(kb->env_vars);
+	pip_caps_free(kb->caps, kb->ncaps);
 	strvec_release(&kb->pool);
 	free(kb->path);
 	free(kb);

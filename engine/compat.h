@@ -20,6 +20,7 @@
 
 #include "diag.h"
 #include "manifest.h"
+#include "pipcaps.h"
 #include "util.h"
 
 /* An inclusive range of major.minor versions: "3.9-3.11", or "2.7" (lo == hi). */
@@ -119,6 +120,32 @@ struct compat_sonames {
 	const char *source;
 };
 
+/* Distributions that install the same top-level import package. */
+struct compat_import_pkg {
+	const char *import; /* "tensorflow" */
+	const char **dists; /* PEP 503 names */
+	size_t ndists;
+	const char *fix, *source;
+};
+
+/* How TensorFlow parses an environment variable it reads. */
+enum compat_env_kind {
+	COMPAT_ENV_ENUM,   /* exactly one of values (case-sensitive) */
+	COMPAT_ENV_BOOL,   /* ReadBoolFromEnvVar: 0, 1, true, false in any case */
+	COMPAT_ENV_INT,    /* an integer (istringstream >> int64) */
+	COMPAT_ENV_PYTRUE, /* Python: one of values is true, anything else false */
+};
+
+struct compat_env_var {
+	const char *name;
+	enum compat_env_kind kind;
+	const char **values; /* ENUM and PYTRUE */
+	size_t nvalues;
+	const char *min, *max; /* INT: the meaningful range, or NULL */
+	const char *otherwise; /* what TF does with another value */
+	const char *source;
+};
+
 struct compat_guide_mistake {
 	const char *id;
 	const char *claim, *verdict, *correction, *source;
@@ -161,6 +188,12 @@ struct compat {
 	size_t nsonames;
 	struct compat_guide_mistake *guide;
 	size_t nguide;
+	struct compat_import_pkg *imports;
+	size_t nimports;
+	struct compat_env_var *env_vars;
+	size_t nenv_vars;
+	struct pip_cap *caps; /* pip.caps, the known-bad table (pipcaps.c loads it) */
+	size_t ncaps;
 	struct strvec pool; /* owns every string above */
 };
 
@@ -185,6 +218,16 @@ void compat_free(struct compat *kb);
  * the position of the offending node. Returns the number of errors added.
  */
 int compat_lint(const struct compat *kb, const struct manifest *m, struct diags *d);
+
+/*
+ * The static check of the whole pip lock for its target (compat_lock.c):
+ * recorded requirements, import-package clashes, the known-bad table.
+ * python: the stack's Python (major.minor), or NULL.
+ */
+void compat_lint_lock(const struct compat *kb, const struct manifest *m, const char *python,
+                      int windows, struct diags *d);
+/* env.vars against how TensorFlow parses the variables it reads. */
+void compat_lint_env(const struct compat *kb, const struct manifest *m, struct diags *d);
 
 /* The tested build of a TF version (matched by major.minor); NULL if unknown. */
 const struct compat_tf_build *compat_tf_build(const struct compat *kb, const char *tf_version,

@@ -939,5 +939,7 @@ int compat_lint(const struct compat *kb, const struct manifest *m, struct diags 
 		if (m->pip.reqs[i].name != NULL)
 			lint_pip_req(&L, &m->pip.reqs[i]);
 	lint_conda(&L);
+	compat_lint_lock(kb, m, L.python ? L.python->s : NULL, L.windows_native, d);
+	compat_lint_env(kb, m, d);
 	return (int)(d->errors - errors);
 }
