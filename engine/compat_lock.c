@@ -293,6 +293,11 @@ static const char *version_of(const struct lock *k, const char *name, struct pos
 			return p->version;
 		}
 	}
+	/* TensorFlow under another distribution name (tensorflow-gpu 1.15): the stack's. */
+	if (strcmp(name, "tensorflow") == 0 && k->m->versions.tensorflow.s != NULL) {
+		*pos = k->m->versions.tensorflow.pos;
+		return k->m->versions.tensorflow.s;
+	}
 	return NULL;
 }
 

@@ -73,6 +73,17 @@ CASES = [
     ("mixed-precision-tf-1.15.yaml", "error", 54, 22, "compat.mixed-precision-unsupported"),
     ("mixed-precision-cc-6.1.yaml", "warning", 54, 22, "compat.mixed-precision-no-speedup"),
     ("gpu-cc-12.5-tf-2.15.yaml", "warning", 18, 10, "compat.gpu-cc-newer"),
+    # What the packages' own metadata cannot see (issue 20): the whole lock's
+    # recorded requirements, import-package clashes, the known-bad table,
+    # values TF rejects in env.vars, versions YAML reads as numbers.
+    ("pip-requires-tf-keras-2.15-tf-2.16.yaml", "error", 53, 5,
+     "compat.pip-requires-unsatisfied"),
+    ("pip-requires-missing.yaml", "error", 49, 5, "compat.pip-requires-missing"),
+    ("pip-import-clash-tensorflow-cpu.yaml", "error", 49, 5, "compat.pip-import-clash"),
+    ("pip-known-bad-numpy-2-tf-2.11.yaml", "error", 49, 5, "compat.pip-known-bad"),
+    ("pip-known-bad-h5py-3-tf-1.15.yaml", "warning", 49, 5, "compat.pip-known-bad"),
+    ("env-allow-growth-1.yaml", "error", 36, 32, "compat.env-value-rejected"),
+    ("yaml-number-python-3.10.yaml", "warning", 13, 11, "schema.yaml-number"),
 ]
 FILES = sorted(set(c[0] for c in CASES))
 CLEAN = "tests/manifests/clean"
@@ -100,7 +111,8 @@ def validate(path, env=None):
 
 
 def compat_diags(out):
-    return [m for m in DIAG.finditer(out) if m.group("code").startswith("compat.")]
+    return [m for m in DIAG.finditer(out)
+            if m.group("code").startswith("compat.") or m.group("code") == "schema.yaml-number"]
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -171,3 +183,41 @@ def test_knowledge_base_override(tmp_path):
     assert "compat.windows-native-gpu" not in out, out
     rc, out = validate(path)
     assert rc == 3 and "compat.windows-native-gpu" in out, out
+
+
+def test_requirement_names_both_packages_and_the_range():
+    # The must-show of issue 20: another package requires a TensorFlow range the
+    # lock does not meet; the diagnostic sits at that package's line and names
+    # both packages, the requirement and the pinned TensorFlow.
+    path = "%s/pip-requires-tf-keras-2.15-tf-2.16.yaml" % GUIDE
+    rc, out = validate(path)
+    assert rc == 3, out
+    want = ("%s:53:5: error: tf-keras 2.15.0 requires tensorflow<2.16,>=2.15, but the lock "
+            "pins tensorflow 2.16.1 (line 51) [compat.pip-requires-unsatisfied]" % path)
+    assert want in out, out
+
+
+def test_known_bad_names_fact_and_source():
+    rc, out = validate("%s/pip-known-bad-numpy-2-tf-2.11.yaml" % GUIDE)
+    assert "compiled against NumPy 1.x" in out and "tensorflow/tensorflow#102743" in out, out
+
+
+def test_markers_are_evaluated_for_the_target_python(tmp_path):
+    # Markers are evaluated for the stack's target: on linux the Windows-only
+    # tensorflow-intel and the inactive and-cuda extra do not apply.
+    src = open(os.path.join(REPO, CLEAN, "legacy-keras-tf-2.16.yaml")).read()
+    rc, out = validate("%s/legacy-keras-tf-2.16.yaml" % CLEAN)
+    assert rc == 0 and compat_diags(out) == [], out
+    m = tmp_path / "py312.yaml"
+    # Python 3.12 selects the other numpy line (>=1.26.0): 1.26.4 still meets it.
+    m.write_text(src.replace('"3.11"', '"3.12"').replace("python-3.11.9", "python-3.12.5"))
+    rc, out = validate(str(m))
+    assert rc == 0 and compat_diags(out) == [], out
+    bad = tmp_path / "numpy-1.25-py312.yaml"
+    bad.write_text(src.replace('"3.11"', '"3.12"').replace("python-3.11.9", "python-3.12.5")
+                   .replace("numpy==1.26.4", "numpy==1.25.2"))
+    rc, out = validate(str(bad))
+    assert rc == 3, out
+    codes = [m.group("code") for m in compat_diags(out)]
+    assert codes == ["compat.pip-requires-unsatisfied"], out
+    assert 'numpy<2.0.0,>=1.26.0; python_version >= "3.12"' in out, out
