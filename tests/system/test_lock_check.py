@@ -103,7 +103,8 @@ def test_setuptools_cap_from_knowledge_base(tfprov, tmp_path):
                    pin("setuptools", "82.0.0"))
     p = tfprov.run("lock", "--check", bad, root=False)
     assert p.returncode == 3, out(p)
-    assert diags(p) == [(line_of(bad, "setuptools==82.0.0"), "lock.cap")], out(p)
+    # The cap is a row of the knowledge base's known-bad table: validate's diagnostic.
+    assert diags(p) == [(line_of(bad, "setuptools==82.0.0"), "compat.pip-known-bad")], out(p)
     assert "pkg_resources" in p.stderr and "pypa/setuptools" in p.stderr
     ok = manifest(tmp_path / "e.yaml", base + pin("tensorboard", "2.15.2") +
                   pin("setuptools", "81.0.0"))
@@ -122,7 +123,7 @@ def test_cap_sees_conda_setuptools(tfprov, tmp_path):
                  python_yaml=lock)
     p = tfprov.run("lock", "--check", m, root=False)
     assert p.returncode == 3, out(p)
-    assert diags(p) == [(line_of(m, "setuptools-82.0.1"), "lock.cap")], out(p)
+    assert diags(p) == [(line_of(m, "setuptools-82.0.1"), "compat.pip-known-bad")], out(p)
 
 
 def test_conda_python_mismatch(tfprov, tmp_path):
