@@ -215,11 +215,12 @@ static void check_libraries(struct doctor *d, const struct stackinfo *si)
 	struct stat st;
 	if (!si->has_cuda)
 		return;
-	if (si->cuda_prefix == NULL || stat(si->cuda_prefix, &st) != 0) {
-		char *what =
-		    xasprintf("stack %s is not applied here (%s is absent): library "
-		              "checks skipped",
-		              si->name, si->cuda_prefix ? si->cuda_prefix : "no CUDA prefix");
+	/* CUDA from pip wheels lives in the Python env, not in a CUDA prefix. */
+	const char *placed = si->cuda_from_pip ? si->env_prefix : si->cuda_prefix;
+	if (placed == NULL || stat(placed, &st) != 0) {
+		char *what = xasprintf("stack %s is not applied here (%s is absent): library "
+		                       "checks skipped",
+		                       si->name, placed ? placed : "no CUDA prefix");
 		finding(d, SEV_NOTE, what, NULL, NULL);
 		free(what);
 		return;
@@ -500,7 +501,11 @@ static void check_shadowing(struct doctor *d, struct stackinfo *sis, size_t n)
 	static const char *const libs[] = {"libcudart.so", "libcudnn.so", "libcublas.so", NULL};
 	static const char *const tools[] = {"nvcc", "ptxas", NULL};
 	struct strvec prefixes = STRVEC_INIT, libdirs = STRVEC_INIT, bins = STRVEC_INIT;
+	size_t from_pip = 0;
 	for (size_t i = 0; i < n; i++) {
+		from_pip += sis[i].cuda_from_pip != 0;
+		if (sis[i].cuda_from_pip)
+			continue; /* never on LD_LIBRARY_PATH: check_pip_cuda() speaks for it */
 		if (sis[i].cuda_prefix) {
 			strvec_push(&prefixes, sis[i].cuda_prefix);
 			strvec_pushf(&bins, "%s/bin", sis[i].cuda_prefix);
@@ -511,11 +516,50 @@ static void check_shadowing(struct doctor *d, struct stackinfo *sis, size_t n)
 			strvec_push(&libdirs, sis[i].lib_dirs.v[k]);
 	}
 	check_other_cuda(d, &prefixes);
-	check_search_path(d, "LD_LIBRARY_PATH", &libdirs, libs, "CUDA libraries");
+	if (n == 0 || from_pip < n)
+		check_search_path(d, "LD_LIBRARY_PATH", &libdirs, libs, "CUDA libraries");
 	check_search_path(d, "PATH", &bins, tools, "CUDA compiler tools; XLA runs ptxas from PATH");
 	strvec_release(&prefixes);
 	strvec_release(&libdirs);
 	strvec_release(&bins);
+}
+
+/*
+ * CUDA from nvidia-*-cu<N> wheels: TensorFlow loads them from the env's
+ * site-packages through its own run path, which the loader searches only after
+ * LD_LIBRARY_PATH: any CUDA library there shadows the wheels (tensorflow/tensorflow#60750).
+ */
+static void check_pip_cuda(struct doctor *d, const struct stackinfo *si)
+{
+	static const char *const libs[] = {"libcudart.so", "libcudnn.so", "libcublas.so", NULL};
+	const char *val = getenv("LD_LIBRARY_PATH");
+	char *what;
+	if (!si->cuda_from_pip)
+		return;
+	what = xasprintf("CUDA %s and cuDNN %s come from the env's nvidia-*-cu wheels (%zu "
+	                 "library dir%s under %s), where TensorFlow loads them; the stack sets no "
+	                 "LD_LIBRARY_PATH",
+	                 si->cuda ? si->cuda : "?", si->cudnn ? si->cudnn : "-", si->lib_dirs.n,
+	                 si->lib_dirs.n == 1 ? "" : "s", si->env_prefix ? si->env_prefix : "?");
+	finding(d, SEV_OK, what, NULL, NULL);
+	free(what);
+	if (val == NULL || *val == '\0')
+		return;
+	char *copy = xstrdup(val), *save = NULL;
+	for (char *e = strtok_r(copy, ":", &save); e; e = strtok_r(NULL, ":", &save)) {
+		char hit[256];
+		if (!dir_has(e, libs, hit, sizeof(hit)))
+			continue;
+		what = xasprintf("LD_LIBRARY_PATH entry %s holds %s, a second CUDA for stack %s", e,
+		                 hit, si->name);
+		finding(d, SEV_WARN, what,
+		        "the loader searches LD_LIBRARY_PATH before TensorFlow's own run path, so "
+		        "this library is loaded instead of the stack's wheel "
+		        "(tensorflow/tensorflow#60750)",
+		        "remove the entry from LD_LIBRARY_PATH in the shells that run this stack");
+		free(what);
+	}
+	free(copy);
 }
 
 static void check_stack(struct doctor *d, const struct stackinfo *si)
@@ -527,6 +571,7 @@ static void check_stack(struct doctor *d, const struct stackinfo *si)
 	check_driver_version(d, si);
 	check_kernels(d, si);
 	check_libraries(d, si);
+	check_pip_cuda(d, si);
 	check_memory(d, si);
 	check_pip(d, si);
 }

@@ -390,11 +390,45 @@ static void load_tf_table(struct loader *L, const yaml_node_t *tf, const char *k
 	free(rows);
 }
 
+/* tensorflow.linux_wheels: the glibc floor of TF's Linux wheels, by series. */
+static void load_tf_wheels(struct loader *L, const yaml_node_t *tf)
+{
+	static const char *const keys[] = {"source", "rows", NULL};
+	static const char *const row_keys[] = {"tf_from", "tf_below", "glibc",
+	                                       "tag",     "source",   NULL};
+	yaml_node_t *w = get_node(L, tf, "linux_wheels", YAML_MAPPING_NODE, OPT);
+	yaml_node_t **rows;
+	size_t n;
+
+	if (w == NULL)
+		return;
+	check_keys(L, w, keys);
+	get_str(L, w, "source", REQ);
+	rows = get_rows(L, w, "rows", &n);
+	L->kb->tf_glibc = xcalloc(n ? n : 1, sizeof(*L->kb->tf_glibc));
+	L->kb->ntf_glibc = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_tf_glibc *g = &L->kb->tf_glibc[i];
+
+		check_keys(L, rows[i], row_keys);
+		g->tf_from = get_ver(L, rows[i], "tf_from", REQ);
+		g->tf_below = get_ver(L, rows[i], "tf_below", OPT);
+		g->glibc = get_ver(L, rows[i], "glibc", REQ);
+		g->tag = get_str(L, rows[i], "tag", REQ);
+		g->source = get_str(L, rows[i], "source", REQ);
+	}
+	free(rows);
+}
+
 static void load_tensorflow(struct loader *L, const yaml_node_t *root)
 {
-	static const char *const keys[] = {
-	    "linux_gpu",       "windows_gpu",           "windows_native_gpu",
-	    "mixed_precision", "pip_page_requirements", NULL};
+	static const char *const keys[] = {"linux_gpu",
+	                                   "windows_gpu",
+	                                   "windows_native_gpu",
+	                                   "mixed_precision",
+	                                   "pip_page_requirements",
+	                                   "linux_wheels",
+	                                   NULL};
 	static const char *const mp_keys[] = {"policy", "min_tf", "speedup_min_cc", "source", NULL};
 	static const char *const win_keys[] = {"last",    "source", "quote", "after",
 	                                       "instead", "wsl2",   NULL};
@@ -422,6 +456,7 @@ static void load_tensorflow(struct loader *L, const yaml_node_t *root)
 			check_keys(L, rows[i], row_keys);
 		free(rows);
 	}
+	load_tf_wheels(L, tf);
 	w = get_node(L, tf, "mixed_precision", YAML_MAPPING_NODE, OPT);
 	if (w != NULL) {
 		check_keys(L, w, mp_keys);
@@ -684,14 +719,20 @@ static void load_env_vars(struct loader *L, const yaml_node_t *root)
 static void load_pip(struct loader *L, const yaml_node_t *root)
 {
 	/* "caps" is read by pipcaps.c. */
-	static const char *const keys[] = {"removed", "requires",        "and_cuda", "notes",
+	static const char *const keys[] = {"removed", "requires",        "and_cuda",
+	                                   "notes",   "cuda_wheels",     "known_bad",
 	                                   "caps",    "import_packages", NULL};
+	static const char *const cw_keys[] = {"prefix",       "major_tag", "runtime", "cudnn",
+	                                      "site_libdirs", "source",    NULL};
+	static const char *const kb_keys[] = {"package", "versions", "tensorflow",
+	                                      "fact",    "source",   NULL};
 	static const char *const rm_keys[] = {"name",        "last_real", "identical_since", "stub",
 	                                      "replacement", "quote",     "source",          NULL};
 	static const char *const lr_keys[] = {"linux", "windows", NULL};
 	static const char *const ac_keys[] = {"tensorflow", "source", "pins", "note", NULL};
 	static const char *const note_keys[] = {"fact", "source", NULL};
 	yaml_node_t *p = get_node(L, root, "pip", YAML_MAPPING_NODE, REQ);
+	yaml_node_t *w;
 	yaml_node_t **rows;
 	size_t n;
 
@@ -702,6 +743,37 @@ static void load_pip(struct loader *L, const yaml_node_t *root)
 		check_info_rows(L, p, "and_cuda", ac_keys);
 	if (map_get(L, p, "notes") != NULL)
 		check_info_rows(L, p, "notes", note_keys);
+	w = get_node(L, p, "cuda_wheels", YAML_MAPPING_NODE, OPT);
+	if (w != NULL) {
+		check_keys(L, w, cw_keys);
+		L->kb->cuda_wheels.prefix = get_str(L, w, "prefix", REQ);
+		L->kb->cuda_wheels.major_tag = get_str(L, w, "major_tag", REQ);
+		L->kb->cuda_wheels.runtime = get_str(L, w, "runtime", REQ);
+		L->kb->cuda_wheels.cudnn = get_str(L, w, "cudnn", REQ);
+		L->kb->cuda_wheels.site_libdirs =
+		    get_list(L, w, "site_libdirs", &L->kb->cuda_wheels.nsite_libdirs, REQ, 0);
+		L->kb->cuda_wheels.source = get_str(L, w, "source", REQ);
+	}
+	if (map_get(L, p, "known_bad") != NULL) {
+		rows = get_rows(L, p, "known_bad", &n);
+		L->kb->known_bad = xcalloc(n ? n : 1, sizeof(*L->kb->known_bad));
+		for (size_t i = 0; i < n; i++) {
+			struct compat_known_bad *k = &L->kb->known_bad[L->kb->nknown_bad++];
+			yaml_node_t *v;
+
+			check_keys(L, rows[i], kb_keys);
+			k->package = get_str(L, rows[i], "package", REQ);
+			if (k->package != NULL)
+				k->package = pep503(L, k->package);
+			v = get_node(L, rows[i], "versions", YAML_SCALAR_NODE, REQ);
+			k->versions = v ? get_spec(L, v, "versions") : NULL;
+			v = get_node(L, rows[i], "tensorflow", YAML_SCALAR_NODE, REQ);
+			k->tf_spec = v ? get_spec(L, v, "tensorflow") : NULL;
+			k->fact = get_str(L, rows[i], "fact", REQ);
+			k->source = get_str(L, rows[i], "source", REQ);
+		}
+		free(rows);
+	}
 	rows = get_rows(L, p, "removed", &n);
 	L->kb->pip_removed = xcalloc(n ? n : 1, sizeof(*L->kb->pip_removed));
 	L->kb->npip_removed = n;
@@ -955,6 +1027,9 @@ void compat_free(struct compat *kb)
 		free(kb->env_vars[i].values);
 	free(kb->env_vars);
 	pip_caps_free(kb->caps, kb->ncaps);
+	free(kb->tf_glibc);
+	free(kb->cuda_wheels.site_libdirs);
+	free(kb->known_bad);
 	strvec_release(&kb->pool);
 	free(kb->path);
 	free(kb);
@@ -1243,4 +1318,119 @@ size_t compat_sonames(const struct compat *kb, int windows, const char *cuda, co
 		}
 	}
 	return added;
+}
+
+const char *compat_tf_min_glibc(const struct compat *kb, const char *tf_version,
+                                const struct compat_tf_glibc **row)
+{
+	if (row != NULL)
+		*row = NULL;
+	if (tf_version == NULL)
+		return NULL;
+	for (size_t i = 0; i < kb->ntf_glibc; i++) {
+		const struct compat_tf_glibc *g = &kb->tf_glibc[i];
+
+		if (version_cmp_n(tf_version, g->tf_from, 2) < 0)
+			continue;
+		if (g->tf_below != NULL && version_cmp_n(tf_version, g->tf_below, 2) >= 0)
+			continue;
+		if (row != NULL)
+			*row = g;
+		return g->glibc;
+	}
+	return NULL;
+}
+
+int compat_cuda_wheel_major(const struct compat *kb, const char *name)
+{
+	const struct compat_cuda_wheels *w = &kb->cuda_wheels;
+	const char *tag;
+	size_t plen;
+	long major;
+	char *end;
+
+	if (w->source == NULL || name == NULL)
+		return 0;
+	plen = strlen(w->prefix);
+	if (strncmp(name, w->prefix, plen) != 0)
+		return 0;
+	/* The last "-cu" followed by digits only: "nvidia-cuda-cupti-cu12". */
+	tag = NULL;
+	for (const char *p = name + plen; (p = strstr(p, w->major_tag)) != NULL; p++)
+		tag = p;
+	if (tag == NULL || tag == name + plen)
+		return 0;
+	tag += strlen(w->major_tag);
+	if (!isdigit((unsigned char)*tag))
+		return 0;
+	major = strtol(tag, &end, 10);
+	if (*end != '\0' || major <= 0 || major > 1000)
+		return 0;
+	return (int)major;
+}
+
+static int wheel_is(const struct compat *kb, const char *name, const char *stem);
+
+int compat_cuda_wheel_is_runtime(const struct compat *kb, const char *name)
+{
+	return wheel_is(kb, name, kb->cuda_wheels.runtime);
+}
+
+/* name is <stem><major_tag><digits> for the stem (e.g. nvidia-cudnn). */
+static int wheel_is(const struct compat *kb, const char *name, const char *stem)
+{
+	const char *tag = kb->cuda_wheels.major_tag;
+	size_t n;
+
+	if (stem == NULL || compat_cuda_wheel_major(kb, name) == 0)
+		return 0;
+	n = strlen(stem);
+	return strncmp(name, stem, n) == 0 && strncmp(name + n, tag, strlen(tag)) == 0 &&
+	       isdigit((unsigned char)name[n + strlen(tag)]);
+}
+
+size_t compat_pip_cuda(const struct compat *kb, const struct manifest *m,
+                       const struct pip_req **first, const struct pip_req **runtime,
+                       const struct pip_req **cudnn)
+{
+	size_t n = 0;
+
+	if (first != NULL)
+		*first = NULL;
+	if (runtime != NULL)
+		*runtime = NULL;
+	if (cudnn != NULL)
+		*cudnn = NULL;
+	for (size_t i = 0; i < m->pip.nreqs; i++) {
+		const struct pip_req *r = &m->pip.reqs[i];
+
+		if (r->name == NULL || compat_cuda_wheel_major(kb, r->name) == 0)
+			continue;
+		if (n++ == 0 && first != NULL)
+			*first = r;
+		if (runtime != NULL && *runtime == NULL &&
+		    wheel_is(kb, r->name, kb->cuda_wheels.runtime))
+			*runtime = r;
+		if (cudnn != NULL && *cudnn == NULL && wheel_is(kb, r->name, kb->cuda_wheels.cudnn))
+			*cudnn = r;
+	}
+	return n;
+}
+
+const char *compat_stack_cuda(const struct compat *kb, const struct manifest *m,
+                              const struct pip_req **from_wheel)
+{
+	const struct pip_req *rt = NULL;
+
+	if (from_wheel != NULL)
+		*from_wheel = NULL;
+	if (!m->cuda.set && kb != NULL && compat_pip_cuda(kb, m, NULL, &rt, NULL) > 0 &&
+	    rt != NULL && rt->version != NULL) {
+		if (from_wheel != NULL)
+			*from_wheel = rt;
+		return rt->version;
+	}
+	if (m->cuda.version.set && m->cuda.version.s != NULL)
+		return m->cuda.version.s;
+	return m->versions.cuda.s;
 }

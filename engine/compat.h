@@ -146,6 +146,33 @@ struct compat_env_var {
 	const char *source;
 };
 
+/* The glibc floor of TF's Linux wheels for tf_from <= series < tf_below (may be NULL). */
+struct compat_tf_glibc {
+	const char *tf_from, *tf_below;
+	const char *glibc; /* "2.27" */
+	const char *tag;   /* the manylinux tag it comes from */
+	const char *source;
+};
+
+/*
+ * CUDA from pip wheels: <prefix><lib><major_tag><major> ("nvidia-cublas-cu12"); the
+ * version of <runtime><major_tag><major> is the cudart version, whose major.minor
+ * is the CUDA release; the libraries lie in site-packages/<site_libdirs> (globs).
+ */
+struct compat_cuda_wheels {
+	const char *prefix, *major_tag, *runtime, *cudnn;
+	const char **site_libdirs;
+	size_t nsite_libdirs;
+	const char *source; /* NULL when compat.yaml has no such table */
+};
+
+/* A release range of a package that breaks a TF range at run time (a warning). */
+struct compat_known_bad {
+	const char *package; /* PEP 503 */
+	const char *versions, *tf_spec;
+	const char *fact, *source;
+};
+
 struct compat_guide_mistake {
 	const char *id;
 	const char *claim, *verdict, *correction, *source;
@@ -194,6 +221,11 @@ struct compat {
 	size_t nenv_vars;
 	struct pip_cap *caps; /* pip.caps, the known-bad table (pipcaps.c loads it) */
 	size_t ncaps;
+	struct compat_tf_glibc *tf_glibc;
+	size_t ntf_glibc;
+	struct compat_cuda_wheels cuda_wheels;
+	struct compat_known_bad *known_bad;
+	size_t nknown_bad;
 	struct strvec pool; /* owns every string above */
 };
 
@@ -281,5 +313,39 @@ enum compat_kernel compat_tf_kernels_for(const struct compat *kb, const char *tf
  */
 size_t compat_sonames(const struct compat *kb, int windows, const char *cuda, const char *cudnn,
                       struct strvec *out);
+
+/*
+ * The glibc floor of a TF version's own Linux wheels ("2.27"); NULL when the
+ * knowledge base has no row for its series. *row (may be NULL) gets the row.
+ */
+const char *compat_tf_min_glibc(const struct compat *kb, const char *tf_version,
+                                const struct compat_tf_glibc **row);
+
+/*
+ * The CUDA major a pip distribution name carries when it is one of NVIDIA's CUDA
+ * wheels ("nvidia-cudnn-cu12" -> 12, PEP 503 names); 0 when it is not one.
+ */
+int compat_cuda_wheel_major(const struct compat *kb, const char *name);
+/* 1 when name is the CUDA runtime wheel ("nvidia-cuda-runtime-cu12"). */
+int compat_cuda_wheel_is_runtime(const struct compat *kb, const char *name);
+
+/*
+ * CUDA from pip wheels in a manifest's pip lock: the number of nvidia-*-cu<N>
+ * pins; *first (may be NULL) the first of them, *runtime the CUDA runtime pin
+ * and *cudnn the cuDNN pin (NULL when absent). Pointers into m.
+ */
+struct pip_req;
+size_t compat_pip_cuda(const struct compat *kb, const struct manifest *m,
+                       const struct pip_req **first, const struct pip_req **runtime,
+                       const struct pip_req **cudnn);
+
+/*
+ * The CUDA version the driver must serve: the runtime wheel's version (the
+ * cudart component version, e.g. "12.9.79") when the stack takes CUDA from
+ * pip wheels and has no cuda section, else cuda.version / versions.cuda.
+ * *from_wheel (may be NULL) tells which. NULL when the manifest names none.
+ */
+const char *compat_stack_cuda(const struct compat *kb, const struct manifest *m,
+                              const struct pip_req **from_wheel);
 
 #endif

@@ -887,9 +887,90 @@ static void lint_mixed_precision(struct lint *L)
 	}
 }
 
+/* A pin in a release range the knowledge base knows to break this TF at run time. */
+static void lint_known_bad(struct lint *L, const struct pip_req *r)
+{
+	const char *tf = L->tf ? L->tf->s : NULL;
+
+	if (r->version == NULL || tf == NULL)
+		return;
+	for (size_t i = 0; i < L->kb->nknown_bad; i++) {
+		const struct compat_known_bad *k = &L->kb->known_bad[i];
+		char *hint;
+
+		if (strcmp(r->name, k->package) != 0 || !compat_spec_allows(k->tf_spec, tf) ||
+		    !compat_spec_allows(k->versions, r->version))
+			continue;
+		hint = xasprintf("pin %s outside %s for TensorFlow %s (%s)", k->package,
+		                 k->versions, tf, k->source);
+		diags_add(L->d, DIAG_WARNING, L->file, r->pos, "compat.pip-known-bad", hint,
+		          "%s %s breaks TensorFlow %s although its ranges allow it: %s",
+		          r->raw_name, r->version, tf, k->fact);
+		free(hint);
+	}
+}
+
+/*
+ * CUDA from nvidia-*-cu<N> wheels (tensorflow[and-cuda]): with a cuda section too,
+ * the stack carries two CUDAs; alone, the wheels must name the declared releases.
+ * *wheel_cuda gets the runtime wheel as the CUDA the driver must serve.
+ */
+static void lint_pip_cuda(struct lint *L, struct mstr *wheel_cuda)
+{
+	const struct manifest *m = L->m;
+	const struct pip_req *first = NULL, *rt = NULL, *dnn = NULL;
+	size_t n = compat_pip_cuda(L->kb, m, &first, &rt, &dnn);
+	char *hint;
+
+	if (n == 0)
+		return;
+	if (m->cuda.set) {
+		const struct mstr *cv = pick(&m->cuda.version, &m->versions.cuda);
+
+		hint = xasprintf("keep one CUDA: drop the %s*%s%d pins and let the cuda and cudnn "
+		                 "sections serve TensorFlow, or drop those sections and take CUDA "
+		                 "from the wheels as tensorflow[and-cuda] does",
+		                 L->kb->cuda_wheels.prefix, L->kb->cuda_wheels.major_tag,
+		                 compat_cuda_wheel_major(L->kb, first->name));
+		diags_add(L->d, DIAG_WARNING, L->file, first->pos, "compat.cuda-twice", hint,
+		          "two CUDAs: the cuda section installs CUDA %s (line %d) and the pip lock "
+		          "carries %zu CUDA wheel%s (%s%s%s); which libraries TensorFlow loads "
+		          "then depends on the loader's search order",
+		          cv && cv->s ? cv->s : "?", m->cuda.pos.line, n, n == 1 ? "" : "s",
+		          first->raw_name, first->version ? "==" : "",
+		          first->version ? first->version : "");
+		free(hint);
+		return;
+	}
+	if (rt != NULL && rt->version != NULL) {
+		char buf[32];
+
+		if (L->cuda != NULL && version_cmp_n(L->cuda->s, rt->version, 2) != 0 &&
+		    !agree(L->cuda->s, rt->version))
+			disagree(
+			    L, rt->pos, rt->raw_name, rt->version,
+			    key_of(L->cuda, &m->versions.cuda, "versions.cuda", "cuda.version"),
+			    L->cuda);
+		else if (L->cuda == NULL)
+			diags_add(L->d, DIAG_WARNING, L->file, rt->pos, "compat.version-undeclared",
+			          "write versions.cuda so validate judges the stack by it",
+			          "%s %s carries CUDA %s, which versions.cuda does not declare",
+			          rt->raw_name, rt->version, series(rt->version, buf));
+		wheel_cuda->s = rt->version;
+		wheel_cuda->pos = rt->pos;
+		wheel_cuda->set = 1;
+	}
+	if (dnn != NULL && dnn->version != NULL && L->cudnn != NULL &&
+	    !agree(L->cudnn->s, dnn->version))
+		disagree(L, dnn->pos, dnn->raw_name, dnn->version,
+		         key_of(L->cudnn, &m->versions.cudnn, "versions.cudnn", "cudnn.version"),
+		         L->cudnn);
+}
+
 int compat_lint(const struct compat *kb, const struct manifest *m, struct diags *d)
 {
 	struct lint L = {0};
+	struct mstr wheel_cuda = {0};
 	size_t errors = d->errors;
 
 	L.kb = kb;
@@ -925,8 +1006,15 @@ int compat_lint(const struct compat *kb, const struct manifest *m, struct diags 
 		if (L.build != NULL && L.python != NULL)
 			lint_python(&L);
 	}
-	if (L.cuda != NULL)
+	lint_pip_cuda(&L, &wheel_cuda);
+	if (L.cuda != NULL || wheel_cuda.set) {
+		/* The driver serves the CUDA the runtime wheel carries (12.9.79: 12.9 Update 1). */
+		const struct mstr *declared = L.cuda;
+		if (wheel_cuda.set)
+			L.cuda = &wheel_cuda;
 		lint_driver(&L);
+		L.cuda = declared;
+	}
 	if (L.cuda != NULL)
 		lint_cuda_sources(&L);
 	lint_cudnn_sources(&L);
@@ -936,8 +1024,10 @@ int compat_lint(const struct compat *kb, const struct manifest *m, struct diags 
 		if (m->driver.gpus[i].s != NULL)
 			lint_gpu(&L, &m->driver.gpus[i]);
 	for (size_t i = 0; i < m->pip.nreqs; i++)
-		if (m->pip.reqs[i].name != NULL)
+		if (m->pip.reqs[i].name != NULL) {
 			lint_pip_req(&L, &m->pip.reqs[i]);
+			lint_known_bad(&L, &m->pip.reqs[i]);
+		}
 	lint_conda(&L);
 	compat_lint_lock(kb, m, L.python ? L.python->s : NULL, L.windows_native, d);
 	compat_lint_env(kb, m, d);

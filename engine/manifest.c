@@ -1081,7 +1081,7 @@ static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 {
 	static const char *const keys[] = {
 	    "requirements", "requirements_file", "index_url", "complete",
-	    "installer",    "requires",          NULL};
+	    "installer",    "requires",          "min_glibc", NULL};
 	static const char *const installers[] = {"native", "pip", NULL};
 	m->pip.pos = n->pos;
 	if (!want_type(p, n, Y_MAP, "pip"))
@@ -1092,6 +1092,8 @@ static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 	get_str(p, n, "requirements_file", "pip.requirements_file", &m->pip.requirements_file);
 	get_bool(p, n, "complete", "pip.complete", &m->pip.complete);
 	get_str(p, n, "installer", "pip.installer", &m->pip.installer_s);
+	get_str(p, n, "min_glibc", "pip.min_glibc", &m->pip.min_glibc);
+	check_version(p, &m->pip.min_glibc, "pip.min_glibc");
 	if (m->pip.installer_s.set)
 		m->pip.use_pip = get_enum(p, &m->pip.installer_s, "pip.installer", installers) == 1;
 	struct ynode *rq = ymap_get(n, "requirements");
@@ -1415,6 +1417,7 @@ void manifest_free(struct manifest *m)
 	mstr_free(&m->versions.python);
 	mstr_free(&m->driver.policy_s);
 	mstr_free(&m->driver.min_version);
+	mstr_free(&m->pip.min_glibc);
 	for (size_t i = 0; i < m->driver.ngpus; i++)
 		mstr_free(&m->driver.gpus[i]);
 	mstr_free(&m->cuda.version);

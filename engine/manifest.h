@@ -200,6 +200,7 @@ struct manifest {
 		struct mstr index_url;
 		struct mbool complete;   /* the lock is the full closure: --no-deps */
 		struct mstr installer_s; /* native (default) | pip */
+		struct mstr min_glibc;   /* the glibc the lock's wheels need (manylinux floor) */
 		int use_pip; /* installer: pip; native needs a complete lock of wheels */
 		struct pip_req *reqs;
 		size_t nreqs;

@@ -18,6 +18,7 @@
 #include "version.h"
 
 #include <dirent.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,45 @@ int stackinfo_names(struct ctx *c, struct strvec *names)
 		strvec_push(names, state_col_text(s, 0));
 	state_finalize(s);
 	return 0;
+}
+
+/*
+ * CUDA from pip wheels: the versions their runtime and cuDNN pins carry, and the
+ * directories in the env's site-packages that hold their libraries (the
+ * knowledge base's pip.cuda_wheels.site_libdirs, globbed, sorted).
+ */
+static void pip_cuda_fill(struct stackinfo *out)
+{
+	struct compat *kb = NULL;
+	struct diags d = {0};
+	const struct pip_req *rt = NULL, *dnn = NULL;
+
+	if (out->m->cuda.set || out->env_prefix == NULL ||
+	    compat_load(compat_default_path(), &kb, &d) != 0)
+		goto out;
+	if (compat_pip_cuda(kb, out->m, NULL, &rt, &dnn) == 0)
+		goto out;
+	out->cuda_from_pip = 1;
+	out->has_cuda = 1;
+	out->cuda = rt != NULL && rt->version != NULL ? rt->version : out->cuda;
+	if (dnn != NULL && dnn->version != NULL) {
+		out->cudnn = dnn->version;
+		out->has_cudnn = 1;
+	}
+	for (size_t i = 0; i < kb->cuda_wheels.nsite_libdirs; i++) {
+		char *pat = xasprintf("%s/lib/python*/site-packages/%s", out->env_prefix,
+		                      kb->cuda_wheels.site_libdirs[i]);
+		glob_t g;
+
+		if (glob(pat, GLOB_ONLYDIR, NULL, &g) == 0)
+			for (size_t k = 0; k < g.gl_pathc; k++)
+				strvec_push(&out->lib_dirs, g.gl_pathv[k]);
+		globfree(&g);
+		free(pat);
+	}
+out:
+	compat_free(kb);
+	diags_release(&d);
 }
 
 void stackinfo_from_manifest(struct ctx *c, struct manifest *m, struct stackinfo *out)
@@ -65,6 +105,7 @@ void stackinfo_from_manifest(struct ctx *c, struct manifest *m, struct stackinfo
 		out->python = path_join(out->env_prefix, "bin/python");
 		free(p);
 	}
+	pip_cuda_fill(out);
 	char *fn = xasprintf("tfprov-%s.sh", out->name);
 	char *prof = path_join(m->env.profile_dir.s ? m->env.profile_dir.s : "/etc/profile.d", fn);
 	out->profile = ctx_host_path(c, prof);
@@ -200,7 +241,8 @@ void stackinfo_env(const struct stackinfo *si, struct strvec *env)
 	strbuf_adds(&sb, path ? path : "/usr/bin:/bin");
 	spawn_env_set(env, "PATH", sb.buf);
 	strbuf_reset(&sb);
-	for (size_t i = 0; i < si->lib_dirs.n; i++)
+	/* CUDA wheels are found by TensorFlow itself, as the env step leaves them. */
+	for (size_t i = 0; !si->cuda_from_pip && i < si->lib_dirs.n; i++)
 		strbuf_addf(&sb, "%s%s", i ? ":" : "", si->lib_dirs.v[i]);
 	const char *ld = getenv("LD_LIBRARY_PATH");
 	if (ld && *ld)

@@ -10,7 +10,10 @@
  *    root-relative paths), so `--root` needs no string joins by callers.
  *  - lib_dirs is the stack's loader search order, the same as the env step's
  *    LD_LIBRARY_PATH: the CUDA prefix's lib64, then cuDNN's own lib when its
- *    placement is separate.
+ *    placement is separate. A stack that takes CUDA from nvidia-*-cu<N> pip
+ *    wheels (no cuda section) has no LD_LIBRARY_PATH at all: its lib_dirs are
+ *    where TensorFlow loads those libraries from, the env's
+ *    site-packages/nvidia/<lib>/lib (the knowledge base's pip.cuda_wheels).
  *  - The struct owns everything it points to; stackinfo_release() frees it.
  */
 #ifndef TFPROV_STACKINFO_H
@@ -34,8 +37,10 @@ struct stackinfo {
 	const char *tf;     /* versions, borrowed from m; NULL when absent */
 	const char *cuda;
 	const char *cudnn;
-	int has_cuda; /* the manifest has a cuda step */
+	int has_cuda; /* the stack carries CUDA: a cuda step, or CUDA pip wheels */
 	int has_cudnn;
+	int cuda_from_pip; /* CUDA and cuDNN come from nvidia-*-cu<N> wheels in the env;
+	                      cuda/cudnn are then the runtime and cuDNN wheel versions */
 	char *cuda_prefix; /* host paths; NULL when the stack has no such part */
 	char *cudnn_prefix;
 	char *env_prefix;

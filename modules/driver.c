@@ -39,28 +39,39 @@ static int driver_check(struct ctx *c, const struct manifest *m, struct step *s)
 		rc = TF_EPRECOND;
 		goto out;
 	}
-	if (compat_load(compat_default_path(), &kb, &d) != 0 || m->versions.cuda.s == NULL)
+	if (compat_load(compat_default_path(), &kb, &d) != 0)
 		goto report;
-	const char *min = compat_cuda_min_driver(kb, m->versions.cuda.s, windows);
-	const char *floor = compat_cuda_compat_driver(kb, m->versions.cuda.s, windows);
+	/* CUDA from nvidia-*-cu<N> wheels: the release their runtime wheel carries. */
+	const struct pip_req *wheel = NULL;
+	const char *cuda = compat_stack_cuda(kb, m, &wheel);
+	char *what = wheel ? xasprintf("%s (%s %s)", cuda, wheel->raw_name, wheel->version)
+	                   : xstrdup(cuda ? cuda : "");
+	if (cuda == NULL) {
+		free(what);
+		goto report;
+	}
+	const char *min = compat_cuda_min_driver(kb, cuda, windows);
+	const char *floor = compat_cuda_compat_driver(kb, cuda, windows);
 	if (min && version_cmp(g.driver_version, min) < 0) {
 		if (floor && version_cmp(g.driver_version, floor) >= 0) {
 			ev_log(c, EV_WARN,
 			       "driver %s is older than CUDA %s's minimum %s but at or above the "
 			       "minor-version-compatibility floor %s: it runs, without features "
 			       "that need the newer driver (e.g. PTX built by the newer compiler)",
-			       g.driver_version, m->versions.cuda.s, min, floor);
+			       g.driver_version, what, min, floor);
 		} else {
 			step_fail(s,
 			          "NVIDIA driver %s is too old for CUDA %s: the minimum is %s%s%s "
 			          "(source: CUDA release notes). Upgrade the driver, or choose a "
 			          "stack with an older CUDA",
-			          g.driver_version, m->versions.cuda.s, min,
-			          floor ? ", or at least " : "", floor ? floor : "");
+			          g.driver_version, what, min, floor ? ", or at least " : "",
+			          floor ? floor : "");
 			rc = TF_EPRECOND;
+			free(what);
 			goto out;
 		}
 	}
+	free(what);
 	if (m->driver.min_version.set &&
 	    version_cmp(g.driver_version, m->driver.min_version.s) < 0) {
 		step_fail(s, "NVIDIA driver %s is older than the manifest's driver.min_version %s",

@@ -14,6 +14,7 @@
  * env is re-recorded, so the env's own drift check does not mistake pip's
  * work for drift.
  */
+#include "compat.h"
 #include "conda.h"
 #include "digest.h"
 #include "error.h"
@@ -23,8 +24,10 @@
 #include "module.h"
 #include "pkgfiles.h"
 #include "pyenv.h"
+#include "version.h"
 
 #include <fcntl.h>
+#include <gnu/libc-version.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,8 +284,60 @@ static int pip_desire(struct ctx *c, const struct manifest *m, struct strbuf *ca
  * time, after the CUDA, cuDNN and Python steps have run, from whatever the index
  * serves then: refused before any change unless --allow-incomplete-lock.
  */
+/*
+ * The glibc the lock's Linux wheels need: the manylinux floor of TensorFlow's own
+ * wheel (the knowledge base, by TF series) and pip.min_glibc (the highest floor
+ * of the rest of the lock, written by scripts/closure-to-requirements.py). A host
+ * below it gets "no matching distribution" from pip only after the CUDA, cuDNN
+ * and Python steps ran: refused before any change instead (exit 6).
+ * TFPROV_GLIBC_VERSION stands in for the host's glibc in tests.
+ */
+static int pip_glibc_precheck(const struct manifest *m, struct step *s)
+{
+	struct compat *kb = NULL;
+	struct diags d = {0};
+	const struct compat_tf_glibc *row = NULL;
+	const char *tf = m->versions.tensorflow.s, *need = NULL, *why = NULL;
+	const char *host = getenv("TFPROV_GLIBC_VERSION");
+	int rc = 0, from_tf = 0;
+	if (m->stack.platform != PLATFORM_LINUX_X86_64 && m->stack.platform != PLATFORM_WSL2)
+		return 0;
+	if (host == NULL || *host == '\0')
+		host = gnu_get_libc_version();
+	for (size_t i = 0; tf == NULL && i < m->pip.nreqs; i++)
+		if (m->pip.reqs[i].name && strcmp(m->pip.reqs[i].name, "tensorflow") == 0)
+			tf = m->pip.reqs[i].version;
+	if (compat_load(compat_default_path(), &kb, &d) == 0 && compat_tf_min_glibc(kb, tf, &row)) {
+		need = row->glibc;
+		why = row->tag;
+		from_tf = 1;
+	}
+	if (m->pip.min_glibc.set && (need == NULL || version_cmp(m->pip.min_glibc.s, need) > 0)) {
+		need = m->pip.min_glibc.s;
+		why = "pip.min_glibc";
+		from_tf = 0;
+	}
+	if (need != NULL && version_valid(host) && version_cmp(host, need) < 0) {
+		step_fail(s,
+		          "this machine's glibc %s is older than %s, which the pip lock's wheels "
+		          "need (%s%s%s): pip would find no installable file for them. Use a "
+		          "distribution with glibc >= %s, or a stack whose wheels need less",
+		          host, need, why, from_tf ? " of TensorFlow " : "", from_tf ? tf : "",
+		          need);
+		rc = TF_EPRECOND;
+	}
+	compat_free(kb);
+	diags_release(&d);
+	return rc;
+}
+
 static int pip_precheck(struct ctx *c, const struct manifest *m, struct step *s)
 {
+	if (m->pip.set) {
+		int rc = pip_glibc_precheck(m, s);
+		if (rc != 0)
+			return rc;
+	}
 	if (!m->pip.set || m->pip.complete.v || (c->flags & CTX_ALLOW_INCOMPLETE))
 		return 0;
 	struct pos at = m->pip.complete.set ? m->pip.complete.pos : m->pip.pos;

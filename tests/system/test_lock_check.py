@@ -97,7 +97,8 @@ def test_complete_lock_without_tensorflow(tfprov, tmp_path):
 def test_setuptools_cap_from_knowledge_base(tfprov, tmp_path):
     """setuptools 82 with TensorBoard 2.15.2 breaks the knowledge base's cap (the
     diagnostic says why and where the fact comes from); 81 passes; so does 82 with
-    TensorBoard 2.16.2 (TF 2.16.1), which the cap does not cover."""
+    TF 2.21.0, which has no TensorBoard; 82 with TensorBoard 2.20.0 (TF 2.20.0),
+    which still imports pkg_resources, is refused."""
     base = pin("tensorflow", "2.15.1")
     bad = manifest(tmp_path / "d.yaml", base + pin("tensorboard", "2.15.2") +
                    pin("setuptools", "82.0.0"))
@@ -108,10 +109,15 @@ def test_setuptools_cap_from_knowledge_base(tfprov, tmp_path):
     assert "pkg_resources" in p.stderr and "pypa/setuptools" in p.stderr
     ok = manifest(tmp_path / "e.yaml", base + pin("tensorboard", "2.15.2") +
                   pin("setuptools", "81.0.0"))
-    newer = manifest(tmp_path / "f.yaml", pin("tensorflow", "2.16.1") +
-                     pin("tensorboard", "2.16.2") + pin("setuptools", "82.0.0"), tf="2.16.1")
+    newer = manifest(tmp_path / "f.yaml", pin("tensorflow", "2.21.0") +
+                     pin("setuptools", "82.0.1"), tf="2.21.0")
     p = tfprov.run("lock", "--check", ok, newer, root=False)
     assert p.returncode == 0, out(p)
+    tb220 = manifest(tmp_path / "g.yaml", pin("tensorflow", "2.20.0") +
+                     pin("tensorboard", "2.20.0") + pin("setuptools", "82.0.1"), tf="2.20.0")
+    p = tfprov.run("lock", "--check", tb220, root=False)
+    assert p.returncode == 3, out(p)
+    assert diags(p) == [(line_of(tb220, "setuptools==82.0.1"), "lock.cap")], out(p)
 
 
 def test_cap_sees_conda_setuptools(tfprov, tmp_path):

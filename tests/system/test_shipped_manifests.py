@@ -31,9 +31,14 @@ DATA = MANIFESTS / "data"
 CUDA_REDIST = "https://developer.download.nvidia.com/compute/cuda/redist/"
 CUDNN_REDIST = "https://developer.download.nvidia.com/compute/cudnn/redist/"
 
-SHIPPED = ["stable-2.15.yaml", "stable-2.12.yaml", "stable-2.9.yaml", "legacy-1.15.yaml"]
-# Stacks whose pip section must be a complete lock (the whole closure, every hash).
-COMPLETE = ["stable-2.15.yaml", "stable-2.12.yaml", "stable-2.9.yaml"]
+SHIPPED = ["stable-2.21.yaml", "stable-2.20.yaml", "stable-2.15.yaml", "stable-2.12.yaml",
+           "stable-2.9.yaml", "legacy-1.15.yaml"]
+# Stacks whose pip section must be a complete lock (the whole closure, every hash),
+# whose interpreter is pinned, and that `tfprov lock --check` accepts.
+COMPLETE = ["stable-2.21.yaml", "stable-2.20.yaml", "stable-2.15.yaml", "stable-2.12.yaml",
+            "stable-2.9.yaml"]
+# CUDA from nvidia-*-cu12 wheels (tensorflow[and-cuda]): no cuda/cudnn sections.
+PIP_CUDA = ["stable-2.21.yaml"]
 
 HEX64 = re.compile(r"(?<![0-9A-Za-z])[0-9a-fA-F]{64}(?![0-9A-Za-z])")
 
@@ -119,8 +124,10 @@ class Ref:
 
 
 def _tsv(path):
+    """Rows of a data TSV; '#' lines before the header (source notes) are skipped."""
     with open(path, newline="") as f:
-        return list(csv.DictReader(f, delimiter="\t"))
+        lines = [l for l in f if not l.startswith("#")]
+    return list(csv.DictReader(lines, delimiter="\t"))
 
 
 def pep503(name):
@@ -261,8 +268,12 @@ def test_identity(path):
     v = doc["versions"]
     for k in ("tensorflow", "cuda", "cudnn", "python"):
         assert isinstance(v.get(k), str), f"versions.{k} must be a string (quote \"3.10\")"
-    assert doc["cuda"].get("version", v["cuda"]) == v["cuda"]
-    assert doc["cudnn"].get("version", v["cudnn"]) == v["cudnn"]
+    if path.name in PIP_CUDA:
+        assert "cuda" not in doc and "cudnn" not in doc, \
+            f"{path.name}: CUDA comes from the nvidia-*-cu12 wheels, not from sections"
+    else:
+        assert doc["cuda"].get("version", v["cuda"]) == v["cuda"]
+        assert doc["cudnn"].get("version", v["cudnn"]) == v["cudnn"]
     assert str(doc["python"].get("version", v["python"])) == v["python"]
 
 
@@ -271,6 +282,9 @@ def test_artifacts_match_reference(path, ref):
     """url, sha256 and size of each artifact are one record of the reference data."""
     doc = load(path)
     arts = artifacts(doc)
+    if path.name in PIP_CUDA:
+        assert not arts, f"{path.name}: CUDA from wheels carries no archives"
+        return
     assert arts, f"{path.name}: no CUDA/cuDNN artifacts"
     for where, a in arts:
         label = f"{path.name}: {where}"
@@ -349,6 +363,24 @@ def conda_names(doc, path):
     return names
 
 
+def own_closure(doc, path, ref):
+    """The closure in manifests/data a lock was written from. Several hold the same
+    tensorflow file (with and without [and-cuda]; Linux and Windows): the lock's own
+    holds every pinned file, and each of its packages is pinned or in the conda lock."""
+    pins = pinned(doc, path)
+    files = {h for _, hs in pins.values() for h in hs}
+    from_conda = conda_names(doc, path)
+    cands = []
+    for c, pk in ref.closures.items():
+        have = set().union(*pk.values())
+        if not files <= have:
+            continue
+        if all(p in pins or p in from_conda for p, _ in pk):
+            cands.append(c)
+    assert len(cands) == 1, f"{path.name}: the lock matches closures {cands}"
+    return cands[0]
+
+
 @pytest.mark.parametrize("name", COMPLETE)
 def test_complete_lock_is_a_closure_from_the_data(name, ref):
     """A complete lock is one closure of the data: each package with every hash of its
@@ -360,8 +392,7 @@ def test_complete_lock_is_a_closure_from_the_data(name, ref):
     pins = pinned(doc, path)
     tf = pins.get("tensorflow")
     assert tf and tf[0] == doc["versions"]["tensorflow"], f"{name}: tensorflow pin"
-    cands = [c for c, pk in ref.closures.items() if ("tensorflow", tf[0]) in pk]
-    assert len(cands) == 1, f"{name}: tensorflow {tf[0]} is in closures {cands}"
+    cands = [own_closure(doc, path, ref)]
     closure = ref.closures[cands[0]]
     for pkg, (ver, hashes) in pins.items():
         assert (pkg, ver) in closure, f"{name}: {pkg}=={ver} is not in {cands[0]}"
@@ -378,8 +409,9 @@ def test_complete_lock_is_a_closure_from_the_data(name, ref):
 
 @pytest.mark.parametrize("name", COMPLETE)
 def test_setuptools_below_82(name):
-    """TensorBoard before 2.16 imports pkg_resources, which setuptools 82 removed: every
-    setuptools a stack installs (pip pin or conda lock) is older."""
+    """TensorBoard up to 2.20 imports pkg_resources, which setuptools 82 removed: every
+    setuptools a stack installs (pip pin or conda lock) is older. (stable-2.21 has no
+    TensorBoard; it takes the conda lock's setuptools all the same.)"""
     path = MANIFESTS / name
     doc = load(path)
     found = []
@@ -513,14 +545,14 @@ def artifact_lines(path):
 
 
 @pytest.mark.parametrize("name,prefix,needle", [
-    ("stable-2.9.yaml", "python:", "conda explicit lock for Python 3.8"),
-    ("legacy-1.15.yaml", "pip:", "tensorflow-gpu==1.15.5"),
-], ids=["2.9-conda-3.8", "1.15-pip-closure"])
+    ("legacy-1.15.yaml", "pip:", "setuptools and wheel for Python 3.7"),
+    ("legacy-1.15.yaml", "python:", "conda explicit lock for Python 3.7"),
+], ids=["1.15-setuptools-wheel", "1.15-python-3.7"])
 def test_known_gaps_warned(name, prefix, needle, validate_bin):
     """What the data still lacks stays under `missing:` and validate warns about it at
-    the entry's line: the Python 3.8 conda lock of stable-2.9 and legacy-1.15's pip
-    closure (its pip section is not complete, so apply refuses it without
-    --allow-incomplete-lock)."""
+    the entry's line: legacy-1.15's setuptools/wheel for Python 3.7 (its pip section is
+    not complete, so apply refuses it without --allow-incomplete-lock) and its
+    Python 3.7 interpreter."""
     path = MANIFESTS / name
     lines = path.read_text().splitlines()
     ln = next(i for i, l in enumerate(lines, 1)
@@ -529,3 +561,87 @@ def test_known_gaps_warned(name, prefix, needle, validate_bin):
     assert p.returncode == 0, p.stdout + p.stderr
     assert re.search(rf"{re.escape(str(path))}:{ln}:\d+: warning: not pinned: {prefix}.*"
                      rf"{re.escape(needle)}.*\[pins\.missing\]", p.stderr), p.stderr
+
+
+# --------------------------------------------------------------------------- current stacks
+
+
+
+
+@pytest.mark.parametrize("name", COMPLETE + ["legacy-1.15.yaml"])
+def test_min_glibc_is_the_data_floor(name, ref):
+    """pip.min_glibc is the glibc the lock's wheels need, recomputed here from the file
+    names of the closure in manifests/data (scripts/closure-to-requirements.py --glibc):
+    per package the lowest manylinux floor among its pinned files, the highest over the lock."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "c2r", REPO / "scripts" / "closure-to-requirements.py")
+    c2r = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(c2r)
+    doc = load(MANIFESTS / name)
+    pins = {h for _, hs in pip_requirements(doc, MANIFESTS / name) for h in hs}
+    per_pkg = {}
+    for r in c2r.rows(DATA / own_closure(doc, MANIFESTS / name, ref)):
+        if r["sha256"] not in pins:
+            continue
+        fl = c2r.file_floor(r["filename"])
+        old = per_pkg.get(r["name"], "unset")
+        per_pkg[r["name"]] = fl if old == "unset" else (
+            None if fl is None or old is None else min(old, fl))
+    need = max(f for f in per_pkg.values() if f is not None)
+    assert doc["pip"].get("min_glibc") == "%d.%d" % need, (name, need)
+
+
+def test_file_floor_reads_pep600_and_legacy_tags():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "c2r", REPO / "scripts" / "closure-to-requirements.py")
+    c2r = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(c2r)
+    assert c2r.file_floor("h5py-3.16.0-cp312-cp312-manylinux_2_28_x86_64.whl") == (2, 28)
+    assert c2r.file_floor(
+        "wrapt-2.2.2-cp312-cp312-manylinux1_x86_64.manylinux_2_28_x86_64.manylinux_2_5_x86_64.whl"
+    ) == (2, 5)
+    assert c2r.file_floor("tensorflow-1.15.4-cp37-cp37m-manylinux2010_x86_64.whl") == (2, 12)
+    assert c2r.file_floor("grpcio-1.81.1-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.whl") == (2, 17)
+    assert c2r.file_floor("six-1.17.0-py2.py3-none-any.whl") is None
+    assert c2r.file_floor("termcolor-1.1.0.tar.gz") is None
+
+
+@pytest.mark.parametrize("name", COMPLETE)
+def test_no_gap_for_pip_or_interpreter(name):
+    """The current and classic stacks lock their interpreter (conda) and their whole pip closure."""
+    doc = load(MANIFESTS / name)
+    assert doc["python"]["manager"] == "conda", f"{name}: the interpreter is not pinned"
+    for gap in doc.get("missing") or []:
+        assert not gap.startswith(("pip:", "python:")), f"{name}: {gap}"
+
+
+@pytest.mark.parametrize("name", COMPLETE)
+def test_lock_check_accepts(name, validate_bin):
+    p = run(validate_bin, "lock", "--check", str(MANIFESTS / name))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "complete" in p.stdout, p.stdout
+
+
+def test_pip_cuda_stack_pins_the_and_cuda_wheels(ref):
+    """stable-2.21 takes CUDA from the 12 nvidia-*-cu12 wheels of its [and-cuda] closure,
+    declares the releases they carry (cudart 12.9.79 -> CUDA 12.9, cuDNN 9.23.2.1), and
+    its env sets no LD_LIBRARY_PATH of its own."""
+    doc = load(MANIFESTS / "stable-2.21.yaml")
+    pins = pinned(doc, MANIFESTS / "stable-2.21.yaml")
+    nvidia = sorted(n for n in pins if re.fullmatch(r"nvidia-.+-cu12", n))
+    assert len(nvidia) == 12, nvidia
+    rt = pins["nvidia-cuda-runtime-cu12"][0]
+    assert doc["versions"]["cuda"] == ".".join(rt.split(".")[:2])
+    assert doc["versions"]["cudnn"] == pins["nvidia-cudnn-cu12"][0]
+    assert "LD_LIBRARY_PATH" not in (doc.get("env") or {}).get("vars", {})
+
+
+def test_current_stacks_driver_floors():
+    """Each driver floor is the toolkit minimum of the CUDA the stack carries (data/compat.yaml)."""
+    kb = load(REPO / "data" / "compat.yaml")
+    rows = {r["cuda"]: r["linux"] for r in kb["cuda"]["min_driver"]["toolkits"]}
+    assert load(MANIFESTS / "stable-2.20.yaml")["driver"]["min_version"] == rows["12.5.1"]
+    # cudart 12.9.79: the newest 12.9 row (12.9 Update 1).
+    assert load(MANIFESTS / "stable-2.21.yaml")["driver"]["min_version"] == rows["12.9.1"]

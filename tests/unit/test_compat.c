@@ -297,6 +297,64 @@ static void test_sonames(void **state)
 	strvec_release(&sv);
 }
 
+/* TF 2.16-2.21: glibc floors, ranges, cuDNN 9 libraries, the pip CUDA wheels. */
+static void test_current_rows(void **state)
+{
+	const struct compat_tf_glibc *row = NULL;
+	struct strvec sv = STRVEC_INIT;
+	int numpy_220 = 0, keras_220 = 0;
+
+	(void)state;
+	assert_string_equal(compat_tf_min_glibc(kb, "2.21.0", &row), "2.27");
+	assert_non_null(strstr(row->source, "manylinux_2_27"));
+	assert_string_equal(compat_tf_min_glibc(kb, "2.20.0", NULL), "2.17");
+	assert_string_equal(compat_tf_min_glibc(kb, "1.15.4", NULL), "2.12");
+	assert_null(compat_tf_min_glibc(kb, "2.16.2", &row)); /* no wheel name was read */
+	assert_null(row);
+	assert_null(compat_tf_min_glibc(kb, NULL, NULL));
+
+	for (size_t i = 0; i < kb->npip_requires; i++) {
+		const struct compat_pip_requires *q = &kb->pip_requires[i];
+		if (!compat_spec_allows(q->tf_spec, "2.20.0"))
+			continue;
+		if (strcmp(q->package, "numpy") == 0 && !compat_spec_allows(q->spec, "1.25.2"))
+			numpy_220++;
+		if (strcmp(q->package, "keras") == 0 && !compat_spec_allows(q->spec, "3.9.0"))
+			keras_220++;
+		if (strcmp(q->package, "protobuf") == 0)
+			assert_true(compat_spec_allows(q->spec, "6.31.1"));
+	}
+	assert_int_equal(numpy_220, 1);
+	assert_int_equal(keras_220, 1);
+
+	compat_sonames(kb, 0, "12.5.1", "9.3.0.75", &sv);
+	assert_true(has(&sv, "libcudnn.so.9"));
+	assert_true(has(&sv, "libcudart.so.12"));
+	strvec_release(&sv);
+	for (size_t i = 0; i < kb->nsonames; i++) {
+		const struct compat_sonames *so = &kb->sonames[i];
+		if (so->os != COMPAT_LINUX || so->cudnn == NULL || strcmp(so->cudnn, "9") != 0)
+			continue;
+		assert_int_equal(so->ncompanions, 7); /* the cuDNN 9 sub-libraries */
+		assert_string_equal(so->companions[0], "libcudnn_graph.so.9");
+	}
+
+	assert_int_equal(compat_cuda_wheel_major(kb, "nvidia-cudnn-cu12"), 12);
+	assert_int_equal(compat_cuda_wheel_major(kb, "nvidia-cuda-cupti-cu12"), 12);
+	assert_int_equal(compat_cuda_wheel_major(kb, "nvidia-cudnn-cu11"), 11);
+	assert_int_equal(compat_cuda_wheel_major(kb, "nvidia-cu12"), 0);
+	assert_int_equal(compat_cuda_wheel_major(kb, "nvidia-ml-py"), 0);
+	assert_int_equal(compat_cuda_wheel_major(kb, "nvidia-cudnn-cu12x"), 0);
+	assert_int_equal(compat_cuda_wheel_major(kb, "numpy"), 0);
+	assert_true(compat_cuda_wheel_is_runtime(kb, "nvidia-cuda-runtime-cu12"));
+	assert_false(compat_cuda_wheel_is_runtime(kb, "nvidia-cuda-nvrtc-cu12"));
+	assert_false(compat_cuda_wheel_is_runtime(kb, "nvidia-cuda-runtime"));
+	assert_int_equal(kb->cuda_wheels.nsite_libdirs, 1);
+	assert_string_equal(kb->cuda_wheels.site_libdirs[0], "nvidia/*/lib");
+	/* CUDA 12.5.1's own driver floor, with its source row. */
+	assert_string_equal(compat_cuda_min_driver(kb, "12.5.1", 0), "555.42.06");
+}
+
 /* ---- lints on the guide manifests ---- */
 
 struct expect {
@@ -550,8 +608,9 @@ static void test_clean_manifests(void **state)
 static void test_shipped_manifests(void **state)
 {
 	static const char *const files[] = {
-	    "manifests/stable-2.15.yaml", "manifests/stable-2.12.yaml", "manifests/stable-2.9.yaml",
-	    "manifests/legacy-1.15.yaml"};
+	    "manifests/stable-2.21.yaml", "manifests/stable-2.20.yaml",
+	    "manifests/stable-2.15.yaml", "manifests/stable-2.12.yaml",
+	    "manifests/stable-2.9.yaml",  "manifests/legacy-1.15.yaml"};
 
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
@@ -746,6 +805,30 @@ static void test_kb_errors(void **state)
 	}
 	diags_release(&d);
 
+	/* A wheel floor row without its glibc, and a non-version, are found where they are. */
+	assert_int_equal(load_text("schema: 1\n"
+	                           "tensorflow:\n"
+	                           "  linux_wheels:\n"
+	                           "    source: PEP-600\n"
+	                           "    rows:\n"
+	                           "      - {tf_from: \"2.21\", tag: t, source: s}\n"
+	                           "      - {tf_from: \"2.20\", glibc: new, tag: t, source: s}\n",
+	                           &d, &bad),
+	                 TF_EFAIL);
+	{
+		int missing = 0, notver = 0;
+		for (size_t i = 0; i < d.n; i++) {
+			if (strstr(d.v[i].msg, "missing key 'glibc'") && d.v[i].pos.line == 6)
+				missing++;
+			if (strstr(d.v[i].msg, "'glibc' must be a dotted version") &&
+			    d.v[i].pos.line == 7)
+				notver++;
+		}
+		assert_int_equal(missing, 1);
+		assert_int_equal(notver, 1);
+	}
+	diags_release(&d);
+
 	/* A typo and a non-version in an otherwise real table are found where they are. */
 	assert_int_equal(
 	    load_text("schema: 1\n"
@@ -855,7 +938,7 @@ int main(void)
 	    cmocka_unit_test(test_guide_manifests),    cmocka_unit_test(test_guide_dir_covered),
 	    cmocka_unit_test(test_kb_guide_table),     cmocka_unit_test(test_clean_manifests),
 	    cmocka_unit_test(test_shipped_manifests),  cmocka_unit_test(test_hand_built_model),
-	    cmocka_unit_test(test_kb_errors),
+	    cmocka_unit_test(test_kb_errors),          cmocka_unit_test(test_current_rows),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

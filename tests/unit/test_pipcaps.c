@@ -49,15 +49,18 @@ static void test_setuptools_cap_from_kb(void **state)
 	assert_non_null(st);
 	assert_string_equal(st->below, "82");
 	assert_string_equal(st->when, "tensorboard");
-	assert_string_equal(st->when_below, "2.16");
+	assert_string_equal(st->when_below, "2.21");
 	assert_non_null(strstr(st->fact, "pkg_resources"));
 	assert_non_null(strstr(st->source, "pypa/setuptools"));
 
 	struct pins bad = {"2.15.2", "82.0.0"}, ok = {"2.15.2", "81.0.0"},
-	            new_tb = {"2.16.1", "82.0"}, no_st = {"2.12.3", NULL};
+	            new_tb = {"2.21.0", "82.0"}, no_st = {"2.12.3", NULL};
 	assert_ptr_equal(pip_caps_broken(caps, n, lookup, &bad, NULL), st);
 	assert_null(pip_caps_broken(caps, n, lookup, &ok, NULL));
 	assert_null(pip_caps_broken(caps, n, lookup, &new_tb, NULL));
+	/* TensorBoard 2.20 still imports pkg_resources: the cap holds. */
+	struct pins tb220 = {"2.20.0", "82.0.1"};
+	assert_ptr_equal(pip_caps_broken(caps, n, lookup, &tb220, NULL), st);
 	assert_null(pip_caps_broken(caps, n, lookup, &no_st, NULL));
 	pip_caps_free(caps, n);
 	diags_release(&d);
