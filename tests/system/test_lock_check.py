@@ -117,7 +117,7 @@ def test_setuptools_cap_from_knowledge_base(tfprov, tmp_path):
                      pin("tensorboard", "2.20.0") + pin("setuptools", "82.0.1"), tf="2.20.0")
     p = tfprov.run("lock", "--check", tb220, root=False)
     assert p.returncode == 3, out(p)
-    assert diags(p) == [(line_of(tb220, "setuptools==82.0.1"), "lock.cap")], out(p)
+    assert diags(p) == [(line_of(tb220, "setuptools==82.0.1"), "compat.pip-known-bad")], out(p)
 
 
 def test_cap_sees_conda_setuptools(tfprov, tmp_path):
