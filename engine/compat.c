@@ -678,6 +678,28 @@ static void load_imports(struct loader *L, const yaml_node_t *p)
 	free(rows);
 }
 
+/* pip.cuda_carriers: distributions whose name carries the CUDA they are built for. */
+static void load_carriers(struct loader *L, const yaml_node_t *p)
+{
+	static const char *const keys[] = {"pattern", "source", NULL};
+	yaml_node_t **rows;
+	size_t n;
+
+	rows = get_rows(L, p, "cuda_carriers", &n);
+	L->kb->carriers = xcalloc(n ? n : 1, sizeof(*L->kb->carriers));
+	L->kb->ncarriers = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_cuda_carrier *c = &L->kb->carriers[i];
+
+		check_keys(L, rows[i], keys);
+		c->pattern = get_str(L, rows[i], "pattern", REQ);
+		c->source = get_str(L, rows[i], "source", REQ);
+		if (c->pattern != NULL && strstr(c->pattern, "{M}") == NULL)
+			bad(L, rows[i], "a CUDA carrier pattern names the major as {M}");
+	}
+	free(rows);
+}
+
 /* env_vars: what TensorFlow accepts in the environment variables it reads. */
 static void load_env_vars(struct loader *L, const yaml_node_t *root)
 {
@@ -719,9 +741,9 @@ static void load_env_vars(struct loader *L, const yaml_node_t *root)
 static void load_pip(struct loader *L, const yaml_node_t *root)
 {
 	/* "caps" is read by pipcaps.c. */
-	static const char *const keys[] = {"removed", "requires",        "and_cuda",
-	                                   "notes",   "cuda_wheels",     "known_bad",
-	                                   "caps",    "import_packages", NULL};
+	static const char *const keys[] = {
+	    "removed",   "requires", "and_cuda",        "notes",         "cuda_wheels",
+	    "known_bad", "caps",     "import_packages", "cuda_carriers", NULL};
 	static const char *const cw_keys[] = {"prefix",       "major_tag", "runtime", "cudnn",
 	                                      "site_libdirs", "source",    NULL};
 	static const char *const kb_keys[] = {"package", "versions", "tensorflow",
@@ -802,6 +824,8 @@ static void load_pip(struct loader *L, const yaml_node_t *root)
 	free(rows);
 	if (map_get(L, p, "import_packages") != NULL)
 		load_imports(L, p);
+	if (map_get(L, p, "cuda_carriers") != NULL)
+		load_carriers(L, p);
 }
 
 static void load_conda(struct loader *L, const yaml_node_t *root)
@@ -1023,6 +1047,7 @@ void compat_free(struct compat *kb)
 	for (size_t i = 0; i < kb->nimports; i++)
 		free(kb->imports[i].dists);
 	free(kb->imports);
+	free(kb->carriers);
 	for (size_t i = 0; i < kb->nenv_vars; i++)
 		free(kb->env_vars[i].values);
 	free(kb->env_vars);

@@ -128,6 +128,16 @@ struct compat_import_pkg {
 	const char *fix, *source;
 };
 
+/*
+ * A pip distribution built for one CUDA, its name carrying the release:
+ * pattern "cupy-cuda{M}x" ({M} the major), "cupy-cuda{M}{m}" (major and one-digit
+ * minor), "nvidia-*-cu{M}" (* any text).
+ */
+struct compat_cuda_carrier {
+	const char *pattern;
+	const char *source;
+};
+
 /* How TensorFlow parses an environment variable it reads. */
 enum compat_env_kind {
 	COMPAT_ENV_ENUM,   /* exactly one of values (case-sensitive) */
@@ -219,6 +229,8 @@ struct compat {
 	size_t nimports;
 	struct compat_env_var *env_vars;
 	size_t nenv_vars;
+	struct compat_cuda_carrier *carriers;
+	size_t ncarriers;
 	struct pip_cap *caps; /* pip.caps, the known-bad table (pipcaps.c loads it) */
 	size_t ncaps;
 	struct compat_tf_glibc *tf_glibc;
@@ -258,6 +270,15 @@ int compat_lint(const struct compat *kb, const struct manifest *m, struct diags 
  */
 void compat_lint_lock(const struct compat *kb, const struct manifest *m, const char *python,
                       int windows, struct diags *d);
+/*
+ * Every package that carries CUDA against the stack's CUDA (cuda: versions.cuda
+ * or cuda.version, or NULL): pip distributions named for a CUDA release
+ * (pip.cuda_carriers) and the cuda section's archives of release-versioned
+ * components, at NVIDIA's granularity: the major from CUDA 11 on (minor-version
+ * compatibility), the minor before it.
+ */
+void compat_lint_cuda_carriers(const struct compat *kb, const struct manifest *m,
+                               const struct mstr *cuda, struct diags *d);
 /* env.vars against how TensorFlow parses the variables it reads. */
 void compat_lint_env(const struct compat *kb, const struct manifest *m, struct diags *d);
 

@@ -27,6 +27,7 @@
 #include "pep508.h"
 #include "version.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -370,6 +371,170 @@ void compat_lint_lock(const struct compat *kb, const struct manifest *m, const c
 	for (size_t i = 0; i < k.n; i++)
 		strvec_release(&k.v[i].extras);
 	free(k.v);
+}
+
+/* ---- packages that carry CUDA ---- */
+
+/*
+ * Matches name against a carrier pattern: literal text, '*' (one character or
+ * more), {M} (the CUDA major, 1-2 digits) and {m} (its minor, one digit). On a
+ * match *major and *minor (-1 without {m}) are the CUDA the name carries.
+ */
+static int carrier_match(const char *pat, const char *name, long *major, long *minor)
+{
+	if (*pat == '\0')
+		return *name == '\0';
+	if (strncmp(pat, "{M}", 3) == 0 || strncmp(pat, "{m}", 3) == 0) {
+		long *slot = pat[1] == 'm' ? minor : major, save = *slot, v = 0;
+		size_t max = pat[1] == 'm' ? 1 : 2;
+
+		for (size_t n = 1; n <= max && name[n - 1] >= '0' && name[n - 1] <= '9'; n++) {
+			v = v * 10 + (name[n - 1] - '0');
+			*slot = v;
+			if (carrier_match(pat + 3, name + n, major, minor))
+				return 1;
+		}
+		*slot = save;
+		return 0;
+	}
+	if (*pat == '*') {
+		for (size_t n = 1; name[n - 1] != '\0'; n++)
+			if (carrier_match(pat + 1, name + n, major, minor))
+				return 1;
+		return 0;
+	}
+	return *pat == *name && carrier_match(pat + 1, name + 1, major, minor);
+}
+
+/* A package built for CUDA major[.minor] against the stack's CUDA; 1 when it said something. */
+static void carrier_diag(const struct manifest *m, struct diags *d, struct pos pos,
+                         const char *what, long major, long minor, const struct mstr *cuda,
+                         int family, const char *source)
+{
+	long smaj = version_component(cuda->s, 0), smin = version_component(cuda->s, 1);
+	char built[48];
+	char *hint;
+
+	if (minor >= 0)
+		snprintf(built, sizeof(built), "%ld.%ld", major, minor);
+	else
+		snprintf(built, sizeof(built), "%ld", major);
+	if (major != smaj) {
+		hint = xasprintf("TensorFlow and this package would need two CUDA runtimes; take "
+		                 "its build for CUDA %ld (%s)",
+		                 smaj, source);
+		diags_add(d, DIAG_ERROR, m->path, pos, "compat.cuda-package-mismatch", hint,
+		          "%s is built for CUDA %s, but the stack is CUDA %s (line %d)", what,
+		          built, cuda->s, cuda->pos.line);
+	} else if (minor >= 0 && !family && minor != smin) {
+		hint = xasprintf("before CUDA 11 each minor release has its own sonames "
+		                 "(libcudart.so.%ld.%ld): take the build for CUDA %ld.%ld (%s)",
+		                 smaj, smin, smaj, smin, source);
+		diags_add(d, DIAG_ERROR, m->path, pos, "compat.cuda-package-mismatch", hint,
+		          "%s is built for CUDA %s, but the stack is CUDA %s (line %d)", what,
+		          built, cuda->s, cuda->pos.line);
+	} else if (minor >= 0 && family && minor > smin) {
+		hint =
+		    xasprintf("minor-version compatibility runs what was built with an older "
+		              "minor of CUDA %ld on a newer one, not the reverse: raise the stack "
+		              "to CUDA %ld.%ld or take an older build (%s)",
+		              major, major, minor, source);
+		diags_add(d, DIAG_WARNING, m->path, pos, "compat.cuda-package-newer", hint,
+		          "%s is built for CUDA %s, newer than the stack's CUDA %s (line %d)", what,
+		          built, cuda->s, cuda->pos.line);
+	} else {
+		return;
+	}
+	free(hint);
+}
+
+/* "cuda_nvcc-linux-x86_64-12.5.82-archive.tar.xz": a component versioned by CUDA release. */
+static int archive_release(const char *url, char **component, char **version)
+{
+	const char *b = strrchr(url, '/'), *dash, *v;
+	size_t n;
+
+	b = b ? b + 1 : url;
+	if (strncmp(b, "cuda_", 5) != 0 && strncmp(b, "libnvjitlink-", 13) != 0)
+		return 0;
+	if ((dash = strstr(b, "-linux-")) == NULL && (dash = strstr(b, "-windows-")) == NULL)
+		return 0;
+	v = strchr(dash + 1, '-');         /* after "linux" */
+	v = v ? strchr(v + 1, '-') : NULL; /* after the architecture */
+	if (v == NULL)
+		return 0;
+	v++;
+	n = strspn(v, "0123456789.");
+	if (n == 0 || strncmp(v + n, "-archive", 8) != 0)
+		return 0;
+	*component = xstrndup(b, (size_t)(dash - b));
+	*version = xstrndup(v, n);
+	return 1;
+}
+
+void compat_lint_cuda_carriers(const struct compat *kb, const struct manifest *m,
+                               const struct mstr *cuda, struct diags *d)
+{
+	int family;
+
+	if (cuda == NULL || cuda->s == NULL)
+		return;
+	family = compat_cuda_in_family(kb, cuda->s);
+	for (size_t i = 0; i < m->pip.nreqs; i++) {
+		const struct pip_req *q = &m->pip.reqs[i];
+
+		for (size_t j = 0; q->name != NULL && j < kb->ncarriers; j++) {
+			long major = -1, minor = -1;
+			char *what;
+
+			if (!carrier_match(kb->carriers[j].pattern, q->name, &major, &minor))
+				continue;
+			what = xasprintf("%s%s%s", q->raw_name ? q->raw_name : q->name,
+			                 q->version ? "==" : "", q->version ? q->version : "");
+			carrier_diag(m, d, q->pos, what, major, minor, cuda, family,
+			             kb->carriers[j].source);
+			free(what);
+			break;
+		}
+	}
+	for (size_t i = 0; i < m->cuda.artifacts.n; i++) {
+		const struct artifact *a = &m->cuda.artifacts.v[i];
+		char *comp, *ver, *what;
+
+		if (a->url.s == NULL || !archive_release(a->url.s, &comp, &ver))
+			continue;
+		/* The section's own release, when it disagrees with versions.cuda, is
+		 * compat.version-disagrees' to report; its archives follow it. */
+		if (m->cuda.version.s != NULL && cuda != &m->cuda.version &&
+		    version_cmp_n(m->cuda.version.s, cuda->s, 2) != 0 &&
+		    version_cmp_n(ver, m->cuda.version.s, 2) == 0) {
+			free(comp);
+			free(ver);
+			continue;
+		}
+		what = xasprintf("the %s archive %s", comp, ver);
+		if (version_component(ver, 0) != version_component(cuda->s, 0) ||
+		    (!family && version_cmp_n(ver, cuda->s, 2) != 0)) {
+			carrier_diag(
+			    m, d, a->url.pos, what, version_component(ver, 0),
+			    version_component(ver, 1), cuda, 0,
+			    "NVIDIA's redistrib_<release>.json lists one release's components");
+		} else if (version_cmp_n(ver, cuda->s, 2) != 0) {
+			char *hint =
+			    xasprintf("take every CUDA component from one release, as NVIDIA's "
+			              "redistrib_<release>.json lists them (cuda_* and "
+			              "libnvjitlink carry the release's major.minor)");
+			diags_add(d, DIAG_WARNING, m->path, a->url.pos,
+			          "compat.cuda-component-release", hint,
+			          "%s is from CUDA %ld.%ld, but the stack is CUDA %s (line %d)",
+			          what, version_component(ver, 0), version_component(ver, 1),
+			          cuda->s, cuda->pos.line);
+			free(hint);
+		}
+		free(what);
+		free(comp);
+		free(ver);
+	}
 }
 
 /* ---- env.vars ---- */

@@ -84,6 +84,12 @@ CASES = [
     ("pip-known-bad-h5py-3-tf-1.15.yaml", "warning", 49, 5, "compat.pip-known-bad"),
     ("env-allow-growth-1.yaml", "error", 36, 32, "compat.env-value-rejected"),
     ("yaml-number-python-3.10.yaml", "warning", 13, 11, "schema.yaml-number"),
+    # Every package that carries CUDA, at NVIDIA's granularity for its generation.
+    ("cuda-package-cupy-cuda11x-cuda-12.yaml", "error", 51, 5, "compat.cuda-package-mismatch"),
+    ("cuda-archive-nvcc-12.5-cuda-12.2.yaml", "warning", 27, 12,
+     "compat.cuda-component-release"),
+    ("conda-cudatoolkit-10.1-cuda-10.0.yaml", "error", 44, 5,
+     "compat.conda-cuda-release-mismatch"),
 ]
 FILES = sorted(set(c[0] for c in CASES))
 CLEAN = "tests/manifests/clean"

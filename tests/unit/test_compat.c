@@ -473,6 +473,11 @@ static const struct expect guide[] = {
     {"pip-known-bad-h5py-3-tf-1.15.yaml", "compat.pip-known-bad", DIAG_WARNING, 49, 5},
     {"env-allow-growth-1.yaml", "compat.env-value-rejected", DIAG_ERROR, 36, 32},
     {"yaml-number-python-3.10.yaml", "schema.yaml-number", DIAG_WARNING, 13, 11},
+    {"cuda-package-cupy-cuda11x-cuda-12.yaml", "compat.cuda-package-mismatch", DIAG_ERROR, 51, 5},
+    {"cuda-archive-nvcc-12.5-cuda-12.2.yaml", "compat.cuda-component-release", DIAG_WARNING, 27,
+     12},
+    {"conda-cudatoolkit-10.1-cuda-10.0.yaml", "compat.conda-cuda-release-mismatch", DIAG_ERROR, 44,
+     5},
 };
 
 /* Parses and lints; the manifest itself must be valid (no schema errors). */
