@@ -700,6 +700,32 @@ static void load_carriers(struct loader *L, const yaml_node_t *p)
 	free(rows);
 }
 
+/* library_components: which component ships each library TF loads. */
+static void load_lib_components(struct loader *L, const yaml_node_t *root)
+{
+	static const char *const keys[] = {"libs", "redist", "wheel", NULL};
+	yaml_node_t **rows;
+	size_t n;
+
+	if (map_get(L, root, "library_components") == NULL)
+		return;
+	L->kb->lib_components_source = get_str(L, root, "library_components_source", REQ);
+	rows = get_rows(L, root, "library_components", &n);
+	L->kb->lib_components = xcalloc(n ? n : 1, sizeof(*L->kb->lib_components));
+	L->kb->nlib_components = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_lib_component *c = &L->kb->lib_components[i];
+
+		check_keys(L, rows[i], keys);
+		c->libs = get_list(L, rows[i], "libs", &c->nlibs, REQ, 0);
+		c->redist = get_str(L, rows[i], "redist", REQ);
+		c->wheel = get_str(L, rows[i], "wheel", REQ);
+		if (c->wheel != NULL && strstr(c->wheel, "{M}") == NULL)
+			bad(L, rows[i], "a wheel name carries the CUDA major as {M}");
+	}
+	free(rows);
+}
+
 /* env_vars: what TensorFlow accepts in the environment variables it reads. */
 static void load_env_vars(struct loader *L, const yaml_node_t *root)
 {
@@ -936,9 +962,19 @@ static void load_guide(struct loader *L, const yaml_node_t *root)
 
 int compat_load(const char *path, struct compat **out, struct diags *d)
 {
-	static const char *const keys[] = {
-	    "schema", "sources", "tensorflow", "cuda",           "gpus", "pip",
-	    "conda",  "sonames", "env_vars",   "guide_mistakes", NULL};
+	static const char *const keys[] = {"schema",
+	                                   "sources",
+	                                   "tensorflow",
+	                                   "cuda",
+	                                   "gpus",
+	                                   "pip",
+	                                   "conda",
+	                                   "sonames",
+	                                   "env_vars",
+	                                   "guide_mistakes",
+	                                   "library_components",
+	                                   "library_components_source",
+	                                   NULL};
 	struct loader L = {0};
 	yaml_parser_t parser;
 	int parser_ok = 0, doc_ok = 0, rc = 0;
@@ -994,6 +1030,7 @@ int compat_load(const char *path, struct compat **out, struct diags *d)
 	load_conda(&L, root);
 	load_sonames(&L, root);
 	load_env_vars(&L, root);
+	load_lib_components(&L, root);
 	load_guide(&L, root);
 	/* The known-bad table has one loader, shared with lock and lock --check. */
 	if (!L.bad && pip_caps_load(path, &L.kb->caps, &L.kb->ncaps, d) != 0)
@@ -1048,6 +1085,9 @@ void compat_free(struct compat *kb)
 		free(kb->imports[i].dists);
 	free(kb->imports);
 	free(kb->carriers);
+	for (size_t i = 0; i < kb->nlib_components; i++)
+		free(kb->lib_components[i].libs);
+	free(kb->lib_components);
 	for (size_t i = 0; i < kb->nenv_vars; i++)
 		free(kb->env_vars[i].values);
 	free(kb->env_vars);
@@ -1343,6 +1383,44 @@ size_t compat_sonames(const struct compat *kb, int windows, const char *cuda, co
 		}
 	}
 	return added;
+}
+
+size_t compat_tf_libraries(const struct compat *kb, int windows, const char *cuda,
+                           const char *cudnn, struct strvec *out)
+{
+	enum compat_os os = windows ? COMPAT_WINDOWS : COMPAT_LINUX;
+	const struct compat_sonames *s[2];
+	size_t added = 0;
+
+	s[0] = sonames_best(kb, os, cuda, 0);
+	s[1] = sonames_best(kb, os, cudnn, 1);
+	for (size_t k = 0; k < 2; k++) {
+		for (size_t i = 0; s[k] != NULL && i < s[k]->nlibs; i++, added++)
+			strvec_push(out, s[k]->libs[i]);
+		for (size_t i = 0; s[k] != NULL && i < s[k]->ncompanions; i++, added++)
+			strvec_push(out, s[k]->companions[i]);
+	}
+	return added;
+}
+
+const struct compat_lib_component *compat_lib_component(const struct compat *kb, const char *soname)
+{
+	size_t stem = strcspn(soname, ".");
+
+	for (size_t i = 0; i < kb->nlib_components; i++)
+		for (size_t j = 0; j < kb->lib_components[i].nlibs; j++)
+			if (strlen(kb->lib_components[i].libs[j]) == stem &&
+			    strncmp(kb->lib_components[i].libs[j], soname, stem) == 0)
+				return &kb->lib_components[i];
+	/* cuDNN's sub-libraries (libcudnn_ops_infer.so.8) come with libcudnn. */
+	for (size_t i = 0; i < kb->nlib_components; i++)
+		for (size_t j = 0; j < kb->lib_components[i].nlibs; j++) {
+			size_t n = strlen(kb->lib_components[i].libs[j]);
+			if (strncmp(kb->lib_components[i].libs[j], soname, n) == 0 &&
+			    soname[n] == '_')
+				return &kb->lib_components[i];
+		}
+	return NULL;
 }
 
 const char *compat_tf_min_glibc(const struct compat *kb, const char *tf_version,

@@ -128,6 +128,14 @@ struct compat_import_pkg {
 	const char *fix, *source;
 };
 
+/* The component that ships a library TF loads (library_components). */
+struct compat_lib_component {
+	const char **libs; /* soname stems: "libcublas", "libcublasLt" */
+	size_t nlibs;
+	const char *redist; /* "libcublas"; "cudnn" for the cudnn section */
+	const char *wheel;  /* "nvidia-cublas-cu{M}" */
+};
+
 /*
  * A pip distribution built for one CUDA, its name carrying the release:
  * pattern "cupy-cuda{M}x" ({M} the major), "cupy-cuda{M}{m}" (major and one-digit
@@ -231,6 +239,9 @@ struct compat {
 	size_t nenv_vars;
 	struct compat_cuda_carrier *carriers;
 	size_t ncarriers;
+	struct compat_lib_component *lib_components;
+	size_t nlib_components;
+	const char *lib_components_source;
 	struct pip_cap *caps; /* pip.caps, the known-bad table (pipcaps.c loads it) */
 	size_t ncaps;
 	struct compat_tf_glibc *tf_glibc;
@@ -279,6 +290,13 @@ void compat_lint_lock(const struct compat *kb, const struct manifest *m, const c
  */
 void compat_lint_cuda_carriers(const struct compat *kb, const struct manifest *m,
                                const struct mstr *cuda, struct diags *d);
+/*
+ * The libraries TF's CUDA and cuDNN generation loads are shipped by the stack's
+ * artifacts: the cuda section's archives or redist components (a runfile ships
+ * all), the cudnn section, or in the pip-CUDA form the nvidia-*-cu<M> wheels.
+ */
+void compat_lint_cuda_libs(const struct compat *kb, const struct manifest *m,
+                           const struct mstr *cuda, const struct mstr *cudnn, struct diags *d);
 /* env.vars against how TensorFlow parses the variables it reads. */
 void compat_lint_env(const struct compat *kb, const struct manifest *m, struct diags *d);
 
@@ -334,6 +352,16 @@ enum compat_kernel compat_tf_kernels_for(const struct compat *kb, const char *tf
  */
 size_t compat_sonames(const struct compat *kb, int windows, const char *cuda, const char *cudnn,
                       struct strvec *out);
+/*
+ * Every library TF loads for a CUDA and a cuDNN version (either may be a bare
+ * major, "12"): the sonames entries' libs and their companions, as verify
+ * dlopens them. Returns how many were appended.
+ */
+size_t compat_tf_libraries(const struct compat *kb, int windows, const char *cuda,
+                           const char *cudnn, struct strvec *out);
+/* The component row that ships soname ("libcublasLt.so.12"), or NULL. */
+const struct compat_lib_component *compat_lib_component(const struct compat *kb,
+                                                        const char *soname);
 
 /*
  * The glibc floor of a TF version's own Linux wheels ("2.27"); NULL when the
