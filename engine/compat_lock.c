@@ -537,6 +537,125 @@ void compat_lint_cuda_carriers(const struct compat *kb, const struct manifest *m
 	}
 }
 
+/* ---- the libraries TF loads against what the stack ships ---- */
+
+/* The component of a cuda artifact: its name, its resolved component, or its file name. */
+static int ships(const struct manifest *m, const char *component)
+{
+	size_t n = strlen(component);
+
+	for (size_t i = 0; i < m->cuda.artifacts.n; i++) {
+		const struct artifact *a = &m->cuda.artifacts.v[i];
+		const char *b = a->url.s ? strrchr(a->url.s, '/') : NULL;
+
+		if ((a->name.s && strcmp(a->name.s, component) == 0) ||
+		    (a->component.s && strcmp(a->component.s, component) == 0))
+			return 1;
+		b = b ? b + 1 : a->url.s;
+		if (b != NULL && strncmp(b, component, n) == 0 &&
+		    (strncmp(b + n, "-linux-", 7) == 0 || strncmp(b + n, "-windows-", 9) == 0))
+			return 1;
+	}
+	for (size_t i = 0; i < m->cuda.redist.ncomponents; i++)
+		if (m->cuda.redist.components[i].s &&
+		    strcmp(m->cuda.redist.components[i].s, component) == 0)
+			return 1;
+	return 0;
+}
+
+static int pins(const struct manifest *m, const char *name)
+{
+	for (size_t i = 0; i < m->pip.nreqs; i++)
+		if (m->pip.reqs[i].name != NULL && strcmp(m->pip.reqs[i].name, name) == 0)
+			return 1;
+	return 0;
+}
+
+/* The wheel name of a component for CUDA major ("nvidia-cublas-cu{M}" -> -cu12). */
+static char *wheel_for(const struct compat_lib_component *c, long major)
+{
+	const char *at = strstr(c->wheel, "{M}");
+	char *w = xasprintf("%.*s%ld%s", (int)(at - c->wheel), c->wheel, major, at + 3);
+
+	return w;
+}
+
+void compat_lint_cuda_libs(const struct compat *kb, const struct manifest *m,
+                           const struct mstr *cuda, const struct mstr *cudnn, struct diags *d)
+{
+	struct strvec libs = STRVEC_INIT, missing = STRVEC_INIT;
+	struct strbuf sb = STRBUF_INIT;
+	long major;
+	int wheels;
+	char *w;
+
+	if (cuda == NULL || cuda->s == NULL || kb->nlib_components == 0 || m->cuda.has_runfile ||
+	    m->stack.platform == PLATFORM_WINDOWS_X86_64)
+		return;
+	major = version_component(cuda->s, 0);
+	w = xasprintf("nvidia-cuda-runtime-cu%ld", major);
+	/* The pip-CUDA form: no cuda section, the runtime wheel pinned in a complete lock. */
+	wheels = !m->cuda.set && pins(m, w) && m->pip.complete.v;
+	free(w);
+	if (!m->cuda.set && !wheels)
+		return;
+	compat_tf_libraries(kb, 0, cuda->s, NULL, &libs);
+	for (size_t i = 0; i < libs.n; i++) {
+		const struct compat_lib_component *c = compat_lib_component(kb, libs.v[i]);
+		char *need;
+		int have;
+
+		if (c == NULL || strcmp(c->redist, "cudnn") == 0)
+			continue;
+		need = wheels ? wheel_for(c, major) : xstrdup(c->redist);
+		have = wheels ? pins(m, need) : ships(m, need);
+		if (!have) {
+			size_t k;
+			for (k = 0; k < missing.n && strcmp(missing.v[k], need) != 0; k++)
+				;
+			if (k == missing.n) {
+				strvec_push(&missing, need);
+				strbuf_addf(&sb, "%s%s (%s", sb.len ? "), " : "", need, libs.v[i]);
+			} else {
+				strbuf_addf(&sb, ", %s", libs.v[i]);
+			}
+		}
+		free(need);
+	}
+	if (cudnn != NULL && cudnn->s != NULL && !m->cudnn.set) {
+		for (size_t i = 0; i < kb->nlib_components; i++) {
+			const struct compat_lib_component *c = &kb->lib_components[i];
+			char *need;
+
+			if (strcmp(c->redist, "cudnn") != 0)
+				continue;
+			need = wheel_for(c, major);
+			if (!pins(m, need)) {
+				strvec_push(&missing, need);
+				strbuf_addf(&sb, "%s%s (libcudnn.so.%ld", sb.len ? "), " : "", need,
+				            version_component(cudnn->s, 0));
+			}
+			free(need);
+		}
+	}
+	if (missing.n > 0) {
+		char *hint = xasprintf("add %s %s, or TensorFlow fails to load %s at run time; "
+		                       "`tfprov verify` dlopens the same list (data/compat.yaml "
+		                       "sonames and library_components)",
+		                       missing.n == 1 ? "it" : "them",
+		                       wheels ? "to the pip lock" : "to cuda.artifacts",
+		                       missing.n == 1 ? "it" : "them");
+		diags_add(d, DIAG_ERROR, m->path, wheels ? m->pip.pos : m->cuda.pos,
+		          "compat.cuda-libs-missing", hint,
+		          "CUDA %s: the stack ships no %s), which TensorFlow loads", cuda->s,
+		          sb.buf);
+		free(hint);
+	}
+	strbuf_release(&sb);
+	strvec_release(&missing);
+	strvec_release(&libs);
+}
+
 /* ---- env.vars ---- */
 
 static int in_list(const char *const *v, size_t n, const char *s, int nocase)

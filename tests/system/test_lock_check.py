@@ -146,7 +146,8 @@ def test_redist_reference_unresolved(tfprov, tmp_path):
     """A cuda.redist reference is resolved at apply: not a complete lock yet."""
     extra = ("cuda:\n  version: 12.3.2\n  redist:\n"
              "    url: https://x.invalid/redistrib_12.3.2.json\n"
-             f"    sha256: {h('json')}\n    size: 100\n    components: [cuda_cudart]\n")
+             f"    sha256: {h('json')}\n    size: 100\n    components: [cuda_cudart, libcublas, "
+             "libcufft, libcurand, libcusolver, libcusparse, libnvjitlink]\n")
     m = manifest(tmp_path / "i.yaml", pin("tensorflow", "2.15.1"), extra=extra)
     p = tfprov.run("lock", "--check", m, root=False)
     assert p.returncode == 3, out(p)
@@ -198,3 +199,17 @@ def test_precommit_hook_runs_as_pre_commit_would(hook, tfprov, tmp_path):
     p = subprocess.run(cmd + [str(bad)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 3, out(p)
     assert f"{bad}:5:1:" in p.stderr, out(p)
+
+
+def test_redist_components_lacking_a_library(tfprov, tmp_path):
+    """The components must ship every library TF's CUDA generation loads: one
+    diagnostic at the cuda section names each missing component and its sonames."""
+    extra = ("cuda:\n  version: 12.3.2\n  redist:\n"
+             "    url: https://x.invalid/redistrib_12.3.2.json\n"
+             f"    sha256: {h('json')}\n    size: 100\n    components: [cuda_cudart, libcublas]\n")
+    m = manifest(tmp_path / "j.yaml", pin("tensorflow", "2.15.1"), extra=extra)
+    p = tfprov.run("lock", "--check", m, root=False)
+    assert p.returncode == 3, out(p)
+    assert (line_of(m, "version: 12.3.2"), "compat.cuda-libs-missing") in diags(p), out(p)
+    assert "libnvjitlink (libnvJitLink.so.12)" in p.stderr and "libcufft (libcufft.so.11)" \
+        in p.stderr, out(p)

@@ -21,11 +21,11 @@ GUIDE = "tests/manifests/guide"
 CASES = [
     ("cuda-12.0-tf-2.15.yaml", "warning", 12, 9, "compat.cuda-untested"),
     ("windows-native-tf-2.15.yaml", "error", 8, 13, "compat.windows-native-gpu"),
-    ("conda-cudatoolkit-12.3.yaml", "error", 42, 7, "compat.conda-package-discontinued"),
-    ("conda-lock-cudatoolkit-12.3.yaml", "error", 44, 5, "compat.conda-package-discontinued"),
-    ("conda-cudnn-8.9.4.yaml", "error", 41, 7, "compat.conda-no-such-version"),
-    ("numpy-1.23-tf-2.15.yaml", "error", 50, 5, "compat.pip-requirement-conflict"),
-    ("tensorflow-gpu-2.15.0.yaml", "error", 48, 5, "compat.pip-package-removed"),
+    ("conda-cudatoolkit-12.3.yaml", "error", 48, 7, "compat.conda-package-discontinued"),
+    ("conda-lock-cudatoolkit-12.3.yaml", "error", 50, 5, "compat.conda-package-discontinued"),
+    ("conda-cudnn-8.9.4.yaml", "error", 47, 7, "compat.conda-no-such-version"),
+    ("numpy-1.23-tf-2.15.yaml", "error", 56, 5, "compat.pip-requirement-conflict"),
+    ("tensorflow-gpu-2.15.0.yaml", "error", 54, 5, "compat.pip-package-removed"),
     ("tf-1.15-cuda-10.1.yaml", "error", 13, 9, "compat.cuda-mismatch"),
     ("driver-below-cuda-min.yaml", "error", 17, 16, "compat.driver-below-cuda-min"),
     ("driver-minor-compat.yaml", "warning", 17, 16, "compat.driver-minor-compat"),
@@ -38,7 +38,7 @@ CASES = [
     ("cuda-11.8-tf-2.15.yaml", "error", 11, 9, "compat.cuda-major-mismatch"),
     ("cudnn-9-tf-2.15.yaml", "error", 12, 10, "compat.cudnn-major-mismatch"),
     ("cuda-12.7-no-such-release.yaml", "error", 11, 9, "compat.cuda-no-such-release"),
-    ("pip-tf-mismatch.yaml", "error", 48, 5, "compat.pip-tf-mismatch"),
+    ("pip-tf-mismatch.yaml", "error", 54, 5, "compat.pip-tf-mismatch"),
     # Facts that were wrong.
     ("gpu-cc-9.0-tf-2.13.yaml", "warning", 19, 10, "compat.gpu-ptx-jit"),
     ("cudnn-8.8-tf-2.15.yaml", "error", 13, 10, "compat.cudnn-too-old"),
@@ -50,46 +50,49 @@ CASES = [
     ("gpu-cc-12.1-tf-2.15.yaml", "warning", 17, 10, "compat.gpu-ptx-jit"),
     ("driver-cuda-13.0.1.yaml", "error", 14, 9, "compat.cuda-major-mismatch"),
     ("driver-cuda-13.0.1.yaml", "warning", 19, 16, "compat.driver-minor-compat"),
-    ("pip-protobuf-4.21.3-tf-2.12.yaml", "error", 51, 5, "compat.pip-requirement-conflict"),
-    ("pip-keras-2-tf-2.16.yaml", "error", 49, 5, "compat.pip-requirement-conflict"),
-    ("pip-ml-dtypes-tf-2.15.0.yaml", "error", 49, 5, "compat.pip-requirement-conflict"),
-    ("pip-numpy-2-tf-2.18.yaml", "error", 49, 5, "compat.pip-requirement-conflict"),
+    ("pip-protobuf-4.21.3-tf-2.12.yaml", "error", 56, 5, "compat.pip-requirement-conflict"),
+    ("pip-keras-2-tf-2.16.yaml", "error", 55, 5, "compat.pip-requirement-conflict"),
+    ("pip-ml-dtypes-tf-2.15.0.yaml", "error", 55, 5, "compat.pip-requirement-conflict"),
+    ("pip-numpy-2-tf-2.18.yaml", "error", 55, 5, "compat.pip-requirement-conflict"),
     # Checks that were missing.
     ("declared-cuda-vs-section.yaml", "error", 19, 12, "compat.version-disagrees"),
     ("declared-cuda-vs-redist.yaml", "error", 20, 10, "compat.version-disagrees"),
-    ("declared-cudnn-vs-artifact.yaml", "error", 29, 10, "compat.version-disagrees"),
-    ("declared-python-vs-lock.yaml", "error", 41, 5, "compat.version-disagrees"),
-    ("declared-python-vs-interpreter.yaml", "error", 37, 16, "compat.version-disagrees"),
-    ("declared-tf-vs-pin.yaml", "error", 47, 5, "compat.pip-tf-mismatch"),
+    ("declared-cudnn-vs-artifact.yaml", "error", 35, 10, "compat.version-disagrees"),
+    ("declared-python-vs-lock.yaml", "error", 47, 5, "compat.version-disagrees"),
+    ("declared-python-vs-interpreter.yaml", "error", 43, 16, "compat.version-disagrees"),
+    ("declared-tf-vs-pin.yaml", "error", 53, 5, "compat.pip-tf-mismatch"),
     ("declared-cuda-vs-runfile.yaml", "error", 19, 10, "compat.version-disagrees"),
-    ("declared-cudnn-vs-redist.yaml", "error", 29, 10, "compat.version-disagrees"),
-    ("cudnn-legacy-cuda-10.2-tgz.yaml", "error", 29, 10, "compat.cudnn-cuda-build-mismatch"),
-    ("cudnn-cuda11-build-cuda-12.yaml", "error", 30, 10, "compat.cudnn-cuda-build-mismatch"),
-    ("cudnn-variant-cuda11-cuda-12.yaml", "error", 33, 14, "compat.cudnn-cuda-build-mismatch"),
-    ("conda-cudatoolkit-11.8-cuda-12.yaml", "error", 42, 7, "compat.conda-cuda-major-mismatch"),
-    ("conda-cuda-version-12-cuda-11.yaml", "error", 40, 7, "compat.conda-cuda-major-mismatch"),
-    ("conda-lock-cudatoolkit-11.8-cuda-12.yaml", "error", 43, 5,
+    ("declared-cudnn-vs-redist.yaml", "error", 35, 10, "compat.version-disagrees"),
+    ("cudnn-legacy-cuda-10.2-tgz.yaml", "error", 34, 10, "compat.cudnn-cuda-build-mismatch"),
+    ("cudnn-cuda11-build-cuda-12.yaml", "error", 36, 10, "compat.cudnn-cuda-build-mismatch"),
+    ("cudnn-variant-cuda11-cuda-12.yaml", "error", 39, 14, "compat.cudnn-cuda-build-mismatch"),
+    ("conda-cudatoolkit-11.8-cuda-12.yaml", "error", 48, 7, "compat.conda-cuda-major-mismatch"),
+    ("conda-cuda-version-12-cuda-11.yaml", "error", 45, 7, "compat.conda-cuda-major-mismatch"),
+    ("conda-lock-cudatoolkit-11.8-cuda-12.yaml", "error", 49, 5,
      "compat.conda-cuda-major-mismatch"),
-    ("mixed-precision-tf-1.15.yaml", "error", 54, 22, "compat.mixed-precision-unsupported"),
-    ("mixed-precision-cc-6.1.yaml", "warning", 54, 22, "compat.mixed-precision-no-speedup"),
+    ("mixed-precision-tf-1.15.yaml", "error", 58, 22, "compat.mixed-precision-unsupported"),
+    ("mixed-precision-cc-6.1.yaml", "warning", 60, 22, "compat.mixed-precision-no-speedup"),
     ("gpu-cc-12.5-tf-2.15.yaml", "warning", 18, 10, "compat.gpu-cc-newer"),
     # What the packages' own metadata cannot see (issue 20): the whole lock's
     # recorded requirements, import-package clashes, the known-bad table,
     # values TF rejects in env.vars, versions YAML reads as numbers.
-    ("pip-requires-tf-keras-2.15-tf-2.16.yaml", "error", 53, 5,
+    ("pip-requires-tf-keras-2.15-tf-2.16.yaml", "error", 59, 5,
      "compat.pip-requires-unsatisfied"),
-    ("pip-requires-missing.yaml", "error", 49, 5, "compat.pip-requires-missing"),
-    ("pip-import-clash-tensorflow-cpu.yaml", "error", 49, 5, "compat.pip-import-clash"),
-    ("pip-known-bad-numpy-2-tf-2.11.yaml", "error", 49, 5, "compat.pip-known-bad"),
-    ("pip-known-bad-h5py-3-tf-1.15.yaml", "warning", 49, 5, "compat.pip-known-bad"),
-    ("env-allow-growth-1.yaml", "error", 36, 32, "compat.env-value-rejected"),
+    ("pip-requires-missing.yaml", "error", 55, 5, "compat.pip-requires-missing"),
+    ("pip-import-clash-tensorflow-cpu.yaml", "error", 55, 5, "compat.pip-import-clash"),
+    ("pip-known-bad-numpy-2-tf-2.11.yaml", "error", 54, 5, "compat.pip-known-bad"),
+    ("pip-known-bad-h5py-3-tf-1.15.yaml", "warning", 53, 5, "compat.pip-known-bad"),
+    ("env-allow-growth-1.yaml", "error", 42, 32, "compat.env-value-rejected"),
     ("yaml-number-python-3.10.yaml", "warning", 13, 11, "schema.yaml-number"),
     # Every package that carries CUDA, at NVIDIA's granularity for its generation.
-    ("cuda-package-cupy-cuda11x-cuda-12.yaml", "error", 51, 5, "compat.cuda-package-mismatch"),
+    ("cuda-package-cupy-cuda11x-cuda-12.yaml", "error", 57, 5, "compat.cuda-package-mismatch"),
     ("cuda-archive-nvcc-12.5-cuda-12.2.yaml", "warning", 27, 12,
      "compat.cuda-component-release"),
-    ("conda-cudatoolkit-10.1-cuda-10.0.yaml", "error", 44, 5,
+    ("conda-cudatoolkit-10.1-cuda-10.0.yaml", "error", 48, 5,
      "compat.conda-cuda-release-mismatch"),
+    # The libraries TF's CUDA generation loads, against what the stack ships.
+    ("cuda-libs-missing-nvjitlink.yaml", "error", 20, 3, "compat.cuda-libs-missing"),
+    ("pip-cuda-wheels-missing-nvjitlink.yaml", "error", 29, 3, "compat.cuda-libs-missing"),
 ]
 FILES = sorted(set(c[0] for c in CASES))
 CLEAN = "tests/manifests/clean"
@@ -198,8 +201,8 @@ def test_requirement_names_both_packages_and_the_range():
     path = "%s/pip-requires-tf-keras-2.15-tf-2.16.yaml" % GUIDE
     rc, out = validate(path)
     assert rc == 3, out
-    want = ("%s:53:5: error: tf-keras 2.15.0 requires tensorflow<2.16,>=2.15, but the lock "
-            "pins tensorflow 2.16.1 (line 51) [compat.pip-requires-unsatisfied]" % path)
+    want = ("%s:59:5: error: tf-keras 2.15.0 requires tensorflow<2.16,>=2.15, but the lock "
+            "pins tensorflow 2.16.1 (line 57) [compat.pip-requires-unsatisfied]" % path)
     assert want in out, out
 
 
