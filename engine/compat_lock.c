@@ -643,7 +643,9 @@ void compat_lint_cuda_libs(const struct compat *kb, const struct manifest *m,
 		                       "`tfprov verify` dlopens the same list (data/compat.yaml "
 		                       "sonames and library_components)",
 		                       missing.n == 1 ? "it" : "them",
-		                       wheels ? "to the pip lock" : "to cuda.artifacts",
+		                       wheels               ? "to the pip lock"
+		                       : m->cuda.redist.set ? "to cuda.redist.components"
+		                                            : "to cuda.artifacts",
 		                       missing.n == 1 ? "it" : "them");
 		diags_add(d, DIAG_ERROR, m->path, wheels ? m->pip.pos : m->cuda.pos,
 		          "compat.cuda-libs-missing", hint,
