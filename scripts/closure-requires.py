@@ -6,7 +6,9 @@ Usage: scripts/closure-requires.py CLOSURE.tsv [--omit NAME,...] [--indent N]
 The closure files in manifests/data record each package's dependency edges
 as their sources gave them (a lock file's metadata, a setup.py), in a few
 notations: "name>=1,<2", "name>=1 [python_version < '3.8']", "name (py<3.11)",
-"python >=3.8" (Requires-Python, not a requirement), "none". Only what states a
+"[and-cuda] a>=1, b>=2" (requirements of an extra), "edges per lock: a, b" (the
+lock's own dependency edges, names only), "python >=3.8" (Requires-Python, not a
+requirement), "none". Only what states a
 requirement is written, as a PEP 508 string with its marker; prose the column
 adds in parentheses is left out, and an entry this script cannot read (a
 Poetry "||" union) is left out and printed on stderr, never guessed.
@@ -29,12 +31,12 @@ def expand_ranges(spec):
     return re.sub(r"!=([0-9.]+)-([0-9.]+)", one, spec)
 
 
-def convert(entry):
+def convert(entry, extra=None):
     """One entry of the column -> a PEP 508 string, or None to skip; raises ValueError."""
     e = entry.strip()
     if not e or e.startswith("none") or re.match(r"^python\s*[<>=!~]", e):
         return None
-    if "||" in e or ":" in e:
+    if "||" in e or ":" in re.sub(r"\([^)]*\)", "", e):
         raise ValueError(e)
     marker = None
     m = re.search(r"\[([^\]]*)\]", e)
@@ -58,21 +60,25 @@ def convert(entry):
         raise ValueError(entry)
     spec = expand_ranges(spec)
     out = name + spec
+    if extra and marker:
+        marker = "(%s) and extra == '%s'" % (marker, extra)
+    elif extra:
+        marker = "extra == '%s'" % extra
     if marker:
         out += "; " + marker.replace('"', "'")
     return out
 
 
-def split_entries(col):
-    """Entries are separated by "; " (or ", " before a name), never inside ( ) or [ ]."""
+def split_top(col, seps):
+    """Splits at seps ("; ", or ", " before a name), never inside ( ) or [ ]."""
     out, cur, depth = [], "", 0
     i = 0
     while i < len(col):
         c = col[i]
         depth += c in "([" and 1 or 0
         depth -= c in ")]" and 1 or 0
-        if depth == 0 and (col.startswith("; ", i) or
-                           (col.startswith(", ", i) and
+        if depth == 0 and (("; " in seps and col.startswith("; ", i)) or
+                           (", " in seps and col.startswith(", ", i) and
                             re.match(r"[A-Za-z][A-Za-z0-9._-]*\s*(\(|\[|$|[<>=!~;,])",
                                      col[i + 2:]))):
             out.append(cur)
@@ -82,6 +88,24 @@ def split_entries(col):
         cur += c
         i += 1
     out.append(cur)
+    return out
+
+
+def split_entries(col):
+    """(entry, extra) pairs: "[and-cuda] a>=1, b>=2" puts a and b under that extra;
+    "edges per lock: a, b" lists the lock's dependency edges (names only)."""
+    out = []
+    for chunk in split_top(col, ("; ",)):
+        chunk = chunk.strip()
+        extra = None
+        m = re.match(r"^\[([A-Za-z0-9._-]+)\]\s+(.*)$", chunk)
+        if m:
+            extra, chunk = m.group(1), m.group(2)
+        m = re.match(r"^edges per lock:\s*(.*)$", chunk)
+        if m:
+            out += [(n.strip(), None) for n in m.group(1).split(",") if n.strip()]
+            continue
+        out += [(e, extra) for e in split_top(chunk, (", ",))]
     return out
 
 
@@ -117,9 +141,9 @@ def main(argv):
     print(pad + "requires:   # Requires-Dist of each pin, from the closure's requires column")
     for name in sorted(rows):
         reqs = []
-        for entry in split_entries(rows[name]):
+        for entry, extra in split_entries(rows[name]):
             try:
-                r = convert(entry)
+                r = convert(entry, extra)
             except ValueError:
                 print("%s: left out: %s" % (name, entry), file=sys.stderr)
                 continue
