@@ -729,8 +729,8 @@ static void load_lib_components(struct loader *L, const yaml_node_t *root)
 /* env_vars: what TensorFlow accepts in the environment variables it reads. */
 static void load_env_vars(struct loader *L, const yaml_node_t *root)
 {
-	static const char *const keys[] = {"name",      "kind", "values", "min", "max",
-	                                   "otherwise", "note", "source", NULL};
+	static const char *const keys[] = {"name",      "kind", "values", "min",   "max",
+	                                   "otherwise", "note", "source", "needs", NULL};
 	static const char *const kinds[] = {"enum", "bool", "int", "python-true", NULL};
 	yaml_node_t **rows;
 	size_t n;
@@ -760,6 +760,13 @@ static void load_env_vars(struct loader *L, const yaml_node_t *root)
 		e->max = get_ver(L, rows[i], "max", OPT);
 		e->otherwise = get_str(L, rows[i], "otherwise", REQ);
 		e->source = get_str(L, rows[i], "source", REQ);
+		if ((k = get_node(L, rows[i], "needs", YAML_MAPPING_NODE, OPT)) != NULL) {
+			static const char *const nk[] = {"package", "from_tf", "fact", NULL};
+			check_keys(L, k, nk);
+			e->needs_package = pep503(L, get_str(L, k, "package", REQ));
+			e->needs_from_tf = get_ver(L, k, "from_tf", REQ);
+			e->needs_fact = get_str(L, k, "fact", REQ);
+		}
 	}
 	free(rows);
 }

@@ -162,6 +162,8 @@ struct compat_env_var {
 	const char *min, *max; /* INT: the meaningful range, or NULL */
 	const char *otherwise; /* what TF does with another value */
 	const char *source;
+	/* Set to a true value from TF needs_from_tf on, TF imports needs_package. */
+	const char *needs_package, *needs_from_tf, *needs_fact;
 };
 
 /* The glibc floor of TF's Linux wheels for tf_from <= series < tf_below (may be NULL). */

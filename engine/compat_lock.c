@@ -689,6 +689,27 @@ static void list_values(struct strbuf *sb, const struct compat_env_var *e)
 		            e->values[i]);
 }
 
+/* A variable set to true that makes TF import a distribution a complete lock lacks. */
+static void env_needs(const struct compat_env_var *e, const struct env_var *v,
+                      const struct manifest *m, struct diags *d)
+{
+	const char *tf = m->versions.tensorflow.s;
+	char *hint;
+
+	if (tf == NULL || version_cmp_n(tf, e->needs_from_tf, 2) < 0 || !m->pip.complete.v)
+		return;
+	for (size_t i = 0; i < m->pip.nreqs; i++)
+		if (m->pip.reqs[i].name != NULL &&
+		    strcmp(m->pip.reqs[i].name, e->needs_package) == 0)
+			return;
+	hint = xasprintf("pin %s (the release of TF's minor) in the lock, or drop %s; %s",
+	                 e->needs_package, e->name, e->needs_fact);
+	diags_add(d, DIAG_ERROR, m->path, v->value.pos, "compat.env-needs-package", hint,
+	          "%s=\"%s\" makes TensorFlow %s import %s, which the complete lock does not pin",
+	          e->name, v->value.s, tf, e->needs_package);
+	free(hint);
+}
+
 void compat_lint_env(const struct compat *kb, const struct manifest *m, struct diags *d)
 {
 	for (size_t i = 0; i < m->env.nvars; i++) {
@@ -738,6 +759,8 @@ void compat_lint_env(const struct compat *kb, const struct manifest *m, struct d
 				strbuf_adds(&want, "an integer");
 			break;
 		}
+		if (ok && e->needs_package != NULL && in_list(e->values, e->nvalues, v->value.s, 0))
+			env_needs(e, v, m, d);
 		if (!ok) {
 			char *hint =
 			    xasprintf("%s accepts %s; source: %s", e->name, want.buf, e->source);

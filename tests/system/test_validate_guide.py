@@ -83,6 +83,7 @@ CASES = [
     ("pip-known-bad-numpy-2-tf-2.11.yaml", "error", 54, 5, "compat.pip-known-bad"),
     ("pip-known-bad-h5py-3-tf-1.15.yaml", "warning", 53, 5, "compat.pip-known-bad"),
     ("env-allow-growth-1.yaml", "error", 42, 32, "compat.env-value-rejected"),
+    ("env-legacy-keras-without-tf-keras.yaml", "error", 43, 26, "compat.env-needs-package"),
     ("yaml-number-python-3.10.yaml", "warning", 13, 11, "schema.yaml-number"),
     # Every package that carries CUDA, at NVIDIA's granularity for its generation.
     ("cuda-package-cupy-cuda11x-cuda-12.yaml", "error", 57, 5, "compat.cuda-package-mismatch"),

@@ -472,6 +472,7 @@ static const struct expect guide[] = {
     {"pip-known-bad-numpy-2-tf-2.11.yaml", "compat.pip-known-bad", DIAG_ERROR, 54, 5},
     {"pip-known-bad-h5py-3-tf-1.15.yaml", "compat.pip-known-bad", DIAG_WARNING, 53, 5},
     {"env-allow-growth-1.yaml", "compat.env-value-rejected", DIAG_ERROR, 42, 32},
+    {"env-legacy-keras-without-tf-keras.yaml", "compat.env-needs-package", DIAG_ERROR, 43, 26},
     {"yaml-number-python-3.10.yaml", "schema.yaml-number", DIAG_WARNING, 13, 11},
     {"cuda-package-cupy-cuda11x-cuda-12.yaml", "compat.cuda-package-mismatch", DIAG_ERROR, 57, 5},
     {"cuda-archive-nvcc-12.5-cuda-12.2.yaml", "compat.cuda-component-release", DIAG_WARNING, 27,
