@@ -406,7 +406,7 @@ static int carrier_match(const char *pat, const char *name, long *major, long *m
 	return *pat == *name && carrier_match(pat + 1, name + 1, major, minor);
 }
 
-/* A package built for CUDA major[.minor] against the stack's CUDA; 1 when it said something. */
+/* A package built for CUDA major[.minor] (minor -1: any) against the stack's CUDA. */
 static void carrier_diag(const struct manifest *m, struct diags *d, struct pos pos,
                          const char *what, long major, long minor, const struct mstr *cuda,
                          int family, const char *source)
