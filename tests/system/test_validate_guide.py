@@ -231,3 +231,52 @@ def test_markers_are_evaluated_for_the_target_python(tmp_path):
     codes = [m.group("code") for m in compat_diags(out)]
     assert codes == ["compat.pip-requires-unsatisfied"], out
     assert 'numpy<2.0.0,>=1.26.0; python_version >= "3.12"' in out, out
+
+
+def derived(tmp_path, clean, name, old, new):
+    """A clean stack with one change: the check must see exactly that change."""
+    src = open(os.path.join(REPO, CLEAN, clean)).read()
+    assert old in src, old
+    m = tmp_path / name
+    m.write_text(src.replace(old, new, 1))
+    rc, out = validate(str(m))
+    return m, rc, out, [(int(d.group("line")), d.group("sev"), d.group("code"))
+                        for d in compat_diags(out)]
+
+
+def line_of(path, needle):
+    return [i + 1 for i, l in enumerate(open(path).read().splitlines()) if needle in l][0]
+
+
+def test_unreadable_requirement_is_a_warning_at_its_line(tmp_path):
+    m, rc, out, got = derived(tmp_path, "legacy-keras-tf-2.16.yaml", "bad.yaml",
+                              "      - 'absl-py'\n", "      - 'absl-py; bogus_var == \"x\"'\n")
+    assert rc == 0, out
+    assert got == [(line_of(m, "bogus_var"), "warning", "compat.pip-requires-unreadable")], out
+    assert "an environment marker variable PEP 508 does not define" in out, out
+
+
+def test_package_built_for_a_newer_minor_is_a_warning(tmp_path):
+    # cupy-cuda115 (CUDA 11.5) on a CUDA 11.2 stack: minor-version compatibility runs
+    # the older on the newer only; cupy-cuda110 (the clean file) is the boundary.
+    m, rc, out, got = derived(tmp_path, "cuda-packages-cuda-11.2.yaml", "cupy115.yaml",
+                              "cupy-cuda110==9.6.0", "cupy-cuda115==9.6.0")
+    assert rc == 0, out
+    assert got == [(line_of(m, "cupy-cuda115"), "warning", "compat.cuda-package-newer")], out
+
+
+def test_requirement_met_by_the_conda_lock_or_not(tmp_path):
+    # tensorboard's recorded requirement on setuptools is judged against the conda
+    # lock's setuptools 81.0.0 (no pip pin): >=41 passes, >=82 does not.
+    req = ("  requires:\n    tensorboard:\n      - 'setuptools>=%s'\n"
+           "bench:\n")
+    m, rc, out, got = derived(tmp_path, "known-bad-boundaries-tf-1.15.yaml", "ok.yaml",
+                              "bench:\n", req % "41.0.0")
+    assert rc == 0 and got == [], out
+    m, rc, out, got = derived(tmp_path, "known-bad-boundaries-tf-1.15.yaml", "bad.yaml",
+                              "bench:\n", req % "82")
+    assert rc == 3, out
+    assert got == [(line_of(m, "tensorboard==1.15.0"), "error",
+                    "compat.pip-requires-unsatisfied")], out
+    assert "tensorboard 1.15.0 requires setuptools>=82, but the conda lock has setuptools " \
+           "81.0.0" in out, out
