@@ -536,6 +536,16 @@ static void check_pip_cuda(struct doctor *d, const struct stackinfo *si)
 	char *what;
 	if (!si->cuda_from_pip)
 		return;
+	if (si->lib_dirs.n == 0) {
+		what =
+		    xasprintf("CUDA %s and cuDNN %s will come from the env's nvidia-*-cu wheels; "
+		              "none is installed under %s yet",
+		              si->cuda ? si->cuda : "?", si->cudnn ? si->cudnn : "-",
+		              si->env_prefix ? si->env_prefix : "?");
+		finding(d, SEV_NOTE, what, NULL, NULL);
+		free(what);
+		return;
+	}
 	what = xasprintf("CUDA %s and cuDNN %s come from the env's nvidia-*-cu wheels (%zu "
 	                 "library dir%s under %s), where TensorFlow loads them; the stack sets no "
 	                 "LD_LIBRARY_PATH",

@@ -275,11 +275,20 @@ static size_t verify_libs(struct ctx *c, const struct stackinfo *si, const struc
 			continue;
 		}
 		nfail++;
+		const char *advice =
+		    it->advice ? it->advice : libcheck_advice(it->soname, it->state);
+		/* CUDA from wheels: no prefix and no LD_LIBRARY_PATH to fix, a wheel to restore. */
+		if (si->cuda_from_pip && it->state == LIBCHECK_NOT_FOUND)
+			advice =
+			    "no nvidia-*-cu wheel in the env's site-packages/nvidia/*/lib "
+			    "ships it: pin the wheel that does in the pip lock (the "
+			    "tensorflow[and-cuda] closure) and run `tfprov apply`; if that wheel "
+			    "is installed, its file was removed behind tfprov's back: `tfprov "
+			    "destroy` the stack and apply it again";
 		ev_log(c, EV_ERROR,
 		       "  library %s: %s\n    searched: %s\n    loader: %s\n    fix: %s",
 		       it->soname, libcheck_state_name(it->state), res.searched,
-		       it->error[0] ? it->error : "(no message)",
-		       it->advice ? it->advice : libcheck_advice(it->soname, it->state));
+		       it->error[0] ? it->error : "(no message)", advice);
 	}
 	if (res.child[0])
 		ev_log(c, EV_ERROR, "  the library check process %s", res.child);

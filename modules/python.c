@@ -480,6 +480,10 @@ static int pip_remove(struct ctx *c, struct step *s, struct txn *t)
 		const struct pkgfile *f = &x.v[i];
 		if (place_is_owned(c, f->path))
 			continue;
+		/* Two distributions may own one file (nvidia/__init__.py of every
+		 * nvidia-*-cu<N> wheel): the index is sorted by path, remove it once. */
+		if (i > 0 && strcmp(x.v[i - 1].path, f->path) == 0)
+			continue;
 		strvec_push(&files, f->path);
 		char *dir = xstrdup(f->path);
 		for (char *sl = strrchr(dir, '/'); sl && (size_t)(sl - dir) > strlen(env);
