@@ -611,7 +611,7 @@ out:
 
 /* Runs pip's resolver in a throwaway venv; *locked gets its requirements text. */
 static int pip_resolve(struct ctx *c, const struct manifest *m, const char *input, char **locked,
-                       char **where)
+                       char **where, struct strvec *requires)
 {
 	const char *ver = m->python.version.set ? m->python.version.s : m->versions.python.s;
 	const char *interp = m->python.manager == PYENV_VENV ? m->python.interpreter.s : NULL;
@@ -621,6 +621,7 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 	int rc = 0, created = 0;
 
 	o.index_url = m->pip.index_url.s;
+	o.requires = requires;
 	if (c->mirrors.n)
 		pip_opts_mirror(&o, c->mirrors.v[0], links, &simple);
 	*where = xstrdup(o.no_index    ? links[0]
@@ -703,6 +704,61 @@ out:
 	return rc;
 }
 
+/*
+ * pip.requires: each locked distribution's Requires-Dist from its METADATA
+ * (pip's report), markers kept, so that validate and lock --check judge the
+ * whole lock for its target without the wheels. Single-quoted YAML scalars:
+ * markers hold double quotes. requires lists "name\trequirement" lines.
+ */
+static void requires_block(struct strbuf *sb, int ind, const struct strvec *requires)
+{
+	const char *prev = NULL;
+	size_t plen = 0;
+
+	if (requires->n == 0)
+		return;
+	strbuf_addf(sb, "%*srequires:   # Requires-Dist of each pin, from its wheel's METADATA\n",
+	            ind, "");
+	for (size_t i = 0; i < requires->n; i++) {
+		const char *line = requires->v[i], *tab = strchr(line, '\t');
+		size_t nlen = tab ? (size_t)(tab - line) : strlen(line);
+		const char *req = tab ? tab + 1 : "";
+
+		if (prev == NULL || plen != nlen || strncmp(prev, line, nlen) != 0)
+			strbuf_addf(sb, "%*s%.*s:%s\n", ind + 2, "", (int)nlen, line,
+			            *req ? "" : " []");
+		prev = line;
+		plen = nlen;
+		if (*req == '\0')
+			continue;
+		strbuf_addf(sb, "%*s- '", ind + 4, "");
+		for (const char *p = req; *p; p++)
+			strbuf_adds(sb, *p == '\'' ? "''" : (char[2]){*p, '\0'});
+		strbuf_adds(sb, "'\n");
+	}
+}
+
+/*
+ * A `requires:` block the manifest already has (an older lock) is replaced: when
+ * it follows the requirements block, the edit grows over it; elsewhere it is
+ * removed by an edit of its own. Returns the last line the requirements edit covers.
+ */
+static int requires_replace(const struct ynode *pip, const struct lines *l, struct edits *e,
+                            int first, int rend)
+{
+	const struct ynode *qk = ymap_key(pip, "requires");
+	int qend;
+
+	if (qk == NULL || !key_is_block(l, qk))
+		return rend;
+	qend = block_end(l, qk->pos.line, qk->pos.col - 1);
+	if (qk->pos.line == rend + 1)
+		return qend;
+	if (qk->pos.line > rend || qend < first)
+		edits_add(e, qk->pos.line, qend, xstrdup(""));
+	return rend;
+}
+
 static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode *root,
                     const struct lines *l, struct edits *e, struct strvec *done)
 {
@@ -711,6 +767,7 @@ static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode 
 	const struct ynode *ck = ymap_key(pip, "complete");
 	char *seed = NULL, *input = NULL, *locked = NULL, *where = NULL;
 	struct strbuf sb = STRBUF_INIT;
+	struct strvec requires = STRVEC_INIT;
 	size_t count = 0;
 	int rc = 0;
 
@@ -726,7 +783,7 @@ static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode 
 		return TF_EMANIFEST;
 	}
 	input = pip_input(m, &seed);
-	rc = pip_resolve(c, m, input, &locked, &where);
+	rc = pip_resolve(c, m, input, &locked, &where, &requires);
 	if (rc != 0) {
 		for (size_t i = 0; i < m->pip.nreqs; i++)
 			ev_log(c, EV_ERROR, "  not resolved: %s", m->pip.reqs[i].spec);
@@ -743,6 +800,8 @@ static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode 
 	if (rc != 0)
 		goto out;
 	int rend = block_end(l, rk->pos.line, ind);
+	requires_block(&sb, ind, &requires);
+	rend = requires_replace(pip, l, e, rk->pos.line, rend);
 	edits_add(e, rk->pos.line, rend, strbuf_detach(&sb));
 	if (ck)
 		edits_add(e, ck->pos.line, block_end(l, ck->pos.line, ck->pos.col - 1),
@@ -754,6 +813,7 @@ static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode 
 	             m->pip.nreqs + (seed ? 1 : 0), count);
 out:
 	strbuf_release(&sb);
+	strvec_release(&requires);
 	free(seed);
 	free(input);
 	free(locked);

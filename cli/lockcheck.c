@@ -13,8 +13,10 @@
  *    them the tensorflow pin against versions.tensorflow, compat.pip-tf-mismatch,
  *    and a conda lock's python against versions.python, compat.version-disagrees);
  *  - a complete lock pins tensorflow;
- *  - no cap of the knowledge base (data/compat.yaml pip.caps) is broken by the
- *    pinned versions (pip pins and conda packages together).
+ *  - no cap of the knowledge base (data/compat.yaml pip.caps, the known-bad
+ *    table) is broken by the pinned versions (pip pins and conda packages
+ *    together): validate reports those (compat.pip-known-bad), with the rest
+ *    of the static lock check (compat_lock.c).
  * A manifest that does not parse gets its parser diagnostics only.
  */
 #include "cli.h"
@@ -22,7 +24,6 @@
 #include "error.h"
 #include "event.h"
 #include "manifest.h"
-#include "pipcaps.h"
 #include "pyenv.h"
 #include "version.h"
 
@@ -30,37 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-struct pinned {
-	const struct manifest *m;
-	struct pos pos; /* of the last lookup's hit */
-};
-
-/* The pinned version of a PEP 503 name: a pip pin first, else a conda package. */
-static const char *pinned_version(const char *name, void *arg)
-{
-	struct pinned *p = arg;
-	for (size_t i = 0; i < p->m->pip.nreqs; i++) {
-		const struct pip_req *q = &p->m->pip.reqs[i];
-		if (q->name && q->version && strcmp(q->name, name) == 0) {
-			p->pos = q->pos;
-			return q->version;
-		}
-	}
-	for (size_t i = 0; i < p->m->python.npkgs; i++) {
-		const struct conda_pkg *k = &p->m->python.pkgs[i];
-		if (!k->name || !k->version)
-			continue;
-		char *n = pip_normalize_name(k->name);
-		int hit = strcmp(n, name) == 0;
-		free(n);
-		if (hit) {
-			p->pos = k->pos;
-			return k->version;
-		}
-	}
-	return NULL;
-}
 
 static void check_pip(const struct manifest *m, const char *hint, struct diags *d)
 {
@@ -91,8 +61,7 @@ static void check_pip(const struct manifest *m, const char *hint, struct diags *
 		    m->versions.tensorflow.s);
 }
 
-static void check_one(const struct manifest *m, const struct pip_cap *caps, size_t ncaps,
-                      struct diags *d)
+static void check_one(const struct manifest *m, struct diags *d)
 {
 	const char *f = m->path;
 	char *hint = xasprintf("run `tfprov lock %s` to write the resolved pins into it", f);
@@ -104,34 +73,12 @@ static void check_one(const struct manifest *m, const struct pip_cap *caps, size
 		          "cudnn.redist is resolved at apply from %s", m->cudnn.redist.json.url.s);
 	check_pip(m, hint, d);
 	free(hint);
-	struct pinned p = {m, {0, 0}};
-	for (const struct pip_cap *cap = NULL;
-	     (cap = pip_caps_broken(caps, ncaps, pinned_version, &p, cap)) != NULL;) {
-		const char *v = pinned_version(cap->package, &p); /* sets p.pos */
-		const char *w = pinned_version(cap->when, &(struct pinned){m, {0, 0}});
-		char *src = xasprintf("source: %s", cap->source);
-		diags_add(d, DIAG_ERROR, f, p.pos, "lock.cap", src,
-		          "%s %s with %s %s: the knowledge base caps %s below %s while %s is below "
-		          "%s (%s)",
-		          cap->package, v, cap->when, w, cap->package, cap->below, cap->when,
-		          cap->when_below, cap->fact);
-		free(src);
-	}
 }
 
 int lock_check(struct ctx *c, struct opts *o)
 {
-	struct pip_cap *caps = NULL;
-	size_t ncaps = 0, bad = 0;
-	struct diags kd = {0};
+	size_t bad = 0;
 	int rc = 0;
-	if (pip_caps_load(compat_default_path(), &caps, &ncaps, &kd) != 0) {
-		diags_print(&kd, stderr, 0);
-		diags_release(&kd);
-		ev_log(c, EV_ERROR, "cannot load the pip caps of %s", compat_default_path());
-		return TF_EFAIL;
-	}
-	diags_release(&kd);
 	for (size_t i = 0; i < o->args.n; i++) {
 		struct manifest *m = NULL;
 		struct diags d = {0};
@@ -142,7 +89,7 @@ int lock_check(struct ctx *c, struct opts *o)
 			break;
 		}
 		if (m)
-			check_one(m, caps, ncaps, &d);
+			check_one(m, &d);
 		if (d.errors) /* as validate: warnings only beside an error */
 			cli_print_diags(c, &d);
 		if (d.errors) {
@@ -158,6 +105,5 @@ int lock_check(struct ctx *c, struct opts *o)
 	}
 	if (bad && rc == 0)
 		rc = TF_EMANIFEST;
-	pip_caps_free(caps, ncaps);
 	return rc;
 }

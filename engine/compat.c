@@ -651,11 +651,132 @@ static void load_requires(struct loader *L, yaml_node_t **rows, size_t n)
 	}
 }
 
+/* pip.import_packages: distributions that install the same import package. */
+static void load_imports(struct loader *L, const yaml_node_t *p)
+{
+	static const char *const keys[] = {"import", "distributions", "fix",
+	                                   "note",   "source",        NULL};
+	yaml_node_t **rows;
+	size_t n;
+
+	rows = get_rows(L, p, "import_packages", &n);
+	L->kb->imports = xcalloc(n ? n : 1, sizeof(*L->kb->imports));
+	L->kb->nimports = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_import_pkg *r = &L->kb->imports[i];
+
+		check_keys(L, rows[i], keys);
+		r->import = get_str(L, rows[i], "import", REQ);
+		r->dists = get_list(L, rows[i], "distributions", &r->ndists, REQ, 0);
+		for (size_t j = 0; j < r->ndists; j++)
+			r->dists[j] = pep503(L, r->dists[j]);
+		if (r->ndists < 2)
+			bad(L, rows[i], "an import package row names two distributions or more");
+		r->fix = get_str(L, rows[i], "fix", REQ);
+		r->source = get_str(L, rows[i], "source", REQ);
+	}
+	free(rows);
+}
+
+/* pip.cuda_carriers: distributions whose name carries the CUDA they are built for. */
+static void load_carriers(struct loader *L, const yaml_node_t *p)
+{
+	static const char *const keys[] = {"pattern", "source", NULL};
+	yaml_node_t **rows;
+	size_t n;
+
+	rows = get_rows(L, p, "cuda_carriers", &n);
+	L->kb->carriers = xcalloc(n ? n : 1, sizeof(*L->kb->carriers));
+	L->kb->ncarriers = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_cuda_carrier *c = &L->kb->carriers[i];
+
+		check_keys(L, rows[i], keys);
+		c->pattern = get_str(L, rows[i], "pattern", REQ);
+		c->source = get_str(L, rows[i], "source", REQ);
+		if (c->pattern != NULL && strstr(c->pattern, "{M}") == NULL)
+			bad(L, rows[i], "a CUDA carrier pattern names the major as {M}");
+	}
+	free(rows);
+}
+
+/* library_components: which component ships each library TF loads. */
+static void load_lib_components(struct loader *L, const yaml_node_t *root)
+{
+	static const char *const keys[] = {"libs", "redist", "wheel", NULL};
+	yaml_node_t **rows;
+	size_t n;
+
+	if (map_get(L, root, "library_components") == NULL)
+		return;
+	L->kb->lib_components_source = get_str(L, root, "library_components_source", REQ);
+	rows = get_rows(L, root, "library_components", &n);
+	L->kb->lib_components = xcalloc(n ? n : 1, sizeof(*L->kb->lib_components));
+	L->kb->nlib_components = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_lib_component *c = &L->kb->lib_components[i];
+
+		check_keys(L, rows[i], keys);
+		c->libs = get_list(L, rows[i], "libs", &c->nlibs, REQ, 0);
+		c->redist = get_str(L, rows[i], "redist", REQ);
+		c->wheel = get_str(L, rows[i], "wheel", REQ);
+		if (c->wheel != NULL && strstr(c->wheel, "{M}") == NULL)
+			bad(L, rows[i], "a wheel name carries the CUDA major as {M}");
+	}
+	free(rows);
+}
+
+/* env_vars: what TensorFlow accepts in the environment variables it reads. */
+static void load_env_vars(struct loader *L, const yaml_node_t *root)
+{
+	static const char *const keys[] = {"name",      "kind", "values", "min",   "max",
+	                                   "otherwise", "note", "source", "needs", NULL};
+	static const char *const kinds[] = {"enum", "bool", "int", "python-true", NULL};
+	yaml_node_t **rows;
+	size_t n;
+
+	if (map_get(L, root, "env_vars") == NULL)
+		return;
+	rows = get_rows(L, root, "env_vars", &n);
+	L->kb->env_vars = xcalloc(n ? n : 1, sizeof(*L->kb->env_vars));
+	L->kb->nenv_vars = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_env_var *e = &L->kb->env_vars[i];
+		yaml_node_t *k;
+		int kind = -1;
+
+		check_keys(L, rows[i], keys);
+		e->name = get_str(L, rows[i], "name", REQ);
+		k = get_node(L, rows[i], "kind", YAML_SCALAR_NODE, REQ);
+		for (int j = 0; k != NULL && kinds[j] != NULL; j++)
+			if (is_scalar(k, kinds[j]))
+				kind = j;
+		if (k != NULL && kind < 0)
+			bad(L, k, "kind must be enum, bool, int or python-true");
+		e->kind = kind < 0 ? COMPAT_ENV_ENUM : (enum compat_env_kind)kind;
+		if (e->kind == COMPAT_ENV_ENUM || e->kind == COMPAT_ENV_PYTRUE)
+			e->values = get_list(L, rows[i], "values", &e->nvalues, REQ, 0);
+		e->min = get_ver(L, rows[i], "min", OPT);
+		e->max = get_ver(L, rows[i], "max", OPT);
+		e->otherwise = get_str(L, rows[i], "otherwise", REQ);
+		e->source = get_str(L, rows[i], "source", REQ);
+		if ((k = get_node(L, rows[i], "needs", YAML_MAPPING_NODE, OPT)) != NULL) {
+			static const char *const nk[] = {"package", "from_tf", "fact", NULL};
+			check_keys(L, k, nk);
+			e->needs_package = pep503(L, get_str(L, k, "package", REQ));
+			e->needs_from_tf = get_ver(L, k, "from_tf", REQ);
+			e->needs_fact = get_str(L, k, "fact", REQ);
+		}
+	}
+	free(rows);
+}
+
 static void load_pip(struct loader *L, const yaml_node_t *root)
 {
 	/* "caps" is read by pipcaps.c. */
-	static const char *const keys[] = {"removed",     "requires",  "and_cuda", "notes",
-	                                   "cuda_wheels", "known_bad", "caps",     NULL};
+	static const char *const keys[] = {
+	    "removed",   "requires", "and_cuda",        "notes",         "cuda_wheels",
+	    "known_bad", "caps",     "import_packages", "cuda_carriers", NULL};
 	static const char *const cw_keys[] = {"prefix",       "major_tag", "runtime", "cudnn",
 	                                      "site_libdirs", "source",    NULL};
 	static const char *const kb_keys[] = {"package", "versions", "tensorflow",
@@ -734,6 +855,10 @@ static void load_pip(struct loader *L, const yaml_node_t *root)
 	rows = get_rows(L, p, "requires", &n);
 	load_requires(L, rows, n);
 	free(rows);
+	if (map_get(L, p, "import_packages") != NULL)
+		load_imports(L, p);
+	if (map_get(L, p, "cuda_carriers") != NULL)
+		load_carriers(L, p);
 }
 
 static void load_conda(struct loader *L, const yaml_node_t *root)
@@ -844,9 +969,19 @@ static void load_guide(struct loader *L, const yaml_node_t *root)
 
 int compat_load(const char *path, struct compat **out, struct diags *d)
 {
-	static const char *const keys[] = {"schema",         "sources", "tensorflow", "cuda",
-	                                   "gpus",           "pip",     "conda",      "sonames",
-	                                   "guide_mistakes", NULL};
+	static const char *const keys[] = {"schema",
+	                                   "sources",
+	                                   "tensorflow",
+	                                   "cuda",
+	                                   "gpus",
+	                                   "pip",
+	                                   "conda",
+	                                   "sonames",
+	                                   "env_vars",
+	                                   "guide_mistakes",
+	                                   "library_components",
+	                                   "library_components_source",
+	                                   NULL};
 	struct loader L = {0};
 	yaml_parser_t parser;
 	int parser_ok = 0, doc_ok = 0, rc = 0;
@@ -901,7 +1036,12 @@ int compat_load(const char *path, struct compat **out, struct diags *d)
 	load_pip(&L, root);
 	load_conda(&L, root);
 	load_sonames(&L, root);
+	load_env_vars(&L, root);
+	load_lib_components(&L, root);
 	load_guide(&L, root);
+	/* The known-bad table has one loader, shared with lock and lock --check. */
+	if (!L.bad && pip_caps_load(path, &L.kb->caps, &L.kb->ncaps, d) != 0)
+		L.bad = 1;
 out:
 	if (L.bad) {
 		rc = TF_EFAIL;
@@ -948,6 +1088,17 @@ void compat_free(struct compat *kb)
 	}
 	free(kb->sonames);
 	free(kb->guide);
+	for (size_t i = 0; i < kb->nimports; i++)
+		free(kb->imports[i].dists);
+	free(kb->imports);
+	free(kb->carriers);
+	for (size_t i = 0; i < kb->nlib_components; i++)
+		free(kb->lib_components[i].libs);
+	free(kb->lib_components);
+	for (size_t i = 0; i < kb->nenv_vars; i++)
+		free(kb->env_vars[i].values);
+	free(kb->env_vars);
+	pip_caps_free(kb->caps, kb->ncaps);
 	free(kb->tf_glibc);
 	free(kb->cuda_wheels.site_libdirs);
 	free(kb->known_bad);
@@ -1239,6 +1390,44 @@ size_t compat_sonames(const struct compat *kb, int windows, const char *cuda, co
 		}
 	}
 	return added;
+}
+
+size_t compat_tf_libraries(const struct compat *kb, int windows, const char *cuda,
+                           const char *cudnn, struct strvec *out)
+{
+	enum compat_os os = windows ? COMPAT_WINDOWS : COMPAT_LINUX;
+	const struct compat_sonames *s[2];
+	size_t added = 0;
+
+	s[0] = sonames_best(kb, os, cuda, 0);
+	s[1] = sonames_best(kb, os, cudnn, 1);
+	for (size_t k = 0; k < 2; k++) {
+		for (size_t i = 0; s[k] != NULL && i < s[k]->nlibs; i++, added++)
+			strvec_push(out, s[k]->libs[i]);
+		for (size_t i = 0; s[k] != NULL && i < s[k]->ncompanions; i++, added++)
+			strvec_push(out, s[k]->companions[i]);
+	}
+	return added;
+}
+
+const struct compat_lib_component *compat_lib_component(const struct compat *kb, const char *soname)
+{
+	size_t stem = strcspn(soname, ".");
+
+	for (size_t i = 0; i < kb->nlib_components; i++)
+		for (size_t j = 0; j < kb->lib_components[i].nlibs; j++)
+			if (strlen(kb->lib_components[i].libs[j]) == stem &&
+			    strncmp(kb->lib_components[i].libs[j], soname, stem) == 0)
+				return &kb->lib_components[i];
+	/* cuDNN's sub-libraries (libcudnn_ops_infer.so.8) come with libcudnn. */
+	for (size_t i = 0; i < kb->nlib_components; i++)
+		for (size_t j = 0; j < kb->lib_components[i].nlibs; j++) {
+			size_t n = strlen(kb->lib_components[i].libs[j]);
+			if (strncmp(kb->lib_components[i].libs[j], soname, n) == 0 &&
+			    soname[n] == '_')
+				return &kb->lib_components[i];
+		}
+	return NULL;
 }
 
 const char *compat_tf_min_glibc(const struct compat *kb, const char *tf_version,

@@ -20,6 +20,7 @@
 
 #include "diag.h"
 #include "manifest.h"
+#include "pipcaps.h"
 #include "util.h"
 
 /* An inclusive range of major.minor versions: "3.9-3.11", or "2.7" (lo == hi). */
@@ -119,6 +120,52 @@ struct compat_sonames {
 	const char *source;
 };
 
+/* Distributions that install the same top-level import package. */
+struct compat_import_pkg {
+	const char *import; /* "tensorflow" */
+	const char **dists; /* PEP 503 names */
+	size_t ndists;
+	const char *fix, *source;
+};
+
+/* The component that ships a library TF loads (library_components). */
+struct compat_lib_component {
+	const char **libs; /* soname stems: "libcublas", "libcublasLt" */
+	size_t nlibs;
+	const char *redist; /* "libcublas"; "cudnn" for the cudnn section */
+	const char *wheel;  /* "nvidia-cublas-cu{M}" */
+};
+
+/*
+ * A pip distribution built for one CUDA, its name carrying the release:
+ * pattern "cupy-cuda{M}x" ({M} the major), "cupy-cuda{M}{m}" (major and one-digit
+ * minor), "nvidia-*-cu{M}" (* any text).
+ */
+struct compat_cuda_carrier {
+	const char *pattern;
+	const char *source;
+};
+
+/* How TensorFlow parses an environment variable it reads. */
+enum compat_env_kind {
+	COMPAT_ENV_ENUM,   /* exactly one of values (case-sensitive) */
+	COMPAT_ENV_BOOL,   /* ReadBoolFromEnvVar: 0, 1, true, false in any case */
+	COMPAT_ENV_INT,    /* an integer (istringstream >> int64) */
+	COMPAT_ENV_PYTRUE, /* Python: one of values is true, anything else false */
+};
+
+struct compat_env_var {
+	const char *name;
+	enum compat_env_kind kind;
+	const char **values; /* ENUM and PYTRUE */
+	size_t nvalues;
+	const char *min, *max; /* INT: the meaningful range, or NULL */
+	const char *otherwise; /* what TF does with another value */
+	const char *source;
+	/* Set to a true value from TF needs_from_tf on, TF imports needs_package. */
+	const char *needs_package, *needs_from_tf, *needs_fact;
+};
+
 /* The glibc floor of TF's Linux wheels for tf_from <= series < tf_below (may be NULL). */
 struct compat_tf_glibc {
 	const char *tf_from, *tf_below;
@@ -188,6 +235,17 @@ struct compat {
 	size_t nsonames;
 	struct compat_guide_mistake *guide;
 	size_t nguide;
+	struct compat_import_pkg *imports;
+	size_t nimports;
+	struct compat_env_var *env_vars;
+	size_t nenv_vars;
+	struct compat_cuda_carrier *carriers;
+	size_t ncarriers;
+	struct compat_lib_component *lib_components;
+	size_t nlib_components;
+	const char *lib_components_source;
+	struct pip_cap *caps; /* pip.caps, the known-bad table (pipcaps.c loads it) */
+	size_t ncaps;
 	struct compat_tf_glibc *tf_glibc;
 	size_t ntf_glibc;
 	struct compat_cuda_wheels cuda_wheels;
@@ -217,6 +275,32 @@ void compat_free(struct compat *kb);
  * the position of the offending node. Returns the number of errors added.
  */
 int compat_lint(const struct compat *kb, const struct manifest *m, struct diags *d);
+
+/*
+ * The static check of the whole pip lock for its target (compat_lock.c):
+ * recorded requirements, import-package clashes, the known-bad table.
+ * python: the stack's Python (major.minor), or NULL.
+ */
+void compat_lint_lock(const struct compat *kb, const struct manifest *m, const char *python,
+                      int windows, struct diags *d);
+/*
+ * Every package that carries CUDA against the stack's CUDA (cuda: versions.cuda
+ * or cuda.version, or NULL): pip distributions named for a CUDA release
+ * (pip.cuda_carriers) and the cuda section's archives of release-versioned
+ * components, at NVIDIA's granularity: the major from CUDA 11 on (minor-version
+ * compatibility), the minor before it.
+ */
+void compat_lint_cuda_carriers(const struct compat *kb, const struct manifest *m,
+                               const struct mstr *cuda, struct diags *d);
+/*
+ * The libraries TF's CUDA and cuDNN generation loads are shipped by the stack's
+ * artifacts: the cuda section's archives or redist components (a runfile ships
+ * all), the cudnn section, or in the pip-CUDA form the nvidia-*-cu<M> wheels.
+ */
+void compat_lint_cuda_libs(const struct compat *kb, const struct manifest *m,
+                           const struct mstr *cuda, const struct mstr *cudnn, struct diags *d);
+/* env.vars against how TensorFlow parses the variables it reads. */
+void compat_lint_env(const struct compat *kb, const struct manifest *m, struct diags *d);
 
 /* The tested build of a TF version (matched by major.minor); NULL if unknown. */
 const struct compat_tf_build *compat_tf_build(const struct compat *kb, const char *tf_version,
@@ -270,6 +354,16 @@ enum compat_kernel compat_tf_kernels_for(const struct compat *kb, const char *tf
  */
 size_t compat_sonames(const struct compat *kb, int windows, const char *cuda, const char *cudnn,
                       struct strvec *out);
+/*
+ * Every library TF loads for a CUDA and a cuDNN version (either may be a bare
+ * major, "12"): the sonames entries' libs and their companions, as verify
+ * dlopens them. Returns how many were appended.
+ */
+size_t compat_tf_libraries(const struct compat *kb, int windows, const char *cuda,
+                           const char *cudnn, struct strvec *out);
+/* The component row that ships soname ("libcublasLt.so.12"), or NULL. */
+const struct compat_lib_component *compat_lib_component(const struct compat *kb,
+                                                        const char *soname);
 
 /*
  * The glibc floor of a TF version's own Linux wheels ("2.27"); NULL when the

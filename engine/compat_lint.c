@@ -520,13 +520,46 @@ static void conda_check_release(struct lint *L, const char *channel, const char 
  * A conda package versioned by CUDA release (cudatoolkit, cuda-version) must
  * carry the stack's CUDA major: another one installs a second CUDA runtime.
  */
+static size_t ncomp(const char *v)
+{
+	size_t n = 1;
+
+	for (; *v != '\0'; v++)
+		n += *v == '.';
+	return n;
+}
+
 static void conda_cuda_major(struct lint *L, const char *name, const char *version, struct pos pos)
 {
 	const char *cuda = L->cuda ? L->cuda->s : NULL;
 	char *hint;
 
-	if (cuda == NULL || version_component(version, 0) == version_component(cuda, 0))
+	if (cuda == NULL)
 		return;
+	/* Before CUDA 11 each minor release is its own ABI (libcudart.so.10.0, .10.1):
+	 * the release must match to the minor. */
+	if (version_component(version, 0) == version_component(cuda, 0) &&
+	    (compat_cuda_in_family(L->kb, cuda) || ncomp(version) < 2 ||
+	     version_cmp_n(version, cuda, 2) == 0))
+		return;
+	if (version_component(version, 0) == version_component(cuda, 0)) {
+		for (size_t i = 0; i < L->kb->nconda_cuda; i++) {
+			if (strcmp(L->kb->conda_cuda[i], name) != 0)
+				continue;
+			hint =
+			    xasprintf("before CUDA 11 each minor release has its own sonames "
+			              "(libcudart.so.%ld.%ld): pin %s to CUDA %ld.%ld or drop it",
+			              version_component(cuda, 0), version_component(cuda, 1), name,
+			              version_component(cuda, 0), version_component(cuda, 1));
+			diags_add(L->d, DIAG_ERROR, L->file, pos,
+			          "compat.conda-cuda-release-mismatch", hint,
+			          "conda %s %s is CUDA %ld.%ld, but the stack is CUDA %s", name,
+			          version, version_component(version, 0),
+			          version_component(version, 1), cuda);
+			free(hint);
+		}
+		return;
+	}
 	for (size_t i = 0; i < L->kb->nconda_cuda; i++) {
 		if (strcmp(L->kb->conda_cuda[i], name) != 0)
 			continue;
@@ -1029,5 +1062,9 @@ int compat_lint(const struct compat *kb, const struct manifest *m, struct diags 
 			lint_known_bad(&L, &m->pip.reqs[i]);
 		}
 	lint_conda(&L);
+	compat_lint_lock(kb, m, L.python ? L.python->s : NULL, L.windows_native, d);
+	compat_lint_env(kb, m, d);
+	compat_lint_cuda_carriers(kb, m, L.cuda, d);
+	compat_lint_cuda_libs(kb, m, L.cuda, L.cudnn, d);
 	return (int)(d->errors - errors);
 }

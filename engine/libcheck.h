@@ -16,8 +16,9 @@
  * no more succeed: list a library's stack-local dependencies too (the TF lists
  * below do) and the order of the list does not matter.
  *
- * The sonames are data: callers pass any list; libcheck_tf_sonames() gives
- * the list TF loads for a CUDA and cuDNN major (TF's dso_loader, as in libcheck.c).
+ * The sonames are data: callers pass any list; the list TF loads for a CUDA
+ * and cuDNN generation is the knowledge base's (data/compat.yaml sonames,
+ * compat_tf_libraries()), the same one validate checks the artifacts against.
  * struct libcheck_result owns its items; release it with
  * libcheck_result_release().
  */
@@ -67,10 +68,6 @@ struct libcheck_result {
 int libcheck_run(const char *const *dirs, size_t ndirs, const char *const *sonames, size_t nsonames,
                  unsigned flags, struct libcheck_result *res);
 void libcheck_result_release(struct libcheck_result *res);
-
-/* Appends the sonames TF loads for CUDA cuda_major (11, 12, 13) and cuDNN
- * cudnn_major (8, 9; 0 for none) to out. Returns how many, 0 if unknown. */
-size_t libcheck_tf_sonames(int cuda_major, int cudnn_major, struct strvec *out);
 
 /* The troubleshooting advice for a soname in a given failure state (static). */
 const char *libcheck_advice(const char *soname, enum libcheck_state state);

@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <openssl/evp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -212,6 +213,54 @@ static void check_version(struct pctx *p, struct mstr *v, const char *what)
 		          "versions are dotted numbers, e.g. 12.3.2; quote them (\"3.10\") so YAML "
 		          "keeps the text",
 		          "%s '%s' is not a version", what, v->s);
+}
+
+/*
+ * A version written as a plain YAML number: tfprov keeps the text, but YAML
+ * readers with the core schema (CI scripts, PyYAML, yq) read `python: 3.10` as
+ * the float 3.1 and `cuda: 12` as an integer. Warns with what they read.
+ */
+static void warn_yaml_number(struct pctx *p, const struct ynode *n, const char *what)
+{
+	const char *s;
+	char *end, read[48];
+	int digits = 0, dots = 0;
+
+	if (n == NULL || n->type != Y_SCALAR || n->style != YS_PLAIN)
+		return;
+	for (s = n->str; *s; s++) {
+		if (*s >= '0' && *s <= '9')
+			digits++;
+		else if (*s == '.')
+			dots++;
+		else
+			return;
+	}
+	if (digits == 0 || dots > 1)
+		return;
+	if (dots == 0) {
+		/* YAML 1.1 readers take a leading 0 as octal. */
+		long long v = strtoll(n->str, &end, n->str[0] == '0' && n->str[1] ? 8 : 10);
+		if (*end != '\0')
+			return; /* "09": not octal either; YAML 1.1 reads it as a string */
+		snprintf(read, sizeof(read), "the integer %lld", v);
+	} else {
+		double v = strtod(n->str, &end);
+		int prec;
+		for (prec = 1; prec < 17; prec++) {
+			char buf[40];
+			snprintf(buf, sizeof(buf), "%.*g", prec, v);
+			if (strtod(buf, NULL) == v)
+				break;
+		}
+		snprintf(read, sizeof(read), "the float %.*g%s", prec, v,
+		         strchr(n->str, '.') && v == (double)(long long)v ? ".0" : "");
+	}
+	diags_add(p->d, DIAG_WARNING, p->file, n->pos, "schema.yaml-number",
+	          "quote it (\"3.10\", not 3.10) so every YAML reader keeps the text",
+	          "%s is written as a YAML number: tfprov reads the text '%s', other YAML "
+	          "readers read %s",
+	          what, n->str, read);
 }
 
 static void check_abs_path(struct pctx *p, struct mstr *v, const char *what)
@@ -786,6 +835,11 @@ static void parse_versions(struct pctx *p, const struct ynode *n, struct manifes
 	get_str(p, n, "cudnn", "versions.cudnn", &m->versions.cudnn);
 	get_str(p, n, "python", "versions.python", &m->versions.python);
 	check_version(p, &m->versions.tensorflow, "versions.tensorflow");
+	for (int i = 0; keys[i] != NULL; i++) {
+		char what[32];
+		snprintf(what, sizeof(what), "versions.%s", keys[i]);
+		warn_yaml_number(p, ymap_get(n, keys[i]), what);
+	}
 	check_version(p, &m->versions.cuda, "versions.cuda");
 	check_version(p, &m->versions.cudnn, "versions.cudnn");
 	check_version(p, &m->versions.python, "versions.python");
@@ -809,6 +863,7 @@ static void parse_driver(struct pctx *p, const struct ynode *n, struct manifest 
 	}
 	get_str(p, n, "min_version", "driver.min_version", &m->driver.min_version);
 	check_version(p, &m->driver.min_version, "driver.min_version");
+	warn_yaml_number(p, ymap_get(n, "min_version"), "driver.min_version");
 	struct ynode *g = ymap_get(n, "gpus");
 	if (g && want_type(p, g, Y_SEQ, "driver.gpus")) {
 		for (size_t i = 0; i < g->n && m->driver.ngpus < ARRAY_SIZE(m->driver.gpus); i++) {
@@ -819,6 +874,7 @@ static void parse_driver(struct pctx *p, const struct ynode *n, struct manifest 
 			s->pos = g->items[i]->pos;
 			s->set = 1;
 			check_version(p, s, "compute capability");
+			warn_yaml_number(p, g->items[i], "a compute capability of driver.gpus");
 		}
 	}
 }
@@ -833,6 +889,7 @@ static void parse_cuda(struct pctx *p, const struct ynode *n, struct manifest *m
 	check_keys(p, n, "cuda", keys);
 	get_str(p, n, "version", "cuda.version", &m->cuda.version);
 	check_version(p, &m->cuda.version, "cuda.version");
+	warn_yaml_number(p, ymap_get(n, "version"), "cuda.version");
 	struct ynode *r = ymap_get(n, "redist");
 	if (r)
 		parse_redist(p, r, &m->cuda.redist, 0);
@@ -869,6 +926,7 @@ static void parse_cudnn(struct pctx *p, const struct ynode *n, struct manifest *
 	check_keys(p, n, "cudnn", keys);
 	get_str(p, n, "version", "cudnn.version", &m->cudnn.version);
 	check_version(p, &m->cudnn.version, "cudnn.version");
+	warn_yaml_number(p, ymap_get(n, "version"), "cudnn.version");
 	get_str(p, n, "placement", "cudnn.placement", &m->cudnn.placement_s);
 	if (m->cudnn.placement_s.set) {
 		int i = get_enum(p, &m->cudnn.placement_s, "cudnn.placement", pl);
@@ -989,6 +1047,7 @@ static void parse_python(struct pctx *p, const struct ynode *n, struct manifest 
 	get_str(p, n, "lock_file", "python.lock_file", &m->python.lock_file);
 	get_str(p, n, "channel", "python.channel", &m->python.channel);
 	check_version(p, &m->python.version, "python.version");
+	warn_yaml_number(p, ymap_get(n, "version"), "python.version");
 	if (!m->python.manager_s.set) {
 		err(p, n->pos, "schema.required", "manager: conda or manager: venv",
 		    "python.manager is required");
@@ -1027,11 +1086,47 @@ static void parse_python(struct pctx *p, const struct ynode *n, struct manifest 
 		    "a conda lock does not apply to manager: venv");
 }
 
+/*
+ * pip.requires: {distribution: [Requires-Dist, ...]}, what `tfprov lock`
+ * recorded from each wheel's METADATA; judged by the static lock check.
+ */
+static void parse_pip_requires(struct pctx *p, const struct ynode *n, struct manifest *m)
+{
+	if (n == NULL || !want_type(p, n, Y_MAP, "pip.requires"))
+		return;
+	m->pip.requires_pos = n->pos;
+	m->pip.requires = xcalloc(n->n ? n->n : 1, sizeof(*m->pip.requires));
+	for (size_t i = 0; i < n->n; i++) {
+		const struct ynode *k = n->keys[i], *v = n->items[i];
+		struct pip_requires *r;
+
+		if (!want_type(p, k, Y_SCALAR, "a pip.requires key"))
+			continue;
+		if (v->type == Y_SCALAR && v->str[0] == '\0' && v->style == YS_PLAIN) {
+			/* "name:" with nothing: no requirements */
+		} else if (!want_type(p, v, Y_SEQ, "a pip.requires entry")) {
+			continue;
+		}
+		r = &m->pip.requires[m->pip.nrequires++];
+		r->pos = k->pos;
+		r->name = pep503(k->str, strlen(k->str));
+		if (v->type != Y_SEQ)
+			continue;
+		r->reqs = xcalloc(v->n ? v->n : 1, sizeof(*r->reqs));
+		for (size_t j = 0; j < v->n; j++) {
+			if (!want_type(p, v->items[j], Y_SCALAR, "a Requires-Dist string"))
+				continue;
+			r->reqs[r->nreqs++] =
+			    (struct mstr){xstrdup(v->items[j]->str), v->items[j]->pos, 1};
+		}
+	}
+}
+
 static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 {
 	static const char *const keys[] = {
 	    "requirements", "requirements_file", "index_url", "complete",
-	    "installer",    "min_glibc",         NULL};
+	    "installer",    "requires",          "min_glibc", NULL};
 	static const char *const installers[] = {"native", "pip", NULL};
 	m->pip.pos = n->pos;
 	if (!want_type(p, n, Y_MAP, "pip"))
@@ -1053,6 +1148,7 @@ static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 	if (!rq && !m->pip.requirements_file.set)
 		err(p, n->pos, "schema.required", NULL,
 		    "pip needs requirements or requirements_file");
+	parse_pip_requires(p, ymap_get(n, "requires"), m);
 }
 
 static void parse_bench(struct pctx *p, const struct ynode *n, struct manifest *m)
@@ -1417,6 +1513,13 @@ void manifest_free(struct manifest *m)
 		free(r->hashes);
 	}
 	free(m->pip.reqs);
+	for (size_t i = 0; i < m->pip.nrequires; i++) {
+		for (size_t j = 0; j < m->pip.requires[i].nreqs; j++)
+			free(m->pip.requires[i].reqs[j].s);
+		free(m->pip.requires[i].reqs);
+		free(m->pip.requires[i].name);
+	}
+	free(m->pip.requires);
 	for (size_t i = 0; i < m->ngaps; i++)
 		mstr_free(&m->gaps[i].what);
 	free(m->gaps);

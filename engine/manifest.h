@@ -98,6 +98,17 @@ struct pip_req {
 	size_t nhashes;
 };
 
+/*
+ * The Requires-Dist of one pinned distribution, as `tfprov lock` recorded
+ * them from its wheel's METADATA (pip.requires): PEP 508 strings, markers kept.
+ */
+struct pip_requires {
+	struct pos pos; /* the distribution's key */
+	char *name;     /* normalized (PEP 503) */
+	struct mstr *reqs;
+	size_t nreqs;
+};
+
 struct gap {
 	struct mstr what; /* a declared missing pin: "tensorflow transitive closure" */
 };
@@ -193,6 +204,9 @@ struct manifest {
 		int use_pip; /* installer: pip; native needs a complete lock of wheels */
 		struct pip_req *reqs;
 		size_t nreqs;
+		struct pip_requires *requires; /* pip.requires, in file order */
+		size_t nrequires;
+		struct pos requires_pos;
 	} pip;
 
 	struct gap *gaps; /* `missing:` entries: known holes in the pins */

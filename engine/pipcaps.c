@@ -67,6 +67,17 @@ int pip_caps_load(const char *path, struct pip_cap **caps, size_t *n, struct dia
 			c->when_below = field(path, r, "when_below", 1, d);
 			c->fact = field(path, r, "fact", 0, d);
 			c->source = field(path, r, "source", 0, d);
+			const struct ynode *sev = ymap_get(r, "severity");
+			if (sev != NULL) {
+				if (sev->type != Y_SCALAR || (strcmp(sev->str, "error") != 0 &&
+				                              strcmp(sev->str, "warning") != 0)) {
+					diags_add(d, DIAG_ERROR, path, sev->pos, "compat.schema",
+					          NULL, "pip.caps: `severity` is error or warning");
+					rc = TF_EFAIL;
+				} else {
+					c->severity = xstrdup(sev->str);
+				}
+			}
 			(*n)++;
 			if (!c->package || !c->when || !c->below || !c->when_below || !c->fact ||
 			    !c->source)
@@ -95,6 +106,7 @@ void pip_caps_free(struct pip_cap *caps, size_t n)
 		free(caps[i].when_below);
 		free(caps[i].fact);
 		free(caps[i].source);
+		free(caps[i].severity);
 	}
 	free(caps);
 }

@@ -21,6 +21,7 @@ struct pip_cap {
 	char *package, *below;   /* the capped distribution (PEP 503 name) and its bound */
 	char *when, *when_below; /* the cap holds while this one is below that version */
 	char *fact, *source;
+	char *severity; /* "error" (default) or "warning": how validate reports it */
 };
 
 /* 0 and *caps, *n (possibly 0 caps), or TF_EFAIL with errors in d. */

@@ -1077,6 +1077,24 @@ static json_t *pip_all_hashes(struct ctx *c, const char *prefix, const char *rep
 	return out;
 }
 
+/* The Requires-Dist of one distribution of pip's report, as pip_opts.requires says. */
+static void record_requires(struct strvec *out, const char *name, json_t *list)
+{
+	size_t k, n = 0;
+	json_t *x;
+
+	json_array_foreach(list, k, x)
+	{
+		const char *r = json_string_value(x);
+		if (r != NULL && strchr(r, '\n') == NULL) {
+			strvec_pushf(out, "%s\t%s", name, r);
+			n++;
+		}
+	}
+	if (n == 0)
+		strvec_pushf(out, "%s\t", name);
+}
+
 int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const struct pip_opts *o,
              char **out, char **errmsg)
 {
@@ -1100,6 +1118,10 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 		rc = TF_EIO;
 		*errmsg = xasprintf("%s: cannot write: %s", reqfile, strerror(errno));
 		goto out;
+	}
+	if (o->requires != NULL) {
+		strvec_release(o->requires);
+		*o->requires = (struct strvec)STRVEC_INIT;
 	}
 	push_pip(&argv, prefix, "install");
 	strvec_push(&argv, "--dry-run");
@@ -1153,6 +1175,8 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 		}
 		char *nm = pip_normalize_name(name);
 		struct strbuf line = STRBUF_INIT;
+		if (o->requires != NULL)
+			record_requires(o->requires, nm, json_object_get(md, "requires_dist"));
 		strbuf_addf(&line, "%s==%s \\\n    --hash=sha256:%s", nm, ver, h);
 		size_t k;
 		json_t *x;

@@ -57,6 +57,10 @@ struct pip_opts {
 	const char *cache_dir;         /* pip's cache; NULL: --no-cache-dir */
 	const char *cert;              /* CA bundle for --cert; NULL: default */
 	double timeout_s;              /* per pip run; 0: 1 hour */
+	/* pip_lock: when set, receives "name\tRequires-Dist" per requirement of each
+	 * chosen distribution ("name\t" for one without any), from its METADATA as
+	 * pip's report gives it, markers kept. */
+	struct strvec *requires;
 	/* Set: the work directory (the wheelhouse) is journaled in this txn, so
 	 * a kill leaves nothing behind; env_path is the env, root-relative. */
 	struct txn *txn;

@@ -181,10 +181,7 @@ size_t stackinfo_sonames(const struct stackinfo *si, const struct compat *kb, st
 	if (!si->has_cuda)
 		return 0;
 	if (kb != NULL)
-		compat_sonames(kb, 0, si->cuda, si->has_cudnn ? si->cudnn : NULL, &v);
-	int cuda_major = si->cuda ? (int)version_component(si->cuda, 0) : 0;
-	int cudnn_major = si->has_cudnn && si->cudnn ? (int)version_component(si->cudnn, 0) : 0;
-	libcheck_tf_sonames(cuda_major, cudnn_major, &v);
+		compat_tf_libraries(kb, 0, si->cuda, si->has_cudnn ? si->cudnn : NULL, &v);
 	for (size_t i = 0; i < v.n; i++)
 		push_unique(out, v.v[i]);
 	strvec_release(&v);

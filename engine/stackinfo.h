@@ -67,9 +67,10 @@ void stackinfo_from_manifest(struct ctx *c, struct manifest *m, struct stackinfo
 void stackinfo_release(struct stackinfo *si);
 
 /*
- * The sonames TF loads for the stack's CUDA and cuDNN: the knowledge base's
- * list (kb may be NULL), completed with libcheck_tf_sonames() for the same
- * majors (their stack-local dependencies), without duplicates. Returns how many.
+ * The sonames TF loads for the stack's CUDA and cuDNN, with the libraries they
+ * load themselves (the knowledge base's sonames: libs and companions, the list
+ * validate checks the artifacts against), without duplicates. Returns how
+ * many; 0 when kb is NULL or knows neither version.
  */
 size_t stackinfo_sonames(const struct stackinfo *si, const struct compat *kb, struct strvec *out);
 

@@ -196,6 +196,19 @@ def test_lock_completes_pip_closure_with_pips_resolver(index, tfprov, tmp_path):
     assert "gap closed by this lock" in r.stdout
     assert "pip: the transitive closure" in after
     tfprov.run("validate", m, check=0)
+    # Each pin's own Requires-Dist, from its wheel's METADATA through pip's report,
+    # is recorded for the static check of the whole lock.
+    assert doc["pip"]["requires"] == {"tensorflow": ["alpha>=1"], "alpha": ["beta"],
+                                      "beta": ["gamma<2"], "gamma": []}, after
+    tfprov.run("lock", "--check", m, check=0)
+    # The check reads what was recorded: a requirement the lock does not meet is
+    # named at the requiring package's line.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(after.replace("- 'gamma<2'", "- 'gamma<1.5'"))
+    p = tfprov.run("validate", bad, check=3)
+    line = [i + 1 for i, l in enumerate(after.splitlines()) if l.strip().startswith("beta==")][0]
+    assert f"{bad}:{line}:5: error: beta 2.0 requires gamma<1.5, but the lock pins gamma 1.5" \
+        in p.stdout + p.stderr, p.stdout + p.stderr
 
 
 def test_lock_pip_hash_not_matching_pins_is_integrity_failure(index, tfprov, tmp_path):

@@ -104,7 +104,8 @@ def test_setuptools_cap_from_knowledge_base(tfprov, tmp_path):
                    pin("setuptools", "82.0.0"))
     p = tfprov.run("lock", "--check", bad, root=False)
     assert p.returncode == 3, out(p)
-    assert diags(p) == [(line_of(bad, "setuptools==82.0.0"), "lock.cap")], out(p)
+    # The cap is a row of the knowledge base's known-bad table: validate's diagnostic.
+    assert diags(p) == [(line_of(bad, "setuptools==82.0.0"), "compat.pip-known-bad")], out(p)
     assert "pkg_resources" in p.stderr and "pypa/setuptools" in p.stderr
     ok = manifest(tmp_path / "e.yaml", base + pin("tensorboard", "2.15.2") +
                   pin("setuptools", "81.0.0"))
@@ -116,7 +117,7 @@ def test_setuptools_cap_from_knowledge_base(tfprov, tmp_path):
                      pin("tensorboard", "2.20.0") + pin("setuptools", "82.0.1"), tf="2.20.0")
     p = tfprov.run("lock", "--check", tb220, root=False)
     assert p.returncode == 3, out(p)
-    assert diags(p) == [(line_of(tb220, "setuptools==82.0.1"), "lock.cap")], out(p)
+    assert diags(p) == [(line_of(tb220, "setuptools==82.0.1"), "compat.pip-known-bad")], out(p)
 
 
 def test_cap_sees_conda_setuptools(tfprov, tmp_path):
@@ -128,7 +129,7 @@ def test_cap_sees_conda_setuptools(tfprov, tmp_path):
                  python_yaml=lock)
     p = tfprov.run("lock", "--check", m, root=False)
     assert p.returncode == 3, out(p)
-    assert diags(p) == [(line_of(m, "setuptools-82.0.1"), "lock.cap")], out(p)
+    assert diags(p) == [(line_of(m, "setuptools-82.0.1"), "compat.pip-known-bad")], out(p)
 
 
 def test_conda_python_mismatch(tfprov, tmp_path):
@@ -145,7 +146,8 @@ def test_redist_reference_unresolved(tfprov, tmp_path):
     """A cuda.redist reference is resolved at apply: not a complete lock yet."""
     extra = ("cuda:\n  version: 12.3.2\n  redist:\n"
              "    url: https://x.invalid/redistrib_12.3.2.json\n"
-             f"    sha256: {h('json')}\n    size: 100\n    components: [cuda_cudart]\n")
+             f"    sha256: {h('json')}\n    size: 100\n    components: [cuda_cudart, libcublas, "
+             "libcufft, libcurand, libcusolver, libcusparse, libnvjitlink]\n")
     m = manifest(tmp_path / "i.yaml", pin("tensorflow", "2.15.1"), extra=extra)
     p = tfprov.run("lock", "--check", m, root=False)
     assert p.returncode == 3, out(p)
@@ -197,3 +199,17 @@ def test_precommit_hook_runs_as_pre_commit_would(hook, tfprov, tmp_path):
     p = subprocess.run(cmd + [str(bad)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 3, out(p)
     assert f"{bad}:5:1:" in p.stderr, out(p)
+
+
+def test_redist_components_lacking_a_library(tfprov, tmp_path):
+    """The components must ship every library TF's CUDA generation loads: one
+    diagnostic at the cuda section names each missing component and its sonames."""
+    extra = ("cuda:\n  version: 12.3.2\n  redist:\n"
+             "    url: https://x.invalid/redistrib_12.3.2.json\n"
+             f"    sha256: {h('json')}\n    size: 100\n    components: [cuda_cudart, libcublas]\n")
+    m = manifest(tmp_path / "j.yaml", pin("tensorflow", "2.15.1"), extra=extra)
+    p = tfprov.run("lock", "--check", m, root=False)
+    assert p.returncode == 3, out(p)
+    assert (line_of(m, "version: 12.3.2"), "compat.cuda-libs-missing") in diags(p), out(p)
+    assert "libnvjitlink (libnvJitLink.so.12)" in p.stderr and "libcufft (libcufft.so.11)" \
+        in p.stderr, out(p)

@@ -205,13 +205,16 @@ def test_plan_says_what_is_resolved_at_apply(tfprov, tmp_path):
     dsha = hashlib.sha256(b"cudnn-redistrib").hexdigest()
     pin = hashlib.sha256(b"tf").hexdigest()
     m = tmp_path / "redist.yaml"
+    # Every component whose libraries TF 2.15's CUDA 12 loads (compat.cuda-libs-missing).
+    COMPONENTS = ("cuda_cudart, libcublas, libcufft, libcurand, libcusolver, libcusparse, "
+                  "libnvjitlink")
     m.write_text(
         "schema: 1\nstack:\n  name: r\n  platform: linux-x86_64\n"
         "versions:\n  tensorflow: 2.15.1\n  cuda: 12.3.2\n  python: \"3.11\"\n"
         "driver:\n  policy: skip\n"
         "cuda:\n  version: 12.3.2\n  redist:\n"
         "    url: https://x.invalid/redistrib_12.3.2.json\n"
-        f"    sha256: {sha}\n    size: 100\n    components: [cuda_cudart, libcublas]\n"
+        f"    sha256: {sha}\n    size: 100\n    components: [{COMPONENTS}]\n"
         "cudnn:\n  version: 8.9.7.29\n  placement: merge\n  redist:\n"
         "    url: https://x.invalid/redistrib_8.9.7.29.json\n"
         f"    sha256: {dsha}\n    size: 100\n    variant: cuda12\n"
@@ -221,7 +224,7 @@ def test_plan_says_what_is_resolved_at_apply(tfprov, tmp_path):
     p = tfprov.run("plan", str(m), env=no_stub_env())
     assert p.returncode == 3, out(p)  # the pip blocker: plan fails as apply would
     assert (f"https://x.invalid/redistrib_12.3.2.json (sha256 {sha[:12]}...), then the "
-            "archives it pins, resolved at apply: cuda_cudart, libcublas") in p.stdout, out(p)
+            "archives it pins, resolved at apply: " + COMPONENTS) in p.stdout, out(p)
     assert (f"https://x.invalid/redistrib_8.9.7.29.json (sha256 {dsha[:12]}...), then the "
             "archive it pins for variant cuda12, resolved at apply") in p.stdout, out(p)
     assert "incomplete lock: the rest is resolved at apply by pip, unhashed" in p.stdout

@@ -83,7 +83,12 @@ def test_status_keeps_manifest_of_last_committed_run(tfprov, tmp_path):
       sha256: %s
       size: 10
       strip: 1
-""" % ("0" * 64))
+""" % ("0" * 64) + "".join(
+        # The other components TF's CUDA 12 libraries come from (compat.cuda-libs-missing).
+        "    - {name: %s, url: http://127.0.0.1:1/%s.tar.xz, sha256: %s, size: 10, strip: 1}\n"
+        % (c, c, d * 64) for c, d in [("libcublas", "1"), ("libcufft", "2"), ("libcurand", "3"),
+                                       ("libcusolver", "4"), ("libcusparse", "5"),
+                                       ("libnvjitlink", "6")]))
     p = tfprov.run("--no-gpu", "apply", "-y", str(b), env=dict(ENV, TFPROV_FETCH_RETRIES="0"))
     assert p.returncode not in (0, 3), out(p)
     p = tfprov.run("status", check=0)

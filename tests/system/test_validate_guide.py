@@ -21,11 +21,11 @@ GUIDE = "tests/manifests/guide"
 CASES = [
     ("cuda-12.0-tf-2.15.yaml", "warning", 12, 9, "compat.cuda-untested"),
     ("windows-native-tf-2.15.yaml", "error", 8, 13, "compat.windows-native-gpu"),
-    ("conda-cudatoolkit-12.3.yaml", "error", 42, 7, "compat.conda-package-discontinued"),
-    ("conda-lock-cudatoolkit-12.3.yaml", "error", 44, 5, "compat.conda-package-discontinued"),
-    ("conda-cudnn-8.9.4.yaml", "error", 41, 7, "compat.conda-no-such-version"),
-    ("numpy-1.23-tf-2.15.yaml", "error", 50, 5, "compat.pip-requirement-conflict"),
-    ("tensorflow-gpu-2.15.0.yaml", "error", 48, 5, "compat.pip-package-removed"),
+    ("conda-cudatoolkit-12.3.yaml", "error", 48, 7, "compat.conda-package-discontinued"),
+    ("conda-lock-cudatoolkit-12.3.yaml", "error", 50, 5, "compat.conda-package-discontinued"),
+    ("conda-cudnn-8.9.4.yaml", "error", 47, 7, "compat.conda-no-such-version"),
+    ("numpy-1.23-tf-2.15.yaml", "error", 56, 5, "compat.pip-requirement-conflict"),
+    ("tensorflow-gpu-2.15.0.yaml", "error", 54, 5, "compat.pip-package-removed"),
     ("tf-1.15-cuda-10.1.yaml", "error", 13, 9, "compat.cuda-mismatch"),
     ("driver-below-cuda-min.yaml", "error", 17, 16, "compat.driver-below-cuda-min"),
     ("driver-minor-compat.yaml", "warning", 17, 16, "compat.driver-minor-compat"),
@@ -38,7 +38,7 @@ CASES = [
     ("cuda-11.8-tf-2.15.yaml", "error", 11, 9, "compat.cuda-major-mismatch"),
     ("cudnn-9-tf-2.15.yaml", "error", 12, 10, "compat.cudnn-major-mismatch"),
     ("cuda-12.7-no-such-release.yaml", "error", 11, 9, "compat.cuda-no-such-release"),
-    ("pip-tf-mismatch.yaml", "error", 48, 5, "compat.pip-tf-mismatch"),
+    ("pip-tf-mismatch.yaml", "error", 54, 5, "compat.pip-tf-mismatch"),
     # Facts that were wrong.
     ("gpu-cc-9.0-tf-2.13.yaml", "warning", 19, 10, "compat.gpu-ptx-jit"),
     ("cudnn-8.8-tf-2.15.yaml", "error", 13, 10, "compat.cudnn-too-old"),
@@ -50,29 +50,50 @@ CASES = [
     ("gpu-cc-12.1-tf-2.15.yaml", "warning", 17, 10, "compat.gpu-ptx-jit"),
     ("driver-cuda-13.0.1.yaml", "error", 14, 9, "compat.cuda-major-mismatch"),
     ("driver-cuda-13.0.1.yaml", "warning", 19, 16, "compat.driver-minor-compat"),
-    ("pip-protobuf-4.21.3-tf-2.12.yaml", "error", 51, 5, "compat.pip-requirement-conflict"),
-    ("pip-keras-2-tf-2.16.yaml", "error", 49, 5, "compat.pip-requirement-conflict"),
-    ("pip-ml-dtypes-tf-2.15.0.yaml", "error", 49, 5, "compat.pip-requirement-conflict"),
-    ("pip-numpy-2-tf-2.18.yaml", "error", 49, 5, "compat.pip-requirement-conflict"),
+    ("pip-protobuf-4.21.3-tf-2.12.yaml", "error", 56, 5, "compat.pip-requirement-conflict"),
+    ("pip-keras-2-tf-2.16.yaml", "error", 55, 5, "compat.pip-requirement-conflict"),
+    ("pip-ml-dtypes-tf-2.15.0.yaml", "error", 55, 5, "compat.pip-requirement-conflict"),
+    ("pip-numpy-2-tf-2.18.yaml", "error", 55, 5, "compat.pip-requirement-conflict"),
     # Checks that were missing.
     ("declared-cuda-vs-section.yaml", "error", 19, 12, "compat.version-disagrees"),
     ("declared-cuda-vs-redist.yaml", "error", 20, 10, "compat.version-disagrees"),
-    ("declared-cudnn-vs-artifact.yaml", "error", 29, 10, "compat.version-disagrees"),
-    ("declared-python-vs-lock.yaml", "error", 41, 5, "compat.version-disagrees"),
-    ("declared-python-vs-interpreter.yaml", "error", 37, 16, "compat.version-disagrees"),
-    ("declared-tf-vs-pin.yaml", "error", 47, 5, "compat.pip-tf-mismatch"),
+    ("declared-cudnn-vs-artifact.yaml", "error", 35, 10, "compat.version-disagrees"),
+    ("declared-python-vs-lock.yaml", "error", 47, 5, "compat.version-disagrees"),
+    ("declared-python-vs-interpreter.yaml", "error", 43, 16, "compat.version-disagrees"),
+    ("declared-tf-vs-pin.yaml", "error", 53, 5, "compat.pip-tf-mismatch"),
     ("declared-cuda-vs-runfile.yaml", "error", 19, 10, "compat.version-disagrees"),
-    ("declared-cudnn-vs-redist.yaml", "error", 29, 10, "compat.version-disagrees"),
-    ("cudnn-legacy-cuda-10.2-tgz.yaml", "error", 29, 10, "compat.cudnn-cuda-build-mismatch"),
-    ("cudnn-cuda11-build-cuda-12.yaml", "error", 30, 10, "compat.cudnn-cuda-build-mismatch"),
-    ("cudnn-variant-cuda11-cuda-12.yaml", "error", 33, 14, "compat.cudnn-cuda-build-mismatch"),
-    ("conda-cudatoolkit-11.8-cuda-12.yaml", "error", 42, 7, "compat.conda-cuda-major-mismatch"),
-    ("conda-cuda-version-12-cuda-11.yaml", "error", 40, 7, "compat.conda-cuda-major-mismatch"),
-    ("conda-lock-cudatoolkit-11.8-cuda-12.yaml", "error", 43, 5,
+    ("declared-cudnn-vs-redist.yaml", "error", 35, 10, "compat.version-disagrees"),
+    ("cudnn-legacy-cuda-10.2-tgz.yaml", "error", 34, 10, "compat.cudnn-cuda-build-mismatch"),
+    ("cudnn-cuda11-build-cuda-12.yaml", "error", 36, 10, "compat.cudnn-cuda-build-mismatch"),
+    ("cudnn-variant-cuda11-cuda-12.yaml", "error", 39, 14, "compat.cudnn-cuda-build-mismatch"),
+    ("conda-cudatoolkit-11.8-cuda-12.yaml", "error", 48, 7, "compat.conda-cuda-major-mismatch"),
+    ("conda-cuda-version-12-cuda-11.yaml", "error", 45, 7, "compat.conda-cuda-major-mismatch"),
+    ("conda-lock-cudatoolkit-11.8-cuda-12.yaml", "error", 49, 5,
      "compat.conda-cuda-major-mismatch"),
-    ("mixed-precision-tf-1.15.yaml", "error", 54, 22, "compat.mixed-precision-unsupported"),
-    ("mixed-precision-cc-6.1.yaml", "warning", 54, 22, "compat.mixed-precision-no-speedup"),
+    ("mixed-precision-tf-1.15.yaml", "error", 58, 22, "compat.mixed-precision-unsupported"),
+    ("mixed-precision-cc-6.1.yaml", "warning", 60, 22, "compat.mixed-precision-no-speedup"),
     ("gpu-cc-12.5-tf-2.15.yaml", "warning", 18, 10, "compat.gpu-cc-newer"),
+    # What the packages' own metadata cannot see (issue 20): the whole lock's
+    # recorded requirements, import-package clashes, the known-bad table,
+    # values TF rejects in env.vars, versions YAML reads as numbers.
+    ("pip-requires-tf-keras-2.15-tf-2.16.yaml", "error", 59, 5,
+     "compat.pip-requires-unsatisfied"),
+    ("pip-requires-missing.yaml", "error", 55, 5, "compat.pip-requires-missing"),
+    ("pip-import-clash-tensorflow-cpu.yaml", "error", 55, 5, "compat.pip-import-clash"),
+    ("pip-known-bad-numpy-2-tf-2.11.yaml", "error", 54, 5, "compat.pip-known-bad"),
+    ("pip-known-bad-h5py-3-tf-1.15.yaml", "warning", 53, 5, "compat.pip-known-bad"),
+    ("env-allow-growth-1.yaml", "error", 42, 32, "compat.env-value-rejected"),
+    ("env-legacy-keras-without-tf-keras.yaml", "error", 43, 26, "compat.env-needs-package"),
+    ("yaml-number-python-3.10.yaml", "warning", 13, 11, "schema.yaml-number"),
+    # Every package that carries CUDA, at NVIDIA's granularity for its generation.
+    ("cuda-package-cupy-cuda11x-cuda-12.yaml", "error", 57, 5, "compat.cuda-package-mismatch"),
+    ("cuda-archive-nvcc-12.5-cuda-12.2.yaml", "warning", 27, 12,
+     "compat.cuda-component-release"),
+    ("conda-cudatoolkit-10.1-cuda-10.0.yaml", "error", 48, 5,
+     "compat.conda-cuda-release-mismatch"),
+    # The libraries TF's CUDA generation loads, against what the stack ships.
+    ("cuda-libs-missing-nvjitlink.yaml", "error", 20, 3, "compat.cuda-libs-missing"),
+    ("pip-cuda-wheels-missing-nvjitlink.yaml", "error", 29, 3, "compat.cuda-libs-missing"),
 ]
 FILES = sorted(set(c[0] for c in CASES))
 CLEAN = "tests/manifests/clean"
@@ -100,7 +121,8 @@ def validate(path, env=None):
 
 
 def compat_diags(out):
-    return [m for m in DIAG.finditer(out) if m.group("code").startswith("compat.")]
+    return [m for m in DIAG.finditer(out)
+            if m.group("code").startswith("compat.") or m.group("code") == "schema.yaml-number"]
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -171,3 +193,90 @@ def test_knowledge_base_override(tmp_path):
     assert "compat.windows-native-gpu" not in out, out
     rc, out = validate(path)
     assert rc == 3 and "compat.windows-native-gpu" in out, out
+
+
+def test_requirement_names_both_packages_and_the_range():
+    # The must-show of issue 20: another package requires a TensorFlow range the
+    # lock does not meet; the diagnostic sits at that package's line and names
+    # both packages, the requirement and the pinned TensorFlow.
+    path = "%s/pip-requires-tf-keras-2.15-tf-2.16.yaml" % GUIDE
+    rc, out = validate(path)
+    assert rc == 3, out
+    want = ("%s:59:5: error: tf-keras 2.15.0 requires tensorflow<2.16,>=2.15, but the lock "
+            "pins tensorflow 2.16.1 (line 57) [compat.pip-requires-unsatisfied]" % path)
+    assert want in out, out
+
+
+def test_known_bad_names_fact_and_source():
+    rc, out = validate("%s/pip-known-bad-numpy-2-tf-2.11.yaml" % GUIDE)
+    assert "compiled against NumPy 1.x" in out and "tensorflow/tensorflow#102743" in out, out
+
+
+def test_markers_are_evaluated_for_the_target_python(tmp_path):
+    # Markers are evaluated for the stack's target: on linux the Windows-only
+    # tensorflow-intel and the inactive and-cuda extra do not apply.
+    src = open(os.path.join(REPO, CLEAN, "legacy-keras-tf-2.16.yaml")).read()
+    rc, out = validate("%s/legacy-keras-tf-2.16.yaml" % CLEAN)
+    assert rc == 0 and compat_diags(out) == [], out
+    m = tmp_path / "py312.yaml"
+    # Python 3.12 selects the other numpy line (>=1.26.0): 1.26.4 still meets it.
+    m.write_text(src.replace('"3.11"', '"3.12"').replace("python-3.11.9", "python-3.12.5"))
+    rc, out = validate(str(m))
+    assert rc == 0 and compat_diags(out) == [], out
+    bad = tmp_path / "numpy-1.25-py312.yaml"
+    bad.write_text(src.replace('"3.11"', '"3.12"').replace("python-3.11.9", "python-3.12.5")
+                   .replace("numpy==1.26.4", "numpy==1.25.2"))
+    rc, out = validate(str(bad))
+    assert rc == 3, out
+    codes = [m.group("code") for m in compat_diags(out)]
+    assert codes == ["compat.pip-requires-unsatisfied"], out
+    assert 'numpy<2.0.0,>=1.26.0; python_version >= "3.12"' in out, out
+
+
+def derived(tmp_path, clean, name, old, new):
+    """A clean stack with one change: the check must see exactly that change."""
+    src = open(os.path.join(REPO, CLEAN, clean)).read()
+    assert old in src, old
+    m = tmp_path / name
+    m.write_text(src.replace(old, new, 1))
+    rc, out = validate(str(m))
+    return m, rc, out, [(int(d.group("line")), d.group("sev"), d.group("code"))
+                        for d in compat_diags(out)]
+
+
+def line_of(path, needle):
+    return [i + 1 for i, l in enumerate(open(path).read().splitlines()) if needle in l][0]
+
+
+def test_unreadable_requirement_is_a_warning_at_its_line(tmp_path):
+    m, rc, out, got = derived(tmp_path, "legacy-keras-tf-2.16.yaml", "bad.yaml",
+                              "      - 'absl-py'\n", "      - 'absl-py; bogus_var == \"x\"'\n")
+    assert rc == 0, out
+    assert got == [(line_of(m, "bogus_var"), "warning", "compat.pip-requires-unreadable")], out
+    assert "an environment marker variable PEP 508 does not define" in out, out
+
+
+def test_package_built_for_a_newer_minor_is_a_warning(tmp_path):
+    # cupy-cuda115 (CUDA 11.5) on a CUDA 11.2 stack: minor-version compatibility runs
+    # the older on the newer only; cupy-cuda110 (the clean file) is the boundary.
+    m, rc, out, got = derived(tmp_path, "cuda-packages-cuda-11.2.yaml", "cupy115.yaml",
+                              "cupy-cuda110==9.6.0", "cupy-cuda115==9.6.0")
+    assert rc == 0, out
+    assert got == [(line_of(m, "cupy-cuda115"), "warning", "compat.cuda-package-newer")], out
+
+
+def test_requirement_met_by_the_conda_lock_or_not(tmp_path):
+    # tensorboard's recorded requirement on setuptools is judged against the conda
+    # lock's setuptools 81.0.0 (no pip pin): >=41 passes, >=82 does not.
+    req = ("  requires:\n    tensorboard:\n      - 'setuptools>=%s'\n"
+           "bench:\n")
+    m, rc, out, got = derived(tmp_path, "known-bad-boundaries-tf-1.15.yaml", "ok.yaml",
+                              "bench:\n", req % "41.0.0")
+    assert rc == 0 and got == [], out
+    m, rc, out, got = derived(tmp_path, "known-bad-boundaries-tf-1.15.yaml", "bad.yaml",
+                              "bench:\n", req % "82")
+    assert rc == 3, out
+    assert got == [(line_of(m, "tensorboard==1.15.0"), "error",
+                    "compat.pip-requires-unsatisfied")], out
+    assert "tensorboard 1.15.0 requires setuptools>=82, but the conda lock has setuptools " \
+           "81.0.0" in out, out

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "compat.h"
+#include "pep508.h"
 #include "error.h"
 #include "manifest.h"
 
@@ -235,6 +236,50 @@ static void test_specifiers(void **state)
 }
 
 /* The pip ranges of each release, as data: the group that applies decides. */
+/* PEP 508 requirements and markers, evaluated for a target (pep508.c). */
+static void test_pep508(void **state)
+{
+	struct pep508_env env;
+	struct pep508_req r;
+	const char *err = NULL;
+	const char *extras[] = {"and-cuda"};
+	(void)state;
+	assert_int_equal(pep508_parse("Tensorflow_Intel [and_cuda, x] (>= 2.15 , <2.16) ; "
+	                              "platform_system == \"Windows\"",
+	                              &r, &err),
+	                 0);
+	assert_string_equal(r.name, "tensorflow-intel");
+	assert_int_equal(r.nextras, 2);
+	assert_string_equal(r.extras[0], "and-cuda");
+	assert_string_equal(r.spec, ">=2.15,<2.16");
+	assert_string_equal(r.marker, "platform_system == \"Windows\"");
+	pep508_env_for(&env, 0, "3.10", "3.10.13");
+	assert_int_equal(pep508_marker_eval(r.marker, &env, &err), 0);
+	pep508_env_for(&env, 1, "3.10", NULL);
+	assert_int_equal(pep508_marker_eval(r.marker, &env, &err), 1);
+	pep508_req_release(&r);
+	assert_int_not_equal(pep508_parse("numpy >=1.2 [", &r, &err), 0);
+	assert_int_not_equal(pep508_parse("numpy >=1.2,,<2", &r, &err), 0);
+	pep508_env_for(&env, 0, "3.9", "3.9.19");
+	/* Versions compare as versions: "3.10" > "3.9", though not as strings. */
+	assert_int_equal(pep508_marker_eval("python_version >= '3.10'", &env, &err), 0);
+	pep508_env_for(&env, 0, "3.10", "3.10.13");
+	assert_int_equal(pep508_marker_eval("python_version >= '3.10'", &env, &err), 1);
+	assert_int_equal(pep508_marker_eval("python_full_version < '3.10.14' and "
+	                                    "(sys_platform == 'linux' or os_name == 'nt')",
+	                                    &env, &err),
+	                 1);
+	assert_int_equal(pep508_marker_eval("platform_machine != 'x86_64'", &env, &err), 0);
+	assert_int_equal(pep508_marker_eval("'linux' in sys_platform", &env, &err), 1);
+	assert_int_equal(pep508_marker_eval("extra == 'and-cuda'", &env, &err), 0);
+	env.extras = extras;
+	env.nextras = 1;
+	assert_int_equal(pep508_marker_eval("extra == \"and_cuda\"", &env, &err), 1);
+	assert_int_equal(pep508_marker_eval("python_versio == '3'", &env, &err), -1);
+	assert_int_equal(pep508_marker_eval("python_version >= '3.8' and", &env, &err), -1);
+	assert_int_equal(pep508_marker_eval("(python_version >= '3.8'", &env, &err), -1);
+}
+
 static void test_pip_requires(void **state)
 {
 	size_t groups = 0;
@@ -367,11 +412,11 @@ struct expect {
 static const struct expect guide[] = {
     {"cuda-12.0-tf-2.15.yaml", "compat.cuda-untested", DIAG_WARNING, 12, 9},
     {"windows-native-tf-2.15.yaml", "compat.windows-native-gpu", DIAG_ERROR, 8, 13},
-    {"conda-cudatoolkit-12.3.yaml", "compat.conda-package-discontinued", DIAG_ERROR, 42, 7},
-    {"conda-lock-cudatoolkit-12.3.yaml", "compat.conda-package-discontinued", DIAG_ERROR, 44, 5},
-    {"conda-cudnn-8.9.4.yaml", "compat.conda-no-such-version", DIAG_ERROR, 41, 7},
-    {"numpy-1.23-tf-2.15.yaml", "compat.pip-requirement-conflict", DIAG_ERROR, 50, 5},
-    {"tensorflow-gpu-2.15.0.yaml", "compat.pip-package-removed", DIAG_ERROR, 48, 5},
+    {"conda-cudatoolkit-12.3.yaml", "compat.conda-package-discontinued", DIAG_ERROR, 48, 7},
+    {"conda-lock-cudatoolkit-12.3.yaml", "compat.conda-package-discontinued", DIAG_ERROR, 50, 5},
+    {"conda-cudnn-8.9.4.yaml", "compat.conda-no-such-version", DIAG_ERROR, 47, 7},
+    {"numpy-1.23-tf-2.15.yaml", "compat.pip-requirement-conflict", DIAG_ERROR, 56, 5},
+    {"tensorflow-gpu-2.15.0.yaml", "compat.pip-package-removed", DIAG_ERROR, 54, 5},
     {"tf-1.15-cuda-10.1.yaml", "compat.cuda-mismatch", DIAG_ERROR, 13, 9},
     {"driver-below-cuda-min.yaml", "compat.driver-below-cuda-min", DIAG_ERROR, 17, 16},
     {"driver-minor-compat.yaml", "compat.driver-minor-compat", DIAG_WARNING, 17, 16},
@@ -384,7 +429,7 @@ static const struct expect guide[] = {
     {"cuda-11.8-tf-2.15.yaml", "compat.cuda-major-mismatch", DIAG_ERROR, 11, 9},
     {"cudnn-9-tf-2.15.yaml", "compat.cudnn-major-mismatch", DIAG_ERROR, 12, 10},
     {"cuda-12.7-no-such-release.yaml", "compat.cuda-no-such-release", DIAG_ERROR, 11, 9},
-    {"pip-tf-mismatch.yaml", "compat.pip-tf-mismatch", DIAG_ERROR, 48, 5},
+    {"pip-tf-mismatch.yaml", "compat.pip-tf-mismatch", DIAG_ERROR, 54, 5},
     /* Facts that were wrong. */
     {"gpu-cc-9.0-tf-2.13.yaml", "compat.gpu-ptx-jit", DIAG_WARNING, 19, 10},
     {"cudnn-8.8-tf-2.15.yaml", "compat.cudnn-too-old", DIAG_ERROR, 13, 10},
@@ -396,29 +441,46 @@ static const struct expect guide[] = {
     {"gpu-cc-12.1-tf-2.15.yaml", "compat.gpu-ptx-jit", DIAG_WARNING, 17, 10},
     {"driver-cuda-13.0.1.yaml", "compat.cuda-major-mismatch", DIAG_ERROR, 14, 9},
     {"driver-cuda-13.0.1.yaml", "compat.driver-minor-compat", DIAG_WARNING, 19, 16},
-    {"pip-protobuf-4.21.3-tf-2.12.yaml", "compat.pip-requirement-conflict", DIAG_ERROR, 51, 5},
-    {"pip-keras-2-tf-2.16.yaml", "compat.pip-requirement-conflict", DIAG_ERROR, 49, 5},
-    {"pip-ml-dtypes-tf-2.15.0.yaml", "compat.pip-requirement-conflict", DIAG_ERROR, 49, 5},
-    {"pip-numpy-2-tf-2.18.yaml", "compat.pip-requirement-conflict", DIAG_ERROR, 49, 5},
+    {"pip-protobuf-4.21.3-tf-2.12.yaml", "compat.pip-requirement-conflict", DIAG_ERROR, 56, 5},
+    {"pip-keras-2-tf-2.16.yaml", "compat.pip-requirement-conflict", DIAG_ERROR, 55, 5},
+    {"pip-ml-dtypes-tf-2.15.0.yaml", "compat.pip-requirement-conflict", DIAG_ERROR, 55, 5},
+    {"pip-numpy-2-tf-2.18.yaml", "compat.pip-requirement-conflict", DIAG_ERROR, 55, 5},
     /* Checks that were missing. */
     {"declared-cuda-vs-section.yaml", "compat.version-disagrees", DIAG_ERROR, 19, 12},
     {"declared-cuda-vs-redist.yaml", "compat.version-disagrees", DIAG_ERROR, 20, 10},
-    {"declared-cudnn-vs-artifact.yaml", "compat.version-disagrees", DIAG_ERROR, 29, 10},
-    {"declared-python-vs-lock.yaml", "compat.version-disagrees", DIAG_ERROR, 41, 5},
-    {"declared-python-vs-interpreter.yaml", "compat.version-disagrees", DIAG_ERROR, 37, 16},
-    {"declared-tf-vs-pin.yaml", "compat.pip-tf-mismatch", DIAG_ERROR, 47, 5},
+    {"declared-cudnn-vs-artifact.yaml", "compat.version-disagrees", DIAG_ERROR, 35, 10},
+    {"declared-python-vs-lock.yaml", "compat.version-disagrees", DIAG_ERROR, 47, 5},
+    {"declared-python-vs-interpreter.yaml", "compat.version-disagrees", DIAG_ERROR, 43, 16},
+    {"declared-tf-vs-pin.yaml", "compat.pip-tf-mismatch", DIAG_ERROR, 53, 5},
     {"declared-cuda-vs-runfile.yaml", "compat.version-disagrees", DIAG_ERROR, 19, 10},
-    {"declared-cudnn-vs-redist.yaml", "compat.version-disagrees", DIAG_ERROR, 29, 10},
-    {"cudnn-legacy-cuda-10.2-tgz.yaml", "compat.cudnn-cuda-build-mismatch", DIAG_ERROR, 29, 10},
-    {"cudnn-cuda11-build-cuda-12.yaml", "compat.cudnn-cuda-build-mismatch", DIAG_ERROR, 30, 10},
-    {"cudnn-variant-cuda11-cuda-12.yaml", "compat.cudnn-cuda-build-mismatch", DIAG_ERROR, 33, 14},
-    {"conda-cudatoolkit-11.8-cuda-12.yaml", "compat.conda-cuda-major-mismatch", DIAG_ERROR, 42, 7},
-    {"conda-cuda-version-12-cuda-11.yaml", "compat.conda-cuda-major-mismatch", DIAG_ERROR, 40, 7},
-    {"conda-lock-cudatoolkit-11.8-cuda-12.yaml", "compat.conda-cuda-major-mismatch", DIAG_ERROR, 43,
+    {"declared-cudnn-vs-redist.yaml", "compat.version-disagrees", DIAG_ERROR, 35, 10},
+    {"cudnn-legacy-cuda-10.2-tgz.yaml", "compat.cudnn-cuda-build-mismatch", DIAG_ERROR, 34, 10},
+    {"cudnn-cuda11-build-cuda-12.yaml", "compat.cudnn-cuda-build-mismatch", DIAG_ERROR, 36, 10},
+    {"cudnn-variant-cuda11-cuda-12.yaml", "compat.cudnn-cuda-build-mismatch", DIAG_ERROR, 39, 14},
+    {"conda-cudatoolkit-11.8-cuda-12.yaml", "compat.conda-cuda-major-mismatch", DIAG_ERROR, 48, 7},
+    {"conda-cuda-version-12-cuda-11.yaml", "compat.conda-cuda-major-mismatch", DIAG_ERROR, 45, 7},
+    {"conda-lock-cudatoolkit-11.8-cuda-12.yaml", "compat.conda-cuda-major-mismatch", DIAG_ERROR, 49,
      5},
-    {"mixed-precision-tf-1.15.yaml", "compat.mixed-precision-unsupported", DIAG_ERROR, 54, 22},
-    {"mixed-precision-cc-6.1.yaml", "compat.mixed-precision-no-speedup", DIAG_WARNING, 54, 22},
+    {"mixed-precision-tf-1.15.yaml", "compat.mixed-precision-unsupported", DIAG_ERROR, 58, 22},
+    {"mixed-precision-cc-6.1.yaml", "compat.mixed-precision-no-speedup", DIAG_WARNING, 60, 22},
     {"gpu-cc-12.5-tf-2.15.yaml", "compat.gpu-cc-newer", DIAG_WARNING, 18, 10},
+    /* What the packages' metadata cannot see (issue 20). */
+    {"pip-requires-tf-keras-2.15-tf-2.16.yaml", "compat.pip-requires-unsatisfied", DIAG_ERROR, 59,
+     5},
+    {"pip-requires-missing.yaml", "compat.pip-requires-missing", DIAG_ERROR, 55, 5},
+    {"pip-import-clash-tensorflow-cpu.yaml", "compat.pip-import-clash", DIAG_ERROR, 55, 5},
+    {"pip-known-bad-numpy-2-tf-2.11.yaml", "compat.pip-known-bad", DIAG_ERROR, 54, 5},
+    {"pip-known-bad-h5py-3-tf-1.15.yaml", "compat.pip-known-bad", DIAG_WARNING, 53, 5},
+    {"env-allow-growth-1.yaml", "compat.env-value-rejected", DIAG_ERROR, 42, 32},
+    {"env-legacy-keras-without-tf-keras.yaml", "compat.env-needs-package", DIAG_ERROR, 43, 26},
+    {"yaml-number-python-3.10.yaml", "schema.yaml-number", DIAG_WARNING, 13, 11},
+    {"cuda-package-cupy-cuda11x-cuda-12.yaml", "compat.cuda-package-mismatch", DIAG_ERROR, 57, 5},
+    {"cuda-archive-nvcc-12.5-cuda-12.2.yaml", "compat.cuda-component-release", DIAG_WARNING, 27,
+     12},
+    {"conda-cudatoolkit-10.1-cuda-10.0.yaml", "compat.conda-cuda-release-mismatch", DIAG_ERROR, 48,
+     5},
+    {"cuda-libs-missing-nvjitlink.yaml", "compat.cuda-libs-missing", DIAG_ERROR, 20, 3},
+    {"pip-cuda-wheels-missing-nvjitlink.yaml", "compat.cuda-libs-missing", DIAG_ERROR, 29, 3},
 };
 
 /* Parses and lints; the manifest itself must be valid (no schema errors). */
@@ -480,7 +542,9 @@ static void test_guide_manifests(void **state)
 		path = xasprintf("%s/%s", GUIDE_DIR, guide[i].file);
 		lint_file(path, &d);
 		for (size_t j = 0; j < d.n; j++) {
-			if (strncmp(d.v[j].code, "compat.", 7) != 0)
+			/* The YAML-number warning belongs to the parser, with its own guide case. */
+			if (strncmp(d.v[j].code, "compat.", 7) != 0 &&
+			    strcmp(d.v[j].code, "schema.yaml-number") != 0)
 				continue;
 			if (expected(guide[i].file, &d.v[j]) == NULL) {
 				{
@@ -956,14 +1020,23 @@ static void test_kb_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_default_path),       cmocka_unit_test(test_tables_loaded),
-	    cmocka_unit_test(test_tf_builds),          cmocka_unit_test(test_driver_minimums),
-	    cmocka_unit_test(test_compute_capability), cmocka_unit_test(test_sonames),
-	    cmocka_unit_test(test_specifiers),         cmocka_unit_test(test_pip_requires),
-	    cmocka_unit_test(test_guide_manifests),    cmocka_unit_test(test_guide_dir_covered),
-	    cmocka_unit_test(test_kb_guide_table),     cmocka_unit_test(test_clean_manifests),
-	    cmocka_unit_test(test_shipped_manifests),  cmocka_unit_test(test_hand_built_model),
-	    cmocka_unit_test(test_kb_errors),          cmocka_unit_test(test_current_rows),
+	    cmocka_unit_test(test_default_path),
+	    cmocka_unit_test(test_tables_loaded),
+	    cmocka_unit_test(test_tf_builds),
+	    cmocka_unit_test(test_driver_minimums),
+	    cmocka_unit_test(test_compute_capability),
+	    cmocka_unit_test(test_sonames),
+	    cmocka_unit_test(test_specifiers),
+	    cmocka_unit_test(test_pip_requires),
+	    cmocka_unit_test(test_pep508),
+	    cmocka_unit_test(test_guide_manifests),
+	    cmocka_unit_test(test_guide_dir_covered),
+	    cmocka_unit_test(test_kb_guide_table),
+	    cmocka_unit_test(test_clean_manifests),
+	    cmocka_unit_test(test_shipped_manifests),
+	    cmocka_unit_test(test_hand_built_model),
+	    cmocka_unit_test(test_kb_errors),
+	    cmocka_unit_test(test_current_rows),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
