@@ -22,6 +22,7 @@
  * required: its artifacts are verified by sha256 anyway, and an unreachable
  * mirror serves nothing.
  */
+#include "cabundle.h"
 #include "cache.h"
 #include "cli.h"
 #include "error.h"
@@ -158,8 +159,9 @@ static int http_get(struct ctx *c, const char *url, size_t max, char **out, size
 	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-	if (c->ca_bundle)
-		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_bundle);
+	const char *ca = ca_bundle_for(c->ca_bundle);
+	if (ca != NULL)
+		curl_easy_setopt(h, CURLOPT_CAINFO, ca);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 15L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);

@@ -1,0 +1,209 @@
+#!/bin/sh
+# Builds the portable release: dist/tfprov-VERSION-linux-x86_64.tar.gz and
+# dist/SHA256SUMS, a tfprov that runs on any x86_64 Linux with glibc >= 2.31.
+#
+#   scripts/build-release.sh [OUTDIR]        (as root: debootstrap, chroot)
+#
+# How: the binary is compiled inside a Debian 11 (bullseye) build root, the
+# oldest release whose archive deb.debian.org still serves, so it asks for
+# no glibc symbol newer than bullseye's 2.31. libyaml, libarchive (and its
+# compressors), OpenSSL, SQLite and jansson are linked in from bullseye's
+# static Debian builds (-dev packages, security updates applied). libcurl is
+# built from Debian 12's curl source (the version the .deb links: tfprov needs
+# CURLOPT_PROTOCOLS_STR, 7.85+), with only HTTP and HTTPS over that OpenSSL:
+# bullseye's libcurl.a pulls in krb5, LDAP, RTMP, SSH and more that have no
+# static builds. glibc itself stays dynamic: NVML and the CUDA libraries are
+# dlopen()ed (engine/gpu_probe.c, engine/libcheck.c), which a static glibc
+# cannot do reliably.
+#
+# The build root is cached in $TFPROV_RELEASE_CACHE (default
+# /var/cache/tfprov-release), one directory per hash of the package list and
+# the curl version, so a second run only recompiles tfprov.
+# TFPROV_RELEASE_MIRROR overrides the Debian mirror.
+set -eu
+cd "$(dirname "$0")/.."
+SRC=$(pwd)
+OUT=$(realpath -m "${1:-dist}")
+CACHE=${TFPROV_RELEASE_CACHE:-/var/cache/tfprov-release}
+MIRROR=${TFPROV_RELEASE_MIRROR:-http://deb.debian.org/debian}
+SECURITY=${TFPROV_RELEASE_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+SUITE=bullseye
+# Debian 12's curl and libarchive source packages
+# (https://packages.debian.org/source/bookworm/curl, .../libarchive), fetched
+# with apt-get source from bookworm's signed Sources index.
+SRC_SUITE=bookworm
+PKGS="gcc libc6-dev make pkg-config dpkg-dev xz-utils file
+libyaml-dev libssl-dev libsqlite3-dev libjansson-dev
+zlib1g-dev libzstd-dev liblzma-dev libbz2-dev liblz4-dev"
+NICE="nice -n 10"
+
+need() { command -v "$1" >/dev/null || { echo "build-release: $1 not found (scripts/install-deps.sh)" >&2; exit 69; }; }
+need debootstrap
+need chroot
+if [ "$(id -u)" != 0 ]; then
+	echo "build-release: run as root (debootstrap and chroot)" >&2
+	exit 77
+fi
+
+key=$(printf '%s\n' "$SUITE" "$PKGS" "$SRC_SUITE" "v1" | sha256sum | cut -c1-16)
+ROOT=$CACHE/root-$SUITE-$key
+mkdir -p "$CACHE"
+
+# Serialises runs sharing the cache (the test suite and a manual build).
+exec 9>"$CACHE/.lock"
+flock 9
+
+in_root() { chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 "$@"; }
+
+if [ ! -e "$ROOT/.tfprov-ready" ]; then
+	echo "build-release: creating the $SUITE build root (once; cached in $ROOT)"
+	if [ ! -e "$ROOT.tmp/.debootstrapped" ]; then
+		rm -rf "$ROOT.tmp"
+		$NICE debootstrap --variant=minbase "$SUITE" "$ROOT.tmp" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 ||
+			{ tail -n 20 "$CACHE/debootstrap.log" >&2; exit 1; }
+		touch "$ROOT.tmp/.debootstrapped"
+	fi
+	cat >"$ROOT.tmp/etc/apt/sources.list" <<SRCS
+deb $MIRROR $SUITE main
+deb $MIRROR $SUITE-updates main
+deb $SECURITY $SUITE-security main
+deb-src [signed-by=/etc/apt/bookworm-archive-keyring.gpg] $MIRROR $SRC_SUITE main
+deb-src [signed-by=/etc/apt/bookworm-archive-keyring.gpg] $SECURITY $SRC_SUITE-security main
+SRCS
+	cp /usr/share/keyrings/debian-archive-keyring.gpg "$ROOT.tmp/etc/apt/bookworm-archive-keyring.gpg"
+	cp /etc/resolv.conf "$ROOT.tmp/etc/resolv.conf"
+	ROOT=$ROOT.tmp
+	in_root apt-get update -qq
+	# shellcheck disable=SC2086
+	in_root sh -c "DEBIAN_FRONTEND=noninteractive $NICE apt-get install -y -qq --no-install-recommends $(echo $PKGS) && DEBIAN_FRONTEND=noninteractive apt-get -y -qq upgrade" >"$CACHE/apt.log" 2>&1 ||
+		{ tail -n 20 "$CACHE/apt.log" >&2; exit 1; }
+	ROOT=${ROOT%.tmp}
+	mv "$ROOT.tmp" "$ROOT"
+	touch "$ROOT/.tfprov-ready"
+fi
+
+# from_source PKG "PREPARE" "BUILD AND INSTALL" CONFIGURE-ARGS...: Debian 12's
+# source of PKG (Debian's patches applied), prepared, configured static into
+# /opt/PKG of the root, then built and installed by the commands given; once
+# (the cache keeps it).
+from_source() {
+	pkg=$1
+	prepare=$2
+	make_cmds=$3
+	shift 3
+	[ -e "$ROOT/opt/$pkg/.tfprov-ready" ] && return 0
+	echo "build-release: building a static $pkg from Debian's $SRC_SUITE source (once)"
+	in_root sh -ec "
+		rm -rf /build/$pkg /opt/$pkg && mkdir -p /build/$pkg && cd /build/$pkg
+		apt-get source -qq $pkg
+		cd $pkg-*/
+		$prepare
+		$NICE ./configure -q --prefix=/opt/$pkg --disable-shared --enable-static $*
+		$make_cmds
+		touch /opt/$pkg/.tfprov-ready
+	" >"$CACHE/$pkg.log" 2>&1 || { tail -n 30 "$CACHE/$pkg.log" >&2; exit 1; }
+}
+
+# libcurl: only HTTP and HTTPS over OpenSSL: bullseye's libcurl.a pulls in
+# krb5, LDAP, RTMP, SSH, PSL and IDN, which have no static builds, and
+# bullseye's 7.74 lacks CURLOPT_PROTOCOLS_STR (7.85). No CA path is compiled
+# in (--with-ca-fallback: OpenSSL's default paths, which honour
+# SSL_CERT_FILE/SSL_CERT_DIR); tfprov picks the host's bundle itself
+# (engine/cabundle.h), so Debian's and RHEL's paths both work.
+# Debian's last two patches (90_gnutls, 99_nss) make its GnuTLS and NSS
+# flavours; debian/rules pops them for the OpenSSL one, and so do we.
+from_source curl "for p in 99_nss 90_gnutls; do patch -R -s -p1 <debian/patches/\$p.patch; done" \
+	"$NICE make -s -j\$(nproc) -C lib >/dev/null
+		make -s -C lib install >/dev/null && make -s -C include install >/dev/null
+		make -s install-pkgconfigDATA >/dev/null" \
+	--with-openssl --without-ca-bundle --without-ca-path --with-ca-fallback \
+	--disable-ftp --disable-file --disable-ldap --disable-ldaps --disable-rtsp \
+	--disable-dict --disable-telnet --disable-tftp --disable-pop3 --disable-imap \
+	--disable-smtp --disable-gopher --disable-mqtt --disable-smb --disable-manual \
+	--without-libpsl --without-libidn2 --without-nghttp2 --without-nghttp3 \
+	--without-brotli --without-zstd --without-librtmp --without-libssh2 \
+	--without-libssh --without-libgsasl --without-gssapi
+# libarchive: the reader tfprov uses (tar, zip; gzip, xz, zstd, bzip2, lz4),
+# without ACLs, xattrs, XML (xar), Nettle or OpenSSL (encrypted zips) and
+# without the bsdtar tools: bullseye's libarchive.a drags in libxml2 and ICU,
+# and its security update 3.4.3-2+deb11u5 is no longer on the mirror.
+from_source libarchive : "$NICE make -s -j\$(nproc) libarchive.la >/dev/null
+		make -s install-libLTLIBRARIES install-includeHEADERS install-pkgconfigDATA >/dev/null" \
+	--without-xml2 --without-expat --without-nettle --without-openssl \
+	--without-mbedtls --without-lzo2 --without-cng --without-libb2 --disable-acl \
+	--disable-xattr --disable-bsdtar --disable-bsdcpio --disable-bsdcat \
+	--with-zlib --with-bz2lib --with-lzma --with-zstd --with-lz4
+
+# tfprov itself: the sources CMakeLists.txt globs (cli/ engine/ state/
+# modules/), with its warning flags and Debian's hardening flags.
+VERSION=$(sed -n 's/^project(tfprov VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+NAME=tfprov-$VERSION-linux-x86_64
+B=$ROOT/build/tfprov
+rm -rf "$B"
+mkdir -p "$B/gen"
+cp -a cli engine state modules "$B/"
+cmake -DSRC="$SRC" -DOUT="$B/gen/tfprov_commit.h" -P scripts/commit-header.cmake
+echo "build-release: compiling tfprov $VERSION ($(sed 's/.*"\(.*\)"/\1/' "$B/gen/tfprov_commit.h")) in the $SUITE root"
+in_root sh -ec "
+	cd /build/tfprov
+	export PKG_CONFIG_PATH=/opt/curl/lib/pkgconfig:/opt/libarchive/lib/pkgconfig
+	pcs='yaml-0.1 libcurl libarchive libcrypto sqlite3 jansson'
+	# Every library static except glibc's own (libc, libm, libdl, libpthread, librt).
+	static=''; glibc=''
+	for l in \$(pkg-config --static --libs-only-l \$pcs); do
+		case \$l in -lc|-lm|-ldl|-lpthread|-lrt) glibc=\"\$glibc \$l\" ;; *) static=\"\$static \$l\" ;; esac
+	done
+	$NICE gcc -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2 \
+		-Wno-error=unused-result -D_GNU_SOURCE -fno-strict-aliasing \
+		-fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE \
+		-DTFPROV_VERSION='\"$VERSION\"' \$(pkg-config --cflags \$pcs) \
+		-Icli -Iengine -Istate -Imodules -Igen \
+		cli/*.c engine/*.c state/*.c modules/*.c \
+		-pie -Wl,-z,relro,-z,now -Wl,--as-needed \
+		\$(pkg-config --static --libs-only-L \$pcs) \
+		-Wl,-Bstatic \$static -Wl,-Bdynamic \$glibc -ldl -lpthread -lm \
+		-o tfprov
+	objcopy --only-keep-debug tfprov tfprov.debug
+	strip --strip-unneeded tfprov
+	objcopy --add-gnu-debuglink=tfprov.debug tfprov
+"
+
+# The tarball: bin/tfprov and share/tfprov/ as `make install` lays them out
+# (engine/datadir.h finds <exe>/../share/tfprov), plus the licences of what
+# is linked in.
+S=$B/stage/$NAME
+mkdir -p "$S/bin" "$S/share/tfprov/data" "$S/share/tfprov/bench" "$S/share/tfprov/modules" \
+	"$S/share/doc/tfprov/third-party" "$S/share/man/man1" "$S/share/bash-completion/completions"
+cp "$B/tfprov" "$S/bin/tfprov"
+cp -a manifests "$S/share/tfprov/manifests"
+cp data/compat.yaml "$S/share/tfprov/data/"
+cp modules/*.py "$S/share/tfprov/modules/"
+cp bench/reference.yaml "$S/share/tfprov/bench/"
+cp packaging/tfprov.1 "$S/share/man/man1/"
+cp packaging/tfprov.bash-completion "$S/share/bash-completion/completions/tfprov"
+cp README.md packaging/copyright "$S/share/doc/tfprov/"
+for p in libyaml-0-2 libssl1.1 libsqlite3-0 libjansson4 zlib1g libzstd1 liblzma5 libbz2-1.0 \
+	liblz4-1 libc6; do
+	mkdir -p "$S/share/doc/tfprov/third-party/$p"
+	cp "$ROOT/usr/share/doc/$p/copyright" "$S/share/doc/tfprov/third-party/$p/"
+done
+BW=$S/share/doc/tfprov/third-party/BUILT-WITH
+in_root sh -c "dpkg-query -W -f='\${Package} \${Version} (Debian $SUITE)\n' $(echo $PKGS) | sort" >"$BW"
+for pkg in curl libarchive; do
+	mkdir -p "$S/share/doc/tfprov/third-party/$pkg"
+	cp "$ROOT/build/$pkg/$pkg"-*/debian/copyright "$S/share/doc/tfprov/third-party/$pkg/"
+	dsc=$(basename "$ROOT/build/$pkg/$pkg"_*.dsc .dsc)
+	echo "$pkg ${dsc#*_} (Debian $SRC_SUITE source, built static here)" >>"$BW"
+done
+
+mkdir -p "$OUT"
+tarball=$OUT/$NAME.tar.gz
+# Reproducible metadata: fixed owner, sorted names, mtime of the commit.
+mtime=$(git log -1 --format=%ct 2>/dev/null || date +%s)
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$mtime" \
+	-C "$B/stage" -cf - "$NAME" | gzip -9n >"$tarball.tmp"
+mv "$tarball.tmp" "$tarball"
+cp "$B/tfprov.debug" "$OUT/$NAME.debug"
+(cd "$OUT" && sha256sum "$NAME.tar.gz" "$NAME.debug" >SHA256SUMS)
+echo "build-release: $tarball"
+echo "build-release: $OUT/SHA256SUMS"
