@@ -32,7 +32,7 @@ SUITE=bullseye
 # (https://packages.debian.org/source/bookworm/curl, .../libarchive), fetched
 # with apt-get source from bookworm's signed Sources index.
 SRC_SUITE=bookworm
-PKGS="gcc libc6-dev make pkg-config dpkg-dev xz-utils file
+PKGS="gcc libc6-dev make pkg-config dpkg-dev xz-utils file autoconf automake libtool
 libyaml-dev libssl-dev libsqlite3-dev libjansson-dev
 zlib1g-dev libzstd-dev liblzma-dev libbz2-dev liblz4-dev"
 NICE="nice -n 10"
@@ -40,6 +40,7 @@ NICE="nice -n 10"
 need() { command -v "$1" >/dev/null || { echo "build-release: $1 not found (scripts/install-deps.sh)" >&2; exit 69; }; }
 need debootstrap
 need chroot
+need rpmbuild
 if [ "$(id -u)" != 0 ]; then
 	echo "build-release: run as root (debootstrap and chroot)" >&2
 	exit 77
@@ -127,7 +128,8 @@ from_source curl "for p in 99_nss 90_gnutls; do patch -R -s -p1 <debian/patches/
 # without ACLs, xattrs, XML (xar), Nettle or OpenSSL (encrypted zips) and
 # without the bsdtar tools: bullseye's libarchive.a drags in libxml2 and ICU,
 # and its security update 3.4.3-2+deb11u5 is no longer on the mirror.
-from_source libarchive : "$NICE make -s -j\$(nproc) libarchive.la >/dev/null
+# Debian's patches touch configure.ac: regenerate as debian/rules does (dh_autoreconf).
+from_source libarchive "autoreconf -fi >/dev/null 2>&1" "$NICE make -s -j\$(nproc) libarchive.la >/dev/null
 		make -s install-libLTLIBRARIES install-includeHEADERS install-pkgconfigDATA >/dev/null" \
 	--without-xml2 --without-expat --without-nettle --without-openssl \
 	--without-mbedtls --without-lzo2 --without-cng --without-libb2 --disable-acl \
@@ -204,6 +206,16 @@ tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$mtime" \
 	-C "$B/stage" -cf - "$NAME" | gzip -9n >"$tarball.tmp"
 mv "$tarball.tmp" "$tarball"
 cp "$B/tfprov.debug" "$OUT/$NAME.debug"
-(cd "$OUT" && sha256sum "$NAME.tar.gz" "$NAME.debug" >SHA256SUMS)
+
+# The .rpm: the same binary and data under /usr (packaging/rpm/), built with
+# CPack and rpmbuild on this host.
+rm -rf "$B/rpm"
+cmake -S packaging/rpm -B "$B/rpm" -DTFPROV_RELEASE_DIR="$S" -DTFPROV_VERSION="$VERSION" >/dev/null
+(cd "$B/rpm" && cpack -G RPM -B "$B/rpm/out" >/dev/null)
+RPM=tfprov-$VERSION-1.x86_64.rpm
+cp "$B/rpm/out/$RPM" "$OUT/$RPM"
+
+(cd "$OUT" && sha256sum "$NAME.tar.gz" "$NAME.debug" "$RPM" >SHA256SUMS)
 echo "build-release: $tarball"
+echo "build-release: $OUT/$RPM"
 echo "build-release: $OUT/SHA256SUMS"
