@@ -32,8 +32,8 @@ SUITE=bullseye
 # (https://packages.debian.org/source/bookworm/curl, .../libarchive), fetched
 # with apt-get source from bookworm's signed Sources index.
 SRC_SUITE=bookworm
-PKGS="gcc libc6-dev make pkg-config dpkg-dev xz-utils file autoconf automake libtool
-libyaml-dev libssl-dev libsqlite3-dev libjansson-dev
+PKGS="gcc libc6-dev make pkg-config dpkg-dev xz-utils file autoconf automake libtool tcl
+libyaml-dev libssl-dev libjansson-dev
 zlib1g-dev libzstd-dev liblzma-dev libbz2-dev liblz4-dev"
 NICE="nice -n 10"
 
@@ -136,6 +136,24 @@ from_source libarchive "autoreconf -fi >/dev/null 2>&1" "$NICE make -s -j\$(npro
 	--disable-xattr --disable-bsdtar --disable-bsdcpio --disable-bsdcat \
 	--with-zlib --with-bz2lib --with-lzma --with-zstd --with-lz4
 
+# SQLite: the state database uses RETURNING (SQLite 3.35); bullseye has
+# 3.34. The amalgamation is generated with tclsh; the compile-time options
+# are those of Debian's own build (debian/rules).
+from_source sqlite3 "export CFLAGS='-O2 -g -DSQLITE_SECURE_DELETE -DSQLITE_ENABLE_COLUMN_METADATA \
+	-DSQLITE_ENABLE_FTS3 -DSQLITE_ENABLE_FTS3_PARENTHESIS -DSQLITE_ENABLE_RTREE=1 -DSQLITE_SOUNDEX=1 \
+	-DSQLITE_ENABLE_UNLOCK_NOTIFY -DSQLITE_OMIT_LOOKASIDE=1 -DSQLITE_ENABLE_DBSTAT_VTAB \
+	-DSQLITE_ALLOW_ROWID_IN_VIEW -DSQLITE_ENABLE_UPDATE_DELETE_LIMIT=1 -DSQLITE_ENABLE_LOAD_EXTENSION \
+	-DSQLITE_ENABLE_JSON1 -DSQLITE_LIKE_DOESNT_MATCH_BLOBS -DSQLITE_THREADSAFE=1 \
+	-DSQLITE_ENABLE_FTS3_TOKENIZER=1 -DSQLITE_USE_URI=1 -DSQLITE_MAX_SCHEMA_RETRY=25 \
+	-DSQLITE_ENABLE_PREUPDATE_HOOK -DSQLITE_ENABLE_SESSION -DSQLITE_ENABLE_STMTVTAB \
+	-DSQLITE_MAX_VARIABLE_NUMBER=250000'" \
+	"$NICE make -s -j\$(nproc) libsqlite3.la sqlite3.h >/dev/null
+		make -s lib_install >/dev/null
+		install -d /opt/sqlite3/include /opt/sqlite3/lib/pkgconfig
+		install -m644 sqlite3.h src/sqlite3ext.h /opt/sqlite3/include/
+		install -m644 sqlite3.pc /opt/sqlite3/lib/pkgconfig/" \
+	--disable-tcl --disable-readline --disable-editline
+
 # tfprov itself: the sources CMakeLists.txt globs (cli/ engine/ state/
 # modules/), with its warning flags and Debian's hardening flags.
 VERSION=$(sed -n 's/^project(tfprov VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
@@ -148,7 +166,7 @@ cmake -DSRC="$SRC" -DOUT="$B/gen/tfprov_commit.h" -P scripts/commit-header.cmake
 echo "build-release: compiling tfprov $VERSION ($(sed 's/.*"\(.*\)"/\1/' "$B/gen/tfprov_commit.h")) in the $SUITE root"
 in_root sh -ec "
 	cd /build/tfprov
-	export PKG_CONFIG_PATH=/opt/curl/lib/pkgconfig:/opt/libarchive/lib/pkgconfig
+	export PKG_CONFIG_PATH=/opt/curl/lib/pkgconfig:/opt/libarchive/lib/pkgconfig:/opt/sqlite3/lib/pkgconfig
 	pcs='yaml-0.1 libcurl libarchive libcrypto sqlite3 jansson'
 	# Every library static except glibc's own (libc, libm, libdl, libpthread, librt).
 	static=''; glibc=''
@@ -184,14 +202,14 @@ cp bench/reference.yaml "$S/share/tfprov/bench/"
 cp packaging/tfprov.1 "$S/share/man/man1/"
 cp packaging/tfprov.bash-completion "$S/share/bash-completion/completions/tfprov"
 cp README.md packaging/copyright "$S/share/doc/tfprov/"
-for p in libyaml-0-2 libssl1.1 libsqlite3-0 libjansson4 zlib1g libzstd1 liblzma5 libbz2-1.0 \
+for p in libyaml-0-2 libssl1.1 libjansson4 zlib1g libzstd1 liblzma5 libbz2-1.0 \
 	liblz4-1 libc6; do
 	mkdir -p "$S/share/doc/tfprov/third-party/$p"
 	cp "$ROOT/usr/share/doc/$p/copyright" "$S/share/doc/tfprov/third-party/$p/"
 done
 BW=$S/share/doc/tfprov/third-party/BUILT-WITH
 in_root sh -c "dpkg-query -W -f='\${Package} \${Version} (Debian $SUITE)\n' $(echo $PKGS) | sort" >"$BW"
-for pkg in curl libarchive; do
+for pkg in curl libarchive sqlite3; do
 	mkdir -p "$S/share/doc/tfprov/third-party/$pkg"
 	cp "$ROOT/build/$pkg/$pkg"-*/debian/copyright "$S/share/doc/tfprov/third-party/$pkg/"
 	dsc=$(basename "$ROOT/build/$pkg/$pkg"_*.dsc .dsc)
