@@ -1,25 +1,37 @@
 #!/bin/sh
-# Builds the portable release: dist/tfprov-VERSION-linux-x86_64.tar.gz and
-# dist/SHA256SUMS, a tfprov that runs on any x86_64 Linux with glibc >= 2.31.
+# Builds the portable release into OUTDIR (default ./dist):
+#   tfprov-VERSION-linux-x86_64.tar.gz  bin/tfprov and share/ (data beside it)
+#   tfprov-VERSION-linux-x86_64.debug   the binary's debug information
+#   tfprov-VERSION-1.x86_64.rpm         the same files under /usr (packaging/rpm/)
+#   SHA256SUMS                          of the three
 #
 #   scripts/build-release.sh [OUTDIR]        (as root: debootstrap, chroot)
 #
-# How: the binary is compiled inside a Debian 11 (bullseye) build root, the
-# oldest release whose archive deb.debian.org still serves, so it asks for
-# no glibc symbol newer than bullseye's 2.31. libyaml, libarchive (and its
-# compressors), OpenSSL, SQLite and jansson are linked in from bullseye's
-# static Debian builds (-dev packages, security updates applied). libcurl is
-# built from Debian 12's curl source (the version the .deb links: tfprov needs
-# CURLOPT_PROTOCOLS_STR, 7.85+), with only HTTP and HTTPS over that OpenSSL:
-# bullseye's libcurl.a pulls in krb5, LDAP, RTMP, SSH and more that have no
-# static builds. glibc itself stays dynamic: NVML and the CUDA libraries are
-# dlopen()ed (engine/gpu_probe.c, engine/libcheck.c), which a static glibc
-# cannot do reliably.
+# Which systems: x86_64 Linux with glibc 2.31 or later. The binary is
+# compiled inside a Debian 11 (bullseye) build root, the oldest release whose
+# archive deb.debian.org still serves (buster's is gone), so it asks for no
+# glibc symbol newer than bullseye's 2.31: Debian 11+, Ubuntu 20.04+ (2.31),
+# RHEL/Rocky/Alma 9 (2.34), Fedora 32+; not RHEL 8 or Debian 10 (2.28), nor
+# Ubuntu 18.04 (2.27). README.md "Portable binary" has the sources.
 #
-# The build root is cached in $TFPROV_RELEASE_CACHE (default
-# /var/cache/tfprov-release), one directory per hash of the package list and
-# the curl version, so a second run only recompiles tfprov.
-# TFPROV_RELEASE_MIRROR overrides the Debian mirror.
+# What is linked in: libyaml, OpenSSL (1.1.1), jansson, zlib, zstd, xz, bzip2
+# and lz4 from bullseye's static Debian builds (-dev packages, security
+# updates applied). Built here from Debian 12's source packages, static, as
+# little as tfprov uses: libcurl (HTTP and HTTPS over that OpenSSL; bullseye's
+# libcurl.a needs krb5, LDAP, RTMP, SSH, PSL and IDN, which have no static
+# builds, and its 7.74 lacks CURLOPT_PROTOCOLS_STR), libarchive (bullseye's
+# .a drags in libxml2 and ICU) and SQLite (the state store uses RETURNING,
+# 3.35; bullseye has 3.34). glibc stays dynamic: NVML and the CUDA libraries
+# are dlopen()ed (engine/gpu_probe.c, engine/libcheck.c), which a static glibc
+# cannot do reliably. HTTPS finds the host's CA bundle on Debian's, RHEL's,
+# SUSE's and Alpine's paths (engine/cabundle.h).
+#
+# The build root, with the libraries built from source, is cached in
+# $TFPROV_RELEASE_CACHE (default /var/cache/tfprov-release), one directory per
+# hash of the package list and suites, so a second run only recompiles tfprov
+# (about a minute). Runs sharing the cache take turns (flock).
+# TFPROV_RELEASE_MIRROR and TFPROV_RELEASE_SECURITY_MIRROR override Debian's
+# mirrors.
 set -eu
 cd "$(dirname "$0")/.."
 SRC=$(pwd)
@@ -28,9 +40,9 @@ CACHE=${TFPROV_RELEASE_CACHE:-/var/cache/tfprov-release}
 MIRROR=${TFPROV_RELEASE_MIRROR:-http://deb.debian.org/debian}
 SECURITY=${TFPROV_RELEASE_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 SUITE=bullseye
-# Debian 12's curl and libarchive source packages
-# (https://packages.debian.org/source/bookworm/curl, .../libarchive), fetched
-# with apt-get source from bookworm's signed Sources index.
+# Debian 12's source packages of curl, libarchive and sqlite3
+# (https://packages.debian.org/source/bookworm/curl and so on), fetched with
+# apt-get source from bookworm's signed Sources index.
 SRC_SUITE=bookworm
 PKGS="gcc libc6-dev make pkg-config dpkg-dev xz-utils file autoconf automake libtool tcl
 libyaml-dev libssl-dev libjansson-dev
