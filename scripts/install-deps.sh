@@ -6,8 +6,7 @@ set -eu
 # openssh-server and nginx: the fleet test starts its own sshd and nginx on
 # 127.0.0.x (the packages' own services are not used); strace: the fleet test
 # holds tfprov at a syscall so that its kill -9 lands during placement;
-# lintian: scripts/build-deb.sh; debootstrap and rpm (rpmbuild):
-# scripts/build-release.sh and its test (Debian 11/13 roots, the .rpm).
+# lintian: scripts/build-deb.sh.
 PKGS="build-essential cmake pkg-config clang-format
 libyaml-dev libcurl4-openssl-dev libarchive-dev libssl-dev libsqlite3-dev
 libjansson-dev libzstd-dev liblzma-dev libcmocka-dev
@@ -15,7 +14,11 @@ python3 python3-venv python3-pip python3-pytest python3-wheel python3-setuptools
 python3-setuptools-whl python3-wheel-whl
 curl xz-utils zstd bzip2 gzip zip unzip sqlite3 openssl ansible-core hyperfine tmux
 openssh-server openssh-client nginx strace lintian dpkg-dev fakeroot
-clang libclang-rt-14-dev minisign debootstrap rpm"
+clang libclang-rt-14-dev minisign"
+
+# debootstrap and rpm (rpmbuild): scripts/build-release.sh and its test
+# (the Debian 11 build root, the Debian 11/13 test roots, the .rpm).
+PKGS="$PKGS debootstrap rpm"
 
 missing=""
 for p in $PKGS; do

@@ -100,6 +100,10 @@ def _needs(binary):
     return problems
 
 
+def _tree(d):
+    return sorted(os.path.relpath(os.path.join(dp, f), d) for dp, _, fs in os.walk(d) for f in fs)
+
+
 def test_tarball_has_binary_data_licences_and_checksums(release):
     dist, tarball, top = release
     p = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=dist, capture_output=True,
@@ -120,12 +124,9 @@ def test_tarball_has_binary_data_licences_and_checksums(release):
     for rel in ("data/compat.yaml", "bench/reference.yaml", "modules/bench_conv.py"):
         assert os.path.isfile(os.path.join(share, rel)), rel
     # The shipped manifests and their reference data, file for file.
-    def tree(d):
-        return sorted(os.path.relpath(os.path.join(dp, f), d) for dp, _, fs in os.walk(d)
-                      for f in fs)
-    shipped = tree(os.path.join(REPO, "manifests"))
+    shipped = _tree(os.path.join(REPO, "manifests"))
     assert "stable-2.15.yaml" in shipped and any(f.startswith("data/") for f in shipped)
-    assert tree(os.path.join(share, "manifests")) == shipped
+    assert _tree(os.path.join(share, "manifests")) == shipped
     assert os.access(os.path.join(top, "bin", "tfprov"), os.X_OK)
     third = os.path.join(top, "share", "doc", "tfprov", "third-party")
     for lib in ("curl", "libssl1.1", "libarchive", "sqlite3", "libjansson4", "libyaml-0-2"):
