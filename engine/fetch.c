@@ -19,6 +19,7 @@
  *  5. With CTX_OFFLINE no curl handle is ever created.
  */
 #include "fetch.h"
+#include "cabundle.h"
 #include "cache.h"
 #include "ctx.h"
 #include "digest.h"
@@ -584,8 +585,9 @@ static int start_transfer(struct fetch_run *r, struct xfer *x)
 	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-	if (r->c->ca_bundle)
-		curl_easy_setopt(h, CURLOPT_CAINFO, r->c->ca_bundle);
+	const char *ca = ca_bundle_for(r->c->ca_bundle);
+	if (ca != NULL)
+		curl_easy_setopt(h, CURLOPT_CAINFO, ca);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, o->connect_timeout);
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, o->low_speed_bytes);

@@ -1,6 +1,7 @@
 /* httpget.c - one GET of a small file into memory (see httpget.h). */
 #include "httpget.h"
 
+#include "cabundle.h"
 #include "ctx.h"
 #include "error.h"
 #include "util.h"
@@ -52,8 +53,9 @@ int http_get_small(struct ctx *c, const char *url, const char *protocols, size_t
 	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, protocols);
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-	if (c->ca_bundle)
-		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_bundle);
+	const char *ca = ca_bundle_for(c->ca_bundle);
+	if (ca != NULL)
+		curl_easy_setopt(h, CURLOPT_CAINFO, ca);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 15L);
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);

@@ -28,6 +28,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* glibc before 2.32 (the portable build's Debian 11) has no SYS_openat2;
+ * the kernel headers have its number. */
+#ifndef SYS_openat2
+#define SYS_openat2 __NR_openat2
+#endif
+
 #define MAX_SIZE_BYTES     (64ll << 30) /* 64 GiB: larger than any NVIDIA archive */
 #define MAX_UNPACKED_BYTES (1ll << 40)
 

@@ -43,6 +43,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* glibc before 2.32 (the portable build's Debian 11) has no SYS_openat2;
+ * the kernel headers have its number. */
+#ifndef SYS_openat2
+#define SYS_openat2 __NR_openat2
+#endif
+
 #define UNPACK_BUFSZ         (64u * 1024)
 #define UNPACK_NBUF          128 /* 8 MiB in flight at most */
 #define UNPACK_RING          1024

@@ -19,6 +19,10 @@ curl xz-utils zstd bzip2 gzip zip unzip sqlite3 openssl ansible-core hyperfine t
 openssh-server openssh-client nginx strace lintian dpkg-dev fakeroot
 clang libclang-rt-14-dev minisign"
 
+# debootstrap and rpm (rpmbuild): scripts/build-release.sh and its test
+# (the Debian 11 build root, the Debian 11/13 test roots, the .rpm).
+PKGS="$PKGS debootstrap rpm"
+
 missing=""
 for p in $PKGS; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

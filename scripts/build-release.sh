@@ -1,0 +1,254 @@
+#!/bin/sh
+# Builds the portable release into OUTDIR (default ./dist):
+#   tfprov-VERSION-linux-x86_64.tar.gz  bin/tfprov and share/ (data beside it)
+#   tfprov-VERSION-linux-x86_64.debug   the binary's debug information
+#   tfprov-VERSION-1.x86_64.rpm         the same files under /usr (packaging/rpm/)
+#   SHA256SUMS                          of the three
+#
+#   scripts/build-release.sh [OUTDIR]        (as root: debootstrap, chroot)
+#
+# Which systems: x86_64 Linux with glibc 2.31 or later. The binary is
+# compiled inside a Debian 11 (bullseye) build root, the oldest release whose
+# archive deb.debian.org still serves (buster's is gone), so it asks for no
+# glibc symbol newer than bullseye's 2.31: Debian 11+, Ubuntu 20.04+ (2.31),
+# RHEL/Rocky/Alma 9 (2.34), Fedora 32+; not RHEL 8 or Debian 10 (2.28), nor
+# Ubuntu 18.04 (2.27). README.md "Portable binary" has the sources.
+#
+# What is linked in: libyaml, OpenSSL (1.1.1), jansson, zlib, zstd, xz, bzip2
+# and lz4 from bullseye's static Debian builds (-dev packages, security
+# updates applied). Built here from Debian 12's source packages, static, as
+# little as tfprov uses: libcurl (HTTP and HTTPS over that OpenSSL; bullseye's
+# libcurl.a needs krb5, LDAP, RTMP, SSH, PSL and IDN, which have no static
+# builds, and its 7.74 lacks CURLOPT_PROTOCOLS_STR), libarchive (bullseye's
+# .a drags in libxml2 and ICU) and SQLite (the state store uses RETURNING,
+# 3.35; bullseye has 3.34). glibc stays dynamic: NVML and the CUDA libraries
+# are dlopen()ed (engine/gpu_probe.c, engine/libcheck.c), which a static glibc
+# cannot do reliably. HTTPS finds the host's CA bundle on Debian's, RHEL's,
+# SUSE's and Alpine's paths (engine/cabundle.h).
+#
+# The build root, with the libraries built from source, is cached in
+# $TFPROV_RELEASE_CACHE (default /var/cache/tfprov-release), one directory per
+# hash of the package list and suites, so a second run only recompiles tfprov
+# (about a minute). Runs sharing the cache take turns (flock).
+# TFPROV_RELEASE_MIRROR and TFPROV_RELEASE_SECURITY_MIRROR override Debian's
+# mirrors.
+set -eu
+cd "$(dirname "$0")/.."
+SRC=$(pwd)
+OUT=$(realpath -m "${1:-dist}")
+CACHE=${TFPROV_RELEASE_CACHE:-/var/cache/tfprov-release}
+MIRROR=${TFPROV_RELEASE_MIRROR:-http://deb.debian.org/debian}
+SECURITY=${TFPROV_RELEASE_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+SUITE=bullseye
+# Debian 12's source packages of curl, libarchive and sqlite3
+# (https://packages.debian.org/source/bookworm/curl and so on), fetched with
+# apt-get source from bookworm's signed Sources index.
+SRC_SUITE=bookworm
+PKGS="gcc libc6-dev make pkg-config dpkg-dev xz-utils file autoconf automake libtool tcl
+libyaml-dev libssl-dev libjansson-dev
+zlib1g-dev libzstd-dev liblzma-dev libbz2-dev liblz4-dev"
+NICE="nice -n 10"
+
+need() { command -v "$1" >/dev/null || { echo "build-release: $1 not found (scripts/install-deps.sh)" >&2; exit 69; }; }
+need debootstrap
+need chroot
+need rpmbuild
+if [ "$(id -u)" != 0 ]; then
+	echo "build-release: run as root (debootstrap and chroot)" >&2
+	exit 77
+fi
+
+key=$(printf '%s\n' "$SUITE" "$PKGS" "$SRC_SUITE" "v1" | sha256sum | cut -c1-16)
+ROOT=$CACHE/root-$SUITE-$key
+mkdir -p "$CACHE"
+
+# Serialises runs sharing the cache (the test suite and a manual build).
+exec 9>"$CACHE/.lock"
+flock 9
+
+in_root() { chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 "$@"; }
+
+if [ ! -e "$ROOT/.tfprov-ready" ]; then
+	echo "build-release: creating the $SUITE build root (once; cached in $ROOT)"
+	if [ ! -e "$ROOT.tmp/.debootstrapped" ]; then
+		rm -rf "$ROOT.tmp"
+		$NICE debootstrap --variant=minbase "$SUITE" "$ROOT.tmp" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 ||
+			{ tail -n 20 "$CACHE/debootstrap.log" >&2; exit 1; }
+		touch "$ROOT.tmp/.debootstrapped"
+	fi
+	cat >"$ROOT.tmp/etc/apt/sources.list" <<SRCS
+deb $MIRROR $SUITE main
+deb $MIRROR $SUITE-updates main
+deb $SECURITY $SUITE-security main
+deb-src [signed-by=/etc/apt/bookworm-archive-keyring.gpg] $MIRROR $SRC_SUITE main
+deb-src [signed-by=/etc/apt/bookworm-archive-keyring.gpg] $SECURITY $SRC_SUITE-security main
+SRCS
+	cp /usr/share/keyrings/debian-archive-keyring.gpg "$ROOT.tmp/etc/apt/bookworm-archive-keyring.gpg"
+	cp /etc/resolv.conf "$ROOT.tmp/etc/resolv.conf"
+	ROOT=$ROOT.tmp
+	in_root apt-get update -qq
+	# shellcheck disable=SC2086
+	in_root sh -c "DEBIAN_FRONTEND=noninteractive $NICE apt-get install -y -qq --no-install-recommends $(echo $PKGS) && DEBIAN_FRONTEND=noninteractive apt-get -y -qq upgrade" >"$CACHE/apt.log" 2>&1 ||
+		{ tail -n 20 "$CACHE/apt.log" >&2; exit 1; }
+	ROOT=${ROOT%.tmp}
+	mv "$ROOT.tmp" "$ROOT"
+	touch "$ROOT/.tfprov-ready"
+fi
+
+# from_source PKG "PREPARE" "BUILD AND INSTALL" CONFIGURE-ARGS...: Debian 12's
+# source of PKG (Debian's patches applied), prepared, configured static into
+# /opt/PKG of the root, then built and installed by the commands given; once
+# (the cache keeps it).
+from_source() {
+	pkg=$1
+	prepare=$2
+	make_cmds=$3
+	shift 3
+	[ -e "$ROOT/opt/$pkg/.tfprov-ready" ] && return 0
+	echo "build-release: building a static $pkg from Debian's $SRC_SUITE source (once)"
+	in_root sh -ec "
+		rm -rf /build/$pkg /opt/$pkg && mkdir -p /build/$pkg && cd /build/$pkg
+		apt-get source -qq $pkg
+		cd $pkg-*/
+		$prepare
+		$NICE ./configure -q --prefix=/opt/$pkg --disable-shared --enable-static $*
+		$make_cmds
+		touch /opt/$pkg/.tfprov-ready
+	" >"$CACHE/$pkg.log" 2>&1 || { tail -n 30 "$CACHE/$pkg.log" >&2; exit 1; }
+}
+
+# libcurl: only HTTP and HTTPS over OpenSSL: bullseye's libcurl.a pulls in
+# krb5, LDAP, RTMP, SSH, PSL and IDN, which have no static builds, and
+# bullseye's 7.74 lacks CURLOPT_PROTOCOLS_STR (7.85). No CA path is compiled
+# in (--with-ca-fallback: OpenSSL's default paths, which honour
+# SSL_CERT_FILE/SSL_CERT_DIR); tfprov picks the host's bundle itself
+# (engine/cabundle.h), so Debian's and RHEL's paths both work.
+# Debian's last two patches (90_gnutls, 99_nss) make its GnuTLS and NSS
+# flavours; debian/rules pops them for the OpenSSL one, and so do we.
+from_source curl "for p in 99_nss 90_gnutls; do patch -R -s -p1 <debian/patches/\$p.patch; done" \
+	"$NICE make -s -j\$(nproc) -C lib >/dev/null
+		make -s -C lib install >/dev/null && make -s -C include install >/dev/null
+		make -s install-pkgconfigDATA >/dev/null" \
+	--with-openssl --without-ca-bundle --without-ca-path --with-ca-fallback \
+	--disable-ftp --disable-file --disable-ldap --disable-ldaps --disable-rtsp \
+	--disable-dict --disable-telnet --disable-tftp --disable-pop3 --disable-imap \
+	--disable-smtp --disable-gopher --disable-mqtt --disable-smb --disable-manual \
+	--without-libpsl --without-libidn2 --without-nghttp2 --without-nghttp3 \
+	--without-brotli --without-zstd --without-librtmp --without-libssh2 \
+	--without-libssh --without-libgsasl --without-gssapi
+# libarchive: the reader tfprov uses (tar, zip; gzip, xz, zstd, bzip2, lz4),
+# without ACLs, xattrs, XML (xar), Nettle or OpenSSL (encrypted zips) and
+# without the bsdtar tools: bullseye's libarchive.a drags in libxml2 and ICU,
+# and its security update 3.4.3-2+deb11u5 is no longer on the mirror.
+# Debian's patches touch configure.ac: regenerate as debian/rules does (dh_autoreconf).
+from_source libarchive "autoreconf -fi >/dev/null 2>&1" "$NICE make -s -j\$(nproc) libarchive.la >/dev/null
+		make -s install-libLTLIBRARIES install-includeHEADERS install-pkgconfigDATA >/dev/null" \
+	--without-xml2 --without-expat --without-nettle --without-openssl \
+	--without-mbedtls --without-lzo2 --without-cng --without-libb2 --disable-acl \
+	--disable-xattr --disable-bsdtar --disable-bsdcpio --disable-bsdcat \
+	--with-zlib --with-bz2lib --with-lzma --with-zstd --with-lz4
+
+# SQLite: the state database uses RETURNING (SQLite 3.35); bullseye has
+# 3.34. The amalgamation is generated with tclsh; the compile-time options
+# are those of Debian's own build (debian/rules).
+from_source sqlite3 "export CFLAGS='-O2 -g -DSQLITE_SECURE_DELETE -DSQLITE_ENABLE_COLUMN_METADATA \
+	-DSQLITE_ENABLE_FTS3 -DSQLITE_ENABLE_FTS3_PARENTHESIS -DSQLITE_ENABLE_RTREE=1 -DSQLITE_SOUNDEX=1 \
+	-DSQLITE_ENABLE_UNLOCK_NOTIFY -DSQLITE_OMIT_LOOKASIDE=1 -DSQLITE_ENABLE_DBSTAT_VTAB \
+	-DSQLITE_ALLOW_ROWID_IN_VIEW -DSQLITE_ENABLE_UPDATE_DELETE_LIMIT=1 -DSQLITE_ENABLE_LOAD_EXTENSION \
+	-DSQLITE_ENABLE_JSON1 -DSQLITE_LIKE_DOESNT_MATCH_BLOBS -DSQLITE_THREADSAFE=1 \
+	-DSQLITE_ENABLE_FTS3_TOKENIZER=1 -DSQLITE_USE_URI=1 -DSQLITE_MAX_SCHEMA_RETRY=25 \
+	-DSQLITE_ENABLE_PREUPDATE_HOOK -DSQLITE_ENABLE_SESSION -DSQLITE_ENABLE_STMTVTAB \
+	-DSQLITE_MAX_VARIABLE_NUMBER=250000'" \
+	"$NICE make -s -j\$(nproc) libsqlite3.la sqlite3.h >/dev/null
+		make -s lib_install >/dev/null
+		install -d /opt/sqlite3/include /opt/sqlite3/lib/pkgconfig
+		install -m644 sqlite3.h src/sqlite3ext.h /opt/sqlite3/include/
+		install -m644 sqlite3.pc /opt/sqlite3/lib/pkgconfig/" \
+	--disable-tcl --disable-readline --disable-editline
+
+# tfprov itself: the sources CMakeLists.txt globs (cli/ engine/ state/
+# modules/), with its warning flags and Debian's hardening flags.
+VERSION=$(sed -n 's/^project(tfprov VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+NAME=tfprov-$VERSION-linux-x86_64
+B=$ROOT/build/tfprov
+rm -rf "$B"
+mkdir -p "$B/gen"
+cp -a cli engine state modules "$B/"
+cmake -DSRC="$SRC" -DOUT="$B/gen/tfprov_commit.h" -P scripts/commit-header.cmake
+echo "build-release: compiling tfprov $VERSION ($(sed 's/.*"\(.*\)"/\1/' "$B/gen/tfprov_commit.h")) in the $SUITE root"
+in_root sh -ec "
+	cd /build/tfprov
+	export PKG_CONFIG_PATH=/opt/curl/lib/pkgconfig:/opt/libarchive/lib/pkgconfig:/opt/sqlite3/lib/pkgconfig
+	pcs='yaml-0.1 libcurl libarchive libcrypto sqlite3 jansson'
+	# Every library static except glibc's own (libc, libm, libdl, libpthread, librt).
+	static=''; glibc=''
+	for l in \$(pkg-config --static --libs-only-l \$pcs); do
+		case \$l in -lc|-lm|-ldl|-lpthread|-lrt) glibc=\"\$glibc \$l\" ;; *) static=\"\$static \$l\" ;; esac
+	done
+	$NICE gcc -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2 \
+		-Wno-error=unused-result -D_GNU_SOURCE -fno-strict-aliasing \
+		-fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE \
+		-DTFPROV_VERSION='\"$VERSION\"' \$(pkg-config --cflags \$pcs) \
+		-Icli -Iengine -Istate -Imodules -Igen \
+		cli/*.c engine/*.c state/*.c modules/*.c \
+		-pie -Wl,-z,relro,-z,now -Wl,--as-needed \
+		\$(pkg-config --static --libs-only-L \$pcs) \
+		-Wl,-Bstatic \$static -Wl,-Bdynamic \$glibc -ldl -lpthread -lm \
+		-o tfprov
+	objcopy --only-keep-debug tfprov tfprov.debug
+	strip --strip-unneeded tfprov
+	objcopy --add-gnu-debuglink=tfprov.debug tfprov
+"
+
+# The tarball: bin/tfprov and share/tfprov/ as `make install` lays them out
+# (engine/datadir.h finds <exe>/../share/tfprov), plus the licences of what
+# is linked in.
+S=$B/stage/$NAME
+mkdir -p "$S/bin" "$S/share/tfprov/data" "$S/share/tfprov/bench" "$S/share/tfprov/modules" \
+	"$S/share/doc/tfprov/third-party" "$S/share/man/man1" "$S/share/bash-completion/completions"
+cp "$B/tfprov" "$S/bin/tfprov"
+cp -a manifests "$S/share/tfprov/manifests"
+cp data/compat.yaml "$S/share/tfprov/data/"
+cp modules/*.py "$S/share/tfprov/modules/"
+cp bench/reference.yaml "$S/share/tfprov/bench/"
+# The man page and completion are generated from the binary's own help, as
+# the CMake build does (scripts/gen-docs.py); the release binary runs here.
+python3 scripts/gen-docs.py "$B/tfprov" "$PWD" "$B/gen"
+cp "$B/gen/tfprov.1" "$S/share/man/man1/"
+cp "$B/gen/tfprov.bash-completion" "$S/share/bash-completion/completions/tfprov"
+cp README.md packaging/copyright "$S/share/doc/tfprov/"
+for p in libyaml-0-2 libssl1.1 libjansson4 zlib1g libzstd1 liblzma5 libbz2-1.0 \
+	liblz4-1 libc6; do
+	mkdir -p "$S/share/doc/tfprov/third-party/$p"
+	cp "$ROOT/usr/share/doc/$p/copyright" "$S/share/doc/tfprov/third-party/$p/"
+done
+BW=$S/share/doc/tfprov/third-party/BUILT-WITH
+in_root sh -c "dpkg-query -W -f='\${Package} \${Version} (Debian $SUITE)\n' $(echo $PKGS) | sort" >"$BW"
+for pkg in curl libarchive sqlite3; do
+	mkdir -p "$S/share/doc/tfprov/third-party/$pkg"
+	cp "$ROOT/build/$pkg/$pkg"-*/debian/copyright "$S/share/doc/tfprov/third-party/$pkg/"
+	dsc=$(basename "$ROOT/build/$pkg/$pkg"_*.dsc .dsc)
+	echo "$pkg ${dsc#*_} (Debian $SRC_SUITE source, built static here)" >>"$BW"
+done
+
+mkdir -p "$OUT"
+tarball=$OUT/$NAME.tar.gz
+# Reproducible metadata: fixed owner, sorted names, mtime of the commit.
+mtime=$(git log -1 --format=%ct 2>/dev/null || date +%s)
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$mtime" \
+	-C "$B/stage" -cf - "$NAME" | gzip -9n >"$tarball.tmp"
+mv "$tarball.tmp" "$tarball"
+cp "$B/tfprov.debug" "$OUT/$NAME.debug"
+
+# The .rpm: the same binary and data under /usr (packaging/rpm/), built with
+# CPack and rpmbuild on this host.
+rm -rf "$B/rpm"
+cmake -S packaging/rpm -B "$B/rpm" -DTFPROV_RELEASE_DIR="$S" -DTFPROV_VERSION="$VERSION" >/dev/null
+(cd "$B/rpm" && cpack -G RPM -B "$B/rpm/out" >/dev/null)
+RPM=tfprov-$VERSION-1.x86_64.rpm
+cp "$B/rpm/out/$RPM" "$OUT/$RPM"
+
+(cd "$OUT" && sha256sum "$NAME.tar.gz" "$NAME.debug" "$RPM" >SHA256SUMS)
+echo "build-release: $tarball"
+echo "build-release: $OUT/$RPM"
+echo "build-release: $OUT/SHA256SUMS"
