@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <locale.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,10 +286,30 @@ static int decode_stream(struct queue *q, struct archive *a, struct archive *out
 		if (r < ARCHIVE_WARN)
 			return push_error(q, "cannot read archive header", a);
 		struct raw_entry *e = xcalloc(1, sizeof(*e));
+		/*
+		 * A name the archive marks as UTF-8 (zip's flag, pax headers) has
+		 * no form in a C/ASCII locale: libarchive then gives NULL for the
+		 * locale form, so ask for the UTF-8 one. Found by
+		 * test_wheel_conformance: a wheel's non-ASCII file was dropped.
+		 */
 		const char *p = archive_entry_pathname(ae);
-		e->path = xstrdup(p ? p : "");
+		if (p == NULL)
+			p = archive_entry_pathname_utf8(ae);
+		if (p == NULL || p[0] == '\0') {
+			free(e);
+			struct msg m = {.kind = M_ERROR,
+			                .err = xstrdup("an entry's name cannot be read (neither in "
+			                               "this locale nor as UTF-8)")};
+			queue_push(q, m);
+			return -1;
+		}
+		e->path = xstrdup(p);
 		const char *hl = archive_entry_hardlink(ae);
 		const char *sl = archive_entry_symlink(ae);
+		if (hl == NULL)
+			hl = archive_entry_hardlink_utf8(ae);
+		if (sl == NULL && archive_entry_filetype(ae) == AE_IFLNK)
+			sl = archive_entry_symlink_utf8(ae);
 		e->hard = hl != NULL;
 		e->link = hl ? xstrdup(hl) : sl ? xstrdup(sl) : NULL;
 		e->type = archive_entry_filetype(ae);
@@ -408,6 +429,15 @@ static void *decoder_main(void *arg)
 {
 	struct decoder *d = arg;
 	struct queue *q = d->q;
+	/*
+	 * Names an archive marks as UTF-8 (zip's flag 11, pax headers) are
+	 * converted to this thread's locale; in the C locale a non-ASCII one
+	 * has no form at all. This thread reads UTF-8 (built into glibc), and
+	 * names stay bytes everywhere else.
+	 */
+	locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	if (utf8 != (locale_t)0)
+		uselocale(utf8);
 	struct archive *a = archive_read_new();
 	struct follow_src *fs = NULL;
 	int r;
@@ -438,6 +468,10 @@ static void *decoder_main(void *arg)
 	}
 out:
 	archive_read_free(a);
+	if (utf8 != (locale_t)0) {
+		uselocale(LC_GLOBAL_LOCALE);
+		freelocale(utf8);
+	}
 	if (fs) {
 		if (fs->fd >= 0)
 			close(fs->fd);
