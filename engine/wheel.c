@@ -48,6 +48,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Wheels larger than this are decoded by several threads (unpack_zip_parallel). */
+#define WHEEL_SHARE_MIN (16 << 20)
+
 struct scheme {
 	char *purelib, *platlib, *scripts, *data, *headers; /* relative to the env */
 	char *xy, *cache_tag;
@@ -817,7 +820,10 @@ static void install_one(struct job *j, struct whl *w, size_t idx)
 	char *tmprel = xasprintf("%s/.tfprov-whl-%zu", j->sc->purelib, idx);
 	char *tmp = path_join(j->stage, tmprel);
 	struct early x = {j, tmprel};
-	int rc = unpack_archive_each(j->c, w->src->path, tmp, compile_early, &x, &res, &err);
+	/* A large wheel is decoded by every core (its entries shared out). */
+	int parts =
+	    w->size > WHEEL_SHARE_MIN ? (j->c->jobs > 0 ? j->c->jobs : (int)pool_ncpu()) : 1;
+	int rc = unpack_zip_parallel(j->c, w->src->path, tmp, parts, compile_early, &x, &res, &err);
 	if (rc != 0) {
 		whl_fail(w, rc, "%s", err ? err : tf_strerror(rc));
 		goto out;
