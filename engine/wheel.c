@@ -50,6 +50,9 @@
 
 /* Wheels larger than this are decoded by several threads (unpack_zip_parallel). */
 #define WHEEL_SHARE_MIN (16 << 20)
+/* At most this many decoders for one wheel (each holds up to about 16 MiB:
+ * its queue and a libdeflate entry in and out), as artifacts.c's DECODERS_MAX. */
+#define WHEEL_SHARES_MAX 8
 
 struct scheme {
 	char *purelib, *platlib, *scripts, *data, *headers; /* relative to the env */
@@ -821,8 +824,11 @@ static void install_one(struct job *j, struct whl *w, size_t idx)
 	char *tmp = path_join(j->stage, tmprel);
 	struct early x = {j, tmprel};
 	/* A large wheel is decoded by every core (its entries shared out). */
-	int parts =
-	    w->size > WHEEL_SHARE_MIN ? (j->c->jobs > 0 ? j->c->jobs : (int)pool_ncpu()) : 1;
+	int parts = 1;
+	if (w->size > WHEEL_SHARE_MIN)
+		parts = j->c->jobs > 0 ? j->c->jobs : (int)pool_ncpu();
+	if (parts > WHEEL_SHARES_MAX)
+		parts = WHEEL_SHARES_MAX;
 	int rc = unpack_zip_parallel(j->c, w->src->path, tmp, parts, compile_early, &x, &res, &err);
 	if (rc != 0) {
 		whl_fail(w, rc, "%s", err ? err : tf_strerror(rc));
