@@ -50,6 +50,7 @@ import shutil
 import socketserver
 import statistics
 import subprocess
+import sys
 import tarfile
 import threading
 import time
@@ -106,6 +107,18 @@ class Pool:
         self.rng = rng
         self.i, self.off = 0, 0
 
+    def take_files(self, n):
+        """Whole files until n bytes (modules that compile, as real ones do)."""
+        out = []
+        got = 0
+        while got < n or not out:
+            f = self.files[self.i % len(self.files)]
+            self.i += 1
+            b = open(f, "rb").read()
+            out.append(b)
+            got += len(b)
+        return out
+
     def take(self, n):
         out = io.BytesIO()
         while out.tell() < n:
@@ -137,7 +150,7 @@ def pools(rng):
     hd = []
     for dp, _, fns in os.walk("/usr/include"):
         hd += [os.path.join(dp, f) for f in fns if f.endswith(".h")]
-    py.sort()
+    py = [p for p in sorted(py) if "test" not in p and "lib2to3" not in p]
     hd.sort()
     return Pool(so, rng), Pool(py, rng), Pool(hd, rng)
 
@@ -161,15 +174,26 @@ def cuda_set(scale):
 
 
 def wheel_set(scale):
+    """(name, version, file name, real size, scaled size) per package. The
+    CPython tag cp312 of the real file names becomes this machine's Python
+    (cp311 on Debian 12): same names and sizes, installable here."""
+    tag = "cp%d%d" % sys.version_info[:2] if sys.executable == "/usr/bin/python3" else \
+        "cp" + subprocess.run(["/usr/bin/python3", "-c",
+                               "import sys;print('%d%d'%sys.version_info[:2])"],
+                              capture_output=True, text=True, check=True).stdout.strip()
     rows, seen = [], set()
     with open(os.path.join(DATA, "pypi-closure-tf2.20.0-cp312.tsv")) as f:
         head = f.readline().rstrip("\n").split("\t")
         for line in f:
             r = dict(zip(head, line.rstrip("\n").split("\t")))
-            if r["name"] in seen:
-                continue  # one file per package, as pip picks one
+            if r["name"] in seen or r["name"] in ("setuptools", "wheel"):
+                # one file per package, as pip picks one; setuptools and wheel
+                # omitted as the shipped manifests omit them (the Python
+                # install supplies them: closure-to-requirements.py --omit)
+                continue
             seen.add(r["name"])
-            rows.append((r["name"], r["version"], r["filename"], int(r["size"]),
+            rows.append((r["name"], r["version"], r["filename"].replace("cp312", tag),
+                         int(r["size"]),
                          max(4000, int(int(r["size"]) * scale))))
     return rows
 
@@ -214,8 +238,9 @@ def make_wheel(path, name, version, target, so, py, hd, rng, scale, big=False):
         files.append((f"{dist}/libtensorflow_cc.so.2", so.take(raw_so // 2)))
         for k in range(nso - 1):
             files.append((f"{dist}/python/_lib{k}.so", so.take(raw_so // 2 // (nso - 1))))
-        for k in range(npy):
-            files.append((f"{dist}/python/ops/g{k // 300}/mod{k}.py", py.take(raw_py // npy)))
+        for k in range(npy):  # real modules, whole (they compile)
+            files.append((f"{dist}/python/ops/g{k // 300}/mod{k}.py",
+                          py.take_files(raw_py // npy)[0]))
         for k in range(nh):
             files.append((f"{dist}/include/tf/h{k // 400}/hdr{k}.h", hd.take(raw_h // nh)))
     else:
@@ -224,9 +249,8 @@ def make_wheel(path, name, version, target, so, py, hd, rng, scale, big=False):
         if binary:
             files.append((f"{dist}/_native.so", so.take(int(raw * 0.8))))
             raw = int(raw * 0.2)
-        n = max(1, raw // 8000)
-        for k in range(n):
-            files.append((f"{dist}/m{k}.py", py.take(max(1, raw // n))))
+        for k, b in enumerate(py.take_files(raw)):
+            files.append((f"{dist}/m{k}.py", b))
         files.append((f"{dist}/__init__.py", b""))
     meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
     files += [(f"{di}/METADATA", meta.encode()),
@@ -249,30 +273,25 @@ def make_wheel(path, name, version, target, so, py, hd, rng, scale, big=False):
 
 
 def build_mirror(cache, scale, wheels_only=False):
+    """The archives and the wheels of one scale, each part made once (markers)."""
     mirror = os.path.join(cache, f"scale-{scale}")
-    done = os.path.join(mirror, ".done")
     redist_done = os.path.join(mirror, ".redist-v2")  # v2: header names unique per component
-    if os.path.exists(done) and (wheels_only or os.path.exists(redist_done)):
-        return mirror
+    wheels_done = os.path.join(mirror, ".wheels-v3")  # v3: whole real modules (they compile)
+    os.makedirs(mirror, exist_ok=True)
     rng = random.Random(2020)
-    so, py, hd = pools(rng)
-    if wheels_only:
-        shutil.rmtree(mirror, ignore_errors=True)
-        os.makedirs(mirror)
-        build_wheels(mirror, scale, so, py, hd, rng)
-        open(done, "w").close()
-        return mirror
-    if os.path.exists(done):  # the wheels are good; the archives are remade
+    so = py = hd = None
+    if not wheels_only and not os.path.exists(redist_done):
+        so, py, hd = pools(rng)
         shutil.rmtree(os.path.join(mirror, "redist"), ignore_errors=True)
         build_redist(mirror, scale, so, py, hd)
         open(redist_done, "w").close()
-        return mirror
-    shutil.rmtree(mirror, ignore_errors=True)
-    os.makedirs(mirror)
-    build_redist(mirror, scale, so, py, hd)
-    open(redist_done, "w").close()
-    build_wheels(mirror, scale, so, py, hd, rng)
-    open(done, "w").close()
+    if not os.path.exists(wheels_done):
+        if so is None:
+            so, py, hd = pools(rng)
+        for d in ("wheels", "simple"):
+            shutil.rmtree(os.path.join(mirror, d), ignore_errors=True)
+        build_wheels(mirror, scale, so, py, hd, rng)
+        open(wheels_done, "w").close()
     return mirror
 
 
