@@ -106,8 +106,8 @@ int main(int argc, char **argv)
 			enum libdeflate_result lr =
 			    libdeflate_deflate_decompress(dd, c, clen, out, n, &actual);
 			double t2 = cpu_now();
-			if (rc != Z_STREAM_END || got != n || lr != LIBDEFLATE_SUCCESS || actual != n ||
-			    memcmp(out, in, n) != 0) {
+			if (rc != Z_STREAM_END || got != n || lr != LIBDEFLATE_SUCCESS ||
+			    actual != n || memcmp(out, in, n) != 0) {
 				fprintf(stderr, "%s: round trip failed\n", argv[i]);
 				return 1;
 			}
