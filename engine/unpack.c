@@ -34,7 +34,9 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libdeflate.h>
 #include <linux/openat2.h>
+#include <locale.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <zip.h>
 
 /* glibc before 2.32 (the portable build's Debian 11) has no SYS_openat2;
  * the kernel headers have its number. */
@@ -93,6 +96,8 @@ struct decoder {
 	const char *archive;
 	int conda;
 	const struct unpack_follow *follow; /* non-NULL: read a .part as it grows */
+	int part, nparts;                   /* nparts > 0: this share of a zip (libzip) */
+	uint64_t *zip_in;                   /* compressed bytes decoded by all the shares */
 };
 
 /* Reads a file that another thread is still appending to (unpack_follow). */
@@ -291,10 +296,30 @@ static int decode_stream(struct queue *q, struct archive *a, struct archive *out
 		if (r < ARCHIVE_WARN)
 			return push_error(q, "cannot read archive header", a);
 		struct raw_entry *e = xcalloc(1, sizeof(*e));
+		/*
+		 * A name the archive marks as UTF-8 (zip's flag, pax headers) has
+		 * no form in a C/ASCII locale: libarchive then gives NULL for the
+		 * locale form, so ask for the UTF-8 one. Found by
+		 * test_wheel_conformance: a wheel's non-ASCII file was dropped.
+		 */
 		const char *p = archive_entry_pathname(ae);
-		e->path = xstrdup(p ? p : "");
+		if (p == NULL)
+			p = archive_entry_pathname_utf8(ae);
+		if (p == NULL || p[0] == '\0') {
+			free(e);
+			struct msg m = {.kind = M_ERROR,
+			                .err = xstrdup("an entry's name cannot be read (neither in "
+			                               "this locale nor as UTF-8)")};
+			queue_push(q, m);
+			return -1;
+		}
+		e->path = xstrdup(p);
 		const char *hl = archive_entry_hardlink(ae);
 		const char *sl = archive_entry_symlink(ae);
+		if (hl == NULL)
+			hl = archive_entry_hardlink_utf8(ae);
+		if (sl == NULL && archive_entry_filetype(ae) == AE_IFLNK)
+			sl = archive_entry_symlink_utf8(ae);
 		e->hard = hl != NULL;
 		e->link = hl ? xstrdup(hl) : sl ? xstrdup(sl) : NULL;
 		e->type = archive_entry_filetype(ae);
@@ -410,10 +435,295 @@ static int decode_conda(struct queue *q, struct archive *outer)
 	return ret;
 }
 
+static int has_control(const char *s);
+static char *escape_name(const char *s);
+
+/* ---- zip decoder: one share of the entries of a zip (unpack_zip_parallel) ---- */
+
+/* Entries up to this size are inflated by libdeflate in one call (its only
+ * mode: the whole entry in memory); larger ones stream through zlib
+ * (libzip) so memory stays bounded whatever the entry. */
+#define ZIP_WHOLE_MAX (4u << 20)
+
+static int zip_fail(struct queue *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int zip_fail(struct queue *q, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	struct msg m = {.kind = M_ERROR, .err = xvasprintf(fmt, ap)};
+	va_end(ap);
+	queue_push(q, m);
+	return -1;
+}
+
+/*
+ * Which share decodes entry i: largest compressed entries first, each to the
+ * share with the fewest bytes so far (every share computes the same table).
+ */
+struct zshare {
+	zip_uint64_t idx, csize;
+};
+
+static int cmp_zshare(const void *a, const void *b)
+{
+	const struct zshare *x = a, *y = b;
+	if (x->csize != y->csize)
+		return x->csize < y->csize ? 1 : -1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static unsigned char *zip_owners(zip_t *za, zip_uint64_t n, int nparts)
+{
+	unsigned char *own = xcalloc(n ? n : 1, 1);
+	if (nparts <= 1)
+		return own;
+	struct zshare *v = xcalloc(n ? n : 1, sizeof(*v));
+	uint64_t load[256] = {0};
+	for (zip_uint64_t i = 0; i < n; i++) {
+		zip_stat_t st;
+		v[i].idx = i;
+		v[i].csize = zip_stat_index(za, i, 0, &st) == 0 && (st.valid & ZIP_STAT_COMP_SIZE)
+		                 ? st.comp_size
+		                 : 0;
+	}
+	qsort(v, n, sizeof(*v), cmp_zshare);
+	for (zip_uint64_t i = 0; i < n; i++) {
+		int best = 0;
+		for (int k = 1; k < nparts; k++)
+			if (load[k] < load[best])
+				best = k;
+		own[v[i].idx] = (unsigned char)best;
+		load[best] += v[i].csize + 512; /* per entry: headers, a file to create */
+	}
+	free(v);
+	return own;
+}
+
+/* Pushes `len` bytes as DATA messages (pool buffers); -1 when the writer stopped. */
+static int zip_push_bytes(struct queue *q, const unsigned char *p, size_t len, struct sha256 *sha)
+{
+	for (size_t off = 0; off < len;) {
+		char *b = buf_take(q);
+		if (b == NULL)
+			return -1;
+		size_t k = len - off < UNPACK_BUFSZ ? len - off : UNPACK_BUFSZ;
+		memcpy(b, p + off, k);
+		sha256_update(sha, b, k);
+		struct msg d = {.kind = M_DATA, .buf = b, .len = k};
+		if (queue_push(q, d) < 0)
+			return -1;
+		off += k;
+	}
+	return 0;
+}
+
+/* The data of one regular file entry, then FILE_END; 0, or -1 (error pushed / stopped). */
+static int zip_entry_data(struct queue *q, zip_t *za, zip_uint64_t i, const zip_stat_t *st,
+                          const char *name, struct libdeflate_decompressor *dd)
+{
+	struct sha256 sha;
+	sha256_init(&sha);
+	int ret = 0;
+	if (st->comp_method == ZIP_CM_DEFLATE && st->size <= ZIP_WHOLE_MAX &&
+	    st->comp_size <= ZIP_WHOLE_MAX + (ZIP_WHOLE_MAX >> 4) + 64) {
+		/* Whole: the raw deflate stream in, the entry out, its CRC checked. */
+		unsigned char *in = xmalloc(st->comp_size ? st->comp_size : 1);
+		unsigned char *out = xmalloc(st->size ? st->size : 1);
+		zip_file_t *zf = zip_fopen_index(za, i, ZIP_FL_COMPRESSED);
+		zip_int64_t got = zf ? zip_fread(zf, in, st->comp_size) : -1;
+		size_t actual = 0;
+		if (got < 0 || (zip_uint64_t)got != st->comp_size)
+			ret = zip_fail(q, "cannot read archive data of '%s': %s", name,
+			               zf ? zip_file_strerror(zf) : zip_strerror(za));
+		else if (libdeflate_deflate_decompress(dd, in, st->comp_size, out, st->size,
+		                                       &actual) != LIBDEFLATE_SUCCESS ||
+		         actual != st->size)
+			ret = zip_fail(q,
+			               "cannot read archive data of '%s': not a valid deflate "
+			               "stream of its recorded size",
+			               name);
+		else if ((st->valid & ZIP_STAT_CRC) &&
+		         libdeflate_crc32(0, out, st->size) != st->crc)
+			ret = zip_fail(q, "cannot read archive data of '%s': CRC error", name);
+		else if (zip_push_bytes(q, out, st->size, &sha) < 0)
+			ret = -1;
+		if (zf)
+			zip_fclose(zf);
+		free(in);
+		free(out);
+	} else {
+		/* Streaming (large entries, stored ones, other methods): libzip
+		 * inflates with zlib and checks the CRC at the end. */
+		zip_file_t *zf = zip_fopen_index(za, i, 0);
+		uint64_t total = 0;
+		if (zf == NULL)
+			ret = zip_fail(q, "cannot read archive data of '%s': %s", name,
+			               zip_strerror(za));
+		while (ret == 0) {
+			char *b = buf_take(q);
+			if (b == NULL) {
+				ret = -1;
+				break;
+			}
+			zip_int64_t n = zip_fread(zf, b, UNPACK_BUFSZ);
+			if (n <= 0) {
+				buf_give(q, b);
+				if (n < 0)
+					ret = zip_fail(q, "cannot read archive data of '%s': %s",
+					               name, zip_file_strerror(zf));
+				break;
+			}
+			total += (uint64_t)n;
+			if (total > st->size) {
+				buf_give(q, b);
+				ret = zip_fail(
+				    q, "archive data of '%s' longer than its recorded size", name);
+				break;
+			}
+			sha256_update(&sha, b, (size_t)n);
+			struct msg d = {.kind = M_DATA, .buf = b, .len = (size_t)n};
+			if (queue_push(q, d) < 0)
+				ret = -1;
+		}
+		if (ret == 0 && total != st->size)
+			ret = zip_fail(q, "archive data of '%s' shorter than its recorded size",
+			               name);
+		if (zf)
+			zip_fclose(zf);
+	}
+	if (ret != 0) {
+		sha256_release(&sha);
+		return ret;
+	}
+	struct msg end = {.kind = M_FILE_END};
+	sha256_final(&sha, end.sha256);
+	return queue_push(q, end);
+}
+
+/*
+ * This decoder's share of the zip: the same messages as decode_stream, so
+ * the writer applies every rule of this file to them. Names are read as
+ * zipfile (pip) reads them: UTF-8 when the entry says so, else CP437.
+ */
+static int decode_zip_part(struct decoder *d)
+{
+	struct queue *q = d->q;
+	int zerr = 0, ret = 0;
+	zip_t *za = zip_open(d->archive, ZIP_RDONLY | ZIP_CHECKCONS, &zerr);
+	if (za == NULL) {
+		zip_error_t ze;
+		zip_error_init_with_code(&ze, zerr);
+		zip_fail(q, "cannot open archive: %s", zip_error_strerror(&ze));
+		zip_error_fini(&ze);
+		return -1;
+	}
+	zip_int64_t n = zip_get_num_entries(za, 0);
+	unsigned char *own = zip_owners(za, n > 0 ? (zip_uint64_t)n : 0, d->nparts);
+	struct libdeflate_decompressor *dd = libdeflate_alloc_decompressor();
+	for (zip_int64_t i = 0; i < n && ret == 0; i++) {
+		if (own[i] != d->part)
+			continue;
+		zip_stat_t st;
+		zip_uint8_t opsys = 0;
+		zip_uint32_t attr = 0;
+		if (zip_stat_index(za, (zip_uint64_t)i, ZIP_FL_ENC_STRICT, &st) != 0 ||
+		    (st.valid &
+		     (ZIP_STAT_NAME | ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD)) !=
+		        (ZIP_STAT_NAME | ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE |
+		         ZIP_STAT_COMP_METHOD)) {
+			ret = zip_fail(q, "cannot read archive header: %s", zip_strerror(za));
+			break;
+		}
+		if (st.name == NULL || st.name[0] == '\0') {
+			ret = zip_fail(q, "an entry has no name");
+			break;
+		}
+		/*
+		 * libzip's CP437 shows bytes 0x01-0x1f and 0x7f as graphic
+		 * characters; zipfile (pip) keeps them as control characters, which
+		 * the writer refuses. So an ASCII name, or one with such a byte, is
+		 * taken as its raw bytes.
+		 */
+		const char *raw = zip_get_name(za, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
+		int ascii = raw != NULL;
+		for (const unsigned char *c = (const unsigned char *)raw; c && *c; c++)
+			ascii &= *c < 0x80;
+		const char *name = raw && (ascii || has_control(raw)) ? raw : st.name;
+		zip_file_get_external_attributes(za, (zip_uint64_t)i, 0, &opsys, &attr);
+		unsigned mode = opsys == ZIP_OPSYS_UNIX ? attr >> 16 : 0;
+		size_t nl = strlen(name);
+		struct raw_entry *e = xcalloc(1, sizeof(*e));
+		e->path = xstrdup(name);
+		e->perm = mode & 07777;
+		e->type = name[nl - 1] == '/' ? AE_IFDIR
+		          : (mode & S_IFMT)   ? mode & S_IFMT
+		                              : AE_IFREG;
+		e->size = (int64_t)st.size;
+		if (st.valid & ZIP_STAT_MTIME) {
+			e->has_mtime = 1;
+			e->mtime.tv_sec = st.mtime;
+		}
+		if (e->type == AE_IFLNK) {
+			/* A symlink's data is its target (the writer checks it). */
+			char buf[4096];
+			zip_file_t *zf =
+			    st.size < sizeof(buf) ? zip_fopen_index(za, (zip_uint64_t)i, 0) : NULL;
+			zip_int64_t got = zf ? zip_fread(zf, buf, st.size) : -1;
+			if (zf)
+				zip_fclose(zf);
+			if (got < 0 || (zip_uint64_t)got != st.size) {
+				raw_entry_free(e);
+				ret =
+				    zip_fail(q, "cannot read the target of symlink '%s'", st.name);
+				break;
+			}
+			e->link = xstrndup(buf, (size_t)got);
+		}
+		int is_file = e->type == AE_IFREG;
+		e->decoder_hashes = is_file;
+		char *e_name = escape_name(name); /* for messages; e is the writer's once pushed */
+		struct msg m = {.kind = M_ENTRY, .e = e};
+		if (queue_push(q, m) < 0) {
+			free(e_name);
+			ret = -1;
+			break;
+		}
+		if (is_file)
+			ret = zip_entry_data(q, za, (zip_uint64_t)i, &st, e_name, dd);
+		free(e_name);
+		uint64_t all = __atomic_add_fetch(d->zip_in, st.comp_size, __ATOMIC_RELAXED);
+		__atomic_store_n(&q->in_bytes, all, __ATOMIC_RELAXED);
+	}
+	libdeflate_free_decompressor(dd);
+	free(own);
+	zip_discard(za);
+	return ret;
+}
+
 static void *decoder_main(void *arg)
 {
 	struct decoder *d = arg;
 	struct queue *q = d->q;
+	/*
+	 * Names an archive marks as UTF-8 (zip's flag 11, pax headers) are
+	 * converted to this thread's locale; in the C locale a non-ASCII one
+	 * has no form at all. This thread reads UTF-8 (built into glibc), and
+	 * names stay bytes everywhere else.
+	 */
+	locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+	if (utf8 != (locale_t)0)
+		uselocale(utf8);
+	if (d->nparts > 0) {
+		if (decode_zip_part(d) == 0) {
+			struct msg m = {.kind = M_EOF};
+			queue_push(q, m);
+		}
+		if (utf8 != (locale_t)0) {
+			uselocale(LC_GLOBAL_LOCALE);
+			freelocale(utf8);
+		}
+		return NULL;
+	}
 	struct archive *a = archive_read_new();
 	struct follow_src *fs = NULL;
 	int r;
@@ -444,6 +754,10 @@ static void *decoder_main(void *arg)
 	}
 out:
 	archive_read_free(a);
+	if (utf8 != (locale_t)0) {
+		uselocale(LC_GLOBAL_LOCALE);
+		freelocale(utf8);
+	}
 	if (fs) {
 		if (fs->fd >= 0)
 			close(fs->fd);
@@ -1032,6 +1346,11 @@ struct unpack_how {
 	int conda;
 	unpack_file_fn on_file;
 	void *on_file_arg;
+	/* A share of unpack_zip_parallel: dest_dir exists and is the caller's
+	 * to remove; symlinks and directory modes are checked after every share. */
+	int part, nparts;
+	uint64_t *zip_in;
+	const int *stop; /* set when another share failed */
 };
 
 static int unpack_common(struct ctx *c, const char *archive, const struct unpack_how *how,
@@ -1097,8 +1416,13 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 	                   .on_file_arg = how->on_file_arg};
 	struct queue *q = NULL;
 	struct decoder d = {.archive = archive,
-	                    .conda = !follow && (conda || str_ends_with(archive, ".conda")),
-	                    .follow = follow};
+	                    .conda = !follow && how->nparts == 0 &&
+	                             (conda || str_ends_with(archive, ".conda")),
+	                    .follow = follow,
+	                    .part = how->part,
+	                    .nparts = how->nparts,
+	                    .zip_in = how->zip_in};
+	int share = how->nparts > 0;
 	pthread_t th;
 	int started = 0, created = 0;
 	struct stat st;
@@ -1124,12 +1448,12 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 	} else {
 		w.archive_size = st.st_size;
 	}
-	if (mkdir(dest_dir, 0755) < 0) {
+	if (!share && mkdir(dest_dir, 0755) < 0) {
 		w_fail(&w, errno == EEXIST ? TF_EFAIL : errno_to_tf(errno),
 		       "cannot create staging directory %s: %s", dest_dir, strerror(errno));
 		goto out;
 	}
-	created = 1;
+	created = !share;
 	w.destfd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (w.destfd < 0) {
 		w_fail(&w, TF_EIO, "cannot open %s: %s", dest_dir, strerror(errno));
@@ -1148,6 +1472,8 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 	for (;;) {
 		if (tf_interrupted)
 			w_fail(&w, TF_EINTR, "interrupted");
+		if (how->stop && __atomic_load_n(how->stop, __ATOMIC_ACQUIRE))
+			w_fail(&w, TF_EFAIL, "stopped: another decoder failed");
 		if (w.err || over_budget(&w, q, 0))
 			break;
 		struct msg m = queue_pop(q);
@@ -1165,11 +1491,12 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 			/* DATA/FILE_END outside a file cannot happen; free defensively. */
 			buf_give(q, m.buf);
 		}
-		maybe_progress(&w, q, 0);
+		if (how->part == 0)
+			maybe_progress(&w, q, 0);
 	}
-	if (!w.err)
+	if (!w.err && !share)
 		check_symlinks(&w);
-	if (!w.err) {
+	if (!w.err && !share) {
 		finish_dirs(&w);
 		maybe_progress(&w, q, 1);
 	}
@@ -1194,4 +1521,138 @@ out:
 		return w.err;
 	}
 	return 0;
+}
+
+/* ---- a zip over several decoders ---- */
+
+struct zshare_run {
+	struct ctx *c;
+	const char *archive, *dest;
+	struct unpack_how how;
+	int *stop;
+	struct unpack_result res;
+	char *err;
+	int rc;
+	pthread_t th;
+};
+
+static void *zshare_main(void *arg)
+{
+	struct zshare_run *r = arg;
+	r->rc = unpack_common(r->c, r->archive, &r->how, r->dest, 0, &r->res, &r->err);
+	if (r->rc != 0)
+		__atomic_store_n(r->stop, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static int cmp_entry_path(const void *a, const void *b)
+{
+	return strcmp(((const struct unpack_entry *)a)->path,
+	              ((const struct unpack_entry *)b)->path);
+}
+
+int unpack_zip_parallel(struct ctx *c, const char *archive, const char *dest_dir, int nparts,
+                        unpack_file_fn on_file, void *arg, struct unpack_result *res, char **errmsg)
+{
+	memset(res, 0, sizeof(*res));
+	*errmsg = NULL;
+	if (nparts < 1)
+		nparts = 1;
+	if (nparts > UNPACK_ZIP_PARTS_MAX)
+		nparts = UNPACK_ZIP_PARTS_MAX;
+	if (mkdir(dest_dir, 0755) < 0) {
+		*errmsg = xasprintf("%s: cannot create staging directory %s: %s", archive, dest_dir,
+		                    strerror(errno));
+		return errno == EEXIST ? TF_EFAIL : errno_to_tf(errno);
+	}
+	int stop = 0, rc = 0;
+	uint64_t zip_in = 0;
+	struct zshare_run *r = xcalloc((size_t)nparts, sizeof(*r));
+	int started = 0;
+	for (int k = 0; k < nparts; k++) {
+		r[k] = (struct zshare_run){.c = c,
+		                           .archive = archive,
+		                           .dest = dest_dir,
+		                           .stop = &stop,
+		                           .how = {.pinned = -1,
+		                                   .on_file = on_file,
+		                                   .on_file_arg = arg,
+		                                   .part = k,
+		                                   .nparts = nparts,
+		                                   .zip_in = &zip_in,
+		                                   .stop = &stop}};
+		if (k > 0 && pthread_create(&r[k].th, NULL, zshare_main, &r[k]) != 0) {
+			r[k].rc = TF_EFAIL;
+			r[k].err = xstrdup("cannot start a decoder thread");
+			stop = 1;
+			break;
+		}
+		started = k + 1;
+	}
+	if (!stop)
+		zshare_main(&r[0]);
+	for (int k = 1; k < started; k++)
+		pthread_join(r[k].th, NULL);
+	/* The first real failure is the one to report, not "stopped". */
+	for (int pass = 0; pass < 2 && rc == 0; pass++)
+		for (int k = 0; k < nparts && rc == 0; k++)
+			if (r[k].rc != 0 &&
+			    (pass == 1 ||
+			     strstr(r[k].err ? r[k].err : "", "another decoder failed") == NULL)) {
+				rc = r[k].rc;
+				*errmsg = r[k].err;
+				r[k].err = NULL;
+			}
+	for (int k = 0; k < nparts; k++) {
+		for (size_t i = 0; i < r[k].res.n; i++) {
+			if (res->n % 256 == 0)
+				res->v = xrealloc(res->v, (res->n + 256) * sizeof(*res->v));
+			res->v[res->n++] = r[k].res.v[i];
+		}
+		res->bytes += r[k].res.bytes;
+		free(r[k].res.v);
+		free(r[k].err);
+	}
+	free(r);
+	struct writer w = {
+	    .c = c, .archive = archive, .dest = dest_dir, .res = res, .parent_fd = -1};
+	if (rc == 0) {
+		/* One name twice would be two files racing for one path: refused. */
+		struct unpack_entry *v = xmalloc((res->n ? res->n : 1) * sizeof(*v));
+		memcpy(v, res->v, res->n * sizeof(*v));
+		qsort(v, res->n, sizeof(*v), cmp_entry_path);
+		for (size_t i = 1; i < res->n && !w.err; i++)
+			if (strcmp(v[i].path, v[i - 1].path) == 0 &&
+			    (v[i].type != 'd' || v[i - 1].type != 'd'))
+				w_unsafe(&w, v[i].path, "the archive holds this name twice");
+		free(v);
+		w.destfd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (w.destfd < 0)
+			w_fail(&w, TF_EIO, "cannot open %s: %s", dest_dir, strerror(errno));
+		for (size_t i = 0; i < res->n && !w.err; i++)
+			if (res->v[i].type == 'l')
+				strvec_push(&w.symlinks, res->v[i].path);
+		if (!w.err)
+			check_symlinks(&w);
+		if (!w.err)
+			finish_dirs(&w);
+		if (w.destfd >= 0)
+			close(w.destfd);
+		strvec_release(&w.symlinks);
+		if (w.err) {
+			rc = w.err;
+			*errmsg = w.errmsg;
+		}
+	}
+	if (rc != 0) {
+		fs_rmtree(dest_dir);
+		unpack_result_release(res);
+	} else {
+		struct stat st;
+		uint64_t total = stat(archive, &st) == 0 ? (uint64_t)st.st_size : 0;
+		ev_progress(c, "unpack",
+		            strrchr(archive, '/') ? strrchr(archive, '/') + 1 : archive, total,
+		            total);
+	}
+	return rc;
 }

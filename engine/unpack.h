@@ -68,6 +68,20 @@ int unpack_archive_each(struct ctx *c, const char *archive, const char *dest_dir
                         char **errmsg);
 
 /*
+ * unpack_archive_each() of a zip (a wheel) by `nparts` decoders at once
+ * (1..UNPACK_ZIP_PARTS_MAX), each with its share of the entries (largest
+ * first, balanced by compressed bytes), all writing into dest_dir under
+ * every rule above; on_file is called from several threads. Entries up to
+ * 4 MiB are inflated by libdeflate, larger ones stream through zlib. A name
+ * held twice is refused (TF_EUNSAFE); any failure stops every decoder and
+ * removes dest_dir.
+ */
+#define UNPACK_ZIP_PARTS_MAX 16
+int unpack_zip_parallel(struct ctx *c, const char *archive, const char *dest_dir, int nparts,
+                        unpack_file_fn on_file, void *arg, struct unpack_result *res,
+                        char **errmsg);
+
+/*
  * unpack_archive() of a conda package (conda.c): `is_conda` says the file is
  * a .conda container whatever its name (a cache file may have none); else it
  * is a .tar.bz2. Same refusals, no strip.

@@ -48,6 +48,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Wheels larger than this are decoded by several threads (unpack_zip_parallel). */
+#define WHEEL_SHARE_MIN (16 << 20)
+/* At most this many decoders for one wheel (each holds up to about 16 MiB:
+ * its queue and a libdeflate entry in and out), as artifacts.c's DECODERS_MAX. */
+#define WHEEL_SHARES_MAX 8
+
 struct scheme {
 	char *purelib, *platlib, *scripts, *data, *headers; /* relative to the env */
 	char *xy, *cache_tag;
@@ -691,6 +697,52 @@ static void place_script(struct job *j, struct whl *w, const char *src, const ch
 	free(text);
 }
 
+/*
+ * PEP 427: an installer refuses a Wheel-Version whose major version is
+ * greater than the one it reads (1), and takes any 0.x or 1.x (pip warns
+ * for 1.x newer than 1.0 and installs). Components are decimal integers,
+ * as pip parses them; 0, or -1 to refuse.
+ */
+static int check_wheel_version(const char *v)
+{
+	long major = -1;
+	for (const char *p = v;;) {
+		if (!isdigit((unsigned char)*p))
+			return -1;
+		char *end;
+		long n = strtol(p, &end, 10);
+		if (major < 0)
+			major = n;
+		while (isspace((unsigned char)*end))
+			end++;
+		if (*end == '\0')
+			break;
+		if (*end != '.')
+			return -1;
+		p = end + 1;
+	}
+	return major <= 1 ? 0 : -1;
+}
+
+/*
+ * setuptools ships, beside a .data/scripts file per entry point, wrappers
+ * named EP, EP.exe, EP-script.py or EP.pya; pip leaves all of them out and
+ * generates EP from the entry point (pip's is_entrypoint_wrapper).
+ */
+static int entrypoint_wrapper(const char *base, const struct ep *eps, size_t neps)
+{
+	size_t n = strlen(base), keep = n;
+	if (n >= 4 &&
+	    (strcasecmp(base + n - 4, ".exe") == 0 || strcasecmp(base + n - 4, ".pya") == 0))
+		keep = n - 4;
+	else if (n >= 10 && strcasecmp(base + n - 10, "-script.py") == 0)
+		keep = n - 10;
+	for (size_t k = 0; k < neps; k++)
+		if (strlen(eps[k].name) == keep && strncmp(eps[k].name, base, keep) == 0)
+			return 1;
+	return 0;
+}
+
 static char *read_meta(struct whl *w, const char *tmp, const char *file, int required)
 {
 	char *p = xasprintf("%s/%s/%s", tmp, w->distinfo, file), *text = NULL;
@@ -771,7 +823,13 @@ static void install_one(struct job *j, struct whl *w, size_t idx)
 	char *tmprel = xasprintf("%s/.tfprov-whl-%zu", j->sc->purelib, idx);
 	char *tmp = path_join(j->stage, tmprel);
 	struct early x = {j, tmprel};
-	int rc = unpack_archive_each(j->c, w->src->path, tmp, compile_early, &x, &res, &err);
+	/* A large wheel is decoded by every core (its entries shared out). */
+	int parts = 1;
+	if (w->size > WHEEL_SHARE_MIN)
+		parts = j->c->jobs > 0 ? j->c->jobs : (int)pool_ncpu();
+	if (parts > WHEEL_SHARES_MAX)
+		parts = WHEEL_SHARES_MAX;
+	int rc = unpack_zip_parallel(j->c, w->src->path, tmp, parts, compile_early, &x, &res, &err);
 	if (rc != 0) {
 		whl_fail(w, rc, "%s", err ? err : tf_strerror(rc));
 		goto out;
@@ -786,9 +844,12 @@ static void install_one(struct job *j, struct whl *w, size_t idx)
 		goto out;
 	char *wv = header_value(wheel, "Wheel-Version"),
 	     *pure = header_value(wheel, "Root-Is-Purelib");
-	if (wv == NULL || strtol(wv, NULL, 10) != 1)
-		whl_fail(w, TF_EFAIL, "unsupported Wheel-Version %s (this installer reads 1.x)",
-		         wv ? wv : "(none)");
+	if (wv == NULL)
+		whl_fail(w, TF_EFAIL, "WHEEL has no Wheel-Version");
+	else if (check_wheel_version(wv) != 0)
+		whl_fail(w, TF_EFAIL,
+		         "unsupported Wheel-Version %s (this installer reads 0.x and 1.x, PEP 427)",
+		         wv);
 	w->libdir = pure && strcasecmp(pure, "true") == 0 ? j->sc->purelib : j->sc->platlib;
 	free(wv);
 	free(pure);
@@ -825,10 +886,7 @@ static void install_one(struct job *j, struct whl *w, size_t idx)
 		unsigned mode = e->mode & 0111 ? 0755 : 0644;
 		if (script) {
 			const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
-			int wrapped = 0;
-			for (size_t k = 0; k < neps; k++)
-				wrapped |= strcmp(eps[k].name, base) == 0;
-			if (wrapped) {
+			if (entrypoint_wrapper(base, eps, neps)) {
 				/* pip generates it from the entry point instead, and keeps
 				 * the wheel's RECORD row as it was. */
 				strvec_pushf(&w->records, "%s\x1f%s\x1f%lld", e->path,

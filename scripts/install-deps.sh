@@ -12,7 +12,7 @@ set -eu
 PKGS="ansible-lint python3-voluptuous pycodestyle debootstrap
 build-essential cmake pkg-config clang-format
 libyaml-dev libcurl4-openssl-dev libarchive-dev libssl-dev libsqlite3-dev
-libjansson-dev libzstd-dev liblzma-dev libcmocka-dev
+libjansson-dev libzstd-dev liblzma-dev libcmocka-dev libzip-dev libdeflate-dev
 python3 python3-venv python3-pip python3-pytest python3-wheel python3-setuptools python3-yaml
 python3-setuptools-whl python3-wheel-whl
 curl xz-utils zstd bzip2 gzip zip unzip sqlite3 openssl ansible-core hyperfine tmux

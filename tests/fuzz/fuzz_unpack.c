@@ -5,7 +5,9 @@
  * be written outside that directory; the check is that the temp root holds
  * nothing but the destination afterwards. The first byte picks the entry
  * point: odd, the conda package path (a .conda container: a zip of inner
- * tar.zst members, the path conda.c takes); even, the artifact path.
+ * tar.zst members, the path conda.c takes); 2 (mod 4), the wheel path (a zip
+ * shared out over three decoders, libzip + libdeflate: unpack_zip_parallel);
+ * 0 (mod 4), the artifact path.
  */
 #include "ctx.h"
 #include "fs.h"
@@ -31,6 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	int conda = size > 0 && (data[0] & 1);
+	int wheel = size > 0 && !conda && (data[0] & 2);
 	if (size > 0) {
 		data++;
 		size--;
@@ -50,6 +53,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *err = NULL;
 	if (conda)
 		unpack_conda_package(&c, arch, 1, dest, &res, &err);
+	else if (wheel)
+		unpack_zip_parallel(&c, arch, dest, 3, NULL, NULL, &res, &err);
 	else
 		unpack_archive(&c, arch, dest, 0, &res, &err);
 	unpack_result_release(&res);

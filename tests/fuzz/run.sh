@@ -16,7 +16,7 @@ mkdir -p "$S/manifest" "$S/unpack" "$S/minisign"
 	minisign -S -s k.key -m m -x ed.sig && minisign -S -l -s k.key -m m -x legacy.sig && rm m)
 cp manifests/*.yaml tests/manifests/*.yaml tests/manifests/guide/*.yaml "$S/manifest/"
 /usr/bin/python3 - "$S/unpack" tests/fuzz/regressions <<'PY'
-# fuzz_unpack reads a selector byte first: 0 = artifact path, 1 = conda path.
+# fuzz_unpack reads a selector byte first: 0 = artifact path, 1 = conda path, 2 = wheel path.
 import glob, io, os, shutil, subprocess, sys, tarfile, zipfile
 out, regressions = sys.argv[1], sys.argv[2]
 def save(name, data, sel=b"\0"):
@@ -38,6 +38,15 @@ bio = io.BytesIO()
 with zipfile.ZipFile(bio, "w") as z:
     z.writestr("top/a.txt", "hello\n")
 save("a.zip", bio.getvalue())
+# The wheel path (selector 2): entries for libdeflate, one over 4 MiB for zlib, a stored one.
+bio = io.BytesIO()
+with zipfile.ZipFile(bio, "w", zipfile.ZIP_DEFLATED) as z:
+    z.writestr("pkg/__init__.py", "X = 1\n" * 50)
+    z.writestr("pkg/sub/", "")
+    z.writestr("pkg/big.so", b"\0" * (4 << 20) + b"tail")
+    z.writestr(zipfile.ZipInfo("pkg/stored.txt"), "stored\n", zipfile.ZIP_STORED)
+    z.writestr("pkg-1.0.dist-info/RECORD", "pkg/__init__.py,,\n")
+save("a.whl", bio.getvalue(), b"\2")
 # A .conda: a zip holding pkg-*.tar.zst and info-*.tar.zst (zstd if present, else a plain tar).
 inner = tar("w", "inner.tar")
 if shutil.which("zstd"):
