@@ -95,6 +95,19 @@ SRCS
 	touch "$ROOT/.tfprov-ready"
 fi
 
+# Packages added to the build after roots were first cached: installed on top
+# of a cached root once (a marker per list), so adding one does not rebuild
+# the root and its static libraries from nothing.
+EXTRA_PKGS="cmake libdeflate-dev"
+extra=$(printf '%s\n' "$EXTRA_PKGS" | sha256sum | cut -c1-16)
+if [ ! -e "$ROOT/.tfprov-extra-$extra" ]; then
+	# shellcheck disable=SC2086
+	in_root sh -c "DEBIAN_FRONTEND=noninteractive $NICE apt-get install -y -qq --no-install-recommends $(echo $EXTRA_PKGS)" >"$CACHE/apt-extra.log" 2>&1 ||
+		{ in_root apt-get update -qq && in_root sh -c "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(echo $EXTRA_PKGS)" >"$CACHE/apt-extra.log" 2>&1; } ||
+		{ tail -n 20 "$CACHE/apt-extra.log" >&2; exit 1; }
+	touch "$ROOT/.tfprov-extra-$extra"
+fi
+
 # from_source PKG "PREPARE" "BUILD AND INSTALL" CONFIGURE-ARGS...: Debian 12's
 # source of PKG (Debian's patches applied), prepared, configured static into
 # /opt/PKG of the root, then built and installed by the commands given; once
@@ -148,6 +161,30 @@ from_source libarchive "autoreconf -fi >/dev/null 2>&1" "$NICE make -s -j\$(npro
 	--disable-xattr --disable-bsdtar --disable-bsdcpio --disable-bsdcat \
 	--with-zlib --with-bz2lib --with-lzma --with-zstd --with-lz4
 
+# libzip: the wheel installer reads a wheel's central directory with it
+# (engine/unpack.c, unpack_zip_parallel). Debian ships no libzip.a; Debian 12's
+# source built static with only zlib (wheels are stored or deflated), no
+# crypto, no tools. libzip builds with CMake, not configure.
+if [ ! -e "$ROOT/opt/libzip/.tfprov-ready" ]; then
+	echo "build-release: building a static libzip from Debian's $SRC_SUITE source (once)"
+	in_root sh -ec "
+		rm -rf /build/libzip /opt/libzip && mkdir -p /build/libzip && cd /build/libzip
+		apt-get source -qq libzip
+		cd libzip-*/
+		mkdir b && cd b
+		$NICE cmake .. -DCMAKE_INSTALL_PREFIX=/opt/libzip -DCMAKE_INSTALL_LIBDIR=lib \
+			-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+			-DCMAKE_POSITION_INDEPENDENT_CODE=ON -DENABLE_COMMONCRYPTO=OFF \
+			-DENABLE_GNUTLS=OFF -DENABLE_MBEDTLS=OFF -DENABLE_OPENSSL=OFF \
+			-DENABLE_WINDOWS_CRYPTO=OFF -DENABLE_BZIP2=OFF -DENABLE_LZMA=OFF \
+			-DENABLE_ZSTD=OFF -DBUILD_TOOLS=OFF -DBUILD_REGRESS=OFF \
+			-DBUILD_EXAMPLES=OFF -DBUILD_DOC=OFF >/dev/null
+		$NICE make -s -j\$(nproc) >/dev/null
+		make -s install >/dev/null
+		touch /opt/libzip/.tfprov-ready
+	" >"$CACHE/libzip.log" 2>&1 || { tail -n 30 "$CACHE/libzip.log" >&2; exit 1; }
+fi
+
 # SQLite: the state database uses RETURNING (SQLite 3.35); bullseye has
 # 3.34. The amalgamation is generated with tclsh; the compile-time options
 # are those of Debian's own build (debian/rules).
@@ -178,11 +215,12 @@ cmake -DSRC="$SRC" -DOUT="$B/gen/tfprov_commit.h" -P scripts/commit-header.cmake
 echo "build-release: compiling tfprov $VERSION ($(sed 's/.*"\(.*\)"/\1/' "$B/gen/tfprov_commit.h")) in the $SUITE root"
 in_root sh -ec "
 	cd /build/tfprov
-	export PKG_CONFIG_PATH=/opt/curl/lib/pkgconfig:/opt/libarchive/lib/pkgconfig:/opt/sqlite3/lib/pkgconfig
-	pcs='yaml-0.1 libcurl libarchive libcrypto sqlite3 jansson'
+	export PKG_CONFIG_PATH=/opt/curl/lib/pkgconfig:/opt/libarchive/lib/pkgconfig:/opt/sqlite3/lib/pkgconfig:/opt/libzip/lib/pkgconfig
+	pcs='yaml-0.1 libcurl libarchive libcrypto sqlite3 jansson libzip'
 	# Every library static except glibc's own (libc, libm, libdl, libpthread, librt).
 	static=''; glibc=''
-	for l in \$(pkg-config --static --libs-only-l \$pcs); do
+	# libdeflate: bullseye's 1.7 has no .pc file.
+	for l in -ldeflate \$(pkg-config --static --libs-only-l \$pcs); do
 		case \$l in -lc|-lm|-ldl|-lpthread|-lrt) glibc=\"\$glibc \$l\" ;; *) static=\"\$static \$l\" ;; esac
 	done
 	$NICE gcc -std=gnu11 -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wformat=2 \
@@ -217,14 +255,14 @@ python3 scripts/gen-docs.py "$B/tfprov" "$PWD" "$B/gen"
 cp "$B/gen/tfprov.1" "$S/share/man/man1/"
 cp "$B/gen/tfprov.bash-completion" "$S/share/bash-completion/completions/tfprov"
 cp README.md packaging/copyright "$S/share/doc/tfprov/"
-for p in libyaml-0-2 libssl1.1 libjansson4 zlib1g libzstd1 liblzma5 libbz2-1.0 \
+for p in libyaml-0-2 libssl1.1 libjansson4 libdeflate0 zlib1g libzstd1 liblzma5 libbz2-1.0 \
 	liblz4-1 libc6; do
 	mkdir -p "$S/share/doc/tfprov/third-party/$p"
 	cp "$ROOT/usr/share/doc/$p/copyright" "$S/share/doc/tfprov/third-party/$p/"
 done
 BW=$S/share/doc/tfprov/third-party/BUILT-WITH
-in_root sh -c "dpkg-query -W -f='\${Package} \${Version} (Debian $SUITE)\n' $(echo $PKGS) | sort" >"$BW"
-for pkg in curl libarchive sqlite3; do
+in_root sh -c "dpkg-query -W -f='\${Package} \${Version} (Debian $SUITE)\n' $(echo $PKGS $EXTRA_PKGS) | sort" >"$BW"
+for pkg in curl libarchive sqlite3 libzip; do
 	mkdir -p "$S/share/doc/tfprov/third-party/$pkg"
 	cp "$ROOT/build/$pkg/$pkg"-*/debian/copyright "$S/share/doc/tfprov/third-party/$pkg/"
 	dsc=$(basename "$ROOT/build/$pkg/$pkg"_*.dsc .dsc)
