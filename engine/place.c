@@ -1008,7 +1008,7 @@ int place_open_state(struct ctx *c)
 		free(err);
 		return rc < 0 ? rc : TF_ESTATE;
 	}
-	rc = state_lock(c->st, c->lock_timeout, &holder);
+	rc = c->wlock ? 0 : state_lock(c->st, c->lock_timeout, &holder); /* main holds it */
 	if (rc != 0 && tf_interrupted) {
 		/* SIGINT/SIGTERM during the wait: nothing was changed; 130, not 4. */
 		ev_log(c, EV_ERROR, "interrupted while waiting for the state lock (%s)",

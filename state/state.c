@@ -323,10 +323,20 @@ void state_close(struct state *st)
 	free(st);
 }
 
+/*
+ * The holder's line. A holder that has just taken the lock may not have
+ * written it yet: an empty file is read again for up to 200 ms.
+ */
 static char *read_holder(int fd)
 {
 	char buf[256];
-	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	ssize_t n = 0;
+	for (int tries = 0; tries < 10; tries++) {
+		n = pread(fd, buf, sizeof(buf) - 1, 0);
+		if (n > 0)
+			break;
+		usleep(20 * 1000);
+	}
 	if (n <= 0)
 		return xstrdup("unknown holder");
 	buf[n] = '\0';
@@ -334,26 +344,77 @@ static char *read_holder(int fd)
 	return xstrdup(buf);
 }
 
-int state_lock(struct state *st, double timeout, char **holder)
+struct state_writer {
+	char *path;         /* <dir>/lock */
+	int fd;             /* holds the flock */
+	struct strvec made; /* directories this run created, deepest first */
+};
+
+/* Remembers the ancestors of dir (dir included) that do not exist yet. */
+static void note_missing_dirs(struct strvec *made, const char *dir)
 {
-	char *path = path_join(st->dir, "lock");
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	free(path);
-	if (fd < 0)
-		return TF_ESTATE;
-	uint64_t deadline = now_ns() + (uint64_t)(timeout * 1e9);
-	for (;;) {
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+	char *p = xstrdup(dir);
+	struct stat st;
+	while (strlen(p) > 1 && stat(p, &st) != 0 && errno == ENOENT) {
+		int known = 0;
+		for (size_t i = 0; i < made->n && !known; i++)
+			known = strcmp(made->v[i], p) == 0;
+		if (!known)
+			strvec_push(made, p);
+		char *slash = strrchr(p, '/');
+		if (slash == NULL || slash == p)
 			break;
-		if (errno != EWOULDBLOCK && errno != EINTR) {
-			close(fd);
-			return TF_ESTATE;
+		*slash = '\0';
+	}
+	free(p);
+}
+
+/*
+ * Takes the flock on <dir>/lock, waiting up to timeout seconds. With `made`
+ * (a writer on a root that may have no state yet) the directory is created
+ * when missing, and the directories created are noted. A holder that
+ * releases may remove the file (state_writer_unlock with forget): a lock
+ * won on a file that is no longer at its path is dropped and the path
+ * opened again, so two runs never hold locks on two different files.
+ * 0 with *out the descriptor, TF_ELOCKED (*holder set), TF_ESTATE.
+ */
+static int take_lock(const char *dir, double timeout, struct strvec *made, int *out, char **holder)
+{
+	char *path = path_join(dir, "lock");
+	uint64_t deadline = now_ns() + (uint64_t)(timeout * 1e9);
+	int fd = -1, rc = 0;
+	for (;;) {
+		if (fd < 0 && made) {
+			note_missing_dirs(made, dir);
+			if (mkdirs_at(AT_FDCWD, dir, 0755) != 0) {
+				rc = TF_ESTATE;
+				goto out;
+			}
+		}
+		if (fd < 0)
+			fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0 && !(errno == ENOENT && made)) {
+			rc = TF_ESTATE;
+			goto out;
+		}
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			struct stat held, now;
+			if (fstat(fd, &held) == 0 && stat(path, &now) == 0 &&
+			    held.st_dev == now.st_dev && held.st_ino == now.st_ino)
+				break;
+			close(fd); /* its holder removed it on the way out: open the path again */
+			fd = -1;
+			continue;
+		}
+		if (fd >= 0 && errno != EWOULDBLOCK && errno != EINTR) {
+			rc = TF_ESTATE;
+			goto out;
 		}
 		if (now_ns() >= deadline || tf_interrupted) {
 			if (holder)
-				*holder = read_holder(fd);
-			close(fd);
-			return TF_ELOCKED;
+				*holder = fd >= 0 ? read_holder(fd) : xstrdup("unknown holder");
+			rc = TF_ELOCKED;
+			goto out;
 		}
 		usleep(50 * 1000);
 	}
@@ -367,8 +428,18 @@ int state_lock(struct state *st, double timeout, char **holder)
 		/* The message is advisory; the lock itself is what matters. */
 	}
 	free(msg);
-	st->lockfd = fd;
-	return 0;
+	*out = fd;
+	fd = -1;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(path);
+	return rc;
+}
+
+int state_lock(struct state *st, double timeout, char **holder)
+{
+	return take_lock(st->dir, timeout, NULL, &st->lockfd, holder);
 }
 
 void state_unlock(struct state *st)
@@ -377,6 +448,41 @@ void state_unlock(struct state *st)
 		close(st->lockfd); /* releases the flock */
 		st->lockfd = -1;
 	}
+}
+
+int state_writer_lock(const char *dir, double timeout, struct state_writer **out, char **holder)
+{
+	struct state_writer *w = xcalloc(1, sizeof(*w));
+	w->path = path_join(dir, "lock");
+	int rc = take_lock(dir, timeout, &w->made, &w->fd, holder);
+	if (rc != 0) {
+		/* Not the holder: remove what this attempt created, if it is still empty. */
+		for (size_t i = 0; i < w->made.n; i++)
+			rmdir(w->made.v[i]);
+		strvec_release(&w->made);
+		free(w->path);
+		free(w);
+		*out = NULL;
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+void state_writer_unlock(struct state_writer *w, int forget)
+{
+	if (w == NULL)
+		return;
+	if (forget) {
+		/* Still holding the lock: a waiter that wins the old file sees it gone. */
+		unlink(w->path);
+		for (size_t i = 0; i < w->made.n; i++)
+			rmdir(w->made.v[i]); /* only if empty; in order, deepest first */
+	}
+	close(w->fd);
+	strvec_release(&w->made);
+	free(w->path);
+	free(w);
 }
 
 /* Runs `sql` with one text parameter; the first column of the first row, or 0. */
