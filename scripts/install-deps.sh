@@ -6,7 +6,9 @@ set -eu
 # openssh-server and nginx: the fleet test starts its own sshd and nginx on
 # 127.0.0.x (the packages' own services are not used); strace: the fleet test
 # holds tfprov at a syscall so that its kill -9 lands during placement;
-# lintian: scripts/build-deb.sh.
+# lintian: scripts/build-deb.sh. fuse3 and python3-fusepy: the power-loss
+# harness (tests/system/lib_lazyfs.py, test_power_loss.py) mounts a FUSE
+# filesystem that drops every write not made durable.
 PKGS="build-essential cmake pkg-config clang-format
 libyaml-dev libcurl4-openssl-dev libarchive-dev libssl-dev libsqlite3-dev
 libjansson-dev libzstd-dev liblzma-dev libcmocka-dev
@@ -14,7 +16,7 @@ python3 python3-venv python3-pip python3-pytest python3-wheel python3-setuptools
 python3-setuptools-whl python3-wheel-whl
 curl xz-utils zstd bzip2 gzip zip unzip sqlite3 openssl ansible-core hyperfine tmux
 openssh-server openssh-client nginx strace lintian dpkg-dev fakeroot
-clang libclang-rt-14-dev minisign"
+clang libclang-rt-14-dev minisign fuse3 python3-fusepy"
 
 missing=""
 for p in $PKGS; do

@@ -289,9 +289,16 @@ int state_open(const char *dir, int create, struct state **out, char **errmsg)
 	 * run the busy handler for that: two first runs on one root would see
 	 * SQLITE_BUSY. Retry for as long as busy_timeout would have waited.
 	 */
+	/*
+	 * synchronous=FULL: every commit syncs the WAL before it returns. The
+	 * placement journal's intents are single-statement commits that must be
+	 * on disk before the operation they announce (a stage created, a path
+	 * renamed aside); with NORMAL a power cut keeps the renames and loses the
+	 * intent, and recovery leaves the stage behind (test_power_loss.py).
+	 */
 	for (int tries = 0;; tries++) {
 		if (state_exec(st, "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; "
-		                   "PRAGMA synchronous=NORMAL") == 0)
+		                   "PRAGMA synchronous=FULL") == 0)
 			break;
 		int busy = (sqlite3_errcode(st->db) & 0xff) == SQLITE_BUSY;
 		if (!busy || tries >= 500) {
