@@ -389,7 +389,7 @@ static int take_lock(const char *dir, double timeout, struct strvec *made, int *
 {
 	char *path = path_join(dir, "lock");
 	uint64_t deadline = now_ns() + (uint64_t)(timeout * 1e9);
-	int fd = -1, rc = 0;
+	int fd = -1, rc = 0, vanished = 0;
 	for (;;) {
 		if (fd < 0 && made) {
 			note_missing_dirs(made, dir);
@@ -404,6 +404,8 @@ static int take_lock(const char *dir, double timeout, struct strvec *made, int *
 			rc = TF_ESTATE;
 			goto out;
 		}
+		if (fd < 0 && ++vanished < 100)
+			continue; /* a holder that created no state removed the directory: again */
 		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
 			struct stat held, now;
 			if (fstat(fd, &held) == 0 && stat(path, &now) == 0 &&

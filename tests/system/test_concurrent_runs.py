@@ -144,3 +144,32 @@ def test_two_roots_one_cache_each_artifact_fetched_once(tmp_path, mirror):
         r.run("verify", "--deep", check=0)
     assert os.listdir(os.path.join(cache, "partial")) == []
     assert len(os.listdir(os.path.join(cache, "sha256"))) == len(mirror.archives)
+
+
+def test_cache_entry_emptied_by_a_power_cut_is_fetched_again(tmp_path, mirror):
+    """A download enters sha256/ by rename without an fdatasync; after a power cut
+    the name can be there with its bytes lost (test_power_loss.py found it: an
+    empty file). The next run quarantines it and downloads it again, rather than
+    failing with exit 5 as if the manifest's size were wrong."""
+    from conftest import Tfprov
+    mirror.srv.default_rate = 0
+    cache = str(tmp_path / "cache")
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r2").mkdir()
+    Tfprov(tmp_path / "r1").run("--no-gpu", "--cache-dir", cache, "apply", "-y",
+                                mirror.manifest, env=no_stub_env(), check=0)
+    victim = max(os.listdir(os.path.join(cache, "sha256")),
+                 key=lambda n: os.path.getsize(os.path.join(cache, "sha256", n)))
+    path = os.path.join(cache, "sha256", victim)
+    os.chmod(path, 0o644)
+    open(path, "wb").close()  # what the disk kept: the name, not the bytes
+    os.chmod(path, 0o444)
+    mirror.srv.requests.clear()
+    p = Tfprov(tmp_path / "r2").run("--no-gpu", "--cache-dir", cache, "apply", "-y",
+                                    mirror.manifest, env=no_stub_env(), check=0)
+    assert "did not match its sha256" in out(p), out(p)
+    fetched = [r[1] for r in mirror.srv.requests if r[0] == "GET"]
+    assert len(fetched) == 1, fetched
+    assert os.path.getsize(path) > 0
+    q = os.listdir(os.path.join(cache, "quarantine"))
+    assert len(q) == 1 and q[0].startswith(victim), q
