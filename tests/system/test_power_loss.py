@@ -15,22 +15,27 @@ archives of STAND-IN libraries with NVIDIA's sonames, from a loopback HTTP
 mirror), the env step with another value, the same venv, the wheels at 2.0.
 What is run: apply B once without a crash (the reference B, and the list of
 durability events: fsync, fdatasync, directory fsync, syncfs, rename). Then, for
-each crash point (a fixed set: events spread over the whole list, every syncfs
-among them; plus torn crashes before random operations, seeded), apply B on the
-image of A until the crash point, power off (the image is what was durable),
-power on (mount that image), and:
+each crash point of a fixed set (every syncfs, the state's commit after each,
+events spread over the run; plus torn crashes before seeded random
+operations), apply B on the image of A until the crash point, power off (the
+image is what was durable), power on (mount that image), and:
   - `tfprov status` answers (exit 0, or 2 naming the interrupted apply);
   - a writer that changes nothing (`destroy` of a stack that does not exist)
     runs recovery; then the journal is empty, no .tfprov-* path is left, and
     every file the state records is on disk with its recorded size and sha256
     (checked here from state.db, and by `tfprov verify --deep`, exit 0);
   - each step is old or new, never between: the CUDA prefix is absent (A) or
-    exactly B's; the profile is A's or B's; the env's listing is A's or B's;
-    and the state records the same side for each step;
+    exactly B's (with or without cuDNN's files, as the state records cuDNN);
+    the profile is A's or B's; the env's listing is A's or B's; each the side
+    the state records for its step;
   - `tfprov apply B` then exits 0 and the whole root is B's reference.
-TFPROV_POWERLOSS_POINTS (default 10 event points) and TFPROV_POWERLOSS_RANDOM
-(default 4 torn points) size the run; TFPROV_POWERLOSS_SEED replays the random
-ones. The test prints how many points it explored and what each found.
+The first crash points inside a step (at a rename) lose power a second time,
+during the recovery (at one of its renames or syncs), before the checks.
+TFPROV_POWERLOSS_POINTS (default 11 event points), TFPROV_POWERLOSS_RANDOM
+(default 3 torn points) and TFPROV_POWERLOSS_DOUBLE (default 2) size the run;
+TFPROV_POWERLOSS_SEED replays it. It prints how many points it explored and
+what each found. Measured on the shared 2-core machine (load 10-14): 14 points
+in 397 s, about 45 s for generations A and B and 13-50 s a point.
 Skips (saying why) when FUSE cannot be mounted here (no /dev/fuse, no fusepy).
 """
 import hashlib
@@ -54,8 +59,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 LAZYFS = os.path.join(HERE, "lib_lazyfs.py")
 SHIM_SRC = os.path.join(REPO, "tests", "fixtures", "lazyfs_sync.c")
-POINTS = int(os.environ.get("TFPROV_POWERLOSS_POINTS", "10"))
-RANDOM_POINTS = int(os.environ.get("TFPROV_POWERLOSS_RANDOM", "4"))
+POINTS = int(os.environ.get("TFPROV_POWERLOSS_POINTS", "11"))
+RANDOM_POINTS = int(os.environ.get("TFPROV_POWERLOSS_RANDOM", "3"))
+DOUBLE_POINTS = int(os.environ.get("TFPROV_POWERLOSS_DOUBLE", "2"))
 ENV_PREFIX = "/opt/tfprov/envs/tf"
 CUDA_PREFIX = "opt/tfprov/cuda"
 PROFILE_DIR = "etc/profile.d"
@@ -265,10 +271,21 @@ def read_events(path):
     return events, total
 
 
+def desc_of(events, n):
+    return next(f"{e[1]} {e[2]}" for e in events if e[0] == n)
+
+
 def choose_points(events, n):
-    """n event numbers spread evenly over the run, every syncfs among them first."""
-    syncfs = [e[0] for e in events if e[1] == "syncfs"]
-    chosen = list(dict.fromkeys(syncfs))[:n]
+    """n event numbers: every syncfs (a step's pre-commit sync) and the first sync of
+    the state's WAL after it (the step's commit), then events spread evenly."""
+    chosen = []
+    for i, e in enumerate(events):
+        if e[1] == "syncfs":
+            chosen.append(e[0])
+            nxt = [f[0] for f in events[i + 1:] if f[2].endswith("state.db-wal")]
+            if nxt:
+                chosen.append(nxt[0])
+    chosen = list(dict.fromkeys(chosen))[:n]
     rest = [e[0] for e in events if e[0] not in chosen]
     k = n - len(chosen)
     if k > 0 and rest:
@@ -330,14 +347,20 @@ def test_power_loss_during_apply(tmp_path, capsys):
             assert ref_a["cuda"] == {} and ref_b["cuda"], "B must place CUDA, A must not"
             for k in ("env", "pyenv"):
                 assert ref_a[k] != ref_b[k], f"A and B must differ in {k}"
-            points = [("event", e, 0) for e in choose_points(events, POINTS)]
+            points = [("event", e, rng.randrange(1 << 30)) for e in choose_points(events, POINTS)]
             points += [("op", rng.randrange(1, total[0] + 1), rng.randrange(1 << 30))
                        for _ in range(RANDOM_POINTS)]
+            # The first crash points inside a step (a rename in a stage) crash again
+            # during their recovery.
+            doubles = {e for e in choose_points(events, POINTS)
+                       if desc_of(events, e).startswith("rename")}
+            doubles = set(sorted(doubles)[:DOUBLE_POINTS])
             found = []
             for kind, n, s in points:
                 t = time.monotonic()
                 what = explore(r, mnt, tmp_path, man_b, img_a, kind, n, s, ref_a, ref_b,
-                               res_a, res_b, cudnn_paths)
+                               res_a, res_b, cudnn_paths,
+                               double=kind == "event" and n in doubles)
                 found.append((kind, n, what, time.monotonic() - t))
         finally:
             idx.close()
@@ -369,7 +392,7 @@ def _save_clean(disk, image_out):
 
 
 def explore(r, mnt, tmp_path, man_b, img_a, kind, n, seed, ref_a, ref_b, res_a, res_b,
-            cudnn_paths):
+            cudnn_paths, double=False):
     """One crash point: returns 'ok: ...' or 'FAIL: ...' (or 'KNOWN: ...')."""
     img = str(tmp_path / f"crash-{kind}-{n}.img")
     d = Disk(mnt, image_in=img_a, image_out=img,
@@ -386,9 +409,49 @@ def explore(r, mnt, tmp_path, man_b, img_a, kind, n, seed, ref_a, ref_b, res_a, 
         d.unmount()
     if not os.path.exists(img):
         return "FAIL: the crash point was never reached"
+    second = ""
+    if double:
+        # The power fails again during the recovery: list the recovery's events
+        # on the first image, then crash it at one of them (seeded).
+        ev = img + ".events"
+        d = Disk(mnt, image_in=img, events=ev)
+        try:
+            r.run("destroy", "-y", "no-such-stack")
+        finally:
+            d.unmount()
+        rec, _ = read_events(ev)
+        # The recovery's commit (the first sync of the WAL after its syncfs),
+        # else one of its renames or syncs.
+        after = [rec[i + 1 + j][0] for i, e in enumerate(rec) if e[1] == "syncfs"
+                 for j, f in enumerate(rec[i + 1:]) if f[2].endswith("state.db-wal")]
+        work = after[:1] or [e[0] for e in rec if e[1] in ("rename", "syncfs")]
+        if work:
+            k = random.Random(seed).choice(work)
+            img2 = img + ".2"
+            d = Disk(mnt, image_in=img, image_out=img2, crash_event=k, seed=seed)
+            try:
+                p = r.start("destroy", "-y", "no-such-stack")
+                while p.poll() is None and not os.path.exists(img2):
+                    time.sleep(0.01)
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.communicate()
+            finally:
+                d.unmount()
+            if not os.path.exists(img2):
+                return "FAIL: the recovery's crash point was never reached"
+            os.replace(img2, img)
+            desc = {e[0]: f"{e[1]} {e[2]}" for e in rec}
+            second = f"power lost again in recovery after its event {k} ({desc[k]}); "
+        else:
+            second = "(no recovery work to crash); "
     d = Disk(mnt, image_in=img)
     try:
         what = check_after_crash(r, mnt, man_b, ref_a, ref_b, res_a, res_b, cudnn_paths)
+        if what.startswith("ok"):
+            what = "ok: " + second + what[4:]
+        elif second:
+            what = "FAIL: " + second + what[6:]
         for needle, why in KNOWN.items():
             if what.startswith("FAIL") and needle in what:
                 return f"KNOWN ({why}): {what[6:]}"
