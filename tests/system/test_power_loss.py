@@ -34,8 +34,9 @@ during the recovery (at one of its renames or syncs), before the checks.
 TFPROV_POWERLOSS_POINTS (default 11 event points), TFPROV_POWERLOSS_RANDOM
 (default 3 torn points) and TFPROV_POWERLOSS_DOUBLE (default 2) size the run;
 TFPROV_POWERLOSS_SEED replays it. It prints how many points it explored and
-what each found. Measured on the shared 2-core machine (load 10-14): 14 points
-in 397 s, about 45 s for generations A and B and 13-50 s a point.
+what each found. Measured on the shared 2-core machine: the 14 default points
+in 182 s (load 3-8; 22 s for generations A and B, 7-20 s a point) and in 273 s
+(load 10-14).
 Skips (saying why) when FUSE cannot be mounted here (no /dev/fuse, no fusepy).
 """
 import hashlib
