@@ -255,6 +255,49 @@ enum {
 	OPT_ALL,
 };
 
+/*
+ * The writer lock of a command marked CMD_LOCK: <state_dir>/lock, the same
+ * file and holder line as state_lock. 0, TF_ELOCKED (said, naming the
+ * holder), TF_EINTR or TF_ESTATE.
+ */
+static int take_writer_lock(struct ctx *c)
+{
+	char *holder = NULL;
+	int rc = state_writer_lock(c->state_dir, c->lock_timeout, &c->wlock, &holder);
+	if (rc != 0 && tf_interrupted) {
+		/* SIGINT/SIGTERM during the wait: nothing was changed; 130, not 4. */
+		ev_log(c, EV_ERROR, "interrupted while waiting for the state lock (%s)",
+		       holder ? holder : "unknown");
+		rc = TF_EINTR;
+	} else if (rc == TF_ELOCKED) {
+		ev_log(c, EV_ERROR,
+		       "the state in %s is locked by another tfprov run (%s); waited %.0f s "
+		       "(--lock-timeout)",
+		       c->state_dir, holder ? holder : "unknown", c->lock_timeout);
+	} else if (rc != 0) {
+		ev_log(c, EV_ERROR, "cannot take the state lock %s/lock: %s", c->state_dir,
+		       strerror(errno));
+	}
+	free(holder);
+	return rc;
+}
+
+/*
+ * Releases the writer lock. A run that created no state (a fresh root and a
+ * precondition, a download or a lock that stopped it) removes the lock file
+ * and the directories it created for it, so the root is as it was.
+ */
+static void release_writer_lock(struct ctx *c)
+{
+	if (c->wlock == NULL)
+		return;
+	char *db = path_join(c->state_dir, "state.db");
+	int forget = access(db, F_OK) != 0 && errno == ENOENT;
+	free(db);
+	state_writer_unlock(c->wlock, forget);
+	c->wlock = NULL;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -590,11 +633,23 @@ int main(int argc, char **argv)
 		sigaction(SIGTERM, &sa, NULL);
 	}
 
+	if (cmd->flags & CMD_LOCK) {
+		/*
+		 * Every writer holds the lock from its start, before its first
+		 * fetch, on a root with no state yet too: a second writer gets exit
+		 * 4 at once (or waits --lock-timeout) instead of fetching into the
+		 * same cache and racing for the state.
+		 */
+		rc = take_writer_lock(&c);
+		if (rc != 0)
+			goto done;
+	}
 	if (cmd->flags & CMD_STATE) {
 		/*
 		 * A writer on a root with no state yet defers creating it until its
 		 * preconditions pass (place_open_state from plan_apply), so a run
-		 * that stops with exit 6 leaves a fresh root exactly as it was.
+		 * that stops with exit 6 leaves a fresh root exactly as it was: the
+		 * lock file it took is removed on the way out (release_writer_lock).
 		 */
 		char *err = NULL;
 		rc = state_open(c.state_dir, 0, &c.st, &err);
@@ -634,6 +689,7 @@ done:
 	ev_emit(&c, &e);
 out:
 	state_close(c.st);
+	release_writer_lock(&c);
 	if (c.rootfd >= 0)
 		close(c.rootfd);
 	free(c.root);

@@ -13,6 +13,7 @@
 #include "util.h"
 
 struct state;
+struct state_writer;
 struct predecoded;
 
 enum ctx_flags {
@@ -41,6 +42,7 @@ struct ctx {
 	int jobs;
 	double lock_timeout;           /* seconds */
 	struct state *st;              /* open state db, or NULL */
+	struct state_writer *wlock;    /* the writer lock of a writing command, or NULL */
 	int changed;                   /* a step changed something during this run */
 	struct predecoded *predecoded; /* decode-ahead's archives (artifacts.h), or NULL */
 };

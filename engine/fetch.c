@@ -17,6 +17,14 @@
  *     retried with exponential backoff and resumed; 4xx moves on to the next
  *     source; a host with too many errors is skipped for the rest of the run.
  *  5. With CTX_OFFLINE no curl handle is ever created.
+ *  6. One writer per artifact, across processes too (several roots may share
+ *     one cache): a download or copy runs only while its xfer holds an
+ *     exclusive flock on the .part file that is at the .part path (the lock
+ *     is checked to be on the file still there after it is won, because the
+ *     holder renames the .part into sha256/, or unlinks it, before letting
+ *     go). An item whose .part is held by another process waits (X_WAIT)
+ *     and then reads the verified result from sha256/, or, when that process
+ *     failed or died, resumes its .part.
  */
 #include "fetch.h"
 #include "cabundle.h"
@@ -34,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,7 +62,7 @@ struct host {
 	int dead;
 };
 
-enum xstate { X_PENDING, X_ACTIVE, X_DONE };
+enum xstate { X_PENDING, X_ACTIVE, X_WAIT, X_DONE };
 
 struct xfer {
 	struct fetch_item *it;
@@ -401,11 +410,52 @@ static size_t write_cb(char *buf, size_t size, size_t n, void *ud)
 	return len;
 }
 
+/*
+ * Lets go of the .part (and its lock). An empty .part still at its path is
+ * removed first, while the lock is held: nothing to resume, nothing left
+ * behind by a wait or a local copy.
+ */
 static void close_part(struct xfer *x)
 {
-	if (x->fd >= 0)
-		close(x->fd);
+	struct stat held, now;
+	if (x->fd < 0)
+		return;
+	if (fstat(x->fd, &held) == 0 && held.st_size == 0 && stat(x->part, &now) == 0 &&
+	    held.st_dev == now.st_dev && held.st_ino == now.st_ino)
+		unlink(x->part);
+	close(x->fd);
 	x->fd = -1;
+}
+
+/*
+ * Tries to become the one writer of this artifact: an exclusive flock on the
+ * file at the .part path (created when missing). 1: held (x->fd is the
+ * .part), 0: another process holds it, -errno.
+ */
+static int lock_part(struct xfer *x)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		if (x->fd < 0)
+			x->fd = open(x->part, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (x->fd < 0)
+			return -errno;
+		if (flock(x->fd, LOCK_EX | LOCK_NB) != 0) {
+			if (errno == EWOULDBLOCK || errno == EINTR)
+				return 0; /* keep the descriptor: try the same file again */
+			int e = -errno;
+			close(x->fd);
+			x->fd = -1;
+			return e;
+		}
+		struct stat held, now;
+		if (fstat(x->fd, &held) == 0 && stat(x->part, &now) == 0 &&
+		    held.st_dev == now.st_dev && held.st_ino == now.st_ino)
+			return 1;
+		/* Won a file its writer has since renamed into the cache or removed. */
+		close(x->fd);
+		x->fd = -1;
+	}
+	return 0;
 }
 
 /* Opens the .part and brings the hash up to its current length. 0 or -errno. */
@@ -465,9 +515,9 @@ static void finish_part(struct fetch_run *r, struct xfer *x, int more)
 		    xasprintf("%s: cannot sync %s: %s", x->it->name, x->part, strerror(errno)));
 		goto out;
 	}
-	close_part(x);
 	sha256_final(&x->sha, hex);
 	x->sha_live = 0;
+	/* Still locked: the .part leaves its path (cache or quarantine) before the lock does. */
 	if (verify_or_quarantine(r, x, x->part, x->got, hex, more) == 0)
 		commit(r, x, x->part);
 out:
@@ -733,6 +783,89 @@ static int item_valid(struct fetch_item *it)
 	return 1;
 }
 
+/*
+ * The verified copy in the cache, if there is one: 1 when the item is done
+ * (found, or failed on a size that contradicts the manifest), 0 when it must
+ * be fetched (a copy that no longer hashes right is quarantined first).
+ */
+static int use_cached(struct ctx *c, struct xfer *x)
+{
+	struct fetch_item *it = x->it;
+	char *p = cache_lookup(c, it->sha256);
+	if (p == NULL)
+		return 0;
+	/*
+	 * A cache hit is re-hashed before use: downloads enter the cache
+	 * without an fdatasync (the step's syncfs makes them durable before the
+	 * state depends on them), so a power cut can leave a name in sha256/
+	 * whose bytes did not reach the disk (empty, short or wrong: quarantined
+	 * and fetched again, test_power_loss.py); a cache that was tampered with
+	 * is caught here too. EVP hashes ~1.5 GB/s. Only bytes that do hash to
+	 * their name and differ from the manifest's size fail: the manifest's
+	 * size is wrong.
+	 */
+	char hex[65] = "";
+	int64_t got = 0;
+	if (sha256_file(p, hex, &got) == 0 && strcmp(hex, it->sha256) == 0) {
+		if (it->size >= 0 && got != it->size) {
+			item_fail(it, TF_EINTEGRITY,
+			          xasprintf("%s: the manifest says %lld bytes but the cached "
+			                    "artifact %s with sha256 %s has %lld bytes",
+			                    it->name, (long long)it->size, p, it->sha256,
+			                    (long long)got));
+			free(p);
+			x->state = X_DONE;
+			return 1;
+		}
+		it->path = p;
+		it->cached = 1;
+		x->state = X_DONE;
+		return 1;
+	}
+	char *q = NULL;
+	cache_quarantine(c->cache_dir, it->sha256, p, &q);
+	ev_log(c, EV_WARN,
+	       "cached %s did not match its sha256 (got %s); moved to %s and "
+	       "downloading it again",
+	       it->name, hex, q ? q : "quarantine");
+	free(q);
+	free(p);
+	return 0;
+}
+
+/*
+ * The .part is ours (lock_part): the verified result of a writer that went
+ * before, or the sources in order (a local one is copied at once).
+ */
+static void start_fetching(struct fetch_run *r, struct xfer *x)
+{
+	if (use_cached(r->c, x)) {
+		close_part(x);
+		return;
+	}
+	x->state = X_PENDING;
+	build_sources(r, x);
+	/* Start before the first source; next_source() handles local ones now. */
+	x->cur = (size_t)-1;
+	next_source(r, x);
+	if (x->state == X_DONE)
+		close_part(x);
+}
+
+/* An item waiting for another process's download of the same artifact. */
+static void poll_waiting(struct fetch_run *r, struct xfer *x)
+{
+	int held = lock_part(x);
+	if (held < 0) {
+		item_fail(
+		    x->it, held == -ENOSPC ? TF_ENOSPC : TF_EIO,
+		    xasprintf("%s: cannot open %s: %s", x->it->name, x->part, strerror(-held)));
+		x->state = X_DONE;
+	} else if (held > 0) {
+		start_fetching(r, x);
+	}
+}
+
 static void run_multi(struct fetch_run *r, struct xfer **order, size_t n)
 {
 	for (;;) {
@@ -742,6 +875,11 @@ static void run_multi(struct fetch_run *r, struct xfer **order, size_t n)
 			break;
 		for (size_t i = 0; i < n; i++) {
 			struct xfer *x = order[i];
+			if (x->state == X_WAIT) {
+				pending++;
+				poll_waiting(r, x);
+				continue;
+			}
 			if (x->state == X_PENDING) {
 				pending++;
 				if (x->not_before > t) {
@@ -841,49 +979,25 @@ int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const stru
 			x->state = X_DONE;
 			continue;
 		}
-		char *p = cache_lookup(c, it->sha256);
-		if (p) {
-			struct stat st;
-			if (it->size >= 0 && stat(p, &st) == 0 && st.st_size != it->size) {
-				item_fail(
-				    it, TF_EINTEGRITY,
-				    xasprintf("%s: the manifest says %lld bytes but the cached "
-				              "artifact %s with sha256 %s has %lld bytes",
-				              it->name, (long long)it->size, p, it->sha256,
-				              (long long)st.st_size));
-				free(p);
-				x->state = X_DONE;
-				continue;
-			}
-			/*
-			 * A cache hit is re-hashed before use: downloads enter the cache
-			 * without an fdatasync (the step's syncfs makes them durable
-			 * before the state depends on them), so a crash could leave a
-			 * file of the right size and wrong bytes; and a cache that was
-			 * tampered with is caught here too. EVP hashes ~1.5 GB/s.
-			 */
-			char hex[65];
-			int64_t got = 0;
-			if (sha256_file(p, hex, &got) == 0 && strcmp(hex, it->sha256) == 0) {
-				it->path = p;
-				it->cached = 1;
-				x->state = X_DONE;
-				continue;
-			}
-			char *q = NULL;
-			cache_quarantine(c->cache_dir, it->sha256, p, &q);
-			ev_log(c, EV_WARN,
-			       "cached %s did not match its sha256 (got %s); moved to %s and "
-			       "downloading it again",
-			       it->name, hex, q ? q : "quarantine");
-			free(q);
-			free(p);
-		}
-		build_sources(&r, x);
+		if (use_cached(c, x))
+			continue;
 		x->part = cache_part_path(c->cache_dir, it->sha256);
-		/* Start before the first source; next_source() handles local ones now. */
-		x->cur = (size_t)-1;
-		next_source(&r, x);
+		int held = lock_part(x);
+		if (held < 0) {
+			item_fail(it, held == -ENOSPC ? TF_ENOSPC : TF_EIO,
+			          xasprintf("%s: cannot open %s: %s", it->name, x->part,
+			                    strerror(-held)));
+			x->state = X_DONE;
+			continue;
+		}
+		if (held == 0) {
+			ev_log(c, EV_INFO,
+			       "%s: another tfprov run is downloading it into %s; waiting",
+			       it->name, c->cache_dir);
+			x->state = X_WAIT;
+		} else {
+			start_fetching(&r, x);
+		}
 		if (x->state != X_DONE)
 			order[norder++] = x;
 	}

@@ -289,9 +289,16 @@ int state_open(const char *dir, int create, struct state **out, char **errmsg)
 	 * run the busy handler for that: two first runs on one root would see
 	 * SQLITE_BUSY. Retry for as long as busy_timeout would have waited.
 	 */
+	/*
+	 * synchronous=FULL: every commit syncs the WAL before it returns. The
+	 * placement journal's intents are single-statement commits that must be
+	 * on disk before the operation they announce (a stage created, a path
+	 * renamed aside); with NORMAL a power cut keeps the renames and loses the
+	 * intent, and recovery leaves the stage behind (test_power_loss.py).
+	 */
 	for (int tries = 0;; tries++) {
 		if (state_exec(st, "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; "
-		                   "PRAGMA synchronous=NORMAL") == 0)
+		                   "PRAGMA synchronous=FULL") == 0)
 			break;
 		int busy = (sqlite3_errcode(st->db) & 0xff) == SQLITE_BUSY;
 		if (!busy || tries >= 500) {
@@ -323,10 +330,20 @@ void state_close(struct state *st)
 	free(st);
 }
 
+/*
+ * The holder's line. A holder that has just taken the lock may not have
+ * written it yet: an empty file is read again for up to 200 ms.
+ */
 static char *read_holder(int fd)
 {
 	char buf[256];
-	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	ssize_t n = 0;
+	for (int tries = 0; tries < 10; tries++) {
+		n = pread(fd, buf, sizeof(buf) - 1, 0);
+		if (n > 0)
+			break;
+		usleep(20 * 1000);
+	}
 	if (n <= 0)
 		return xstrdup("unknown holder");
 	buf[n] = '\0';
@@ -334,26 +351,79 @@ static char *read_holder(int fd)
 	return xstrdup(buf);
 }
 
-int state_lock(struct state *st, double timeout, char **holder)
+struct state_writer {
+	char *path;         /* <dir>/lock */
+	int fd;             /* holds the flock */
+	struct strvec made; /* directories this run created, deepest first */
+};
+
+/* Remembers the ancestors of dir (dir included) that do not exist yet. */
+static void note_missing_dirs(struct strvec *made, const char *dir)
 {
-	char *path = path_join(st->dir, "lock");
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	free(path);
-	if (fd < 0)
-		return TF_ESTATE;
-	uint64_t deadline = now_ns() + (uint64_t)(timeout * 1e9);
-	for (;;) {
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+	char *p = xstrdup(dir);
+	struct stat st;
+	while (strlen(p) > 1 && stat(p, &st) != 0 && errno == ENOENT) {
+		int known = 0;
+		for (size_t i = 0; i < made->n && !known; i++)
+			known = strcmp(made->v[i], p) == 0;
+		if (!known)
+			strvec_push(made, p);
+		char *slash = strrchr(p, '/');
+		if (slash == NULL || slash == p)
 			break;
-		if (errno != EWOULDBLOCK && errno != EINTR) {
-			close(fd);
-			return TF_ESTATE;
+		*slash = '\0';
+	}
+	free(p);
+}
+
+/*
+ * Takes the flock on <dir>/lock, waiting up to timeout seconds. With `made`
+ * (a writer on a root that may have no state yet) the directory is created
+ * when missing, and the directories created are noted. A holder that
+ * releases may remove the file (state_writer_unlock with forget): a lock
+ * won on a file that is no longer at its path is dropped and the path
+ * opened again, so two runs never hold locks on two different files.
+ * 0 with *out the descriptor, TF_ELOCKED (*holder set), TF_ESTATE.
+ */
+static int take_lock(const char *dir, double timeout, struct strvec *made, int *out, char **holder)
+{
+	char *path = path_join(dir, "lock");
+	uint64_t deadline = now_ns() + (uint64_t)(timeout * 1e9);
+	int fd = -1, rc = 0, vanished = 0;
+	for (;;) {
+		if (fd < 0 && made) {
+			note_missing_dirs(made, dir);
+			if (mkdirs_at(AT_FDCWD, dir, 0755) != 0) {
+				rc = TF_ESTATE;
+				goto out;
+			}
+		}
+		if (fd < 0)
+			fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0 && !(errno == ENOENT && made)) {
+			rc = TF_ESTATE;
+			goto out;
+		}
+		if (fd < 0 && ++vanished < 100)
+			continue; /* a holder that created no state removed the directory: again */
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			struct stat held, now;
+			if (fstat(fd, &held) == 0 && stat(path, &now) == 0 &&
+			    held.st_dev == now.st_dev && held.st_ino == now.st_ino)
+				break;
+			close(fd); /* its holder removed it on the way out: open the path again */
+			fd = -1;
+			continue;
+		}
+		if (fd >= 0 && errno != EWOULDBLOCK && errno != EINTR) {
+			rc = TF_ESTATE;
+			goto out;
 		}
 		if (now_ns() >= deadline || tf_interrupted) {
 			if (holder)
-				*holder = read_holder(fd);
-			close(fd);
-			return TF_ELOCKED;
+				*holder = fd >= 0 ? read_holder(fd) : xstrdup("unknown holder");
+			rc = TF_ELOCKED;
+			goto out;
 		}
 		usleep(50 * 1000);
 	}
@@ -367,8 +437,18 @@ int state_lock(struct state *st, double timeout, char **holder)
 		/* The message is advisory; the lock itself is what matters. */
 	}
 	free(msg);
-	st->lockfd = fd;
-	return 0;
+	*out = fd;
+	fd = -1;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(path);
+	return rc;
+}
+
+int state_lock(struct state *st, double timeout, char **holder)
+{
+	return take_lock(st->dir, timeout, NULL, &st->lockfd, holder);
 }
 
 void state_unlock(struct state *st)
@@ -377,6 +457,41 @@ void state_unlock(struct state *st)
 		close(st->lockfd); /* releases the flock */
 		st->lockfd = -1;
 	}
+}
+
+int state_writer_lock(const char *dir, double timeout, struct state_writer **out, char **holder)
+{
+	struct state_writer *w = xcalloc(1, sizeof(*w));
+	w->path = path_join(dir, "lock");
+	int rc = take_lock(dir, timeout, &w->made, &w->fd, holder);
+	if (rc != 0) {
+		/* Not the holder: remove what this attempt created, if it is still empty. */
+		for (size_t i = 0; i < w->made.n; i++)
+			rmdir(w->made.v[i]);
+		strvec_release(&w->made);
+		free(w->path);
+		free(w);
+		*out = NULL;
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+void state_writer_unlock(struct state_writer *w, int forget)
+{
+	if (w == NULL)
+		return;
+	if (forget) {
+		/* Still holding the lock: a waiter that wins the old file sees it gone. */
+		unlink(w->path);
+		for (size_t i = 0; i < w->made.n; i++)
+			rmdir(w->made.v[i]); /* only if empty; in order, deepest first */
+	}
+	close(w->fd);
+	strvec_release(&w->made);
+	free(w->path);
+	free(w);
 }
 
 /* Runs `sql` with one text parameter; the first column of the first row, or 0. */

@@ -40,6 +40,19 @@ int state_lock(struct state *st, double timeout, char **holder);
 void state_unlock(struct state *st);
 
 /*
+ * The writer lock held apart from the database, as every writing command
+ * takes it at its start (before its first fetch), also on a root that has
+ * no state yet: the state directory is created if missing, and the
+ * directories created are remembered. Same file, same holder line and same
+ * results as state_lock. state_writer_unlock(w, forget) releases it; with
+ * forget (the run created no state) it first removes the lock file and the
+ * directories it created, if empty, so such a run leaves no trace. NULL: no-op.
+ */
+struct state_writer;
+int state_writer_lock(const char *dir, double timeout, struct state_writer **out, char **holder);
+void state_writer_unlock(struct state_writer *w, int forget);
+
+/*
  * The statement API: the only way code outside state/ runs a query. A
  * struct state_stmt is one prepared query. A failed prepare, bind or step is
  * remembered (the first one, with SQLite's message) so that a command never

@@ -146,6 +146,54 @@ static void test_second_writer_is_refused_naming_the_holder(void **unused)
 	free(d);
 }
 
+/*
+ * The writer lock of a root with no state yet: it creates the state dir, a
+ * second writer is refused naming the holder, and a holder that created no
+ * state leaves nothing behind (lock file and the directories it made).
+ */
+static void test_writer_lock_on_a_fresh_root_leaves_no_trace(void **unused)
+{
+	(void)unused;
+	char *root = tmpdir();
+	char *dir = path_join(root, "var/lib/tfprov");
+	char *var = path_join(root, "var");
+	struct state_writer *a = NULL, *b = NULL;
+	char *holder = NULL;
+	assert_int_equal(state_writer_lock(dir, 0, &a, NULL), 0);
+	assert_int_equal(access(dir, F_OK), 0);
+	assert_int_equal(state_writer_lock(dir, 0.1, &b, &holder), TF_ELOCKED);
+	assert_null(b);
+	char pid[32];
+	snprintf(pid, sizeof(pid), "pid %ld on ", (long)getpid());
+	assert_non_null(holder);
+	assert_non_null(strstr(holder, pid));
+	free(holder);
+	/* The old kind of lock (state_lock) excludes it too: one file. */
+	struct state *st = NULL;
+	char *err = NULL;
+	assert_int_equal(state_open(dir, 1, &st, &err), 0);
+	assert_int_equal(state_lock(st, 0, NULL), TF_ELOCKED);
+	state_close(st);
+	char *db = path_join(dir, "state.db");
+	unlink(db);
+	char *wal = xasprintf("%s-wal", db), *shm = xasprintf("%s-shm", db);
+	unlink(wal);
+	unlink(shm);
+	state_writer_unlock(a, 1);
+	assert_int_not_equal(access(var, F_OK), 0); /* var/lib/tfprov/lock and its dirs: gone */
+	assert_int_equal(state_writer_lock(dir, 0, &b, NULL), 0);
+	state_writer_unlock(b, 0); /* kept: a run that created state keeps its lock file */
+	char *lock = path_join(dir, "lock");
+	assert_int_equal(access(lock, F_OK), 0);
+	free(lock);
+	free(wal);
+	free(shm);
+	free(db);
+	free(var);
+	free(dir);
+	free(root);
+}
+
 /* An interrupted put: the new file is removed, the old one restored, no leftovers. */
 static void test_recovery_undoes_an_unfinished_update(void **unused)
 {
@@ -200,6 +248,7 @@ int main(void)
 	    cmocka_unit_test(test_version_1_database_is_migrated_keeping_its_rows),
 	    cmocka_unit_test(test_newer_schema_is_refused_not_downgraded),
 	    cmocka_unit_test(test_second_writer_is_refused_naming_the_holder),
+	    cmocka_unit_test(test_writer_lock_on_a_fresh_root_leaves_no_trace),
 	    cmocka_unit_test(test_recovery_undoes_an_unfinished_update),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
