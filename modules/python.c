@@ -2,8 +2,9 @@
  * python.c - the `pyenv` and `pip` steps.
  *
  * pyenv: manager conda installs the manifest's explicit lock natively
- * (conda.c: fetch, verify, extract, link, prefix replacement, conda-meta,
- * atomic swap) and writes the stack's activation hook into
+ * (conda.c: extract, link, prefix replacement, conda-meta into a journaled
+ * stage, placed by txn_replace_dir; the packages were fetched and verified
+ * before any step ran, pyenv_artifacts) and writes the stack's activation hook into
  * etc/conda/activate.d so `conda activate` sets the CUDA environment;
  * manager venv uses a system interpreter of exactly the manifest's X.Y.
  * Every file of the env is recorded.
@@ -114,13 +115,25 @@ static int record_env(struct ctx *c, struct txn *t, const char *prefix)
 	return rc;
 }
 
+/*
+ * The conda env is built in a journaled stage beside the prefix (files carry
+ * the final prefix) and put in place by the placement layer's journaled
+ * replace: a kill at any point leaves the old env (or none) for recovery to
+ * restore, or the new one committed.
+ */
 static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
                        const char *prefix)
 {
 	struct conda_result res = {0};
-	char *err = NULL;
-	(void)t;
-	int rc = conda_fetch_install(c, prefix, 0, m->python.pkgs, m->python.npkgs, &res, &err);
+	char *err = NULL, *stage = NULL;
+	int rc = txn_stage_dir(t, prefix, &stage);
+	if (rc == 0)
+		rc = conda_fetch_install(c, prefix, 0, m->python.pkgs, m->python.npkgs, stage, &res,
+		                         &err);
+	else
+		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
+	if (rc == 0 && (rc = txn_replace_dir(t, stage, prefix)) != 0)
+		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
 	if (rc != 0)
 		step_fail(s, "%s", err ? err : tf_strerror(rc));
 	else
@@ -128,22 +141,29 @@ static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 		       "pyenv: conda env %s: %zu packages (%zu extracted, %zu from the cache)",
 		       prefix, m->python.npkgs, res.extracted, res.reused);
 	free(err);
+	free(stage);
 	conda_result_release(&res);
 	return rc;
 }
 
-static int venv_apply(struct ctx *c, const struct manifest *m, struct step *s, const char *prefix)
+/*
+ * A venv records its own path (bin/activate, pyvenv.cfg, pip's script
+ * shebangs, its .pyc files), so it is built at its final path: an env of the
+ * same X.Y is kept; any other is moved aside by the journal first
+ * (txn_will_create: the row's backup), so a kill or failure puts it back and
+ * the commit deletes it.
+ */
+static int venv_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
+                      const char *prefix)
 {
 	char *python = NULL, *err = NULL;
 	char *host = ctx_host_path(c, prefix);
 	int created = 0;
 	int rc = pyenv_find_python(c, m->python.version.s, m->python.interpreter.s, &python, &err);
-	if (rc == 0) {
-		char *parent = xstrndup(host, (size_t)(strrchr(host, '/') - host));
-		mkdirs_at(AT_FDCWD, parent, 0755);
-		free(parent);
+	if (rc == 0 && !venv_reusable(python, host) && (rc = txn_will_create(t, prefix)) != 0)
+		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
+	if (rc == 0)
 		rc = venv_create(c, python, host, &created, &err);
-	}
 	if (rc != 0)
 		step_fail(s, "%s", err ? err : tf_strerror(rc));
 	else
@@ -263,15 +283,12 @@ static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 	int rc;
 	/* The old records go; the rebuilt env is recorded afresh. */
 	rc = txn_forget_all(t);
-	if (rc == 0 && m->python.manager == PYENV_CONDA) {
+	if (rc == 0 && m->python.manager == PYENV_CONDA)
 		rc = conda_apply(c, m, s, t, prefix);
-	} else if (rc == 0) {
-		rc = txn_will_create(t, prefix);
-		if (rc == 0)
-			rc = venv_apply(c, m, s, prefix);
-	}
-	if (rc == 0)
-		rc = record_env(c, t, prefix);
+	else if (rc == 0)
+		rc = venv_apply(c, m, s, t, prefix);
+	if (rc == 0 && (rc = record_env(c, t, prefix)) != 0)
+		step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
 	if (rc == 0 && m->python.manager == PYENV_VENV)
 		rc = venv_hook(c, m, s, t, prefix);
 	if (rc == 0 && m->python.manager == PYENV_CONDA)

@@ -290,8 +290,14 @@ int state_open(const char *dir, int create, struct state **out, char **errmsg)
 	 * SQLITE_BUSY. Retry for as long as busy_timeout would have waited.
 	 */
 	for (int tries = 0;; tries++) {
+		/*
+		 * synchronous=FULL: a commit returns only once the WAL is on disk.
+		 * The placement journal depends on it: an intent row must be
+		 * durable before the rename it announces, and a txn's records
+		 * before its backups are deleted (ARCHITECTURE.md section 5).
+		 */
 		if (state_exec(st, "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; "
-		                   "PRAGMA synchronous=NORMAL") == 0)
+		                   "PRAGMA synchronous=FULL") == 0)
 			break;
 		int busy = (sqlite3_errcode(st->db) & 0xff) == SQLITE_BUSY;
 		if (!busy || tries >= 500) {
