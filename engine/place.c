@@ -7,7 +7,10 @@
  *   put    - a file `path` is being written via `tmp`, old one kept at `backup`
  *   tree   - a staged tree `tmp` is being renamed to `path`, old at `backup`
  *   rm     - `path` is being removed by renaming it to `backup`
+ *   mkdir  - a directory `path` was created (undo: remove it when empty)
+ *   snap   - `backup` is a complete snapshot of the directory `path`
  *   gc     - committed; `backup` is garbage to delete
+ *   rmdir  - committed; the directory `path` goes when empty
  * Undo never touches a path that the files table says is recorded, except to
  * restore a backup over it, so an undo can never delete committed work.
  */
@@ -796,6 +799,26 @@ static void gc_rows(struct state *st)
 	strvec_release(&paths);
 }
 
+static int path_asc(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A journal row outside any txn's list (committed with the caller's transaction). */
+static int journal_row(struct state *st, const char *op, const char *path)
+{
+	struct state_stmt *s = NULL;
+	int rc = 0;
+	state_prepare(st, "INSERT INTO journal(op, path, created) VALUES (?,?,?)", &s);
+	state_bind_text(s, 1, op);
+	state_bind_text(s, 2, path);
+	state_bind_int64(s, 3, now_unix());
+	if (state_step(s) != STATE_DONE)
+		rc = TF_ESTATE;
+	state_finalize(s);
+	return rc;
+}
+
 static int sync_one(struct txn *t, int fd, const char *what)
 {
 	if (syncfs(fd) != 0)
@@ -877,6 +900,13 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 			state_resource_release(&r);
 		}
 	}
+	/* The directories to remove once empty, journaled with the commit: a kill
+	 * after it leaves them to the next run's recovery, not to nobody. */
+	if (rc == 0 && t->rmdirs.n > 1)
+		qsort(t->rmdirs.v, t->rmdirs.n, sizeof(char *), path_asc);
+	for (size_t i = 0; i < t->rmdirs.n && rc == 0; i++)
+		if (journal_row(st, "rmdir", t->rmdirs.v[i]) != 0)
+			rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
 	for (size_t i = 0; i < t->njids && rc == 0; i++) {
 		char *sql =
 		    xasprintf("UPDATE journal SET op = 'gc' WHERE id = %lld AND backup IS "
@@ -895,6 +925,8 @@ out:
 	t->njids = 0;
 	gc_rows(st);
 	remove_dirs(t);
+	if (t->rmdirs.n)
+		state_exec(st, "DELETE FROM journal WHERE op = 'rmdir'");
 	return 0;
 }
 
@@ -924,8 +956,10 @@ static void undo_row(struct ctx *c, const char *op, const char *path, const char
 	if (strcmp(op, "stage") == 0) {
 		stage_wait_idle(host);
 		fs_rmtree(host);
-	} else if (strcmp(op, "mkdir") == 0) {
-		rmdir(host); /* only when empty: anything inside is someone's */
+	} else if (strcmp(op, "mkdir") == 0 || strcmp(op, "rmdir") == 0) {
+		/* Only when empty: anything inside is someone's. (rmdir: the
+		 * directory of a committed removal, journaled with the commit.) */
+		rmdir(host);
 	} else if (strcmp(op, "put") == 0 || strcmp(op, "tree") == 0) {
 		if (tmp && exists(tmp) && strcmp(op, "put") == 0)
 			fs_rmtree(tmp);
@@ -1061,6 +1095,7 @@ int place_recover(struct ctx *c)
 	struct state_stmt *s = NULL;
 	int n = 0;
 	struct strvec rows = STRVEC_INIT; /* op \x1f path \x1f tmp \x1f backup */
+	struct strvec rmdirs = STRVEC_INIT;
 	state_prepare(st, "SELECT op, path, tmp, backup FROM journal ORDER BY id DESC", &s);
 	while (state_step(s) == STATE_ROW) {
 		const char *op = state_col_text(s, 0);
@@ -1076,10 +1111,21 @@ int place_recover(struct ctx *c)
 			f[k] = strchr(f[k - 1], '\x1f');
 			*f[k]++ = '\0';
 		}
+		if (strcmp(f[0], "rmdir") == 0) {
+			strvec_push(&rmdirs, f[1]);
+			continue;
+		}
 		undo_row(c, f[0], f[1], f[2][0] ? f[2] : NULL, f[3][0] ? f[3] : NULL);
 		if (strcmp(f[0], "gc") != 0)
 			n++;
 	}
+	/* Last, once the garbage in them is gone: a committed removal's
+	 * directories, deepest first, each only when empty. */
+	if (rmdirs.n > 1)
+		qsort(rmdirs.v, rmdirs.n, sizeof(char *), path_desc);
+	for (size_t i = 0; i < rmdirs.n; i++)
+		undo_row(c, "rmdir", rmdirs.v[i], NULL, NULL);
+	strvec_release(&rmdirs);
 	size_t n_rows = rows.n;
 	strvec_release(&rows);
 	/* We hold the writer lock: any generation still 'running' was killed.

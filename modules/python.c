@@ -287,12 +287,14 @@ static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 		rc = conda_apply(c, m, s, t, prefix);
 	else if (rc == 0)
 		rc = venv_apply(c, m, s, t, prefix);
+	/* The conda hook first, so its directories (etc/conda/activate.d) are
+	 * recorded with the env and go with it when the env is removed. */
+	if (rc == 0 && m->python.manager == PYENV_CONDA)
+		rc = write_hook(c, m, t, prefix);
 	if (rc == 0 && (rc = record_env(c, t, prefix)) != 0)
 		step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
 	if (rc == 0 && m->python.manager == PYENV_VENV)
 		rc = venv_hook(c, m, s, t, prefix);
-	if (rc == 0 && m->python.manager == PYENV_CONDA)
-		rc = write_hook(c, m, t, prefix);
 	free(prefix);
 	return rc;
 }
