@@ -402,7 +402,9 @@ static size_t choose(const struct cands *cs, const struct pip_req *q, const stru
 /* Label of a pin in messages: name==version (file). */
 static char *label(const struct pip_req *q, const char *file)
 {
-	return xasprintf("%s==%s (%s)", q->raw_name ? q->raw_name : q->name, q->version, file);
+	const char *name = q->raw_name ? q->raw_name : q->name ? q->name : "?";
+	return q->version ? xasprintf("%s==%s (%s)", name, q->version, file)
+	                  : xasprintf("%s (%s)", name, file);
 }
 
 static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipart_src *src,
@@ -411,19 +413,24 @@ static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipa
 	struct cands cs = {0};
 	int *use = NULL, rc = 0;
 	char *page = NULL;
+	const char *sep = str_ends_with(index, "/") ? "" : "/";
 	/* 1. Files of this pin already verified into the cache: no index needed. */
 	for (size_t h = 0; h < q->nhashes; h++) {
 		char *file = names_get(c, q->hashes[h]), *path = cache_lookup(c, q->hashes[h]);
-		if (file && path && file_is(file, q->name, q->version))
-			cands_add(&cs, file, path, q->hashes[h], str_ends_with(file, ".whl"));
+		if (file && path && file_is(file, q->name, q->version)) {
+			/* Where it came from, as far as this run can tell (messages; the
+			 * fetch finds the bytes in the cache by their hash). */
+			char *url = src->dir ? path_join(src->dir, file)
+			                     : xasprintf("%s%s%s/%s", index, sep, q->name, file);
+			cands_add(&cs, file, url, q->hashes[h], str_ends_with(file, ".whl"));
+			free(url);
+		}
 		free(file);
 		free(path);
 	}
 	use = xcalloc(cs.n + 1, sizeof(*use));
-	if (cs.n && choose(&cs, q, src, use)) {
-		/* The url is for messages only: the cache has the bytes. */
+	if (cs.n && choose(&cs, q, src, use))
 		goto add;
-	}
 	cands_release(&cs);
 	/* 2. Where pip would look. */
 	if (src->dir) {
@@ -433,7 +440,7 @@ static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipa
 		for (size_t h = 0; h < q->nhashes; h++) {
 			char *file = names_get(c, q->hashes[h]);
 			if (file && file_is(file, q->name, q->version)) {
-				char *url = xasprintf("%s%s/%s", index, q->name, file);
+				char *url = xasprintf("%s%s%s/%s", index, sep, q->name, file);
 				cands_add(&cs, file, url, q->hashes[h],
 				          str_ends_with(file, ".whl"));
 				free(url);
@@ -443,7 +450,7 @@ static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipa
 	} else {
 		struct strbuf b = STRBUF_INIT;
 		char *err = NULL;
-		page = xasprintf("%s%s%s/", index, str_ends_with(index, "/") ? "" : "/", q->name);
+		page = xasprintf("%s%s%s/", index, sep, q->name);
 		rc = http_get(c, page, &b, &err);
 		if (rc != 0) {
 			*errmsg = xasprintf("%s==%s: cannot read the index page %s (%s)",
@@ -476,7 +483,7 @@ static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipa
 		} else if ((c->flags & CTX_OFFLINE) && !src->dir) {
 			char *name =
 			    xasprintf("%s==%s", q->raw_name ? q->raw_name : q->name, q->version);
-			char *url = xasprintf("%s%s/", index, q->name);
+			char *url = xasprintf("%s%s%s/", index, sep, q->name);
 			artset_add(out, name, url, q->hashes[0], -1, 0);
 			free(name);
 			free(url);
