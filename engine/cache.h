@@ -8,6 +8,9 @@
  *   partial/<hex>.part           a download in progress (resumed with Range), 0600
  *   quarantine/<hex>.<unixtime>  bytes that failed verification, kept for a human,
  *                                0400: they may be anything, a root-only file too
+ *   names/<hex>                  the file name a pip artifact of that hash had where
+ *                                it was found (pipart.h): a hint for naming the
+ *                                verified file, never trusted for its bytes
  *   unpack/run-XXXXXX/<hex>      an apply's decode-ahead (artifacts.h), held by an
  *                                flock on unpack/run-XXXXXX.lock; removed when the
  *                                run ends, or by the next run if it was killed

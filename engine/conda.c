@@ -859,8 +859,8 @@ static int write_history(struct linker *L, const char *host_prefix, const struct
 }
 
 int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
-                        const struct conda_pkg *pkgs, size_t n, struct conda_result *res,
-                        char **errmsg)
+                        const struct conda_pkg *pkgs, size_t n, const char *stage,
+                        struct conda_result *res, char **errmsg)
 {
 	struct fetch_item *items = xcalloc(n ? n : 1, sizeof(*items));
 	char **files = xcalloc(n ? n : 1, sizeof(*files));
@@ -891,8 +891,8 @@ int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
 	}
 	if (rc == 0) {
 		mkdirs_at(AT_FDCWD, dir, 0755);
-		rc = conda_install(prefix_is_host ? NULL : c, prefix, dir, pkgs, files, n, res,
-		                   errmsg);
+		rc = conda_install(prefix_is_host ? NULL : c, prefix, dir, pkgs, files, n, stage,
+		                   res, errmsg);
 	}
 out:
 	for (size_t i = 0; i < n; i++) {
@@ -906,7 +906,7 @@ out:
 }
 
 int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
-                  const struct conda_pkg *pkgs, char *const *files, size_t n,
+                  const struct conda_pkg *pkgs, char *const *files, size_t n, const char *stage_in,
                   struct conda_result *res, char **errmsg)
 {
 	char *host = c ? ctx_host_path(c, prefix) : xstrdup(prefix);
@@ -949,10 +949,15 @@ int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
 		mkdirs_at(AT_FDCWD, parent, 0755);
 	}
 	free(parent);
-	char *tmpl = xasprintf("%s.tfprov-stage.XXXXXX", host);
-	stage = mkdtemp(tmpl);
+	if (stage_in) {
+		/* The caller's (journaled) stage: built there, placed by the caller. */
+		stage = mkdir(stage_in, 0755) == 0 ? xstrdup(stage_in) : NULL;
+	} else {
+		char *tmpl = xasprintf("%s.tfprov-stage.XXXXXX", host);
+		if ((stage = mkdtemp(tmpl)) == NULL)
+			free(tmpl);
+	}
 	if (stage == NULL) {
-		free(tmpl);
 		*errmsg =
 		    xasprintf("%s: cannot create a staging directory: %s", host, strerror(errno));
 		rc = TF_EIO;
@@ -980,11 +985,23 @@ int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
 	if (rc)
 		goto out;
 
-	int sfd = open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (sfd >= 0) {
-		syncfs(sfd);
-		close(sfd);
+	if (stage_in) {
+		/* The caller places the stage (txn_replace_dir); its commit syncs. */
+		free(stage);
+		stage = NULL;
+		goto out;
 	}
+	/* A throwaway env (tfprov lock, tests): durable, then swapped in. */
+	int sfd = open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sfd < 0 || syncfs(sfd) != 0) {
+		*errmsg = xasprintf("%s: cannot make the new environment durable (syncfs): %s",
+		                    stage, strerror(errno));
+		if (sfd >= 0)
+			close(sfd);
+		rc = TF_EIO;
+		goto out;
+	}
+	close(sfd);
 	int e = fs_swap_in(stage, host);
 	if (e != 0) {
 		*errmsg = xasprintf("%s: cannot move the new environment into place: %s", host,

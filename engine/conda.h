@@ -15,8 +15,10 @@
  *  - Files carry the FINAL prefix (prefix replacement writes `prefix`, never
  *    the staging path); a binary file whose placeholder is shorter than the
  *    prefix is refused and named.
- *  - The env at `prefix` is replaced only by a complete new env (renameat2
- *    RENAME_EXCHANGE); on any failure the old env (or none) remains.
+ *  - The env at `prefix` is replaced only by a complete new env: in apply by
+ *    the placement layer's journaled replace of the stage the pyenv step
+ *    gives (so recovery after a kill knows both trees); elsewhere by
+ *    renameat2 RENAME_EXCHANGE. On any failure the old env (or none) remains.
  *
  * `prefix` is the env's path as programs will see it (root-relative when
  * ctx->root is not "/"); `pkgs_dir` and `files` are host paths.
@@ -48,10 +50,14 @@ void conda_result_release(struct conda_result *r);
 
 /*
  * Installs pkgs[i] (package file files[i]) into prefix, in the given
- * (topological) order. 0, or a TF_E* code with *errmsg (caller frees).
+ * (topological) order. With `stage` (a host path that does not exist yet,
+ * e.g. from txn_stage_dir) the env is built there, files carrying `prefix`,
+ * and left for the caller to place (txn_replace_dir); without, it is built
+ * in a sibling of prefix, synced and swapped in (a throwaway env: tfprov
+ * lock). 0, or a TF_E* code with *errmsg (caller frees).
  */
 int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
-                  const struct conda_pkg *pkgs, char *const *files, size_t n,
+                  const struct conda_pkg *pkgs, char *const *files, size_t n, const char *stage,
                   struct conda_result *res, char **errmsg);
 
 /*
@@ -61,8 +67,8 @@ int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
  * A package pinned by md5 only is refused (TF_EMANIFEST).
  */
 int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
-                        const struct conda_pkg *pkgs, size_t n, struct conda_result *res,
-                        char **errmsg);
+                        const struct conda_pkg *pkgs, size_t n, const char *stage,
+                        struct conda_result *res, char **errmsg);
 
 /*
  * Extracts one package file into <pkgs_dir>/<dist>/ unless a complete entry

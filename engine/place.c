@@ -7,7 +7,10 @@
  *   put    - a file `path` is being written via `tmp`, old one kept at `backup`
  *   tree   - a staged tree `tmp` is being renamed to `path`, old at `backup`
  *   rm     - `path` is being removed by renaming it to `backup`
+ *   mkdir  - a directory `path` was created (undo: remove it when empty)
+ *   snap   - `backup` is a complete snapshot of the directory `path`
  *   gc     - committed; `backup` is garbage to delete
+ *   rmdir  - committed; the directory `path` goes when empty
  * Undo never touches a path that the files table says is recorded, except to
  * restore a backup over it, so an undo can never delete committed work.
  */
@@ -50,7 +53,36 @@ struct txn {
 	char *err;
 	unsigned seq;
 	int forget_all;
+	struct strvec jpaths;   /* the path of each journal row of this txn (jids order) */
+	struct strvec syncdirs; /* a directory on each filesystem this txn wrote to */
+	dev_t *devs;
+	size_t ndevs;
+	struct strvec refresh; /* resources of this stack to re-read at the commit */
 };
+
+/*
+ * Remembers the filesystem of the directory that holds `path` (root-relative),
+ * so the commit syncs every filesystem the txn wrote to (a prefix may be a
+ * mount of its own under the root), not only the root's.
+ */
+static void note_fs(struct txn *t, const char *path)
+{
+	char *host = ctx_host_path(t->c, path);
+	char *slash = strrchr(host, '/');
+	if (slash && slash != host)
+		*slash = '\0';
+	struct stat st;
+	if (stat(host, &st) == 0) {
+		for (size_t i = 0; i < t->ndevs; i++)
+			if (t->devs[i] == st.st_dev)
+				goto out;
+		t->devs = xrealloc(t->devs, (t->ndevs + 1) * sizeof(*t->devs));
+		t->devs[t->ndevs++] = st.st_dev;
+		strvec_push(&t->syncdirs, host);
+	}
+out:
+	free(host);
+}
 
 static int64_t journal_add(struct txn *t, const char *op, const char *path, const char *tmp,
                            const char *backup)
@@ -75,6 +107,8 @@ static int64_t journal_add(struct txn *t, const char *op, const char *path, cons
 			t->jids = xrealloc(t->jids, t->capj * sizeof(*t->jids));
 		}
 		t->jids[t->njids++] = id;
+		strvec_push(&t->jpaths, path);
+		note_fs(t, path);
 	}
 	return id;
 }
@@ -184,9 +218,15 @@ static int claim_path(struct txn *t, const char *path, const char *host)
 int txn_will_create(struct txn *t, const char *path)
 {
 	char *host = ctx_host_path(t->c, path);
+	char *backup = NULL;
 	int rc = claim_path(t, path, host);
-	if (rc == 0 && !exists(host) && journal_add(t, "tree", path, NULL, NULL) == 0)
+	if (rc == 0 && exists(host))
+		backup = sibling(t, host, "bak");
+	if (rc == 0 && journal_add(t, "tree", path, NULL, backup) == 0)
 		rc = fail(t, TF_ESTATE, "cannot write the journal");
+	else if (rc == 0 && backup && rename(host, backup) != 0)
+		rc = fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
+	free(backup);
 	free(host);
 	return rc;
 }
@@ -395,7 +435,15 @@ int txn_replace_dir(struct txn *t, const char *staged, const char *path)
 	char *backup = sibling(t, host, "bak");
 	struct stat st;
 	int rc = 0;
-	if (lstat(host, &st) != 0 || !S_ISDIR(st.st_mode) || owner_class(t, path) == 0)
+	if (lstat(host, &st) != 0 && errno == ENOENT) {
+		/* Nothing there yet: the staged tree is renamed in, journaled. */
+		if ((rc = claim_path(t, path, host)) == 0 &&
+		    journal_add(t, "tree", path, staged, NULL) == 0)
+			rc = fail(t, TF_ESTATE, "cannot write the journal");
+		else if (rc == 0 && rename(staged, host) != 0)
+			rc = fail(t, TF_EIO, "cannot rename the staged tree into %s: %s", path,
+			          strerror(errno));
+	} else if (!S_ISDIR(st.st_mode) || owner_class(t, path) == 0)
 		rc = fail(t, TF_ECONFLICT, "%s is not a directory tfprov placed", path);
 	else if (journal_add(t, "tree", path, staged, backup) == 0)
 		rc = fail(t, TF_ESTATE, "cannot write the journal");
@@ -636,6 +684,19 @@ static void remove_dirs(struct txn *t)
 
 int txn_record_tree(struct txn *t, const char *path, const struct place_entry *entries, size_t n)
 {
+	/*
+	 * Only a tree this txn journaled (built in a journaled stage or in a
+	 * journaled path) or one this resource placed before: a tree built
+	 * where the journal cannot undo it is never recorded.
+	 */
+	int known = 0;
+	size_t pl = strlen(path);
+	for (size_t i = 0; i < t->jpaths.n && !known; i++)
+		known = strcmp(t->jpaths.v[i], path) == 0 ||
+		        (strncmp(t->jpaths.v[i], path, pl) == 0 && t->jpaths.v[i][pl] == '/');
+	if (!known && owner_class(t, path) != 1)
+		return fail(t, TF_ECONFLICT,
+		            "%s was not built through the journal: refusing to record it", path);
 	struct state_file f;
 	memset(&f, 0, sizeof(f));
 	f.path = (char *)path;
@@ -657,6 +718,17 @@ int txn_forget_all(struct txn *t)
 
 int txn_refresh_resource(struct txn *t, const char *addr)
 {
+	strvec_push(&t->refresh, addr);
+	return 0;
+}
+
+/*
+ * Inside the commit's SQLite transaction: the recorded files of resource
+ * `addr` of this stack are re-read (missing ones forgotten, changed ones
+ * rehashed), so the records change with the txn or not at all.
+ */
+static int refresh_now(struct txn *t, const char *addr)
+{
 	struct state *st = t->c->st;
 	struct state_resource r;
 	struct collect col = {STRVEC_INIT, STRVEC_INIT};
@@ -664,10 +736,6 @@ int txn_refresh_resource(struct txn *t, const char *addr)
 	if (state_resource_get(st, t->stack_id, addr, &r) != 0)
 		return 0;
 	state_files_foreach(st, r.id, collect_cb, &col);
-	if (state_begin(st) != 0) {
-		rc = TF_ESTATE;
-		goto out;
-	}
 	for (size_t i = 0; i < col.paths.n && rc == 0; i++) {
 		char *host = ctx_host_path(t->c, col.paths.v[i]);
 		struct stat sb;
@@ -688,11 +756,6 @@ int txn_refresh_resource(struct txn *t, const char *addr)
 		}
 		free(host);
 	}
-	if (rc == 0)
-		rc = state_commit(st);
-	else
-		state_rollback(st);
-out:
 	strvec_release(&col.paths);
 	strvec_release(&col.types);
 	state_resource_release(&r);
@@ -756,20 +819,77 @@ static void gc_rows(struct state *st)
 	strvec_release(&paths);
 }
 
+static int path_asc(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A journal row outside any txn's list (committed with the caller's transaction). */
+static int journal_row(struct state *st, const char *op, const char *path)
+{
+	struct state_stmt *s = NULL;
+	int rc = 0;
+	state_prepare(st, "INSERT INTO journal(op, path, created) VALUES (?,?,?)", &s);
+	state_bind_text(s, 1, op);
+	state_bind_text(s, 2, path);
+	state_bind_int64(s, 3, now_unix());
+	if (state_step(s) != STATE_DONE)
+		rc = TF_ESTATE;
+	state_finalize(s);
+	return rc;
+}
+
+static int sync_one(struct txn *t, int fd, const char *what)
+{
+	if (syncfs(fd) != 0)
+		return fail(t, errno == ENOSPC ? TF_ENOSPC : TF_EIO,
+		            "cannot make %s durable (syncfs): %s; nothing was recorded", what,
+		            strerror(errno));
+	return 0;
+}
+
+static int sync_all(struct txn *t)
+{
+	int rc = 0;
+	struct stat st;
+	dev_t rootdev = 0;
+	if (t->c->rootfd >= 0) {
+		rc = sync_one(t, t->c->rootfd, t->c->root);
+		if (rc == 0 && fstat(t->c->rootfd, &st) == 0)
+			rootdev = st.st_dev;
+	} else {
+		int fd = open(t->c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			return fail(t, TF_EIO, "cannot open %s to make it durable: %s", t->c->root,
+			            strerror(errno));
+		rc = sync_one(t, fd, t->c->root);
+		if (rc == 0 && fstat(fd, &st) == 0)
+			rootdev = st.st_dev;
+		close(fd);
+	}
+	for (size_t i = 0; i < t->syncdirs.n && rc == 0; i++) {
+		if (t->devs[i] == rootdev)
+			continue;
+		int fd = open(t->syncdirs.v[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			continue; /* removed since (a stage): nothing of it is recorded */
+		rc = sync_one(t, fd, t->syncdirs.v[i]);
+		close(fd);
+	}
+	return rc;
+}
+
 int txn_commit(struct txn *t, const char *desired, const char *attrs)
 {
 	struct state *st = t->c->st;
 	int rc = 0;
-	/* One syncfs makes every staged byte and rename durable (no per-file fsync). */
-	if (t->c->rootfd >= 0) {
-		syncfs(t->c->rootfd);
-	} else {
-		int fd = open(t->c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd >= 0) {
-			syncfs(fd);
-			close(fd);
-		}
-	}
+	/*
+	 * One syncfs per filesystem written to makes every staged byte and
+	 * rename durable (no per-file fsync) before the records say so. A
+	 * failure commits nothing: the caller aborts and the journal undoes.
+	 */
+	if ((rc = sync_all(t)) != 0)
+		return rc;
 	if (state_begin(st) != 0)
 		return fail(t, TF_ESTATE, "cannot begin: %s", state_errmsg(st));
 	int64_t rid = 0;
@@ -791,6 +911,8 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 		rc = state_file_delete(st, t->rmdirs.v[i]);
 	for (size_t i = 0; i < t->nadds && rc == 0; i++)
 		rc = state_file_put(st, rid, &t->adds[i]);
+	for (size_t i = 0; i < t->refresh.n && rc == 0; i++)
+		rc = refresh_now(t, t->refresh.v[i]);
 	if (rc == 0 && !desired) {
 		struct state_resource r;
 		if (state_resource_get(st, t->stack_id, t->addr, &r) == 0) {
@@ -798,6 +920,13 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 			state_resource_release(&r);
 		}
 	}
+	/* The directories to remove once empty, journaled with the commit: a kill
+	 * after it leaves them to the next run's recovery, not to nobody. */
+	if (rc == 0 && t->rmdirs.n > 1)
+		qsort(t->rmdirs.v, t->rmdirs.n, sizeof(char *), path_asc);
+	for (size_t i = 0; i < t->rmdirs.n && rc == 0; i++)
+		if (journal_row(st, "rmdir", t->rmdirs.v[i]) != 0)
+			rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
 	for (size_t i = 0; i < t->njids && rc == 0; i++) {
 		char *sql =
 		    xasprintf("UPDATE journal SET op = 'gc' WHERE id = %lld AND backup IS "
@@ -816,6 +945,8 @@ out:
 	t->njids = 0;
 	gc_rows(st);
 	remove_dirs(t);
+	if (t->rmdirs.n)
+		state_exec(st, "DELETE FROM journal WHERE op = 'rmdir'");
 	return 0;
 }
 
@@ -845,8 +976,10 @@ static void undo_row(struct ctx *c, const char *op, const char *path, const char
 	if (strcmp(op, "stage") == 0) {
 		stage_wait_idle(host);
 		fs_rmtree(host);
-	} else if (strcmp(op, "mkdir") == 0) {
-		rmdir(host); /* only when empty: anything inside is someone's */
+	} else if (strcmp(op, "mkdir") == 0 || strcmp(op, "rmdir") == 0) {
+		/* Only when empty: anything inside is someone's. (rmdir: the
+		 * directory of a committed removal, journaled with the commit.) */
+		rmdir(host);
 	} else if (strcmp(op, "put") == 0 || strcmp(op, "tree") == 0) {
 		if (tmp && exists(tmp) && strcmp(op, "put") == 0)
 			fs_rmtree(tmp);
@@ -905,6 +1038,10 @@ void txn_abort(struct txn *t)
 	strvec_release(&t->dels);
 	strvec_release(&t->rmdirs);
 	strvec_release(&t->kept);
+	strvec_release(&t->jpaths);
+	strvec_release(&t->syncdirs);
+	strvec_release(&t->refresh);
+	free(t->devs);
 	free(t->addr);
 	free(t->kind);
 	free(t->err);
@@ -978,6 +1115,7 @@ int place_recover(struct ctx *c)
 	struct state_stmt *s = NULL;
 	int n = 0;
 	struct strvec rows = STRVEC_INIT; /* op \x1f path \x1f tmp \x1f backup */
+	struct strvec rmdirs = STRVEC_INIT;
 	state_prepare(st, "SELECT op, path, tmp, backup FROM journal ORDER BY id DESC", &s);
 	while (state_step(s) == STATE_ROW) {
 		const char *op = state_col_text(s, 0);
@@ -993,10 +1131,21 @@ int place_recover(struct ctx *c)
 			f[k] = strchr(f[k - 1], '\x1f');
 			*f[k]++ = '\0';
 		}
+		if (strcmp(f[0], "rmdir") == 0) {
+			strvec_push(&rmdirs, f[1]);
+			continue;
+		}
 		undo_row(c, f[0], f[1], f[2][0] ? f[2] : NULL, f[3][0] ? f[3] : NULL);
 		if (strcmp(f[0], "gc") != 0)
 			n++;
 	}
+	/* Last, once the garbage in them is gone: a committed removal's
+	 * directories, deepest first, each only when empty. */
+	if (rmdirs.n > 1)
+		qsort(rmdirs.v, rmdirs.n, sizeof(char *), path_desc);
+	for (size_t i = 0; i < rmdirs.n; i++)
+		undo_row(c, "rmdir", rmdirs.v[i], NULL, NULL);
+	strvec_release(&rmdirs);
 	size_t n_rows = rows.n;
 	strvec_release(&rows);
 	/*

@@ -8,7 +8,8 @@
  * Each operation first writes its intent to the journal table (committed),
  * then stages bytes in the destination directory and renames them into place;
  * a path that existed is first renamed aside as a backup. txn_commit does one
- * syncfs, then in ONE SQLite transaction records the files, the resource and
+ * syncfs per filesystem the txn wrote to (checked: a failure commits nothing),
+ * then in ONE SQLite transaction records the files, the resource and
  * drops the journal rows (keeping backups as 'gc' rows that are deleted
  * after). txn_abort and place_recover undo whatever the journal says was
  * started and not committed: remove new paths, restore backups.
@@ -59,12 +60,14 @@ int txn_put_tree(struct txn *t, const char *staged_host_dir, const char *path,
 int txn_merge_tree(struct txn *t, const char *staged_host_dir, const char *path,
                    const struct place_entry *entries, size_t n);
 /*
- * Replaces the existing directory `path` by the staged tree (a host path on
- * the same filesystem, typically from txn_stage_dir) with one journaled pair
- * of renames; the old tree is garbage once the txn commits, and an abort or a
+ * Replaces the directory `path` by the staged tree (a host path on the same
+ * filesystem, typically from txn_stage_dir) with one journaled pair of
+ * renames; the old tree is garbage once the txn commits, and an abort or a
  * kill puts it back. `path` must be a directory tfprov placed (the env a pip
- * step installs into belongs to the stack's pyenv step). Nothing is recorded:
- * the owner re-reads its files (txn_refresh_resource).
+ * step installs into belongs to the stack's pyenv step), or absent (then its
+ * parents are created, journaled, and the tree is renamed in). Nothing is
+ * recorded: the owner records the tree (txn_record_tree) or re-reads its
+ * files (txn_refresh_resource).
  */
 int txn_replace_dir(struct txn *t, const char *staged_host_dir, const char *path);
 /* Creates a journaled staging directory next to `near_path` (root-relative)
@@ -87,19 +90,28 @@ const struct strvec *txn_kept(const struct txn *t);
 /* The stack this txn belongs to. */
 int64_t txn_stack_id(const struct txn *t);
 /*
- * Announces that `path`, absent now, will be built in place by something else
- * (python -m venv writes its own path into the env, so it cannot be staged
- * and renamed): journaled, so a kill before the commit removes it. A path that
- * exists must be this resource's (an update), else it is a conflict.
+ * Announces that `path` will be built in place by something else (python -m
+ * venv writes its own path into the env, so it cannot be staged and
+ * renamed): journaled, so a kill before the commit removes what was built.
+ * A path that exists must be this resource's (an update), else it is a
+ * conflict; it is renamed aside first as the journal row's backup, so an
+ * abort or a kill puts it back and the commit deletes it.
  */
 int txn_will_create(struct txn *t, const char *path);
-/* Records a tree something else built in place (a conda swap, a venv). */
+/*
+ * Records a tree built through this txn (txn_replace_dir, txn_will_create:
+ * a path this txn journaled) or that this resource placed before; any other
+ * tree is refused (TF_ECONFLICT). The records are written at the commit.
+ */
 int txn_record_tree(struct txn *t, const char *path, const struct place_entry *entries, size_t n);
-/* Forgets every record of this resource at commit (the files are rebuilt). */
+/* Forgets every record of this resource at commit (the files are rebuilt):
+ * it changes nothing before the commit's one SQLite transaction. */
 int txn_forget_all(struct txn *t);
-/* Re-reads the recorded files of another resource of this stack that this
- * step changed on purpose (pip inside the env): missing ones are forgotten,
- * changed ones rehashed. */
+/* Re-reads, inside the commit's SQLite transaction, the recorded files of
+ * another resource of this stack that this step changed on purpose (pip
+ * inside the env): missing ones are forgotten, changed ones rehashed. A kill
+ * before the commit leaves those records as they were, with the env (the
+ * step's journaled snapshot puts it back). */
 int txn_refresh_resource(struct txn *t, const char *addr);
 /* Records desired/attrs and makes everything durable and recorded. */
 int txn_commit(struct txn *t, const char *desired, const char *attrs);

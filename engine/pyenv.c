@@ -319,37 +319,38 @@ static char *venv_version(const char *prefix)
 	return ver;
 }
 
+int venv_reusable(const char *python, const char *prefix)
+{
+	char *want = NULL, *have = NULL, *py = NULL;
+	int has_venv = 0, ok = 0;
+	if (probe_python(python, &want, &has_venv) == 0 && (have = venv_version(prefix)) != NULL) {
+		py = path_join(prefix, "bin/python");
+		ok = strcmp(have, want) == 0 && access(py, X_OK) == 0;
+	}
+	free(want);
+	free(have);
+	free(py);
+	return ok;
+}
+
 int venv_create(struct ctx *c, const char *python, const char *prefix, int *created, char **errmsg)
 {
-	char *want = NULL, *have = NULL, *aside = NULL, *py = NULL;
-	int has_venv = 0, rc = 0;
+	int rc = 0;
 	struct spawn_result r = {0};
 	struct stat st;
 	*created = 0;
 
-	rc = probe_python(python, &want, &has_venv);
-	if (rc != 0) {
-		*errmsg = xasprintf("%s: cannot run this interpreter", python);
-		goto out;
-	}
-	have = venv_version(prefix);
-	py = path_join(prefix, "bin/python");
-	if (have != NULL && strcmp(have, want) == 0 && access(py, X_OK) == 0) {
-		dlog(c, "venv %s (Python %s) already exists", prefix, have);
-		goto out;
+	if (venv_reusable(python, prefix)) {
+		dlog(c, "venv %s already exists for %s", prefix, python);
+		return 0;
 	}
 	if (lstat(prefix, &st) == 0) {
-		aside = xasprintf("%s.tfprov-old", prefix);
-		fs_rmtree(aside);
-		if (rename(prefix, aside) != 0) {
-			rc = TF_EIO;
-			*errmsg = xasprintf("%s: cannot move the old environment aside: %s", prefix,
-			                    strerror(errno));
-			goto out;
-		}
+		/* The caller moves an env it replaces aside first (txn_will_create). */
+		*errmsg = xasprintf("%s exists and is not a venv of %s", prefix, python);
+		return TF_ECONFLICT;
 	}
 	/* A venv records its own path (activate, script shebangs), so it is
-	 * created at the final path; a failure removes it and restores the old. */
+	 * created at the final path; on failure the caller's txn removes it. */
 	char *argv[] = {(char *)python, "-I", "-m", "venv", (char *)prefix, NULL};
 	rc = pyenv_run_python(c, argv, 600, &r);
 	if (rc == 0 && r.status != 0) {
@@ -359,22 +360,10 @@ int venv_create(struct ctx *c, const char *python, const char *prefix, int *crea
 	} else if (rc != 0) {
 		*errmsg =
 		    xasprintf("%s -m venv: %s", python, r.errmsg ? r.errmsg : tf_strerror(rc));
+	} else {
+		*created = 1;
 	}
-	if (rc != 0) {
-		fs_rmtree(prefix);
-		if (aside)
-			rename(aside, prefix);
-		goto out;
-	}
-	if (aside)
-		fs_rmtree(aside);
-	*created = 1;
-out:
 	spawn_result_release(&r);
-	free(want);
-	free(have);
-	free(aside);
-	free(py);
 	return rc;
 }
 

@@ -36,10 +36,14 @@ struct txn;
 int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_path, char **path,
                       char **errmsg);
 
+/* 1 when prefix holds a venv of python's X.Y with its bin/python, else 0. */
+int venv_reusable(const char *python, const char *prefix);
 /*
  * Creates a venv with pip at prefix using `python`. An existing venv of the
- * same X.Y is kept (*created = 0); one of another version is replaced, and a
- * failed creation restores it. 0, or an error with *errmsg.
+ * same X.Y is kept (*created = 0); any other existing path is TF_ECONFLICT
+ * (a caller replacing an env moves it aside first, journaled:
+ * txn_will_create). A failed creation may leave a partial tree at prefix
+ * for the caller (its txn) to remove. 0, or an error with *errmsg.
  */
 int venv_create(struct ctx *c, const char *python, const char *prefix, int *created, char **errmsg);
 

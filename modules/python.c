@@ -2,8 +2,9 @@
  * python.c - the `pyenv` and `pip` steps.
  *
  * pyenv: manager conda installs the manifest's explicit lock natively
- * (conda.c: fetch, verify, extract, link, prefix replacement, conda-meta,
- * atomic swap) and writes the stack's activation hook into
+ * (conda.c: extract, link, prefix replacement, conda-meta into a journaled
+ * stage, placed by txn_replace_dir; the packages were fetched and verified
+ * before any step ran, pyenv_artifacts) and writes the stack's activation hook into
  * etc/conda/activate.d so `conda activate` sets the CUDA environment;
  * manager venv uses a system interpreter of exactly the manifest's X.Y.
  * Every file of the env is recorded.
@@ -14,6 +15,7 @@
  * env is re-recorded, so the env's own drift check does not mistake pip's
  * work for drift.
  */
+#include "artifacts.h"
 #include "compat.h"
 #include "conda.h"
 #include "digest.h"
@@ -22,10 +24,12 @@
 #include "fs.h"
 #include "fetch.h"
 #include "module.h"
+#include "pipart.h"
 #include "pkgfiles.h"
 #include "pyenv.h"
 #include "version.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <gnu/libc-version.h>
 #include <jansson.h>
@@ -114,13 +118,25 @@ static int record_env(struct ctx *c, struct txn *t, const char *prefix)
 	return rc;
 }
 
+/*
+ * The conda env is built in a journaled stage beside the prefix (files carry
+ * the final prefix) and put in place by the placement layer's journaled
+ * replace: a kill at any point leaves the old env (or none) for recovery to
+ * restore, or the new one committed.
+ */
 static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
                        const char *prefix)
 {
 	struct conda_result res = {0};
-	char *err = NULL;
-	(void)t;
-	int rc = conda_fetch_install(c, prefix, 0, m->python.pkgs, m->python.npkgs, &res, &err);
+	char *err = NULL, *stage = NULL;
+	int rc = txn_stage_dir(t, prefix, &stage);
+	if (rc == 0)
+		rc = conda_fetch_install(c, prefix, 0, m->python.pkgs, m->python.npkgs, stage, &res,
+		                         &err);
+	else
+		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
+	if (rc == 0 && (rc = txn_replace_dir(t, stage, prefix)) != 0)
+		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
 	if (rc != 0)
 		step_fail(s, "%s", err ? err : tf_strerror(rc));
 	else
@@ -128,22 +144,29 @@ static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 		       "pyenv: conda env %s: %zu packages (%zu extracted, %zu from the cache)",
 		       prefix, m->python.npkgs, res.extracted, res.reused);
 	free(err);
+	free(stage);
 	conda_result_release(&res);
 	return rc;
 }
 
-static int venv_apply(struct ctx *c, const struct manifest *m, struct step *s, const char *prefix)
+/*
+ * A venv records its own path (bin/activate, pyvenv.cfg, pip's script
+ * shebangs, its .pyc files), so it is built at its final path: an env of the
+ * same X.Y is kept; any other is moved aside by the journal first
+ * (txn_will_create: the row's backup), so a kill or failure puts it back and
+ * the commit deletes it.
+ */
+static int venv_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
+                      const char *prefix)
 {
 	char *python = NULL, *err = NULL;
 	char *host = ctx_host_path(c, prefix);
 	int created = 0;
 	int rc = pyenv_find_python(c, m->python.version.s, m->python.interpreter.s, &python, &err);
-	if (rc == 0) {
-		char *parent = xstrndup(host, (size_t)(strrchr(host, '/') - host));
-		mkdirs_at(AT_FDCWD, parent, 0755);
-		free(parent);
+	if (rc == 0 && !venv_reusable(python, host) && (rc = txn_will_create(t, prefix)) != 0)
+		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
+	if (rc == 0)
 		rc = venv_create(c, python, host, &created, &err);
-	}
 	if (rc != 0)
 		step_fail(s, "%s", err ? err : tf_strerror(rc));
 	else
@@ -229,25 +252,52 @@ static int pyenv_precheck(struct ctx *c, const struct manifest *m, struct step *
 	return rc;
 }
 
+/*
+ * The conda packages of the lock, fetched and verified into the cache with
+ * every other download of the plan before the first step changes anything;
+ * conda_fetch_install then finds each one there.
+ */
+static int pyenv_artifacts(struct ctx *c, const struct manifest *m, struct artset *out,
+                           struct step *s)
+{
+	(void)c;
+	if (m->python.manager != PYENV_CONDA)
+		return 0;
+	for (size_t i = 0; i < m->python.npkgs; i++) {
+		const struct conda_pkg *p = &m->python.pkgs[i];
+		if (p->sha256[0] == '\0') {
+			step_fail(s,
+			          "%s:%d:%d: %s-%s-%s is pinned by md5 only; tfprov verifies "
+			          "downloads by sha256: regenerate the lock with `conda list "
+			          "--explicit --sha256`",
+			          m->path, p->pos.line, p->pos.col, p->name, p->version, p->build);
+			return TF_EMANIFEST;
+		}
+		char *name = xasprintf("%s-%s-%s", p->name, p->version, p->build);
+		artset_add(out, name, p->url, p->sha256, -1, 0);
+		free(name);
+	}
+	return 0;
+}
+
 static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
 {
 	char *prefix = stack_env_prefix(m);
 	int rc;
 	/* The old records go; the rebuilt env is recorded afresh. */
 	rc = txn_forget_all(t);
-	if (rc == 0 && m->python.manager == PYENV_CONDA) {
+	if (rc == 0 && m->python.manager == PYENV_CONDA)
 		rc = conda_apply(c, m, s, t, prefix);
-	} else if (rc == 0) {
-		rc = txn_will_create(t, prefix);
-		if (rc == 0)
-			rc = venv_apply(c, m, s, prefix);
-	}
-	if (rc == 0)
-		rc = record_env(c, t, prefix);
-	if (rc == 0 && m->python.manager == PYENV_VENV)
-		rc = venv_hook(c, m, s, t, prefix);
+	else if (rc == 0)
+		rc = venv_apply(c, m, s, t, prefix);
+	/* The conda hook first, so its directories (etc/conda/activate.d) are
+	 * recorded with the env and go with it when the env is removed. */
 	if (rc == 0 && m->python.manager == PYENV_CONDA)
 		rc = write_hook(c, m, t, prefix);
+	if (rc == 0 && (rc = record_env(c, t, prefix)) != 0)
+		step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
+	if (rc == 0 && m->python.manager == PYENV_VENV)
+		rc = venv_hook(c, m, s, t, prefix);
 	free(prefix);
 	return rc;
 }
@@ -374,6 +424,51 @@ static json_t *unhashed_dists(const struct pip_result *before, const struct pip_
 	return arr;
 }
 
+/* X.Y of the env's interpreter: the conda lock's python, or the venv's version. */
+static char *env_pyver(const struct manifest *m)
+{
+	if (m->python.manager != PYENV_CONDA)
+		return m->python.version.s ? xstrdup(m->python.version.s) : NULL;
+	for (size_t i = 0; i < m->python.npkgs; i++) {
+		const char *v = m->python.pkgs[i].version;
+		if (strcmp(m->python.pkgs[i].name, "python") != 0 || v == NULL)
+			continue;
+		const char *d1 = strchr(v, '.'), *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+		return d2 ? xstrndup(v, (size_t)(d2 - v)) : xstrdup(v);
+	}
+	return NULL;
+}
+
+/*
+ * The files of a complete lock (wheels, pinned sdists), named from the index
+ * or wheel directory pip would use and fetched and verified into the cache
+ * before any step changes anything (pipart.h). An incomplete lock (opted in
+ * with --allow-incomplete-lock) is resolved by pip at apply, as the plan says.
+ */
+static int pip_artifacts(struct ctx *c, const struct manifest *m, struct artset *out,
+                         struct step *s)
+{
+	if (!m->pip.set || !m->pip.complete.v || m->pip.nreqs == 0)
+		return 0;
+	struct pipart_src src = {.index_url = m->pip.index_url.s, .arch = "x86_64"};
+	char *simple = NULL, *pyver = env_pyver(m), *err = NULL;
+	src.pyver = pyver;
+	if (c->mirrors.n) {
+		const char *mr = c->mirrors.v[0];
+		if (str_starts_with(mr, "http://") || str_starts_with(mr, "https://"))
+			src.index_url = simple = pip_mirror_index(mr);
+		else
+			src.dir = mr;
+	}
+	int rc = pipart_resolve(c, m->pip.reqs, m->pip.nreqs, &src, out, &err);
+	if (rc != 0)
+		step_fail(s, "%s", err ? err : tf_strerror(rc));
+	free(err);
+	free(simple);
+	free(pyver);
+	return rc;
+}
+
 static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
 {
 	char *prefix = stack_env_prefix(m);
@@ -384,7 +479,8 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	struct pip_opts o = {0};
 	json_t *unhashed = NULL;
 	char *simple = NULL;
-	const char *links[2] = {NULL, NULL};
+	const char *links[2] = {NULL, NULL}, *verified[2] = {NULL, NULL};
+	char *house = NULL;
 	int rc = 0;
 	o.index_url = m->pip.index_url.s;
 	o.complete = m->pip.complete.v;
@@ -400,6 +496,31 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	 * the PEP 503 pages `mirror build` writes under its simple/. */
 	if (c->mirrors.n)
 		pip_opts_mirror(&o, c->mirrors.v[0], links, &simple);
+	/* A complete lock's files were verified into the cache before any step ran
+	 * (pip_artifacts): pip and the native installer take them from there. */
+	if (m->pip.complete.v && m->pip.nreqs > 0) {
+		rc = txn_stage_dir(t, prefix, &house);
+		if (rc == 0 && mkdir(house, 0755) != 0) {
+			step_fail(s, "%s: cannot create: %s", house, strerror(errno));
+			rc = TF_EIO;
+		} else if (rc != 0) {
+			step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
+		}
+		if (rc != 0)
+			goto out;
+		int r = pipart_wheelhouse(c, m->pip.reqs, m->pip.nreqs, house, &err);
+		if (r < 0) {
+			step_fail(s, "%s", err ? err : tf_strerror(r));
+			rc = r;
+			goto out;
+		}
+		if (r == 1) {
+			verified[0] = house;
+			o.find_links = verified;
+			o.no_index = 1;
+			o.index_url = NULL;
+		}
+	}
 	if (c->flags & CTX_OFFLINE && !o.no_index) {
 		step_fail(s, "--offline: pip needs a local wheel directory (--mirror DIR)");
 		rc = TF_EOFFLINE;
@@ -454,6 +575,10 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	/* What pip changed in the env belongs to the env now. */
 	rc = txn_refresh_resource(t, "pyenv");
 out:
+	if (house) {
+		fs_rmtree(house);
+		free(house);
+	}
 	pip_result_release(&res);
 	pip_result_release(&before);
 	free(simple);
@@ -507,6 +632,7 @@ const struct module module_pyenv = {
     .desire = pyenv_desire,
     .precheck = pyenv_precheck,
     .apply = pyenv_apply,
+    .artifacts = pyenv_artifacts,
 };
 
 const struct module module_pip = {
@@ -515,5 +641,6 @@ const struct module module_pip = {
     .precheck = pip_precheck,
     .apply = pip_apply,
     .remove = pip_remove,
+    .artifacts = pip_artifacts,
     .depends_on = "pyenv",
 };

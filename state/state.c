@@ -297,6 +297,12 @@ int state_open(const char *dir, int create, struct state **out, char **errmsg)
 	 * intent, and recovery leaves the stage behind (test_power_loss.py).
 	 */
 	for (int tries = 0;; tries++) {
+		/*
+		 * synchronous=FULL: a commit returns only once the WAL is on disk.
+		 * The placement journal depends on it: an intent row must be
+		 * durable before the rename it announces, and a txn's records
+		 * before its backups are deleted (ARCHITECTURE.md section 5).
+		 */
 		if (state_exec(st, "PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON; "
 		                   "PRAGMA synchronous=FULL") == 0)
 			break;

@@ -191,3 +191,121 @@ def test_kill_between_rename_and_commit_is_undone(tfprov, tmp_path):
     assert leftovers(tfprov.root) == [], leftovers(tfprov.root)
     assert open(tfprov.path(path), "rb").read() == old
     tfprov.run("verify", "--deep", check=0)
+
+
+# ------------------------------------------------ a Python env being created or replaced
+
+PY_ITERS = int(os.environ.get("TFPROV_KILL_ITERS_PY", "6"))
+PYENV = "/opt/tfprov/envs/tf"
+
+
+def py_manifests(tmp_path, kind):
+    """{target: manifest}: the Python env the pyenv step builds, replaces or
+    removes going from one to the next (None: the stack has no Python env).
+    conda: two explicit locks served on loopback (a package of 1,500 files in
+    two versions, so linking and the replace take a while); venv: a real
+    `python -m venv` of /usr/bin/python3 (with pip)."""
+    import lib_conda
+    from lib_http import HttpServer
+    head = BASE.format(i=0, pdir="/etc/profile.d", payload="") + "prefix: /opt/tfprov\n"
+    pyver = subprocess.run(["/usr/bin/python3", "-c",
+                            "import sys;print('%d.%d'%sys.version_info[:2])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    mans, srv = {}, None
+    if kind == "conda":
+        pkgdir = tmp_path / "pkgs"
+        pkgs, pyver = lib_conda.demo_packages(str(pkgdir), str(tmp_path))
+        for v in ("1.0", "2.0"):
+            files = {f"share/bulk/f{i:04d}.txt": lib_conda.File(f"{v} {i}\n" + "pad\n" * 30)
+                     for i in range(1500)}
+            pkgs.append(lib_conda.build_package(str(pkgdir), "bulk", v, "0", files))
+        srv = HttpServer(root=str(pkgdir)).start()
+
+        for tag, sel in (("L1", pkgs[:3] + [pkgs[3]]), ("L2", pkgs[:2] + [pkgs[4]])):
+            body = "    # platform: linux-64\n    @EXPLICIT\n" + "".join(
+                f"    {srv.url('/' + os.path.basename(p))}#sha256:{sha}\n"
+                for p, sha, _, _ in sel)
+            text = (head + f"python:\n  manager: conda\n  name: tf\n  version: \"{pyver}\"\n"
+                    f"  lock: |\n{body}")
+            (tmp_path / f"{tag}.yaml").write_text(text)
+            mans[tag] = str(tmp_path / f"{tag}.yaml")
+    else:
+        text = head + f"python:\n  manager: venv\n  name: tf\n  version: \"{pyver}\"\n"
+        (tmp_path / "V.yaml").write_text(text)
+        mans["V"] = str(tmp_path / "V.yaml")
+    (tmp_path / "none.yaml").write_text(head)
+    mans[None] = str(tmp_path / "none.yaml")
+    return mans, srv
+
+
+def py_listing(tfprov):
+    import lib_pyindex
+    host = tfprov.path(PYENV)
+    got = lib_pyindex.tree_listing(host) if os.path.lexists(host) else {}
+    if "conda-meta/history" in got:  # it holds the time of the install
+        got["conda-meta/history"] = ("file", "(dated)")
+    return got
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("kind", ["conda", "venv"])
+def test_kill_9_while_a_python_env_is_built(tfprov, tmp_path, kind):
+    """kill -9 of apply while the pyenv step creates, replaces or removes a
+    conda env or a venv, at a random moment, then a run that only recovers
+    (`destroy` of a stack that does not exist takes the lock): the env is
+    exactly as before the killed apply or exactly the target (never a mix,
+    never a half-built env); the journal is empty; no .tfprov-* path is left
+    anywhere under the root. The next apply converges to the target and a
+    further one has no changes."""
+    seed = int(os.environ.get("TFPROV_KILL_SEED", str(time.time_ns() % 100000)))
+    rnd = random.Random(seed)
+    mans, srv = py_manifests(tmp_path, kind)
+    cycle = ["L1", "L2", None] if kind == "conda" else ["V", None]
+    try:
+        ref, took = {}, {}
+        for target in cycle:  # uninterrupted: the reference listings and durations
+            t0 = time.monotonic()
+            tfprov.run("apply", "-y", mans[target], timeout=300, check=0)
+            took[target] = time.monotonic() - t0
+            ref[target] = py_listing(tfprov)
+        assert ref[cycle[0]] and ref[None] == {} and ref[cycle[0]] != ref[cycle[1]]
+        cur, landed, killed = None, {"before": 0, "after": 0}, 0
+        for it in range(PY_ITERS):
+            target = cycle[(cycle.index(cur) + 1) % len(cycle)]
+            delay = rnd.uniform(0.02, 0.9 * took[target])
+            proc = subprocess.Popen([tfprov.bin, "--root", tfprov.root, "apply", "-y",
+                                     mans[target]],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(delay)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+            killed += proc.returncode == -signal.SIGKILL
+            ctx = f"{kind} seed {seed} iteration {it} {cur}->{target} delay {delay:.2f}s"
+            r = tfprov.run("destroy", "no-such-stack", timeout=120)
+            assert r.returncode != 0, ctx + r.stdout + r.stderr  # it only recovered
+            now = py_listing(tfprov)
+            assert now in (ref[cur], ref[target]), ctx + " differs from the target in " + str(
+                sorted(set(now.items()) ^ set(ref[target].items()))[:10])
+            landed["before" if now == ref[cur] and now != ref[target] else "after"] += 1
+            c = connect(tfprov.state_db)
+            try:
+                assert c.execute("SELECT op, path FROM journal").fetchall() == [], ctx
+                assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok", ctx
+            finally:
+                c.close()
+            assert leftovers(tfprov.root) == [], ctx
+            p = tfprov.run("apply", "-y", mans[target], timeout=300)
+            assert p.returncode == 0, ctx + p.stdout + p.stderr
+            assert py_listing(tfprov) == ref[target], ctx
+            assert leftovers(tfprov.root) == [], ctx
+            p = tfprov.run("apply", "-y", mans[target], timeout=120)
+            assert p.returncode == 0 and "No changes." in p.stdout, ctx + p.stdout + p.stderr
+            cur = target
+        print(f"{kind} seed {seed}: {killed} of {PY_ITERS} applies killed; the env was left "
+              f"as before {landed['before']}x, as the target {landed['after']}x")
+        assert killed >= PY_ITERS // 2
+    finally:
+        if srv:
+            srv.stop()

@@ -94,3 +94,24 @@ def test_includes_point_one_way(who, forbidden):
         names |= headers_of(part)
     inc = r'#include\s+"(%s)"' % "|".join(re.escape(n) for n in sorted(names))
     assert violations(list(sources(*who)), inc) == []
+
+
+UNCHECKED_SYNC = r"^\s*(\(void\)\s*)?(syncfs|fsync|fdatasync)\s*\("
+
+
+def test_unchecked_sync_pattern_finds_a_discarded_result():
+    """The pattern below tells a discarded result from a checked one."""
+    rx = re.compile(UNCHECKED_SYNC)
+    for bad in ("\tsyncfs(fd);", "  (void)fsync(fd);", "fdatasync(x->fd);"):
+        assert rx.search(bad), bad
+    for good in ("\tif (syncfs(fd) != 0)", "\trc = fsync(fd);",
+                 "\tif (fchmod(fd, m) != 0 || fsync(fd) != 0) {",
+                 "\tif (sfd < 0 || syncfs(sfd) != 0) {"):
+        assert not rx.search(good), good
+
+
+def test_every_sync_result_is_checked():
+    """Durability (ARCHITECTURE.md section 4): a syncfs/fsync/fdatasync whose
+    result is dropped would let a step commit records of bytes that are not on
+    disk. Every call in the core is part of a condition or an assignment."""
+    assert violations(sources(*CORE), UNCHECKED_SYNC) == []

@@ -31,7 +31,7 @@ import time
 import pytest
 
 import lib_pyindex
-from lib_provision import no_stub_env, out, temp_leftovers
+from lib_provision import missing_recorded, no_stub_env, out, temp_leftovers
 from test_python_env import ENV_PREFIX, manifest, venv_yaml
 from test_wheel_native import PIP_ENV, listing, make_wheel, pip_yaml
 
@@ -119,5 +119,69 @@ def test_kill_9_during_install(tfprov, tmp_path, installer):
         print(f"seed {seed}: kills left the env as before {landed['before']}x, "
               f"as after {landed['after']}x")
         assert landed["before"] > 0, "no kill landed before the commit; the test proves nothing"
+    finally:
+        idx.close()
+
+
+def test_kill_9_while_the_venv_is_created_with_its_wheels(tfprov, tmp_path):
+    """The venv itself being created (python -m venv at its final path, then
+    lock A installed natively), and removed again, alternately, each apply
+    killed with SIGKILL at a random moment: after the recovery the env is
+    absent, the bare venv (between the pyenv and the pip step, each its own
+    transaction) or exactly A's listing (never a half-created venv), and every
+    recorded file is on disk; the journal is
+    empty and no .tfprov-* path is left; the next apply converges."""
+    seed = int(os.environ.get("TFPROV_KILL_SEED", random.randrange(1 << 30)))
+    rng = random.Random(seed)
+    wheels = tmp_path / "wheels"
+    sets = locks(str(wheels))
+    idx = lib_pyindex.Index(str(wheels))
+    env = tfprov.path(ENV_PREFIX)
+
+    def now():
+        return listing(env) if os.path.lexists(env) else {}
+    try:
+        mans = {"A": manifest(tmp_path / "A.yaml", venv_yaml(), pip_yaml(idx.url, sets["A"])),
+                "V": manifest(tmp_path / "V.yaml", venv_yaml()),
+                None: manifest(tmp_path / "none.yaml", "")}
+        ref, took = {}, {}
+        for t in ("V", "A", None):
+            t0 = time.monotonic()
+            p = tfprov.run("apply", "-y", mans[t], env=no_stub_env(), timeout=600)
+            took[t] = time.monotonic() - t0
+            assert p.returncode == 0, out(p)
+            ref[t] = now()
+        assert ref["A"] and ref[None] == {}
+        cur, killed, landed = None, 0, {"before": 0, "after": 0}
+        for it in range(max(2, ITERS - 2)):
+            target = "A" if cur is None else None
+            delay = rng.uniform(0.1, 0.9 * took[target])
+            proc = subprocess.Popen(
+                [tfprov.bin, "--root", tfprov.root, "apply", "-y", mans[target]],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                env={**os.environ, **no_stub_env()})
+            time.sleep(delay)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            killed += proc.returncode == -signal.SIGKILL
+            ctx = f"seed {seed} iteration {it} {cur}->{target} delay {delay:.2f}s"
+            r = tfprov.run("destroy", "no-such-stack", env=no_stub_env())
+            assert r.returncode != 0, out(r)  # it only recovered
+            got = now()
+            # pyenv and pip are two steps, each its own transaction: between them
+            # the env is the bare venv (pip's wheels removed, or not yet installed).
+            assert got in (ref[cur], ref["V"], ref[target]), ctx
+            landed["before" if got == ref[cur] else "after"] += 1
+            assert missing_recorded(tfprov) == [], ctx
+            assert journal_rows(tfprov) == [], ctx
+            assert temp_leftovers(tfprov.root) == [], ctx
+            p = tfprov.run("apply", "-y", mans[target], env=no_stub_env(), timeout=600)
+            assert p.returncode == 0, ctx + out(p)
+            assert now() == ref[target], ctx
+            assert temp_leftovers(tfprov.root) == [], ctx
+            cur = target
+        print(f"seed {seed}: {killed} killed; the env was left as before {landed['before']}x, "
+              f"as the target {landed['after']}x")
+        assert killed > 0
     finally:
         idx.close()

@@ -194,6 +194,39 @@ static void test_writer_lock_on_a_fresh_root_leaves_no_trace(void **unused)
 	free(root);
 }
 
+/*
+ * The writer's connection: WAL, and synchronous=FULL, so a commit (a journal
+ * intent, a txn's records) is on disk before the call returns and before the
+ * placement layer renames what the intent announces.
+ */
+static int conn_int(struct state *st, const char *sql)
+{
+	struct state_stmt *s = NULL;
+	int v = -1;
+	assert_int_equal(state_prepare(st, sql, &s), STATE_OK);
+	if (state_step(s) == STATE_ROW)
+		v = (int)state_col_int64(s, 0);
+	state_finalize(s);
+	return v;
+}
+
+static void test_writer_is_wal_with_synchronous_full(void **unused)
+{
+	(void)unused;
+	char *d = tmpdir();
+	struct state *st = NULL;
+	char *err = NULL;
+	assert_int_equal(state_open(d, 1, &st, &err), 0);
+	assert_int_equal(conn_int(st, "PRAGMA synchronous"), 2); /* FULL */
+	struct state_stmt *s = NULL;
+	assert_int_equal(state_prepare(st, "PRAGMA journal_mode", &s), STATE_OK);
+	assert_int_equal(state_step(s), STATE_ROW);
+	assert_string_equal(state_col_text(s, 0), "wal");
+	state_finalize(s);
+	state_close(st);
+	free(d);
+}
+
 /* An interrupted put: the new file is removed, the old one restored, no leftovers. */
 static void test_recovery_undoes_an_unfinished_update(void **unused)
 {
@@ -250,6 +283,7 @@ int main(void)
 	    cmocka_unit_test(test_second_writer_is_refused_naming_the_holder),
 	    cmocka_unit_test(test_writer_lock_on_a_fresh_root_leaves_no_trace),
 	    cmocka_unit_test(test_recovery_undoes_an_unfinished_update),
+	    cmocka_unit_test(test_writer_is_wal_with_synchronous_full),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

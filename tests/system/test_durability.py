@@ -1,0 +1,83 @@
+"""A failed syncfs fails the step and commits nothing.
+
+txn_commit makes every staged byte and rename durable with one syncfs per
+filesystem before the records say they exist (ARCHITECTURE.md section 4). A
+disk that reports a write-back error there (EIO) must not be papered over: the
+step fails naming the path and the errno, nothing is recorded, and the
+journal undoes what the step placed.
+
+STAND-IN: the failing disk is a preloaded shared object, built here, whose
+syncfs() returns -1 with errno EIO: the same libc entry point tfprov calls;
+SQLite's own fsync calls are not affected.
+"""
+import os
+import subprocess
+
+import pytest
+
+from lib_provision import db_rows, no_stub_env, out, temp_leftovers
+
+MANIFEST = """schema: 1
+stack:
+  name: durable
+  platform: linux-x86_64
+versions:
+  tensorflow: 2.15.1
+driver:
+  policy: skip
+env:
+  profile_dir: /etc/profile.d
+  vars:
+    ITERATION: "{i}"
+"""
+
+SHIM = r"""
+#define _GNU_SOURCE
+#include <errno.h>
+#include <unistd.h>
+int syncfs(int fd)
+{
+	(void)fd;
+	errno = EIO;
+	return -1;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def failing_syncfs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("shim")
+    (d / "shim.c").write_text(SHIM)
+    so = d / "libfailsync.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(d / "shim.c")], check=True,
+                   capture_output=True, timeout=60)
+    return str(so)
+
+
+def test_syncfs_failure_fails_the_step_and_records_nothing(tfprov, tmp_path, failing_syncfs):
+    m0 = tmp_path / "m0.yaml"
+    m0.write_text(MANIFEST.format(i=0))
+    p = tfprov.run("apply", "-y", str(m0), env=no_stub_env())
+    assert p.returncode == 0, out(p)
+    profile = tfprov.path("/etc/profile.d/tfprov-durable.sh")
+    old = open(profile, "rb").read()
+    files = db_rows(tfprov, "SELECT path, sha256 FROM files ORDER BY path")
+    desired = db_rows(tfprov, "SELECT addr, desired FROM resources ORDER BY addr")
+
+    m1 = tmp_path / "m1.yaml"
+    m1.write_text(MANIFEST.format(i=1))
+    p = tfprov.run("apply", "-y", str(m1), env=no_stub_env(LD_PRELOAD=failing_syncfs))
+    text = out(p)
+    assert p.returncode == 1, text
+    assert "syncfs" in text and "Input/output error" in text, text
+    assert tfprov.root in text, text  # the path that could not be made durable
+    # Nothing committed: the old profile back, the same records, no journal.
+    assert open(profile, "rb").read() == old
+    assert db_rows(tfprov, "SELECT path, sha256 FROM files ORDER BY path") == files
+    assert db_rows(tfprov, "SELECT addr, desired FROM resources ORDER BY addr") == desired
+    assert db_rows(tfprov, "SELECT op, path FROM journal") == []
+    assert temp_leftovers(tfprov.root) == []
+    # With a working disk the same manifest applies.
+    p = tfprov.run("apply", "-y", str(m1), env=no_stub_env())
+    assert p.returncode == 0, out(p)
+    assert b"ITERATION='1'" in open(profile, "rb").read()
