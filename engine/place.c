@@ -968,6 +968,23 @@ static void stage_wait_idle(const char *host)
 	close(fd);
 }
 
+/*
+ * Waits (PLACE_BUSY_NAME, place.h; 120 s at most: ensurepip on a loaded
+ * machine) until no orphan of a killed run still writes into a tree built in
+ * place.
+ */
+static void tree_wait_idle(const char *host)
+{
+	char *busy = path_join(host, PLACE_BUSY_NAME);
+	int fd = open(busy, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	free(busy);
+	if (fd < 0)
+		return;
+	for (int i = 0; i < 12000 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK; i++)
+		usleep(10000);
+	close(fd);
+}
+
 /* Undoes one journal row. */
 static void undo_row(struct ctx *c, const char *op, const char *path, const char *tmp,
                      const char *backup)
@@ -981,6 +998,8 @@ static void undo_row(struct ctx *c, const char *op, const char *path, const char
 		 * directory of a committed removal, journaled with the commit.) */
 		rmdir(host);
 	} else if (strcmp(op, "put") == 0 || strcmp(op, "tree") == 0) {
+		if (strcmp(op, "tree") == 0)
+			tree_wait_idle(host);
 		if (tmp && exists(tmp) && strcmp(op, "put") == 0)
 			fs_rmtree(tmp);
 		if (tmp && strcmp(op, "tree") == 0)

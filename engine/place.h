@@ -98,6 +98,16 @@ int64_t txn_stack_id(const struct txn *t);
  * abort or a kill puts it back and the commit deletes it.
  */
 int txn_will_create(struct txn *t, const char *path);
+
+/*
+ * A tree built in place by another program (a venv: `python -m venv`, whose
+ * ensurepip runs pip as a grandchild) holds PLACE_BUSY_NAME open, with a
+ * shared flock, as the stdin of that program and so of its children. A
+ * kill -9 of tfprov kills the direct child (parent-death signal), not the
+ * grandchildren; recovery waits (bounded) for the exclusive lock before it
+ * removes the tree, so no orphan writes into a tree being removed.
+ */
+#define PLACE_BUSY_NAME ".tfprov-busy"
 /*
  * Records a tree built through this txn (txn_replace_dir, txn_will_create:
  * a path this txn journaled) or that this resource placed before; any other

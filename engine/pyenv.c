@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -158,7 +159,9 @@ void pip_result_release(struct pip_result *r)
 }
 
 /* Runs argv with the hardened Python environment; output captured in r. */
-int pyenv_run_python(struct ctx *c, char *const *argv, double timeout_s, struct spawn_result *r)
+/* pyenv_run_python with stdin_fd as the child's stdin (0: /dev/null). */
+static int pyenv_run_python_in(struct ctx *c, char *const *argv, double timeout_s, int stdin_fd,
+                               struct spawn_result *r)
 {
 	struct strvec env = STRVEC_INIT;
 	spawn_env_base(&env);
@@ -166,6 +169,7 @@ int pyenv_run_python(struct ctx *c, char *const *argv, double timeout_s, struct 
 	struct spawn_opts o = {
 	    .argv = argv,
 	    .envp = env.v,
+	    .stdin_fd = stdin_fd,
 	    .timeout_s = timeout_s,
 	    .flags = SPAWN_KILL_ON_INTR,
 	};
@@ -179,6 +183,11 @@ int pyenv_run_python(struct ctx *c, char *const *argv, double timeout_s, struct 
 	int rc = spawn_run(&o, r);
 	strvec_release(&env);
 	return rc;
+}
+
+int pyenv_run_python(struct ctx *c, char *const *argv, double timeout_s, struct spawn_result *r)
+{
+	return pyenv_run_python_in(c, argv, timeout_s, 0, r);
 }
 
 /* Asks a candidate for its X.Y; 0 and *ver (caller frees), *has_venv. */
@@ -350,9 +359,25 @@ int venv_create(struct ctx *c, const char *python, const char *prefix, int *crea
 		return TF_ECONFLICT;
 	}
 	/* A venv records its own path (activate, script shebangs), so it is
-	 * created at the final path; on failure the caller's txn removes it. */
+	 * created at the final path; on failure the caller's txn removes it.
+	 * The busy file (place.h) is the stdin of venv and of the pip that its
+	 * ensurepip starts, so a recovery after a kill -9 waits for that pip. */
+	char *busy = path_join(prefix, PLACE_BUSY_NAME);
+	int bfd = -1;
+	if (mkdir(prefix, 0755) != 0 ||
+	    (bfd = open(busy, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0 ||
+	    flock(bfd, LOCK_SH) != 0) {
+		*errmsg = xasprintf("%s: cannot create: %s", prefix, strerror(errno));
+		if (bfd >= 0)
+			close(bfd);
+		free(busy);
+		return TF_EIO;
+	}
 	char *argv[] = {(char *)python, "-I", "-m", "venv", (char *)prefix, NULL};
-	rc = pyenv_run_python(c, argv, 600, &r);
+	rc = pyenv_run_python_in(c, argv, 600, bfd, &r);
+	close(bfd);
+	unlink(busy);
+	free(busy);
 	if (rc == 0 && r.status != 0) {
 		rc = TF_EFAIL;
 		*errmsg = xasprintf("%s -m venv %s failed (exit %d): %s", python, prefix, r.status,
