@@ -774,13 +774,11 @@ static void load_env_vars(struct loader *L, const yaml_node_t *root)
 static void load_pip(struct loader *L, const yaml_node_t *root)
 {
 	/* "caps" is read by pipcaps.c. */
-	static const char *const keys[] = {
-	    "removed",   "requires", "and_cuda",        "notes",         "cuda_wheels",
-	    "known_bad", "caps",     "import_packages", "cuda_carriers", NULL};
+	static const char *const keys[] = {"removed",         "requires",      "and_cuda",
+	                                   "notes",           "cuda_wheels",   "caps",
+	                                   "import_packages", "cuda_carriers", NULL};
 	static const char *const cw_keys[] = {"prefix",       "major_tag", "runtime", "cudnn",
 	                                      "site_libdirs", "source",    NULL};
-	static const char *const kb_keys[] = {"package", "versions", "tensorflow",
-	                                      "fact",    "source",   NULL};
 	static const char *const rm_keys[] = {"name",        "last_real", "identical_since", "stub",
 	                                      "replacement", "quote",     "source",          NULL};
 	static const char *const lr_keys[] = {"linux", "windows", NULL};
@@ -808,26 +806,6 @@ static void load_pip(struct loader *L, const yaml_node_t *root)
 		L->kb->cuda_wheels.site_libdirs =
 		    get_list(L, w, "site_libdirs", &L->kb->cuda_wheels.nsite_libdirs, REQ, 0);
 		L->kb->cuda_wheels.source = get_str(L, w, "source", REQ);
-	}
-	if (map_get(L, p, "known_bad") != NULL) {
-		rows = get_rows(L, p, "known_bad", &n);
-		L->kb->known_bad = xcalloc(n ? n : 1, sizeof(*L->kb->known_bad));
-		for (size_t i = 0; i < n; i++) {
-			struct compat_known_bad *k = &L->kb->known_bad[L->kb->nknown_bad++];
-			yaml_node_t *v;
-
-			check_keys(L, rows[i], kb_keys);
-			k->package = get_str(L, rows[i], "package", REQ);
-			if (k->package != NULL)
-				k->package = pep503(L, k->package);
-			v = get_node(L, rows[i], "versions", YAML_SCALAR_NODE, REQ);
-			k->versions = v ? get_spec(L, v, "versions") : NULL;
-			v = get_node(L, rows[i], "tensorflow", YAML_SCALAR_NODE, REQ);
-			k->tf_spec = v ? get_spec(L, v, "tensorflow") : NULL;
-			k->fact = get_str(L, rows[i], "fact", REQ);
-			k->source = get_str(L, rows[i], "source", REQ);
-		}
-		free(rows);
 	}
 	rows = get_rows(L, p, "removed", &n);
 	L->kb->pip_removed = xcalloc(n ? n : 1, sizeof(*L->kb->pip_removed));
@@ -1101,7 +1079,6 @@ void compat_free(struct compat *kb)
 	pip_caps_free(kb->caps, kb->ncaps);
 	free(kb->tf_glibc);
 	free(kb->cuda_wheels.site_libdirs);
-	free(kb->known_bad);
 	strvec_release(&kb->pool);
 	free(kb->path);
 	free(kb);
