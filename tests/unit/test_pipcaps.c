@@ -40,19 +40,28 @@ static const char *lookup(const char *name, void *arg)
 	return NULL;
 }
 
+/* Loads the shipped knowledge base's caps; the row that caps package must be there. */
+static const struct pip_cap *shipped_cap(const char *package, struct pip_cap **caps, size_t *n)
+{
+	struct diags d = {0};
+	const struct pip_cap *c = NULL;
+	unsetenv("TFPROV_COMPAT");
+	assert_int_equal(pip_caps_load(compat_default_path(), caps, n, &d), 0);
+	assert_int_equal(d.n, 0);
+	diags_release(&d);
+	for (size_t i = 0; i < *n; i++)
+		if (strcmp((*caps)[i].package, package) == 0)
+			c = &(*caps)[i];
+	assert_non_null(c);
+	return c;
+}
+
 static void test_setuptools_cap_from_kb(void **state)
 {
 	struct pip_cap *caps = NULL;
 	size_t n = 0;
-	struct diags d = {0};
 	(void)state;
-	unsetenv("TFPROV_COMPAT");
-	assert_int_equal(pip_caps_load(compat_default_path(), &caps, &n, &d), 0);
-	const struct pip_cap *st = NULL;
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(caps[i].package, "setuptools") == 0)
-			st = &caps[i];
-	assert_non_null(st);
+	const struct pip_cap *st = shipped_cap("setuptools", &caps, &n);
 	assert_string_equal(st->below, "82");
 	assert_string_equal(st->when, "tensorboard");
 	assert_string_equal(st->when_below, "2.21");
@@ -69,7 +78,6 @@ static void test_setuptools_cap_from_kb(void **state)
 	assert_ptr_equal(pip_caps_broken(caps, n, lookup, &tb220, NULL), st);
 	assert_null(pip_caps_broken(caps, n, lookup, &no_st, NULL));
 	pip_caps_free(caps, n);
-	diags_release(&d);
 }
 
 /* The row that was pip.known_bad: h5py 3 with TF 1.x is a cap, reported as a warning. */
@@ -77,15 +85,8 @@ static void test_h5py_cap_for_tf1_from_kb(void **state)
 {
 	struct pip_cap *caps = NULL;
 	size_t n = 0;
-	struct diags d = {0};
 	(void)state;
-	unsetenv("TFPROV_COMPAT");
-	assert_int_equal(pip_caps_load(compat_default_path(), &caps, &n, &d), 0);
-	const struct pip_cap *h5 = NULL;
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(caps[i].package, "h5py") == 0)
-			h5 = &caps[i];
-	assert_non_null(h5);
+	const struct pip_cap *h5 = shipped_cap("h5py", &caps, &n);
 	assert_string_equal(h5->below, "3");
 	assert_string_equal(h5->when, "tensorflow");
 	assert_string_equal(h5->when_below, "2");
@@ -105,7 +106,6 @@ static void test_h5py_cap_for_tf1_from_kb(void **state)
 	assert_null(pip_caps_broken(caps, n, lookup, &tf2, NULL));
 	assert_null(pip_caps_broken(caps, n, lookup, &no_h5, NULL));
 	pip_caps_free(caps, n);
-	diags_release(&d);
 }
 
 static void test_malformed_caps_refused(void **state)
