@@ -551,13 +551,16 @@ static const char *locked_version(const char *name, void *arg)
 	for (size_t i = 0; i < s->n; i++)
 		if (s->r[i].name && strcmp(s->r[i].name, name) == 0)
 			return s->r[i].version;
+	/* TensorFlow under its GPU name (tensorflow-gpu to 2.11; tfprov init writes it for 1.x). */
+	if (strcmp(name, "tensorflow") == 0)
+		return locked_version("tensorflow-gpu", arg);
 	return NULL;
 }
 
 /*
  * pip_lock, then the knowledge base's caps (data/compat.yaml pip.caps): while
- * the closure breaks one (setuptools 82 with a TensorBoard before 2.16), the cap
- * joins pip's input as a constraint and pip resolves again.
+ * the closure breaks one (setuptools 82 with a TensorBoard before 2.21, h5py 3
+ * with TF 1.x), the cap joins pip's input as a constraint and pip resolves again.
  */
 static int lock_capped(struct ctx *c, const char *env, const char *input, const struct pip_opts *o,
                        char **locked, char **err)

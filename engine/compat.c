@@ -261,6 +261,20 @@ static yaml_node_t **get_rows(struct loader *L, const yaml_node_t *map, const ch
 	return rows;
 }
 
+/*
+ * The list `key` of map as a table: its mapping rows (*rows, freed by the caller),
+ * each checked against row_keys, and a zeroed array of *n elements of size bytes
+ * (one at least) for the caller to fill.
+ */
+static void *get_table(struct loader *L, const yaml_node_t *map, const char *key,
+                       const char *const *row_keys, size_t size, yaml_node_t ***rows, size_t *n)
+{
+	*rows = get_rows(L, map, key, n);
+	for (size_t i = 0; i < *n; i++)
+		check_keys(L, (*rows)[i], row_keys);
+	return xcalloc(*n ? *n : 1, size);
+}
+
 /* Lowercase, runs of [-_.] become '-' (PEP 503). */
 static const char *pep503(struct loader *L, const char *name)
 {
@@ -355,15 +369,13 @@ static void load_tf_table(struct loader *L, const yaml_node_t *tf, const char *k
 		return;
 	check_keys(L, t, table_keys);
 	source = get_str(L, t, "source", REQ);
-	rows = get_rows(L, t, "builds", &n);
-	*out = xcalloc(n ? n : 1, sizeof(**out));
+	*out = get_table(L, t, "builds", row_keys, sizeof(**out), &rows, &n);
 	*nout = n;
 	for (size_t i = 0; i < n; i++) {
 		struct compat_tf_build *b = &(*out)[i];
 		const char *extra;
 		yaml_node_t *py;
 
-		check_keys(L, rows[i], row_keys);
 		b->pos = npos(rows[i]);
 		b->name = get_str(L, rows[i], "name", REQ);
 		b->version = get_ver(L, rows[i], "version", REQ);
@@ -404,13 +416,11 @@ static void load_tf_wheels(struct loader *L, const yaml_node_t *tf)
 		return;
 	check_keys(L, w, keys);
 	get_str(L, w, "source", REQ);
-	rows = get_rows(L, w, "rows", &n);
-	L->kb->tf_glibc = xcalloc(n ? n : 1, sizeof(*L->kb->tf_glibc));
+	L->kb->tf_glibc = get_table(L, w, "rows", row_keys, sizeof(*L->kb->tf_glibc), &rows, &n);
 	L->kb->ntf_glibc = n;
 	for (size_t i = 0; i < n; i++) {
 		struct compat_tf_glibc *g = &L->kb->tf_glibc[i];
 
-		check_keys(L, rows[i], row_keys);
 		g->tf_from = get_ver(L, rows[i], "tf_from", REQ);
 		g->tf_below = get_ver(L, rows[i], "tf_below", OPT);
 		g->glibc = get_ver(L, rows[i], "glibc", REQ);
@@ -493,12 +503,11 @@ static void load_cuda(struct loader *L, const yaml_node_t *root)
 	if (md != NULL) {
 		check_keys(L, md, md_keys);
 		get_str(L, md, "source", REQ);
-		rows = get_rows(L, md, "toolkits", &n);
-		L->kb->drivers = xcalloc(n ? n : 1, sizeof(*L->kb->drivers));
+		L->kb->drivers =
+		    get_table(L, md, "toolkits", row_keys, sizeof(*L->kb->drivers), &rows, &n);
 		L->kb->ndrivers = n;
 		for (size_t i = 0; i < n; i++) {
 			struct compat_driver_row *r = &L->kb->drivers[i];
-			check_keys(L, rows[i], row_keys);
 			r->pos = npos(rows[i]);
 			r->cuda = get_ver(L, rows[i], "cuda", REQ);
 			r->label = get_str(L, rows[i], "label", REQ);
@@ -507,12 +516,11 @@ static void load_cuda(struct loader *L, const yaml_node_t *root)
 		}
 		free(rows);
 	}
-	rows = get_rows(L, cuda, "minor_version_compat", &n);
-	L->kb->mvc = xcalloc(n ? n : 1, sizeof(*L->kb->mvc));
+	L->kb->mvc =
+	    get_table(L, cuda, "minor_version_compat", mvc_keys, sizeof(*L->kb->mvc), &rows, &n);
 	L->kb->nmvc = n;
 	for (size_t i = 0; i < n; i++) {
 		struct compat_mvc *r = &L->kb->mvc[i];
-		check_keys(L, rows[i], mvc_keys);
 		r->from = get_ver(L, rows[i], "from", REQ);
 		r->below = get_ver(L, rows[i], "below", OPT);
 		r->linux_min = get_ver(L, rows[i], "linux", REQ);
@@ -539,12 +547,11 @@ static void load_gpus(struct loader *L, const yaml_node_t *root)
 		return;
 	check_keys(L, g, keys);
 	get_str(L, g, "kernel_rules_source", REQ);
-	rows = get_rows(L, g, "compute_capabilities", &n);
-	L->kb->ccs = xcalloc(n ? n : 1, sizeof(*L->kb->ccs));
+	L->kb->ccs =
+	    get_table(L, g, "compute_capabilities", cc_keys, sizeof(*L->kb->ccs), &rows, &n);
 	L->kb->nccs = n;
 	for (size_t i = 0; i < n; i++) {
 		struct compat_cc *c = &L->kb->ccs[i];
-		check_keys(L, rows[i], cc_keys);
 		c->cc = get_ver(L, rows[i], "cc", REQ);
 		if (c->cc != NULL && compat_cc_parse(c->cc) < 0)
 			bad(L, rows[i], "cc must read like \"8.9\", not '%s'", c->cc);
@@ -561,12 +568,10 @@ static void load_gpus(struct loader *L, const yaml_node_t *root)
 		get_str(L, rows[i], "source", REQ);
 	}
 	free(rows);
-	rows = get_rows(L, g, "tf_kernels", &n);
-	L->kb->kernels = xcalloc(n ? n : 1, sizeof(*L->kb->kernels));
+	L->kb->kernels = get_table(L, g, "tf_kernels", k_keys, sizeof(*L->kb->kernels), &rows, &n);
 	L->kb->nkernels = n;
 	for (size_t i = 0; i < n; i++) {
 		struct compat_tf_kernels *k = &L->kb->kernels[i];
-		check_keys(L, rows[i], k_keys);
 		k->tf_from = get_ver(L, rows[i], "tf_from", REQ);
 		k->tf_below = get_ver(L, rows[i], "tf_below", OPT);
 		k->min_cc = get_ver(L, rows[i], "min_cc", OPT);
@@ -659,13 +664,12 @@ static void load_imports(struct loader *L, const yaml_node_t *p)
 	yaml_node_t **rows;
 	size_t n;
 
-	rows = get_rows(L, p, "import_packages", &n);
-	L->kb->imports = xcalloc(n ? n : 1, sizeof(*L->kb->imports));
+	L->kb->imports =
+	    get_table(L, p, "import_packages", keys, sizeof(*L->kb->imports), &rows, &n);
 	L->kb->nimports = n;
 	for (size_t i = 0; i < n; i++) {
 		struct compat_import_pkg *r = &L->kb->imports[i];
 
-		check_keys(L, rows[i], keys);
 		r->import = get_str(L, rows[i], "import", REQ);
 		r->dists = get_list(L, rows[i], "distributions", &r->ndists, REQ, 0);
 		for (size_t j = 0; j < r->ndists; j++)
@@ -685,13 +689,12 @@ static void load_carriers(struct loader *L, const yaml_node_t *p)
 	yaml_node_t **rows;
 	size_t n;
 
-	rows = get_rows(L, p, "cuda_carriers", &n);
-	L->kb->carriers = xcalloc(n ? n : 1, sizeof(*L->kb->carriers));
+	L->kb->carriers =
+	    get_table(L, p, "cuda_carriers", keys, sizeof(*L->kb->carriers), &rows, &n);
 	L->kb->ncarriers = n;
 	for (size_t i = 0; i < n; i++) {
 		struct compat_cuda_carrier *c = &L->kb->carriers[i];
 
-		check_keys(L, rows[i], keys);
 		c->pattern = get_str(L, rows[i], "pattern", REQ);
 		c->source = get_str(L, rows[i], "source", REQ);
 		if (c->pattern != NULL && strstr(c->pattern, "{M}") == NULL)
@@ -710,13 +713,12 @@ static void load_lib_components(struct loader *L, const yaml_node_t *root)
 	if (map_get(L, root, "library_components") == NULL)
 		return;
 	L->kb->lib_components_source = get_str(L, root, "library_components_source", REQ);
-	rows = get_rows(L, root, "library_components", &n);
-	L->kb->lib_components = xcalloc(n ? n : 1, sizeof(*L->kb->lib_components));
+	L->kb->lib_components = get_table(L, root, "library_components", keys,
+	                                  sizeof(*L->kb->lib_components), &rows, &n);
 	L->kb->nlib_components = n;
 	for (size_t i = 0; i < n; i++) {
 		struct compat_lib_component *c = &L->kb->lib_components[i];
 
-		check_keys(L, rows[i], keys);
 		c->libs = get_list(L, rows[i], "libs", &c->nlibs, REQ, 0);
 		c->redist = get_str(L, rows[i], "redist", REQ);
 		c->wheel = get_str(L, rows[i], "wheel", REQ);
@@ -737,15 +739,13 @@ static void load_env_vars(struct loader *L, const yaml_node_t *root)
 
 	if (map_get(L, root, "env_vars") == NULL)
 		return;
-	rows = get_rows(L, root, "env_vars", &n);
-	L->kb->env_vars = xcalloc(n ? n : 1, sizeof(*L->kb->env_vars));
+	L->kb->env_vars = get_table(L, root, "env_vars", keys, sizeof(*L->kb->env_vars), &rows, &n);
 	L->kb->nenv_vars = n;
 	for (size_t i = 0; i < n; i++) {
 		struct compat_env_var *e = &L->kb->env_vars[i];
 		yaml_node_t *k;
 		int kind = -1;
 
-		check_keys(L, rows[i], keys);
 		e->name = get_str(L, rows[i], "name", REQ);
 		k = get_node(L, rows[i], "kind", YAML_SCALAR_NODE, REQ);
 		for (int j = 0; k != NULL && kinds[j] != NULL; j++)
@@ -774,13 +774,11 @@ static void load_env_vars(struct loader *L, const yaml_node_t *root)
 static void load_pip(struct loader *L, const yaml_node_t *root)
 {
 	/* "caps" is read by pipcaps.c. */
-	static const char *const keys[] = {
-	    "removed",   "requires", "and_cuda",        "notes",         "cuda_wheels",
-	    "known_bad", "caps",     "import_packages", "cuda_carriers", NULL};
+	static const char *const keys[] = {"removed",         "requires",      "and_cuda",
+	                                   "notes",           "cuda_wheels",   "caps",
+	                                   "import_packages", "cuda_carriers", NULL};
 	static const char *const cw_keys[] = {"prefix",       "major_tag", "runtime", "cudnn",
 	                                      "site_libdirs", "source",    NULL};
-	static const char *const kb_keys[] = {"package", "versions", "tensorflow",
-	                                      "fact",    "source",   NULL};
 	static const char *const rm_keys[] = {"name",        "last_real", "identical_since", "stub",
 	                                      "replacement", "quote",     "source",          NULL};
 	static const char *const lr_keys[] = {"linux", "windows", NULL};
@@ -809,35 +807,14 @@ static void load_pip(struct loader *L, const yaml_node_t *root)
 		    get_list(L, w, "site_libdirs", &L->kb->cuda_wheels.nsite_libdirs, REQ, 0);
 		L->kb->cuda_wheels.source = get_str(L, w, "source", REQ);
 	}
-	if (map_get(L, p, "known_bad") != NULL) {
-		rows = get_rows(L, p, "known_bad", &n);
-		L->kb->known_bad = xcalloc(n ? n : 1, sizeof(*L->kb->known_bad));
-		for (size_t i = 0; i < n; i++) {
-			struct compat_known_bad *k = &L->kb->known_bad[L->kb->nknown_bad++];
-			yaml_node_t *v;
-
-			check_keys(L, rows[i], kb_keys);
-			k->package = get_str(L, rows[i], "package", REQ);
-			if (k->package != NULL)
-				k->package = pep503(L, k->package);
-			v = get_node(L, rows[i], "versions", YAML_SCALAR_NODE, REQ);
-			k->versions = v ? get_spec(L, v, "versions") : NULL;
-			v = get_node(L, rows[i], "tensorflow", YAML_SCALAR_NODE, REQ);
-			k->tf_spec = v ? get_spec(L, v, "tensorflow") : NULL;
-			k->fact = get_str(L, rows[i], "fact", REQ);
-			k->source = get_str(L, rows[i], "source", REQ);
-		}
-		free(rows);
-	}
-	rows = get_rows(L, p, "removed", &n);
-	L->kb->pip_removed = xcalloc(n ? n : 1, sizeof(*L->kb->pip_removed));
+	L->kb->pip_removed =
+	    get_table(L, p, "removed", rm_keys, sizeof(*L->kb->pip_removed), &rows, &n);
 	L->kb->npip_removed = n;
 	for (size_t i = 0; i < n; i++) {
 		struct compat_pip_removed *r = &L->kb->pip_removed[i];
 		yaml_node_t *lr;
 		const char *name;
 
-		check_keys(L, rows[i], rm_keys);
 		name = get_str(L, rows[i], "name", REQ);
 		r->name = name ? pep503(L, name) : NULL;
 		lr = get_node(L, rows[i], "last_real", YAML_MAPPING_NODE, REQ);
@@ -875,12 +852,10 @@ static void load_conda(struct loader *L, const yaml_node_t *root)
 	if (c == NULL)
 		return;
 	check_keys(L, c, keys);
-	rows = get_rows(L, c, "packages", &n);
-	L->kb->conda = xcalloc(n ? n : 1, sizeof(*L->kb->conda));
+	L->kb->conda = get_table(L, c, "packages", pk_keys, sizeof(*L->kb->conda), &rows, &n);
 	L->kb->nconda = n;
 	for (size_t i = 0; i < n; i++) {
 		struct compat_conda_pkg *k = &L->kb->conda[i];
-		check_keys(L, rows[i], pk_keys);
 		k->channel = get_str(L, rows[i], "channel", REQ);
 		k->name = get_str(L, rows[i], "name", REQ);
 		k->versions = get_list(L, rows[i], "versions", &k->nversions, REQ, 1);
@@ -895,12 +870,11 @@ static void load_conda(struct loader *L, const yaml_node_t *root)
 	free(rows);
 	if (map_get(L, c, "cuda_packages") == NULL)
 		return;
-	rows = get_rows(L, c, "cuda_packages", &n);
-	L->kb->conda_cuda = xcalloc(n ? n : 1, sizeof(*L->kb->conda_cuda));
+	L->kb->conda_cuda =
+	    get_table(L, c, "cuda_packages", cp_keys, sizeof(*L->kb->conda_cuda), &rows, &n);
 	for (size_t i = 0; i < n; i++) {
 		const char *name;
 
-		check_keys(L, rows[i], cp_keys);
 		get_str(L, rows[i], "source", REQ);
 		name = get_str(L, rows[i], "name", REQ);
 		if (name != NULL)
@@ -916,14 +890,12 @@ static void load_sonames(struct loader *L, const yaml_node_t *root)
 	yaml_node_t **rows;
 	size_t n;
 
-	rows = get_rows(L, root, "sonames", &n);
-	L->kb->sonames = xcalloc(n ? n : 1, sizeof(*L->kb->sonames));
+	L->kb->sonames = get_table(L, root, "sonames", keys, sizeof(*L->kb->sonames), &rows, &n);
 	L->kb->nsonames = n;
 	for (size_t i = 0; i < n; i++) {
 		struct compat_sonames *s = &L->kb->sonames[i];
 		yaml_node_t *plat;
 
-		check_keys(L, rows[i], keys);
 		plat = get_node(L, rows[i], "platform", YAML_SCALAR_NODE, REQ);
 		if (plat != NULL && is_scalar(plat, "windows"))
 			s->os = COMPAT_WINDOWS;
@@ -948,12 +920,10 @@ static void load_guide(struct loader *L, const yaml_node_t *root)
 	yaml_node_t **rows;
 	size_t n;
 
-	rows = get_rows(L, root, "guide_mistakes", &n);
-	L->kb->guide = xcalloc(n ? n : 1, sizeof(*L->kb->guide));
+	L->kb->guide = get_table(L, root, "guide_mistakes", keys, sizeof(*L->kb->guide), &rows, &n);
 	L->kb->nguide = n;
 	for (size_t i = 0; i < n; i++) {
 		struct compat_guide_mistake *g = &L->kb->guide[i];
-		check_keys(L, rows[i], keys);
 		g->id = get_str(L, rows[i], "id", REQ);
 		g->claim = get_str(L, rows[i], "claim", REQ);
 		g->verdict = get_str(L, rows[i], "verdict", REQ);
@@ -1101,7 +1071,6 @@ void compat_free(struct compat *kb)
 	pip_caps_free(kb->caps, kb->ncaps);
 	free(kb->tf_glibc);
 	free(kb->cuda_wheels.site_libdirs);
-	free(kb->known_bad);
 	strvec_release(&kb->pool);
 	free(kb->path);
 	free(kb);

@@ -186,13 +186,6 @@ struct compat_cuda_wheels {
 	const char *source; /* NULL when compat.yaml has no such table */
 };
 
-/* A release range of a package that breaks a TF range at run time (a warning). */
-struct compat_known_bad {
-	const char *package; /* PEP 503 */
-	const char *versions, *tf_spec;
-	const char *fact, *source;
-};
-
 struct compat_guide_mistake {
 	const char *id;
 	const char *claim, *verdict, *correction, *source;
@@ -249,8 +242,6 @@ struct compat {
 	struct compat_tf_glibc *tf_glibc;
 	size_t ntf_glibc;
 	struct compat_cuda_wheels cuda_wheels;
-	struct compat_known_bad *known_bad;
-	size_t nknown_bad;
 	struct strvec pool; /* owns every string above */
 };
 

@@ -920,29 +920,6 @@ static void lint_mixed_precision(struct lint *L)
 	}
 }
 
-/* A pin in a release range the knowledge base knows to break this TF at run time. */
-static void lint_known_bad(struct lint *L, const struct pip_req *r)
-{
-	const char *tf = L->tf ? L->tf->s : NULL;
-
-	if (r->version == NULL || tf == NULL)
-		return;
-	for (size_t i = 0; i < L->kb->nknown_bad; i++) {
-		const struct compat_known_bad *k = &L->kb->known_bad[i];
-		char *hint;
-
-		if (strcmp(r->name, k->package) != 0 || !compat_spec_allows(k->tf_spec, tf) ||
-		    !compat_spec_allows(k->versions, r->version))
-			continue;
-		hint = xasprintf("pin %s outside %s for TensorFlow %s (%s)", k->package,
-		                 k->versions, tf, k->source);
-		diags_add(L->d, DIAG_WARNING, L->file, r->pos, "compat.pip-known-bad", hint,
-		          "%s %s breaks TensorFlow %s although its ranges allow it: %s",
-		          r->raw_name, r->version, tf, k->fact);
-		free(hint);
-	}
-}
-
 /*
  * CUDA from nvidia-*-cu<N> wheels (tensorflow[and-cuda]): with a cuda section too,
  * the stack carries two CUDAs; alone, the wheels must name the declared releases.
@@ -1057,10 +1034,8 @@ int compat_lint(const struct compat *kb, const struct manifest *m, struct diags 
 		if (m->driver.gpus[i].s != NULL)
 			lint_gpu(&L, &m->driver.gpus[i]);
 	for (size_t i = 0; i < m->pip.nreqs; i++)
-		if (m->pip.reqs[i].name != NULL) {
+		if (m->pip.reqs[i].name != NULL)
 			lint_pip_req(&L, &m->pip.reqs[i]);
-			lint_known_bad(&L, &m->pip.reqs[i]);
-		}
 	lint_conda(&L);
 	compat_lint_lock(kb, m, L.python ? L.python->s : NULL, L.windows_native, d);
 	compat_lint_env(kb, m, d);

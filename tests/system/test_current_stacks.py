@@ -313,14 +313,20 @@ def test_wheel_cuda_disagreeing_with_versions_is_an_error(tfprov, tmp_path, whee
 
 
 def test_h5py_3_with_tf_115_is_flagged(tfprov, tmp_path):
-    """The shipped legacy-1.15 carries the lock's h5py 3.2.1: validate warns at its line."""
+    """The shipped legacy-1.15 carries the lock's h5py 3.2.1 (its lock is incomplete):
+    validate warns once, at the h5py pin, naming the TensorFlow pin's line, the fact,
+    the cap `tfprov lock` applies (h5py<3) and the source; exit 0 (a warning)."""
     m = os.path.join(REPO, "manifests", "legacy-1.15.yaml")
     p = tfprov.run("validate", m, root=False, check=0)
-    ln = next(i for i, l in enumerate(open(m).read().splitlines(), 1)
-              if l.strip().startswith("h5py==3.2.1"))
-    assert re.search(rf":{ln}:\d+: warning: h5py 3\.2\.1 breaks TensorFlow 1\.15\.4.*"
-                     r"\[compat\.pip-known-bad\]", p.stderr), p.stderr
-    assert "tensorflow/tensorflow#44467" in p.stderr
+    lines = open(m).read().splitlines()
+    ln = next(i for i, l in enumerate(lines, 1) if l.strip().startswith("h5py==3.2.1"))
+    tf_ln = next(i for i, l in enumerate(lines, 1) if l.strip().startswith("tensorflow==1.15.4"))
+    hits = re.findall(rf":{ln}:\d+: warning: h5py 3\.2\.1 with tensorflow 1\.15\.4 \(line {tf_ln}\) "
+                      r"is known to break: .*\.decode\('utf8'\).*\[compat\.pip-known-bad\]\n"
+                      r"  hint: pin h5py<3 \(tfprov lock applies this cap\); "
+                      r"source: tensorflow/tensorflow#44467", p.stderr)
+    assert len(hits) == 1, p.stderr
+    assert p.stderr.count("[compat.pip-known-bad]") == 1, p.stderr
 
 
 @pytest.mark.parametrize("manifest,host,needs,why", [

@@ -9,7 +9,8 @@
   version it needs.
 - Every hash of the chosen version's files for the target goes on its line (a
   manylinux and a pure wheel of the same version), not a Windows-only file.
-- The knowledge base's setuptools<82 cap for TensorBoard before 2.16 is applied.
+- The knowledge base's setuptools<82 cap for TensorBoard before 2.21 is applied,
+  and a cap on TensorFlow's version (numpy<2) when TF is pinned as tensorflow-gpu.
 
 STAND-INS: the conda "python" package is a wrapper around a real CPython 3.10
 binary found on this machine (pyenv's, as on the team's machines; the test is
@@ -30,17 +31,23 @@ from lib_pyindex import Index, build_wheel
 CUT_PATH = "/usr/bin:/bin"
 
 
-def real_python310():
-    """A CPython 3.10 binary (not a pyenv shim) with pip, or None."""
-    cands = glob.glob(os.path.expanduser("~/.pyenv/versions/3.10*/bin/python3.10"))
-    cands += ["/usr/local/bin/python3.10", "/opt/python3.10/bin/python3.10"]
+def real_python(series):
+    """A CPython binary of series ("3.10"; not a pyenv shim) with pip, or None."""
+    cands = glob.glob(os.path.expanduser(f"~/.pyenv/versions/{series}.*/bin/python{series}"))
+    cands += [f"/usr/local/bin/python{series}", f"/opt/python{series}/bin/python{series}"]
+    want = "(%s)" % ", ".join(series.split("."))
     for c in cands:
         if os.path.isfile(c) and "shims" not in os.path.realpath(c):
             r = subprocess.run([c, "-I", "-c", "import sys, pip; print(sys.version_info[:2])"],
                                capture_output=True, text=True)
-            if r.returncode == 0 and r.stdout.strip() == "(3, 10)":
+            if r.returncode == 0 and r.stdout.strip() == want:
                 return c
     return None
+
+
+def real_python310():
+    """A CPython 3.10 binary (not a pyenv shim) with pip, or None."""
+    return real_python("3.10")
 
 
 def write_manifest(path, python_yaml, index, tf_sha, python="3.10"):
@@ -176,3 +183,43 @@ def test_lock_caps_setuptools_for_old_tensorboard(tfprov, tmp_path):
     assert pins["setuptools"] == ("81.0.0", {st81[1]}), pins
     p = tfprov.run("lock", "--check", m, root=False)
     assert p.returncode == 0, out(p)
+
+
+def test_lock_caps_numpy_for_tensorflow_gpu(tfprov, tmp_path):
+    """tensorflow-gpu 2.11.0 (the last real one on Linux; `tfprov init` also writes TF
+    1.x as tensorflow-gpu) requires numpy with no upper bound; the index offers numpy
+    2.0.0 and 1.26.4. The knowledge base's caps name TensorFlow (numpy<2 below TF
+    2.18, h5py<3 below TF 2): lock reads tensorflow-gpu as that TensorFlow, says so
+    with the source, and pins 1.26.4, so validate has no known-bad diagnostic.
+    TF 2.11 wants Python <= 3.10: a real CPython 3.10 (pyenv's) resolves; skipped where
+    none. (TF 1.15 itself cannot be locked here: Python 3.7's bundled pip 22.0.4 has no
+    --dry-run.)"""
+    py310 = real_python310()
+    if py310 is None:
+        pytest.skip("no CPython 3.10 with pip on this machine (TF 2.11 needs Python <= 3.10)")
+    d = tmp_path / "wheels"
+    tf = build_wheel(str(d), "tensorflow-gpu", "2.11.0", requires=["numpy>=1.20"])
+    build_wheel(str(d), "numpy", "2.0.0")
+    np1 = build_wheel(str(d), "numpy", "1.26.4")
+    idx = Index(str(d))
+    m = tmp_path / "gpu.yaml"
+    try:
+        m.write_text(
+            "schema: 1\nstack:\n  name: gpu\n  platform: linux-x86_64\n"
+            "versions:\n  tensorflow: 2.11.0\n  python: \"3.10\"\n"
+            "driver:\n  policy: skip\n"
+            "python:\n  manager: venv\n  name: gpu\n  version: \"3.10\"\n"
+            f"  interpreter: {py310}\n"
+            f"pip:\n  index_url: {idx.url}\n  complete: false\n  requirements: |\n"
+            f"    tensorflow-gpu==2.11.0 \\\n        --hash=sha256:{tf[1]}\n")
+        p = tfprov.run("lock", str(m), timeout=300)
+    finally:
+        idx.close()
+    assert "numpy 2.0.0 with tensorflow 2.11.0 breaks a cap" in p.stdout, out(p)
+    assert "tensorflow/tensorflow#102743" in p.stdout, out(p)
+    assert "resolving again with numpy<2" in p.stdout, out(p)
+    assert p.returncode == 0, out(p)
+    _, pins = lock_block(str(m))
+    assert pins["numpy"] == ("1.26.4", {np1[1]}), pins
+    p = tfprov.run("validate", str(m), root=False)
+    assert "compat.pip-known-bad" not in p.stderr, out(p)

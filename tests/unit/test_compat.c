@@ -893,28 +893,33 @@ static void test_kb_errors(void **state)
 	}
 	diags_release(&d);
 
-	/* pip.known_bad: a range that is no specifier, and cuda_wheels without its runtime. */
-	assert_int_equal(
-	    load_text("schema: 1\n"
-	              "pip:\n"
-	              "  known_bad:\n"
-	              "    - {package: h5py, versions: \"three\", tensorflow: \"<2\",\n"
-	              "       fact: f, source: s}\n"
-	              "  cuda_wheels: {prefix: nvidia-, major_tag: -cu, cudnn: x,\n"
-	              "                site_libdirs: [a], source: s}\n",
-	              &d, &bad),
-	    TF_EFAIL);
+	/*
+	 * pip.requires: a range that is no specifier; cuda_wheels without its runtime;
+	 * the old pip.known_bad table (now rows of pip.caps) is an unknown key.
+	 */
+	assert_int_equal(load_text("schema: 1\n"
+	                           "pip:\n"
+	                           "  requires:\n"
+	                           "    - {tensorflow: \"==2.9.0\", source: s,\n"
+	                           "       packages: {h5py: \"three\"}}\n"
+	                           "  cuda_wheels: {prefix: nvidia-, major_tag: -cu, cudnn: x,\n"
+	                           "                site_libdirs: [a], source: s}\n"
+	                           "  known_bad: []\n",
+	                           &d, &bad),
+	                 TF_EFAIL);
 	{
-		int spec = 0, runtime = 0;
+		int spec = 0, runtime = 0, old = 0;
 		for (size_t i = 0; i < d.n; i++) {
-			if (strstr(d.v[i].msg, "versions must be a specifier") &&
-			    d.v[i].pos.line == 4)
+			if (strstr(d.v[i].msg, "range must be a specifier") && d.v[i].pos.line == 5)
 				spec++;
 			if (strstr(d.v[i].msg, "missing key 'runtime'") && d.v[i].pos.line == 6)
 				runtime++;
+			if (strstr(d.v[i].msg, "unknown key 'known_bad'") && d.v[i].pos.line == 8)
+				old++;
 		}
 		assert_int_equal(spec, 1);
 		assert_int_equal(runtime, 1);
+		assert_int_equal(old, 1);
 	}
 	diags_release(&d);
 
