@@ -25,6 +25,8 @@ import time
 
 import pytest
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 from lib_provision import Mirror, missing_recorded, no_stub_env, out, temp_leftovers
 
 RATE = 4000  # bytes/s per request: the 10 KB cuDNN archive takes 2.5 s
@@ -96,23 +98,20 @@ def test_writer_without_state_leaves_no_lock_behind(tfprov, tmp_path):
     state exists, and the root holds nothing of the lock, only the cache the
     attempt used (given outside the root here, so the root stays empty)."""
     m = tmp_path / "dead.yaml"
-    m.write_text("""schema: 1
-stack:
-  name: dead
-  platform: linux-x86_64
-versions:
-  tensorflow: 2.15.1
-  cuda: 12.3.2
-driver:
-  policy: skip
-cuda:
-  artifacts:
-    - name: cuda_cudart
-      url: http://127.0.0.1:1/cuda_cudart-linux-x86_64-12.3.101-archive.tar.xz
-      sha256: 3b929fc5c7a5fbfa93974aac33b421887e2e5472e9ca61826364c46261a81643
-      size: 6880
-      strip: 1
-""")
+    # The CUDA archives of the shipped stable-2.15 (TF loads every one of them,
+    # so validate passes), each at a dead origin.
+    import yaml
+    with open(os.path.join(REPO, "manifests", "stable-2.15.yaml")) as f:
+        shipped = yaml.safe_load(f)
+    arts = [dict(a, url="http://127.0.0.1:1/" + a["url"].rsplit("/", 1)[1])
+            for a in shipped["cuda"]["artifacts"]]
+    m.write_text(yaml.safe_dump({
+        "schema": 1,
+        "stack": {"name": "dead", "platform": "linux-x86_64"},
+        "versions": {"tensorflow": "2.15.1", "cuda": "12.3.2"},
+        "driver": {"policy": "skip"},
+        "cuda": {"version": "12.3.2", "artifacts": arts},
+    }, sort_keys=False))
     env = no_stub_env(TFPROV_FETCH_RETRIES=0, TFPROV_FETCH_BACKOFF_MS=1)
     p = tfprov.run("--no-gpu", "--cache-dir", str(tmp_path / "cache"), "apply", "-y", str(m),
                    env=env)
