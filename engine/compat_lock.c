@@ -622,7 +622,9 @@ void compat_lint_cuda_libs(const struct compat *kb, const struct manifest *m,
 		}
 		free(need);
 	}
-	if (cudnn != NULL && cudnn->s != NULL && !m->cudnn.set) {
+	/* cuDNN in the pip-CUDA form is a wheel; a redist stack without a cudnn
+	 * section that does not declare it missing gets the cudnn lints. */
+	if (wheels && cudnn != NULL && cudnn->s != NULL && !m->cudnn.set) {
 		for (size_t i = 0; i < kb->nlib_components; i++) {
 			const struct compat_lib_component *c = &kb->lib_components[i];
 			char *need;

@@ -305,7 +305,8 @@ cuda:
   version: 12.5.1
   redist:
     url: {url}
-    components: [cuda_cudart, libcublas]
+    components: [cuda_cudart, libcublas, libcufft, libcurand, libcusolver, libcusparse,
+                 libnvjitlink]
 """
 
 
@@ -327,7 +328,9 @@ def test_lock_pins_a_redist_json_on_first_use(tfprov, tmp_path, servers):
     out = r.stdout + r.stderr
     assert "had no sha256: trusted on first use" in out and sha in out
     doc = yaml.safe_load(m.read_text())
-    assert [a["name"] for a in doc["cuda"]["artifacts"]] == ["cuda_cudart", "libcublas"]
+    assert [a["name"] for a in doc["cuda"]["artifacts"]] == [
+        "cuda_cudart", "libcublas", "libcufft", "libcurand", "libcusolver", "libcusparse",
+        "libnvjitlink"]
     assert "trusted on first use" in m.read_text()
     # A size the manifest gives must match what was served.
     m2 = tmp_path / "sized.yaml"
