@@ -223,7 +223,8 @@ int cmd_gc(struct ctx *c, struct opts *o)
 	rc = needed(c, &need);
 	if (rc != 0)
 		goto out;
-	qsort(need.v, need.n, sizeof(*need.v), cmp_str);
+	if (need.n > 1) /* need.v is NULL when no generation needs anything */
+		qsort(need.v, need.n, sizeof(*need.v), cmp_str);
 	char *sha = path_join(c->cache_dir, "sha256");
 	char *part = path_join(c->cache_dir, "partial");
 	char *quar = path_join(c->cache_dir, "quarantine");

@@ -1022,6 +1022,7 @@ static void undo_row(struct ctx *c, const char *op, const char *path, const char
 			rename(backup, host);
 		}
 	} else if (strcmp(op, "snap") == 0) {
+		tree_wait_idle(host);
 		if (backup && exists(backup))
 			fs_swap_in(backup, host); /* the directory as it was before the txn */
 	} else if (strcmp(op, "gc") == 0) {

@@ -342,6 +342,36 @@ int venv_reusable(const char *python, const char *prefix)
 	return ok;
 }
 
+/*
+ * Creates prefix/PLACE_BUSY_NAME (place.h) and holds a shared flock on it:
+ * the fd, given as stdin to the programs that change the tree in place, keeps
+ * the lock while any of them (or of their children) lives. -errno on failure.
+ */
+static int busy_hold(const char *prefix)
+{
+	char *busy = path_join(prefix, PLACE_BUSY_NAME);
+	int fd = open(busy, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	int e = fd < 0 ? errno : 0;
+	free(busy);
+	if (fd >= 0 && flock(fd, LOCK_SH) != 0) {
+		e = errno;
+		close(fd);
+		fd = -1;
+	}
+	return fd >= 0 ? fd : -e;
+}
+
+/* Releases busy_hold's lock and removes the file. */
+static void busy_release(const char *prefix, int fd)
+{
+	if (fd < 0)
+		return;
+	char *busy = path_join(prefix, PLACE_BUSY_NAME);
+	unlink(busy);
+	free(busy);
+	close(fd);
+}
+
 int venv_create(struct ctx *c, const char *python, const char *prefix, int *created, char **errmsg)
 {
 	int rc = 0;
@@ -362,22 +392,14 @@ int venv_create(struct ctx *c, const char *python, const char *prefix, int *crea
 	 * created at the final path; on failure the caller's txn removes it.
 	 * The busy file (place.h) is the stdin of venv and of the pip that its
 	 * ensurepip starts, so a recovery after a kill -9 waits for that pip. */
-	char *busy = path_join(prefix, PLACE_BUSY_NAME);
-	int bfd = -1;
-	if (mkdir(prefix, 0755) != 0 ||
-	    (bfd = open(busy, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0 ||
-	    flock(bfd, LOCK_SH) != 0) {
-		*errmsg = xasprintf("%s: cannot create: %s", prefix, strerror(errno));
-		if (bfd >= 0)
-			close(bfd);
-		free(busy);
+	int bfd = mkdir(prefix, 0755) != 0 ? -errno : busy_hold(prefix);
+	if (bfd < 0) {
+		*errmsg = xasprintf("%s: cannot create: %s", prefix, strerror(-bfd));
 		return TF_EIO;
 	}
 	char *argv[] = {(char *)python, "-I", "-m", "venv", (char *)prefix, NULL};
 	rc = pyenv_run_python_in(c, argv, 600, bfd, &r);
-	close(bfd);
-	unlink(busy);
-	free(busy);
+	busy_release(prefix, bfd);
 	if (rc == 0 && r.status != 0) {
 		rc = TF_EFAIL;
 		*errmsg = xasprintf("%s -m venv %s failed (exit %d): %s", python, prefix, r.status,
@@ -498,8 +520,8 @@ static int run_pip(struct ctx *c, struct strvec *argv, const struct pip_opts *o,
                    struct pip_result *res, char **errmsg)
 {
 	struct spawn_result r = {0};
-	int rc = pyenv_run_python(c, argv->v,
-	                          o->timeout_s > 0 ? o->timeout_s : PIP_DEFAULT_TIMEOUT_S, &r);
+	int rc = pyenv_run_python_in(
+	    c, argv->v, o->timeout_s > 0 ? o->timeout_s : PIP_DEFAULT_TIMEOUT_S, o->stdin_fd, &r);
 	if (rc != 0) {
 		*errmsg = xasprintf("pip %s: %s", phase, r.errmsg ? r.errmsg : tf_strerror(rc));
 		goto out;
@@ -863,7 +885,7 @@ static int pip_phase(struct ctx *c, const char *prefix, const char *verb, const 
  * recovery of a killed run puts it back.
  */
 static int snapshot_env(const char *prefix, const char *snap, const struct pip_opts *o,
-                        char **errmsg)
+                        int *busy_fd, char **errmsg)
 {
 	fs_rmtree(snap);
 	int e = fs_link_tree(prefix, snap);
@@ -877,6 +899,14 @@ static int snapshot_env(const char *prefix, const char *snap, const struct pip_o
 		                    txn_error(o->txn) ? txn_error(o->txn) : "");
 		return TF_ESTATE;
 	}
+	/* pip changes the env in place from here on: a recovery after a kill
+	 * waits for a pip still dying before it swaps the snapshot back. */
+	int fd = busy_hold(prefix);
+	if (fd < 0) {
+		*errmsg = xasprintf("%s: cannot create its busy file: %s", prefix, strerror(-fd));
+		return TF_EIO;
+	}
+	*busy_fd = fd;
 	return 0;
 }
 
@@ -890,6 +920,9 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 	struct pip_req *backends = xcalloc(n + 1, sizeof(*backends));
 	struct pip_req *rest = xcalloc(n + 1, sizeof(*rest));
 	size_t nb = 0, nr = 0;
+	struct pip_opts own = *o; /* own.stdin_fd: the env's busy file once snapshotted */
+	o = &own;
+	own.stdin_fd = -1;
 
 	if (o->txn) {
 		if (txn_stage_dir(o->txn, o->env_path, &work) == 0 && mkdir(work, 0700) != 0) {
@@ -953,9 +986,10 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 		rc = pip_phase(c, prefix, "download", bfile, wheels, &bo, res, errmsg);
 		if (rc != 0)
 			goto out;
-		if ((rc = snapshot_env(prefix, snap, o, errmsg)) != 0)
+		if ((rc = snapshot_env(prefix, snap, o, &own.stdin_fd, errmsg)) != 0)
 			goto out;
 		snapped = 1;
+		bo.stdin_fd = own.stdin_fd;
 		rc = pip_phase(c, prefix, "install", bfile, wheels, &bo, res, errmsg);
 		if (rc != 0)
 			goto restore;
@@ -988,7 +1022,7 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 
 	/* Phase 2: snapshot, then install offline from the verified wheelhouse. */
 	if (!snapped) {
-		if ((rc = snapshot_env(prefix, snap, o, errmsg)) != 0)
+		if ((rc = snapshot_env(prefix, snap, o, &own.stdin_fd, errmsg)) != 0)
 			goto out;
 		snapped = 1;
 	}
@@ -1041,6 +1075,11 @@ list:
 			free(nm);
 		}
 out:
+	/* After a restore the busy file went with the replaced tree. */
+	if (own.stdin_fd >= 0 && snapped)
+		busy_release(prefix, own.stdin_fd);
+	else if (own.stdin_fd >= 0)
+		close(own.stdin_fd);
 	if (snapped && snap)
 		fs_rmtree(snap);
 	if (work)

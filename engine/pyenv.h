@@ -72,6 +72,9 @@ struct pip_opts {
 	/* With txn: a complete lock whose downloads are all wheels is installed
 	 * by wheel.c through the txn instead of by pip install. */
 	int native;
+	/* Set by pip_install while pip changes the env in place: the pip
+	 * processes' stdin, the env's busy file (place.h, PLACE_BUSY_NAME). */
+	int stdin_fd;
 };
 
 struct pip_dist {
