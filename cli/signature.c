@@ -127,7 +127,7 @@ static int check_sides(struct ctx *c, const struct manifest *m, const char *sig_
 static int http_get(struct ctx *c, const char *url, size_t max, char **out, size_t *len, char **err)
 {
 	long status = 0;
-	int r = http_get_small(c, url, HTTPGET_HTTP_OR_HTTPS, max, out, len, &status, err);
+	int r = http_get_small(c, url, HTTPGET_HTTP_OR_HTTPS, NULL, max, out, len, &status, err);
 	if (r == TF_ENETWORK && (status == 404 || status == 410))
 		return 1;
 	return r;

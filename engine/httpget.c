@@ -8,6 +8,7 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdlib.h>
 
 struct body {
 	struct strbuf sb;
@@ -32,9 +33,10 @@ static void init_curl(void)
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-int http_get_small(struct ctx *c, const char *url, const char *protocols, size_t max, char **out,
-                   size_t *len, long *status, char **err)
+int http_get_small(const struct ctx *c, const char *url, const char *protocols, const char *accept,
+                   size_t max, char **out, size_t *len, long *status, char **err)
 {
+	struct curl_slist *hdr = NULL;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	struct body b = {STRBUF_INIT, max, 0};
 	long code = 0;
@@ -44,6 +46,12 @@ int http_get_small(struct ctx *c, const char *url, const char *protocols, size_t
 	if (h == NULL)
 		tf_fatal("curl_easy_init");
 	curl_easy_setopt(h, CURLOPT_URL, url);
+	if (accept != NULL) {
+		char *line = xasprintf("Accept: %s", accept);
+		hdr = curl_slist_append(NULL, line);
+		free(line);
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+	}
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, body_write);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
@@ -64,6 +72,7 @@ int http_get_small(struct ctx *c, const char *url, const char *protocols, size_t
 	CURLcode rc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 	curl_easy_cleanup(h);
+	curl_slist_free_all(hdr);
 	*status = code;
 	if (rc == CURLE_OK && code == 200) {
 		*len = b.sb.len;

@@ -24,11 +24,12 @@ struct ctx;
 #define HTTPGET_HTTP_OR_HTTPS "http,https"
 
 /*
- * GET url, at most max bytes. 0 on HTTP 200; TF_ENETWORK with *status the
+ * GET url, at most max bytes, with an Accept header when accept is not NULL
+ * (a PEP 503 index page asks for text/html). 0 on HTTP 200; TF_ENETWORK with *status the
  * HTTP status (0 when no response came: DNS, TLS, connect, timeout);
  * TF_EINTEGRITY when the body is larger than max.
  */
-int http_get_small(struct ctx *c, const char *url, const char *protocols, size_t max, char **out,
-                   size_t *len, long *status, char **err);
+int http_get_small(const struct ctx *c, const char *url, const char *protocols, const char *accept,
+                   size_t max, char **out, size_t *len, long *status, char **err);
 
 #endif

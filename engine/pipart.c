@@ -6,13 +6,13 @@
 #include "cache.h"
 #include "digest.h"
 #include "error.h"
+#include "httpget.h"
 #include "fs.h"
 #include "manifest.h"
 #include "pyenv.h"
 #include "util.h"
 
 #include <ctype.h>
-#include <curl/curl.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -221,59 +221,14 @@ out:
 	return r;
 }
 
-static size_t page_write(char *p, size_t size, size_t n, void *ud)
+/* An index page over http(s), TLS verified (httpget.h); a 404 is the pin's absence. */
+static int get_page(const struct ctx *c, const char *url, char **html, char **err)
 {
-	struct strbuf *b = ud;
-	if (b->len + size * n > PAGE_MAX)
-		return 0;
-	strbuf_add(b, p, size * n);
-	return size * n;
-}
-
-static int http_get(const struct ctx *c, const char *url, struct strbuf *out, char **err)
-{
-	static int inited;
-	if (!inited) {
-		curl_global_init(CURL_GLOBAL_DEFAULT);
-		inited = 1;
-	}
-	CURL *h = curl_easy_init();
-	if (h == NULL) {
-		*err = xstrdup("curl_easy_init failed");
-		return TF_EFAIL;
-	}
-	char ebuf[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdr = curl_slist_append(NULL, "Accept: text/html");
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, page_write);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 15L);
-	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
-	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "tfprov");
-	if (c->ca_bundle)
-		curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_bundle);
-	CURLcode cc = curl_easy_perform(h);
+	size_t len = 0;
 	long status = 0;
-	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-	int rc = 0;
-	if (cc != CURLE_OK) {
-		*err = xasprintf("%s: %s", url, ebuf[0] ? ebuf : curl_easy_strerror(cc));
-		rc = TF_ENETWORK;
-	} else if (status != 200) {
-		*err = xasprintf("%s: HTTP %ld", url, status);
-		rc = status == 404 ? TF_EINTEGRITY : TF_ENETWORK;
-	}
-	curl_slist_free_all(hdr);
-	curl_easy_cleanup(h);
-	return rc;
+	int rc = http_get_small(c, url, HTTPGET_HTTP_OR_HTTPS, "text/html", PAGE_MAX, html, &len,
+	                        &status, err);
+	return rc == TF_ENETWORK && status == 404 ? TF_EINTEGRITY : rc;
 }
 
 /* The value of attribute `attr` in the tag starting at p (up to '>'), or NULL. */
@@ -448,20 +403,18 @@ static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipa
 			free(file);
 		}
 	} else {
-		struct strbuf b = STRBUF_INIT;
-		char *err = NULL;
+		char *html = NULL, *err = NULL;
 		page = xasprintf("%s%s%s/", index, sep, q->name);
-		rc = http_get(c, page, &b, &err);
+		rc = get_page(c, page, &html, &err);
 		if (rc != 0) {
 			*errmsg = xasprintf("%s==%s: cannot read the index page %s (%s)",
 			                    q->raw_name ? q->raw_name : q->name, q->version, page,
 			                    err ? err : "");
 			free(err);
-			strbuf_release(&b);
 			goto out;
 		}
-		page_cands(page, b.buf ? b.buf : "", q->name, q->version, &cs);
-		strbuf_release(&b);
+		page_cands(page, html, q->name, q->version, &cs);
+		free(html);
 	}
 	free(use);
 	use = xcalloc(cs.n + 1, sizeof(*use));
