@@ -11,7 +11,7 @@
  *  2. The native figure (source=native): ms per forward of the probe's
  *     Conv2D, batch 8; recorded. It is not the TF step and is never compared
  *     with the TF reference numbers.
- *  3. The TensorFlow benchmark (source=tf): modules/bench_conv.py in the
+ *  3. The TensorFlow benchmark (source=tf): bench/bench_conv.py in the
  *     stack's Python env with the stack's environment (as its profile sets
  *     it), once per precision of the manifest's bench section (fp32 when none);
  *     each result is recorded. Skipped, with a note, when the stack has no
@@ -237,7 +237,7 @@ static int bench_tf(struct ctx *c, const struct stackinfo *si, int *printed_head
 		return 0;
 	}
 	const char *script =
-	    datadir_path("TFPROV_BENCH_SCRIPT", "modules/bench_conv.py", buf, sizeof(buf));
+	    datadir_path("TFPROV_BENCH_SCRIPT", "bench/bench_conv.py", buf, sizeof(buf));
 	stackinfo_env(si, &env);
 	size_t np = m->bench.nprecisions ? m->bench.nprecisions : 1;
 	for (size_t i = 0; i < np && !tf_interrupted; i++) {

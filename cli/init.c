@@ -5,7 +5,7 @@
  *
  * The versions come from the knowledge base (data/compat.yaml): TF's tested
  * CUDA and cuDNN, a Python of its range, the toolkit's driver floor. The pins
- * come from the catalog (engine/catalog.h: the public reference data in
+ * come from the catalog (engine/kb/catalog.h: the public reference data in
  * manifests/data): NVIDIA's redist JSONs, runfiles and cuDNN tarballs, conda
  * explicit locks, complete pip closures. Nothing is computed or guessed:
  *

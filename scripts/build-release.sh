@@ -22,9 +22,9 @@
 # builds, and its 7.74 lacks CURLOPT_PROTOCOLS_STR), libarchive (bullseye's
 # .a drags in libxml2 and ICU) and SQLite (the state store uses RETURNING,
 # 3.35; bullseye has 3.34). glibc stays dynamic: NVML and the CUDA libraries
-# are dlopen()ed (engine/gpu_probe.c, engine/libcheck.c), which a static glibc
+# are dlopen()ed (engine/gpu/gpu_probe.c, engine/gpu/libcheck.c), which a static glibc
 # cannot do reliably. HTTPS finds the host's CA bundle on Debian's, RHEL's,
-# SUSE's and Alpine's paths (engine/cabundle.h).
+# SUSE's and Alpine's paths (engine/artifact/private/cabundle.h).
 #
 # The build root, with the libraries built from source, is cached in
 # $TFPROV_RELEASE_CACHE (default /var/cache/tfprov-release), one directory per
@@ -135,7 +135,7 @@ from_source() {
 # bullseye's 7.74 lacks CURLOPT_PROTOCOLS_STR (7.85). No CA path is compiled
 # in (--with-ca-fallback: OpenSSL's default paths, which honour
 # SSL_CERT_FILE/SSL_CERT_DIR); tfprov picks the host's bundle itself
-# (engine/cabundle.h), so Debian's and RHEL's paths both work.
+# (engine/artifact/private/cabundle.h), so Debian's and RHEL's paths both work.
 # Debian's last two patches (90_gnutls, 99_nss) make its GnuTLS and NSS
 # flavours; debian/rules pops them for the OpenSSL one, and so do we.
 from_source curl "for p in 99_nss 90_gnutls; do patch -R -s -p1 <debian/patches/\$p.patch; done" \
@@ -162,7 +162,7 @@ from_source libarchive "autoreconf -fi >/dev/null 2>&1" "$NICE make -s -j\$(npro
 	--with-zlib --with-bz2lib --with-lzma --with-zstd --with-lz4
 
 # libzip: the wheel installer reads a wheel's central directory with it
-# (engine/unpack.c, unpack_zip_parallel). Debian ships no libzip.a; Debian 12's
+# (engine/artifact/unpack.c, unpack_zip_parallel). Debian ships no libzip.a; Debian 12's
 # source built static with only zlib (wheels are stored or deflated), no
 # crypto, no tools. libzip builds with CMake, not configure.
 if [ ! -e "$ROOT/opt/libzip/.tfprov-ready" ]; then
@@ -203,8 +203,10 @@ from_source sqlite3 "export CFLAGS='-O2 -g -DSQLITE_SECURE_DELETE -DSQLITE_ENABL
 		install -m644 sqlite3.pc /opt/sqlite3/lib/pkgconfig/" \
 	--disable-tcl --disable-readline --disable-editline
 
-# tfprov itself: the sources CMakeLists.txt globs (cli/ engine/ state/
-# modules/), with its warning flags and Debian's hardening flags.
+# tfprov itself: the sources CMakeLists.txt globs (cli/ engine/*/ state/
+# modules/), with its warning flags and Debian's hardening flags. One
+# compiler call sees every folder's headers: the layering is checked by the
+# CMake build, which gives each folder only its own private headers.
 VERSION=$(sed -n 's/^project(tfprov VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 NAME=tfprov-$VERSION-linux-x86_64
 B=$ROOT/build/tfprov
@@ -227,8 +229,8 @@ in_root sh -ec "
 		-Wno-error=unused-result -D_GNU_SOURCE -fno-strict-aliasing \
 		-fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE \
 		-DTFPROV_VERSION='\"$VERSION\"' \$(pkg-config --cflags \$pcs) \
-		-Icli -Iengine -Istate -Imodules -Igen \
-		cli/*.c engine/*.c state/*.c modules/*.c \
+		-Icli -Igen \$(find engine state -type d -printf ' -I%p') \
+		cli/*.c engine/*/*.c state/*.c modules/*.c \
 		-pie -Wl,-z,relro,-z,now -Wl,--as-needed \
 		\$(pkg-config --static --libs-only-L \$pcs) \
 		-Wl,-Bstatic \$static -Wl,-Bdynamic \$glibc -ldl -lpthread -lm \
@@ -239,16 +241,15 @@ in_root sh -ec "
 "
 
 # The tarball: bin/tfprov and share/tfprov/ as `make install` lays them out
-# (engine/datadir.h finds <exe>/../share/tfprov), plus the licences of what
+# (engine/base/datadir.h finds <exe>/../share/tfprov), plus the licences of what
 # is linked in.
 S=$B/stage/$NAME
-mkdir -p "$S/bin" "$S/share/tfprov/data" "$S/share/tfprov/bench" "$S/share/tfprov/modules" \
+mkdir -p "$S/bin" "$S/share/tfprov/data" "$S/share/tfprov/bench" \
 	"$S/share/doc/tfprov/third-party" "$S/share/man/man1" "$S/share/bash-completion/completions"
 cp "$B/tfprov" "$S/bin/tfprov"
 cp -a manifests "$S/share/tfprov/manifests"
 cp data/compat.yaml "$S/share/tfprov/data/"
-cp modules/*.py "$S/share/tfprov/modules/"
-cp bench/reference.yaml "$S/share/tfprov/bench/"
+cp bench/reference.yaml bench/bench_conv.py "$S/share/tfprov/bench/"
 # The man page and completion are generated from the binary's own help, as
 # the CMake build does (scripts/gen-docs.py); the release binary runs here.
 python3 scripts/gen-docs.py "$B/tfprov" "$PWD" "$B/gen"

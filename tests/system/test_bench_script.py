@@ -1,4 +1,4 @@
-"""modules/bench_conv.py and engine/benchrun.c without TensorFlow or a GPU.
+"""bench/bench_conv.py and engine/gpu/benchrun.c without TensorFlow or a GPU.
 
 TensorFlow is not installed on these machines. The no-TF path runs the real
 script with nothing on PYTHONPATH; the no-GPU path puts a stand-in
@@ -14,7 +14,7 @@ import sys
 BUILD = os.environ.get("TFPROV_BUILD_DIR", os.path.join(os.getcwd(), "build"))
 TOOL = os.path.join(BUILD, "py_tool")
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(SRC, "modules", "bench_conv.py")
+SCRIPT = os.path.join(SRC, "bench", "bench_conv.py")
 PY = "/usr/bin/python3"
 
 STAND_IN = '''"""Stand-in for tensorflow in tfprov's tests: NOT TensorFlow. No GPU here."""

@@ -309,7 +309,7 @@ def test_6_origin_once_per_artifact_hosts_fill_from_mirror(world):
     assert len(v1_files) == 8  # 7 CUDA 11.8 components and cuDNN
     served = w.nginx.gets()
     for f in v1_files:
-        # A URL mirror is asked for the artifact's file name (engine/fetch.c).
+        # A URL mirror is asked for the artifact's file name (engine/artifact/fetch.c).
         assert served.count("/" + f["file"]) == N, (f["file"], served.count("/" + f["file"]))
         for h in w.fleet.hosts:
             assert os.path.exists(h.path("/var/cache/tfprov/sha256/" + f["sha256"])), h.name

@@ -44,13 +44,13 @@ def run(binary, *args, cwd="/"):
 
 def test_installed_layout_and_no_source_path(relocated):
     share = relocated / "share" / "tfprov"
-    for rel in ("data/compat.yaml", "bench/reference.yaml", "modules/bench_conv.py",
+    for rel in ("data/compat.yaml", "bench/reference.yaml", "bench/bench_conv.py",
                 "manifests/stable-2.15.yaml"):
         assert (share / rel).is_file(), rel
     blob = (relocated / "bin" / "tfprov").read_bytes()
     # No data path of the source tree is compiled in. (A sanitizer build keeps
     # the names of its source files for its reports; those are not data paths.)
-    for sub in ("data", "manifests", "bench", "modules/bench_conv.py"):
+    for sub in ("data", "manifests", "bench", "bench/bench_conv.py"):
         assert f"{REPO}/{sub}".encode() not in blob, f"the installed binary names {REPO}/{sub}"
     assert f"{REPO}\0".encode() not in blob, "the installed binary names the source tree"
 

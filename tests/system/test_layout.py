@@ -1,24 +1,40 @@
-"""The architecture's call rules, checked on the source tree (ARCHITECTURE.md,
-"Parts and who may call whom"):
+"""The architecture's rules that a compiler cannot see, checked on the source
+tree (ARCHITECTURE.md, "Rooms and who may call whom"), and the ones it can,
+proved by planting a violation into the real build's compile commands:
 
-- the store (state/) is the only part that includes <sqlite3.h> or calls sqlite3_*;
+- folders: each folder of engine/ (and state/, modules/) is its own static
+  library; its private headers (<folder>/private/) are reachable only from it,
+  and it reaches only the public headers of the folders it links. A planted
+  include of another folder's private header, an include against the
+  layering, and a call without the folder's header all fail to compile with
+  the flags CMake gives that folder (compile_commands.json);
+- includes name headers, not paths ("fetch.h", never "../artifact/x.h" or
+  "private/x.h"), so the include directories above are the whole story;
+- the includes among engine's folders have no cycle;
+- the store (state/) is the only part that includes <sqlite3.h>, calls
+  sqlite3_* or holds SQL text;
+- nothing returns a bare -1: a function fails with a negative TF_E* or -errno
+  (engine/base/error.h);
 - the core (engine/, modules/, state/) never prints: stdout/stderr belong to the
-  front end (cli/); the one exception is tf_fatal() in engine/error.c, which
-  writes a last message before abort() when no event handler can run;
+  front end (cli/); the one exception is tf_fatal() in engine/base/error.c,
+  which writes a last message before abort() when no event handler can run;
 - steps (modules/) write only through the placement API: no O_APPEND, rename()
   or renameat() of their own;
-- includes point one way: the core includes no front-end header, the engine and
-  the store include no step header, steps include no store header.
+- every fsync/syncfs/fdatasync result is checked.
 
-Each rule is checked by reading the files, so a new violation fails this test
-with the file and line.
+Each check is run once on the tree (no finding) and once on a planted
+violation (a finding), so none of them can pass vacuously.
 """
+import json
 import os
 import re
+import shlex
+import subprocess
 
 import pytest
 
 SRC = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("TFPROV_BUILD_DIR", os.path.join(SRC, "build"))
 FRONT, ENGINE, STEPS, STORE = "cli", "engine", "modules", "state"
 CORE = (ENGINE, STEPS, STORE)
 
@@ -31,13 +47,11 @@ def sources(*parts):
                     yield os.path.relpath(os.path.join(dirpath, n), SRC)
 
 
-def headers_of(part):
-    return {os.path.basename(p) for p in sources(part) if p.endswith(".h")}
-
-
-def code_lines(path):
-    """Lines with comments and string literals blanked, numbered from 1."""
-    text = open(os.path.join(SRC, path), encoding="utf-8").read()
+def code_lines(path, text=None):
+    """Lines with comments and string literals blanked (include lines keep
+    their names), numbered from 1."""
+    if text is None:
+        text = open(os.path.join(SRC, path), encoding="utf-8").read()
     text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
     text = re.sub(r"//[^\n]*", "", text)
     for i, line in enumerate(text.split("\n"), 1):
@@ -47,25 +61,72 @@ def code_lines(path):
             yield i, re.sub(r'"(\\.|[^"\\])*"', '""', line)
 
 
-def violations(paths, pattern, allow=lambda path, line: False):
+def string_lines(path, text=None):
+    """Only the string literals of each line (comments dropped)."""
+    if text is None:
+        text = open(os.path.join(SRC, path), encoding="utf-8").read()
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    for i, line in enumerate(text.split("\n"), 1):
+        if not line.lstrip().startswith("#include"):
+            yield i, " ".join(m.group(0) for m in re.finditer(r'"(\\.|[^"\\])*"', line))
+
+
+def violations(paths, pattern, allow=lambda path, line: False, lines=code_lines, text=None):
     rx = re.compile(pattern)
     out = []
     for p in paths:
-        for n, line in code_lines(p):
+        for n, line in lines(p, text):
             if rx.search(line) and not allow(p, line):
                 out.append(f"{p}:{n}: {line.strip()}")
     return out
+
+
+def planted(path, text, pattern, **kw):
+    """The same check, on a made-up file: it must find the violation."""
+    return violations([path], pattern, text=text, **kw)
 
 
 def test_the_layout_exists():
     for part in (FRONT,) + CORE:
         assert any(True for _ in sources(part)), f"{part}/ holds no sources"
     assert os.path.exists(os.path.join(SRC, FRONT, "main.c"))
+    rooms = {d for d in os.listdir(os.path.join(SRC, ENGINE))
+             if os.path.isdir(os.path.join(SRC, ENGINE, d))}
+    assert {"base", "core", "artifact", "python", "gpu", "kb", "run"} <= rooms
+    loose = [n for n in os.listdir(os.path.join(SRC, ENGINE)) if n.endswith((".c", ".h"))]
+    assert loose == [], f"engine/ files outside a folder: {loose}"
+
+
+SQLITE = r"\bsqlite3_|<sqlite3\.h>|\bsqlite3\b"
+SQL = r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE TABLE|DROP TABLE|PRAGMA)\b"
 
 
 def test_only_the_store_speaks_sqlite():
     others = list(sources(FRONT, ENGINE, STEPS))
-    assert violations(others, r"\bsqlite3_|<sqlite3\.h>|\bsqlite3\b") == []
+    assert violations(others, SQLITE) == []
+    assert planted("engine/run/x.c", "#include <sqlite3.h>\n", SQLITE)
+    assert planted("cli/x.c", "\tsqlite3_exec(db, q, 0, 0, 0);\n", SQLITE)
+
+
+def test_no_sql_outside_the_store():
+    """Issue 23, a closed store: SQL text lives in state/ behind named functions."""
+    others = list(sources(FRONT, ENGINE, STEPS))
+    assert violations(others, SQL, lines=string_lines) == []
+    assert planted("engine/run/x.c", '\tq = "SELECT id FROM stacks";\n', SQL, lines=string_lines)
+    # A word in a comment or an identifier is not SQL text.
+    assert not planted("engine/run/x.c", "/* SELECT */ int update_count;\n", SQL,
+                       lines=string_lines)
+
+
+BARE_MINUS_ONE = r"\breturn\s+-1\s*;"
+
+
+def test_no_bare_minus_one():
+    """One way to fail: 0 or a negative TF_E*/-errno (engine/base/error.h)."""
+    assert violations(list(sources(FRONT, *CORE)), BARE_MINUS_ONE) == []
+    assert planted("engine/base/x.c", "\t\treturn -1;\n", BARE_MINUS_ONE)
+    assert not planted("engine/base/x.c", "\t\treturn -ENOENT;\n", BARE_MINUS_ONE)
 
 
 PRINTS = (r"\b(printf|puts|putchar|perror|vprintf)\s*\(|"
@@ -73,27 +134,154 @@ PRINTS = (r"\b(printf|puts|putchar|perror|vprintf)\s*\(|"
           r"\bdprintf\s*\(\s*[12]\b|\bwrite\s*\(\s*(1|2|STDOUT_FILENO|STDERR_FILENO)\b")
 
 
+def fatal(path, line):
+    return path == os.path.join(ENGINE, "base", "error.c") and "STDERR_FILENO" in line
+
+
 def test_the_core_never_prints():
-    def fatal(path, line):
-        return path == os.path.join(ENGINE, "error.c") and "STDERR_FILENO" in line
     assert violations(list(sources(*CORE)), PRINTS, fatal) == []
+    for bad in ('\tprintf("x");\n', '\tfprintf(stderr, "%s", m);\n', "\twrite(2, b, n);\n"):
+        assert planted("engine/core/x.c", bad, PRINTS, allow=fatal), bad
+    assert not planted("engine/core/x.c", '\tfprintf(f, "%s", m);\n', PRINTS, allow=fatal)
+
+
+STEP_WRITES = r"\bO_APPEND\b|\brename(at2?)?\s*\("
 
 
 def test_steps_write_only_through_placement():
-    assert violations(list(sources(STEPS)), r"\bO_APPEND\b|\brename(at2?)?\s*\(") == []
+    assert violations(list(sources(STEPS)), STEP_WRITES) == []
+    assert planted("modules/x.c", "\trename(a, b);\n", STEP_WRITES)
+    assert planted("modules/x.c", "\tfd = open(p, O_WRONLY | O_APPEND);\n", STEP_WRITES)
 
 
-@pytest.mark.parametrize("who,forbidden", [
-    (CORE, (FRONT,)),
-    ((ENGINE, STORE), (STEPS,)),
-    ((STEPS,), (STORE,)),
+PATH_INCLUDE = r'#include\s+"[^"]*/'
+
+
+def test_includes_name_headers_not_paths():
+    """A path in an include would walk around the include directories that
+    keep a folder's private headers private."""
+    assert violations(list(sources(FRONT, *CORE)), PATH_INCLUDE) == []
+    assert planted("engine/gpu/x.c", '#include "../artifact/private/cabundle.h"\n', PATH_INCLUDE)
+    assert planted("engine/gpu/x.c", '#include "private/isolate.h"\n', PATH_INCLUDE)
+
+
+def folder_of(path):
+    parts = path.split(os.sep)
+    return parts[1] if parts[0] == ENGINE and len(parts) > 2 else parts[0]
+
+
+def folder_graph():
+    """Folder -> folders whose headers it includes (engine's folders, state, modules)."""
+    owner = {}
+    for p in sources(*CORE):
+        if p.endswith(".h"):
+            owner.setdefault(os.path.basename(p), folder_of(p))
+    graph = {}
+    for p in sources(*CORE):
+        me = folder_of(p)
+        graph.setdefault(me, set())
+        for _, line in code_lines(p):
+            m = re.match(r'\s*#include\s+"([^"]+)"', line)
+            if m and owner.get(m.group(1), me) != me:
+                graph[me].add(owner[m.group(1)])
+    return graph
+
+
+def find_cycle(graph):
+    """A cycle as a list of nodes, or None (depth-first search)."""
+    state, stack = {}, []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                c = visit(m)
+                if c:
+                    return c
+        state[n] = 2
+        stack.pop()
+        return None
+
+    for n in sorted(graph):
+        if n not in state:
+            c = visit(n)
+            if c:
+                return c
+    return None
+
+
+def test_no_include_cycle_among_folders():
+    graph = folder_graph()
+    assert {"base", "core", "artifact", "python", "gpu", "kb", "run"} <= set(graph)
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+    # The lowest folder includes no other; the walk sees real edges.
+    assert graph["base"] == set(), graph["base"]
+    assert "artifact" in graph["python"]
+    # Planted: the placement core including a Python header closes a circle
+    # (core -> python -> core), the one issue 23 found.
+    bent = {k: set(v) for k, v in graph.items()}
+    bent["core"].add("python")
+    assert find_cycle(bent) is not None
+
+
+def compile_command(source):
+    """The exact command the build compiles `source` (relative) with."""
+    db = os.path.join(BUILD, "compile_commands.json")
+    if not os.path.exists(db):
+        pytest.fail(f"{db} is missing: configure the build first (CMAKE_EXPORT_COMPILE_COMMANDS)")
+    for e in json.load(open(db)):
+        if os.path.normpath(e["file"]) == os.path.join(SRC, source):
+            args = e.get("arguments") or shlex.split(e["command"])
+            return args, e["directory"]
+    pytest.fail(f"{source} is not in {db}")
+
+
+def try_compile(tmp_path, folder_source, text):
+    """Compiles `text` as if it were a file of folder_source's library."""
+    args, cwd = compile_command(folder_source)
+    src = tmp_path / "planted.c"
+    src.write_text(text)
+    out = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a == "-o":
+            out += ["-o", str(tmp_path / "planted.o")]
+            skip = True
+        elif a.endswith(".c") and os.path.normpath(os.path.join(cwd, a)) == os.path.join(SRC, folder_source):
+            out.append(str(src))
+        elif a.startswith("-o") and len(a) > 2:
+            out.append("-o" + str(tmp_path / "planted.o"))
+        else:
+            out.append(a)
+    if "-c" not in out:
+        out.append("-c")
+    return subprocess.run(out, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("where,text,what", [
+    # The control: a folder reaches the public header of a folder it links.
+    ("engine/python/pyenv.c", '#include "fetch.h"\nint planted;\n', None),
+    ("engine/python/pyenv.c", '#include "cabundle.h"\nint planted;\n', "cabundle.h"),
+    ("engine/gpu/gpu_probe.c", '#include "manifest.h"\nint planted;\n', "manifest.h"),
+    ("engine/core/place.c", '#include "pyenv.h"\nint planted;\n', "pyenv.h"),
+    ("engine/base/fs.c", '#include "state.h"\nint planted;\n', "state.h"),
+    ("cli/main.c", '#include "state_private.h"\nint planted;\n', "state_private.h"),
+    ("engine/gpu/gpu_probe.c",
+     "int planted(void)\n{\n\tmanifest_free(0);\n\treturn 0;\n}\n", "manifest_free"),
 ])
-def test_includes_point_one_way(who, forbidden):
-    names = set()
-    for part in forbidden:
-        names |= headers_of(part)
-    inc = r'#include\s+"(%s)"' % "|".join(re.escape(n) for n in sorted(names))
-    assert violations(list(sources(*who)), inc) == []
+def test_a_forbidden_include_or_call_fails_to_build(tmp_path, where, text, what):
+    r = try_compile(tmp_path, where, text)
+    if what is None:
+        assert r.returncode == 0, r.stderr
+    else:
+        assert r.returncode != 0, f"{where}'s library compiled a planted {what}"
+        assert what in r.stderr, r.stderr
 
 
 UNCHECKED_SYNC = r"^\s*(\(void\)\s*)?(syncfs|fsync|fdatasync)\s*\("

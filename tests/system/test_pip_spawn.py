@@ -1,4 +1,4 @@
-"""engine/spawn.c: what a child sees and what comes back (the base of pip runs)."""
+"""engine/base/spawn.c: what a child sees and what comes back (the base of pip runs)."""
 import json
 import os
 import subprocess

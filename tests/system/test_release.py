@@ -49,7 +49,7 @@ GLIBC_MAX = (2, 31)
 GLIBC_LIBS = {"libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1",
               "ld-linux-x86-64.so.2"}
 # Where each root gets the test CA: Debian's path in one, RHEL's in the other,
-# so the binary's own CA lookup (engine/cabundle.h) is exercised on both.
+# so the binary's own CA lookup (engine/artifact/private/cabundle.h) is exercised on both.
 CA_PATHS = {"bullseye": "/etc/ssl/certs/ca-certificates.crt",
             "trixie": "/etc/pki/tls/certs/ca-bundle.crt"}
 
@@ -119,9 +119,9 @@ def test_tarball_has_binary_data_licences_and_checksums(release):
     assert all(m.uid == 0 and m.gid == 0 for m in members)
     assert all(m.name.startswith(os.path.basename(top) + "/") or m.name == os.path.basename(top)
                for m in members)
-    # Everything engine/datadir.c looks up, where it looks (<exe>/../share/tfprov).
+    # Everything engine/base/datadir.c looks up, where it looks (<exe>/../share/tfprov).
     share = os.path.join(top, "share", "tfprov")
-    for rel in ("data/compat.yaml", "bench/reference.yaml", "modules/bench_conv.py"):
+    for rel in ("data/compat.yaml", "bench/reference.yaml", "bench/bench_conv.py"):
         assert os.path.isfile(os.path.join(share, rel)), rel
     # The shipped manifests and their reference data, file for file.
     shipped = _tree(os.path.join(REPO, "manifests"))

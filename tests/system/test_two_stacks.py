@@ -107,7 +107,7 @@ def test_merge_conflict_shown_by_plan(tfprov, mirror):
 
 @pytest.mark.xfail(strict=True, reason=(
     "BUG (design): a CUDA prefix can belong to one stack only. files.path is the "
-    "primary key (state schema) and txn_put_tree (engine/place.c, owner_class check) "
+    "primary key (state schema) and txn_put_tree (engine/core/place.c, owner_class check) "
     "refuses <prefix>/cuda/12.3.2 because it 'belongs to another tfprov resource', "
     "so a second stack with the same CUDA version fails in its cuda step even with "
     "cudnn.placement: separate; and only after downloading and unpacking, not at plan "

@@ -1,6 +1,6 @@
 /*
  * test_cabundle.c - the CA bundle HTTPS downloads trust without --ca-bundle
- * (engine/cabundle.h): --ca-bundle wins, then $SSL_CERT_FILE, then the first
+ * (engine/artifact/private/cabundle.h): --ca-bundle wins, then $SSL_CERT_FILE, then the first
  * distribution path that is a regular file. Which distribution path a real
  * root has is covered by tests/system/test_release.py (Debian's path in a
  * Debian 11 root, RHEL's in a Debian 13 root).

@@ -127,24 +127,6 @@ void pip_opts_mirror(struct pip_opts *o, const char *mirror, const char *links[2
 	}
 }
 
-char *pip_normalize_name(const char *name)
-{
-	struct strbuf sb = STRBUF_INIT;
-	int sep = 0;
-	for (const char *p = name; *p; p++) {
-		if (*p == '-' || *p == '_' || *p == '.') {
-			sep = 1;
-			continue;
-		}
-		if (sep && sb.len)
-			strbuf_add(&sb, "-", 1);
-		sep = 0;
-		char ch = (char)tolower((unsigned char)*p);
-		strbuf_add(&sb, &ch, 1);
-	}
-	return strbuf_detach(&sb);
-}
-
 void pip_result_release(struct pip_result *r)
 {
 	for (size_t i = 0; i < r->n; i++) {

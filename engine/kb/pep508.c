@@ -12,7 +12,6 @@
 #include "pep508.h"
 
 #include "compat.h"
-#include "pyenv.h"
 #include "util.h"
 #include "version.h"
 

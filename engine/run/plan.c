@@ -172,9 +172,21 @@ int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p)
 	return 0;
 }
 
+/* The installed distributions' RECORD files as place_foreign's other owner. */
+static int pkg_owns(void *arg, const char *path)
+{
+	return pkgfiles_find(arg, path) != NULL;
+}
+
+static int pkg_has_under(void *arg, const char *path)
+{
+	return pkgfiles_has_under(arg, path);
+}
+
 int plan_foreign(struct ctx *c, int64_t stack_id, struct strvec *out)
 {
 	struct pkgfiles x;
+	const struct place_owner owner = {pkg_owns, pkg_has_under, &x};
 	struct state_stmt *q = NULL;
 	char *env = pkgfiles_load_stack(c, stack_id, 0, &x);
 	int rc = 0;
@@ -200,7 +212,7 @@ int plan_foreign(struct ctx *c, int64_t stack_id, struct strvec *out)
 		}
 		if (!inside) {
 			strvec_push(&tops, dirs.v[i]);
-			place_foreign(c, dirs.v[i], &x, out);
+			place_foreign(c, dirs.v[i], &owner, out);
 		}
 	}
 	strvec_release(&tops);

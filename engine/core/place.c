@@ -17,7 +17,6 @@
 #include "place.h"
 #include "fs.h"
 #include "digest.h"
-#include "pkgfiles.h"
 #include "error.h"
 #include "event.h"
 #include "state.h"
@@ -340,7 +339,7 @@ static int state_dir_has_records(struct ctx *c, const char *dir)
 }
 
 /* Lists what lies in `dir` (root-relative) that no record and no installed distribution owns. */
-void place_foreign(struct ctx *c, const char *dir, const struct pkgfiles *x, struct strvec *out)
+void place_foreign(struct ctx *c, const char *dir, const struct place_owner *o, struct strvec *out)
 {
 	char *host = ctx_host_dir(c, dir);
 	DIR *d = opendir(host);
@@ -352,12 +351,12 @@ void place_foreign(struct ctx *c, const char *dir, const struct pkgfiles *x, str
 		char *hp = ctx_host_path(c, p);
 		struct stat st;
 		int isdir = lstat(hp, &st) == 0 && S_ISDIR(st.st_mode);
-		if (state_file_owner(c->st, p) != 0 || (x && pkgfiles_find(x, p) != NULL)) {
+		if (state_file_owner(c->st, p) != 0 || (o && o->owns(o->arg, p))) {
 			if (isdir) /* placed by tfprov: what is inside may not be */
-				place_foreign(c, p, x, out);
+				place_foreign(c, p, o, out);
 		} else if (isdir &&
-		           ((x && pkgfiles_has_under(x, p)) || state_dir_has_records(c, p)))
-			place_foreign(c, p, x, out);
+		           ((o && o->has_under(o->arg, p)) || state_dir_has_records(c, p)))
+			place_foreign(c, p, o, out);
 		else
 			strvec_pushf(out, "%s%s", p, isdir ? "/" : "");
 		free(hp);

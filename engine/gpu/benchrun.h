@@ -1,5 +1,5 @@
 /*
- * benchrun.h - runs the GPU conv benchmark script (modules/bench_conv.py)
+ * benchrun.h - runs the GPU conv benchmark script (bench/bench_conv.py)
  * in a stack's interpreter with the stack's environment, and reads the one
  * JSON object it prints into a struct bench_result.
  *

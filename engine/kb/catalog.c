@@ -7,7 +7,6 @@
 
 #include "datadir.h"
 #include "error.h"
-#include "pyenv.h"
 #include "redist.h"
 #include "util.h"
 #include "version.h"

@@ -5,7 +5,7 @@
  *
  * The only thing that vouches for the bytes is the server's TLS certificate,
  * so the URL must be https:// (redirects too), verification is always on
- * (--ca-bundle honoured; the one small-GET client, engine/httpget.c), mirrors
+ * (--ca-bundle honoured; the one small-GET client, engine/artifact/httpget.c), mirrors
  * are not asked, and --offline refuses. The bytes are read whole, capped at
  * max_bytes, hashed, and written to dest atomically. The caller
  * says so in its output and writes the hash down: from then on the file is

@@ -163,10 +163,16 @@ int place_recover(struct ctx *c);
 /*
  * Appends to `out` what lies in directory `dir` (root-relative, walked
  * through recorded and tfprov-made directories) that no record and no
- * package record of `x` (may be NULL) owns: "path", or "dir/" for a
- * directory, listed once at its top.
+ * other owner `o` (may be NULL) owns: "path", or "dir/" for a directory,
+ * listed once at its top. The other owner is a predicate so that this, the
+ * lowest writer, knows nothing of who they are (plan passes the installed
+ * Python distributions' RECORD files).
  */
-struct pkgfiles;
-void place_foreign(struct ctx *c, const char *dir, const struct pkgfiles *x, struct strvec *out);
+struct place_owner {
+	int (*owns)(void *arg, const char *path);      /* path (root-relative) is owned */
+	int (*has_under)(void *arg, const char *path); /* something owned lies below dir path */
+	void *arg;
+};
+void place_foreign(struct ctx *c, const char *dir, const struct place_owner *o, struct strvec *out);
 
 #endif

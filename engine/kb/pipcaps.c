@@ -2,7 +2,6 @@
 #include "pipcaps.h"
 #include "error.h"
 #include "manifest.h"
-#include "pyenv.h"
 #include "util.h"
 #include "version.h"
 #include "yamltree.h"

@@ -2,7 +2,7 @@
  * httpget.h - one GET of a small file into memory, for the few fetches that
  * are not artifacts: a manifest's .minisig and a mirror's index.json
  * (cli/signature.c), and the NVIDIA redistrib JSON that `lock` pins on first
- * use (engine/tofu.c). Artifacts go through fetch.c (cache, resume, mirrors,
+ * use (engine/artifact/tofu.c). Artifacts go through fetch.c (cache, resume, mirrors,
  * parallel); these are read whole, capped, and never cached.
  *
  * One TLS policy for all of them: peer and host verification always on,

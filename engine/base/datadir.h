@@ -12,7 +12,7 @@
  *     so a relocated install (binary + share dir copied together) works;
  *  4. the install prefix chosen at configure time, <prefix>/share/tfprov.
  * The relative paths below it mirror the source tree: data/compat.yaml,
- * bench/reference.yaml, modules/bench_conv.py, manifests/.
+ * bench/reference.yaml, bench/bench_conv.py, manifests/.
  */
 #ifndef TFPROV_DATADIR_H
 #define TFPROV_DATADIR_H
