@@ -354,8 +354,7 @@ void place_foreign(struct ctx *c, const char *dir, const struct place_owner *o, 
 		if (state_file_owner(c->st, p) != 0 || (o && o->owns(o->arg, p))) {
 			if (isdir) /* placed by tfprov: what is inside may not be */
 				place_foreign(c, p, o, out);
-		} else if (isdir &&
-		           ((o && o->has_under(o->arg, p)) || state_dir_has_records(c, p)))
+		} else if (isdir && ((o && o->has_under(o->arg, p)) || state_dir_has_records(c, p)))
 			place_foreign(c, p, o, out);
 		else
 			strvec_pushf(out, "%s%s", p, isdir ? "/" : "");
