@@ -250,19 +250,11 @@ int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, 
 		          strerror(errno));
 		goto out;
 	}
-	const char *p = data;
-	size_t left = len;
-	while (left) {
-		ssize_t n = write(fd, p, left);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = fail(t, errno == ENOSPC ? TF_ENOSPC : TF_EIO, "cannot write %s: %s",
-			          path, strerror(errno));
-			goto out;
-		}
-		p += n;
-		left -= (size_t)n;
+	int werr = fs_write_all(fd, data, len);
+	if (werr != 0) {
+		rc = fail(t, werr == -ENOSPC ? TF_ENOSPC : TF_EIO, "cannot write %s: %s", path,
+		          strerror(-werr));
+		goto out;
 	}
 	if (fchmod(fd, mode & 07777) != 0 || fsync(fd) != 0) {
 		rc = fail(t, TF_EIO, "cannot sync %s: %s", path, strerror(errno));
