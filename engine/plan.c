@@ -190,20 +190,7 @@ int plan_foreign(struct ctx *c, int64_t stack_id, struct strvec *out)
 	while (state_step(q) == STATE_ROW)
 		strvec_push(&dirs, state_col_text(q, 0));
 	state_finalize(q);
-	/* Only the top recorded directories: place_foreign walks what they hold. */
-	struct strvec tops = STRVEC_INIT;
-	for (size_t i = 0; i < dirs.n; i++) {
-		int inside = 0;
-		for (size_t k = 0; k < tops.n && !inside; k++) {
-			size_t tl = strlen(tops.v[k]);
-			inside = strncmp(dirs.v[i], tops.v[k], tl) == 0 && dirs.v[i][tl] == '/';
-		}
-		if (!inside) {
-			strvec_push(&tops, dirs.v[i]);
-			place_foreign(c, dirs.v[i], &x, out);
-		}
-	}
-	strvec_release(&tops);
+	place_foreign_dirs(c, &dirs, pkgfiles_owned, &x, out);
 	strvec_release(&dirs);
 out:
 	pkgfiles_release(&x);
