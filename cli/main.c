@@ -401,10 +401,28 @@ static int command_option(const struct cmd_opt *d, const char *arg, struct ctx *
 	return 0;
 }
 
+/* The global options that set a ctx flag and nothing else. */
+static const struct {
+	int val;
+	unsigned flag;
+} global_flags[] = {
+    {'q', CTX_QUIET},
+    {'v', CTX_VERBOSE},
+    {OPT_OFFLINE, CTX_OFFLINE},
+    {OPT_NO_GPU, CTX_NO_GPU},
+    {OPT_ALLOW_LOCAL, CTX_ALLOW_LOCAL},
+    {OPT_REQUIRE_SIG, CTX_REQUIRE_SIG},
+};
+
 /* A global option (or an unknown one, ch '?'). 0 or TF_EUSAGE (said). */
 static int global_option(int ch, const char *arg, struct ctx *c, struct cmdline *l)
 {
 	char *end;
+	for (size_t i = 0; i < ARRAY_SIZE(global_flags); i++)
+		if (global_flags[i].val == ch) {
+			c->flags |= global_flags[i].flag;
+			return 0;
+		}
 	switch (ch) {
 	case OPT_ROOT:
 		l->root = arg;
@@ -421,15 +439,6 @@ static int global_option(int ch, const char *arg, struct ctx *c, struct cmdline 
 		break;
 	case OPT_NO_COLOR:
 		c->flags &= ~CTX_COLOR;
-		break;
-	case 'q':
-		c->flags |= CTX_QUIET;
-		break;
-	case 'v':
-		c->flags |= CTX_VERBOSE;
-		break;
-	case OPT_OFFLINE:
-		c->flags |= CTX_OFFLINE;
 		break;
 	case OPT_MIRROR:
 		strvec_push(&c->mirrors, arg);
@@ -451,17 +460,8 @@ static int global_option(int ch, const char *arg, struct ctx *c, struct cmdline 
 			return TF_EUSAGE;
 		}
 		break;
-	case OPT_NO_GPU:
-		c->flags |= CTX_NO_GPU;
-		break;
-	case OPT_ALLOW_LOCAL:
-		c->flags |= CTX_ALLOW_LOCAL;
-		break;
 	case OPT_TRUSTED_KEY:
 		strvec_push(&c->trusted_keys, arg);
-		break;
-	case OPT_REQUIRE_SIG:
-		c->flags |= CTX_REQUIRE_SIG;
 		break;
 	case 'h':
 		l->help = 1;
