@@ -18,6 +18,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,32 +75,132 @@ static const struct cmd commands[] = {
      "tensorflow python cuda-from gpu platform output force", 0, 0},
 };
 
-/* Options that belong to commands (a command lists the ones it takes); the rest are global. */
-static const struct {
+enum {
+	OPT_ROOT = 256,
+	OPT_STATE_DIR,
+	OPT_CACHE_DIR,
+	OPT_JSON,
+	OPT_NO_COLOR,
+	OPT_OFFLINE,
+	OPT_MIRROR,
+	OPT_JOBS,
+	OPT_CA,
+	OPT_LOCK_TIMEOUT,
+	OPT_DETAILED,
+	OPT_DEEP,
+	OPT_HISTORY,
+	OPT_NO_GPU,
+	OPT_GENERATION,
+	OPT_VERSION,
+	OPT_ALLOW_INCOMPLETE,
+	OPT_CHECK,
+	OPT_KEY,
+	OPT_TRUSTED_KEY,
+	OPT_REQUIRE_SIG,
+	OPT_ALLOW_LOCAL,
+	OPT_TENSORFLOW,
+	OPT_PYTHON,
+	OPT_CUDA_FROM,
+	OPT_GPU,
+	OPT_PLATFORM,
+	OPT_FORCE,
+	OPT_ALL,
+};
+
+/* Where a command option's value lands (struct cmd_opt). */
+enum optset {
+	SET_FLAG,       /* int field of struct opts = 1 */
+	SET_STRING,     /* const char * field = the argument */
+	SET_GENERATION, /* long field = a generation number, 1 or more */
+	SET_CTX_FLAG,   /* a ctx flag bit */
+};
+
+#define FIELD(f) offsetof(struct opts, f)
+
+/*
+ * The commands' own options (a command names the ones it takes in .opts):
+ * their help lines, in the order help prints them, and where each lands;
+ * parsing them is this table's job. Every other option is global
+ * (global_opts, global_option).
+ */
+static const struct cmd_opt {
 	const char *name;
+	int has_arg;
+	int val; /* getopt_long's value: a short option letter or OPT_* */
 	const char *help;
-} local_opts[] = {
-    {"yes", "-y, --yes, --auto-approve  do not ask before changing anything"},
-    {"detailed-exitcode", "--detailed-exitcode  exit 2 when there are changes, 0 when none"},
-    {"deep", "--deep               rehash every file; audit pip/conda packages by their records"},
-    {"history", "--history            show recorded results instead of running"},
-    {"generation", "--generation N       the generation to go back to (default: the previous)"},
-    {"output", "-o, --output FILE    write the result to FILE"},
-    {"key", "--key FILE           the minisign secret key (keygen: the key pair to write)"},
-    {"check", "--check              only check that each manifest is completely locked"},
-    {"tensorflow", "--tensorflow X.Y[.Z]  the TensorFlow release (X.Y: the newest known)"},
-    {"python", "--python 3.N         the Python series (default: the newest in TF's range\n"
-               "                       the catalog has pins for)"},
-    {"cuda-from", "--cuda-from redist|pip  CUDA and cuDNN from NVIDIA's redist archives\n"
-                  "                       (default) or from tensorflow[and-cuda]'s wheels"},
-    {"gpu", "--gpu auto|CC|NAME   the GPUs the stack is for: auto asks this machine's\n"
-            "                       driver (NVML); or a compute capability (8.9) or a name"},
-    {"platform", "--platform P         linux-x86_64 (default), wsl2 or windows-x86_64"},
-    {"force", "--force              replace an existing -o FILE"},
-    {"all", "--all                every stack under the root"},
-    {"allow-incomplete-lock",
+	enum optset set;
+	size_t field; /* FIELD(...), or for SET_CTX_FLAG the flag */
+} cmd_opts[] = {
+    {"yes", no_argument, 'y', "-y, --yes, --auto-approve  do not ask before changing anything",
+     SET_CTX_FLAG, CTX_YES},
+    {"detailed-exitcode", no_argument, OPT_DETAILED,
+     "--detailed-exitcode  exit 2 when there are changes, 0 when none", SET_FLAG,
+     FIELD(detailed_exitcode)},
+    {"deep", no_argument, OPT_DEEP,
+     "--deep               rehash every file; audit pip/conda packages by their records", SET_FLAG,
+     FIELD(deep)},
+    {"history", no_argument, OPT_HISTORY,
+     "--history            show recorded results instead of running", SET_FLAG, FIELD(history)},
+    {"generation", required_argument, OPT_GENERATION,
+     "--generation N       the generation to go back to (default: the previous)", SET_GENERATION,
+     FIELD(generation)},
+    {"output", required_argument, 'o', "-o, --output FILE    write the result to FILE", SET_STRING,
+     FIELD(out)},
+    {"key", required_argument, OPT_KEY,
+     "--key FILE           the minisign secret key (keygen: the key pair to write)", SET_STRING,
+     FIELD(key)},
+    {"check", no_argument, OPT_CHECK,
+     "--check              only check that each manifest is completely locked", SET_FLAG,
+     FIELD(check)},
+    {"tensorflow", required_argument, OPT_TENSORFLOW,
+     "--tensorflow X.Y[.Z]  the TensorFlow release (X.Y: the newest known)", SET_STRING,
+     FIELD(tensorflow)},
+    {"python", required_argument, OPT_PYTHON,
+     "--python 3.N         the Python series (default: the newest in TF's range\n"
+     "                       the catalog has pins for)",
+     SET_STRING, FIELD(python)},
+    {"cuda-from", required_argument, OPT_CUDA_FROM,
+     "--cuda-from redist|pip  CUDA and cuDNN from NVIDIA's redist archives\n"
+     "                       (default) or from tensorflow[and-cuda]'s wheels",
+     SET_STRING, FIELD(cuda_from)},
+    {"gpu", required_argument, OPT_GPU,
+     "--gpu auto|CC|NAME   the GPUs the stack is for: auto asks this machine's\n"
+     "                       driver (NVML); or a compute capability (8.9) or a name",
+     SET_STRING, FIELD(gpu)},
+    {"platform", required_argument, OPT_PLATFORM,
+     "--platform P         linux-x86_64 (default), wsl2 or windows-x86_64", SET_STRING,
+     FIELD(platform)},
+    {"force", no_argument, OPT_FORCE, "--force              replace an existing -o FILE", SET_FLAG,
+     FIELD(force)},
+    {"all", no_argument, OPT_ALL, "--all                every stack under the root", SET_FLAG,
+     FIELD(all)},
+    {"allow-incomplete-lock", no_argument, OPT_ALLOW_INCOMPLETE,
      "--allow-incomplete-lock  let pip resolve what a `complete: false` lock leaves\n"
-     "                       unpinned (named and recorded as unhashed)"},
+     "                       unpinned (named and recorded as unhashed)",
+     SET_CTX_FLAG, CTX_ALLOW_INCOMPLETE},
+};
+
+/* The global options for getopt_long; parse_options adds cmd_opts to them. */
+static const struct option global_opts[] = {
+    {"root", required_argument, NULL, OPT_ROOT},
+    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+    {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"no-color", no_argument, NULL, OPT_NO_COLOR},
+    {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"auto-approve", no_argument, NULL, 'y'}, /* --yes (cmd_opts) by another name */
+    {"offline", no_argument, NULL, OPT_OFFLINE},
+    {"mirror", required_argument, NULL, OPT_MIRROR},
+    {"jobs", required_argument, NULL, OPT_JOBS},
+    {"ca-bundle", required_argument, NULL, OPT_CA},
+    {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
+    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
+    {"allow-local-urls", no_argument, NULL, OPT_ALLOW_LOCAL},
+    {"trusted-key", required_argument, NULL, OPT_TRUSTED_KEY},
+    {"require-signature", no_argument, NULL, OPT_REQUIRE_SIG},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
 };
 
 static const char global_help[] =
@@ -159,9 +260,9 @@ static void cmd_help(const struct cmd *cmd)
 	desc += strspn(desc, " ");
 	printf("usage: tfprov [options] %.*s\n\n%s\n", usage_len(cmd), cmd->usage, desc);
 	int any = 0;
-	for (size_t i = 0; i < ARRAY_SIZE(local_opts); i++)
-		if (takes(cmd, local_opts[i].name))
-			printf("%s  %s\n", any++ ? "" : "\noptions:\n", local_opts[i].help);
+	for (size_t i = 0; i < ARRAY_SIZE(cmd_opts); i++)
+		if (takes(cmd, cmd_opts[i].name))
+			printf("%s  %s\n", any++ ? "" : "\noptions:\n", cmd_opts[i].help);
 	printf("\nglobal options:\n%s", global_help);
 }
 
@@ -181,7 +282,7 @@ static int usage_error(const struct cmd *cmd, const char *fmt, ...)
 	else
 		fprintf(stderr,
 		        "\nusage: tfprov [options] COMMAND [args]   ('tfprov help' for more)\n");
-	return TF_EXIT_USAGE;
+	return TF_EUSAGE;
 }
 
 static const struct cmd *find_cmd(const char *name)
@@ -222,38 +323,6 @@ static char *user_cache_dir(void)
 		return xasprintf("%s/.cache/tfprov", home);
 	return xasprintf("/tmp/tfprov-cache-%ld", (long)getuid());
 }
-
-enum {
-	OPT_ROOT = 256,
-	OPT_STATE_DIR,
-	OPT_CACHE_DIR,
-	OPT_JSON,
-	OPT_NO_COLOR,
-	OPT_OFFLINE,
-	OPT_MIRROR,
-	OPT_JOBS,
-	OPT_CA,
-	OPT_LOCK_TIMEOUT,
-	OPT_DETAILED,
-	OPT_DEEP,
-	OPT_HISTORY,
-	OPT_NO_GPU,
-	OPT_GENERATION,
-	OPT_VERSION,
-	OPT_ALLOW_INCOMPLETE,
-	OPT_CHECK,
-	OPT_KEY,
-	OPT_TRUSTED_KEY,
-	OPT_REQUIRE_SIG,
-	OPT_ALLOW_LOCAL,
-	OPT_TENSORFLOW,
-	OPT_PYTHON,
-	OPT_CUDA_FROM,
-	OPT_GPU,
-	OPT_PLATFORM,
-	OPT_FORCE,
-	OPT_ALL,
-};
 
 /*
  * The writer lock of a command marked CMD_LOCK: <state_dir>/lock, the same
@@ -298,290 +367,239 @@ static void release_writer_lock(struct ctx *c)
 	c->wlock = NULL;
 }
 
-int main(int argc, char **argv)
-{
-	static const struct option longopts[] = {
-	    {"root", required_argument, NULL, OPT_ROOT},
-	    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
-	    {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
-	    {"json", no_argument, NULL, OPT_JSON},
-	    {"no-color", no_argument, NULL, OPT_NO_COLOR},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"yes", no_argument, NULL, 'y'},
-	    {"auto-approve", no_argument, NULL, 'y'},
-	    {"offline", no_argument, NULL, OPT_OFFLINE},
-	    {"mirror", required_argument, NULL, OPT_MIRROR},
-	    {"jobs", required_argument, NULL, OPT_JOBS},
-	    {"ca-bundle", required_argument, NULL, OPT_CA},
-	    {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
-	    {"detailed-exitcode", no_argument, NULL, OPT_DETAILED},
-	    {"deep", no_argument, NULL, OPT_DEEP},
-	    {"history", no_argument, NULL, OPT_HISTORY},
-	    {"no-gpu", no_argument, NULL, OPT_NO_GPU},
-	    {"generation", required_argument, NULL, OPT_GENERATION},
-	    {"allow-incomplete-lock", no_argument, NULL, OPT_ALLOW_INCOMPLETE},
-	    {"check", no_argument, NULL, OPT_CHECK},
-	    {"all", no_argument, NULL, OPT_ALL},
-	    {"allow-local-urls", no_argument, NULL, OPT_ALLOW_LOCAL},
-	    {"output", required_argument, NULL, 'o'},
-	    {"key", required_argument, NULL, OPT_KEY},
-	    {"trusted-key", required_argument, NULL, OPT_TRUSTED_KEY},
-	    {"require-signature", no_argument, NULL, OPT_REQUIRE_SIG},
-	    {"tensorflow", required_argument, NULL, OPT_TENSORFLOW},
-	    {"python", required_argument, NULL, OPT_PYTHON},
-	    {"cuda-from", required_argument, NULL, OPT_CUDA_FROM},
-	    {"gpu", required_argument, NULL, OPT_GPU},
-	    {"platform", required_argument, NULL, OPT_PLATFORM},
-	    {"force", no_argument, NULL, OPT_FORCE},
-	    {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, OPT_VERSION},
-	    {NULL, 0, NULL, 0},
-	};
-	const char *seen[ARRAY_SIZE(longopts)]; /* command options given, by long name */
-	size_t nseen = 0;
-	int help = 0, bad_option = 0;
-	struct ctx c;
-	struct opts o;
-	int rc = 0, ex = 0;
-	const char *root = "/", *state_dir = NULL, *cache_dir = NULL;
-	memset(&c, 0, sizeof(c));
-	memset(&o, 0, sizeof(o));
-	ev_set_handler(render_event, NULL);
-	c.rootfd = -1;
-	c.jobs = 0; /* 0: downloads 4, decoders and wheel installers one per core */
-	if (isatty(STDOUT_FILENO))
-		c.flags |= CTX_TTY | CTX_COLOR;
-	if (getenv("NO_COLOR") && getenv("NO_COLOR")[0])
-		c.flags &= ~CTX_COLOR;
+/* What the command line says besides the command's own options (struct opts). */
+struct cmdline {
+	const char *root, *state_dir, *cache_dir;
+	int help, version, bad_option;
+	const char *seen[ARRAY_SIZE(cmd_opts)]; /* command options given, by name */
+	size_t nseen;
+	const struct cmd *cmd;
+};
 
-	int ch, li = -1;
-	while ((ch = getopt_long(argc, argv, "qvyho:", longopts, &li)) != -1) {
-		char *end;
-		const char *lname = li >= 0     ? longopts[li].name
-		                    : ch == 'y' ? "yes"
-		                    : ch == 'o' ? "output"
-		                                : "";
-		li = -1;
-		if (strcmp(lname, "auto-approve") == 0)
-			lname = "yes";
-		for (size_t i = 0; i < ARRAY_SIZE(local_opts); i++)
-			if (strcmp(lname, local_opts[i].name) == 0 && nseen < ARRAY_SIZE(seen))
-				seen[nseen++] = local_opts[i].name;
-		switch (ch) {
-		case OPT_ROOT:
-			root = optarg;
-			break;
-		case OPT_STATE_DIR:
-			state_dir = optarg;
-			break;
-		case OPT_CACHE_DIR:
-			cache_dir = optarg;
-			break;
-		case OPT_JSON:
-			c.flags |= CTX_JSON;
-			c.flags &= ~CTX_COLOR;
-			break;
-		case OPT_NO_COLOR:
-			c.flags &= ~CTX_COLOR;
-			break;
-		case 'q':
-			c.flags |= CTX_QUIET;
-			break;
-		case 'v':
-			c.flags |= CTX_VERBOSE;
-			break;
-		case 'y':
-			c.flags |= CTX_YES;
-			break;
-		case OPT_OFFLINE:
-			c.flags |= CTX_OFFLINE;
-			break;
-		case OPT_MIRROR:
-			strvec_push(&c.mirrors, optarg);
-			break;
-		case OPT_JOBS:
-			c.jobs = (int)strtol(optarg, &end, 10);
-			if (*end || c.jobs < 1 || c.jobs > 64) {
-				fprintf(stderr, "tfprov: --jobs wants a number from 1 to 64\n");
-				ex = TF_EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case OPT_CA:
-			c.ca_bundle = xstrdup(optarg);
-			break;
-		case OPT_LOCK_TIMEOUT:
-			c.lock_timeout = strtod(optarg, &end);
-			if (*end || c.lock_timeout < 0) {
-				fprintf(stderr, "tfprov: --lock-timeout wants seconds\n");
-				ex = TF_EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case OPT_DETAILED:
-			o.detailed_exitcode = 1;
-			break;
-		case OPT_DEEP:
-			o.deep = 1;
-			break;
-		case OPT_HISTORY:
-			o.history = 1;
-			break;
-		case OPT_NO_GPU:
-			c.flags |= CTX_NO_GPU;
-			break;
-		case OPT_ALLOW_INCOMPLETE:
-			c.flags |= CTX_ALLOW_INCOMPLETE;
-			break;
-		case OPT_CHECK:
-			o.check = 1;
-			break;
-		case OPT_ALL:
-			o.all = 1;
-			break;
-		case OPT_ALLOW_LOCAL:
-			c.flags |= CTX_ALLOW_LOCAL;
-			break;
-		case OPT_GENERATION:
-			o.generation = strtol(optarg, &end, 10);
-			if (*end || o.generation < 1) {
-				fprintf(stderr, "tfprov: --generation wants a generation number\n");
-				ex = TF_EXIT_USAGE;
-				goto out;
-			}
-			break;
-		case 'o':
-			o.out = optarg;
-			break;
-		case OPT_KEY:
-			o.key = optarg;
-			break;
-		case OPT_TRUSTED_KEY:
-			strvec_push(&c.trusted_keys, optarg);
-			break;
-		case OPT_TENSORFLOW:
-			o.tensorflow = optarg;
-			break;
-		case OPT_PYTHON:
-			o.python = optarg;
-			break;
-		case OPT_CUDA_FROM:
-			o.cuda_from = optarg;
-			break;
-		case OPT_GPU:
-			o.gpu = optarg;
-			break;
-		case OPT_PLATFORM:
-			o.platform = optarg;
-			break;
-		case OPT_FORCE:
-			o.force = 1;
-			break;
-		case OPT_REQUIRE_SIG:
-			c.flags |= CTX_REQUIRE_SIG;
-			break;
-		case 'h':
-			help = 1;
-			break;
-		case OPT_VERSION:
-			printf("tfprov %s (commit %s)\n", TFPROV_VERSION, TFPROV_COMMIT);
-			goto out;
-		default:
-			bad_option = 1; /* getopt said which */
-			break;
+/* A command option given: stored where cmd_opts says. 0 or TF_EUSAGE (said). */
+static int command_option(const struct cmd_opt *d, const char *arg, struct ctx *c, struct opts *o)
+{
+	char *field = (char *)o + d->field, *end;
+	switch (d->set) {
+	case SET_FLAG:
+		*(int *)field = 1;
+		break;
+	case SET_STRING:
+		*(const char **)field = arg;
+		break;
+	case SET_GENERATION:
+		*(long *)field = strtol(arg, &end, 10);
+		if (*end || *(long *)field < 1) {
+			fprintf(stderr, "tfprov: --generation wants a generation number\n");
+			return TF_EUSAGE;
 		}
+		break;
+	case SET_CTX_FLAG:
+		c->flags |= (unsigned)d->field;
+		break;
 	}
+	return 0;
+}
+
+/* The global options that set a ctx flag and nothing else. */
+static const struct {
+	int val;
+	unsigned flag;
+} global_flags[] = {
+    {'q', CTX_QUIET},
+    {'v', CTX_VERBOSE},
+    {OPT_OFFLINE, CTX_OFFLINE},
+    {OPT_NO_GPU, CTX_NO_GPU},
+    {OPT_ALLOW_LOCAL, CTX_ALLOW_LOCAL},
+    {OPT_REQUIRE_SIG, CTX_REQUIRE_SIG},
+};
+
+/* A global option (or an unknown one, ch '?'). 0 or TF_EUSAGE (said). */
+static int global_option(int ch, const char *arg, struct ctx *c, struct cmdline *l)
+{
+	char *end;
+	for (size_t i = 0; i < ARRAY_SIZE(global_flags); i++)
+		if (global_flags[i].val == ch) {
+			c->flags |= global_flags[i].flag;
+			return 0;
+		}
+	switch (ch) {
+	case OPT_ROOT:
+		l->root = arg;
+		break;
+	case OPT_STATE_DIR:
+		l->state_dir = arg;
+		break;
+	case OPT_CACHE_DIR:
+		l->cache_dir = arg;
+		break;
+	case OPT_JSON:
+		c->flags |= CTX_JSON;
+		c->flags &= ~CTX_COLOR;
+		break;
+	case OPT_NO_COLOR:
+		c->flags &= ~CTX_COLOR;
+		break;
+	case OPT_MIRROR:
+		strvec_push(&c->mirrors, arg);
+		break;
+	case OPT_JOBS:
+		c->jobs = (int)strtol(arg, &end, 10);
+		if (*end || c->jobs < 1 || c->jobs > 64) {
+			fprintf(stderr, "tfprov: --jobs wants a number from 1 to 64\n");
+			return TF_EUSAGE;
+		}
+		break;
+	case OPT_CA:
+		c->ca_bundle = xstrdup(arg);
+		break;
+	case OPT_LOCK_TIMEOUT:
+		c->lock_timeout = strtod(arg, &end);
+		if (*end || c->lock_timeout < 0) {
+			fprintf(stderr, "tfprov: --lock-timeout wants seconds\n");
+			return TF_EUSAGE;
+		}
+		break;
+	case OPT_TRUSTED_KEY:
+		strvec_push(&c->trusted_keys, arg);
+		break;
+	case 'h':
+		l->help = 1;
+		break;
+	case OPT_VERSION:
+		l->version = 1;
+		break;
+	default:
+		l->bad_option = 1; /* getopt said which */
+		break;
+	}
+	return 0;
+}
+
+/*
+ * Phase 1: the options, global and the command's own, in any order before
+ * and after the command (getopt_long permutes). Stops at --version. 0 or
+ * TF_EUSAGE (said).
+ */
+static int parse_options(int argc, char **argv, struct ctx *c, struct opts *o, struct cmdline *l)
+{
+	struct option longopts[ARRAY_SIZE(global_opts) + ARRAY_SIZE(cmd_opts) + 1];
+	size_t n = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(global_opts); i++)
+		longopts[n++] = global_opts[i];
+	for (size_t i = 0; i < ARRAY_SIZE(cmd_opts); i++)
+		longopts[n++] =
+		    (struct option){cmd_opts[i].name, cmd_opts[i].has_arg, NULL, cmd_opts[i].val};
+	longopts[n] = (struct option){NULL, 0, NULL, 0};
+
+	int ch, rc = 0;
+	while (rc == 0 && !l->version &&
+	       (ch = getopt_long(argc, argv, "qvyho:", longopts, NULL)) != -1) {
+		const struct cmd_opt *d = NULL;
+		for (size_t i = 0; i < ARRAY_SIZE(cmd_opts) && d == NULL; i++)
+			if (cmd_opts[i].val == ch)
+				d = &cmd_opts[i];
+		if (d == NULL) {
+			rc = global_option(ch, optarg, c, l);
+			continue;
+		}
+		if (l->nseen < ARRAY_SIZE(l->seen))
+			l->seen[l->nseen++] = d->name;
+		rc = command_option(d, optarg, c, o);
+	}
+	return rc;
+}
+
+/*
+ * Phase 2: the command, and whether the command line suits it: help is
+ * printed here (l->cmd stays NULL: nothing to run), a usage error is said.
+ * 0 or TF_EUSAGE.
+ */
+static int lookup_command(int argc, char **argv, struct opts *o, struct cmdline *l)
+{
 	const struct cmd *cmd = optind < argc ? find_cmd(argv[optind]) : NULL;
-	if (optind < argc && strcmp(argv[optind], "help") == 0 && !bad_option) {
+	if (optind < argc && strcmp(argv[optind], "help") == 0 && !l->bad_option) {
 		/* tfprov help [COMMAND] */
 		const struct cmd *about = optind + 1 < argc ? find_cmd(argv[optind + 1]) : NULL;
 		if (optind + 1 < argc && about == NULL)
-			ex = usage_error(NULL, "unknown command '%s'", argv[optind + 1]);
-		else if (about)
+			return usage_error(NULL, "unknown command '%s'", argv[optind + 1]);
+		if (about)
 			cmd_help(about);
 		else
 			usage(stdout);
-		goto out;
+		return 0;
 	}
-	if (help) {
+	if (l->help) {
 		if (cmd)
 			cmd_help(cmd);
 		else
 			usage(stdout);
-		goto out;
+		return 0;
 	}
-	if (optind >= argc) {
-		ex = usage_error(NULL, "%s", bad_option ? "unknown option" : "no command given");
-		goto out;
-	}
-	if (cmd == NULL) {
-		ex = usage_error(NULL, "unknown command '%s'", argv[optind]);
-		goto out;
-	}
-	if (bad_option) {
-		ex = usage_error(cmd, "%s", "unknown option (see above)");
-		goto out;
-	}
-	for (size_t i = 0; cmd->opts && i < nseen; i++)
-		if (!takes(cmd, seen[i])) {
-			ex = usage_error(cmd, "--%s is not an option of this command", seen[i]);
-			goto out;
-		}
+	if (optind >= argc)
+		return usage_error(NULL, "%s",
+		                   l->bad_option ? "unknown option" : "no command given");
+	if (cmd == NULL)
+		return usage_error(NULL, "unknown command '%s'", argv[optind]);
+	if (l->bad_option)
+		return usage_error(cmd, "%s", "unknown option (see above)");
+	for (size_t i = 0; cmd->opts && i < l->nseen; i++)
+		if (!takes(cmd, l->seen[i]))
+			return usage_error(cmd, "--%s is not an option of this command",
+			                   l->seen[i]);
 	for (int i = optind + 1; i < argc; i++)
-		strvec_push(&o.args, argv[i]);
-	if (cmd->opts && (o.args.n < (size_t)cmd->min_args ||
-	                  (cmd->max_args >= 0 && o.args.n > (size_t)cmd->max_args))) {
-		ex = usage_error(cmd, "%s",
-		                 o.args.n < (size_t)cmd->min_args ? "missing argument"
-		                                                  : "too many arguments");
-		goto out;
-	}
-	if ((cmd->flags & CMD_MANIFEST) && o.args.n == 0) {
-		ex = usage_error(cmd, "%s", "a manifest is required");
-		goto out;
-	}
+		strvec_push(&o->args, argv[i]);
+	if (cmd->opts && (o->args.n < (size_t)cmd->min_args ||
+	                  (cmd->max_args >= 0 && o->args.n > (size_t)cmd->max_args)))
+		return usage_error(cmd, "%s",
+		                   o->args.n < (size_t)cmd->min_args ? "missing argument"
+		                                                     : "too many arguments");
+	if ((cmd->flags & CMD_MANIFEST) && o->args.n == 0)
+		return usage_error(cmd, "%s", "a manifest is required");
+	l->cmd = cmd;
+	return 0;
+}
 
-	/*
-	 * The root: an existing directory, used through one descriptor. Only a
-	 * command that writes creates it; a mistyped --root given to a
-	 * read-only command is an error, not an empty root.
-	 */
-	c.root = absolute(root);
-	if (strlen(c.root) > 1 && c.root[strlen(c.root) - 1] == '/')
-		c.root[strlen(c.root) - 1] = '\0';
+/*
+ * Phase 3: the root, the state and the cache directories. The root is an
+ * existing directory, used through one descriptor. Only a command that
+ * writes creates it; a mistyped --root given to a read-only command is an
+ * error, not an empty root. *empty_root: plan into a root that apply would
+ * create. 0, TF_EPRECOND or TF_EFAIL (said).
+ */
+static int open_root(const struct cmd *cmd, const struct cmdline *l, struct ctx *c, int *empty_root)
+{
+	c->root = absolute(l->root);
+	if (strlen(c->root) > 1 && c->root[strlen(c->root) - 1] == '/')
+		c->root[strlen(c->root) - 1] = '\0';
 	/*
 	 * Writing into the machine's own root needs root: say so before planning,
 	 * not after the plan with "Permission denied" on the cache.
 	 */
-	if ((cmd->flags & CMD_LOCK) && strcmp(c.root, "/") == 0 && geteuid() != 0) {
+	if ((cmd->flags & CMD_LOCK) && strcmp(c->root, "/") == 0 && geteuid() != 0) {
 		fprintf(stderr,
 		        "tfprov %s: changing this machine (--root /) needs root: run as root, or "
 		        "use --root DIR\n",
 		        cmd->name);
-		ex = TF_EXIT_PRECONDITION;
-		goto out;
+		return TF_EPRECOND;
 	}
 	struct stat st;
-	int empty_root = 0;
-	if (stat(c.root, &st) != 0 || !S_ISDIR(st.st_mode)) {
+	*empty_root = 0;
+	if (stat(c->root, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		if (cmd->flags & CMD_EMPTY_ROOT && errno == ENOENT) {
-			/* plan into a root that apply would create: it is empty. */
-			empty_root = 1;
+			*empty_root = 1;
 		} else if (!(cmd->flags & CMD_LOCK)) {
 			fprintf(stderr, "tfprov %s: --root %s is not a directory\n", cmd->name,
-			        c.root);
-			ex = TF_EXIT_ERROR;
-			goto out;
-		} else if (mkdirs_at(AT_FDCWD, c.root, 0755) != 0) {
+			        c->root);
+			return TF_EFAIL;
+		} else if (mkdirs_at(AT_FDCWD, c->root, 0755) != 0) {
 			fprintf(stderr,
 			        "tfprov %s: --root %s is not a directory and cannot be created\n",
-			        cmd->name, c.root);
-			ex = TF_EXIT_ERROR;
-			goto out;
+			        cmd->name, c->root);
+			return TF_EFAIL;
 		}
 	}
-	if (empty_root) {
+	if (*empty_root) {
 		/*
 		 * An empty directory of our own stands in for the root's descriptor;
 		 * removed at once, so lookups through it find nothing and nothing is
@@ -589,38 +607,40 @@ int main(int argc, char **argv)
 		 */
 		char tmpl[] = "/tmp/tfprov-empty-root-XXXXXX";
 		if (mkdtemp(tmpl) != NULL) {
-			c.rootfd = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			c->rootfd = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 			rmdir(tmpl);
 		}
-		if (c.rootfd < 0) {
+		if (c->rootfd < 0) {
 			fprintf(stderr, "tfprov %s: cannot plan for the empty root %s\n", cmd->name,
-			        c.root);
-			ex = TF_EXIT_ERROR;
-			goto out;
+			        c->root);
+			return TF_EFAIL;
 		}
 	} else {
 		/* The real path: host paths under the root are built on it (inroot.c). */
-		char *real = realpath(c.root, NULL);
+		char *real = realpath(c->root, NULL);
 		if (real) {
-			free(c.root);
-			c.root = real;
+			free(c->root);
+			c->root = real;
 		}
-		c.rootfd = open(c.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		c->rootfd = open(c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	}
-	c.state_dir = state_dir ? absolute(state_dir) : ctx_host_dir(&c, "/var/lib/tfprov");
-	if (cache_dir)
-		c.cache_dir = absolute(cache_dir);
-	else if (!(cmd->flags & CMD_STATE) && strcmp(c.root, "/") == 0)
-		c.cache_dir = user_cache_dir(); /* lock, validate: never the system's cache */
+	c->state_dir = l->state_dir ? absolute(l->state_dir) : ctx_host_dir(c, "/var/lib/tfprov");
+	if (l->cache_dir)
+		c->cache_dir = absolute(l->cache_dir);
+	else if (!(cmd->flags & CMD_STATE) && strcmp(c->root, "/") == 0)
+		c->cache_dir = user_cache_dir(); /* lock, validate: never the system's cache */
 	else
-		c.cache_dir = ctx_host_dir(&c, "/var/cache/tfprov");
+		c->cache_dir = ctx_host_dir(c, "/var/cache/tfprov");
+	return 0;
+}
 
-	ev_version(&c, TFPROV_VERSION);
-	if (empty_root)
-		ev_log(
-		    &c, EV_INFO,
-		    "--root %s does not exist yet: planning for an empty root (apply creates it)",
-		    c.root);
+/*
+ * Phase 4: what the table says the command needs (signals, the writer
+ * lock, the state), then the command. Its result: 0, a negative TF_E*, or
+ * the exit code a command returns (TF_EXIT_CHANGES).
+ */
+static int run_command(const struct cmd *cmd, struct ctx *c, struct opts *o)
+{
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -632,7 +652,7 @@ int main(int argc, char **argv)
 		sigaction(SIGINT, &sa, NULL);
 		sigaction(SIGTERM, &sa, NULL);
 	}
-
+	int rc = 0;
 	if (cmd->flags & CMD_LOCK) {
 		/*
 		 * Every writer holds the lock from its start, before its first
@@ -640,9 +660,9 @@ int main(int argc, char **argv)
 		 * 4 at once (or waits --lock-timeout) instead of fetching into the
 		 * same cache and racing for the state.
 		 */
-		rc = take_writer_lock(&c);
+		rc = take_writer_lock(c);
 		if (rc != 0)
-			goto done;
+			return rc;
 	}
 	if (cmd->flags & CMD_STATE) {
 		/*
@@ -652,34 +672,80 @@ int main(int argc, char **argv)
 		 * lock file it took is removed on the way out (release_writer_lock).
 		 */
 		char *err = NULL;
-		rc = state_open(c.state_dir, 0, &c.st, &err);
+		rc = state_open(c->state_dir, 0, &c->st, &err);
 		if (rc < 0) {
-			ev_log(&c, EV_ERROR, "%s (%s)", err ? err : "cannot open the state",
-			       c.state_dir);
+			ev_log(c, EV_ERROR, "%s (%s)", err ? err : "cannot open the state",
+			       c->state_dir);
 			free(err);
-			goto done;
+			return rc;
 		}
 		rc = 0; /* 1: no state yet, which readers treat as empty */
-		if ((cmd->flags & CMD_LOCK) && c.st) {
-			state_close(c.st);
-			c.st = NULL;
-			rc = place_open_state(&c);
+		if ((cmd->flags & CMD_LOCK) && c->st) {
+			state_close(c->st);
+			c->st = NULL;
+			rc = place_open_state(c);
 			if (rc != 0)
-				goto done;
+				return rc;
 		}
 	}
-	rc = cmd->fn(&c, &o);
+	rc = cmd->fn(c, o);
 	if (state_failure()) {
 		/* A query failed: say which; an answer built on it is not to be trusted. */
-		ev_log(&c, EV_ERROR, "the state database in %s could not be read: %s", c.state_dir,
+		ev_log(c, EV_ERROR, "the state database in %s could not be read: %s", c->state_dir,
 		       state_failure());
 		if (rc == 0 || rc == TF_EXIT_CHANGES)
 			rc = TF_ESTATE;
 	}
-done:
+	return rc;
+}
+
+/* Phase 5: the process's exit code for a result of the phases above. */
+static int exit_code(int rc)
+{
+	return rc > 0 ? rc : tf_exit_code(rc);
+}
+
+int main(int argc, char **argv)
+{
+	struct ctx c;
+	struct opts o;
+	struct cmdline l;
+	int ex = 0, empty_root = 0;
+	memset(&c, 0, sizeof(c));
+	memset(&o, 0, sizeof(o));
+	memset(&l, 0, sizeof(l));
+	l.root = "/";
+	ev_set_handler(render_event, NULL);
+	c.rootfd = -1;
+	c.jobs = 0; /* 0: downloads 4, decoders and wheel installers one per core */
+	if (isatty(STDOUT_FILENO))
+		c.flags |= CTX_TTY | CTX_COLOR;
+	if (getenv("NO_COLOR") && getenv("NO_COLOR")[0])
+		c.flags &= ~CTX_COLOR;
+
+	int rc = parse_options(argc, argv, &c, &o, &l);
+	if (rc == 0 && l.version)
+		printf("tfprov %s (commit %s)\n", TFPROV_VERSION, TFPROV_COMMIT);
+	else if (rc == 0)
+		rc = lookup_command(argc, argv, &o, &l);
+	if (rc == 0 && l.cmd)
+		rc = open_root(l.cmd, &l, &c, &empty_root);
+	if (rc != 0 || l.cmd == NULL) {
+		/* Nothing ran: no result event. */
+		ex = exit_code(rc);
+		goto out;
+	}
+
+	ev_version(&c, TFPROV_VERSION);
+	if (empty_root)
+		ev_log(
+		    &c, EV_INFO,
+		    "--root %s does not exist yet: planning for an empty root (apply creates it)",
+		    c.root);
+	rc = run_command(l.cmd, &c, &o);
 	if (tf_interrupted && rc == 0)
 		rc = TF_EINTR;
-	ex = rc > 0 ? rc : tf_exit_code(rc);
+	ex = exit_code(rc);
 	/* The last event: the result with --json; on a terminal it erases the progress board. */
 	struct event e = {.kind = EV_RESULT,
 	                  .level = ex ? EV_ERROR : EV_INFO,

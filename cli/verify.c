@@ -44,11 +44,11 @@
 #include "libcheck.h"
 #include "manifest.h"
 #include "pkgfiles.h"
+#include "place.h"
 #include "stackinfo.h"
 #include "state.h"
 #include "pool.h"
 
-#include <dirent.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,28 +123,18 @@ out:
 	return 0;
 }
 
+/* --deep: what lies in the recorded directories that neither tfprov nor a package placed. */
 static void audit_dirs(struct audit *a)
 {
-	for (size_t i = 0; i < a->dirs.n; i++) {
-		char *host = ctx_host_dir(a->c, a->dirs.v[i]);
-		DIR *d = opendir(host);
-		struct dirent *e;
-		while (d && (e = readdir(d)) != NULL) {
-			if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-				continue;
-			char *p = path_join(a->dirs.v[i], e->d_name);
-			if (state_file_owner(a->c->st, p) != 0 || pkgfiles_find(&a->pkgs, p))
-				; /* recorded by tfprov or by a package: audited on its own */
-			else if (pkgfiles_has_under(&a->pkgs, p))
-				strvec_push(&a->dirs, p); /* a package's directory: look inside */
-			else
-				report(a, 'A', p, NULL);
-			free(p);
-		}
-		if (d)
-			closedir(d);
-		free(host);
+	struct strvec foreign = STRVEC_INIT;
+	place_foreign_dirs(a->c, &a->dirs, pkgfiles_owned, &a->pkgs, &foreign);
+	for (size_t i = 0; i < foreign.n; i++) {
+		size_t n = strlen(foreign.v[i]);
+		if (n > 1 && foreign.v[i][n - 1] == '/')
+			foreign.v[i][n - 1] = '\0'; /* a directory, named as the others are */
+		report(a, 'A', foreign.v[i], NULL);
 	}
+	strvec_release(&foreign);
 	strvec_release(&a->dirs);
 }
 

@@ -97,26 +97,6 @@ static int cuda_precheck(struct ctx *c, const struct manifest *m, struct step *s
 	return 0;
 }
 
-/* Records every path under the staged tree (after a runfile wrote it). */
-static int record_staged(void *ud, const char *rel, const char *host, const struct stat *sb)
-{
-	struct staged *out = ud;
-	if (S_ISDIR(sb->st_mode)) {
-		staged_add(out, rel, 'd', NULL, 0, sb->st_mode & 07777, NULL);
-	} else if (S_ISLNK(sb->st_mode)) {
-		char buf[4096];
-		ssize_t n = readlink(host, buf, sizeof(buf) - 1);
-		buf[n > 0 ? n : 0] = '\0';
-		staged_add(out, rel, 'l', NULL, 0, 0777, buf);
-	} else if (S_ISREG(sb->st_mode)) {
-		char hex[65];
-		int64_t size = 0;
-		sha256_file(host, hex, &size);
-		staged_add(out, rel, 'f', hex, size, sb->st_mode & 07777, NULL);
-	}
-	return 0;
-}
-
 static int run_runfile(struct ctx *c, const struct art *a, const char *stage, struct staged *out,
                        struct step *s)
 {
@@ -145,9 +125,8 @@ static int run_runfile(struct ctx *c, const struct art *a, const char *stage, st
 	} else if (rc != 0) {
 		step_fail(s, "cannot run the CUDA runfile: %s", r.errmsg ? r.errmsg : "");
 	}
-	if (rc == 0) {
-		fs_walk(stage, record_staged, out);
-	}
+	if (rc == 0)
+		staged_record_tree(out, stage);
 	spawn_result_release(&r);
 	free(tp);
 	free(tmpdir);

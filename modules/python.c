@@ -64,56 +64,13 @@ static int pyenv_desire(struct ctx *c, const struct manifest *m, struct strbuf *
 }
 
 /* Records every path of an env that was built outside the txn (conda swap, venv). */
-struct staged_list {
-	struct place_entry *v;
-	size_t n, cap;
-};
-
-static int list_entry(void *ud, const char *rel, const char *host, const struct stat *sb)
-{
-	struct staged_list *l = ud;
-	char type = S_ISDIR(sb->st_mode)   ? 'd'
-	            : S_ISLNK(sb->st_mode) ? 'l'
-	            : S_ISREG(sb->st_mode) ? 'f'
-	                                   : 0;
-	if (type == 0)
-		return 0; /* sockets, fifos: not part of an env */
-	if (l->n == l->cap) {
-		l->cap = l->cap ? l->cap * 2 : 1024;
-		l->v = xrealloc(l->v, l->cap * sizeof(*l->v));
-	}
-	struct place_entry *e = &l->v[l->n++];
-	memset(e, 0, sizeof(*e));
-	e->path = xstrdup(rel);
-	e->mode = sb->st_mode & 07777;
-	e->type = type;
-	if (type == 'l') {
-		char buf[4096];
-		ssize_t n = readlink(host, buf, sizeof(buf) - 1);
-		buf[n > 0 ? n : 0] = '\0';
-		e->link = xstrdup(buf);
-	} else if (type == 'f') {
-		char hex[65];
-		int64_t size = 0;
-		if (sha256_file(host, hex, &size) == 0)
-			e->sha256 = xstrdup(hex);
-		e->size = size;
-	}
-	return 0;
-}
-
 static int record_env(struct ctx *c, struct txn *t, const char *prefix)
 {
 	char *host = ctx_host_path(c, prefix);
-	struct staged_list list = {0};
-	fs_walk(host, list_entry, &list);
-	int rc = txn_record_tree(t, prefix, list.v, list.n);
-	for (size_t i = 0; i < list.n; i++) {
-		free((char *)list.v[i].path);
-		free((char *)list.v[i].sha256);
-		free((char *)list.v[i].link);
-	}
-	free(list.v);
+	struct staged tree = {0};
+	staged_record_tree(&tree, host);
+	int rc = txn_record_tree(t, prefix, tree.v, tree.n);
+	staged_release(&tree);
 	free(host);
 	return rc;
 }

@@ -15,6 +15,7 @@
 #include "redist.h"
 #include "unpack.h"
 #include "cache.h"
+#include "digest.h"
 #include "pool.h"
 
 #include <pthread.h>
@@ -202,6 +203,29 @@ void staged_release(struct staged *t)
 	free(t->v);
 	free(t->ht);
 	memset(t, 0, sizeof(*t));
+}
+
+static int record_entry(void *ud, const char *rel, const char *host, const struct stat *sb)
+{
+	if (S_ISDIR(sb->st_mode)) {
+		staged_add(ud, rel, 'd', NULL, 0, sb->st_mode & 07777, NULL);
+	} else if (S_ISLNK(sb->st_mode)) {
+		char buf[4096];
+		ssize_t n = readlink(host, buf, sizeof(buf) - 1);
+		buf[n > 0 ? n : 0] = '\0';
+		staged_add(ud, rel, 'l', NULL, 0, sb->st_mode & 07777, buf);
+	} else if (S_ISREG(sb->st_mode)) {
+		char hex[65];
+		int64_t size = 0;
+		int ok = sha256_file(host, hex, &size) == 0;
+		staged_add(ud, rel, 'f', ok ? hex : NULL, size, sb->st_mode & 07777, NULL);
+	} /* sockets, fifos: not part of a tree */
+	return 0;
+}
+
+int staged_record_tree(struct staged *t, const char *host)
+{
+	return fs_walk(host, record_entry, t);
 }
 
 /*

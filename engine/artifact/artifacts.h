@@ -71,5 +71,12 @@ void staged_add(struct staged *t, const char *path, char type, const char *sha25
 int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, struct staged *out,
                         struct step *st);
 void staged_release(struct staged *t);
+/*
+ * The one recorder of a tree something else wrote (a runfile, a venv, a
+ * conda env): adds every directory, symlink and regular file below the host
+ * directory `host` (sockets, fifos left out) to t, files with their sha256
+ * (NULL when unreadable). 0 or the walk's -errno.
+ */
+int staged_record_tree(struct staged *t, const char *host);
 
 #endif

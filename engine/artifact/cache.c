@@ -10,6 +10,7 @@
 #include "ctx.h"
 #include "digest.h"
 #include "error.h"
+#include "fs.h"
 #include "util.h"
 
 #include <errno.h>
@@ -196,65 +197,25 @@ char *mirror_dir_lookup(const char *dir, const char *sha256, const char *url)
 	return NULL;
 }
 
+static void feed_sha256(void *arg, const void *data, size_t n)
+{
+	sha256_update(arg, data, n);
+}
+
 int copy_file_hashing(const char *src, const char *dst, char hex[65], int64_t *size)
 {
 	struct sha256 s;
-	int in = -1, out = -1, ret = 0;
 	uint64_t total = 0;
-	char *buf = xmalloc(DIGEST_READ_SIZE);
-
 	sha256_init(&s);
-	in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0) {
-		ret = -errno;
-		goto out;
-	}
-	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (out < 0) {
-		ret = -errno;
-		goto out;
-	}
-	for (;;) {
-		ssize_t r = read(in, buf, DIGEST_READ_SIZE);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			ret = -errno;
-			goto out;
-		}
-		if (r == 0)
-			break;
-		sha256_update(&s, buf, (size_t)r);
-		for (ssize_t off = 0; off < r;) {
-			ssize_t w = write(out, buf + off, (size_t)(r - off));
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				ret = -errno;
-				goto out;
-			}
-			off += w;
-		}
-		total += (uint64_t)r;
-	}
-	if (close(out) < 0)
-		ret = -errno;
-	out = -1;
-out:
-	if (in >= 0)
-		close(in);
-	if (out >= 0)
-		close(out);
-	if (ret < 0) {
-		unlink(dst);
+	int rc = fs_copy(src, dst, 0644, 0, feed_sha256, &s, &total);
+	if (rc < 0) {
 		sha256_release(&s);
-	} else {
-		sha256_final(&s, hex);
-		if (size)
-			*size = (int64_t)total;
+		return rc;
 	}
-	free(buf);
-	return ret;
+	sha256_final(&s, hex);
+	if (size)
+		*size = (int64_t)total;
+	return 0;
 }
 
 static int place_link_or_copy(const char *src, const char *dst)

@@ -38,7 +38,6 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,12 +95,6 @@ struct fetch_run {
 	CURLM *multi;
 	int active;
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 static long env_long(const char *name, long def)
 {
@@ -631,13 +624,7 @@ static int start_transfer(struct fetch_run *r, struct xfer *x)
 	curl_easy_setopt(h, CURLOPT_FAILONERROR, 1L);
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
 	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-	const char *ca = ca_bundle_for(r->c->ca_bundle);
-	if (ca != NULL)
-		curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+	https_policy(h, "http,https", r->c->ca_bundle);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, o->connect_timeout);
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, o->low_speed_bytes);
@@ -1003,7 +990,7 @@ int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const stru
 	}
 
 	if (norder > 0) {
-		pthread_once(&curl_once, curl_init_once);
+		https_global_init();
 		if (norder > 1)
 			qsort(order, norder, sizeof(*order), cmp_size_desc);
 		r.multi = curl_multi_init();

@@ -7,7 +7,6 @@
 #include "util.h"
 
 #include <curl/curl.h>
-#include <pthread.h>
 #include <stdlib.h>
 
 struct body {
@@ -27,12 +26,6 @@ static size_t body_write(char *p, size_t size, size_t n, void *ud)
 	return size * n;
 }
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static void init_curl(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 int http_get_small(const struct ctx *c, const char *url, const char *protocols, const char *accept,
                    size_t max, char **out, size_t *len, long *status, char **err)
 {
@@ -41,7 +34,7 @@ int http_get_small(const struct ctx *c, const char *url, const char *protocols, 
 	struct body b = {STRBUF_INIT, max, 0};
 	long code = 0;
 
-	pthread_once(&once, init_curl);
+	https_global_init();
 	CURL *h = curl_easy_init();
 	if (h == NULL)
 		tf_fatal("curl_easy_init");
@@ -57,13 +50,7 @@ int http_get_small(const struct ctx *c, const char *url, const char *protocols, 
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
 	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, protocols);
-	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, protocols);
-	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-	const char *ca = ca_bundle_for(c->ca_bundle);
-	if (ca != NULL)
-		curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+	https_policy(h, protocols, c->ca_bundle);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 15L);
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);

@@ -1084,18 +1084,10 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 			if (fd >= 0 && !w->err) {
 				if (!e->decoder_hashes)
 					sha256_update(&sha, m.buf, m.len);
-				for (size_t off = 0; off < m.len;) {
-					ssize_t n = write(fd, m.buf + off, m.len - off);
-					if (n < 0 && errno == EINTR)
-						continue;
-					if (n < 0) {
-						w_fail(w, errno_to_tf(errno),
-						       "cannot write '%s': %s", rel,
-						       strerror(errno));
-						break;
-					}
-					off += (size_t)n;
-				}
+				int werr = fs_write_all(fd, m.buf, m.len);
+				if (werr != 0)
+					w_fail(w, errno_to_tf(-werr), "cannot write '%s': %s", rel,
+					       strerror(-werr));
 				total += m.len;
 				w->res->bytes += m.len;
 			}

@@ -56,20 +56,56 @@ int fs_rmtree(const char *path)
 	return fs_rmtree_at(AT_FDCWD, path);
 }
 
-int fs_copy_file(const char *src, const char *dst, mode_t mode)
+int fs_write_all(int fd, const void *data, size_t len)
 {
-	int rc = 0;
+	const char *p = data;
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+int fs_write_new(const char *path, const void *data, size_t len, mode_t mode)
+{
+	unlink(path);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
+	if (fd < 0)
+		return -errno;
+	int rc = fs_write_all(fd, data, len);
+	/* The umask may have narrowed open()'s mode. */
+	if (rc == 0 && fchmod(fd, mode & 07777) != 0)
+		rc = -errno;
+	if (close(fd) != 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+/* Reads of 1 MiB keep a digest fed while copying near its peak (digest.h). */
+#define COPY_CHUNK (1u << 20)
+
+int fs_copy(const char *src, const char *dst, mode_t mode, unsigned flags, fs_chunk_fn chunk,
+            void *arg, uint64_t *size)
+{
+	int rc = 0, out = -1;
+	uint64_t total = 0;
+	char *buf = NULL;
 	int in = open(src, O_RDONLY | O_CLOEXEC);
 	if (in < 0)
 		return -errno;
-	int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
+	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
 	if (out < 0) {
 		rc = -errno;
 		goto out;
 	}
-	char buf[1 << 16];
+	buf = xmalloc(COPY_CHUNK);
 	for (;;) {
-		ssize_t n = read(in, buf, sizeof(buf));
+		ssize_t n = read(in, buf, COPY_CHUNK);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -78,26 +114,29 @@ int fs_copy_file(const char *src, const char *dst, mode_t mode)
 		}
 		if (n == 0)
 			break;
-		for (ssize_t off = 0; off < n;) {
-			ssize_t w = write(out, buf + off, (size_t)(n - off));
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				rc = -errno;
-				goto out;
-			}
-			off += w;
-		}
+		if (chunk)
+			chunk(arg, buf, (size_t)n);
+		if ((rc = fs_write_all(out, buf, (size_t)n)) != 0)
+			goto out;
+		total += (uint64_t)n;
 	}
-	if (fchmod(out, mode & 07777) != 0)
+	if ((flags & FS_EXACT_MODE) && fchmod(out, mode & 07777) != 0)
 		rc = -errno;
 out:
 	if (out >= 0 && close(out) != 0 && rc == 0)
 		rc = -errno;
 	close(in);
+	free(buf);
 	if (rc && out >= 0)
 		unlink(dst);
+	if (rc == 0 && size)
+		*size = total;
 	return rc;
+}
+
+int fs_copy_file(const char *src, const char *dst, mode_t mode)
+{
+	return fs_copy(src, dst, mode, FS_EXACT_MODE, NULL, NULL, NULL);
 }
 
 /* Recreates the entry host (of lstat st) at t: fs_link_tree's one step. */
@@ -197,8 +236,6 @@ int fs_swap_in(const char *src, const char *dst)
 int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode, unsigned flags)
 {
 	char *tmp = xasprintf("%s.tfprov-tmp.%d", path, (int)getpid());
-	const char *p = data;
-	size_t off = 0;
 	int rc = 0;
 	unlink(tmp);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 07777);
@@ -207,15 +244,7 @@ int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
 		free(tmp);
 		return rc;
 	}
-	while (rc == 0 && off < len) {
-		ssize_t w = write(fd, p + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			rc = -errno;
-		else
-			off += (size_t)w;
-	}
+	rc = fs_write_all(fd, data, len);
 	/* The umask may have narrowed open()'s mode. */
 	if (rc == 0 && fchmod(fd, mode & 07777) != 0)
 		rc = -errno;

@@ -12,6 +12,7 @@
 #define TFPROV_FS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* rm -rf path; a missing path is success. Directories without write or
@@ -45,7 +46,26 @@ int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
  * files (unlink/rename) rather than rewriting them in place.
  */
 int fs_link_tree(const char *src, const char *dst);
-/* Copies a regular file to dst (created with O_EXCL) with the given mode. */
+/* Writes all len bytes of data to fd, retrying short writes and EINTR. 0 or -errno. */
+int fs_write_all(int fd, const void *data, size_t len);
+/*
+ * Writes data as a new file at path with exactly mode, replacing a file that
+ * is there (unlinked first, then created with O_EXCL, never through a
+ * symlink). Not atomic: for files inside a staging tree. 0 or -errno.
+ */
+int fs_write_new(const char *path, const void *data, size_t len, mode_t mode);
+/* Called with each chunk fs_copy reads (a digest fed while copying). */
+typedef void (*fs_chunk_fn)(void *arg, const void *data, size_t n);
+enum { FS_EXACT_MODE = 1 << 0 /* fchmod to mode: the umask does not narrow it */ };
+/*
+ * The one file copier: copies the regular file src to dst (created with
+ * O_EXCL, never through a symlink, mode narrowed by the umask unless
+ * FS_EXACT_MODE), handing each chunk to chunk when non-NULL; *size (may be
+ * NULL) gets the byte count. On failure dst is removed. 0 or -errno.
+ */
+int fs_copy(const char *src, const char *dst, mode_t mode, unsigned flags, fs_chunk_fn chunk,
+            void *arg, uint64_t *size);
+/* Copies a regular file to dst (created with O_EXCL) with exactly the given mode. */
 int fs_copy_file(const char *src, const char *dst, mode_t mode);
 /* 1 when rel is relative, non-empty, and has no "." / ".." / empty component or control char. */
 int fs_rel_is_safe(const char *rel);

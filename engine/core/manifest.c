@@ -20,7 +20,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1378,11 +1377,8 @@ int manifest_load_buf(const char *name, const char *buf, size_t len, struct mani
 	m->path = xstrdup(name);
 	m->text = xstrndup(buf, len);
 	m->textlen = len;
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL);
 	m->sha256 = xmalloc(65);
-	hex_encode(md, 32, m->sha256);
+	sha256_buf(buf, len, m->sha256);
 	parse_root(&p, root, m);
 out:
 	ytree_free(root);

@@ -25,7 +25,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,19 +248,11 @@ int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, 
 		          strerror(errno));
 		goto out;
 	}
-	const char *p = data;
-	size_t left = len;
-	while (left) {
-		ssize_t n = write(fd, p, left);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = fail(t, errno == ENOSPC ? TF_ENOSPC : TF_EIO, "cannot write %s: %s",
-			          path, strerror(errno));
-			goto out;
-		}
-		p += n;
-		left -= (size_t)n;
+	int werr = fs_write_all(fd, data, len);
+	if (werr != 0) {
+		rc = fail(t, werr == -ENOSPC ? TF_ENOSPC : TF_EIO, "cannot write %s: %s", path,
+		          strerror(-werr));
+		goto out;
 	}
 	if (fchmod(fd, mode & 07777) != 0 || fsync(fd) != 0) {
 		rc = fail(t, TF_EIO, "cannot sync %s: %s", path, strerror(errno));
@@ -283,10 +274,7 @@ int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, 
 	f.type = 'f';
 	f.size = (int64_t)len;
 	f.mode = mode & 07777;
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdl;
-	EVP_Digest(data, len, md, &mdl, EVP_sha256(), NULL);
-	hex_encode(md, 32, f.sha256);
+	sha256_buf(data, len, f.sha256);
 	stat_record(&f, host);
 	add_record(t, &f);
 out:
@@ -338,8 +326,8 @@ static int state_dir_has_records(struct ctx *c, const char *dir)
 	return r;
 }
 
-/* Lists what lies in `dir` (root-relative) that no record and no installed distribution owns. */
-void place_foreign(struct ctx *c, const char *dir, const struct place_owner *o, struct strvec *out)
+void place_foreign(struct ctx *c, const char *dir, place_owned_fn owned, void *arg,
+                   struct strvec *out)
 {
 	char *host = ctx_host_dir(c, dir);
 	DIR *d = opendir(host);
@@ -351,11 +339,12 @@ void place_foreign(struct ctx *c, const char *dir, const struct place_owner *o, 
 		char *hp = ctx_host_path(c, p);
 		struct stat st;
 		int isdir = lstat(hp, &st) == 0 && S_ISDIR(st.st_mode);
-		if (state_file_owner(c->st, p) != 0 || (o && o->owns(o->arg, p))) {
+		int o = owned ? owned(arg, p) : 0;
+		if (state_file_owner(c->st, p) != 0 || o == PLACE_OWNED) {
 			if (isdir) /* placed by tfprov: what is inside may not be */
-				place_foreign(c, p, o, out);
-		} else if (isdir && ((o && o->has_under(o->arg, p)) || state_dir_has_records(c, p)))
-			place_foreign(c, p, o, out);
+				place_foreign(c, p, owned, arg, out);
+		} else if (isdir && (o == PLACE_OWNS_BELOW || state_dir_has_records(c, p)))
+			place_foreign(c, p, owned, arg, out);
 		else
 			strvec_pushf(out, "%s%s", p, isdir ? "/" : "");
 		free(hp);
@@ -364,6 +353,34 @@ void place_foreign(struct ctx *c, const char *dir, const struct place_owner *o, 
 	if (d)
 		closedir(d);
 	free(host);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void place_foreign_dirs(struct ctx *c, const struct strvec *dirs, place_owned_fn owned, void *arg,
+                        struct strvec *out)
+{
+	/* Sorted, a directory comes before what it holds: only the top ones are walked. */
+	char **v = xcalloc(dirs->n + 1, sizeof(*v));
+	memcpy(v, dirs->v, dirs->n * sizeof(*v));
+	qsort(v, dirs->n, sizeof(*v), cmp_str);
+	struct strvec tops = STRVEC_INIT;
+	for (size_t i = 0; i < dirs->n; i++) {
+		int inside = 0;
+		for (size_t k = 0; k < tops.n && !inside; k++) {
+			size_t tl = strlen(tops.v[k]);
+			inside = strncmp(v[i], tops.v[k], tl) == 0 && v[i][tl] == '/';
+		}
+		if (!inside && (tops.n == 0 || strcmp(tops.v[tops.n - 1], v[i]) != 0)) {
+			strvec_push(&tops, v[i]);
+			place_foreign(c, v[i], owned, arg, out);
+		}
+	}
+	strvec_release(&tops);
+	free(v);
 }
 
 int txn_put_tree(struct txn *t, const char *staged, const char *path,
@@ -381,7 +398,7 @@ int txn_put_tree(struct txn *t, const char *staged, const char *path,
 	 */
 	struct strvec foreign = STRVEC_INIT;
 	if (exists(host))
-		place_foreign(t->c, path, NULL, &foreign);
+		place_foreign(t->c, path, NULL, NULL, &foreign);
 	if (foreign.n) {
 		struct strbuf sb = STRBUF_INIT;
 		for (size_t i = 0; i < foreign.n; i++)

@@ -161,18 +161,25 @@ int txn_snapshot_dir(struct txn *t, const char *path, const char *snap_host);
 int place_recover(struct ctx *c);
 
 /*
- * Appends to `out` what lies in directory `dir` (root-relative, walked
- * through recorded and tfprov-made directories) that no record and no
- * other owner `o` (may be NULL) owns: "path", or "dir/" for a directory,
- * listed once at its top. The other owner is a predicate so that this, the
- * lowest writer, knows nothing of who they are (plan passes the installed
- * Python distributions' RECORD files).
+ * Whether an owner besides the state's records (an installer's package
+ * records, pkgfiles_owned) owns a root-relative path: PLACE_OWNED for path
+ * itself, PLACE_OWNS_BELOW when not path but something below directory
+ * path, 0 neither.
  */
-struct place_owner {
-	int (*owns)(void *arg, const char *path);      /* path (root-relative) is owned */
-	int (*has_under)(void *arg, const char *path); /* something owned lies below dir path */
-	void *arg;
-};
-void place_foreign(struct ctx *c, const char *dir, const struct place_owner *o, struct strvec *out);
+enum { PLACE_OWNED = 1, PLACE_OWNS_BELOW = 2 };
+typedef int (*place_owned_fn)(void *arg, const char *path);
+/*
+ * The one walk for what tfprov did not place (the refusal to replace a tree,
+ * destroy's listing, verify --deep's audit): appends to `out` what lies in
+ * directory `dir` (root-relative, walked through recorded and tfprov-made
+ * directories and those `owned` owns or owns something below) that no
+ * record and no `owned` (may be NULL: nobody else) owns: "path", or "dir/"
+ * for a directory, listed once at its top.
+ */
+void place_foreign(struct ctx *c, const char *dir, place_owned_fn owned, void *arg,
+                   struct strvec *out);
+/* place_foreign over recorded directories: each top one walked once, in path order. */
+void place_foreign_dirs(struct ctx *c, const struct strvec *dirs, place_owned_fn owned, void *arg,
+                        struct strvec *out);
 
 #endif

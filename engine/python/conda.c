@@ -15,6 +15,7 @@
 #include "conda.h"
 
 #include "ctx.h"
+#include "digest.h"
 #include "error.h"
 #include "event.h"
 #include "fetch.h"
@@ -68,24 +69,17 @@ static void result_add(struct conda_result *r, const char *path, const char *sha
 
 /* ---- hashing ---- */
 
-static void hash_buf(const EVP_MD *md, const void *data, size_t n, char *hex)
-{
-	unsigned char d[EVP_MAX_MD_SIZE];
-	unsigned dl = 0;
-	EVP_Digest(data, n, d, &dl, md, NULL);
-	hex_encode(d, dl, hex);
-}
-
-/* sha256 and md5 of a file in one pass. 0 or -errno. */
+/* sha256 (digest.c, as every other hash) and md5 of a file in one pass. 0 or -errno. */
 static int hash_file(const char *path, char sha[65], char md5[33], uint64_t *size)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	EVP_MD_CTX *a = EVP_MD_CTX_new(), *b = EVP_MD_CTX_new();
-	EVP_DigestInit_ex(a, EVP_sha256(), NULL);
+	struct sha256 a;
+	sha256_init(&a);
+	EVP_MD_CTX *b = EVP_MD_CTX_new();
 	EVP_DigestInit_ex(b, EVP_md5(), NULL);
-	static __thread unsigned char buf[1 << 20];
+	static __thread unsigned char buf[DIGEST_READ_SIZE];
 	uint64_t total = 0;
 	int rc = 0;
 	for (;;) {
@@ -98,17 +92,15 @@ static int hash_file(const char *path, char sha[65], char md5[33], uint64_t *siz
 		}
 		if (n == 0)
 			break;
-		EVP_DigestUpdate(a, buf, (size_t)n);
+		sha256_update(&a, buf, (size_t)n);
 		EVP_DigestUpdate(b, buf, (size_t)n);
 		total += (uint64_t)n;
 	}
 	unsigned char d[EVP_MAX_MD_SIZE];
 	unsigned dl = 0;
-	EVP_DigestFinal_ex(a, d, &dl);
-	hex_encode(d, dl, sha);
+	sha256_final(&a, sha);
 	EVP_DigestFinal_ex(b, d, &dl);
 	hex_encode(d, dl, md5);
-	EVP_MD_CTX_free(a);
 	EVP_MD_CTX_free(b);
 	close(fd);
 	if (size)
@@ -478,33 +470,6 @@ static int place_parent(const char *stage, const char *rel)
 	return rc;
 }
 
-/* Writes bytes as a new file at stage/rel with mode (replacing a clash). */
-static int write_new(const char *dst, const void *data, size_t n, mode_t mode)
-{
-	unlink(dst);
-	int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode & 0777);
-	if (fd < 0)
-		return -errno;
-	const char *p = data;
-	int rc = 0;
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			rc = -errno;
-			break;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	if (fchmod(fd, mode & 0777) != 0 && rc == 0)
-		rc = -errno;
-	if (close(fd) != 0 && rc == 0)
-		rc = -errno;
-	return rc;
-}
-
 /* Maps a package path to the env path (noarch: python relocation). */
 static char *target_path(const char *path, int noarch_python, const char *pyver)
 {
@@ -561,7 +526,7 @@ static int link_entry(struct linker *L, const char *pkgdir, const struct path_en
 			goto io;
 		}
 		char h[65];
-		hash_buf(EVP_sha256(), target, (size_t)n, h);
+		sha256_buf(target, (size_t)n, h);
 		result_add(L->res, rel, h, (uint64_t)n, S_IFLNK | 0777);
 		json_object_set_new(o, "path_type", json_string("softlink"));
 		goto record;
@@ -597,8 +562,8 @@ static int link_entry(struct linker *L, const char *pkgdir, const struct path_en
 		} else {
 			replace_text(data, len, e->placeholder, L->prefix, &nb);
 		}
-		err = write_new(dst, nb.buf ? nb.buf : "", nb.len, st.st_mode);
-		hash_buf(EVP_sha256(), nb.buf ? nb.buf : "", nb.len, h);
+		err = fs_write_new(dst, nb.buf ? nb.buf : "", nb.len, st.st_mode & 0777);
+		sha256_buf(nb.buf ? nb.buf : "", nb.len, h);
 		result_add(L->res, rel, h, nb.len, S_IFREG | (st.st_mode & 0777));
 		json_object_set_new(o, "sha256_in_prefix", json_string(h));
 		json_object_set_new(o, "prefix_placeholder", json_string(e->placeholder));
@@ -677,13 +642,13 @@ static int write_entry_point(struct linker *L, const char *spec, json_t *files, 
 	char *rel = xasprintf("bin/%s", name), *dst = path_join(L->stage, rel);
 	int rc = place_parent(L->stage, rel);
 	if (rc == 0)
-		rc = write_new(dst, sb.buf, sb.len, 0755);
+		rc = fs_write_new(dst, sb.buf, sb.len, 0755);
 	if (rc != 0) {
 		*errmsg = xasprintf("%s: %s", dst, strerror(-rc));
 		rc = TF_EIO;
 	} else {
 		char h[65];
-		hash_buf(EVP_sha256(), sb.buf, sb.len, h);
+		sha256_buf(sb.buf, sb.len, h);
 		result_add(L->res, rel, h, sb.len, S_IFREG | 0755);
 		json_array_append_new(files, json_string(rel));
 		json_t *o = json_object();
@@ -843,13 +808,13 @@ static int write_history(struct linker *L, const char *host_prefix, const struct
 		free(subdir);
 	}
 	char *rel = xstrdup("conda-meta/history"), *dst = path_join(L->stage, rel);
-	int rc = write_new(dst, sb.buf, sb.len, 0644);
+	int rc = fs_write_new(dst, sb.buf, sb.len, 0644);
 	if (rc) {
 		*errmsg = xasprintf("%s: %s", dst, strerror(-rc));
 		rc = TF_EIO;
 	} else {
 		char h[65];
-		hash_buf(EVP_sha256(), sb.buf, sb.len, h);
+		sha256_buf(sb.buf, sb.len, h);
 		result_add(L->res, rel, h, sb.len, S_IFREG | 0644);
 	}
 	free(rel);

@@ -1,5 +1,6 @@
 /* pkgfiles.c - the file lists of pip dist-info RECORDs and conda-meta records (pkgfiles.h). */
 #include "pkgfiles.h"
+#include "place.h"
 #include "pyenv.h"
 #include "state.h"
 #include "util.h"
@@ -276,6 +277,13 @@ int pkgfiles_has_under(const struct pkgfiles *x, const char *path)
 	int r = i < x->n && str_starts_with(x->v[i].path, key);
 	free(key);
 	return r;
+}
+
+int pkgfiles_owned(void *x, const char *path)
+{
+	return pkgfiles_find(x, path)        ? PLACE_OWNED
+	       : pkgfiles_has_under(x, path) ? PLACE_OWNS_BELOW
+	                                     : 0;
 }
 
 static char *recorded_env(struct ctx *c, int64_t sid)

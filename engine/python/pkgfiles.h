@@ -56,5 +56,7 @@ char *pkgfiles_load_stack(struct ctx *c, int64_t stack_id, int all_dists, struct
 const struct pkgfile *pkgfiles_find(const struct pkgfiles *x, const char *path);
 /* Whether some recorded file lies under directory `path`. */
 int pkgfiles_has_under(const struct pkgfiles *x, const char *path);
+/* place_owned_fn (place.h) over the struct pkgfiles x: PLACE_OWNED, PLACE_OWNS_BELOW or 0. */
+int pkgfiles_owned(void *x, const char *path);
 
 #endif

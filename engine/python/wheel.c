@@ -195,29 +195,6 @@ static void csv_put(struct strbuf *sb, const char *field)
 	strbuf_adds(sb, "\"");
 }
 
-static int write_new(const char *host, const void *data, size_t len, unsigned mode)
-{
-	unlink(host);
-	int fd = open(host, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-	if (fd < 0)
-		return -errno;
-	int rc = 0;
-	const char *p = data;
-	while (len && rc == 0) {
-		ssize_t k = write(fd, p, len);
-		if (k < 0 && errno != EINTR)
-			rc = -errno;
-		if (k > 0) {
-			p += k;
-			len -= (size_t)k;
-		}
-	}
-	if (fchmod(fd, mode) != 0 && rc == 0)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
 static void add_record(struct whl *w, const char *relfile, const char *hex, int64_t size)
 {
 	char *rp = relpath(w->libdir, relfile);
@@ -238,7 +215,7 @@ static int put_generated(struct job *j, struct whl *w, const char *rel, const ch
 	char *host = path_join(j->stage, rel);
 	char *parent = xstrndup(host, (size_t)(strrchr(host, '/') - host));
 	mkdirs_at(AT_FDCWD, parent, 0755);
-	int rc = write_new(host, text, strlen(text), mode);
+	int rc = fs_write_new(host, text, strlen(text), mode);
 	if (rc != 0) {
 		whl_fail(w, TF_EIO, "cannot write %s: %s", rel, strerror(-rc));
 	} else {
@@ -685,7 +662,7 @@ static void place_script(struct job *j, struct whl *w, const char *src, const ch
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_addf(&sb, "#!%s\n", j->sc->exe);
 	strbuf_add(&sb, nl ? nl + 1 : "", rest);
-	int rc = write_new(dst, sb.buf, sb.len, mode);
+	int rc = fs_write_new(dst, sb.buf, sb.len, mode);
 	if (rc != 0) {
 		whl_fail(w, TF_EIO, "cannot write %s: %s", rel, strerror(-rc));
 	} else {
@@ -1022,7 +999,7 @@ static void finish_job(size_t i, void *arg)
 		strbuf_addf(&sb, ",%s,%s\r\n", f[1], f[2]);
 	}
 	char *host = path_join(j->stage, p);
-	int rc = write_new(host, sb.buf ? sb.buf : "", sb.len, 0644);
+	int rc = fs_write_new(host, sb.buf ? sb.buf : "", sb.len, 0644);
 	if (rc != 0)
 		whl_fail(w, TF_EIO, "cannot write %s: %s", p, strerror(-rc));
 	free(host);

@@ -172,21 +172,9 @@ int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p)
 	return 0;
 }
 
-/* The installed distributions' RECORD files as place_foreign's other owner. */
-static int pkg_owns(void *arg, const char *path)
-{
-	return pkgfiles_find(arg, path) != NULL;
-}
-
-static int pkg_has_under(void *arg, const char *path)
-{
-	return pkgfiles_has_under(arg, path);
-}
-
 int plan_foreign(struct ctx *c, int64_t stack_id, struct strvec *out)
 {
 	struct pkgfiles x;
-	const struct place_owner owner = {pkg_owns, pkg_has_under, &x};
 	struct state_stmt *q = NULL;
 	char *env = pkgfiles_load_stack(c, stack_id, 0, &x);
 	int rc = 0;
@@ -202,20 +190,7 @@ int plan_foreign(struct ctx *c, int64_t stack_id, struct strvec *out)
 	while (state_step(q) == STATE_ROW)
 		strvec_push(&dirs, state_col_text(q, 0));
 	state_finalize(q);
-	/* Only the top recorded directories: place_foreign walks what they hold. */
-	struct strvec tops = STRVEC_INIT;
-	for (size_t i = 0; i < dirs.n; i++) {
-		int inside = 0;
-		for (size_t k = 0; k < tops.n && !inside; k++) {
-			size_t tl = strlen(tops.v[k]);
-			inside = strncmp(dirs.v[i], tops.v[k], tl) == 0 && dirs.v[i][tl] == '/';
-		}
-		if (!inside) {
-			strvec_push(&tops, dirs.v[i]);
-			place_foreign(c, dirs.v[i], &owner, out);
-		}
-	}
-	strvec_release(&tops);
+	place_foreign_dirs(c, &dirs, pkgfiles_owned, &x, out);
 	strvec_release(&dirs);
 out:
 	pkgfiles_release(&x);

@@ -27,4 +27,15 @@
  * wins when non-NULL. The result is a static string or explicit_path. */
 const char *ca_bundle_for(const char *explicit_path);
 
+/*
+ * The one TLS policy of every HTTP(S) client of tfprov (fetch.c's downloads,
+ * httpget.c's small GETs): https_global_init() initialises libcurl once per
+ * process (thread-safe), before a first curl handle; https_policy() sets on
+ * the handle `curl` (a CURL *) the protocols it may use and be redirected
+ * to (e.g. "http,https"), peer and host verification (always on), and the CA
+ * bundle ca_bundle_for(explicit_path) when there is one.
+ */
+void https_global_init(void);
+void https_policy(void *curl, const char *protocols, const char *explicit_path);
+
 #endif
