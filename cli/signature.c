@@ -65,8 +65,9 @@ char *cli_side_fields(const struct manifest *m)
 }
 
 /*
- * The sha256 the trusted comment gives for `key`: 1 found (hex filled), 0
- * absent, -1 given twice with different values or malformed.
+ * The sha256 the trusted comment gives for `key`, into hex (left as it was
+ * when the comment has no such field). 0, or TF_EINTEGRITY when the field is
+ * given twice with different values or malformed.
  */
 static int comment_field(const char *tc, const char *key, char hex[65])
 {
@@ -79,15 +80,15 @@ static int comment_field(const char *tc, const char *key, char hex[65])
 		const char *v = f + kl + 1;
 		char got[65];
 		if (fl - kl - 1 != 7 + 64 || strncmp(v, "sha256:", 7) != 0)
-			return -1;
+			return TF_EINTEGRITY;
 		memcpy(got, v + 7, 64);
 		got[64] = '\0';
 		if (!is_hex64(got) || (found && strcmp(got, hex) != 0))
-			return -1;
+			return TF_EINTEGRITY;
 		memcpy(hex, got, 65);
 		found = 1;
 	}
-	return found;
+	return 0;
 }
 
 /* Every side file of m must be named in the trusted comment with its hash. */
@@ -98,13 +99,12 @@ static int check_sides(struct ctx *c, const struct manifest *m, const char *sig_
 	size_t n = side_files(m, s);
 	for (size_t i = 0; i < n; i++) {
 		char hex[65] = "";
-		int r = comment_field(tc, s[i].key, hex);
-		if (r < 0) {
+		if (comment_field(tc, s[i].key, hex) != 0) {
 			ev_log(c, EV_ERROR, "%s: the trusted comment's %s field is malformed",
 			       sig_name, s[i].key);
 			return TF_EINTEGRITY;
 		}
-		if (r == 0) {
+		if (hex[0] == '\0') {
 			ev_log(
 			    c, EV_ERROR,
 			    "%s: the signature does not cover %s (%s): its trusted comment has no "

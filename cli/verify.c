@@ -219,7 +219,7 @@ static void audit_packages(struct audit *a)
 	}
 }
 
-/* Layer 1: the recorded files of one stack. Returns the number of findings, or -1. */
+/* Layer 1: the recorded files of one stack. Returns the number of findings, or TF_ESTATE. */
 static int verify_files(struct ctx *c, int64_t stack_id, int deep, int *hidden)
 {
 	struct audit a = {.c = c,
@@ -232,7 +232,7 @@ static int verify_files(struct ctx *c, int64_t stack_id, int deep, int *hidden)
 	if (state_prepare(c->st, "SELECT id FROM resources WHERE stack_id = ? ORDER BY id", &s) !=
 	    STATE_OK) {
 		ev_log(c, EV_ERROR, "  files: cannot read the state: %s", state_errmsg(c->st));
-		return -1;
+		return TF_ESTATE;
 	}
 	if (deep)
 		free(pkgfiles_load_stack(c, stack_id, 1, &a.pkgs));

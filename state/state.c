@@ -543,11 +543,11 @@ int state_stack_applied(struct state *st, int64_t id, const char *manifest_path)
 	sqlite3_stmt *s = NULL;
 	if (sq_prepare(st, "UPDATE stacks SET manifest_path = ?, updated = ? WHERE id = ?", &s) !=
 	    SQLITE_OK)
-		return -1;
+		return TF_ESTATE;
 	sqlite3_bind_text(s, 1, manifest_path, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, now_unix());
 	sqlite3_bind_int64(s, 3, id);
-	int rc = sq_step(s) == SQLITE_DONE ? 0 : -1;
+	int rc = sq_step(s) == SQLITE_DONE ? 0 : TF_ESTATE;
 	sqlite3_finalize(s);
 	return rc;
 }

@@ -93,7 +93,8 @@ void state_rollback(struct state *st);
 int64_t state_stack_id(struct state *st, const char *name); /* 0 when absent */
 /* The stack's id, created with manifest_path when new; an existing one keeps its path. */
 int64_t state_stack_ensure(struct state *st, const char *name, const char *manifest_path);
-/* A run of the stack from manifest_path succeeded: it is now "from" that manifest. */
+/* A run of the stack from manifest_path succeeded: it is now "from" that manifest.
+ * 0 or TF_ESTATE. */
 int state_stack_applied(struct state *st, int64_t id, const char *manifest_path);
 
 /* Generations. */
