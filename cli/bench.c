@@ -36,6 +36,7 @@
 #include "state.h"
 #include "yamltree.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -365,9 +366,9 @@ int cmd_bench(struct ctx *c, struct opts *o)
 	rc = stackinfo_load(c, name, &si, &err);
 	if (rc != 0) {
 		ev_log(c, EV_ERROR, "%s", err ? err : "no such stack");
-		if (rc == 1)
+		if (rc == -ENOENT)
 			ev_log(c, EV_ERROR, "no stack named %s", name);
-		rc = rc == 1 ? TF_EFAIL : rc;
+		rc = rc == -ENOENT ? TF_EFAIL : rc;
 		goto out;
 	}
 	if (!si.has_cuda) {

@@ -653,13 +653,13 @@ int main(int argc, char **argv)
 		 */
 		char *err = NULL;
 		rc = state_open(c.state_dir, 0, &c.st, &err);
-		if (rc < 0) {
+		if (rc < 0 && rc != -ENOENT) {
 			ev_log(&c, EV_ERROR, "%s (%s)", err ? err : "cannot open the state",
 			       c.state_dir);
 			free(err);
 			goto done;
 		}
-		rc = 0; /* 1: no state yet, which readers treat as empty */
+		rc = 0; /* -ENOENT: no state yet, which readers treat as empty */
 		if ((cmd->flags & CMD_LOCK) && c.st) {
 			state_close(c.st);
 			c.st = NULL;
@@ -673,13 +673,13 @@ int main(int argc, char **argv)
 		/* A query failed: say which; an answer built on it is not to be trusted. */
 		ev_log(&c, EV_ERROR, "the state database in %s could not be read: %s", c.state_dir,
 		       state_failure());
-		if (rc == 0 || rc == TF_EXIT_CHANGES)
+		if (rc == 0 || rc == TF_ECHANGES)
 			rc = TF_ESTATE;
 	}
 done:
 	if (tf_interrupted && rc == 0)
 		rc = TF_EINTR;
-	ex = rc > 0 ? rc : tf_exit_code(rc);
+	ex = tf_exit_code(rc);
 	/* The last event: the result with --json; on a terminal it erases the progress board. */
 	struct event e = {.kind = EV_RESULT,
 	                  .level = ex ? EV_ERROR : EV_INFO,

@@ -413,7 +413,7 @@ static int verify_stack(struct ctx *c, struct opts *o, const char *name, const s
 		ev_log(c, EV_INFO, "  files: all placed files are intact%s",
 		       o->deep ? " (rehashed, packages checked against their records)" : "");
 	/* Drift is exit 2 here as in status: apply would change something. */
-	rc = files > 0 ? TF_EXIT_CHANGES : files < 0 ? TF_ESTATE : 0;
+	rc = files > 0 ? TF_ECHANGES : files < 0 ? TF_ESTATE : 0;
 	if (si.has_cuda) {
 		size_t nfail = verify_libs(c, &si, kb);
 		rc = worse(rc, nfail ? TF_EVERIFY : 0);
@@ -421,7 +421,7 @@ static int verify_stack(struct ctx *c, struct opts *o, const char *name, const s
 	}
 	json_t *d = json_pack("{s:s,s:I,s:i,s:b,s:i}", "stack", name, "generation",
 	                      (json_int_t)si.gen, "file_findings", files > 0 ? files : 0, "deep",
-	                      o->deep, "exit_code", rc > 0 ? rc : tf_exit_code(rc));
+	                      o->deep, "exit_code", tf_exit_code(rc));
 	ev_data(c, "verify_result", d);
 	json_decref(d);
 	stackinfo_release(&si);
@@ -458,7 +458,7 @@ int cmd_verify(struct ctx *c, struct opts *o)
 		rc = TF_EFAIL;
 	} else if (rc == TF_EVERIFY) {
 		ev_log(c, EV_ERROR, "verify: FAILED (see above)");
-	} else if (rc == TF_EXIT_CHANGES) {
+	} else if (rc == TF_ECHANGES) {
 		ev_log(c, EV_ERROR, "verify: DRIFT: files differ from what was placed (see above)");
 	} else if (rc == TF_EREBOOT) {
 		ev_log(c, EV_ERROR,

@@ -3,9 +3,14 @@
  *
  * Functions return int: 0 on success, a negative TF_E* code on failure.
  * Low-level helpers may return -errno; tf_err_from_errno() converts at the
- * boundary where a caller needs one of tfprov's codes.
+ * boundary where a caller needs one of tfprov's codes (it is the one errno
+ * mapper). Never -1, never a positive status: "absent" or "changed" is an
+ * out-parameter or a result enum. TF_ECHANGES is the one code that is not a
+ * failure: a command found changes pending (plan --detailed-exitcode,
+ * status, verify's drift), exit 2.
  * tf_exit_code() maps an error to the process exit code documented in
- * README.md ("Exit codes"); that mapping is a public contract.
+ * README.md ("Exit codes"); that mapping is a public contract, and main()
+ * reaches exit codes through it alone.
  */
 #ifndef TFPROV_ERROR_H
 #define TFPROV_ERROR_H
@@ -44,7 +49,8 @@ enum tf_exit {
 	X(TF_ENOTIMPL, TF_EXIT_ERROR, "not implemented yet")                                       \
 	X(TF_ESTATE, TF_EXIT_ERROR, "state database error")                                        \
 	X(TF_ENETWORK, TF_EXIT_ERROR, "download failed")                                           \
-	X(TF_EOFFLINE, TF_EXIT_ERROR, "not available offline")
+	X(TF_EOFFLINE, TF_EXIT_ERROR, "not available offline")                                     \
+	X(TF_ECHANGES, TF_EXIT_CHANGES, "changes pending")
 
 #define TF_ERR_ENUM(name, exit, msg) name##_IDX,
 enum tf_err_idx { TF_ERRORS(TF_ERR_ENUM) TF_ERR__COUNT };

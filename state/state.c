@@ -270,7 +270,7 @@ int state_open(const char *dir, int create, struct state **out, char **errmsg)
 			goto out;
 		}
 	} else if (access(path, F_OK) != 0) {
-		rc = 1; /* no state yet: not an error for readers */
+		rc = -ENOENT; /* no state yet: not an error for readers */
 		goto out;
 	} else if (access(dir, W_OK) != 0) {
 		rc = open_readonly(st, path, errmsg);
@@ -608,7 +608,7 @@ int state_resource_get(struct state *st, int64_t stack_id, const char *addr,
                        struct state_resource *out)
 {
 	sqlite3_stmt *s = NULL;
-	int rc = 1;
+	int rc = -ENOENT;
 	memset(out, 0, sizeof(*out));
 	sq_prepare(st,
 	           "SELECT id, addr, kind, desired, attrs FROM resources "

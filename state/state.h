@@ -26,7 +26,10 @@ struct state;
 
 #define STATE_SCHEMA_VERSION 2
 
-/* Opens (creating dir and db when `create`), runs migrations. 0 or TF_ESTATE. */
+/*
+ * Opens (creating dir and db when `create`), runs migrations. 0 or TF_ESTATE;
+ * -ENOENT (and *out NULL) when there is no database and `create` is 0.
+ */
 int state_open(const char *dir, int create, struct state **out, char **errmsg);
 void state_close(struct state *st);
 /* The last SQLite error message of this connection (borrowed). */
@@ -111,7 +114,7 @@ struct state_resource {
 	char *attrs;   /* JSON text */
 };
 int state_resource_get(struct state *st, int64_t stack_id, const char *addr,
-                       struct state_resource *out); /* 0 found, 1 absent */
+                       struct state_resource *out); /* 0 found, -ENOENT absent */
 void state_resource_release(struct state_resource *r);
 int64_t state_resource_put(struct state *st, int64_t stack_id, const char *addr, const char *kind,
                            const char *desired, const char *attrs);
