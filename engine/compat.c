@@ -1294,7 +1294,7 @@ int compat_tf_min_cc(const struct compat *kb, const char *tf_version)
 {
 	const struct compat_tf_kernels *k = kernels_row(kb, tf_version);
 
-	return k ? compat_cc_parse(k->min_cc) : -1;
+	return k ? compat_cc_parse(k->min_cc) : -ENOENT;
 }
 
 enum compat_kernel compat_tf_kernels_for(const struct compat *kb, const char *tf_version,

@@ -300,7 +300,7 @@ static int procfs_probe(struct gpu_probe *out)
 	char *path = path_join(dir, "version");
 	char *text = NULL;
 	size_t len, used = strlen(out->error);
-	int r, ret = -1;
+	int r, ret = -ENOENT;
 
 	r = read_file_at(AT_FDCWD, path, 1 << 16, &text, &len);
 	if (r < 0) {

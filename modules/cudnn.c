@@ -65,7 +65,7 @@ static int cudnn_precheck(struct ctx *c, const struct manifest *m, struct step *
 	char *prefix = stack_cudnn_prefix(m);
 	char *other = NULL, *path = NULL;
 	int rc = place_foreign_step_file(c, "cudnn", m->stack.name.s, prefix, &other, &path);
-	if (rc == 1) {
+	if (rc == 0 && path != NULL) {
 		step_fail(
 		    s,
 		    "stack '%s' already merged its cuDNN into %s (e.g. %s); two stacks cannot "

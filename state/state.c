@@ -735,7 +735,6 @@ int state_foreign_step_file_under(struct state *st, const char *addr, const char
 	if (r == SQLITE_ROW) {
 		*other_stack = xstrdup((const char *)sqlite3_column_text(q, 0));
 		*path = xstrdup((const char *)sqlite3_column_text(q, 1));
-		rc = 1;
 	} else if (r != SQLITE_DONE) {
 		rc = state_note_failure(st->db, "a state query failed");
 	}

@@ -150,8 +150,8 @@ int state_file_delete(struct state *st, const char *path);
 int64_t state_file_owner(struct state *st, const char *path);
 /*
  * A file recorded for step `addr` of a stack other than `stack`, under the
- * directory `prefix`: 1 with *other_stack and *path (malloc'd), 0 when
- * none, TF_ESTATE.
+ * directory `prefix`: 0 with *other_stack and *path (malloc'd; left NULL
+ * when there is none), or TF_ESTATE.
  */
 int state_foreign_step_file_under(struct state *st, const char *addr, const char *stack,
                                   const char *prefix, char **other_stack, char **path);
