@@ -294,8 +294,9 @@ static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 	 * recorded with the env and go with it when the env is removed. */
 	if (rc == 0 && m->python.manager == PYENV_CONDA)
 		rc = write_hook(c, m, t, prefix);
-	if (rc == 0 && (rc = record_env(c, t, prefix)) != 0)
-		step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
+	/* A failed txn call keeps its message in the txn: the executor makes it the step's. */
+	if (rc == 0)
+		rc = record_env(c, t, prefix);
 	if (rc == 0 && m->python.manager == PYENV_VENV)
 		rc = venv_hook(c, m, s, t, prefix);
 	free(prefix);
@@ -503,8 +504,6 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 		if (rc == 0 && mkdir(house, 0755) != 0) {
 			step_fail(s, "%s: cannot create: %s", house, strerror(errno));
 			rc = TF_EIO;
-		} else if (rc != 0) {
-			step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
 		}
 		if (rc != 0)
 			goto out;
