@@ -115,3 +115,40 @@ def test_every_sync_result_is_checked():
     result is dropped would let a step commit records of bytes that are not on
     disk. Every call in the core is part of a condition or an assignment."""
     assert violations(sources(*CORE), UNCHECKED_SYNC) == []
+
+
+MINUS_ONE = r"\breturn\s*\(?\s*-\s*1\s*\)?\s*;"
+
+
+def test_minus_one_pattern_finds_a_bare_minus_one():
+    """The pattern below tells a bare -1 from the codes that replace it."""
+    rx = re.compile(MINUS_ONE)
+    for bad in ("\treturn -1;", "\t\treturn (-1);", "return - 1 ;"):
+        assert rx.search(bad), bad
+    for good in ("\treturn -ENOENT;", "\treturn TF_EFAIL;", "\treturn -10;",
+                 "\treturn x - 1;", "\treturn VERSION_NOT_NUMERIC;"):
+        assert not rx.search(good), good
+
+
+def test_no_function_fails_with_minus_one():
+    """One way to fail (engine/error.h): 0 or a negative TF_E* / -errno, never
+    a bare -1 that no table names."""
+    assert violations(list(sources(FRONT, *CORE)), MINUS_ONE) == []
+
+
+EXIT_CODES = r"\bTF_EXIT_[A-Z]+\b"
+
+
+def test_only_main_speaks_exit_codes():
+    """Commands and the core return TF_E* codes; tf_exit_code() (error.c) maps
+    them and main() is the one place that holds an exit code."""
+    def mapper(path, line):
+        return path in (os.path.join(ENGINE, "error.c"), os.path.join(ENGINE, "error.h"),
+                        os.path.join(FRONT, "main.c"))
+    assert violations(list(sources(FRONT, *CORE)), EXIT_CODES, mapper) == []
+
+
+def test_exit_code_pattern_finds_an_exit_code():
+    rx = re.compile(EXIT_CODES)
+    assert rx.search("\trc = drifted ? TF_EXIT_CHANGES : 0;")
+    assert not rx.search("\trc = drifted ? TF_ECHANGES : 0;")
