@@ -36,6 +36,7 @@
 #include "state.h"
 #include "yamltree.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -125,7 +126,10 @@ static int bench_history(struct ctx *c, const char *stack)
 	return 0;
 }
 
-/* The reference entry for gpu+precision: 1 found (ms, verified set), 0 none, <0 unreadable. */
+/*
+ * The reference entry for gpu+precision: 0 found (ms, verified set), -ENOENT
+ * none, TF_EFAIL unreadable.
+ */
 static int reference_lookup(const char *path, const char *gpu, const char *precision, double *ms,
                             int *verified, int *default_margin)
 {
@@ -133,14 +137,14 @@ static int reference_lookup(const char *path, const char *gpu, const char *preci
 	size_t len = 0;
 	struct diags d = {0};
 	struct ynode *root = NULL;
-	int empty = 0, found = -1;
+	int empty = 0, rc = TF_EFAIL;
 	struct ytree_limits lim = {10000, 16};
 	if (read_file_at(AT_FDCWD, path, 1 << 20, &buf, &len) != 0)
 		goto out;
 	root = ytree_parse(path, buf, len, &lim, &d, &empty);
 	if (root == NULL || root->type != Y_MAP)
 		goto out;
-	found = 0;
+	rc = -ENOENT;
 	struct ynode *dm = ymap_get(root, "default_margin_pct");
 	if (dm && dm->type == Y_SCALAR)
 		*default_margin = atoi(dm->str);
@@ -157,14 +161,14 @@ static int reference_lookup(const char *path, const char *gpu, const char *preci
 			continue;
 		*ms = strtod(m->str, NULL);
 		*verified = v && v->type == Y_SCALAR && strcmp(v->str, "true") == 0;
-		found = 1;
+		rc = 0;
 		break;
 	}
 out:
 	ytree_free(root);
 	diags_release(&d);
 	free(buf);
-	return found;
+	return rc;
 }
 
 /* Judges one TF result against the reference; TF_EVERIFY when verifiably too slow. */
@@ -175,15 +179,15 @@ static int compare_reference(struct ctx *c, const struct stackinfo *si, const st
 	    datadir_path("TFPROV_BENCH_REFERENCE", "bench/reference.yaml", buf, sizeof(buf));
 	double ref = 0;
 	int verified = 0, margin = BENCH_DEFAULT_MARGIN;
-	int found = reference_lookup(path, r->gpu, r->precision, &ref, &verified, &margin);
+	int look = reference_lookup(path, r->gpu, r->precision, &ref, &verified, &margin);
 	if (si->m->bench.margin_pct.set)
 		margin = (int)si->m->bench.margin_pct.v;
-	if (found < 0) {
+	if (look < 0 && look != -ENOENT) {
 		ev_log(c, EV_WARN, "  %s: the reference numbers %s cannot be read: not compared",
 		       r->precision, path);
 		return 0;
 	}
-	if (found == 0) {
+	if (look == -ENOENT) {
 		ev_log(c, EV_INFO, "  %s: no reference number for %s in %s: not compared",
 		       r->precision, r->gpu, path);
 		return 0;
@@ -365,9 +369,9 @@ int cmd_bench(struct ctx *c, struct opts *o)
 	rc = stackinfo_load(c, name, &si, &err);
 	if (rc != 0) {
 		ev_log(c, EV_ERROR, "%s", err ? err : "no such stack");
-		if (rc == 1)
+		if (rc == -ENOENT)
 			ev_log(c, EV_ERROR, "no stack named %s", name);
-		rc = rc == 1 ? TF_EFAIL : rc;
+		rc = rc == -ENOENT ? TF_EFAIL : rc;
 		goto out;
 	}
 	if (!si.has_cuda) {

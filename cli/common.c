@@ -117,7 +117,7 @@ int cli_stack_arg(struct ctx *c, const struct opts *o, const char *usage, int64_
 {
 	if (o->args.n != 1) {
 		ev_log(c, EV_ERROR, "%s", usage);
-		return TF_EXIT_USAGE;
+		return TF_EUSAGE;
 	}
 	*sid = c->st ? state_stack_id(c->st, o->args.v[0]) : 0;
 	if (*sid == 0) {

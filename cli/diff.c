@@ -403,7 +403,7 @@ int cmd_diff(struct ctx *c, struct opts *o)
 	}
 	fflush(stdout);
 	if (o->detailed_exitcode && json_array_size(steps) > 0)
-		rc = TF_EXIT_CHANGES;
+		rc = TF_ECHANGES;
 	json_decref(steps);
 out:
 	free(label);

@@ -172,14 +172,15 @@ static void list_files(const char *dir, const struct strvec *need, struct strvec
 	closedir(d);
 }
 
-/* Bytes under a directory tree (du), for what gc reports but keeps. */
+/* Bytes under a directory tree (du), for what gc reports but keeps; -errno
+ * when it cannot be opened. */
 static long long tree_bytes(const char *dir)
 {
 	long long n = 0;
 	DIR *d = opendir(dir);
 	struct dirent *de;
 	if (d == NULL)
-		return -1;
+		return -errno;
 	while ((de = readdir(d)) != NULL) {
 		struct stat st;
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)

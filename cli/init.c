@@ -612,7 +612,7 @@ static int plan_pip(struct init *in)
 	struct strbuf *sb = &in->pip_sec;
 	const char *pkg = version_component(in->tf, 0) == 1 ? "tensorflow-gpu" : "tensorflow";
 	int rc = catalog_closure(in->cat, in->tf, in->python, in->pip_cuda, &cl);
-	if (rc < 0)
+	if (rc < 0 && rc != -ENOENT)
 		return rc;
 	if (rc == 0) {
 		/* A cap of the knowledge base broken by the closure: not complete then. */
@@ -636,7 +636,7 @@ static int plan_pip(struct init *in)
 		diags_release(&d);
 		pip_caps_free(caps, ncaps);
 		if (bad)
-			rc = 1;
+			rc = -ENOENT; /* as if the catalog had no closure */
 	}
 	const char *base = cl.path ? strrchr(cl.path, '/') : NULL;
 	strbuf_adds(sb, "pip:\n  index_url: https://pypi.org/simple\n");

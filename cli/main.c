@@ -673,13 +673,13 @@ static int run_command(const struct cmd *cmd, struct ctx *c, struct opts *o)
 		 */
 		char *err = NULL;
 		rc = state_open(c->state_dir, 0, &c->st, &err);
-		if (rc < 0) {
+		if (rc < 0 && rc != -ENOENT) {
 			ev_log(c, EV_ERROR, "%s (%s)", err ? err : "cannot open the state",
 			       c->state_dir);
 			free(err);
 			return rc;
 		}
-		rc = 0; /* 1: no state yet, which readers treat as empty */
+		rc = 0; /* -ENOENT: no state yet, which readers treat as empty */
 		if ((cmd->flags & CMD_LOCK) && c->st) {
 			state_close(c->st);
 			c->st = NULL;
@@ -693,16 +693,10 @@ static int run_command(const struct cmd *cmd, struct ctx *c, struct opts *o)
 		/* A query failed: say which; an answer built on it is not to be trusted. */
 		ev_log(c, EV_ERROR, "the state database in %s could not be read: %s", c->state_dir,
 		       state_failure());
-		if (rc == 0 || rc == TF_EXIT_CHANGES)
+		if (rc == 0 || rc == TF_ECHANGES)
 			rc = TF_ESTATE;
 	}
 	return rc;
-}
-
-/* Phase 5: the process's exit code for a result of the phases above. */
-static int exit_code(int rc)
-{
-	return rc > 0 ? rc : tf_exit_code(rc);
 }
 
 int main(int argc, char **argv)
@@ -732,7 +726,7 @@ int main(int argc, char **argv)
 		rc = open_root(l.cmd, &l, &c, &empty_root);
 	if (rc != 0 || l.cmd == NULL) {
 		/* Nothing ran: no result event. */
-		ex = exit_code(rc);
+		ex = tf_exit_code(rc);
 		goto out;
 	}
 
@@ -745,7 +739,7 @@ int main(int argc, char **argv)
 	rc = run_command(l.cmd, &c, &o);
 	if (tf_interrupted && rc == 0)
 		rc = TF_EINTR;
-	ex = exit_code(rc);
+	ex = tf_exit_code(rc);
 	/* The last event: the result with --json; on a terminal it erases the progress board. */
 	struct event e = {.kind = EV_RESULT,
 	                  .level = ex ? EV_ERROR : EV_INFO,

@@ -384,27 +384,26 @@ out:
 
 /*
  * Puts src at path (absent): a hard link when src is a verified cache file,
- * else a copy hashed on the way and checked. 1 linked, 2 copied, or -errno /
+ * else a copy hashed on the way and checked (*copied set). 0, or -errno /
  * TF_EINTEGRITY.
  */
-static int put_file(const char *src, const char *path, const char *sha, int may_link)
+static int put_file(const char *src, const char *path, const char *sha, int may_link, int *copied)
 {
 	char hex[65];
 	char *tmp = xasprintf("%s.tfprov-tmp.%d", path, (int)getpid());
 	int r;
 	unlink(tmp);
-	if (may_link && link(src, tmp) == 0) {
-		r = 1;
+	*copied = !(may_link && link(src, tmp) == 0);
+	if (!*copied) {
+		r = 0;
 	} else {
 		r = copy_file_hashing(src, tmp, hex, NULL);
 		if (r == 0 && strcmp(hex, sha) != 0)
 			r = TF_EINTEGRITY;
-		else if (r == 0)
-			r = 2;
 	}
-	if (r > 0 && rename(tmp, path) != 0)
+	if (r == 0 && rename(tmp, path) != 0)
 		r = -errno;
-	if (r <= 0)
+	if (r != 0)
 		unlink(tmp);
 	free(tmp);
 	return r;
@@ -426,9 +425,9 @@ static int place_one(struct ctx *c, struct mset *s, struct mfile *f, const char 
 	char *by_hash = cache_final_path(dir, f->sha256);
 	char *named = path_join(dir, f->base);
 	struct stat st;
-	int rc = 0, did = 0;
+	int rc = 0, did = 0, copied; /* did: 0 present, 1 linked, 2 copied */
 	if (stat(by_hash, &st) != 0) {
-		int r = put_file(f->src, by_hash, f->sha256, !f->from_pip);
+		int r = put_file(f->src, by_hash, f->sha256, !f->from_pip, &copied);
 		if (r < 0) {
 			ev_log(c, EV_ERROR, "%s: cannot put %s: %s", f->name, by_hash,
 			       r == TF_EINTEGRITY ? "the copy does not hash to its sha256"
@@ -436,16 +435,16 @@ static int place_one(struct ctx *c, struct mset *s, struct mfile *f, const char 
 			rc = r == TF_EINTEGRITY ? TF_EINTEGRITY : TF_EIO;
 			goto out;
 		}
-		did = r;
+		did = copied ? 2 : 1;
 	}
 	if (lstat(named, &st) != 0) {
-		int r = put_file(by_hash, named, f->sha256, 1);
+		int r = put_file(by_hash, named, f->sha256, 1, &copied);
 		if (r < 0) {
 			ev_log(c, EV_ERROR, "%s: cannot put %s: %s", f->name, named, strerror(-r));
 			rc = TF_EIO;
 			goto out;
 		}
-		did = did ? did : r;
+		did = did ? did : copied ? 2 : 1;
 	} else if (!same_file(by_hash, named, f->size)) {
 		ev_log(c, EV_ERROR,
 		       "%s: %s already holds a different file; two artifacts share "
@@ -539,8 +538,9 @@ static char *dist_project(const char *file)
 	return norm;
 }
 
-/* Writes path with text unless it already holds exactly that; 1 written, 0 same, <0. */
-static int write_if_changed(const char *path, const char *text)
+/* Writes path with text unless it already holds exactly that (then *changed is
+ * set). 0 or -errno. */
+static int write_if_changed(const char *path, const char *text, int *changed)
 {
 	char *old = NULL;
 	size_t len = 0;
@@ -551,7 +551,9 @@ static int write_if_changed(const char *path, const char *text)
 	}
 	free(old);
 	int rc = fs_write_atomic(path, text, strlen(text), 0644, 0);
-	return rc < 0 ? rc : 1;
+	if (rc == 0)
+		*changed = 1;
+	return rc;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -611,8 +613,7 @@ static int write_simple(struct ctx *c, const char *dir, int *changed)
 			char *pdir = xasprintf("%s/%.*s", simple, (int)plen, lines.v[i]);
 			char *ppath = path_join(pdir, "index.html");
 			mkdirs_at(AT_FDCWD, pdir, 0755);
-			rc = write_if_changed(ppath, page.buf);
-			*changed |= rc > 0;
+			rc = write_if_changed(ppath, page.buf, changed);
 			free(pdir);
 			free(ppath);
 		}
@@ -620,8 +621,7 @@ static int write_simple(struct ctx *c, const char *dir, int *changed)
 	strbuf_adds(&top, "</body></html>\n");
 	if (rc >= 0) {
 		char *tpath = path_join(simple, "index.html");
-		rc = write_if_changed(tpath, top.buf);
-		*changed |= rc > 0;
+		rc = write_if_changed(tpath, top.buf, changed);
 		free(tpath);
 	}
 	if (rc < 0)

@@ -27,7 +27,7 @@ int cmd_plan(struct ctx *c, struct opts *o)
 	if (rc != 0)
 		ev_log(c, EV_ERROR, "apply would stop before any change: see the step marked '!'");
 	else if (o->detailed_exitcode && plan_has_changes(&p))
-		rc = TF_EXIT_CHANGES;
+		rc = TF_ECHANGES;
 	plan_release(&p);
 	manifest_free(m);
 	return rc;

@@ -65,8 +65,9 @@ char *cli_side_fields(const struct manifest *m)
 }
 
 /*
- * The sha256 the trusted comment gives for `key`: 1 found (hex filled), 0
- * absent, -1 given twice with different values or malformed.
+ * The sha256 the trusted comment gives for `key`, into hex (left as it was
+ * when the comment has no such field). 0, or TF_EINTEGRITY when the field is
+ * given twice with different values or malformed.
  */
 static int comment_field(const char *tc, const char *key, char hex[65])
 {
@@ -79,15 +80,15 @@ static int comment_field(const char *tc, const char *key, char hex[65])
 		const char *v = f + kl + 1;
 		char got[65];
 		if (fl - kl - 1 != 7 + 64 || strncmp(v, "sha256:", 7) != 0)
-			return -1;
+			return TF_EINTEGRITY;
 		memcpy(got, v + 7, 64);
 		got[64] = '\0';
 		if (!is_hex64(got) || (found && strcmp(got, hex) != 0))
-			return -1;
+			return TF_EINTEGRITY;
 		memcpy(hex, got, 65);
 		found = 1;
 	}
-	return found;
+	return 0;
 }
 
 /* Every side file of m must be named in the trusted comment with its hash. */
@@ -98,13 +99,12 @@ static int check_sides(struct ctx *c, const struct manifest *m, const char *sig_
 	size_t n = side_files(m, s);
 	for (size_t i = 0; i < n; i++) {
 		char hex[65] = "";
-		int r = comment_field(tc, s[i].key, hex);
-		if (r < 0) {
+		if (comment_field(tc, s[i].key, hex) != 0) {
 			ev_log(c, EV_ERROR, "%s: the trusted comment's %s field is malformed",
 			       sig_name, s[i].key);
 			return TF_EINTEGRITY;
 		}
-		if (r == 0) {
+		if (hex[0] == '\0') {
 			ev_log(
 			    c, EV_ERROR,
 			    "%s: the signature does not cover %s (%s): its trusted comment has no "
@@ -123,17 +123,17 @@ static int check_sides(struct ctx *c, const struct manifest *m, const char *sig_
 	return 0;
 }
 
-/* GET of a small file over http(s), TLS verified: 0, 1 (HTTP 404/410) or TF_E*; *err set. */
+/* GET of a small file over http(s), TLS verified: 0, -ENOENT (HTTP 404/410) or TF_E*; *err set. */
 static int http_get(struct ctx *c, const char *url, size_t max, char **out, size_t *len, char **err)
 {
 	long status = 0;
 	int r = http_get_small(c, url, HTTPGET_HTTP_OR_HTTPS, NULL, max, out, len, &status, err);
 	if (r == TF_ENETWORK && (status == 404 || status == 410))
-		return 1;
+		return -ENOENT;
 	return r;
 }
 
-/* A local file or an http(s) URL: 0, 1 when it does not exist, a negative code; *err set. */
+/* A local file or an http(s) URL: 0, -ENOENT when it does not exist, a negative code; *err set. */
 static int get_bytes(struct ctx *c, const char *where, size_t max, char **out, size_t *len,
                      char **err)
 {
@@ -142,7 +142,7 @@ static int get_bytes(struct ctx *c, const char *where, size_t max, char **out, s
 	int r = read_file_at(AT_FDCWD, where, max, out, len);
 	if (r != 0)
 		*err = xstrdup(strerror(-r));
-	return r == 0 ? 0 : r == -ENOENT ? 1 : r;
+	return r;
 }
 
 /*
@@ -160,9 +160,9 @@ static int check_signed(struct ctx *c, const struct trust *t, const char *what, 
 	char id[MS_KEYID_SIZE];
 	int rc = 0;
 	int r = get_bytes(c, sig_name, MS_FILE_MAX, &text, &siglen, &why);
-	if (r != 0 && !t->require && (r == 1 || soft)) {
-		ev_log(c, r == 1 ? EV_DEBUG : EV_WARN, "%s: signature not checked: %s: %s", what,
-		       sig_name, why);
+	if (r != 0 && !t->require && (r == -ENOENT || soft)) {
+		ev_log(c, r == -ENOENT ? EV_DEBUG : EV_WARN, "%s: signature not checked: %s: %s",
+		       what, sig_name, why);
 		goto out;
 	}
 	if (r != 0) {
@@ -212,7 +212,7 @@ static int check_mirror(struct ctx *c, const struct trust *t, const char *mirror
 		       index, why, t->require_src);
 		rc = TF_EINTEGRITY;
 	} else {
-		ev_log(c, r == 1 ? EV_DEBUG : EV_WARN, "mirror %s: index not checked: %s: %s",
+		ev_log(c, r == -ENOENT ? EV_DEBUG : EV_WARN, "mirror %s: index not checked: %s: %s",
 		       mirror, index, why);
 	}
 	ms_sig_release(&sig);

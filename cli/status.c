@@ -169,5 +169,5 @@ int cmd_status(struct ctx *c, struct opts *o)
 		return rc;
 	if (nstacks == 0)
 		ev_log(c, EV_INFO, "No stacks.");
-	return drifted || unfinished ? TF_EXIT_CHANGES : 0;
+	return drifted || unfinished ? TF_ECHANGES : 0;
 }

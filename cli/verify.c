@@ -209,7 +209,7 @@ static void audit_packages(struct audit *a)
 	}
 }
 
-/* Layer 1: the recorded files of one stack. Returns the number of findings, or -1. */
+/* Layer 1: the recorded files of one stack. Returns the number of findings, or TF_ESTATE. */
 static int verify_files(struct ctx *c, int64_t stack_id, int deep, int *hidden)
 {
 	struct audit a = {.c = c,
@@ -222,7 +222,7 @@ static int verify_files(struct ctx *c, int64_t stack_id, int deep, int *hidden)
 	if (state_prepare(c->st, "SELECT id FROM resources WHERE stack_id = ? ORDER BY id", &s) !=
 	    STATE_OK) {
 		ev_log(c, EV_ERROR, "  files: cannot read the state: %s", state_errmsg(c->st));
-		return -1;
+		return TF_ESTATE;
 	}
 	if (deep)
 		free(pkgfiles_load_stack(c, stack_id, 1, &a.pkgs));
@@ -403,7 +403,7 @@ static int verify_stack(struct ctx *c, struct opts *o, const char *name, const s
 		ev_log(c, EV_INFO, "  files: all placed files are intact%s",
 		       o->deep ? " (rehashed, packages checked against their records)" : "");
 	/* Drift is exit 2 here as in status: apply would change something. */
-	rc = files > 0 ? TF_EXIT_CHANGES : files < 0 ? TF_ESTATE : 0;
+	rc = files > 0 ? TF_ECHANGES : files < 0 ? TF_ESTATE : 0;
 	if (si.has_cuda) {
 		size_t nfail = verify_libs(c, &si, kb);
 		rc = worse(rc, nfail ? TF_EVERIFY : 0);
@@ -411,7 +411,7 @@ static int verify_stack(struct ctx *c, struct opts *o, const char *name, const s
 	}
 	json_t *d = json_pack("{s:s,s:I,s:i,s:b,s:i}", "stack", name, "generation",
 	                      (json_int_t)si.gen, "file_findings", files > 0 ? files : 0, "deep",
-	                      o->deep, "exit_code", rc > 0 ? rc : tf_exit_code(rc));
+	                      o->deep, "exit_code", tf_exit_code(rc));
 	ev_data(c, "verify_result", d);
 	json_decref(d);
 	stackinfo_release(&si);
@@ -448,7 +448,7 @@ int cmd_verify(struct ctx *c, struct opts *o)
 		rc = TF_EFAIL;
 	} else if (rc == TF_EVERIFY) {
 		ev_log(c, EV_ERROR, "verify: FAILED (see above)");
-	} else if (rc == TF_EXIT_CHANGES) {
+	} else if (rc == TF_ECHANGES) {
 		ev_log(c, EV_ERROR, "verify: DRIFT: files differ from what was placed (see above)");
 	} else if (rc == TF_EREBOOT) {
 		ev_log(c, EV_ERROR,

@@ -28,12 +28,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int cuda_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-                       struct strbuf *detail, struct strvec *urls)
+static enum desire cuda_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
+                               struct strbuf *detail, struct strvec *urls)
 {
 	(void)c;
 	if (!m->cuda.set)
-		return 1;
+		return DESIRE_NONE;
 	char *prefix = stack_cuda_prefix(m);
 	strbuf_addf(canon, "prefix=%s\n", prefix);
 	for (size_t i = 0; i < m->cuda.artifacts.n; i++) {
@@ -64,7 +64,7 @@ static int cuda_desire(struct ctx *c, const struct manifest *m, struct strbuf *c
 	strbuf_addf(detail, "CUDA %s into %s (%s%zu archive%s)", m->cuda.version.s, prefix,
 	            m->cuda.has_runfile ? "runfile, " : "", n, n == 1 ? "" : "s");
 	free(prefix);
-	return 0;
+	return DESIRE_WANTED;
 }
 
 /* Reports CUDA toolkits on the machine that tfprov does not own. */

@@ -18,12 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cudnn_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-                        struct strbuf *detail, struct strvec *urls)
+static enum desire cudnn_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
+                                struct strbuf *detail, struct strvec *urls)
 {
 	(void)c;
 	if (!m->cudnn.set)
-		return 1;
+		return DESIRE_NONE;
 	char *prefix = stack_cudnn_prefix(m);
 	strbuf_addf(canon, "prefix=%s\nplacement=%d\n", prefix, (int)m->cudnn.placement);
 	if (m->cudnn.has_artifact) {
@@ -45,7 +45,7 @@ static int cudnn_desire(struct ctx *c, const struct manifest *m, struct strbuf *
 	strbuf_addf(detail, "cuDNN %s, %s %s", m->cudnn.version.s ? m->cudnn.version.s : "?",
 	            m->cudnn.placement == PLACEMENT_MERGE ? "merged into" : "separate in", prefix);
 	free(prefix);
-	return 0;
+	return DESIRE_WANTED;
 }
 
 /* Only what the guide copies: headers and libraries. */
@@ -65,7 +65,7 @@ static int cudnn_precheck(struct ctx *c, const struct manifest *m, struct step *
 	char *prefix = stack_cudnn_prefix(m);
 	char *other = NULL, *path = NULL;
 	int rc = place_foreign_step_file(c, "cudnn", m->stack.name.s, prefix, &other, &path);
-	if (rc == 1) {
+	if (rc == 0 && path != NULL) {
 		step_fail(
 		    s,
 		    "stack '%s' already merged its cuDNN into %s (e.g. %s); two stacks cannot "

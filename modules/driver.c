@@ -133,8 +133,8 @@ static int machine_is_wsl(void)
 	return wsl;
 }
 
-static int driver_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-                         struct strbuf *detail, struct strvec *urls)
+static enum desire driver_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
+                                 struct strbuf *detail, struct strvec *urls)
 {
 	(void)canon;
 	(void)urls;
@@ -147,7 +147,7 @@ static int driver_desire(struct ctx *c, const struct manifest *m, struct strbuf 
 		strbuf_adds(detail, ": GPU checks SKIPPED (no-GPU provisioning allowed)");
 	else if (m->versions.cuda.set)
 		strbuf_addf(detail, ": must support CUDA %s", m->versions.cuda.s);
-	return 0;
+	return DESIRE_WANTED;
 }
 
 static int driver_precheck(struct ctx *c, const struct manifest *m, struct step *s)

@@ -77,8 +77,8 @@ static void env_render(const struct manifest *m, struct strbuf *sb)
 	}
 }
 
-static int env_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-                      struct strbuf *detail, struct strvec *urls)
+static enum desire env_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
+                              struct strbuf *detail, struct strvec *urls)
 {
 	(void)c;
 	(void)urls;
@@ -87,7 +87,7 @@ static int env_desire(struct ctx *c, const struct manifest *m, struct strbuf *ca
 	env_render(m, canon);
 	strbuf_addf(detail, "profile script %s", path);
 	free(path);
-	return 0;
+	return DESIRE_WANTED;
 }
 
 static int env_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)

@@ -38,12 +38,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int pyenv_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-                        struct strbuf *detail, struct strvec *urls)
+static enum desire pyenv_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
+                                struct strbuf *detail, struct strvec *urls)
 {
 	(void)c;
 	if (!m->python.set)
-		return 1;
+		return DESIRE_NONE;
 	char *prefix = stack_env_prefix(m);
 	strbuf_addf(canon, "prefix=%s\nmanager=%d\nversion=%s\ninterpreter=%s\n", prefix,
 	            (int)m->python.manager, m->python.version.s ? m->python.version.s : "",
@@ -60,7 +60,7 @@ static int pyenv_desire(struct ctx *c, const struct manifest *m, struct strbuf *
 		strbuf_addf(detail, "venv %s with the system's Python %s", prefix,
 		            m->python.version.s ? m->python.version.s : "?");
 	free(prefix);
-	return 0;
+	return DESIRE_WANTED;
 }
 
 /* Records every path of an env that was built outside the txn (conda swap, venv). */
@@ -251,20 +251,21 @@ static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 	 * recorded with the env and go with it when the env is removed. */
 	if (rc == 0 && m->python.manager == PYENV_CONDA)
 		rc = write_hook(c, m, t, prefix);
-	if (rc == 0 && (rc = record_env(c, t, prefix)) != 0)
-		step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
+	/* A failed txn call keeps its message in the txn: the executor makes it the step's. */
+	if (rc == 0)
+		rc = record_env(c, t, prefix);
 	if (rc == 0 && m->python.manager == PYENV_VENV)
 		rc = venv_hook(c, m, s, t, prefix);
 	free(prefix);
 	return rc;
 }
 
-static int pip_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-                      struct strbuf *detail, struct strvec *urls)
+static enum desire pip_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
+                              struct strbuf *detail, struct strvec *urls)
 {
 	(void)urls;
 	if (!m->pip.set)
-		return 1;
+		return DESIRE_NONE;
 	strbuf_addf(canon, "index=%s\ncomplete=%d\n", m->pip.index_url.s ? m->pip.index_url.s : "",
 	            m->pip.complete.v);
 	for (size_t i = 0; i < c->mirrors.n; i++)
@@ -283,7 +284,7 @@ static int pip_desire(struct ctx *c, const struct manifest *m, struct strbuf *ca
 	            m->pip.complete.v ? " (complete lock, --no-deps)"
 	                              : " (incomplete lock: the rest is resolved at apply by pip, "
 	                                "unhashed)");
-	return 0;
+	return DESIRE_WANTED;
 }
 
 /*
@@ -460,18 +461,17 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 		if (rc == 0 && mkdir(house, 0755) != 0) {
 			step_fail(s, "%s: cannot create: %s", house, strerror(errno));
 			rc = TF_EIO;
-		} else if (rc != 0) {
-			step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
 		}
 		if (rc != 0)
 			goto out;
-		int r = pipart_wheelhouse(c, m->pip.reqs, m->pip.nreqs, house, &err);
+		int complete = 0;
+		int r = pipart_wheelhouse(c, m->pip.reqs, m->pip.nreqs, house, &complete, &err);
 		if (r < 0) {
 			step_fail(s, "%s", err ? err : tf_strerror(r));
 			rc = r;
 			goto out;
 		}
-		if (r == 1) {
+		if (complete) {
 			verified[0] = house;
 			o.find_links = verified;
 			o.no_index = 1;

@@ -270,7 +270,7 @@ int state_open(const char *dir, int create, struct state **out, char **errmsg)
 			goto out;
 		}
 	} else if (access(path, F_OK) != 0) {
-		rc = 1; /* no state yet: not an error for readers */
+		rc = -ENOENT; /* no state yet: not an error for readers */
 		goto out;
 	} else if (access(dir, W_OK) != 0) {
 		rc = open_readonly(st, path, errmsg);
@@ -543,11 +543,11 @@ int state_stack_applied(struct state *st, int64_t id, const char *manifest_path)
 	sqlite3_stmt *s = NULL;
 	if (sq_prepare(st, "UPDATE stacks SET manifest_path = ?, updated = ? WHERE id = ?", &s) !=
 	    SQLITE_OK)
-		return -1;
+		return TF_ESTATE;
 	sqlite3_bind_text(s, 1, manifest_path, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, now_unix());
 	sqlite3_bind_int64(s, 3, id);
-	int rc = sq_step(s) == SQLITE_DONE ? 0 : -1;
+	int rc = sq_step(s) == SQLITE_DONE ? 0 : TF_ESTATE;
 	sqlite3_finalize(s);
 	return rc;
 }
@@ -608,7 +608,7 @@ int state_resource_get(struct state *st, int64_t stack_id, const char *addr,
                        struct state_resource *out)
 {
 	sqlite3_stmt *s = NULL;
-	int rc = 1;
+	int rc = -ENOENT;
 	memset(out, 0, sizeof(*out));
 	sq_prepare(st,
 	           "SELECT id, addr, kind, desired, attrs FROM resources "
@@ -735,7 +735,6 @@ int state_foreign_step_file_under(struct state *st, const char *addr, const char
 	if (r == SQLITE_ROW) {
 		*other_stack = xstrdup((const char *)sqlite3_column_text(q, 0));
 		*path = xstrdup((const char *)sqlite3_column_text(q, 1));
-		rc = 1;
 	} else if (r != SQLITE_DONE) {
 		rc = state_note_failure(st->db, "a state query failed");
 	}

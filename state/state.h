@@ -26,7 +26,10 @@ struct state;
 
 #define STATE_SCHEMA_VERSION 2
 
-/* Opens (creating dir and db when `create`), runs migrations. 0 or TF_ESTATE. */
+/*
+ * Opens (creating dir and db when `create`), runs migrations. 0 or TF_ESTATE;
+ * -ENOENT (and *out NULL) when there is no database and `create` is 0.
+ */
 int state_open(const char *dir, int create, struct state **out, char **errmsg);
 void state_close(struct state *st);
 /* The last SQLite error message of this connection (borrowed). */
@@ -93,7 +96,8 @@ void state_rollback(struct state *st);
 int64_t state_stack_id(struct state *st, const char *name); /* 0 when absent */
 /* The stack's id, created with manifest_path when new; an existing one keeps its path. */
 int64_t state_stack_ensure(struct state *st, const char *name, const char *manifest_path);
-/* A run of the stack from manifest_path succeeded: it is now "from" that manifest. */
+/* A run of the stack from manifest_path succeeded: it is now "from" that manifest.
+ * 0 or TF_ESTATE. */
 int state_stack_applied(struct state *st, int64_t id, const char *manifest_path);
 
 /* Generations. */
@@ -110,7 +114,7 @@ struct state_resource {
 	char *attrs;   /* JSON text */
 };
 int state_resource_get(struct state *st, int64_t stack_id, const char *addr,
-                       struct state_resource *out); /* 0 found, 1 absent */
+                       struct state_resource *out); /* 0 found, -ENOENT absent */
 void state_resource_release(struct state_resource *r);
 int64_t state_resource_put(struct state *st, int64_t stack_id, const char *addr, const char *kind,
                            const char *desired, const char *attrs);
@@ -146,8 +150,8 @@ int state_file_delete(struct state *st, const char *path);
 int64_t state_file_owner(struct state *st, const char *path);
 /*
  * A file recorded for step `addr` of a stack other than `stack`, under the
- * directory `prefix`: 1 with *other_stack and *path (malloc'd), 0 when
- * none, TF_ESTATE.
+ * directory `prefix`: 0 with *other_stack and *path (malloc'd; left NULL
+ * when there is none), or TF_ESTATE.
  */
 int state_foreign_step_file_under(struct state *st, const char *addr, const char *stack,
                                   const char *prefix, char **other_stack, char **path);

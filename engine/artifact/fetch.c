@@ -233,7 +233,7 @@ static char *fmt_size(int64_t size)
 
 /*
  * Checks `path` (size got, digest hex) against the item; on a mismatch the
- * file is quarantined and the item failed. Returns 0 when it matched.
+ * file is quarantined and the item failed. 0 when it matched, else TF_EINTEGRITY.
  */
 static int verify_or_quarantine(struct fetch_run *r, struct xfer *x, const char *path, uint64_t got,
                                 const char *hex, int more)
@@ -269,7 +269,7 @@ static int verify_or_quarantine(struct fetch_run *r, struct xfer *x, const char 
 	free(want);
 	free(where);
 	free(q);
-	return -1;
+	return TF_EINTEGRITY;
 }
 
 static void commit(struct fetch_run *r, struct xfer *x, const char *tmp)
@@ -305,7 +305,7 @@ static int fetch_local(struct fetch_run *r, struct xfer *x)
 		free(x->last_error);
 		x->last_error = xasprintf("%s: %s", s->local, strerror(-e));
 		free(tmp);
-		return -1; /* try the next source */
+		return e; /* try the next source */
 	}
 	if (verify_or_quarantine(r, x, tmp, (uint64_t)got, hex, 0) == 0)
 		commit(r, x, tmp);
@@ -355,11 +355,11 @@ static int check_first_write(struct xfer *x)
 		/* Range ignored or answered from elsewhere: restart from byte 0. */
 		if (code == 206) {
 			x->restart = 1;
-			return -1;
+			return -EAGAIN;
 		}
 		if (ftruncate(x->fd, 0) < 0) {
 			x->write_errno = errno;
-			return -1;
+			return -x->write_errno;
 		}
 		sha256_reset(&x->sha);
 		x->got = 0;
@@ -368,7 +368,7 @@ static int check_first_write(struct xfer *x)
 	}
 	if (x->it->size >= 0 && clen >= 0 && x->got + (uint64_t)clen > (uint64_t)x->it->size) {
 		x->too_big = 1;
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	return 0;
 }
@@ -422,11 +422,12 @@ static void close_part(struct xfer *x)
 
 /*
  * Tries to become the one writer of this artifact: an exclusive flock on the
- * file at the .part path (created when missing). 1: held (x->fd is the
- * .part), 0: another process holds it, -errno.
+ * file at the .part path (created when missing). 0 or -errno; *held is 1
+ * when the lock is ours (x->fd is the .part), 0 when another process holds it.
  */
-static int lock_part(struct xfer *x)
+static int lock_part(struct xfer *x, int *held)
 {
+	*held = 0;
 	for (int tries = 0; tries < 100; tries++) {
 		if (x->fd < 0)
 			x->fd = open(x->part, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -440,10 +441,12 @@ static int lock_part(struct xfer *x)
 			x->fd = -1;
 			return e;
 		}
-		struct stat held, now;
-		if (fstat(x->fd, &held) == 0 && stat(x->part, &now) == 0 &&
-		    held.st_dev == now.st_dev && held.st_ino == now.st_ino)
-			return 1;
+		struct stat st, now;
+		if (fstat(x->fd, &st) == 0 && stat(x->part, &now) == 0 && st.st_dev == now.st_dev &&
+		    st.st_ino == now.st_ino) {
+			*held = 1;
+			return 0;
+		}
 		/* Won a file its writer has since renamed into the cache or removed. */
 		close(x->fd);
 		x->fd = -1;
@@ -590,11 +593,11 @@ static int start_transfer(struct fetch_run *r, struct xfer *x)
 	const struct fetch_opts *o = r->o;
 	int e = open_part(r, x);
 	if (e < 0) {
-		item_fail(x->it, e == -ENOSPC ? TF_ENOSPC : TF_EIO,
+		item_fail(x->it, tf_err_from_errno(e),
 		          xasprintf("%s: cannot open %s: %s", x->it->name, x->part, strerror(-e)));
 		close_part(x);
 		x->state = X_DONE;
-		return -1;
+		return e;
 	}
 	if (x->it->size >= 0 && x->got == (uint64_t)x->it->size) {
 		/* A complete .part left by an interrupted run: verify it, no network. */
@@ -605,7 +608,7 @@ static int start_transfer(struct fetch_run *r, struct xfer *x)
 	if (h == NULL) {
 		item_fail(x->it, TF_EFAIL, xasprintf("%s: curl_easy_init failed", x->it->name));
 		x->state = X_DONE;
-		return -1;
+		return TF_EFAIL;
 	}
 	x->h = h;
 	x->start = x->got;
@@ -659,7 +662,7 @@ static void transfer_done(struct fetch_run *r, struct xfer *x, CURLcode rc)
 
 	if (x->write_errno) {
 		int e = x->write_errno;
-		item_fail(x->it, e == ENOSPC ? TF_ENOSPC : TF_EIO,
+		item_fail(x->it, tf_err_from_errno(-e),
 		          xasprintf("%s: cannot write %s: %s", x->it->name, x->part, strerror(e)));
 		ev_log(r->c, EV_ERROR, "%s", x->it->errmsg);
 		close_part(x);
@@ -842,13 +845,12 @@ static void start_fetching(struct fetch_run *r, struct xfer *x)
 /* An item waiting for another process's download of the same artifact. */
 static void poll_waiting(struct fetch_run *r, struct xfer *x)
 {
-	int held = lock_part(x);
-	if (held < 0) {
-		item_fail(
-		    x->it, held == -ENOSPC ? TF_ENOSPC : TF_EIO,
-		    xasprintf("%s: cannot open %s: %s", x->it->name, x->part, strerror(-held)));
+	int held, e = lock_part(x, &held);
+	if (e < 0) {
+		item_fail(x->it, tf_err_from_errno(e),
+		          xasprintf("%s: cannot open %s: %s", x->it->name, x->part, strerror(-e)));
 		x->state = X_DONE;
-	} else if (held > 0) {
+	} else if (held) {
 		start_fetching(r, x);
 	}
 }
@@ -969,15 +971,15 @@ int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const stru
 		if (use_cached(c, x))
 			continue;
 		x->part = cache_part_path(c->cache_dir, it->sha256);
-		int held = lock_part(x);
-		if (held < 0) {
-			item_fail(it, held == -ENOSPC ? TF_ENOSPC : TF_EIO,
-			          xasprintf("%s: cannot open %s: %s", it->name, x->part,
-			                    strerror(-held)));
+		int held, e = lock_part(x, &held);
+		if (e < 0) {
+			item_fail(
+			    it, tf_err_from_errno(e),
+			    xasprintf("%s: cannot open %s: %s", it->name, x->part, strerror(-e)));
 			x->state = X_DONE;
 			continue;
 		}
-		if (held == 0) {
+		if (!held) {
 			ev_log(c, EV_INFO,
 			       "%s: another tfprov run is downloading it into %s; waiting",
 			       it->name, c->cache_dir);

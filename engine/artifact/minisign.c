@@ -8,6 +8,7 @@
  * every temporary buffer before return.
  */
 #include "minisign.h"
+#include "error.h"
 #include "util.h"
 
 #include <inttypes.h>
@@ -45,7 +46,7 @@ void ms_keyid(const unsigned char keynum[MS_KEYNUM_BYTES], char out[MS_KEYID_SIZ
 
 /*
  * Splits text into exactly `want` lines (a trailing '\r' dropped from each);
- * anything after them must be blank. 0 or -1.
+ * anything after them must be blank. 0 or TF_EINTEGRITY.
  */
 static int split_lines(const char *text, size_t len, size_t want, const char **line, size_t *llen,
                        const char **why)
@@ -53,12 +54,12 @@ static int split_lines(const char *text, size_t len, size_t want, const char **l
 	size_t i = 0, n = 0;
 	if (memchr(text, '\0', len)) {
 		*why = "it contains a NUL byte";
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	while (n < want) {
 		if (i >= len) {
 			*why = "it ends early";
-			return -1;
+			return TF_EINTEGRITY;
 		}
 		const char *nl = memchr(text + i, '\n', len - i);
 		size_t end = nl ? (size_t)(nl - text) : len;
@@ -72,18 +73,18 @@ static int split_lines(const char *text, size_t len, size_t want, const char **l
 	for (; i < len; i++)
 		if (text[i] != '\n' && text[i] != '\r' && text[i] != ' ' && text[i] != '\t') {
 			*why = "it has text after its last line";
-			return -1;
+			return TF_EINTEGRITY;
 		}
 	return 0;
 }
 
-/* Decodes standard padded base64 of exactly `want` bytes. 0 or -1. */
+/* Decodes standard padded base64 of exactly `want` bytes. 0 or TF_EINTEGRITY. */
 static int b64_decode_exact(const char *s, size_t n, unsigned char *out, size_t want)
 {
 	unsigned char buf[256];
 	size_t pad = 0;
 	if (n == 0 || n % 4 != 0 || n / 4 * 3 > sizeof(buf))
-		return -1;
+		return TF_EINTEGRITY;
 	for (size_t i = 0; i < n; i++) {
 		char ch = s[i];
 		int ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
@@ -93,12 +94,12 @@ static int b64_decode_exact(const char *s, size_t n, unsigned char *out, size_t 
 			continue;
 		}
 		if (!ok)
-			return -1;
+			return TF_EINTEGRITY;
 	}
 	if (n / 4 * 3 - pad != want)
-		return -1;
+		return TF_EINTEGRITY;
 	if (EVP_DecodeBlock(buf, (const unsigned char *)s, (int)n) != (int)(n / 4 * 3))
-		return -1;
+		return TF_EINTEGRITY;
 	memcpy(out, buf, want);
 	OPENSSL_cleanse(buf, sizeof(buf));
 	return 0;
@@ -118,15 +119,15 @@ static int comment_and_blob(const char **line, const size_t *llen, unsigned char
 	size_t pl = strlen(UNTRUSTED_PREFIX);
 	if (llen[0] < pl || memcmp(line[0], UNTRUSTED_PREFIX, pl) != 0) {
 		*why = "the first line does not start with 'untrusted comment: '";
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	if (llen[0] >= UNTRUSTED_LINE_MAX - 1) {
 		*why = "the untrusted comment is longer than minisign allows";
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	if (b64_decode_exact(line[1], llen[1], blob, blob_len) != 0) {
 		*why = what;
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	return 0;
 }
@@ -140,10 +141,10 @@ int ms_pubkey_parse(const char *text, size_t len, struct ms_pubkey *pk, const ch
 	    comment_and_blob(line, llen, b, sizeof(b),
 	                     "the second line is not the base64 of a minisign public key",
 	                     why) != 0)
-		return -1;
+		return TF_EINTEGRITY;
 	if (memcmp(b, "Ed", 2) != 0) {
 		*why = "the key's algorithm is not Ed25519 ('Ed')";
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	memcpy(pk->keynum, b + 2, MS_KEYNUM_BYTES);
 	memcpy(pk->pk, b + 2 + MS_KEYNUM_BYTES, 32);
@@ -186,7 +187,7 @@ static void scrypt_params(uint64_t ops, uint64_t mem, unsigned *n_log2, uint64_t
 	}
 }
 
-/* XORs the secret part of an "Sc" key with scrypt(password). 0 or -1. */
+/* XORs the secret part of an "Sc" key with scrypt(password). 0 or TF_EINTEGRITY. */
 static int sk_decrypt(unsigned char *b, const char *password, const char **why)
 {
 	unsigned n_log2;
@@ -195,13 +196,13 @@ static int sk_decrypt(unsigned char *b, const char *password, const char **why)
 	scrypt_params(le64(b + 38), le64(b + 46), &n_log2, &p, &r);
 	if (n_log2 > 40 || p == 0 || 128 * r * (((uint64_t)1 << n_log2) + p + 2) > SCRYPT_MAX_MEM) {
 		*why = "the key's scrypt parameters need more than 2 GiB of memory";
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	uint64_t maxmem = 128 * r * (((uint64_t)1 << n_log2) + p + 2) + (1u << 20);
 	if (EVP_PBE_scrypt(password, strlen(password), b + 6, 32, (uint64_t)1 << n_log2, r, p,
 	                   maxmem, stream, sizeof(stream)) != 1) {
 		*why = "scrypt failed (OpenSSL)";
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	for (size_t i = 0; i < sizeof(stream); i++)
 		b[SK_SECRET_OFF + i] ^= stream[i];
@@ -209,12 +210,12 @@ static int sk_decrypt(unsigned char *b, const char *password, const char **why)
 	return 0;
 }
 
-/* The Ed25519 public key of a 32-byte seed. 0 or -1. */
+/* The Ed25519 public key of a 32-byte seed. 0 or TF_EINTEGRITY. */
 static int seed_public(const unsigned char seed[32], unsigned char pk[32])
 {
 	size_t n = 32;
 	EVP_PKEY *k = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, 32);
-	int rc = k && EVP_PKEY_get_raw_public_key(k, pk, &n) == 1 && n == 32 ? 0 : -1;
+	int rc = k && EVP_PKEY_get_raw_public_key(k, pk, &n) == 1 && n == 32 ? 0 : TF_EINTEGRITY;
 	EVP_PKEY_free(k);
 	return rc;
 }
@@ -225,7 +226,7 @@ int ms_seckey_parse(const char *text, size_t len, const char *password, struct m
 	const char *line[2];
 	size_t llen[2];
 	unsigned char b[SK_BYTES], pk[32];
-	int rc = -1;
+	int rc = TF_EINTEGRITY;
 	if (split_lines(text, len, 2, line, llen, why) != 0 ||
 	    comment_and_blob(line, llen, b, sizeof(b),
 	                     "the second line is not the base64 of a minisign secret key",
@@ -274,22 +275,22 @@ int ms_sig_parse(const char *text, size_t len, struct ms_sig *sig, const char **
 	if (split_lines(text, len, 4, line, llen, why) != 0 ||
 	    comment_and_blob(line, llen, b, sizeof(b),
 	                     "the second line is not the base64 of a minisign signature", why) != 0)
-		return -1;
+		return TF_EINTEGRITY;
 	if (memcmp(b, "ED", 2) != 0 && memcmp(b, "Ed", 2) != 0) {
 		*why = "the signature's algorithm is neither 'ED' nor 'Ed'";
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	if (llen[2] < tl || memcmp(line[2], TRUSTED_PREFIX, tl) != 0) {
 		*why = "the third line does not start with 'trusted comment: '";
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	if (llen[2] >= MS_TRUSTED_COMMENT_MAX - 1) {
 		*why = "the trusted comment is longer than minisign allows";
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	if (b64_decode_exact(line[3], llen[3], sig->global_sig, 64) != 0) {
 		*why = "the fourth line is not the base64 of a 64-byte signature";
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	sig->prehashed = b[1] == 'D';
 	memcpy(sig->keynum, b + 2, MS_KEYNUM_BYTES);
@@ -313,7 +314,7 @@ static int ed25519_verify(const unsigned char pk[32], const unsigned char sig[64
 	         EVP_DigestVerify(md, sig, 64, msg, len) == 1;
 	EVP_MD_CTX_free(md);
 	EVP_PKEY_free(k);
-	return ok ? 0 : -1;
+	return ok ? 0 : TF_EINTEGRITY;
 }
 
 static int ed25519_sign(const unsigned char seed[32], const void *msg, size_t len,
@@ -326,13 +327,15 @@ static int ed25519_sign(const unsigned char seed[32], const void *msg, size_t le
 	         EVP_DigestSign(md, sig, &n, msg, len) == 1 && n == 64;
 	EVP_MD_CTX_free(md);
 	EVP_PKEY_free(k);
-	return ok ? 0 : -1;
+	return ok ? 0 : TF_EINTEGRITY;
 }
 
 static int blake2b512(const void *msg, size_t len, unsigned char out[64])
 {
 	unsigned int n = 0;
-	return EVP_Digest(msg, len, out, &n, EVP_blake2b512(), NULL) == 1 && n == 64 ? 0 : -1;
+	return EVP_Digest(msg, len, out, &n, EVP_blake2b512(), NULL) == 1 && n == 64
+	           ? 0
+	           : TF_EINTEGRITY;
 }
 
 /* sig[64] || trusted comment: what the global signature covers; caller frees. */
@@ -353,16 +356,16 @@ int ms_verify(const struct ms_sig *sig, const struct ms_pubkey *pk, const void *
 	size_t glen;
 	if (memcmp(sig->keynum, pk->keynum, MS_KEYNUM_BYTES) != 0) {
 		*why = "the signature is by another key";
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	if (sig->prehashed && blake2b512(msg, len, h) != 0) {
 		*why = "BLAKE2b-512 failed (OpenSSL)";
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	if (ed25519_verify(pk->pk, sig->sig, sig->prehashed ? h : msg, sig->prehashed ? 64 : len) !=
 	    0) {
 		*why = "the signature does not match the file";
-		return -1;
+		return TF_EINTEGRITY;
 	}
 	unsigned char *g = global_msg(sig->sig, sig->trusted_comment, &glen);
 	int rc = ed25519_verify(pk->pk, sig->global_sig, g, glen);
@@ -407,7 +410,7 @@ int ms_keygen(struct ms_seckey *sk)
 {
 	if (RAND_bytes(sk->keynum, MS_KEYNUM_BYTES) != 1 || RAND_priv_bytes(sk->seed, 32) != 1 ||
 	    seed_public(sk->seed, sk->pk) != 0)
-		return -1;
+		return TF_EFAIL;
 	return 0;
 }
 

@@ -25,11 +25,12 @@
  * writes them (zero checksum, which minisign accepts for such keys).
  *
  * Parsers take a whole file in memory and never print; on failure they return
- * -1 and point *why at a static English reason.
+ * TF_EINTEGRITY and point *why at a static English reason.
  */
 #ifndef TFPROV_MINISIGN_H
 #define TFPROV_MINISIGN_H
 
+#include <errno.h>
 #include <stddef.h>
 
 #define MS_KEYNUM_BYTES 8
@@ -58,8 +59,9 @@ struct ms_sig {
 	unsigned char global_sig[64];
 };
 
-/* ms_seckey_parse() result when the key is encrypted and no password was given. */
-#define MS_NEED_PASSWORD (-2)
+/* ms_seckey_parse() result when the key is encrypted and no password was given
+ * (a -errno, so it can never be taken for one of tfprov's TF_E* codes). */
+#define MS_NEED_PASSWORD (-ENOKEY)
 
 /* The key id as minisign prints it: the key number as little-endian hex. */
 void ms_keyid(const unsigned char keynum[MS_KEYNUM_BYTES], char out[MS_KEYID_SIZE]);
@@ -67,7 +69,8 @@ void ms_keyid(const unsigned char keynum[MS_KEYNUM_BYTES], char out[MS_KEYID_SIZ
 int ms_pubkey_parse(const char *text, size_t len, struct ms_pubkey *pk, const char **why);
 /*
  * Parses a secret key file; an encrypted one is decrypted with password
- * (MS_NEED_PASSWORD when it is NULL). 0, MS_NEED_PASSWORD or -1.
+ * (MS_NEED_PASSWORD when it is NULL). 0, MS_NEED_PASSWORD or TF_EINTEGRITY
+ * (the reason in *why).
  */
 int ms_seckey_parse(const char *text, size_t len, const char *password, struct ms_seckey *sk,
                     const char **why);
@@ -77,7 +80,8 @@ void ms_sig_release(struct ms_sig *sig);
 
 /*
  * Checks sig against message and pk: the key numbers, the signature of the
- * message, then the global signature over the trusted comment. 0 or -1.
+ * message, then the global signature over the trusted comment. 0 or
+ * TF_EINTEGRITY (the reason in *why).
  */
 int ms_verify(const struct ms_sig *sig, const struct ms_pubkey *pk, const void *msg, size_t len,
               const char **why);
@@ -89,7 +93,7 @@ int ms_verify(const struct ms_sig *sig, const struct ms_pubkey *pk, const void *
 char *ms_sign(const struct ms_seckey *sk, const void *msg, size_t len, const char *trusted_comment,
               const char *untrusted_comment);
 
-/* A new random key pair. 0 or -1. */
+/* A new random key pair. 0 or TF_EFAIL. */
 int ms_keygen(struct ms_seckey *sk);
 /* File texts for a key pair: the public key, and the secret key unencrypted. */
 char *ms_pubkey_format(const struct ms_seckey *sk);

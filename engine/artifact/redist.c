@@ -62,20 +62,21 @@ static const char *closest_key(json_t *obj, const char *name)
 	return bestd <= 3 ? best : NULL;
 }
 
+/* A JSON size (a number or a decimal string), never negative. 0 or -EINVAL. */
 static int parse_size(json_t *v, int64_t *out)
 {
 	if (json_is_integer(v)) {
 		*out = json_integer_value(v);
-		return *out >= 0 ? 0 : -1;
+		return *out >= 0 ? 0 : -EINVAL;
 	}
 	if (!json_is_string(v))
-		return -1;
+		return -EINVAL;
 	const char *s = json_string_value(v);
 	char *end;
 	errno = 0;
 	long long n = strtoll(s, &end, 10);
 	if (errno || end == s || *end != '\0' || n < 0)
-		return -1;
+		return -EINVAL;
 	*out = n;
 	return 0;
 }

@@ -116,15 +116,15 @@ static la_ssize_t follow_read(struct archive *a, void *ud, const void **out)
 	for (;;) {
 		if (tf_interrupted) {
 			archive_set_error(a, EINTR, "interrupted");
-			return -1;
+			return ARCHIVE_FATAL;
 		}
 		if (__atomic_load_n(s->f->restarts, __ATOMIC_ACQUIRE) != s->restarts0) {
 			archive_set_error(a, EAGAIN, "the download started over");
-			return -1;
+			return ARCHIVE_FATAL;
 		}
 		if (s->f->failed && __atomic_load_n(s->f->failed, __ATOMIC_ACQUIRE)) {
 			archive_set_error(a, EAGAIN, "the download failed");
-			return -1;
+			return ARCHIVE_FATAL;
 		}
 		int done = __atomic_load_n(s->f->done, __ATOMIC_ACQUIRE);
 		uint64_t avail = __atomic_load_n(s->f->bytes, __ATOMIC_ACQUIRE);
@@ -138,7 +138,7 @@ static la_ssize_t follow_read(struct archive *a, void *ud, const void **out)
 				continue;
 			if (n < 0) {
 				archive_set_error(a, errno, "cannot read the download");
-				return -1;
+				return ARCHIVE_FATAL;
 			}
 			if (n > 0) {
 				s->off += (uint64_t)n;
@@ -154,7 +154,7 @@ static la_ssize_t follow_read(struct archive *a, void *ud, const void **out)
 			/* Finished short of its size, or the .part was renamed before
 			 * it could be opened: the caller unpacks the final file. */
 			archive_set_error(a, EAGAIN, "the download ended before the archive did");
-			return -1;
+			return ARCHIVE_FATAL;
 		}
 		usleep(2000);
 	}
@@ -183,7 +183,7 @@ static void raw_entry_free(struct raw_entry *e)
 	free(e);
 }
 
-/* Returns -1 when the consumer aborted; the message is then freed here. */
+/* Returns -ECANCELED when the consumer aborted; the message is then freed here. */
 static int queue_push(struct queue *q, struct msg m)
 {
 	pthread_mutex_lock(&q->mu);
@@ -195,7 +195,7 @@ static int queue_push(struct queue *q, struct msg m)
 		pthread_mutex_unlock(&q->mu);
 		raw_entry_free(m.e);
 		free(m.err);
-		return -1;
+		return -ECANCELED;
 	}
 	q->ring[(q->head + q->count) % UNPACK_RING] = m;
 	q->count++;
@@ -274,7 +274,7 @@ static int push_error(struct queue *q, const char *what, struct archive *a)
 	struct msg m = {.kind = M_ERROR,
 	                .err = xasprintf("%s: %s", what, s ? s : "unknown libarchive error")};
 	queue_push(q, m);
-	return -1;
+	return TF_EFAIL;
 }
 
 static void set_formats(struct archive *a)
@@ -285,7 +285,8 @@ static void set_formats(struct archive *a)
 	archive_read_support_format_zip(a);
 }
 
-/* Pushes the entries of an open archive. 0 at EOF, -1 on error/abort. */
+/* Pushes the entries of an open archive. 0 at EOF, TF_EFAIL (error pushed) or
+ * -ECANCELED (consumer aborted). */
 static int decode_stream(struct queue *q, struct archive *a, struct archive *outer)
 {
 	struct archive_entry *ae;
@@ -311,7 +312,7 @@ static int decode_stream(struct queue *q, struct archive *a, struct archive *out
 			                .err = xstrdup("an entry's name cannot be read (neither in "
 			                               "this locale nor as UTF-8)")};
 			queue_push(q, m);
-			return -1;
+			return TF_EFAIL;
 		}
 		e->path = xstrdup(p);
 		const char *hl = archive_entry_hardlink(ae);
@@ -342,7 +343,7 @@ static int decode_stream(struct queue *q, struct archive *a, struct archive *out
 		e->decoder_hashes = hash_here;
 		struct msg m = {.kind = M_ENTRY, .e = e};
 		if (queue_push(q, m) < 0)
-			return -1;
+			return -ECANCELED;
 		if (!is_file)
 			continue;
 		struct sha256 sha;
@@ -353,7 +354,7 @@ static int decode_stream(struct queue *q, struct archive *a, struct archive *out
 			if (b == NULL) {
 				if (hash_here)
 					sha256_release(&sha); /* the writer stopped */
-				return -1;
+				return -ECANCELED;
 			}
 			la_ssize_t n = archive_read_data(a, b, UNPACK_BUFSZ);
 			if (n < 0) {
@@ -372,7 +373,7 @@ static int decode_stream(struct queue *q, struct archive *a, struct archive *out
 			if (queue_push(q, d) < 0) {
 				if (hash_here)
 					sha256_release(&sha);
-				return -1;
+				return -ECANCELED;
 			}
 			__atomic_store_n(&q->in_bytes, (uint64_t)archive_filter_bytes(outer, -1),
 			                 __ATOMIC_RELAXED);
@@ -381,7 +382,7 @@ static int decode_stream(struct queue *q, struct archive *a, struct archive *out
 		if (hash_here)
 			sha256_final(&sha, end.sha256);
 		if (queue_push(q, end) < 0)
-			return -1;
+			return -ECANCELED;
 		__atomic_store_n(&q->in_bytes, (uint64_t)archive_filter_bytes(outer, -1),
 		                 __ATOMIC_RELAXED);
 	}
@@ -453,7 +454,7 @@ static int zip_fail(struct queue *q, const char *fmt, ...)
 	struct msg m = {.kind = M_ERROR, .err = xvasprintf(fmt, ap)};
 	va_end(ap);
 	queue_push(q, m);
-	return -1;
+	return TF_EFAIL;
 }
 
 /*
@@ -499,25 +500,26 @@ static unsigned char *zip_owners(zip_t *za, zip_uint64_t n, int nparts)
 	return own;
 }
 
-/* Pushes `len` bytes as DATA messages (pool buffers); -1 when the writer stopped. */
+/* Pushes `len` bytes as DATA messages (pool buffers); -ECANCELED when the writer stopped. */
 static int zip_push_bytes(struct queue *q, const unsigned char *p, size_t len, struct sha256 *sha)
 {
 	for (size_t off = 0; off < len;) {
 		char *b = buf_take(q);
 		if (b == NULL)
-			return -1;
+			return -ECANCELED;
 		size_t k = len - off < UNPACK_BUFSZ ? len - off : UNPACK_BUFSZ;
 		memcpy(b, p + off, k);
 		sha256_update(sha, b, k);
 		struct msg d = {.kind = M_DATA, .buf = b, .len = k};
 		if (queue_push(q, d) < 0)
-			return -1;
+			return -ECANCELED;
 		off += k;
 	}
 	return 0;
 }
 
-/* The data of one regular file entry, then FILE_END; 0, or -1 (error pushed / stopped). */
+/* The data of one regular file entry, then FILE_END; 0, TF_EFAIL (error pushed) or
+ * -ECANCELED (stopped). */
 static int zip_entry_data(struct queue *q, zip_t *za, zip_uint64_t i, const zip_stat_t *st,
                           const char *name, struct libdeflate_decompressor *dd)
 {
@@ -546,7 +548,7 @@ static int zip_entry_data(struct queue *q, zip_t *za, zip_uint64_t i, const zip_
 		         libdeflate_crc32(0, out, st->size) != st->crc)
 			ret = zip_fail(q, "cannot read archive data of '%s': CRC error", name);
 		else if (zip_push_bytes(q, out, st->size, &sha) < 0)
-			ret = -1;
+			ret = -ECANCELED;
 		if (zf)
 			zip_fclose(zf);
 		free(in);
@@ -562,7 +564,7 @@ static int zip_entry_data(struct queue *q, zip_t *za, zip_uint64_t i, const zip_
 		while (ret == 0) {
 			char *b = buf_take(q);
 			if (b == NULL) {
-				ret = -1;
+				ret = -ECANCELED;
 				break;
 			}
 			zip_int64_t n = zip_fread(zf, b, UNPACK_BUFSZ);
@@ -583,7 +585,7 @@ static int zip_entry_data(struct queue *q, zip_t *za, zip_uint64_t i, const zip_
 			sha256_update(&sha, b, (size_t)n);
 			struct msg d = {.kind = M_DATA, .buf = b, .len = (size_t)n};
 			if (queue_push(q, d) < 0)
-				ret = -1;
+				ret = -ECANCELED;
 		}
 		if (ret == 0 && total != st->size)
 			ret = zip_fail(q, "archive data of '%s' shorter than its recorded size",
@@ -615,7 +617,7 @@ static int decode_zip_part(struct decoder *d)
 		zip_error_init_with_code(&ze, zerr);
 		zip_fail(q, "cannot open archive: %s", zip_error_strerror(&ze));
 		zip_error_fini(&ze);
-		return -1;
+		return TF_EFAIL;
 	}
 	zip_int64_t n = zip_get_num_entries(za, 0);
 	unsigned char *own = zip_owners(za, n > 0 ? (zip_uint64_t)n : 0, d->nparts);
@@ -685,7 +687,7 @@ static int decode_zip_part(struct decoder *d)
 		struct msg m = {.kind = M_ENTRY, .e = e};
 		if (queue_push(q, m) < 0) {
 			free(e_name);
-			ret = -1;
+			ret = -ECANCELED;
 			break;
 		}
 		if (is_file)
@@ -925,11 +927,6 @@ static void w_unsafe(struct writer *w, const char *entry, const char *why)
 	free(e);
 }
 
-static int errno_to_tf(int e)
-{
-	return e == ENOSPC || e == EDQUOT ? TF_ENOSPC : TF_EIO;
-}
-
 static void drop_parent(struct writer *w)
 {
 	if (w->parent_fd >= 0 && w->parent_fd != w->destfd)
@@ -942,7 +939,7 @@ static void drop_parent(struct writer *w)
 /*
  * Opens the directory made of comps[0..n) under dest, one component at a
  * time with O_NOFOLLOW; creates missing ones when `create`. Returns an fd
- * (borrowed: valid until the next call) or -1 with w->err set.
+ * (borrowed: valid until the next call) or w->err (< 0) with w->err set.
  */
 static int open_dir(struct writer *w, char **comps, size_t n, int create, const char *entry)
 {
@@ -957,7 +954,7 @@ static int open_dir(struct writer *w, char **comps, size_t n, int create, const 
 		int nfd = openat(fd, comps[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (nfd < 0 && errno == ENOENT && create) {
 			if (mkdirat(fd, comps[i], 0755) < 0 && errno != EEXIST) {
-				w_fail(w, errno_to_tf(errno),
+				w_fail(w, tf_err_from_errno(-errno),
 				       "cannot create directory for '%s': %s", entry,
 				       strerror(errno));
 				goto fail;
@@ -974,8 +971,8 @@ static int open_dir(struct writer *w, char **comps, size_t n, int create, const 
 			else if (e == ENOTDIR)
 				w_unsafe(w, entry, "a parent component is not a directory");
 			else
-				w_fail(w, errno_to_tf(e), "cannot open directory for '%s': %s",
-				       entry, strerror(e));
+				w_fail(w, tf_err_from_errno(-e),
+				       "cannot open directory for '%s': %s", entry, strerror(e));
 			goto fail;
 		}
 		if (fd != w->destfd)
@@ -989,7 +986,7 @@ fail:
 	if (fd != w->destfd)
 		close(fd);
 	free(rel);
-	return -1;
+	return w->err;
 }
 
 static struct unpack_entry *add_result(struct writer *w, const char *path, int type,
@@ -1010,19 +1007,22 @@ static struct unpack_entry *add_result(struct writer *w, const char *path, int t
 	return e;
 }
 
-/* Removes a non-directory leaf so a later archive entry can replace it (tar semantics). */
+/*
+ * Removes a non-directory leaf so a later archive entry can replace it (tar
+ * semantics). 0, a TF_E* set in w->err, or -errno when fstatat failed.
+ */
 static int clear_leaf(struct writer *w, int pfd, const char *base, const char *entry)
 {
 	struct stat st;
 	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 : -1;
+		return errno == ENOENT ? 0 : -errno;
 	if (S_ISDIR(st.st_mode)) {
 		w_fail(w, TF_EUNSAFE, "refusing entry '%s': it would replace a directory", entry);
-		return -1;
+		return TF_EUNSAFE;
 	}
 	if (unlinkat(pfd, base, 0) < 0) {
 		w_fail(w, TF_EIO, "cannot replace '%s': %s", entry, strerror(errno));
-		return -1;
+		return TF_EIO;
 	}
 	return 0;
 }
@@ -1071,7 +1071,7 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 			fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 			            0600);
 		if (fd < 0)
-			w_fail(w, errno_to_tf(errno), "cannot create '%s': %s", rel,
+			w_fail(w, tf_err_from_errno(-errno), "cannot create '%s': %s", rel,
 			       strerror(errno));
 	}
 	for (;;) {
@@ -1086,8 +1086,8 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 					sha256_update(&sha, m.buf, m.len);
 				int werr = fs_write_all(fd, m.buf, m.len);
 				if (werr != 0)
-					w_fail(w, errno_to_tf(-werr), "cannot write '%s': %s", rel,
-					       strerror(-werr));
+					w_fail(w, tf_err_from_errno(werr), "cannot write '%s': %s",
+					       rel, strerror(-werr));
 				total += m.len;
 				w->res->bytes += m.len;
 			}
@@ -1115,7 +1115,7 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 			futimens(fd, ts);
 		}
 		if (close(fd) < 0)
-			w_fail(w, errno_to_tf(errno), "cannot write '%s': %s", rel,
+			w_fail(w, tf_err_from_errno(-errno), "cannot write '%s': %s", rel,
 			       strerror(errno));
 	}
 	if (w->err) {
@@ -1201,7 +1201,7 @@ static void handle_entry(struct writer *w, struct queue *q, struct raw_entry *e)
 			const char *base = comps[n - 1];
 			if (clear_leaf(w, pfd, base, rel) == 0 &&
 			    linkat(sdup, lcomps[ln - 1], pfd, base, 0) < 0)
-				w_fail(w, errno == ENOENT ? TF_EIO : errno_to_tf(errno),
+				w_fail(w, errno == ENOENT ? TF_EIO : tf_err_from_errno(-errno),
 				       "cannot hard link '%s' to '%s': %s", rel, lrel,
 				       strerror(errno));
 		}
@@ -1234,8 +1234,8 @@ static void handle_entry(struct writer *w, struct queue *q, struct raw_entry *e)
 	case AE_IFDIR: {
 		struct stat st;
 		if (mkdirat(pfd, base, 0755) < 0 && errno != EEXIST) {
-			w_fail(w, errno_to_tf(errno), "cannot create directory '%s': %s", rel,
-			       strerror(errno));
+			w_fail(w, tf_err_from_errno(-errno), "cannot create directory '%s': %s",
+			       rel, strerror(errno));
 			break;
 		}
 		if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
@@ -1259,7 +1259,7 @@ static void handle_entry(struct writer *w, struct queue *q, struct raw_entry *e)
 		if (clear_leaf(w, pfd, base, rel) < 0)
 			break;
 		if (symlinkat(t, pfd, base) < 0) {
-			w_fail(w, errno_to_tf(errno), "cannot create symlink '%s': %s", rel,
+			w_fail(w, tf_err_from_errno(-errno), "cannot create symlink '%s': %s", rel,
 			       strerror(errno));
 			break;
 		}
@@ -1441,7 +1441,7 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 		w.archive_size = st.st_size;
 	}
 	if (!share && mkdir(dest_dir, 0755) < 0) {
-		w_fail(&w, errno == EEXIST ? TF_EFAIL : errno_to_tf(errno),
+		w_fail(&w, errno == EEXIST ? TF_EFAIL : tf_err_from_errno(-errno),
 		       "cannot create staging directory %s: %s", dest_dir, strerror(errno));
 		goto out;
 	}
@@ -1555,7 +1555,7 @@ int unpack_zip_parallel(struct ctx *c, const char *archive, const char *dest_dir
 	if (mkdir(dest_dir, 0755) < 0) {
 		*errmsg = xasprintf("%s: cannot create staging directory %s: %s", archive, dest_dir,
 		                    strerror(errno));
-		return errno == EEXIST ? TF_EFAIL : errno_to_tf(errno);
+		return errno == EEXIST ? TF_EFAIL : tf_err_from_errno(-errno);
 	}
 	int stop = 0, rc = 0;
 	uint64_t zip_in = 0;

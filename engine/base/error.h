@@ -3,9 +3,23 @@
  *
  * Functions return int: 0 on success, a negative TF_E* code on failure.
  * Low-level helpers may return -errno; tf_err_from_errno() converts at the
- * boundary where a caller needs one of tfprov's codes.
+ * boundary where a caller needs one of tfprov's codes (it is the one errno
+ * mapper). Never -1, never a positive status: "changed" or "held" is an
+ * out-parameter or a result enum, "absent" an out-parameter or -ENOENT. A
+ * function whose result is a value (a count, an index, a yes/no predicate)
+ * returns it as a non-negative int and still fails with a negative code.
+ * TF_ECHANGES is the one code that is not a failure: a command found changes
+ * pending (plan --detailed-exitcode, status, verify's drift), exit 2.
+ *
+ * The words of a failure travel beside its code, in the carrier of the layer
+ * that failed: an object that outlives the call keeps them (txn_error, a
+ * step's s->error, a fetch item's errmsg), a one-shot call hands them back
+ * (char **errmsg, or a static const char **why), a manifest finding is a
+ * diagnostic (struct diags), and whoever decides the run fails turns them
+ * into one event. Copy a message from one carrier to another only there.
  * tf_exit_code() maps an error to the process exit code documented in
- * README.md ("Exit codes"); that mapping is a public contract.
+ * README.md ("Exit codes"); that mapping is a public contract, and main()
+ * reaches exit codes through it alone.
  */
 #ifndef TFPROV_ERROR_H
 #define TFPROV_ERROR_H
@@ -44,7 +58,8 @@ enum tf_exit {
 	X(TF_ENOTIMPL, TF_EXIT_ERROR, "not implemented yet")                                       \
 	X(TF_ESTATE, TF_EXIT_ERROR, "state database error")                                        \
 	X(TF_ENETWORK, TF_EXIT_ERROR, "download failed")                                           \
-	X(TF_EOFFLINE, TF_EXIT_ERROR, "not available offline")
+	X(TF_EOFFLINE, TF_EXIT_ERROR, "not available offline")                                     \
+	X(TF_ECHANGES, TF_EXIT_CHANGES, "changes pending")
 
 #define TF_ERR_ENUM(name, exit, msg) name##_IDX,
 enum tf_err_idx { TF_ERRORS(TF_ERR_ENUM) TF_ERR__COUNT };

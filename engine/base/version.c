@@ -147,10 +147,10 @@ long version_component(const char *s, int i)
 			return 0;
 	}
 	if (c.ntail != 0 || c.ndigits == 0)
-		return -1;
+		return VERSION_NOT_NUMERIC;
 	for (k = 0; k < c.ndigits; k++) {
 		if (v > (LONG_MAX - 9) / 10)
-			return -1;
+			return VERSION_NOT_NUMERIC;
 		v = v * 10 + (c.digits[k] - '0');
 	}
 	return v;

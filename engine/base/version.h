@@ -21,7 +21,11 @@ int version_cmp_n(const char *a, const char *b, int n);
 int version_has_prefix(const char *v, const char *prefix);
 /* 1 for one or more dot-separated runs of digits ("12", "535.104.05"), else 0. */
 int version_valid(const char *s);
-/* Component i (0-based) as a long, 0 if absent, -1 if not numeric or too large. */
+/*
+ * Component i (0-based) as a long: a value, not a status. 0 if absent,
+ * VERSION_NOT_NUMERIC if not numeric or too large (messages print it as -1).
+ */
+#define VERSION_NOT_NUMERIC (-1L)
 long version_component(const char *s, int i);
 
 #endif

@@ -132,15 +132,18 @@ static void get_str(struct pctx *p, const struct ynode *map, const char *key, co
 	out->set = 1;
 }
 
+/* A whole decimal number. 0, or -EINVAL / -ERANGE. */
 static int parse_int(const char *s, int64_t *out)
 {
 	if (*s == '\0')
-		return -1;
+		return -EINVAL;
 	char *end;
 	errno = 0;
 	long long v = strtoll(s, &end, 10);
-	if (errno || *end != '\0')
-		return -1;
+	if (errno)
+		return -errno;
+	if (*end != '\0')
+		return -EINVAL;
 	*out = v;
 	return 0;
 }
@@ -184,7 +187,8 @@ static void get_bool(struct pctx *p, const struct ynode *map, const char *key, c
 	          "%s must be a boolean, not '%s'", what, n->str);
 }
 
-/* Picks one of `names` for a string; returns its index or -1 (with an error). */
+/* Picks one of `names` for a string; returns its index, or TF_EMANIFEST with a
+ * diagnostic. */
 static int get_enum(struct pctx *p, const struct mstr *s, const char *what,
                     const char *const *names)
 {
@@ -198,7 +202,7 @@ static int get_enum(struct pctx *p, const struct mstr *s, const char *what,
 	diags_add(p->d, DIAG_ERROR, p->file, s->pos, "schema.enum", hint.buf,
 	          "%s '%s' is not a valid value", what, s->s);
 	strbuf_release(&hint);
-	return -1;
+	return TF_EMANIFEST;
 }
 
 static int is_version(const char *s)
@@ -435,18 +439,19 @@ static struct excerpt excerpt(const char *in)
  * Opens a side file (python.lock_file, pip.requirements_file) beneath the
  * manifest's directory: a relative path whose resolution, symlinks included,
  * never leaves that directory (openat2 RESOLVE_BENEATH; without openat2,
- * realpath and a prefix check). -1 with *why set when it would.
+ * realpath and a prefix check). An fd, or -errno (with *why set when the
+ * path would leave the directory).
  */
 static int open_beneath(const char *dir, const char *name, const char **why)
 {
 	*why = NULL;
 	if (name[0] == '/') {
 		*why = "an absolute path";
-		return -1;
+		return -EXDEV;
 	}
 	int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
-		return -1;
+		return -errno;
 	struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
 	                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
 	int fd = (int)syscall(SYS_openat2, dfd, name, &how, sizeof(how));
@@ -466,8 +471,7 @@ static int open_beneath(const char *dir, const char *name, const char **why)
 	if (fd < 0 && e == EXDEV)
 		*why = "a path that leads out of the manifest's directory ('..' or a symlink)";
 	close(dfd);
-	errno = e;
-	return fd;
+	return fd < 0 ? -e : fd;
 }
 
 /* Reads a file named relative to the manifest's directory, beneath it. */
@@ -481,23 +485,23 @@ static int read_side_file(struct pctx *p, struct mstr *name, char **text, size_t
 		          "keep lock and requirements files in the manifest's directory tree and "
 		          "name them relative to it",
 		          "'%s' is %s; side files must stay beside the manifest", name->s, why);
-		return -1;
+		return TF_EMANIFEST;
 	}
-	int rc = fd < 0 ? -errno : read_fd(fd, MANIFEST_MAX_BYTES, text, len);
+	int rc = fd < 0 ? fd : read_fd(fd, MANIFEST_MAX_BYTES, text, len);
 	if (fd >= 0)
 		close(fd);
 	if (rc != 0) {
 		diags_add(p->d, DIAG_ERROR, p->file, name->pos, "schema.file",
 		          "the path is relative to the manifest's directory",
 		          "cannot read '%s': %s", *path, strerror(-rc));
-		return -1;
+		return TF_EMANIFEST;
 	}
 	if (memchr(*text, '\0', *len)) {
 		diags_add(p->d, DIAG_ERROR, p->file, name->pos, "schema.file", NULL,
 		          "'%s' is a binary file", *path);
 		free(*text);
 		*text = NULL;
-		return -1;
+		return TF_EMANIFEST;
 	}
 	return 0;
 }
@@ -1277,7 +1281,7 @@ static int precheck(struct pctx *p, const char *buf, size_t len)
 		          "a manifest is a few kilobytes; is this the right file?",
 		          "file is %zu bytes, larger than the %u-byte limit", len,
 		          MANIFEST_MAX_BYTES);
-		return -1;
+		return TF_EMANIFEST;
 	}
 	size_t i = 0;
 	while (i < len && (buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\r' || buf[i] == '\t'))
@@ -1285,7 +1289,7 @@ static int precheck(struct pctx *p, const char *buf, size_t len)
 	if (i == len) {
 		diags_add(p->d, DIAG_ERROR, p->file, none, "file.empty",
 		          "see manifests/SCHEMA.md for the format", "manifest is empty");
-		return -1;
+		return TF_EMANIFEST;
 	}
 	const char *nul = memchr(buf, '\0', len);
 	if (nul) {
@@ -1300,7 +1304,7 @@ static int precheck(struct pctx *p, const char *buf, size_t len)
 		}
 		diags_add(p->d, DIAG_ERROR, p->file, (struct pos){line, col}, "file.binary",
 		          "a manifest is UTF-8 text", "file contains a NUL byte: not a text file");
-		return -1;
+		return TF_EMANIFEST;
 	}
 	/* UTF-8 validity (RFC 3629: no overlong forms, no surrogates, nothing
 	 * above U+10FFFF), with the position of the first bad byte. */
@@ -1337,7 +1341,7 @@ static int precheck(struct pctx *p, const char *buf, size_t len)
 			diags_add(p->d, DIAG_ERROR, p->file, (struct pos){line, col},
 			          "file.encoding", "save the manifest as UTF-8",
 			          "invalid UTF-8 byte 0x%02x", c);
-			return -1;
+			return TF_EMANIFEST;
 		}
 		if (c == '\n') {
 			line++;

@@ -21,16 +21,19 @@ enum action { ACT_NOOP, ACT_CREATE, ACT_UPDATE, ACT_REPLACE, ACT_DELETE, ACT_REA
 struct step;
 struct artset;
 
+/* Whether the manifest has a step's resource: a result, not an error. */
+enum desire { DESIRE_NONE, DESIRE_WANTED };
+
 struct module {
 	const char *kind;
 	/*
 	 * Describes the resource the manifest wants: canonical text (hashed into
 	 * the desired digest), a one-line detail for the plan, and the URLs the
-	 * step would fetch. Returns 0 when the manifest has this resource, 1
-	 * when it has none.
+	 * step would fetch. DESIRE_NONE (nothing filled) when the manifest has
+	 * no such resource.
 	 */
-	int (*desire)(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-	              struct strbuf *detail, struct strvec *urls);
+	enum desire (*desire)(struct ctx *c, const struct manifest *m, struct strbuf *canon,
+	                      struct strbuf *detail, struct strvec *urls);
 	/* Precondition before anything changes (driver); NULL when none. 0 or TF_E*. */
 	int (*precheck)(struct ctx *c, const struct manifest *m, struct step *s);
 	/* Makes the resource match; writes through t only. 0 or TF_E* (s->error set). */

@@ -82,8 +82,9 @@ out:
 	free(host);
 }
 
-static int64_t journal_add(struct txn *t, const char *op, const char *path, const char *tmp,
-                           const char *backup)
+/* Writes the journal's intent row before the change it describes. 0 or TF_ESTATE. */
+static int journal_add(struct txn *t, const char *op, const char *path, const char *tmp,
+                       const char *backup)
 {
 	struct state_stmt *s = NULL;
 	int64_t id = 0;
@@ -108,7 +109,7 @@ static int64_t journal_add(struct txn *t, const char *op, const char *path, cons
 		strvec_push(&t->jpaths, path);
 		note_fs(t, path);
 	}
-	return id;
+	return id ? 0 : TF_ESTATE;
 }
 
 static int fail(struct txn *t, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -220,7 +221,7 @@ int txn_will_create(struct txn *t, const char *path)
 	int rc = claim_path(t, path, host);
 	if (rc == 0 && exists(host))
 		backup = sibling(t, host, "bak");
-	if (rc == 0 && journal_add(t, "tree", path, NULL, backup) == 0)
+	if (rc == 0 && journal_add(t, "tree", path, NULL, backup) != 0)
 		rc = fail(t, TF_ESTATE, "cannot write the journal");
 	else if (rc == 0 && backup && rename(host, backup) != 0)
 		rc = fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
@@ -238,20 +239,19 @@ int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, 
 		goto out;
 	tmp = sibling(t, host, "tmp");
 	backup = exists(host) ? sibling(t, host, "bak") : NULL;
-	if (journal_add(t, "put", path, tmp, backup) == 0) {
+	if (journal_add(t, "put", path, tmp, backup) != 0) {
 		rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(t->c->st));
 		goto out;
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode & 07777);
 	if (fd < 0) {
-		rc = fail(t, errno == ENOSPC ? TF_ENOSPC : TF_EIO, "cannot create %s: %s", tmp,
+		rc = fail(t, tf_err_from_errno(-errno), "cannot create %s: %s", tmp,
 		          strerror(errno));
 		goto out;
 	}
 	int werr = fs_write_all(fd, data, len);
 	if (werr != 0) {
-		rc = fail(t, werr == -ENOSPC ? TF_ENOSPC : TF_EIO, "cannot write %s: %s", path,
-		          strerror(-werr));
+		rc = fail(t, tf_err_from_errno(werr), "cannot write %s: %s", path, strerror(-werr));
 		goto out;
 	}
 	if (fchmod(fd, mode & 07777) != 0 || fsync(fd) != 0) {
@@ -412,7 +412,7 @@ int txn_put_tree(struct txn *t, const char *staged, const char *path,
 		goto out;
 	}
 	backup = exists(host) ? sibling(t, host, "bak") : NULL;
-	if (journal_add(t, "tree", path, staged, backup) == 0) {
+	if (journal_add(t, "tree", path, staged, backup) != 0) {
 		rc = fail(t, TF_ESTATE, "cannot write the journal");
 		goto out;
 	}
@@ -453,14 +453,14 @@ int txn_replace_dir(struct txn *t, const char *staged, const char *path)
 	if (lstat(host, &st) != 0 && errno == ENOENT) {
 		/* Nothing there yet: the staged tree is renamed in, journaled. */
 		if ((rc = claim_path(t, path, host)) == 0 &&
-		    journal_add(t, "tree", path, staged, NULL) == 0)
+		    journal_add(t, "tree", path, staged, NULL) != 0)
 			rc = fail(t, TF_ESTATE, "cannot write the journal");
 		else if (rc == 0 && rename(staged, host) != 0)
 			rc = fail(t, TF_EIO, "cannot rename the staged tree into %s: %s", path,
 			          strerror(errno));
 	} else if (!S_ISDIR(st.st_mode) || owner_class(t, path) == 0)
 		rc = fail(t, TF_ECONFLICT, "%s is not a directory tfprov placed", path);
-	else if (journal_add(t, "tree", path, staged, backup) == 0)
+	else if (journal_add(t, "tree", path, staged, backup) != 0)
 		rc = fail(t, TF_ESTATE, "cannot write the journal");
 	else if (rename(host, backup) != 0)
 		rc = fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
@@ -555,7 +555,7 @@ int txn_remove(struct txn *t, const char *path)
 		goto out;
 	}
 	backup = sibling(t, host, "del");
-	if (journal_add(t, "rm", path, NULL, backup) == 0) {
+	if (journal_add(t, "rm", path, NULL, backup) != 0) {
 		rc = fail(t, TF_ESTATE, "cannot write the journal");
 		goto out;
 	}
@@ -595,7 +595,7 @@ int txn_remove_paths(struct txn *t, const struct strvec *paths, const struct str
 	for (size_t i = 0; i < paths->n && rc == 0; i++) {
 		char *host = ctx_host_path(t->c, paths->v[i]);
 		char *bak = exists(host) ? sibling(t, host, "del") : NULL;
-		if (bak && journal_add(t, "rm", paths->v[i], NULL, bak) == 0)
+		if (bak && journal_add(t, "rm", paths->v[i], NULL, bak) != 0)
 			rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
 		strvec_push(&backups, bak ? bak : "");
 		free(bak);
@@ -857,7 +857,7 @@ static int journal_row(struct state *st, const char *op, const char *path)
 static int sync_one(struct txn *t, int fd, const char *what)
 {
 	if (syncfs(fd) != 0)
-		return fail(t, errno == ENOSPC ? TF_ENOSPC : TF_EIO,
+		return fail(t, tf_err_from_errno(-errno),
 		            "cannot make %s durable (syncfs): %s; nothing was recorded", what,
 		            strerror(errno));
 	return 0;
@@ -1108,7 +1108,7 @@ static int mkdirs_journaled(struct txn *t, const char *path)
 		char *h = ctx_host_path(t->c, p);
 		struct stat st;
 		if (lstat(h, &st) != 0) {
-			if (journal_add(t, "mkdir", p, NULL, NULL) == 0)
+			if (journal_add(t, "mkdir", p, NULL, NULL) != 0)
 				rc = fail(t, TF_ESTATE, "cannot write the journal");
 			else if (mkdir(h, 0755) != 0 && errno != EEXIST)
 				rc = fail(t, TF_EIO, "cannot create %s: %s", p, strerror(errno));
@@ -1133,10 +1133,10 @@ int txn_stage_dir(struct txn *t, const char *near_path, char **host_out)
 	char *dir = xstrndup(host, (size_t)(strrchr(host, '/') - host));
 	char *stage = sibling(t, host, "stage");
 	const char *rel = ctx_rel(t->c, stage);
-	int64_t id = rel ? journal_add(t, "stage", rel, NULL, NULL) : 0;
+	int jr = rel ? journal_add(t, "stage", rel, NULL, NULL) : TF_ESTATE;
 	free(dir);
 	free(host);
-	if (id == 0) {
+	if (jr != 0) {
 		free(stage);
 		return fail(t, TF_ESTATE, "cannot write the journal");
 	}
@@ -1257,7 +1257,7 @@ int place_foreign_step_file(struct ctx *c, const char *addr, const char *stack, 
 
 int txn_snapshot_dir(struct txn *t, const char *path, const char *snap_host)
 {
-	if (journal_add(t, "snap", path, NULL, snap_host) == 0)
+	if (journal_add(t, "snap", path, NULL, snap_host) != 0)
 		return fail(t, TF_ESTATE, "cannot write the journal");
 	return 0;
 }

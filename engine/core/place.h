@@ -140,7 +140,8 @@ int place_open_state(struct ctx *c);
 int place_is_owned(struct ctx *c, const char *path);
 /*
  * A file that step `addr` of a stack other than `stack` placed under prefix:
- * 1 with *other_stack and *path (malloc'd), 0 when none, or an error.
+ * 0 with *other_stack and *path (malloc'd; NULL when there is none), or an
+ * error.
  */
 int place_foreign_step_file(struct ctx *c, const char *addr, const char *stack, const char *prefix,
                             char **other_stack, char **path);

@@ -205,7 +205,7 @@ int gpu_probe_parse_procfs(const char *text, char *ver, size_t n)
 	const char *p, *end;
 
 	if (line == NULL)
-		return -1;
+		return -ENOENT;
 	end = strchr(line, '\n');
 	if (end == NULL)
 		end = line + strlen(line);
@@ -229,12 +229,12 @@ int gpu_probe_parse_procfs(const char *text, char *ver, size_t n)
 		tok[len] = '\0';
 		if (strchr(tok, '.') != NULL && version_valid(tok)) {
 			if (len >= n)
-				return -1;
+				return -ERANGE;
 			memcpy(ver, tok, len + 1);
 			return 0;
 		}
 	}
-	return -1;
+	return -ENOENT;
 }
 
 int gpu_probe_is_wsl_kernel(const char *proc_version)
@@ -300,7 +300,7 @@ static int procfs_probe(struct gpu_probe *out)
 	char *path = path_join(dir, "version");
 	char *text = NULL;
 	size_t len, used = strlen(out->error);
-	int r, ret = -1;
+	int r, ret = -ENOENT;
 
 	r = read_file_at(AT_FDCWD, path, 1 << 16, &text, &len);
 	if (r < 0) {

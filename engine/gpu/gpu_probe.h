@@ -56,7 +56,8 @@ struct gpu_probe {
 /* Fills *out (always, even on failure). Returns 0; "no driver" is out->found == 0. */
 int gpu_probe_run(struct gpu_probe *out);
 
-/* Extracts the driver version from /proc/driver/nvidia/version text. 0 or -1. */
+/* Extracts the driver version from /proc/driver/nvidia/version text. 0, -ENOENT
+ * (no version in it) or -ERANGE (ver is too small). */
 int gpu_probe_parse_procfs(const char *text, char *ver, size_t n);
 /* 1 when /proc/version text names Microsoft's kernel (WSL). */
 int gpu_probe_is_wsl_kernel(const char *proc_version);

@@ -92,7 +92,8 @@ static void copy_trunc(char *dst, size_t n, const char *src)
 	dst[len] = '\0';
 }
 
-/* First dirs[i]/soname that exists (following links), like the loader's search. */
+/* First dirs[i]/soname that exists (following links), like the loader's search.
+ * 0, or -ENOENT when no directory has it. */
 static int find_in_dirs(const struct job *job, const char *soname, char *path, size_t n)
 {
 	struct stat sb;
@@ -106,7 +107,7 @@ static int find_in_dirs(const struct job *job, const char *soname, char *path, s
 			return 0;
 	}
 	path[0] = '\0';
-	return -1;
+	return -ENOENT;
 }
 
 /* One dlopen attempt; fills the item. Handles stay open: later libraries may need them. */
@@ -121,7 +122,7 @@ static int try_load(const struct job *job, struct libcheck_item *it)
 			it->state = LIBCHECK_NOT_FOUND;
 			copy_trunc(it->error, sizeof(it->error),
 			           "not found in any searched directory");
-			return -1;
+			return -ENOENT;
 		}
 		h = dlopen(it->soname, RTLD_NOW | RTLD_LOCAL);
 		if (h == NULL) {
@@ -129,7 +130,7 @@ static int try_load(const struct job *job, struct libcheck_item *it)
 			err = dlerror();
 			copy_trunc(it->error, sizeof(it->error),
 			           err != NULL ? err : "not found by the loader");
-			return -1;
+			return -ENOENT;
 		}
 		it->from_system = 1;
 	} else {
@@ -139,7 +140,7 @@ static int try_load(const struct job *job, struct libcheck_item *it)
 			err = dlerror();
 			copy_trunc(it->error, sizeof(it->error),
 			           err != NULL ? err : "dlopen failed");
-			return -1;
+			return TF_EFAIL;
 		}
 	}
 	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm != NULL && lm->l_name != NULL &&

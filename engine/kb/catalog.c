@@ -12,6 +12,7 @@
 #include "version.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -29,7 +30,8 @@ const char *catalog_dir(void)
 
 /*
  * Calls fn for every file of dir/sub named prefix<version>suffix whose
- * version is valid; the newest for which fn returns 1 wins.
+ * version is valid; the newest for which fn returns 1 wins. 0, or -ENOENT
+ * when none does.
  */
 typedef int (*pick_fn)(const char *path, const char *version, void *arg);
 
@@ -63,7 +65,7 @@ static int newest(const char *dir, const char *sub, const char *prefix, const ch
 	if (dh)
 		closedir(dh);
 	free(d);
-	return *best_path ? 0 : 1;
+	return *best_path ? 0 : -ENOENT;
 }
 
 static int in_series(const char *path, const char *version, void *arg)
@@ -206,8 +208,8 @@ int catalog_legacy(const char *dir, const char *product, const char *series, con
 	free(buf);
 	free(path);
 	if (rc != 0)
-		return 1;
-	return out->version ? 0 : 1;
+		return -ENOENT; /* an unreadable table has no row either */
+	return out->version ? 0 : -ENOENT;
 }
 
 void catalog_legacy_release(struct catalog_legacy *l)
@@ -226,7 +228,7 @@ int catalog_conda_lock(const char *dir, const char *python, char **path)
 		return 0;
 	free(*path);
 	*path = NULL;
-	return 1;
+	return -ENOENT;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -353,11 +355,11 @@ int catalog_closure(const char *dir, const char *tf, const char *python, int and
 	free(suffix);
 	free(ver);
 	if (rc != 0)
-		return 1;
+		return rc;
 	out->path = path;
 	rc = closure_read(path, out);
 	if (rc == 0 && w.exact && strcmp(out->tf_version, tf) != 0)
-		rc = 1; /* the file holds another release of the series */
+		rc = -ENOENT; /* the file holds another release of the series */
 	if (rc != 0)
 		catalog_closure_release(out);
 	return rc;

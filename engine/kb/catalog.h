@@ -23,13 +23,16 @@
 
 const char *catalog_dir(void);
 
-/* The newest CUDA redist JSON of a series ("12.5"): 0 with *label ("12.5.1") and *path; 1 none. */
+/*
+ * The newest CUDA redist JSON of a series ("12.5"): 0 with *label ("12.5.1")
+ * and *path; -ENOENT none. (Every lookup here says "none" with -ENOENT.)
+ */
 int catalog_cuda_redist(const char *dir, const char *series, char **label, char **path);
 
 /*
  * The newest cuDNN redist JSON of a series ("9.3") at or above min (may be
  * NULL) that has an archive for CUDA major cuda_major on platform: 0 with
- * *path, *variant (NULL for a flat JSON) and the archive's fields in *a; 1 none.
+ * *path, *variant (NULL for a flat JSON) and the archive's fields in *a; -ENOENT none.
  */
 struct redist_artifact;
 int catalog_cudnn_redist(const char *dir, const char *series, const char *min, int cuda_major,
@@ -44,13 +47,13 @@ struct catalog_legacy {
 /*
  * The newest legacy row of product ("cuda" | "cudnn") whose version is in
  * series; for cudnn the row's CUDA ("-11.2" or "-12") must be a prefix of cuda.
- * 0 found, 1 none.
+ * 0 found, -ENOENT none.
  */
 int catalog_legacy(const char *dir, const char *product, const char *series, const char *cuda,
                    struct catalog_legacy *out);
 void catalog_legacy_release(struct catalog_legacy *l);
 
-/* The conda explicit lock for Python X.Y on linux-64: 0 with *path; 1 none. */
+/* The conda explicit lock for Python X.Y on linux-64: 0 with *path; -ENOENT none. */
 int catalog_conda_lock(const char *dir, const char *python, char **path);
 
 /* One distribution of a closure: every sha256 of its files for the target, sorted. */
@@ -72,7 +75,7 @@ struct catalog_closure {
 /*
  * The pip closure of TF tf (a series "2.20" picks the newest release, a full
  * version only itself) for CPython python ("3.12"), the [and-cuda] one when
- * and_cuda: 0 filled, 1 none, TF_EIO/TF_EFAIL when the file is unreadable.
+ * and_cuda: 0 filled, -ENOENT none, TF_EIO/TF_EFAIL when the file is unreadable.
  */
 int catalog_closure(const char *dir, const char *tf, const char *python, int and_cuda,
                     struct catalog_closure *out);

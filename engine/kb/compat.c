@@ -18,6 +18,7 @@
 #include "version.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -1268,11 +1269,11 @@ int compat_cc_parse(const char *cc)
 
 	if (cc == NULL || !version_valid(cc) || strchr(cc, '.') == NULL ||
 	    strchr(strchr(cc, '.') + 1, '.') != NULL)
-		return -1;
+		return -EINVAL;
 	major = version_component(cc, 0);
 	minor = version_component(cc, 1);
 	if (major < 0 || major > 99 || minor < 0 || minor > 9 || strlen(strchr(cc, '.') + 1) != 1)
-		return -1;
+		return -EINVAL;
 	return (int)(major * 10 + minor);
 }
 
@@ -1293,7 +1294,7 @@ int compat_tf_min_cc(const struct compat *kb, const char *tf_version)
 {
 	const struct compat_tf_kernels *k = kernels_row(kb, tf_version);
 
-	return k ? compat_cc_parse(k->min_cc) : -1;
+	return k ? compat_cc_parse(k->min_cc) : -ENOENT;
 }
 
 enum compat_kernel compat_tf_kernels_for(const struct compat *kb, const char *tf_version,

@@ -323,9 +323,10 @@ int compat_cuda_in_family(const struct compat *kb, const char *cuda);
 int compat_spec_valid(const char *spec);
 int compat_spec_allows(const char *spec, const char *version);
 
-/* A compute capability as an integer: "8.9" -> 89, "10.0" -> 100; -1 if malformed. */
+/* A compute capability as an integer: "8.9" -> 89, "10.0" -> 100; -EINVAL if malformed. */
 int compat_cc_parse(const char *cc);
-/* The lowest compute capability a TF version has kernels for (as compat_cc_parse); -1 unknown. */
+/* The lowest compute capability a TF version has kernels for (as compat_cc_parse); -ENOENT
+ * unknown. */
 int compat_tf_min_cc(const struct compat *kb, const char *tf_version);
 
 enum compat_kernel {

@@ -16,6 +16,7 @@
  *    that the checks above judge what will be installed.
  */
 #include "compat.h"
+#include "error.h"
 #include "version.h"
 
 #include <stdio.h>
@@ -143,7 +144,8 @@ static void lint_cuda(struct lint *L)
 
 /*
  * A CUDA version must be a real release before its driver can be judged.
- * 1 known; 0 unknown to the knowledge base (warning); -1 no such release (error).
+ * 0 known, or unknown to the knowledge base (a warning); TF_EMANIFEST no such
+ * release (an error).
  */
 static int cuda_known(struct lint *L)
 {
@@ -151,7 +153,7 @@ static int cuda_known(struct lint *L)
 	const char *c = L->cuda->s, *lo = NULL, *hi = NULL;
 
 	if (compat_cuda_min_driver(kb, c, 0) != NULL)
-		return 1;
+		return 0;
 	for (size_t i = 0; i < kb->ndrivers; i++) {
 		if (lo == NULL || version_cmp(kb->drivers[i].cuda, lo) < 0)
 			lo = kb->drivers[i].cuda;
@@ -163,7 +165,7 @@ static int cuda_known(struct lint *L)
 		          "NVIDIA's release notes list every toolkit with its minimum driver; "
 		          "pick one of those",
 		          "CUDA %s does not exist (no such toolkit between %s and %s)", c, lo, hi);
-		return -1;
+		return TF_EMANIFEST;
 	}
 	diags_add(L->d, DIAG_WARNING, L->file, L->cuda->pos, "compat.cuda-unknown",
 	          "add the toolkit's row (CUDA release notes) to data/compat.yaml",

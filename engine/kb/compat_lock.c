@@ -81,13 +81,14 @@ static int has_extra(const struct dist *x, const char *e)
 
 /*
  * Whether requirement text applies to distribution x on the target: 1 yes,
- * 0 no, -1 unreadable (*err). r is filled when it parses.
+ * 0 no, TF_EMANIFEST unreadable (*err). r is filled when it parses.
  */
 static int applies(struct lock *k, const struct dist *x, const char *text, struct pep508_req *r,
                    const char **err)
 {
-	if (pep508_parse(text, r, err) != 0)
-		return -1;
+	int rc = pep508_parse(text, r, err);
+	if (rc != 0)
+		return rc;
 	if (r->marker == NULL)
 		return 1;
 	k->env.extras = (const char *const *)x->extras.v;

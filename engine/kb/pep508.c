@@ -12,6 +12,7 @@
 #include "pep508.h"
 
 #include "compat.h"
+#include "error.h"
 #include "util.h"
 #include "version.h"
 
@@ -55,7 +56,7 @@ int pep508_parse(const char *text, struct pep508_req *out, const char **err)
 		s++;
 	if (s == start) {
 		*err = "no distribution name";
-		return -1;
+		return TF_EMANIFEST;
 	}
 	raw = xstrndup(start, (size_t)(s - start));
 	out->name = pip_normalize_name(raw);
@@ -111,7 +112,7 @@ int pep508_parse(const char *text, struct pep508_req *out, const char **err)
 	return 0;
 bad:
 	pep508_req_release(out);
-	return -1;
+	return TF_EMANIFEST;
 }
 
 void pep508_req_release(struct pep508_req *r)
@@ -185,7 +186,7 @@ static int value(struct mparse *p, struct mval *v)
 		const char *end = strchr(s + 1, *s);
 		if (end == NULL || (size_t)(end - s - 1) >= sizeof(v->buf)) {
 			p->err = "an unterminated or overlong string";
-			return -1;
+			return TF_EMANIFEST;
 		}
 		memcpy(v->buf, s + 1, (size_t)(end - s - 1));
 		v->buf[end - s - 1] = '\0';
@@ -214,7 +215,7 @@ static int value(struct mparse *p, struct mval *v)
 			const char *x = *(const char *const *)((const char *)p->env + vars[i].off);
 			if (x == NULL) {
 				p->err = "a variable the stack does not define (no Python version)";
-				return -1;
+				return TF_EMANIFEST;
 			}
 			snprintf(v->buf, sizeof(v->buf), "%s", x);
 			return 0;
@@ -222,7 +223,7 @@ static int value(struct mparse *p, struct mval *v)
 	}
 	p->err = n ? "an environment marker variable PEP 508 does not define"
 	           : "a marker operand is missing";
-	return -1;
+	return TF_EMANIFEST;
 }
 
 static const char *const ops[] = {"===", "==", "!=", "<=", ">=", "~=", "<", ">", NULL};
@@ -248,7 +249,7 @@ static int op(struct mparse *p, char out[8])
 		}
 	}
 	p->err = "a marker comparison without an operator";
-	return -1;
+	return TF_EMANIFEST;
 }
 
 static int is_extra_member(const struct pep508_env *env, const char *name)
@@ -273,7 +274,7 @@ static int compare(struct mparse *p, const struct mval *a, const char *o, const 
 		if (strcmp(o, "!=") == 0)
 			return !is_extra_member(p->env, lit);
 		p->err = "extra compared with an operator other than == or !=";
-		return -1;
+		return TF_EMANIFEST;
 	}
 	if (strcmp(o, "in") == 0)
 		return strstr(b->buf, a->buf) != NULL;
@@ -300,7 +301,7 @@ static int compare(struct mparse *p, const struct mval *a, const char *o, const 
 	if (strcmp(o, ">=") == 0)
 		return c >= 0;
 	p->err = "~= between values that are not versions";
-	return -1;
+	return TF_EMANIFEST;
 }
 
 static int m_or(struct mparse *p);
@@ -317,16 +318,16 @@ static int m_expr(struct mparse *p)
 		v = m_or(p);
 		p->s = skip_ws(p->s);
 		if (v < 0)
-			return -1;
+			return TF_EMANIFEST;
 		if (*p->s != ')') {
 			p->err = "an unclosed parenthesis";
-			return -1;
+			return TF_EMANIFEST;
 		}
 		p->s++;
 		return v;
 	}
 	if (value(p, &a) < 0 || op(p, o) < 0 || value(p, &b) < 0)
-		return -1;
+		return TF_EMANIFEST;
 	return compare(p, &a, o, &b);
 }
 
@@ -337,7 +338,7 @@ static int m_and(struct mparse *p)
 	while (v >= 0 && word(p, "and")) {
 		r = m_expr(p);
 		if (r < 0)
-			return -1;
+			return TF_EMANIFEST;
 		v = v && r;
 	}
 	return v;
@@ -350,7 +351,7 @@ static int m_or(struct mparse *p)
 	while (v >= 0 && word(p, "or")) {
 		r = m_and(p);
 		if (r < 0)
-			return -1;
+			return TF_EMANIFEST;
 		v = v || r;
 	}
 	return v;
@@ -363,7 +364,7 @@ int pep508_marker_eval(const char *marker, const struct pep508_env *env, const c
 
 	if (v >= 0 && *skip_ws(p.s) != '\0') {
 		p.err = "text after the marker's end";
-		v = -1;
+		v = TF_EMANIFEST;
 	}
 	if (v < 0)
 		*err = p.err ? p.err : "a malformed marker";

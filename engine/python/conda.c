@@ -421,7 +421,7 @@ static void replace_text(const char *d, size_t n, const char *ph, const char *np
 /*
  * Binary mode: each C string containing the placeholder is rewritten in
  * place with the new prefix and padded with NULs to its old length.
- * -1 when the new prefix is longer than the placeholder.
+ * -ENAMETOOLONG when the new prefix is longer than the placeholder.
  */
 static int replace_binary(char *d, size_t n, const char *ph, const char *np)
 {
@@ -434,7 +434,7 @@ static int replace_binary(char *d, size_t n, const char *ph, const char *np)
 		if (hit == NULL)
 			break;
 		if (nl > pl)
-			return -1;
+			return -ENAMETOOLONG;
 		char *end = memchr(hit, '\0', (size_t)(d + n - hit));
 		if (end == NULL)
 			end = d + n;

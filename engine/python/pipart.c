@@ -493,13 +493,14 @@ int pipart_resolve(struct ctx *c, const struct pip_req *reqs, size_t n,
 }
 
 int pipart_wheelhouse(struct ctx *c, const struct pip_req *reqs, size_t n, const char *dir,
-                      char **errmsg)
+                      int *complete, char **errmsg)
 {
-	int rc = 1;
-	for (size_t i = 0; i < n && rc == 1; i++) {
+	int rc = 0;
+	*complete = 1;
+	for (size_t i = 0; i < n && rc == 0 && *complete; i++) {
 		const struct pip_req *q = &reqs[i];
 		int found = 0;
-		for (size_t h = 0; h < q->nhashes && rc == 1; h++) {
+		for (size_t h = 0; h < q->nhashes && rc == 0; h++) {
 			char *file = names_get(c, q->hashes[h]),
 			     *path = cache_lookup(c, q->hashes[h]);
 			if (file && path) {
@@ -526,8 +527,8 @@ int pipart_wheelhouse(struct ctx *c, const struct pip_req *reqs, size_t n, const
 			free(file);
 			free(path);
 		}
-		if (rc == 1 && !found)
-			rc = 0;
+		if (rc == 0 && !found)
+			*complete = 0;
 	}
 	return rc;
 }

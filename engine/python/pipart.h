@@ -44,11 +44,11 @@ int pipart_resolve(struct ctx *c, const struct pip_req *reqs, size_t n,
 
 /*
  * Fills `dir` (existing, empty) with a link (or copy) of the verified cache
- * file of each pin, under its file name. 1 when every pin has one, 0 when
- * some pin has none (nothing to say: pip downloads as before), or TF_E*
- * with *errmsg.
+ * file of each pin, under its file name. 0 with *complete 1 when every pin
+ * has one, 0 when some pin has none (nothing to say: pip downloads as
+ * before), or TF_E* with *errmsg.
  */
 int pipart_wheelhouse(struct ctx *c, const struct pip_req *reqs, size_t n, const char *dir,
-                      char **errmsg);
+                      int *complete, char **errmsg);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <openssl/evp.h>
@@ -63,15 +64,15 @@ static void push(struct pkgfiles *x, char *path, const char *pkg, const char *no
 	f->src = src;
 }
 
-/* "sha256=<urlsafe b64>" to hex; 0 when it is a sha256 of 32 bytes. */
+/* "sha256=<urlsafe b64>" to hex; 0 when it is a sha256 of 32 bytes, else -EINVAL. */
 static int record_hash(const char *h, char hex[65])
 {
 	if (!str_starts_with(h, "sha256="))
-		return -1;
+		return -EINVAL;
 	h += 7;
 	size_t n = strlen(h);
 	if (n != 43)
-		return -1;
+		return -EINVAL;
 	char b64[45];
 	for (size_t i = 0; i < n; i++)
 		b64[i] = h[i] == '-' ? '+' : h[i] == '_' ? '/' : h[i];
@@ -79,7 +80,7 @@ static int record_hash(const char *h, char hex[65])
 	b64[44] = '\0';
 	unsigned char md[36];
 	if (EVP_DecodeBlock(md, (const unsigned char *)b64, 44) != 33)
-		return -1;
+		return -EINVAL;
 	hex_encode(md, 32, hex);
 	return 0;
 }

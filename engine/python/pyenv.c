@@ -654,7 +654,7 @@ static int cmp_strp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The tags the env's interpreter installs (pip's own list), sorted; 0 or -1. */
+/* The tags the env's interpreter installs (pip's own list), sorted; 0 or TF_EFAIL. */
 static int env_tags(struct ctx *c, const char *prefix, struct strvec *out)
 {
 	char *py = path_join(prefix, "bin/python");
@@ -673,7 +673,7 @@ static int env_tags(struct ctx *c, const char *prefix, struct strvec *out)
 	}
 	spawn_result_release(&r);
 	free(py);
-	return out->n ? 0 : -1;
+	return out->n ? 0 : TF_EFAIL;
 }
 
 /* Whether a wheel file name's python-abi-platform tags (PEP 425, "."

@@ -477,7 +477,7 @@ static int parse_entry_points(struct whl *w, const char *text, struct ep **out, 
 				    name);
 				free(name);
 				free(line);
-				return -1;
+				return TF_EFAIL;
 			}
 			*out = xrealloc(*out, (*nout + 1) * sizeof(**out));
 			(*out)[*nout].name = name;
@@ -678,14 +678,14 @@ static void place_script(struct job *j, struct whl *w, const char *src, const ch
  * PEP 427: an installer refuses a Wheel-Version whose major version is
  * greater than the one it reads (1), and takes any 0.x or 1.x (pip warns
  * for 1.x newer than 1.0 and installs). Components are decimal integers,
- * as pip parses them; 0, or -1 to refuse.
+ * as pip parses them; 0, or -EINVAL to refuse.
  */
 static int check_wheel_version(const char *v)
 {
 	long major = -1;
 	for (const char *p = v;;) {
 		if (!isdigit((unsigned char)*p))
-			return -1;
+			return -EINVAL;
 		char *end;
 		long n = strtol(p, &end, 10);
 		if (major < 0)
@@ -695,10 +695,10 @@ static int check_wheel_version(const char *v)
 		if (*end == '\0')
 			break;
 		if (*end != '.')
-			return -1;
+			return -EINVAL;
 		p = end + 1;
 	}
-	return major <= 1 ? 0 : -1;
+	return major <= 1 ? 0 : -EINVAL;
 }
 
 /*
@@ -1209,12 +1209,12 @@ static int cmp_size_desc(const void *a, const void *b)
 	return x->size < y->size ? 1 : x->size > y->size ? -1 : 0;
 }
 
-/* Name and version from "name-ver-...whl"; 0 or -1. */
+/* Name and version from "name-ver-...whl"; 0 or -EINVAL. */
 static int parse_filename(struct whl *w)
 {
 	const char *f = strrchr(w->src->path, '/') ? strrchr(w->src->path, '/') + 1 : w->src->path;
 	if (!wheel_name_ok(f))
-		return -1;
+		return -EINVAL;
 	const char *d1 = strchr(f, '-'), *d2 = strchr(d1 + 1, '-');
 	char *raw = xstrndup(f, (size_t)(d1 - f));
 	w->name = pip_normalize_name(raw);

@@ -64,7 +64,7 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 		const struct module *mod = modules[i];
 		struct strbuf canon = STRBUF_INIT, detail = STRBUF_INIT;
 		struct strvec urls = STRVEC_INIT;
-		if (mod->desire(c, m, &canon, &detail, &urls) != 0) {
+		if (mod->desire(c, m, &canon, &detail, &urls) == DESIRE_NONE) {
 			strbuf_release(&canon);
 			strbuf_release(&detail);
 			strvec_release(&urls);

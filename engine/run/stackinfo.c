@@ -18,6 +18,7 @@
 #include "version.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,10 +119,10 @@ int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char 
 	struct state_stmt *s = NULL;
 	struct diags d = {0};
 	struct manifest *m = NULL;
-	int rc = 1;
+	int rc = -ENOENT;
 	memset(out, 0, sizeof(*out));
 	if (c->st == NULL)
-		return 1;
+		return -ENOENT;
 	state_prepare(c->st,
 	              "SELECT s.id, (SELECT count(*) FROM generations n WHERE n.stack_id = s.id "
 	              "AND n.id <= s.current_gen), g.manifest_text, "

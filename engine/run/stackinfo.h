@@ -53,7 +53,7 @@ struct stackinfo {
 int stackinfo_names(struct ctx *c, struct strvec *names);
 
 /*
- * Loads stack `name` from the state. 0; 1 when no such stack exists;
+ * Loads stack `name` from the state. 0; -ENOENT when no such stack exists;
  * TF_EMANIFEST when its recorded manifest no longer parses (*errmsg says why).
  */
 int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char **errmsg);

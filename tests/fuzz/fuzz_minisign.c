@@ -5,6 +5,7 @@
  * against a parsed key and the input. Parsers must refuse with a reason,
  * never crash, hang or leak.
  */
+#include "error.h"
 #include "minisign.h"
 
 #include <stddef.h>
@@ -19,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ms_sig sig;
 	int have_pk = ms_pubkey_parse(text, size, &pk, &why) == 0;
 	int r = ms_seckey_parse(text, size, NULL, &sk, &why);
-	if (r != 0 && r != -1 && r != MS_NEED_PASSWORD)
+	if (r != 0 && r != TF_EINTEGRITY && r != MS_NEED_PASSWORD)
 		abort();
 	if (ms_sig_parse(text, size, &sig, &why) == 0) {
 		if (sig.trusted_comment == NULL)

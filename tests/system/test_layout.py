@@ -119,16 +119,6 @@ def test_no_sql_outside_the_store():
                        lines=string_lines)
 
 
-BARE_MINUS_ONE = r"\breturn\s+-1\s*;"
-
-
-def test_no_bare_minus_one():
-    """One way to fail: 0 or a negative TF_E*/-errno (engine/base/error.h)."""
-    assert violations(list(sources(FRONT, *CORE)), BARE_MINUS_ONE) == []
-    assert planted("engine/base/x.c", "\t\treturn -1;\n", BARE_MINUS_ONE)
-    assert not planted("engine/base/x.c", "\t\treturn -ENOENT;\n", BARE_MINUS_ONE)
-
-
 PRINTS = (r"\b(printf|puts|putchar|perror|vprintf)\s*\(|"
           r"\b(fprintf|vfprintf|fputs|fputc|fwrite|fflush)\s*\([^;]*\b(stdout|stderr)\b|"
           r"\bdprintf\s*\(\s*[12]\b|\bwrite\s*\(\s*(1|2|STDOUT_FILENO|STDERR_FILENO)\b")
@@ -332,3 +322,38 @@ def test_the_map_names_every_source_file():
     assert not named_in(doc, os.path.join(ENGINE, "base", "planted.c"))
     assert not named_in("`engine/gpu/x.c`\n\n`fs.h`\n", os.path.join(ENGINE, "base", "fs.h"))
     assert named_in("`engine/base/fs.c`/`fs.h`\n", os.path.join(ENGINE, "base", "fs.h"))
+MINUS_ONE = r"\breturn\s*\(?\s*-\s*1\s*\)?\s*;"
+
+
+def test_minus_one_pattern_finds_a_bare_minus_one():
+    """The pattern below tells a bare -1 from the codes that replace it."""
+    rx = re.compile(MINUS_ONE)
+    for bad in ("\treturn -1;", "\t\treturn (-1);", "return - 1 ;"):
+        assert rx.search(bad), bad
+    for good in ("\treturn -ENOENT;", "\treturn TF_EFAIL;", "\treturn -10;",
+                 "\treturn x - 1;", "\treturn VERSION_NOT_NUMERIC;"):
+        assert not rx.search(good), good
+
+
+def test_no_function_fails_with_minus_one():
+    """One way to fail (engine/base/error.h): 0 or a negative TF_E* / -errno, never
+    a bare -1 that no table names."""
+    assert violations(list(sources(FRONT, *CORE)), MINUS_ONE) == []
+
+
+EXIT_CODES = r"\bTF_EXIT_[A-Z]+\b"
+
+
+def test_only_main_speaks_exit_codes():
+    """Commands and the core return TF_E* codes; tf_exit_code() (engine/base/error.c) maps
+    them and main() is the one place that holds an exit code."""
+    def mapper(path, line):
+        return path in (os.path.join(ENGINE, "base", "error.c"), os.path.join(ENGINE, "base", "error.h"),
+                        os.path.join(FRONT, "main.c"))
+    assert violations(list(sources(FRONT, *CORE)), EXIT_CODES, mapper) == []
+
+
+def test_exit_code_pattern_finds_an_exit_code():
+    rx = re.compile(EXIT_CODES)
+    assert rx.search("\trc = drifted ? TF_EXIT_CHANGES : 0;")
+    assert not rx.search("\trc = drifted ? TF_ECHANGES : 0;")

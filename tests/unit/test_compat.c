@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,9 +170,9 @@ static void test_compute_capability(void **state)
 	(void)state;
 	assert_int_equal(compat_cc_parse("8.9"), 89);
 	assert_int_equal(compat_cc_parse("10.0"), 100);
-	assert_int_equal(compat_cc_parse("8"), -1);
-	assert_int_equal(compat_cc_parse("8.10"), -1);
-	assert_int_equal(compat_cc_parse("x.y"), -1);
+	assert_int_equal(compat_cc_parse("8"), -EINVAL);
+	assert_int_equal(compat_cc_parse("8.10"), -EINVAL);
+	assert_int_equal(compat_cc_parse("x.y"), -EINVAL);
 	assert_int_equal(compat_tf_min_cc(kb, "1.15.5"), 35);
 	assert_int_equal(compat_tf_min_cc(kb, "2.12.0"), 35);
 	assert_int_equal(compat_tf_min_cc(kb, "2.15.1"), 50);
@@ -275,9 +276,10 @@ static void test_pep508(void **state)
 	env.extras = extras;
 	env.nextras = 1;
 	assert_int_equal(pep508_marker_eval("extra == \"and_cuda\"", &env, &err), 1);
-	assert_int_equal(pep508_marker_eval("python_versio == '3'", &env, &err), -1);
-	assert_int_equal(pep508_marker_eval("python_version >= '3.8' and", &env, &err), -1);
-	assert_int_equal(pep508_marker_eval("(python_version >= '3.8'", &env, &err), -1);
+	assert_int_equal(pep508_marker_eval("python_versio == '3'", &env, &err), TF_EMANIFEST);
+	assert_int_equal(pep508_marker_eval("python_version >= '3.8' and", &env, &err),
+	                 TF_EMANIFEST);
+	assert_int_equal(pep508_marker_eval("(python_version >= '3.8'", &env, &err), TF_EMANIFEST);
 }
 
 static void test_pip_requires(void **state)

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
 
 #include "gpu_probe.h"
 
@@ -53,16 +54,16 @@ static void test_rejects(void **state)
 	char v[32], tiny[4];
 
 	(void)state;
-	assert_int_equal(gpu_probe_parse_procfs("", v, sizeof(v)), -1);
+	assert_int_equal(gpu_probe_parse_procfs("", v, sizeof(v)), -ENOENT);
 	assert_int_equal(gpu_probe_parse_procfs("GCC version: gcc version 12.2.0\n", v, sizeof(v)),
-	                 -1);
+	                 -ENOENT);
 	/* The GCC line's version must not be taken for the driver's. */
 	assert_int_equal(
 	    gpu_probe_parse_procfs("NVRM version: unknown\nGCC version: 12.2.0\n", v, sizeof(v)),
-	    -1);
+	    -ENOENT);
 	assert_int_equal(
 	    gpu_probe_parse_procfs("NVRM version: Kernel Module 535.104.05\n", tiny, sizeof(tiny)),
-	    -1);
+	    -ERANGE);
 }
 
 static void test_wsl_kernel(void **state)

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
+#include "error.h"
 #include "minisign.h"
 #include "util.h"
 
@@ -59,18 +60,18 @@ static void test_minisign_known_answers(void **state)
 	assert_true(s.prehashed);
 	assert_string_equal(s.trusted_comment, "timestamp:1796092604\tfile:m.txt\thashed");
 	assert_int_equal(ms_verify(&s, &pk, msg, strlen(msg), &why), 0);
-	assert_int_equal(ms_verify(&s, &pk, "hellp\n", 6, &why), -1);
+	assert_int_equal(ms_verify(&s, &pk, "hellp\n", 6, &why), TF_EINTEGRITY);
 	assert_string_equal(why, "the signature does not match the file");
 	/* The trusted comment is authenticated: one character changed fails. */
 	s.trusted_comment[10] ^= 1;
-	assert_int_equal(ms_verify(&s, &pk, msg, strlen(msg), &why), -1);
+	assert_int_equal(ms_verify(&s, &pk, msg, strlen(msg), &why), TF_EINTEGRITY);
 	assert_string_equal(why, "the trusted comment's signature does not match");
 	ms_sig_release(&s);
 
 	assert_int_equal(ms_sig_parse(SIG_ED_LEGACY, strlen(SIG_ED_LEGACY), &s, &why), 0);
 	assert_false(s.prehashed);
 	assert_int_equal(ms_verify(&s, &pk, msg, strlen(msg), &why), 0);
-	assert_int_equal(ms_verify(&s, &pk, msg, strlen(msg) - 1, &why), -1);
+	assert_int_equal(ms_verify(&s, &pk, msg, strlen(msg) - 1, &why), TF_EINTEGRITY);
 	ms_sig_release(&s);
 }
 
@@ -118,7 +119,7 @@ static void test_minisign_keygen_round_trip(void **state)
 	char *text = ms_sign(&parsed, msg, 3, "c", "u");
 	assert_int_equal(ms_sig_parse(text, strlen(text), &s, &why), 0);
 	assert_int_equal(ms_verify(&s, &pa, msg, 3, &why), 0);
-	assert_int_equal(ms_verify(&s, &pb, msg, 3, &why), -1);
+	assert_int_equal(ms_verify(&s, &pb, msg, 3, &why), TF_EINTEGRITY);
 	assert_string_equal(why, "the signature is by another key");
 	ms_sig_release(&s);
 	free(text);
@@ -151,7 +152,7 @@ static void expect_pub_bad(const char *text, size_t len, const char *want)
 {
 	struct ms_pubkey pk;
 	const char *why = NULL;
-	assert_int_equal(ms_pubkey_parse(text, len, &pk, &why), -1);
+	assert_int_equal(ms_pubkey_parse(text, len, &pk, &why), TF_EINTEGRITY);
 	assert_non_null(why);
 	if (strstr(why, want) == NULL)
 		fail_msg("'%s': got '%s', wanted '%s'", text, why, want);
@@ -239,11 +240,11 @@ static void expect_sec(char *text, const char *password, int rc, const char *wan
 
 static void test_minisign_secret_key_malformed(void **state)
 {
-	expect_sec(sec_with(0, 'X'), NULL, -1, "not Ed25519");
-	expect_sec(sec_with(2, 'X'), NULL, -1, "neither scrypt");
-	expect_sec(sec_with(4, 'X'), NULL, -1, "checksum algorithm");
+	expect_sec(sec_with(0, 'X'), NULL, TF_EINTEGRITY, "not Ed25519");
+	expect_sec(sec_with(2, 'X'), NULL, TF_EINTEGRITY, "neither scrypt");
+	expect_sec(sec_with(4, 'X'), NULL, TF_EINTEGRITY, "checksum algorithm");
 	/* The seed no longer matches the stored public half. */
-	expect_sec(sec_with(70, 0x55), NULL, -1, "corrupt");
+	expect_sec(sec_with(70, 0x55), NULL, TF_EINTEGRITY, "corrupt");
 	/* Marked scrypt-encrypted: a password is needed, and a wrong one is caught
 	 * (opslimit and memlimit 0 make libsodium's smallest scrypt parameters). */
 	unsigned char raw[200];
@@ -252,19 +253,19 @@ static void test_minisign_secret_key_malformed(void **state)
 	char *b = b64(raw, n);
 	char *text = xasprintf("untrusted comment: x\n%s\n", b);
 	expect_sec(xstrdup(text), NULL, MS_NEED_PASSWORD, NULL);
-	expect_sec(xstrdup(text), "password", -1, "wrong password");
+	expect_sec(xstrdup(text), "password", TF_EINTEGRITY, "wrong password");
 	free(text);
 	free(b);
 	/* Truncated: one base64 quantum short. */
 	char *cut = xasprintf("untrusted comment: x\n%.*s\n", (int)strlen(SEC_B64) - 4, SEC_B64);
-	expect_sec(cut, NULL, -1, "not the base64");
+	expect_sec(cut, NULL, TF_EINTEGRITY, "not the base64");
 }
 
 static void expect_sig_bad(const char *text, const char *want)
 {
 	struct ms_sig s;
 	const char *why = NULL;
-	assert_int_equal(ms_sig_parse(text, strlen(text), &s, &why), -1);
+	assert_int_equal(ms_sig_parse(text, strlen(text), &s, &why), TF_EINTEGRITY);
 	assert_null(s.trusted_comment);
 	if (why == NULL || strstr(why, want) == NULL)
 		fail_msg("got '%s', wanted '%s'", why ? why : "(null)", want);

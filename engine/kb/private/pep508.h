@@ -24,7 +24,8 @@ struct pep508_req {
 	char *marker; /* the text after ';', else NULL */
 };
 
-/* 0 on success; -1 with *err (static text) when the text is not a PEP 508 requirement. */
+/* 0 on success; TF_EMANIFEST with *err (static text) when the text is not a PEP 508
+ * requirement. */
 int pep508_parse(const char *text, struct pep508_req *out, const char **err);
 void pep508_req_release(struct pep508_req *r);
 
@@ -44,7 +45,7 @@ struct pep508_env {
 void pep508_env_for(struct pep508_env *env, int windows, const char *python_version,
                     const char *python_full_version);
 
-/* 1 true, 0 false, -1 when it cannot be evaluated (*err says why). */
+/* 1 true, 0 false, TF_EMANIFEST when it cannot be evaluated (*err says why). */
 int pep508_marker_eval(const char *marker, const struct pep508_env *env, const char **err);
 
 #endif
