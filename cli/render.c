@@ -89,7 +89,7 @@ static char *phrase(const struct event *e)
 		                 a->source, item, a->check, a->expected, a->actual,
 		                 a->quarantined ? a->quarantined : "quarantine");
 	case EV_PLACED:
-		return xasprintf("%s: placed %s %s%s (%llu files)", e->step, p->what, p->path,
+		return xasprintf("%s: placed %s %s%s (%llu entries)", e->step, p->what, p->path,
 		                 p->replaced ? ", replacing the old one" : "",
 		                 (unsigned long long)p->count);
 	case EV_REMOVED:
