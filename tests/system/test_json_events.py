@@ -285,3 +285,28 @@ def test_docs_name_every_event_type_and_field(tfprov, tmp_path, mirror):
                 f"field {k} of {e['type']} is not in its fields column in docs/json-events.md"
     assert {"download_start", "download_done", "artifact_verified", "placed",
             "removed"} <= seen, seen
+
+
+def test_cached_copy_that_no_longer_matches_is_quarantined_and_fetched(tfprov, tmp_path, mirror):
+    """A cache entry whose bytes changed (a power cut, tampering): a warn-level
+    artifact_mismatch from "cache" with both digests, then a new download."""
+    m = make_stack(mirror.root, mirror, tmp_path / "stack.yaml")
+    evs = events(apply_json(tfprov, m))
+    tfprov.run("destroy", "-y", "demo", check=0)
+    first = [e for e in of(evs, "download_done", from_cache=False)
+             if os.path.basename(e["source"]).startswith("cudnn")][0]
+    with open(first["path"], "r+b") as f:
+        f.seek(10)
+        f.write(b"tampered")
+    actual = hashlib.sha256(open(first["path"], "rb").read()).hexdigest()
+    evs = events(apply_json(tfprov, m))
+    bad = of(evs, "artifact_mismatch", item=first["item"])
+    assert len(bad) == 1, bad
+    e = bad[0]
+    assert (e["source"], e["check"], e["expected"], e["actual"], e["@level"]) == \
+        ("cache", "sha256", first["sha256"], actual, "warn"), e
+    assert hashlib.sha256(open(e["quarantined"], "rb").read()).hexdigest() == actual
+    again = of(evs, "download_done", item=first["item"], from_cache=False)
+    assert again and again[0]["sha256"] == first["sha256"], again
+    assert evs.index(e) < evs.index(again[0])
+    assert evs[-1]["exit_code"] == 0
