@@ -310,3 +310,21 @@ def test_cached_copy_that_no_longer_matches_is_quarantined_and_fetched(tfprov, t
     assert again and again[0]["sha256"] == first["sha256"], again
     assert evs.index(e) < evs.index(again[0])
     assert evs[-1]["exit_code"] == 0
+
+
+def test_status_names_an_unfinished_apply(tfprov, tmp_path, mirror):
+    """The last apply did not finish (its row says so, as after a kill): status's
+    finding names the manifest that finishes it and the result it had."""
+    import sqlite3
+    m = make_stack(mirror.root, mirror, tmp_path / "stack.yaml")
+    apply_json(tfprov, m)
+    db = sqlite3.connect(tfprov.state_db)
+    with db:
+        db.execute("UPDATE generations SET result = 'interrupted' "
+                   "WHERE id = (SELECT max(id) FROM generations)")
+    db.close()
+    st = events(tfprov.run("--json", "status", check=2))
+    f = of(st, "finding", origin="status", kind="unfinished_apply")
+    assert [(e["stack"], e["path"], e["expected"], e["actual"], e["fix"]) for e in f] == \
+        [("demo", m, "ok", "interrupted", "tfprov apply " + m)], f
+    assert "was interrupted" in f[0]["@message"]
