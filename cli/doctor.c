@@ -64,6 +64,8 @@ struct doctor {
 	const struct compat *kb;
 	struct gpu_probe gpu;
 	int problems, warnings, reboot, blockers, manifest_errors;
+	const char *check; /* the check running: a finding's kind */
+	const char *stack; /* the stack it looks at, NULL for the machine */
 };
 
 /* One line of the report: stdout for a person (all of it), an event under --json. */
@@ -88,6 +90,7 @@ static void finding(struct doctor *d, enum severity sev, const char *what, const
 {
 	static const char *const tag[] = {"ok",     "note", "warning", "PROBLEM", "REBOOT REQUIRED",
 	                                  "PROBLEM"};
+	static const char *const severity[] = {"ok", "note", "warning", "error", "reboot"};
 	enum ev_level lvl = EV_INFO;
 	if (sev == SEV_BLOCKER) {
 		d->blockers++;
@@ -103,8 +106,23 @@ static void finding(struct doctor *d, enum severity sev, const char *what, const
 		lvl = EV_ERROR;
 		d->reboot++;
 	}
-	say(d->c, lvl, "  [%s] %s%s%s%s%s", tag[sev], what, why ? "\n      why: " : "",
-	    why ? why : "", fix ? "\n      fix: " : "", fix ? fix : "");
+	if (!(d->c->flags & CTX_JSON)) {
+		say(d->c, lvl, "  [%s] %s%s%s%s%s", tag[sev], what, why ? "\n      why: " : "",
+		    why ? why : "", fix ? "\n      fix: " : "", fix ? fix : "");
+		return;
+	}
+	char *msg = xasprintf("  [%s] %s%s%s%s%s", tag[sev], what, why ? "\n      why: " : "",
+	                      why ? why : "", fix ? "\n      fix: " : "", fix ? fix : "");
+	ev_finding(d->c, lvl,
+	           &(struct ev_finding){.origin = "doctor",
+	                                .kind = d->check,
+	                                .severity = severity[sev],
+	                                .stack = d->stack,
+	                                .actual = what,
+	                                .why = why,
+	                                .fix = fix},
+	           msg);
+	free(msg);
 }
 
 static int gpu_allowed(const struct ctx *c, const struct stackinfo *si)
@@ -115,6 +133,7 @@ static int gpu_allowed(const struct ctx *c, const struct stackinfo *si)
 /* The machine's driver, once. */
 static void check_driver(struct doctor *d, int allowed)
 {
+	d->check = "driver";
 	const struct gpu_probe *g = &d->gpu;
 	char *what = NULL;
 	if (g->nvml_status == 18 && !g->found) {
@@ -157,6 +176,7 @@ out:
 
 static void check_driver_version(struct doctor *d, const struct stackinfo *si)
 {
+	d->check = "driver";
 	const struct gpu_probe *g = &d->gpu;
 	if (!g->found || d->kb == NULL || si->cuda == NULL)
 		return;
@@ -183,6 +203,7 @@ static void check_driver_version(struct doctor *d, const struct stackinfo *si)
 
 static void check_kernels(struct doctor *d, const struct stackinfo *si)
 {
+	d->check = "kernels";
 	struct strvec ccs = STRVEC_INIT, names = STRVEC_INIT;
 	if (d->kb == NULL || si->tf == NULL)
 		return;
@@ -239,6 +260,7 @@ static void check_kernels(struct doctor *d, const struct stackinfo *si)
 
 static void check_libraries(struct doctor *d, const struct stackinfo *si)
 {
+	d->check = "libraries";
 	struct strvec sonames = STRVEC_INIT;
 	struct libcheck_result res;
 	struct stat st;
@@ -296,6 +318,7 @@ static int truthy(const char *v)
 
 static void check_memory(struct doctor *d, const struct stackinfo *si)
 {
+	d->check = "memory";
 	const char *stack_v = stackinfo_allow_growth(si);
 	const char *shell_v = getenv("TF_FORCE_GPU_ALLOW_GROWTH");
 	char *what = NULL;
@@ -373,6 +396,7 @@ static void tf_gpu_finding(struct doctor *d, const struct stackinfo *si, const c
 
 static void check_pip(struct doctor *d, const struct stackinfo *si)
 {
+	d->check = "pip";
 	int found = 0;
 	for (size_t i = 0; i < si->m->pip.nreqs; i++)
 		if (strcmp(si->m->pip.reqs[i].name, "tensorflow-gpu") == 0) {
@@ -407,6 +431,7 @@ out:
 
 static void check_windows(struct doctor *d, const struct stackinfo *si)
 {
+	d->check = "windows";
 	if (si->m->stack.platform != PLATFORM_WINDOWS_X86_64 || si->tf == NULL || d->kb == NULL ||
 	    d->kb->windows_gpu_last == NULL)
 		return;
@@ -527,6 +552,7 @@ static void check_other_cuda(struct doctor *d, const struct strvec *own_prefixes
 
 static void check_shadowing(struct doctor *d, struct stackinfo *sis, size_t n)
 {
+	d->check = "shadowing";
 	static const char *const libs[] = {"libcudart.so", "libcudnn.so", "libcublas.so", NULL};
 	static const char *const tools[] = {"nvcc", "ptxas", NULL};
 	struct strvec prefixes = STRVEC_INIT, libdirs = STRVEC_INIT, bins = STRVEC_INIT;
@@ -560,6 +586,7 @@ static void check_shadowing(struct doctor *d, struct stackinfo *sis, size_t n)
  */
 static void check_pip_cuda(struct doctor *d, const struct stackinfo *si)
 {
+	d->check = "pip_cuda";
 	static const char *const libs[] = {"libcudart.so", "libcudnn.so", "libcublas.so", NULL};
 	const char *val = getenv("LD_LIBRARY_PATH");
 	char *what;
@@ -603,6 +630,7 @@ static void check_pip_cuda(struct doctor *d, const struct stackinfo *si)
 
 static void check_stack(struct doctor *d, const struct stackinfo *si)
 {
+	d->stack = si->name;
 	say(d->c, EV_INFO, "stack %s (TensorFlow %s, CUDA %s, cuDNN %s)%s:", si->name,
 	    si->tf ? si->tf : "-", si->cuda ? si->cuda : "-", si->cudnn ? si->cudnn : "-",
 	    si->stack_id ? "" : ", from the manifest");

@@ -9,6 +9,7 @@
 #include "ctx.h"
 #include "render.h"
 #include "event.h"
+#include "util.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -38,29 +39,6 @@ static const char *level_name(enum ev_level l)
 	return "info";
 }
 
-static const char *kind_name(enum ev_kind k)
-{
-	switch (k) {
-	case EV_LOG:
-		return "log";
-	case EV_PLAN_STEP:
-		return "planned_change";
-	case EV_PLAN_SUMMARY:
-		return "change_summary";
-	case EV_STEP_START:
-		return "apply_start";
-	case EV_STEP_DONE:
-		return "apply_complete";
-	case EV_PROGRESS:
-		return "progress";
-	case EV_RESULT:
-		return "result";
-	case EV_DATA:
-		return "data";
-	}
-	return "log";
-}
-
 /* "2026-12-01T02:50:00.123456Z": RFC 3339, UTC, microseconds. */
 static void rfc3339_now_us(char out[40])
 {
@@ -73,6 +51,139 @@ static void rfc3339_now_us(char out[40])
 	snprintf(out, 40, "%.20s.%06dZ", sec, (int)(ts.tv_nsec / 1000) % 1000000);
 }
 
+static json_t *str_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+/*
+ * The sentence of a typed event the core sent without one (malloc'd), or
+ * NULL when the kind has nothing to say to a person. The same sentence is
+ * the "@message" of its JSON line.
+ */
+static char *phrase(const struct event *e)
+{
+	const struct ev_art *a = &e->art;
+	const struct ev_place *p = &e->place;
+	const char *item = e->item ? e->item : "?";
+	switch (e->kind) {
+	case EV_DOWNLOAD_START:
+		if (a->offset)
+			return xasprintf("%s: downloading from %s, resuming at byte %llu", item,
+			                 a->source, (unsigned long long)a->offset);
+		return xasprintf("%s: downloading from %s", item, a->source);
+	case EV_DOWNLOAD_RETRY:
+	case EV_DOWNLOAD_FAILED:
+		return xasprintf("%s: %s", item, a->error ? a->error : "failed");
+	case EV_DOWNLOAD_DONE:
+		if (a->from_cache)
+			return xasprintf("%s: the verified copy in the cache (%llu bytes)", item,
+			                 (unsigned long long)a->bytes);
+		return xasprintf("%s: downloaded from %s into the cache (%llu bytes)", item,
+		                 a->source, (unsigned long long)a->bytes);
+	case EV_VERIFIED:
+		return xasprintf("%s: %llu bytes with sha256 %s, as the manifest says (%s)", item,
+		                 (unsigned long long)a->bytes, a->sha256, a->source);
+	case EV_MISMATCH:
+		return xasprintf("%s %s did not match its %s (expected %s, got %s); moved to %s",
+		                 a->source, item, a->check, a->expected, a->actual,
+		                 a->quarantined ? a->quarantined : "quarantine");
+	case EV_PLACED:
+		return xasprintf("%s: placed %s %s%s (%llu entries)", e->step, p->what, p->path,
+		                 p->replaced ? ", replacing the old one" : "",
+		                 (unsigned long long)p->count);
+	case EV_REMOVED:
+		return xasprintf("%s: removed %s (%llu paths)", e->step, p->path,
+		                 (unsigned long long)p->count);
+	case EV_KEPT:
+		return xasprintf("kept %s: %s", p->path, p->why);
+	case EV_FINDING:
+		return xasprintf("%s: %s%s%s", e->finding.kind,
+		                 e->finding.path ? e->finding.path : "", e->finding.why ? ": " : "",
+		                 e->finding.why ? e->finding.why : "");
+	default:
+		return NULL;
+	}
+}
+
+/* The fields of a typed event (docs/json-events.md). */
+static void json_typed(json_t *o, const struct event *e)
+{
+	const struct ev_art *a = &e->art;
+	const struct ev_place *p = &e->place;
+	const struct ev_finding *f = &e->finding;
+	json_t *size = a->size >= 0 ? json_integer((json_int_t)a->size) : json_null();
+	switch (e->kind) {
+	case EV_DOWNLOAD_START:
+		json_object_set_new(o, "source", str_or_null(a->source));
+		json_object_set_new(o, "mirror", str_or_null(a->mirror));
+		json_object_set_new(o, "sha256", str_or_null(a->sha256));
+		json_object_set_new(o, "size", size);
+		json_object_set_new(o, "offset", json_integer((json_int_t)a->offset));
+		return;
+	case EV_DOWNLOAD_RETRY:
+	case EV_DOWNLOAD_FAILED:
+		json_object_set_new(o, "source", str_or_null(a->source));
+		json_object_set_new(o, "error", str_or_null(a->error));
+		break;
+	case EV_DOWNLOAD_DONE:
+		json_object_set_new(o, "sha256", str_or_null(a->sha256));
+		json_object_set_new(o, "size", json_integer((json_int_t)a->bytes));
+		json_object_set_new(o, "source", str_or_null(a->source));
+		json_object_set_new(o, "from_cache", json_boolean(a->from_cache));
+		json_object_set_new(o, "path", str_or_null(a->path));
+		break;
+	case EV_VERIFIED:
+		json_object_set_new(o, "sha256", str_or_null(a->sha256));
+		json_object_set_new(o, "size", json_integer((json_int_t)a->bytes));
+		json_object_set_new(o, "source", str_or_null(a->source));
+		break;
+	case EV_MISMATCH:
+		json_object_set_new(o, "check", str_or_null(a->check));
+		json_object_set_new(o, "expected", str_or_null(a->expected));
+		json_object_set_new(o, "actual", str_or_null(a->actual));
+		json_object_set_new(o, "sha256", str_or_null(a->sha256));
+		json_object_set_new(o, "size", size);
+		json_object_set_new(o, "bytes", json_integer((json_int_t)a->bytes));
+		json_object_set_new(o, "source", str_or_null(a->source));
+		json_object_set_new(o, "mirror", str_or_null(a->mirror));
+		json_object_set_new(o, "quarantined", str_or_null(a->quarantined));
+		return;
+	case EV_PLACED:
+		json_object_set_new(o, "path", str_or_null(p->path));
+		json_object_set_new(o, "what", str_or_null(p->what));
+		json_object_set_new(o, "count", json_integer((json_int_t)p->count));
+		json_object_set_new(o, "replaced", json_boolean(p->replaced));
+		break;
+	case EV_REMOVED:
+		json_object_set_new(o, "path", str_or_null(p->path));
+		json_object_set_new(o, "count", json_integer((json_int_t)p->count));
+		break;
+	case EV_KEPT:
+		json_object_set_new(o, "path", str_or_null(p->path));
+		json_object_set_new(o, "why", str_or_null(p->why));
+		break;
+	case EV_FINDING:
+		json_object_set_new(o, "origin", str_or_null(f->origin));
+		json_object_set_new(o, "kind", str_or_null(f->kind));
+		json_object_set_new(o, "severity", str_or_null(f->severity));
+		json_object_set_new(o, "stack", str_or_null(f->stack));
+		json_object_set_new(o, "path", str_or_null(f->path));
+		json_object_set_new(o, "expected", str_or_null(f->expected));
+		json_object_set_new(o, "actual", str_or_null(f->actual));
+		json_object_set_new(o, "why", str_or_null(f->why));
+		json_object_set_new(o, "fix", str_or_null(f->fix));
+		if (f->code)
+			json_object_set_new(o, "code", json_string(f->code));
+		if (f->package)
+			json_object_set_new(o, "package", json_string(f->package));
+		break;
+	default:
+		break;
+	}
+	json_decref(size);
+}
+
 static void emit_json(const struct event *e)
 {
 	json_t *o = json_object();
@@ -80,9 +191,11 @@ static void emit_json(const struct event *e)
 	char ts[40];
 	rfc3339_now_us(ts);
 	json_object_set_new(o, "@timestamp", json_string(ts));
-	json_object_set_new(o, "type", json_string(e->type ? e->type : kind_name(e->kind)));
-	if (e->msg)
-		json_object_set_new(o, "@message", json_string(e->msg));
+	json_object_set_new(o, "type", json_string(e->type ? e->type : ev_kind_name(e->kind)));
+	char *said = e->msg ? NULL : phrase(e);
+	if (e->msg || said)
+		json_object_set_new(o, "@message", json_string(e->msg ? e->msg : said));
+	free(said);
 	if (e->step)
 		json_object_set_new(o, "step", json_string(e->step));
 	if (e->action)
@@ -117,6 +230,7 @@ static void emit_json(const struct event *e)
 		json_object_set_new(o, "failed", json_boolean(e->failed));
 		break;
 	default:
+		json_typed(o, e);
 		break;
 	}
 	char *s = json_dumps(o, JSON_COMPACT);
@@ -391,6 +505,21 @@ static void progress_update(const struct event *ev, int tty)
 		board_draw();
 }
 
+/* A sentence at a level: warnings and errors on stderr, the rest on stdout. */
+static void text_line(struct ctx *c, enum ev_level level, const char *msg)
+{
+	int color = c->flags & CTX_COLOR;
+	if (msg == NULL || (level == EV_DEBUG && !(c->flags & CTX_VERBOSE)))
+		return;
+	if ((c->flags & CTX_QUIET) && level < EV_WARN)
+		return;
+	if (level >= EV_WARN)
+		fprintf(stderr, "tfprov: %s%s:%s %s\n", color ? "\033[1;33m" : "",
+		        level == EV_ERROR ? "error" : "warning", color ? "\033[0m" : "", msg);
+	else
+		printf("%s\n", msg);
+}
+
 static void emit_text(struct ctx *c, const struct event *e)
 {
 	if (e->kind != EV_PROGRESS)
@@ -399,17 +528,23 @@ static void emit_text(struct ctx *c, const struct event *e)
 	int quiet = c->flags & CTX_QUIET;
 	switch (e->kind) {
 	case EV_LOG:
-		if (e->level == EV_DEBUG && !(c->flags & CTX_VERBOSE))
-			return;
-		if (quiet && e->level < EV_WARN)
-			return;
-		if (e->level >= EV_WARN)
-			fprintf(stderr, "tfprov: %s%s:%s %s\n", color ? "\033[1;33m" : "",
-			        e->level == EV_ERROR ? "error" : "warning", color ? "\033[0m" : "",
-			        e->msg);
-		else
-			printf("%s\n", e->msg);
+		text_line(c, e->level, e->msg);
 		break;
+	case EV_DOWNLOAD_START:
+	case EV_DOWNLOAD_RETRY:
+	case EV_DOWNLOAD_FAILED:
+	case EV_DOWNLOAD_DONE:
+	case EV_VERIFIED:
+	case EV_MISMATCH:
+	case EV_PLACED:
+	case EV_REMOVED:
+	case EV_KEPT:
+	case EV_FINDING: {
+		char *said = e->msg ? NULL : phrase(e);
+		text_line(c, e->level, e->msg ? e->msg : said);
+		free(said);
+		break;
+	}
 	case EV_PLAN_STEP:
 		if (quiet)
 			return;

@@ -35,7 +35,7 @@ void cli_time(int64_t t, char out[32])
 }
 
 /* One stack's resources: drift per resource, into `res` (JSON) and the log. */
-static int stack_resources(struct ctx *c, int64_t sid, json_t *res, int *drifted)
+static int stack_resources(struct ctx *c, const char *stack, int64_t sid, json_t *res, int *drifted)
 {
 	struct state_stmt *r = NULL;
 	if (state_prepare(c->st,
@@ -57,8 +57,24 @@ static int stack_resources(struct ctx *c, int64_t sid, json_t *res, int *drifted
 		json_array_append_new(res, o);
 		if (missing || changed) {
 			(*drifted)++;
-			ev_log(c, EV_WARN, "  %s: DRIFT: %d missing, %d changed of %lld paths",
-			       addr, missing, changed, n);
+			char *msg = xasprintf("  %s: DRIFT: %d missing, %d changed of %lld paths",
+			                      addr, missing, changed, n);
+			char *want = xasprintf("%lld paths as placed", n);
+			char *got = xasprintf("%d missing, %d changed", missing, changed);
+			ev_finding(c, EV_WARN,
+			           &(struct ev_finding){.origin = "status",
+			                                .kind = "drift",
+			                                .severity = "warning",
+			                                .stack = stack,
+			                                .path = addr,
+			                                .expected = want,
+			                                .actual = got,
+			                                .fix = "tfprov verify names the paths; "
+			                                       "tfprov apply repairs them"},
+			           msg);
+			free(msg);
+			free(want);
+			free(got);
 		} else if (!state_col_is_null(r, 2)) {
 			/* pip's files live in the env; it records what it installed. */
 			ev_log(c, EV_INFO, "  %-8s ok, %d distributions recorded in the env", addr,
@@ -141,18 +157,31 @@ int cmd_status(struct ctx *c, struct opts *o)
 			/* Re-applying the manifest the stack already runs is a no-op that
 			 * records nothing, so only that run's own manifest finishes it. */
 			const char *lm = state_col_text(s, 8);
-			ev_log(c, EV_WARN,
-			       "  stack %s: the last apply (generation %lld, of %s) %s; `tfprov "
-			       "apply %s` finishes it",
-			       name, (long long)state_col_int64(s, 6), lm ? lm : "?",
-			       strcmp(last, "interrupted") == 0 ? "was interrupted"
-			       : strcmp(last, "running") == 0   ? "is running or was killed"
-			                                        : "failed",
-			       lm ? lm : "MANIFEST");
+			char *msg = xasprintf(
+			    "  stack %s: the last apply (generation %lld, of %s) %s; `tfprov "
+			    "apply %s` finishes it",
+			    name, (long long)state_col_int64(s, 6), lm ? lm : "?",
+			    strcmp(last, "interrupted") == 0 ? "was interrupted"
+			    : strcmp(last, "running") == 0   ? "is running or was killed"
+			                                     : "failed",
+			    lm ? lm : "MANIFEST");
+			char *fix = xasprintf("tfprov apply %s", lm ? lm : "MANIFEST");
+			ev_finding(c, EV_WARN,
+			           &(struct ev_finding){.origin = "status",
+			                                .kind = "unfinished_apply",
+			                                .severity = "warning",
+			                                .stack = name,
+			                                .path = lm,
+			                                .expected = "ok",
+			                                .actual = last,
+			                                .fix = fix},
+			           msg);
+			free(fix);
+			free(msg);
 		}
 		json_t *res = json_array();
 		int before = drifted;
-		if ((rc = stack_resources(c, sid, res, &drifted)) != 0) {
+		if ((rc = stack_resources(c, name, sid, res, &drifted)) != 0) {
 			json_decref(res);
 			json_decref(j);
 			break;

@@ -57,6 +57,7 @@
 
 struct audit {
 	struct ctx *c;
+	const char *stack;
 	int deep;
 	int findings;
 	int hidden; /* content changes that kept size, mtime and mode */
@@ -66,13 +67,34 @@ struct audit {
 	struct pkgfiles pkgs; /* the env's package records (--deep) */
 };
 
-static void report(struct audit *a, char letter, const char *path, const char *why)
+/*
+ * One file finding: a line for a person, a "finding" event with what was
+ * placed (expected) and what is there (actual), and the 1.0 audit_finding.
+ */
+static void report(struct audit *a, char letter, const char *path, const char *why,
+                   const char *expected, const char *actual)
 {
+	static const char *const kinds[] = {
+	    ['A'] = "added", ['M'] = "mode", ['U'] = "content", ['X'] = "deleted"};
 	const struct pkgfile *pf = pkgfiles_find(&a->pkgs, path);
 	a->findings++;
-	ev_log(a->c, EV_WARN, "%c %s%s%s%s%s%s", letter, path, why ? "  " : "", why ? why : "",
-	       pf ? "  (package " : "", pf ? pf->pkg : "", pf ? ")" : "");
+	char *msg = xasprintf("%c %s%s%s%s%s%s", letter, path, why ? "  " : "", why ? why : "",
+	                      pf ? "  (package " : "", pf ? pf->pkg : "", pf ? ")" : "");
 	char code[2] = {letter, 0};
+	ev_finding(a->c, EV_WARN,
+	           &(struct ev_finding){.origin = "verify",
+	                                .kind = kinds[(unsigned char)letter],
+	                                .severity = "warning",
+	                                .stack = a->stack,
+	                                .path = path,
+	                                .expected = expected,
+	                                .actual = actual,
+	                                .code = code,
+	                                .package = pf ? pf->pkg : NULL,
+	                                .why = why,
+	                                .fix = pf ? "reinstall the package" : "tfprov apply"},
+	           msg);
+	free(msg);
 	json_t *d = json_pack("{s:s,s:s}", "code", code, "path", path);
 	if (why)
 		json_object_set_new(d, "why", json_string(why));
@@ -88,7 +110,7 @@ static int audit_file(const struct state_file *f, void *arg)
 	char *host = ctx_host_path(a->c, f->path);
 	struct stat st;
 	if (lstat(host, &st) != 0) {
-		report(a, 'X', f->path, NULL);
+		report(a, 'X', f->path, NULL, "present", "absent");
 		goto out;
 	}
 	if (f->type == 'd') {
@@ -100,14 +122,26 @@ static int audit_file(const struct state_file *f, void *arg)
 		char buf[4096];
 		ssize_t n = readlink(host, buf, sizeof(buf) - 1);
 		if (n < 0 || (buf[n] = '\0', f->link && strcmp(buf, f->link) != 0))
-			report(a, 'U', f->path, "symlink target changed");
+			report(a, 'U', f->path, "symlink target changed", f->link,
+			       n < 0 ? "not a symlink" : buf);
 		goto out;
 	}
-	if ((st.st_mode & 07777) != f->mode)
-		report(a, 'M', f->path, NULL);
+	char want[64], got[64];
+	if ((st.st_mode & 07777) != f->mode) {
+		snprintf(want, sizeof(want), "mode %04o", f->mode);
+		snprintf(got, sizeof(got), "mode %04o", (unsigned)(st.st_mode & 07777));
+		report(a, 'M', f->path, NULL, want, got);
+	}
 	int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
 	if (st.st_size != f->size || mt != f->mtime_ns) {
-		report(a, 'U', f->path, NULL);
+		if (st.st_size != f->size) {
+			snprintf(want, sizeof(want), "%lld bytes", (long long)f->size);
+			snprintf(got, sizeof(got), "%lld bytes", (long long)st.st_size);
+		} else {
+			snprintf(want, sizeof(want), "mtime_ns %lld", (long long)f->mtime_ns);
+			snprintf(got, sizeof(got), "mtime_ns %lld", (long long)mt);
+		}
+		report(a, 'U', f->path, NULL, want, got);
 		goto out;
 	}
 	if (!a->deep)
@@ -132,7 +166,7 @@ static void audit_dirs(struct audit *a)
 		size_t n = strlen(foreign.v[i]);
 		if (n > 1 && foreign.v[i][n - 1] == '/')
 			foreign.v[i][n - 1] = '\0'; /* a directory, named as the others are */
-		report(a, 'A', foreign.v[i], NULL);
+		report(a, 'A', foreign.v[i], NULL, "absent", "present");
 	}
 	strvec_release(&foreign);
 	strvec_release(&a->dirs);
@@ -168,7 +202,8 @@ static void audit_hashes(struct audit *a)
 	for (size_t k = 0; k < n; k++)
 		if (rc[pos[k]] != 0 || strcmp(hex[pos[k]], a->hash_want.v[k]) != 0) {
 			/* Same size, time and mode (else 'M' above): apply's stat check cannot see it. */
-			report(a, 'U', a->hash_path.v[k], "content changed, size and time kept");
+			report(a, 'U', a->hash_path.v[k], "content changed, size and time kept",
+			       a->hash_want.v[k], rc[pos[k]] ? "unreadable" : hex[pos[k]]);
 			a->hidden++;
 		}
 	free(order);
@@ -199,20 +234,23 @@ static void audit_packages(struct audit *a)
 		char hex[65];
 		int64_t sz;
 		if (lstat(host, &st) != 0)
-			report(a, 'X', f->path, NULL);
+			report(a, 'X', f->path, NULL, "present", "absent");
 		else if (strcmp(f->sha256, "?") == 0)
-			report(a, 'U', f->path, "RECORD has a hash tfprov cannot check");
-		else if (f->sha256[0] &&
-		         (sha256_file(host, hex, &sz) != 0 || strcmp(hex, f->sha256) != 0))
-			report(a, 'U', f->path, NULL);
+			report(a, 'U', f->path, "RECORD has a hash tfprov cannot check", NULL,
+			       NULL);
+		else if (f->sha256[0] && sha256_file(host, hex, &sz) != 0)
+			report(a, 'U', f->path, NULL, f->sha256, "unreadable");
+		else if (f->sha256[0] && strcmp(hex, f->sha256) != 0)
+			report(a, 'U', f->path, NULL, f->sha256, hex);
 		free(host);
 	}
 }
 
 /* Layer 1: the recorded files of one stack. Returns the number of findings, or TF_ESTATE. */
-static int verify_files(struct ctx *c, int64_t stack_id, int deep, int *hidden)
+static int verify_files(struct ctx *c, const char *stack, int64_t stack_id, int deep, int *hidden)
 {
 	struct audit a = {.c = c,
+	                  .stack = stack,
 	                  .deep = deep,
 	                  .dirs = STRVEC_INIT,
 	                  .hash_host = STRVEC_INIT,
@@ -275,10 +313,22 @@ static size_t verify_libs(struct ctx *c, const struct stackinfo *si, const struc
 			    "tensorflow[and-cuda] closure) and run `tfprov apply`; if that wheel "
 			    "is installed, its file was removed behind tfprov's back: `tfprov "
 			    "destroy` the stack and apply it again";
-		ev_log(c, EV_ERROR,
-		       "  library %s: %s\n    searched: %s\n    loader: %s\n    fix: %s",
-		       it->soname, libcheck_state_name(it->state), res.searched,
-		       it->error[0] ? it->error : "(no message)", advice);
+		char *msg =
+		    xasprintf("  library %s: %s\n    searched: %s\n    loader: %s\n    fix: %s",
+		              it->soname, libcheck_state_name(it->state), res.searched,
+		              it->error[0] ? it->error : "(no message)", advice);
+		ev_finding(c, EV_ERROR,
+		           &(struct ev_finding){.origin = "verify",
+		                                .kind = "library",
+		                                .severity = "error",
+		                                .stack = si->name,
+		                                .path = it->soname,
+		                                .expected = "loads",
+		                                .actual = libcheck_state_name(it->state),
+		                                .why = it->error[0] ? it->error : NULL,
+		                                .fix = advice},
+		           msg);
+		free(msg);
 	}
 	if (res.child[0])
 		ev_log(c, EV_ERROR, "  the library check process %s", res.child);
@@ -387,7 +437,7 @@ static int verify_stack(struct ctx *c, struct opts *o, const char *name, const s
 	}
 	ev_log(c, EV_INFO, "stack %s (generation %lld):", name, (long long)si.gen);
 	int hidden = 0;
-	int files = verify_files(c, si.stack_id, o->deep, &hidden);
+	int files = verify_files(c, name, si.stack_id, o->deep, &hidden);
 	if (files > 0)
 		ev_log(c, EV_ERROR,
 		       "  files: %d path%s differ from what was placed; `tfprov apply` repairs "

@@ -241,8 +241,17 @@ static int verify_or_quarantine(struct fetch_run *r, struct xfer *x, const char 
 	struct fetch_item *it = x->it;
 	struct source *s = &x->src[x->cur];
 	int size_bad = more || (it->size >= 0 && got != (uint64_t)it->size);
-	if (!size_bad && strcmp(hex, it->sha256) == 0)
+	if (!size_bad && strcmp(hex, it->sha256) == 0) {
+		ev_emit(r->c, &(struct event){.kind = EV_VERIFIED,
+		                              .level = EV_DEBUG,
+		                              .item = it->name,
+		                              .art = {.sha256 = it->sha256,
+		                                      .size = it->size,
+		                                      .source = src_desc(s),
+		                                      .mirror = s->mirror,
+		                                      .bytes = got}});
 		return 0;
+	}
 
 	char *q = NULL;
 	int qr = cache_quarantine(r->c->cache_dir, it->sha256, path, &q);
@@ -264,7 +273,21 @@ static int verify_or_quarantine(struct fetch_run *r, struct xfer *x, const char 
 		                "bytes matches; the content differs)%s",
 		                it->name, where, it->sha256, hex, (unsigned long long)got, kept);
 	item_fail(it, TF_EINTEGRITY, msg);
-	ev_log(r->c, EV_ERROR, "%s", msg);
+	char *bytes = more ? xstrdup("more") : xasprintf("%llu", (unsigned long long)got);
+	ev_emit(r->c, &(struct event){.kind = EV_MISMATCH,
+	                              .level = EV_ERROR,
+	                              .item = it->name,
+	                              .msg = msg,
+	                              .art = {.sha256 = it->sha256,
+	                                      .size = it->size,
+	                                      .source = src_desc(s),
+	                                      .mirror = s->mirror,
+	                                      .bytes = got,
+	                                      .check = size_bad ? "size" : "sha256",
+	                                      .expected = size_bad ? want : it->sha256,
+	                                      .actual = size_bad ? bytes : hex,
+	                                      .quarantined = qr == 0 ? q : NULL}});
+	free(bytes);
 	free(kept);
 	free(want);
 	free(where);
@@ -272,7 +295,7 @@ static int verify_or_quarantine(struct fetch_run *r, struct xfer *x, const char 
 	return TF_EINTEGRITY;
 }
 
-static void commit(struct fetch_run *r, struct xfer *x, const char *tmp)
+static void commit(struct fetch_run *r, struct xfer *x, const char *tmp, uint64_t got)
 {
 	char *final = NULL;
 	int e = cache_commit(r->c->cache_dir, x->it->sha256, tmp, &final);
@@ -284,6 +307,15 @@ static void commit(struct fetch_run *r, struct xfer *x, const char *tmp)
 	}
 	x->it->path = final;
 	x->it->source = xstrdup(src_desc(&x->src[x->cur]));
+	ev_emit(r->c, &(struct event){.kind = EV_DOWNLOAD_DONE,
+	                              .level = EV_DEBUG,
+	                              .item = x->it->name,
+	                              .art = {.sha256 = x->it->sha256,
+	                                      .size = x->it->size,
+	                                      .source = x->it->source,
+	                                      .mirror = x->src[x->cur].mirror,
+	                                      .bytes = got,
+	                                      .path = final}});
 	x->it->err = 0;
 	free(x->it->errmsg);
 	x->it->errmsg = NULL;
@@ -298,6 +330,13 @@ static int fetch_local(struct fetch_run *r, struct xfer *x)
 	char *tmp =
 	    xasprintf("%s/partial/%s.copy.%d", r->c->cache_dir, x->it->sha256, (int)getpid());
 	unlink(tmp);
+	ev_emit(r->c, &(struct event){.kind = EV_DOWNLOAD_START,
+	                              .level = EV_DEBUG,
+	                              .item = x->it->name,
+	                              .art = {.sha256 = x->it->sha256,
+	                                      .size = x->it->size,
+	                                      .source = s->local,
+	                                      .mirror = s->mirror}});
 	int e = copy_file_hashing(s->local, tmp, hex, &got);
 	if (e == 0 && chmod(tmp, 0600) != 0)
 		e = -errno;
@@ -308,7 +347,7 @@ static int fetch_local(struct fetch_run *r, struct xfer *x)
 		return e; /* try the next source */
 	}
 	if (verify_or_quarantine(r, x, tmp, (uint64_t)got, hex, 0) == 0)
-		commit(r, x, tmp);
+		commit(r, x, tmp, (uint64_t)got);
 	free(tmp);
 	x->state = X_DONE;
 	return 0;
@@ -515,7 +554,7 @@ static void finish_part(struct fetch_run *r, struct xfer *x, int more)
 	x->sha_live = 0;
 	/* Still locked: the .part leaves its path (cache or quarantine) before the lock does. */
 	if (verify_or_quarantine(r, x, x->part, x->got, hex, more) == 0)
-		commit(r, x, x->part);
+		commit(r, x, x->part, x->got);
 out:
 	close_part(x);
 	if (x->sha_live)
@@ -557,7 +596,13 @@ static void give_up(struct fetch_run *r, struct xfer *x)
 			strbuf_addf(&sb, ": %s", x->last_error);
 		item_fail(x->it, TF_ENETWORK, strbuf_detach(&sb));
 	}
-	ev_log(c, EV_ERROR, "%s", x->it->errmsg);
+	ev_emit(c,
+	        &(struct event){
+	            .kind = EV_DOWNLOAD_FAILED,
+	            .level = EV_ERROR,
+	            .item = x->it->name,
+	            .msg = x->it->errmsg,
+	            .art = {.sha256 = x->it->sha256, .size = x->it->size, .error = x->it->errmsg}});
 out:
 	if (x->part && x->got == 0)
 		unlink(x->part); /* nothing to resume: leave no empty .part behind */
@@ -637,6 +682,14 @@ static int start_transfer(struct fetch_run *r, struct xfer *x)
 	if (x->start > 0)
 		curl_easy_setopt(h, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)x->start);
 	curl_multi_add_handle(r->multi, h);
+	ev_emit(r->c, &(struct event){.kind = EV_DOWNLOAD_START,
+	                              .level = EV_DEBUG,
+	                              .item = x->it->name,
+	                              .art = {.sha256 = x->it->sha256,
+	                                      .size = x->it->size,
+	                                      .source = s->url,
+	                                      .mirror = s->mirror,
+	                                      .offset = x->start}});
 	x->state = X_ACTIVE;
 	r->active++;
 	x->attempt++;
@@ -664,7 +717,14 @@ static void transfer_done(struct fetch_run *r, struct xfer *x, CURLcode rc)
 		int e = x->write_errno;
 		item_fail(x->it, tf_err_from_errno(-e),
 		          xasprintf("%s: cannot write %s: %s", x->it->name, x->part, strerror(e)));
-		ev_log(r->c, EV_ERROR, "%s", x->it->errmsg);
+		ev_emit(r->c, &(struct event){.kind = EV_DOWNLOAD_FAILED,
+		                              .level = EV_ERROR,
+		                              .item = x->it->name,
+		                              .msg = x->it->errmsg,
+		                              .art = {.sha256 = x->it->sha256,
+		                                      .size = x->it->size,
+		                                      .source = src_desc(s),
+		                                      .error = x->it->errmsg}});
 		close_part(x);
 		if (x->sha_live)
 			sha256_release(&x->sha);
@@ -688,7 +748,14 @@ static void transfer_done(struct fetch_run *r, struct xfer *x, CURLcode rc)
 	else
 		x->last_error =
 		    xasprintf("%s (%s)", x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc), s->url);
-	ev_log(r->c, EV_WARN, "%s: %s", x->it->name, x->last_error);
+	ev_emit(r->c, &(struct event){.kind = EV_DOWNLOAD_RETRY,
+	                              .level = EV_WARN,
+	                              .item = x->it->name,
+	                              .art = {.sha256 = x->it->sha256,
+	                                      .size = x->it->size,
+	                                      .source = src_desc(s),
+	                                      .mirror = s->mirror,
+	                                      .error = x->last_error}});
 
 	int retry = 1, fatal_host = 0;
 	switch (rc) {
@@ -810,14 +877,39 @@ static int use_cached(struct ctx *c, struct xfer *x)
 		it->path = p;
 		it->cached = 1;
 		x->state = X_DONE;
+		struct ev_art art = {.sha256 = it->sha256,
+		                     .size = it->size,
+		                     .source = "cache",
+		                     .bytes = (uint64_t)got,
+		                     .from_cache = 1,
+		                     .path = p};
+		ev_emit(c,
+		        &(struct event){
+		            .kind = EV_VERIFIED, .level = EV_DEBUG, .item = it->name, .art = art});
+		ev_emit(c, &(struct event){.kind = EV_DOWNLOAD_DONE,
+		                           .level = EV_DEBUG,
+		                           .item = it->name,
+		                           .art = art});
 		return 1;
 	}
 	char *q = NULL;
 	cache_quarantine(c->cache_dir, it->sha256, p, &q);
-	ev_log(c, EV_WARN,
-	       "cached %s did not match its sha256 (got %s); moved to %s and "
-	       "downloading it again",
-	       it->name, hex, q ? q : "quarantine");
+	char *msg = xasprintf("cached %s did not match its sha256 (got %s); moved to %s and "
+	                      "downloading it again",
+	                      it->name, hex, q ? q : "quarantine");
+	ev_emit(c, &(struct event){.kind = EV_MISMATCH,
+	                           .level = EV_WARN,
+	                           .item = it->name,
+	                           .msg = msg,
+	                           .art = {.sha256 = it->sha256,
+	                                   .size = it->size,
+	                                   .source = "cache",
+	                                   .bytes = (uint64_t)got,
+	                                   .check = "sha256",
+	                                   .expected = it->sha256,
+	                                   .actual = hex,
+	                                   .quarantined = q}});
+	free(msg);
 	free(q);
 	free(p);
 	return 0;

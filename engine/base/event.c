@@ -13,6 +13,18 @@
 #include <stdlib.h>
 
 static ev_handler_fn handler;
+
+const char *ev_kind_name(enum ev_kind k)
+{
+#define EV_KIND_NAME(kind, name)                                                                   \
+	case kind:                                                                                 \
+		return name;
+	switch (k) {
+		EV_KINDS(EV_KIND_NAME)
+	}
+#undef EV_KIND_NAME
+	return "log";
+}
 static void *handler_ud;
 
 void ev_set_handler(ev_handler_fn fn, void *ud)
@@ -46,6 +58,12 @@ void ev_progress(struct ctx *c, const char *step, const char *item, uint64_t don
 	                  .item = item,
 	                  .done = done,
 	                  .total = total};
+	ev_emit(c, &e);
+}
+
+void ev_finding(struct ctx *c, enum ev_level lvl, const struct ev_finding *f, const char *msg)
+{
+	struct event e = {.kind = EV_FINDING, .level = lvl, .msg = msg, .finding = *f};
 	ev_emit(c, &e);
 }
 

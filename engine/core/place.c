@@ -56,7 +56,34 @@ struct txn {
 	dev_t *devs;
 	size_t ndevs;
 	struct strvec refresh; /* resources of this stack to re-read at the commit */
+	struct event *said;    /* EV_PLACED/EV_REMOVED, emitted once committed (said_add) */
+	size_t nsaid;
 };
+
+/* Notes a placement (path borrowed until the txn ends) for the commit to report. */
+static void said_add(struct txn *t, enum ev_kind kind, const char *what, const char *path,
+                     uint64_t count, int replaced)
+{
+	t->said = xrealloc(t->said, (t->nsaid + 1) * sizeof(*t->said));
+	t->said[t->nsaid++] = (struct event){
+	    .kind = kind,
+	    .level = EV_DEBUG,
+	    .place = {.path = xstrdup(path), .what = what, .count = count, .replaced = replaced}};
+}
+
+/* After the commit: every placement of the txn as an event; then they are gone. */
+static void said_flush(struct txn *t, int emit)
+{
+	for (size_t i = 0; i < t->nsaid; i++) {
+		t->said[i].step = t->addr;
+		if (emit)
+			ev_emit(t->c, &t->said[i]);
+		free((char *)t->said[i].place.path);
+	}
+	free(t->said);
+	t->said = NULL;
+	t->nsaid = 0;
+}
 
 /*
  * Remembers the filesystem of the directory that holds `path` (root-relative),
@@ -277,6 +304,7 @@ int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, 
 	sha256_buf(data, len, f.sha256);
 	stat_record(&f, host);
 	add_record(t, &f);
+	said_add(t, EV_PLACED, "file", path, 1, backup != NULL);
 out:
 	if (fd >= 0) {
 		close(fd);
@@ -438,6 +466,7 @@ int txn_put_tree(struct txn *t, const char *staged, const char *path,
 	stat_record(&f, host);
 	add_record(t, &f);
 	record_entries(t, path, entries, n, 1);
+	said_add(t, EV_PLACED, "tree", path, n, backup != NULL);
 out:
 	free(host);
 	free(backup);
@@ -449,8 +478,9 @@ int txn_replace_dir(struct txn *t, const char *staged, const char *path)
 	char *host = ctx_host_path(t->c, path);
 	char *backup = sibling(t, host, "bak");
 	struct stat st;
-	int rc = 0;
+	int rc = 0, existed = 1;
 	if (lstat(host, &st) != 0 && errno == ENOENT) {
+		existed = 0;
 		/* Nothing there yet: the staged tree is renamed in, journaled. */
 		if ((rc = claim_path(t, path, host)) == 0 &&
 		    journal_add(t, "tree", path, staged, NULL) != 0)
@@ -467,6 +497,8 @@ int txn_replace_dir(struct txn *t, const char *staged, const char *path)
 	else if (rename(staged, host) != 0)
 		rc = fail(t, TF_EIO, "cannot rename the staged tree into %s: %s", path,
 		          strerror(errno));
+	if (rc == 0)
+		said_add(t, EV_PLACED, "tree", path, 0, existed);
 	free(host);
 	free(backup);
 	return rc;
@@ -541,6 +573,7 @@ int txn_merge_tree(struct txn *t, const char *staged, const char *path, const st
 	if (rc == 0) {
 		record_entries(t, path, e, n, 0);
 		fs_rmtree(staged);
+		said_add(t, EV_PLACED, "merge", path, n, 0);
 	}
 	return rc;
 }
@@ -564,6 +597,7 @@ int txn_remove(struct txn *t, const char *path)
 		goto out;
 	}
 	strvec_push(&t->dels, path);
+	said_add(t, EV_REMOVED, NULL, path, 1, 0);
 out:
 	free(host);
 	free(backup);
@@ -582,6 +616,19 @@ static int collect_cb(const struct state_file *f, void *arg)
 	char ty[2] = {f->type, 0};
 	strvec_push(&c->types, ty);
 	return 0;
+}
+
+/* The shortest of paths and dirs: the top of what a removal takes. */
+static const char *top_path(const struct strvec *paths, const struct strvec *dirs)
+{
+	const char *top = paths->v[0];
+	for (size_t i = 1; i < paths->n; i++)
+		if (strlen(paths->v[i]) < strlen(top))
+			top = paths->v[i];
+	for (size_t i = 0; dirs && i < dirs->n; i++)
+		if (strlen(dirs->v[i]) < strlen(top))
+			top = dirs->v[i];
+	return top;
 }
 
 int txn_remove_paths(struct txn *t, const struct strvec *paths, const struct strvec *dirs)
@@ -621,6 +668,8 @@ int txn_remove_paths(struct txn *t, const struct strvec *paths, const struct str
 	for (size_t i = 0; dirs && i < dirs->n; i++)
 		strvec_push(&t->rmdirs, dirs->v[i]);
 	strvec_release(&backups);
+	if (rc == 0 && paths->n)
+		said_add(t, EV_REMOVED, NULL, top_path(paths, dirs), paths->n, 0);
 	return rc;
 }
 
@@ -722,6 +771,7 @@ int txn_record_tree(struct txn *t, const char *path, const struct place_entry *e
 	free(host);
 	add_record(t, &f);
 	record_entries(t, path, entries, n, 1);
+	said_add(t, EV_PLACED, "tree", path, n, 0);
 	return 0;
 }
 
@@ -960,6 +1010,7 @@ out:
 	t->njids = 0;
 	gc_rows(st);
 	remove_dirs(t);
+	said_flush(t, 1);
 	if (t->rmdirs.n)
 		state_exec(st, "DELETE FROM journal WHERE op = 'rmdir'");
 	return 0;
@@ -1076,6 +1127,7 @@ void txn_abort(struct txn *t)
 	strvec_release(&t->jpaths);
 	strvec_release(&t->syncdirs);
 	strvec_release(&t->refresh);
+	said_flush(t, 0);
 	free(t->devs);
 	free(t->addr);
 	free(t->kind);

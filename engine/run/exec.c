@@ -50,7 +50,11 @@ static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, s
 			step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
 		const struct strvec *kept = txn_kept(t);
 		for (size_t i = 0; rc == 0 && i < kept->n; i++)
-			ev_log(c, EV_WARN, "kept %s: not placed by tfprov", kept->v[i]);
+			ev_emit(c, &(struct event){.kind = EV_KEPT,
+			                           .level = EV_WARN,
+			                           .step = s->addr,
+			                           .place = {.path = kept->v[i],
+			                                     .why = "not placed by tfprov"}});
 	} else {
 		rc = s->mod->apply(c, m, s, t);
 		if (rc == 0)
