@@ -241,14 +241,14 @@ def test_verify_status_doctor_findings(tfprov, tmp_path, mirror):
 def emitted_types():
     """Every event type the code can emit: the EV_KINDS table of event.h and the
     types that ev_data, ev_version and the diagnostic and diff events name."""
-    src = open(os.path.join(REPO, "engine", "event.h")).read()
+    src = open(os.path.join(REPO, "engine", "base", "event.h")).read()
     table = src[src.index("#define EV_KINDS(X)"):src.index("#define EV_KIND_ENUM")]
     types = set(re.findall(r'X\(EV_\w+,\s*"(\w+)"\)', table)) - {"data"}
     assert len(types) >= 17, types  # the table parsed
     for d in ("cli", "engine", "modules"):
-        for f in os.listdir(os.path.join(REPO, d)):
-            if f.endswith(".c"):
-                c = open(os.path.join(REPO, d, f)).read()
+        for dirpath, _, names in os.walk(os.path.join(REPO, d)):
+            for f in (n for n in names if n.endswith(".c")):
+                c = open(os.path.join(dirpath, f)).read()
                 types |= set(re.findall(r'ev_data\([^,]+,\s*"(\w+)"', c))
                 types |= set(re.findall(r'\.type\s*=\s*"(\w+)"', c))
                 types |= set(re.findall(r'"type",\s*"(\w+)"', c))
@@ -272,7 +272,7 @@ def test_docs_name_every_event_type_and_field(tfprov, tmp_path, mirror):
     assert not missing, f"event types without a row in docs/json-events.md: {missing}"
     assert re.search(r"UI schema 1\.1\b", open(DOCS).read())
     ver = re.search(r'TFPROV_JSON_UI_VERSION "([\d.]+)"',
-                    open(os.path.join(REPO, "engine", "event.h")).read()).group(1)
+                    open(os.path.join(REPO, "engine", "base", "event.h")).read()).group(1)
     assert f"**{ver}**" in open(DOCS).read(), "no changelog line for " + ver
     # Fields: every key of every typed event a run writes is named in its row.
     m = make_stack(mirror.root, mirror, tmp_path / "stack.yaml")
