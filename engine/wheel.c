@@ -32,13 +32,13 @@
 #include "spawn.h"
 #include "unpack.h"
 #include "util.h"
+#include "wheelfmt.h"
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -101,37 +101,6 @@ static void whl_fail(struct whl *w, int err, const char *fmt, ...)
 
 /* ------------------------------------------------------------ small helpers */
 
-int wheel_name_ok(const char *f)
-{
-	size_t n = strlen(f), dashes = 0;
-	if (n < 5 || strcmp(f + n - 4, ".whl") != 0)
-		return 0;
-	for (size_t i = 0; i + 4 < n; i++) {
-		if (f[i] == '-')
-			dashes++;
-		else if (!isalnum((unsigned char)f[i]) && !strchr("._+!", f[i]))
-			return 0;
-	}
-	return dashes == 4 || dashes == 5;
-}
-
-/* sha256 hex -> RECORD's "sha256=<urlsafe base64, no padding>". */
-static void record_hash(const char *hex, char out[52])
-{
-	unsigned char md[32], b64[48];
-	for (int i = 0; i < 32; i++) {
-		unsigned v = 0;
-		sscanf(hex + 2 * i, "%2x", &v);
-		md[i] = (unsigned char)v;
-	}
-	int len = EVP_EncodeBlock(b64, md, 32);
-	while (len > 0 && b64[len - 1] == '=')
-		len--;
-	for (int i = 0; i < len; i++)
-		b64[i] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : b64[i];
-	snprintf(out, 52, "sha256=%.*s", len, (char *)b64);
-}
-
 /* The relative path from directory `from` to `to` (both relative to one root). */
 static char *relpath(const char *from, const char *to)
 {
@@ -151,48 +120,6 @@ static char *relpath(const char *from, const char *to)
 	}
 	strbuf_adds(&sb, b);
 	return strbuf_detach(&sb);
-}
-
-/* Splits one CSV line of RECORD (RFC 4180 quoting) into at most 3 fields. */
-static size_t csv_fields(const char *line, char *f[3])
-{
-	size_t n = 0;
-	const char *p = line;
-	while (n < 3) {
-		struct strbuf sb = STRBUF_INIT;
-		if (*p == '"') {
-			for (p++; *p; p++) {
-				if (*p == '"' && p[1] == '"')
-					strbuf_add(&sb, p++, 1);
-				else if (*p == '"')
-					break;
-				else
-					strbuf_add(&sb, p, 1);
-			}
-			if (*p == '"')
-				p++;
-		}
-		size_t k = strcspn(p, ",\r\n");
-		strbuf_add(&sb, p, k);
-		p += k;
-		f[n++] = strbuf_detach(&sb);
-		if (*p != ',')
-			break;
-		p++;
-	}
-	return n;
-}
-
-static void csv_put(struct strbuf *sb, const char *field)
-{
-	if (strpbrk(field, ",\"\r\n") == NULL) {
-		strbuf_adds(sb, field);
-		return;
-	}
-	strbuf_adds(sb, "\"");
-	for (const char *p = field; *p; p++)
-		strbuf_adds(sb, *p == '"' ? "\"\"" : (char[]){*p, '\0'});
-	strbuf_adds(sb, "\"");
 }
 
 static int write_new(const char *host, const void *data, size_t len, unsigned mode)
@@ -221,9 +148,9 @@ static int write_new(const char *host, const void *data, size_t len, unsigned mo
 static void add_record(struct whl *w, const char *relfile, const char *hex, int64_t size)
 {
 	char *rp = relpath(w->libdir, relfile);
-	char h[52] = "";
+	char h[RECORD_HASH_MAX] = "";
 	if (hex)
-		record_hash(hex, h);
+		record_hash_encode(hex, h);
 	if (size >= 0)
 		strvec_pushf(&w->records, "%s\x1f%s\x1f%lld", rp, h, (long long)size);
 	else
@@ -396,7 +323,7 @@ static int uninstall(struct job *j, const char *libdir, const char *distinfo, ch
 		if (next)
 			*next++ = '\0';
 		char *f[3] = {NULL, NULL, NULL};
-		size_t nf = csv_fields(line, f);
+		size_t nf = record_fields(line, f);
 		char *rel = nf ? resolve_rel(libdir, f[0]) : NULL;
 		if (rel) {
 			unlink_prune(j->stage, rel, libdir);
@@ -611,7 +538,7 @@ static struct rec_ent *load_record(const char *text, size_t *n)
 	*n = 0;
 	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
 		char *f[3] = {NULL, NULL, NULL};
-		size_t nf = csv_fields(l, f);
+		size_t nf = record_fields(l, f);
 		if (nf >= 2 && f[0][0]) {
 			v = xrealloc(v, (*n + 1) * sizeof(*v));
 			v[*n].path = f[0];
@@ -871,8 +798,8 @@ static void install_one(struct job *j, struct whl *w, size_t idx)
 		struct rec_ent key = {(char *)e->path, NULL}, *r;
 		r = nrec ? bsearch(&key, rec, nrec, sizeof(*rec), cmp_rec) : NULL;
 		if (r && r->hash[0]) {
-			char h[52];
-			record_hash(e->sha256, h);
+			char h[RECORD_HASH_MAX];
+			record_hash_encode(e->sha256, h);
 			if (strcmp(h, r->hash) != 0) {
 				whl_fail(w, TF_EINTEGRITY,
 				         "%s does not match the wheel's RECORD hash", e->path);
@@ -1018,8 +945,7 @@ static void finish_job(size_t i, void *arg)
 		*f[1]++ = '\0';
 		f[2] = strchr(f[1], '\x1f');
 		*f[2]++ = '\0';
-		csv_put(&sb, f[0]);
-		strbuf_addf(&sb, ",%s,%s\r\n", f[1], f[2]);
+		record_put_row(&sb, f[0], f[1], f[2]);
 	}
 	char *host = path_join(j->stage, p);
 	int rc = write_new(host, sb.buf ? sb.buf : "", sb.len, 0644);
@@ -1232,17 +1158,18 @@ static int cmp_size_desc(const void *a, const void *b)
 	return x->size < y->size ? 1 : x->size > y->size ? -1 : 0;
 }
 
-/* Name and version from "name-ver-...whl"; 0 or -1. */
+/* Name and version from "name-ver-...whl"; 0 or -EINVAL. */
 static int parse_filename(struct whl *w)
 {
 	const char *f = strrchr(w->src->path, '/') ? strrchr(w->src->path, '/') + 1 : w->src->path;
-	if (!wheel_name_ok(f))
-		return -1;
-	const char *d1 = strchr(f, '-'), *d2 = strchr(d1 + 1, '-');
-	char *raw = xstrndup(f, (size_t)(d1 - f));
-	w->name = pip_normalize_name(raw);
-	w->version = xstrndup(d1 + 1, (size_t)(d2 - d1 - 1));
-	free(raw);
+	struct wheel_name wn;
+	int rc = wheel_name_parse(f, &wn);
+	if (rc != 0)
+		return rc;
+	w->name = wn.name;
+	w->version = wn.version;
+	wn.name = wn.version = NULL;
+	wheel_name_release(&wn);
 	return 0;
 }
 

@@ -491,7 +491,7 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	o.cert = c->ca_bundle;
 	o.txn = t;
 	o.env_path = prefix;
-	o.native = !m->pip.use_pip;
+	o.native = m->pip.use_pip ? NULL : &wheelhouse_installer;
 	/* A mirror: a directory of wheels (find-links only) or, served over http(s),
 	 * the PEP 503 pages `mirror build` writes under its simple/. */
 	if (c->mirrors.n)
