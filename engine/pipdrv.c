@@ -387,43 +387,51 @@ static int snapshot_env(const char *prefix, const char *snap, const struct pip_o
 	return 0;
 }
 
-int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
-                const struct pip_opts *o, struct pip_result *res, char **errmsg)
-{
-	struct strvec argv = STRVEC_INIT;
-	char *work = NULL, *reqfile = NULL, *bfile = NULL, *rfile = NULL, *wheels = NULL;
-	char *snap = NULL, *text = NULL;
-	int rc = 0, snapped = 0;
-	struct pip_req *backends = xcalloc(n + 1, sizeof(*backends));
-	struct pip_req *rest = xcalloc(n + 1, sizeof(*rest));
-	size_t nb = 0, nr = 0;
-	struct pip_opts own = *o; /* own.stdin_fd: the env's busy file once snapshotted */
-	o = &own;
-	own.stdin_fd = -1;
+/* The files of one pip_install run, in its private work directory. */
+struct pip_work {
+	char *dir;                       /* journaled in the txn, or beside the env */
+	char *reqfile, *bfile, *rfile;   /* requirements: all hashed pins, backends, the rest */
+	char *wheels;                    /* the wheelhouse */
+	char *snap;                      /* the env's hard-link snapshot */
+	struct pip_req *backends, *rest; /* views of the caller's pins */
+	size_t nb, nr;
+	int snapped; /* the snapshot exists and the env may differ from it */
+};
 
+/* Creates the work directory: in the txn's stage when journaled, else beside the env. */
+static int work_create(const char *prefix, const struct pip_opts *o, struct pip_work *w,
+                       char **errmsg)
+{
 	if (o->txn) {
-		if (txn_stage_dir(o->txn, o->env_path, &work) == 0 && mkdir(work, 0700) != 0) {
-			free(work);
-			work = NULL;
+		if (txn_stage_dir(o->txn, o->env_path, &w->dir) == 0 && mkdir(w->dir, 0700) != 0) {
+			free(w->dir);
+			w->dir = NULL;
 		}
 	} else {
 		char *tmpl = xasprintf("%s.tfprov-pip.XXXXXX", prefix);
-		if ((work = mkdtemp(tmpl)) == NULL)
+		if ((w->dir = mkdtemp(tmpl)) == NULL)
 			free(tmpl);
 	}
-	if (work == NULL) {
-		free(backends);
-		free(rest);
+	if (w->dir == NULL) {
 		*errmsg =
 		    xasprintf("%s: cannot create a work directory: %s", prefix, strerror(errno));
 		return TF_EIO;
 	}
-	reqfile = path_join(work, "requirements.txt");
-	bfile = path_join(work, "backends.txt");
-	rfile = path_join(work, "rest.txt");
-	wheels = path_join(work, "wheels");
+	w->reqfile = path_join(w->dir, "requirements.txt");
+	w->bfile = path_join(w->dir, "backends.txt");
+	w->rfile = path_join(w->dir, "rest.txt");
+	w->wheels = path_join(w->dir, "wheels");
 	/* In a txn the snapshot lives in its journaled work dir (recovery knows it). */
-	snap = o->txn ? path_join(work, "env-snapshot") : xasprintf("%s.tfprov-snap", prefix);
+	w->snap = o->txn ? path_join(w->dir, "env-snapshot") : xasprintf("%s.tfprov-snap", prefix);
+	return 0;
+}
+
+/* Writes the three requirement files and creates the empty wheelhouse. */
+static int work_write(struct pip_work *w, const struct pip_req *reqs, size_t n,
+                      const struct pip_opts *o, char **errmsg)
+{
+	w->backends = xcalloc(n + 1, sizeof(*w->backends));
+	w->rest = xcalloc(n + 1, sizeof(*w->rest));
 	/* An unhashed pin (lock input, only with --allow-incomplete-lock) is left to
 	 * pip's own resolve below, which names it as unhashed. */
 	struct pip_req *hashed = xcalloc(n + 1, sizeof(*hashed));
@@ -431,7 +439,7 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 	for (size_t i = 0; i < n; i++)
 		if (reqs[i].nhashes > 0 || !o->resolve_rest)
 			hashed[nh++] = reqs[i];
-	text = pip_requirements_text(hashed, nh);
+	char *text = pip_requirements_text(hashed, nh);
 	free(hashed);
 	/* sdists build without isolation: setuptools and wheel pinned in the lock go in
 	 * first, from the verified wheelhouse, so the builds find them in the env. */
@@ -439,109 +447,129 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 		if (reqs[i].nhashes == 0 && o->resolve_rest)
 			continue;
 		else if (o->allow_sdist && is_build_backend(&reqs[i]))
-			backends[nb++] = reqs[i];
+			w->backends[w->nb++] = reqs[i];
 		else
-			rest[nr++] = reqs[i];
-	char *btext = pip_requirements_text(backends, nb);
-	char *rtext = pip_requirements_text(rest, nr);
-	int wrc = write_text(reqfile, text);
+			w->rest[w->nr++] = reqs[i];
+	char *btext = pip_requirements_text(w->backends, w->nb);
+	char *rtext = pip_requirements_text(w->rest, w->nr);
+	int wrc = write_text(w->reqfile, text);
 	if (wrc == 0)
-		wrc = write_text(bfile, btext);
+		wrc = write_text(w->bfile, btext);
 	if (wrc == 0)
-		wrc = write_text(rfile, rtext);
+		wrc = write_text(w->rfile, rtext);
+	free(text);
 	free(btext);
 	free(rtext);
-	if (wrc != 0 || mkdir(wheels, 0755) != 0) {
-		rc = TF_EIO;
-		*errmsg = xasprintf("%s: cannot write: %s", work, strerror(errno));
-		goto out;
+	if (wrc != 0 || mkdir(w->wheels, 0755) != 0) {
+		*errmsg = xasprintf("%s: cannot write: %s", w->dir, strerror(errno));
+		return TF_EIO;
 	}
+	return 0;
+}
 
-	if (nb > 0) {
-		struct pip_opts bo = *o;
-		bo.allow_sdist = 0; /* the backends themselves: wheels only */
-		rc = pip_phase(c, prefix, "download", bfile, wheels, &bo, res, errmsg);
-		if (rc != 0)
-			goto out;
-		if ((rc = snapshot_env(prefix, snap, o, &own.stdin_fd, errmsg)) != 0)
-			goto out;
-		snapped = 1;
-		bo.stdin_fd = own.stdin_fd;
-		rc = pip_phase(c, prefix, "install", bfile, wheels, &bo, res, errmsg);
-		if (rc != 0)
-			goto restore;
-	}
-
-	/* Phase 1: fetch and verify everything else; the env is not touched. */
-	if (nr > 0) {
-		int filled = 0;
-		if (nb == 0 && o->native && o->txn && o->complete && o->no_index)
-			rc = o->native->fill(c, prefix, rest, nr, o, wheels, &filled, errmsg);
-		if (rc == 0 && !filled)
-			rc = pip_phase(c, prefix, "download", rfile, wheels, o, res, errmsg);
-	}
+/* The lock's build backends, downloaded and installed before anything else. */
+static int install_backends(struct ctx *c, const char *prefix, struct pip_work *w,
+                            struct pip_opts *own, struct pip_result *res, char **errmsg)
+{
+	struct pip_opts bo = *own;
+	bo.allow_sdist = 0; /* the backends themselves: wheels only */
+	int rc = pip_phase(c, prefix, "download", w->bfile, w->wheels, &bo, res, errmsg);
 	if (rc != 0)
-		goto restore;
-	if (tf_interrupted) {
+		return rc;
+	if ((rc = snapshot_env(prefix, w->snap, own, &own->stdin_fd, errmsg)) != 0)
+		return rc;
+	w->snapped = 1;
+	bo.stdin_fd = own->stdin_fd;
+	return pip_phase(c, prefix, "install", w->bfile, w->wheels, &bo, res, errmsg);
+}
+
+/* Phase 1: fetches and verifies every other pin into the wheelhouse; the env is not touched. */
+static int fetch_rest(struct ctx *c, const char *prefix, struct pip_work *w,
+                      const struct pip_opts *o, struct pip_result *res, char **errmsg)
+{
+	int rc = 0;
+	if (w->nr > 0) {
+		int filled = 0;
+		if (w->nb == 0 && o->native && o->txn && o->complete && o->no_index)
+			rc = o->native->fill(c, prefix, w->rest, w->nr, o, w->wheels, &filled,
+			                     errmsg);
+		if (rc == 0 && !filled)
+			rc = pip_phase(c, prefix, "download", w->rfile, w->wheels, o, res, errmsg);
+	}
+	if (rc == 0 && tf_interrupted) {
 		rc = TF_EINTR;
 		*errmsg = xstrdup("interrupted before installing");
-		goto restore;
 	}
+	return rc;
+}
 
-	if (o->native && o->txn && o->complete) {
-		int done = 0;
-		rc = o->native->install(c, wheels, reqs, n, o, &done, errmsg);
-		if (rc != 0)
-			goto restore; /* the env as before, the lock's build backends too */
-		if (done)
-			goto list;
+/* Opted in (--allow-incomplete-lock): pip resolves what the pins leave open, unhashed. */
+static int install_unpinned(struct ctx *c, const char *prefix, const struct pip_work *w,
+                            const struct pip_req *reqs, size_t n, const struct pip_opts *o,
+                            struct pip_result *res, char **errmsg)
+{
+	struct strvec argv = STRVEC_INIT;
+	char *plain = path_join(w->dir, "unhashed.txt");
+	struct strbuf sb = STRBUF_INIT;
+	int rc = 0;
+	for (size_t i = 0; i < n; i++)
+		strbuf_addf(&sb, "%s\n", reqs[i].spec ? reqs[i].spec : reqs[i].raw_name);
+	if (write_text(plain, sb.buf ? sb.buf : "") != 0) {
+		rc = TF_EIO;
+		*errmsg = xasprintf("%s: cannot write: %s", plain, strerror(errno));
+	} else {
+		push_pip(&argv, prefix, "install");
+		push_index_opts(&argv, o);
+		strvec_push(&argv, "--no-warn-script-location");
+		strvec_pushf(&argv, "--requirement=%s", plain);
+		rc = run_pip(c, &argv, o, "install (unpinned dependencies)", res, errmsg);
 	}
+	strbuf_release(&sb);
+	free(plain);
+	strvec_release(&argv);
+	return rc;
+}
 
-	/* Phase 2: snapshot, then install offline from the verified wheelhouse. */
-	if (!snapped) {
-		if ((rc = snapshot_env(prefix, snap, o, &own.stdin_fd, errmsg)) != 0)
-			goto out;
-		snapped = 1;
+/* Phase 2: snapshot, then pip install offline from the verified wheelhouse. */
+static int install_with_pip(struct ctx *c, const char *prefix, struct pip_work *w,
+                            const struct pip_req *reqs, size_t n, struct pip_opts *own,
+                            struct pip_result *res, char **errmsg)
+{
+	int rc;
+	if (!w->snapped) {
+		if ((rc = snapshot_env(prefix, w->snap, own, &own->stdin_fd, errmsg)) != 0)
+			return rc;
+		w->snapped = 1;
 	}
-	rc = pip_phase(c, prefix, "install", reqfile, wheels, o, res, errmsg);
-	if (rc == 0 && o->resolve_rest) {
-		/* Opted in: pip resolves what the pins leave open, unhashed. */
-		char *plain = path_join(work, "unhashed.txt");
-		struct strbuf sb = STRBUF_INIT;
-		for (size_t i = 0; i < n; i++)
-			strbuf_addf(&sb, "%s\n", reqs[i].spec ? reqs[i].spec : reqs[i].raw_name);
-		if (write_text(plain, sb.buf ? sb.buf : "") != 0) {
-			rc = TF_EIO;
-			*errmsg = xasprintf("%s: cannot write: %s", plain, strerror(errno));
-		} else {
-			push_pip(&argv, prefix, "install");
-			push_index_opts(&argv, o);
-			strvec_push(&argv, "--no-warn-script-location");
-			strvec_pushf(&argv, "--requirement=%s", plain);
-			rc = run_pip(c, &argv, o, "install (unpinned dependencies)", res, errmsg);
-		}
-		strbuf_release(&sb);
-		free(plain);
+	rc = pip_phase(c, prefix, "install", w->reqfile, w->wheels, own, res, errmsg);
+	if (rc == 0 && own->resolve_rest)
+		rc = install_unpinned(c, prefix, w, reqs, n, own, res, errmsg);
+	return rc;
+}
+
+/* After a failure: the snapshot becomes the env again (*errmsg says when it cannot). */
+static void restore_env(const char *prefix, struct pip_work *w, char **errmsg)
+{
+	if (!w->snapped)
+		return;
+	int e = fs_swap_in(w->snap, prefix);
+	if (e != 0) {
+		char *m = *errmsg;
+		*errmsg = xasprintf("%s; restoring the environment from %s also failed: %s", m,
+		                    w->snap, strerror(-e));
+		free(m);
+	} else {
+		w->snapped = 0; /* the snapshot is the env again */
 	}
-restore:
-	if (rc != 0 && snapped) {
-		int e = fs_swap_in(snap, prefix);
-		if (e != 0) {
-			char *m = *errmsg;
-			*errmsg = xasprintf("%s; restoring the environment from %s also failed: %s",
-			                    m, snap, strerror(-e));
-			free(m);
-		} else {
-			snapped = 0; /* the snapshot is the env again */
-		}
-	}
+}
+
+/* What the env holds now, each pinned distribution with its pin's hash. */
+static int list_installed(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
+                          struct pip_result *res, char **errmsg)
+{
+	int rc = pip_list(c, prefix, res, errmsg);
 	if (rc != 0)
-		goto out;
-
-list:
-	rc = pip_list(c, prefix, res, errmsg);
-	if (rc != 0)
-		goto out;
+		return rc;
 	for (size_t i = 0; i < res->n; i++)
 		for (size_t j = 0; j < n; j++) {
 			char *nm =
@@ -551,26 +579,56 @@ list:
 				res->v[i].sha256 = xstrdup(reqs[j].hashes[0]);
 			free(nm);
 		}
-out:
+	return 0;
+}
+
+/* Removes the work directory, a snapshot no longer needed, and the busy file. */
+static void work_release(const char *prefix, struct pip_work *w, struct pip_opts *own)
+{
 	/* After a restore the busy file went with the replaced tree. */
-	if (own.stdin_fd >= 0 && snapped)
-		pyenv_busy_release(prefix, own.stdin_fd);
-	else if (own.stdin_fd >= 0)
-		close(own.stdin_fd);
-	if (snapped && snap)
-		fs_rmtree(snap);
-	if (work)
-		fs_rmtree(work);
-	free(work);
-	free(reqfile);
-	free(bfile);
-	free(rfile);
-	free(backends);
-	free(rest);
-	free(wheels);
-	free(snap);
-	free(text);
-	strvec_release(&argv);
+	if (own->stdin_fd >= 0 && w->snapped)
+		pyenv_busy_release(prefix, own->stdin_fd);
+	else if (own->stdin_fd >= 0)
+		close(own->stdin_fd);
+	if (w->snapped && w->snap)
+		fs_rmtree(w->snap);
+	if (w->dir)
+		fs_rmtree(w->dir);
+	free(w->dir);
+	free(w->reqfile);
+	free(w->bfile);
+	free(w->rfile);
+	free(w->wheels);
+	free(w->snap);
+	free(w->backends);
+	free(w->rest);
+}
+
+int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
+                const struct pip_opts *o, struct pip_result *res, char **errmsg)
+{
+	struct pip_work w = {0};
+	struct pip_opts own = *o; /* own.stdin_fd: the env's busy file once snapshotted */
+	int rc, done = 0;
+	own.stdin_fd = -1;
+
+	if ((rc = work_create(prefix, &own, &w, errmsg)) != 0)
+		return rc;
+	rc = work_write(&w, reqs, n, &own, errmsg);
+	if (rc == 0 && w.nb > 0)
+		rc = install_backends(c, prefix, &w, &own, res, errmsg);
+	if (rc == 0)
+		rc = fetch_rest(c, prefix, &w, &own, res, errmsg);
+	/* The installer the step chose in pip's place; an sdist leaves it to pip. */
+	if (rc == 0 && own.native && own.txn && own.complete)
+		rc = own.native->install(c, w.wheels, reqs, n, &own, &done, errmsg);
+	if (rc == 0 && !done)
+		rc = install_with_pip(c, prefix, &w, reqs, n, &own, res, errmsg);
+	if (rc != 0)
+		restore_env(prefix, &w, errmsg);
+	else
+		rc = list_installed(c, prefix, reqs, n, res, errmsg);
+	work_release(prefix, &w, &own);
 	return rc;
 }
 
