@@ -740,37 +740,49 @@ static void compile_early(void *arg, const struct unpack_entry *e)
 	free(rel);
 }
 
-static void install_one(struct job *j, struct whl *w, size_t idx)
+/* One wheel on its way in: its unpack directory and what its metadata says. */
+struct unpacked {
+	char *tmprel, *tmp; /* the unpack directory, relative to the copy and on the host */
+	struct unpack_result res;
+	char *wheel, *record, *eptext; /* WHEEL, RECORD, entry_points.txt (or NULL) */
+	struct rec_ent *rec;           /* RECORD, sorted by path */
+	size_t nrec;
+	struct ep *eps; /* console and GUI entry points */
+	size_t neps;
+	char *datadir; /* "<dist>-<ver>.data" */
+};
+
+/* Unpacks the wheel into its private directory of the copy; .py files go to the compiler. */
+static void unpack_wheel(struct job *j, struct whl *w, struct unpacked *u)
 {
-	struct unpack_result res = {0};
-	struct rec_ent *rec = NULL;
-	struct ep *eps = NULL;
-	size_t nrec = 0, neps = 0;
-	char *err = NULL, *wheel = NULL, *record = NULL, *eptext = NULL, *datadir = NULL;
-	char *tmprel = xasprintf("%s/.tfprov-whl-%zu", j->sc->purelib, idx);
-	char *tmp = path_join(j->stage, tmprel);
-	struct early x = {j, tmprel};
+	struct early x = {j, u->tmprel};
+	char *err = NULL;
 	/* A large wheel is decoded by every core (its entries shared out). */
 	int parts = 1;
 	if (w->size > WHEEL_SHARE_MIN)
 		parts = j->c->jobs > 0 ? j->c->jobs : (int)pool_ncpu();
 	if (parts > WHEEL_SHARES_MAX)
 		parts = WHEEL_SHARES_MAX;
-	int rc = unpack_zip_parallel(j->c, w->src->path, tmp, parts, compile_early, &x, &res, &err);
-	if (rc != 0) {
+	int rc = unpack_zip_parallel(j->c, w->src->path, u->tmp, parts, compile_early, &x, &u->res,
+	                             &err);
+	if (rc != 0)
 		whl_fail(w, rc, "%s", err ? err : tf_strerror(rc));
-		goto out;
-	}
-	find_distinfo(w, &res);
+	free(err);
+}
+
+/* Reads the .dist-info: WHEEL (version, lib dir), RECORD and the entry points. */
+static void read_metadata(struct job *j, struct whl *w, struct unpacked *u)
+{
+	find_distinfo(w, &u->res);
 	if (w->err)
-		goto out;
-	wheel = read_meta(w, tmp, "WHEEL", 1);
-	record = read_meta(w, tmp, "RECORD", 1);
-	eptext = read_meta(w, tmp, "entry_points.txt", 0);
+		return;
+	u->wheel = read_meta(w, u->tmp, "WHEEL", 1);
+	u->record = read_meta(w, u->tmp, "RECORD", 1);
+	u->eptext = read_meta(w, u->tmp, "entry_points.txt", 0);
 	if (w->err)
-		goto out;
-	char *wv = header_value(wheel, "Wheel-Version"),
-	     *pure = header_value(wheel, "Root-Is-Purelib");
+		return;
+	char *wv = header_value(u->wheel, "Wheel-Version"),
+	     *pure = header_value(u->wheel, "Root-Is-Purelib");
 	if (wv == NULL)
 		whl_fail(w, TF_EFAIL, "WHEEL has no Wheel-Version");
 	else if (check_wheel_version(wv) != 0)
@@ -780,97 +792,123 @@ static void install_one(struct job *j, struct whl *w, size_t idx)
 	w->libdir = pure && strcasecmp(pure, "true") == 0 ? j->sc->purelib : j->sc->platlib;
 	free(wv);
 	free(pure);
-	if (w->err || (eptext && parse_entry_points(w, eptext, &eps, &neps) != 0))
-		goto out;
-	rec = load_record(record, &nrec);
-	datadir = xasprintf("%.*s.data", (int)(strlen(w->distinfo) - 10), w->distinfo);
+	if (w->err || (u->eptext && parse_entry_points(w, u->eptext, &u->eps, &u->neps) != 0))
+		return;
+	u->rec = load_record(u->record, &u->nrec);
+	u->datadir = xasprintf("%.*s.data", (int)(strlen(w->distinfo) - 10), w->distinfo);
+}
+
+/* Checks one unpacked file against the wheel's RECORD and moves it into its scheme. */
+static void place_entry(struct job *j, struct whl *w, const struct unpacked *u,
+                        const struct unpack_entry *e)
+{
+	if (e->type != 'f') {
+		whl_fail(w, TF_EUNSAFE, "%s is a link; wheels hold regular files", e->path);
+		return;
+	}
+	struct rec_ent key = {(char *)e->path, NULL}, *r;
+	r = u->nrec ? bsearch(&key, u->rec, u->nrec, sizeof(*u->rec), cmp_rec) : NULL;
+	if (r && r->hash[0]) {
+		char h[RECORD_HASH_MAX];
+		record_hash_encode(e->sha256, h);
+		if (strcmp(h, r->hash) != 0) {
+			whl_fail(w, TF_EINTEGRITY, "%s does not match the wheel's RECORD hash",
+			         e->path);
+			return;
+		}
+	}
+	int script = 0;
+	char *rel = dest_of(j, w, e->path, u->datadir, &script);
+	if (rel == NULL)
+		return;
+	unsigned mode = e->mode & 0111 ? 0755 : 0644;
+	if (script) {
+		const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
+		if (entrypoint_wrapper(base, u->eps, u->neps)) {
+			/* pip generates it from the entry point instead, and keeps
+			 * the wheel's RECORD row as it was. */
+			strvec_pushf(&w->records, "%s\x1f%s\x1f%lld", e->path, r ? r->hash : "",
+			             (long long)e->size);
+			free(rel);
+			return;
+		}
+	}
+	char *src = path_join(u->tmp, e->path), *dst = path_join(j->stage, rel);
+	char *parent = xstrndup(dst, (size_t)(strrchr(dst, '/') - dst));
+	mkdirs_at(AT_FDCWD, parent, 0755);
+	if (script) {
+		place_script(j, w, src, dst, rel, mode, e);
+	} else if ((e->mode & 07777) != mode && chmod(src, mode) != 0) {
+		whl_fail(w, TF_EIO, "cannot chmod %s: %s", e->path, strerror(errno));
+	} else if (rename(src, dst) != 0) {
+		whl_fail(w, TF_EIO, "cannot place %s: %s", rel, strerror(errno));
+	} else {
+		add_record(w, rel, e->sha256, e->size);
+		size_t rl = strlen(rel);
+		if (rl > 3 && strcmp(rel + rl - 3, ".py") == 0 &&
+		    (str_starts_with(rel, j->sc->purelib) ||
+		     str_starts_with(rel, j->sc->platlib))) {
+			strvec_push(&w->pys, rel);
+			if (!compiled_early(j, e->path))
+				strvec_push(&w->late, rel);
+		}
+	}
+	free(parent);
+	free(src);
+	free(dst);
+	free(rel);
+}
+
+/* Places every file of the wheel but its own RECORD (which is written anew). */
+static void place_files(struct job *j, struct whl *w, const struct unpacked *u)
+{
 	char *own_record = xasprintf("%s/RECORD", w->distinfo);
-	for (size_t i = 0; i < res.n && !w->err; i++) {
-		const struct unpack_entry *e = &res.v[i];
-		if (e->type == 'd')
+	for (size_t i = 0; i < u->res.n && !w->err; i++) {
+		const struct unpack_entry *e = &u->res.v[i];
+		if (e->type == 'd' || (e->type == 'f' && strcmp(e->path, own_record) == 0))
 			continue;
-		if (e->type != 'f') {
-			whl_fail(w, TF_EUNSAFE, "%s is a link; wheels hold regular files", e->path);
-			break;
-		}
-		if (strcmp(e->path, own_record) == 0)
-			continue;
-		struct rec_ent key = {(char *)e->path, NULL}, *r;
-		r = nrec ? bsearch(&key, rec, nrec, sizeof(*rec), cmp_rec) : NULL;
-		if (r && r->hash[0]) {
-			char h[RECORD_HASH_MAX];
-			record_hash_encode(e->sha256, h);
-			if (strcmp(h, r->hash) != 0) {
-				whl_fail(w, TF_EINTEGRITY,
-				         "%s does not match the wheel's RECORD hash", e->path);
-				break;
-			}
-		}
-		int script = 0;
-		char *rel = dest_of(j, w, e->path, datadir, &script);
-		if (rel == NULL)
-			break;
-		unsigned mode = e->mode & 0111 ? 0755 : 0644;
-		if (script) {
-			const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
-			if (entrypoint_wrapper(base, eps, neps)) {
-				/* pip generates it from the entry point instead, and keeps
-				 * the wheel's RECORD row as it was. */
-				strvec_pushf(&w->records, "%s\x1f%s\x1f%lld", e->path,
-				             r ? r->hash : "", (long long)e->size);
-				free(rel);
-				continue;
-			}
-		}
-		char *src = path_join(tmp, e->path), *dst = path_join(j->stage, rel);
-		char *parent = xstrndup(dst, (size_t)(strrchr(dst, '/') - dst));
-		mkdirs_at(AT_FDCWD, parent, 0755);
-		if (script) {
-			place_script(j, w, src, dst, rel, mode, e);
-		} else if ((e->mode & 07777) != mode && chmod(src, mode) != 0) {
-			whl_fail(w, TF_EIO, "cannot chmod %s: %s", e->path, strerror(errno));
-		} else if (rename(src, dst) != 0) {
-			whl_fail(w, TF_EIO, "cannot place %s: %s", rel, strerror(errno));
-		} else {
-			add_record(w, rel, e->sha256, e->size);
-			size_t rl = strlen(rel);
-			if (rl > 3 && strcmp(rel + rl - 3, ".py") == 0 &&
-			    (str_starts_with(rel, j->sc->purelib) ||
-			     str_starts_with(rel, j->sc->platlib))) {
-				strvec_push(&w->pys, rel);
-				if (!compiled_early(j, e->path))
-					strvec_push(&w->late, rel);
-			}
-		}
-		free(parent);
-		free(src);
-		free(dst);
-		free(rel);
+		place_entry(j, w, u, e);
 	}
 	free(own_record);
+}
+
+static void unpacked_release(struct unpacked *u)
+{
+	fs_rmtree(u->tmp);
+	for (size_t i = 0; i < u->nrec; i++) {
+		free(u->rec[i].path);
+		free(u->rec[i].hash);
+	}
+	for (size_t i = 0; i < u->neps; i++) {
+		free(u->eps[i].name);
+		free(u->eps[i].module);
+		free(u->eps[i].attr);
+	}
+	free(u->rec);
+	free(u->eps);
+	free(u->datadir);
+	free(u->wheel);
+	free(u->record);
+	free(u->eptext);
+	free(u->tmp);
+	free(u->tmprel);
+	unpack_result_release(&u->res);
+}
+
+/* Installs one wheel into the copy: unpack, metadata, files, entry-point scripts. */
+static void install_one(struct job *j, struct whl *w, size_t idx)
+{
+	struct unpacked u = {0};
+	u.tmprel = xasprintf("%s/.tfprov-whl-%zu", j->sc->purelib, idx);
+	u.tmp = path_join(j->stage, u.tmprel);
+	unpack_wheel(j, w, &u);
 	if (!w->err)
-		write_entry_points(j, w, eps, neps);
-out:
-	fs_rmtree(tmp);
-	for (size_t i = 0; i < nrec; i++) {
-		free(rec[i].path);
-		free(rec[i].hash);
-	}
-	for (size_t i = 0; i < neps; i++) {
-		free(eps[i].name);
-		free(eps[i].module);
-		free(eps[i].attr);
-	}
-	free(rec);
-	free(eps);
-	free(datadir);
-	free(wheel);
-	free(record);
-	free(eptext);
-	free(err);
-	free(tmp);
-	free(tmprel);
-	unpack_result_release(&res);
+		read_metadata(j, w, &u);
+	if (!w->err)
+		place_files(j, w, &u);
+	if (!w->err)
+		write_entry_points(j, w, u.eps, u.neps);
+	unpacked_release(&u);
 }
 
 static void install_job(size_t i, void *arg)
