@@ -1211,45 +1211,51 @@ static int parse_filename(struct whl *w)
 	return 0;
 }
 
-int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *src,
-                  size_t n, struct wheel_stats *stats, char **errmsg)
+/* Each wheel's name, version and size from its file, largest first (the pool's order). */
+static int wheels_prepare(const struct wheel_src *src, size_t n, struct whl *w, char **errmsg)
 {
-	struct scheme sc = {0};
-	struct whl *w = xcalloc(n ? n : 1, sizeof(*w));
-	struct strvec have = STRVEC_INIT;
-	char *final = ctx_host_path(c, env_path), *stage = NULL;
-	struct job j = {c, NULL, final, &sc, w, n, NULL};
-	int rc = 0;
-	memset(stats, 0, sizeof(*stats));
 	for (size_t i = 0; i < n; i++) {
 		struct stat st;
 		w[i].src = &src[i];
 		w[i].size = stat(src[i].path, &st) == 0 ? st.st_size : 0;
 		if (parse_filename(&w[i]) != 0) {
 			*errmsg = xasprintf("%s is not a wheel file name (PEP 427)", src[i].path);
-			rc = TF_EFAIL;
-			goto out;
+			return TF_EFAIL;
 		}
 	}
 	if (n > 1)
 		qsort(w, n, sizeof(*w), cmp_size_desc);
-	if ((rc = query_scheme(c, final, &sc, errmsg)) != 0)
-		goto out;
-	if ((rc = txn_stage_dir(t, env_path, &stage)) != 0) {
+	return 0;
+}
+
+/* The hard-link copy of the env the wheels go into, staged (journaled) in the txn. */
+static int stage_copy(struct txn *t, const char *env_path, const char *final, char **stage,
+                      uint64_t *t0, char **errmsg)
+{
+	int rc = txn_stage_dir(t, env_path, stage);
+	if (rc != 0) {
 		*errmsg = xstrdup(txn_error(t) ? txn_error(t) : "cannot stage");
-		goto out;
+		return rc;
 	}
-	j.stage = stage;
-	uint64_t t0 = now_ns();
-	if (fs_link_tree(final, stage) != 0) {
+	*t0 = now_ns();
+	if (fs_link_tree(final, *stage) != 0) {
 		*errmsg = xasprintf("cannot copy %s (hard links): %s", final, strerror(errno));
-		rc = TF_EIO;
-		goto out;
+		return TF_EIO;
 	}
-	installed_dists(stage, sc.purelib, &have);
-	if (strcmp(sc.platlib, sc.purelib) != 0)
-		installed_dists(stage, sc.platlib, &have);
-	for (size_t i = 0; i < n && rc == 0; i++) {
+	return 0;
+}
+
+/* Uninstalls older versions of the wheels' distributions from the copy; the same one stays. */
+static int remove_older(struct job *j, struct wheel_stats *stats, char **errmsg)
+{
+	const struct scheme *sc = j->sc;
+	struct whl *w = j->w;
+	struct strvec have = STRVEC_INIT;
+	int rc = 0;
+	installed_dists(j->stage, sc->purelib, &have);
+	if (strcmp(sc->platlib, sc->purelib) != 0)
+		installed_dists(j->stage, sc->platlib, &have);
+	for (size_t i = 0; i < j->n && rc == 0; i++) {
 		for (size_t k = 0; k < have.n && rc == 0; k++) {
 			char *f[3] = {have.v[k], strchr(have.v[k], '\x1f'), NULL};
 			size_t nl = (size_t)(f[1] - f[0]);
@@ -1263,15 +1269,75 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 				stats->skipped++;
 				continue;
 			}
-			const char *lib = sc.purelib;
-			char *probe = xasprintf("%s/%s/%s", stage, sc.purelib, f[2]);
+			const char *lib = sc->purelib;
+			char *probe = xasprintf("%s/%s/%s", j->stage, sc->purelib, f[2]);
 			if (access(probe, F_OK) != 0)
-				lib = sc.platlib;
+				lib = sc->platlib;
 			free(probe);
-			rc = uninstall(&j, lib, f[2], errmsg);
+			rc = uninstall(j, lib, f[2], errmsg);
 			stats->removed++;
 		}
 	}
+	strvec_release(&have);
+	return rc;
+}
+
+/* Unpacks and places the wheels on a pool of threads, the byte-compiler fed alongside. */
+static int unpack_all(struct job *j, char **errmsg)
+{
+	struct whl *w = j->w;
+	int rc = 0;
+	pool_run(j->n, j->c->jobs > 0 ? (size_t)j->c->jobs : pool_ncpu(), install_job, j);
+	for (size_t i = 0; i < j->n; i++)
+		for (size_t k = 0; k < w[i].late.n && !w[i].err; k++)
+			compiler_send(j->cc, NULL, w[i].late.v[k]);
+	for (size_t i = 0; i < j->n && rc == 0; i++)
+		if (w[i].err) {
+			rc = w[i].err;
+			*errmsg = xstrdup(w[i].errmsg);
+		}
+	if (rc == 0 && tf_interrupted)
+		rc = TF_EINTR, *errmsg = xstrdup("interrupted");
+	return rc;
+}
+
+/* Writes each wheel's INSTALLER, REQUESTED, direct_url.json and RECORD; counts the work. */
+static int write_metadata(struct job *j, struct wheel_stats *stats, char **errmsg)
+{
+	struct whl *w = j->w;
+	int rc = 0;
+	pool_run(j->n, j->c->jobs > 0 ? (size_t)j->c->jobs : pool_ncpu(), finish_job, j);
+	for (size_t i = 0; i < j->n && rc == 0; i++) {
+		if (w[i].err) {
+			rc = w[i].err;
+			*errmsg = xstrdup(w[i].errmsg);
+		}
+		if (!w[i].skip) {
+			stats->installed++;
+			stats->files += w[i].records.n;
+		}
+	}
+	return rc;
+}
+
+int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *src,
+                  size_t n, struct wheel_stats *stats, char **errmsg)
+{
+	struct scheme sc = {0};
+	struct whl *w = xcalloc(n ? n : 1, sizeof(*w));
+	char *final = ctx_host_path(c, env_path), *stage = NULL;
+	struct job j = {c, NULL, final, &sc, w, n, NULL};
+	uint64_t t0 = 0;
+	int rc = 0;
+	memset(stats, 0, sizeof(*stats));
+	if ((rc = wheels_prepare(src, n, w, errmsg)) != 0)
+		goto out;
+	if ((rc = query_scheme(c, final, &sc, errmsg)) != 0)
+		goto out;
+	rc = stage_copy(t, env_path, final, &stage, &t0, errmsg);
+	j.stage = stage;
+	if (rc == 0)
+		rc = remove_older(&j, stats, errmsg);
 	if (rc != 0)
 		goto out;
 	uint64_t t1 = now_ns();
@@ -1281,17 +1347,7 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 		goto out;
 	}
 	j.cc = &cc;
-	pool_run(n, c->jobs > 0 ? (size_t)c->jobs : pool_ncpu(), install_job, &j);
-	for (size_t i = 0; i < n; i++)
-		for (size_t k = 0; k < w[i].late.n && !w[i].err; k++)
-			compiler_send(&cc, NULL, w[i].late.v[k]);
-	for (size_t i = 0; i < n && rc == 0; i++)
-		if (w[i].err) {
-			rc = w[i].err;
-			*errmsg = xstrdup(w[i].errmsg);
-		}
-	if (rc == 0 && tf_interrupted)
-		rc = TF_EINTR, *errmsg = xstrdup("interrupted");
+	rc = unpack_all(&j, errmsg);
 	uint64_t t2 = now_ns();
 	/* The .pyc files are in place before RECORD lists them. */
 	char *cerr = NULL;
@@ -1305,17 +1361,7 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 	free(cerr);
 	uint64_t t3 = now_ns();
 	if (rc == 0)
-		pool_run(n, c->jobs > 0 ? (size_t)c->jobs : pool_ncpu(), finish_job, &j);
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		if (w[i].err) {
-			rc = w[i].err;
-			*errmsg = xstrdup(w[i].errmsg);
-		}
-		if (!w[i].skip) {
-			stats->installed++;
-			stats->files += w[i].records.n;
-		}
-	}
+		rc = write_metadata(&j, stats, errmsg);
 	ev_log(c, EV_DEBUG,
 	       "wheels: copy + uninstall %.2f s, unpack (byte-compiling alongside) %.2f s, "
 	       "byte-compile tail %.2f s, RECORD %.2f s",
@@ -1337,7 +1383,6 @@ out:
 		strvec_release(&w[i].late);
 	}
 	free(w);
-	strvec_release(&have);
 	scheme_release(&sc);
 	free(stage);
 	free(final);
