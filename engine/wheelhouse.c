@@ -7,7 +7,6 @@
  * either part may decline (*done = 0), and pip does that part instead.
  */
 #include "pyenv.h"
-#include "pyenv_int.h"
 
 #include "cache.h"
 #include "ctx.h"

@@ -10,7 +10,9 @@
  * Every file of the env is recorded.
  *
  * pip: installs the pins with the env's own pip, hashes required, isolated
- * from the user's PIP_* settings (pyenv.c). It depends on pyenv: a rebuilt
+ * from the user's PIP_* settings (pipdrv.c), or, for a complete lock of
+ * wheels, with the native installer it chooses (wheelhouse.c, unless
+ * pip.installer is pip). It depends on pyenv: a rebuilt
  * env has lost its pip packages, so pip runs again. What pip changed in the
  * env is re-recorded, so the env's own drift check does not mistake pip's
  * work for drift.
