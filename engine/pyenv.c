@@ -7,7 +7,7 @@
  *
  * Its neighbours: pipdrv.c drives pip (install, list, lock), wheelhouse.c
  * installs a verified wheelhouse without pip (wheel.c); pyenv_int.h is what
- * the three share.
+ * this file shares with pipdrv.c.
  */
 #include "pyenv.h"
 #include "pyenv_int.h"
