@@ -15,7 +15,6 @@
 #include "compat.h"
 #include "datadir.h"
 #include "error.h"
-#include "pyenv.h" /* pip_normalize_name */
 #include "version.h"
 
 #include <ctype.h>

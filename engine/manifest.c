@@ -14,7 +14,6 @@
 #include "manifest.h"
 #include "digest.h"
 #include "error.h"
-#include "pyenv.h" /* pip_normalize_name */
 #include "util.h"
 #include "yamltree.h"
 

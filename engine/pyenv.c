@@ -19,7 +19,6 @@
 #include "spawn.h"
 #include "place.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -37,24 +36,6 @@ static const char probe_src[] =
     "except ImportError:\n"
     "    ok = 0\n"
     "print('%d.%d %d' % (sys.version_info[0], sys.version_info[1], ok))\n";
-
-char *pip_normalize_name(const char *name)
-{
-	struct strbuf sb = STRBUF_INIT;
-	int sep = 0;
-	for (const char *p = name; *p; p++) {
-		if (*p == '-' || *p == '_' || *p == '.') {
-			sep = 1;
-			continue;
-		}
-		if (sep && sb.len)
-			strbuf_add(&sb, "-", 1);
-		sep = 0;
-		char ch = (char)tolower((unsigned char)*p);
-		strbuf_add(&sb, &ch, 1);
-	}
-	return strbuf_detach(&sb);
-}
 
 int pyenv_run_python_in(struct ctx *c, char *const *argv, double timeout_s, int stdin_fd,
                         struct spawn_result *r)

@@ -139,9 +139,6 @@ struct spawn_result;
  * environment, output captured in r; 0 when it ran (see spawn_run). */
 int pyenv_run_python(struct ctx *c, char *const *argv, double timeout_s, struct spawn_result *r);
 
-/* PEP 503 normalisation: lowercase, runs of -_. become '-'; caller frees. */
-char *pip_normalize_name(const char *name);
-
 /* The PEP 503 index of an http(s) mirror built by `mirror build`: URL/simple/. */
 char *pip_mirror_index(const char *mirror_url);
 /*

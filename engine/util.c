@@ -6,6 +6,7 @@
 #include "util.h"
 #include "error.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -302,4 +303,22 @@ size_t edit_distance(const char *a, const char *b)
 	size_t d = row[lb];
 	free(row);
 	return d;
+}
+
+char *pip_normalize_name(const char *name)
+{
+	struct strbuf sb = STRBUF_INIT;
+	int sep = 0;
+	for (const char *p = name; *p; p++) {
+		if (*p == '-' || *p == '_' || *p == '.') {
+			sep = 1;
+			continue;
+		}
+		if (sep && sb.len)
+			strbuf_add(&sb, "-", 1);
+		sep = 0;
+		char ch = (char)tolower((unsigned char)*p);
+		strbuf_add(&sb, &ch, 1);
+	}
+	return strbuf_detach(&sb);
 }

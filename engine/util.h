@@ -78,4 +78,8 @@ int64_t now_unix(void);
 /* Levenshtein distance for did-you-mean hints. */
 size_t edit_distance(const char *a, const char *b);
 
+/* PEP 503 normalisation: lowercase, runs of -_. become '-'; caller frees.
+ * The one normaliser of Python package names (wheel, pip, lock, mirror). */
+char *pip_normalize_name(const char *name);
+
 #endif

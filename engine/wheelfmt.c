@@ -4,7 +4,6 @@
  */
 #include "wheelfmt.h"
 
-#include "pyenv.h"
 #include "util.h"
 
 #include <ctype.h>
