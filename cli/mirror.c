@@ -44,6 +44,7 @@
 #include "fs.h"
 #include "redist.h"
 #include "spawn.h"
+#include "wheelfmt.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -523,7 +524,12 @@ static char *dist_project(const char *file)
 			return NULL; /* nothing from a mirror's listing goes into HTML unchecked */
 	char *name = NULL;
 	if (str_ends_with(file, ".whl")) {
-		name = xstrndup(file, strcspn(file, "-"));
+		struct wheel_name wn;
+		if (wheel_name_parse(file, &wn) != 0)
+			return NULL;
+		name = wn.raw;
+		wn.raw = NULL;
+		wheel_name_release(&wn);
 	} else if (str_ends_with(file, ".tar.gz") || str_ends_with(file, ".zip")) {
 		const char *dash = strrchr(file, '-');
 		if (dash && dash != file)

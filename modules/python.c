@@ -10,7 +10,9 @@
  * Every file of the env is recorded.
  *
  * pip: installs the pins with the env's own pip, hashes required, isolated
- * from the user's PIP_* settings (pyenv.c). It depends on pyenv: a rebuilt
+ * from the user's PIP_* settings (pipdrv.c), or, for a complete lock of
+ * wheels, with the native installer it chooses (wheelhouse.c, unless
+ * pip.installer is pip). It depends on pyenv: a rebuilt
  * env has lost its pip packages, so pip runs again. What pip changed in the
  * env is re-recorded, so the env's own drift check does not mistake pip's
  * work for drift.
@@ -449,7 +451,7 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	o.cert = c->ca_bundle;
 	o.txn = t;
 	o.env_path = prefix;
-	o.native = !m->pip.use_pip;
+	o.native = m->pip.use_pip ? NULL : &wheelhouse_installer;
 	/* A mirror: a directory of wheels (find-links only) or, served over http(s),
 	 * the PEP 503 pages `mirror build` writes under its simple/. */
 	if (c->mirrors.n)

@@ -619,42 +619,17 @@ int conda_explicit_parse(const char *file, const char *text, struct pos base, in
 	return d->errors > errors_before ? TF_EMANIFEST : 0;
 }
 
-/* PEP 503 normalisation: lowercase, runs of -_. become one '-'. */
-static char *pep503(const char *s, size_t n)
-{
-	struct strbuf sb = STRBUF_INIT;
-	int dash = 0;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (c == '-' || c == '_' || c == '.') {
-			dash = 1;
-			continue;
-		}
-		if (dash && sb.len)
-			strbuf_add(&sb, "-", 1);
-		dash = 0;
-		if (c >= 'A' && c <= 'Z')
-			c = (char)(c - 'A' + 'a');
-		strbuf_add(&sb, &c, 1);
-	}
-	return strbuf_detach(&sb);
-}
-
 /*
- * lock_input: the pins of a `complete: false` section, which `tfprov lock`
- * completes. There a requirement may leave out its hashes, or name a range
- * (tf-keras~=2.20.0): lock resolves and hashes it. Warnings, not errors.
+ * The next logical line of requirements text from *sp, "\" continuations
+ * joined and comments dropped; *at is where it starts (within the block
+ * when `block`), *idx counts physical lines. NULL at the end; caller frees.
  */
-static int parse_requirements(const char *file, const char *text, struct pos base, int block,
-                              int lock_input, struct pip_req **reqs, size_t *nreqs, struct diags *d)
+static char *next_logical(const char **sp, struct pos base, int block, size_t *idx, struct pos *at)
 {
-	size_t errors_before = d->errors;
-	size_t cap = 0, idx = 0;
-	const char *s = text;
 	struct strbuf logical = STRBUF_INIT;
-	struct pos lpos = base;
-	*reqs = NULL;
-	*nreqs = 0;
+	const char *s = *sp;
+	if (*s == '\0')
+		return NULL;
 	while (*s) {
 		const char *e = strchr(s, '\n');
 		size_t n = e ? (size_t)(e - s) : strlen(s);
@@ -662,11 +637,11 @@ static int parse_requirements(const char *file, const char *text, struct pos bas
 		char *t = line;
 		while (*t == ' ' || *t == '\t')
 			t++;
-		struct pos pos = {(int)idx + 1, (int)(t - line) + 1};
+		struct pos pos = {(int)*idx + 1, (int)(t - line) + 1};
 		if (block)
-			pos = (struct pos){base.line + (int)idx, base.col + (int)(t - line)};
+			pos = (struct pos){base.line + (int)*idx, base.col + (int)(t - line)};
 		if (logical.len == 0)
-			lpos = pos;
+			*at = pos;
 		char *hashc = strstr(t, " #");
 		if (*t == '#')
 			*t = '\0';
@@ -680,42 +655,121 @@ static int parse_requirements(const char *file, const char *text, struct pos bas
 			t[--tl] = '\0';
 		strbuf_addf(&logical, "%s ", t);
 		free(line);
-		idx++;
+		(*idx)++;
 		s = e ? e + 1 : s + n;
-		if (cont && *s)
-			continue;
-		/* One logical requirement line: NAME[extras]==VER [; marker] --hash=... */
-		char *buf = strbuf_detach(&logical);
-		char *save = NULL, *tok;
+		if (!(cont && *s))
+			break;
+	}
+	*sp = s;
+	return strbuf_detach(&logical);
+}
+
+/*
+ * Splits one logical line (NAME[extras]==VER [; marker] --hash=...) into the
+ * requirement's words (into spec) and its hashes (into r); 1 when it holds a
+ * bad option (diagnosed at r->pos), else 0.
+ */
+static int split_options(const char *file, char *buf, struct pip_req *r, struct strbuf *spec,
+                         struct diags *d)
+{
+	char *save = NULL, *tok;
+	int bad = 0;
+	for (tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+		if (str_starts_with(tok, "--hash=")) {
+			const char *h = tok + 7;
+			if (!str_starts_with(h, "sha256:") || !is_hex64(h + 7)) {
+				diags_add(d, DIAG_ERROR, file, r->pos, "pip.bad-hash",
+				          "use --hash=sha256:<64 lowercase hex>",
+				          "malformed hash option '%s'", Q(tok));
+				bad = 1;
+				continue;
+			}
+			r->hashes = xrealloc(r->hashes, (r->nhashes + 1) * sizeof(*r->hashes));
+			r->hashes[r->nhashes++] = xstrdup(h + 7);
+		} else if (tok[0] == '-') {
+			diags_add(d, DIAG_ERROR, file, r->pos, "pip.option",
+			          "only --hash options are allowed; set the index with "
+			          "pip.index_url",
+			          "pip option '%s' is not allowed in pins", Q(tok));
+			bad = 1;
+		} else {
+			if (spec->len)
+				strbuf_adds(spec, " ");
+			strbuf_adds(spec, tok);
+		}
+	}
+	return bad;
+}
+
+/* The name, the direct reference's URL and the pinned version of r->spec. */
+static void read_spec(struct pip_req *r)
+{
+	size_t nl = strcspn(r->spec, "[=<>!~; ");
+	r->raw_name = xstrndup(r->spec, nl);
+	r->name = pip_normalize_name(r->raw_name);
+	const char *eq = strstr(r->spec, "==");
+	const char *at = strchr(r->spec, '@');
+	if (at && !eq) {
+		/* PEP 440 direct reference to a wheel: the version is in its name. */
+		at++;
+		while (*at == ' ')
+			at++;
+		r->url = xstrndup(at, strcspn(at, " ;"));
+		const char *fn = strrchr(r->url, '/');
+		fn = fn ? fn + 1 : r->url;
+		const char *v = strchr(fn, '-');
+		if (str_ends_with(r->url, ".whl") && v && strchr(v + 1, '-'))
+			r->version = xstrndup(v + 1, strcspn(v + 1, "-"));
+	} else if (eq && eq[2] != '=') {
+		const char *v = eq + 2;
+		r->version = xstrndup(v, strcspn(v, " ;,"));
+	}
+	if (r->version && strpbrk(r->version, "*<>!~,")) {
+		free(r->version);
+		r->version = NULL;
+	}
+}
+
+/* A pin without one version or without a hash: an error, or lock input's warning. */
+static void check_pinned(const char *file, const struct pip_req *r, int lock_input, struct diags *d)
+{
+	if (lock_input && (r->version == NULL || r->nhashes == 0))
+		diags_add(d, DIAG_WARNING, file, r->pos, "pip.lock-input",
+		          "run `tfprov lock`: pip's resolver pins it and adds every hash",
+		          "requirement '%s' is %s yet", Q(r->spec),
+		          r->version == NULL ? "not pinned to one version" : "not hashed");
+	else if (r->version == NULL)
+		diags_add(d, DIAG_ERROR, file, r->pos, "pip.unpinned",
+		          "pin an exact version with ==, as `pip-compile --generate-hashes` or "
+		          "`uv export` write it, or reference a wheel: name @ https://.../x.whl",
+		          "requirement '%s' is not pinned to one version", Q(r->spec));
+	else if (r->nhashes == 0)
+		diags_add(d, DIAG_ERROR, file, r->pos, "pip.no-hash",
+		          "add --hash=sha256:<hex> for every file of this release",
+		          "requirement '%s' has no --hash", Q(r->spec));
+}
+
+/*
+ * lock_input: the pins of a `complete: false` section, which `tfprov lock`
+ * completes. There a requirement may leave out its hashes, or name a range
+ * (tf-keras~=2.20.0): lock resolves and hashes it. Warnings, not errors.
+ */
+static int parse_requirements(const char *file, const char *text, struct pos base, int block,
+                              int lock_input, struct pip_req **reqs, size_t *nreqs, struct diags *d)
+{
+	size_t errors_before = d->errors;
+	size_t cap = 0, idx = 0;
+	const char *s = text;
+	struct pos lpos = base;
+	char *buf;
+	*reqs = NULL;
+	*nreqs = 0;
+	while ((buf = next_logical(&s, base, block, &idx, &lpos)) != NULL) {
 		struct pip_req r;
 		memset(&r, 0, sizeof(r));
 		r.pos = lpos;
 		struct strbuf spec = STRBUF_INIT;
-		int bad = 0;
-		for (tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
-			if (str_starts_with(tok, "--hash=")) {
-				const char *h = tok + 7;
-				if (!str_starts_with(h, "sha256:") || !is_hex64(h + 7)) {
-					diags_add(d, DIAG_ERROR, file, lpos, "pip.bad-hash",
-					          "use --hash=sha256:<64 lowercase hex>",
-					          "malformed hash option '%s'", Q(tok));
-					bad = 1;
-					continue;
-				}
-				r.hashes = xrealloc(r.hashes, (r.nhashes + 1) * sizeof(*r.hashes));
-				r.hashes[r.nhashes++] = xstrdup(h + 7);
-			} else if (tok[0] == '-') {
-				diags_add(d, DIAG_ERROR, file, lpos, "pip.option",
-				          "only --hash options are allowed; set the index with "
-				          "pip.index_url",
-				          "pip option '%s' is not allowed in pins", Q(tok));
-				bad = 1;
-			} else {
-				if (spec.len)
-					strbuf_adds(&spec, " ");
-				strbuf_adds(&spec, tok);
-			}
-		}
+		int bad = split_options(file, buf, &r, &spec, d);
 		free(buf);
 		if (spec.len == 0) {
 			strbuf_release(&spec);
@@ -728,52 +782,15 @@ static int parse_requirements(const char *file, const char *text, struct pos bas
 			continue;
 		}
 		r.spec = strbuf_detach(&spec);
-		size_t nl = strcspn(r.spec, "[=<>!~; ");
-		r.raw_name = xstrndup(r.spec, nl);
-		r.name = pep503(r.spec, nl);
-		const char *eq = strstr(r.spec, "==");
-		const char *at = strchr(r.spec, '@');
-		if (at && !eq) {
-			/* PEP 440 direct reference to a wheel: the version is in its name. */
-			at++;
-			while (*at == ' ')
-				at++;
-			r.url = xstrndup(at, strcspn(at, " ;"));
-			const char *fn = strrchr(r.url, '/');
-			fn = fn ? fn + 1 : r.url;
-			const char *v = strchr(fn, '-');
-			if (str_ends_with(r.url, ".whl") && v && strchr(v + 1, '-'))
-				r.version = xstrndup(v + 1, strcspn(v + 1, "-"));
-		} else if (eq && eq[2] != '=') {
-			const char *v = eq + 2;
-			r.version = xstrndup(v, strcspn(v, " ;,"));
-		}
-		if (r.version && strpbrk(r.version, "*<>!~,")) {
-			free(r.version);
-			r.version = NULL;
-		}
-		if (!bad && lock_input && (r.version == NULL || r.nhashes == 0))
-			diags_add(d, DIAG_WARNING, file, lpos, "pip.lock-input",
-			          "run `tfprov lock`: pip's resolver pins it and adds every hash",
-			          "requirement '%s' is %s yet", Q(r.spec),
-			          r.version == NULL ? "not pinned to one version" : "not hashed");
-		else if (!bad && r.version == NULL)
-			diags_add(
-			    d, DIAG_ERROR, file, lpos, "pip.unpinned",
-			    "pin an exact version with ==, as `pip-compile --generate-hashes` or "
-			    "`uv export` write it, or reference a wheel: name @ https://.../x.whl",
-			    "requirement '%s' is not pinned to one version", Q(r.spec));
-		else if (!bad && r.nhashes == 0)
-			diags_add(d, DIAG_ERROR, file, lpos, "pip.no-hash",
-			          "add --hash=sha256:<hex> for every file of this release",
-			          "requirement '%s' has no --hash", Q(r.spec));
+		read_spec(&r);
+		if (!bad)
+			check_pinned(file, &r, lock_input, d);
 		if (*nreqs == cap) {
 			cap = cap ? cap * 2 : 32;
 			*reqs = xrealloc(*reqs, cap * sizeof(**reqs));
 		}
 		(*reqs)[(*nreqs)++] = r;
 	}
-	strbuf_release(&logical);
 	return d->errors > errors_before ? TF_EMANIFEST : 0;
 }
 
@@ -1118,7 +1135,7 @@ static void parse_pip_requires(struct pctx *p, const struct ynode *n, struct man
 		}
 		r = &m->pip.requires[m->pip.nrequires++];
 		r->pos = k->pos;
-		r->name = pep503(k->str, strlen(k->str));
+		r->name = pip_normalize_name(k->str);
 		if (v->type != Y_SEQ)
 			continue;
 		r->reqs = xcalloc(v->n ? v->n : 1, sizeof(*r->reqs));

@@ -276,24 +276,12 @@ static void *get_table(struct loader *L, const yaml_node_t *map, const char *key
 	return xcalloc(*n ? *n : 1, size);
 }
 
-/* Lowercase, runs of [-_.] become '-' (PEP 503). */
+/* The PEP 503 name (pip_normalize_name), owned by the knowledge base. */
 static const char *pep503(struct loader *L, const char *name)
 {
-	struct strbuf sb = STRBUF_INIT;
-	const char *out;
-
-	for (const char *p = name; *p != '\0'; p++) {
-		if (*p == '-' || *p == '_' || *p == '.') {
-			while (p[1] == '-' || p[1] == '_' || p[1] == '.')
-				p++;
-			strbuf_add(&sb, "-", 1);
-		} else {
-			char c = (char)tolower((unsigned char)*p);
-			strbuf_add(&sb, &c, 1);
-		}
-	}
-	out = own(L->kb, sb.buf ? sb.buf : "", sb.len);
-	strbuf_release(&sb);
+	char *norm = pip_normalize_name(name);
+	const char *out = own(L->kb, norm, strlen(norm));
+	free(norm);
 	return out;
 }
 

@@ -11,6 +11,7 @@
 #include "manifest.h"
 #include "pyenv.h"
 #include "util.h"
+#include "wheelfmt.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -128,15 +129,11 @@ static int file_is(const char *file, const char *name, const char *version)
 	size_t fl = strlen(file), vl = strlen(version);
 	int rc = 0;
 	if (str_ends_with(file, ".whl")) {
-		const char *d1 = strchr(file, '-');
-		const char *d2 = d1 ? strchr(d1 + 1, '-') : NULL;
-		if (d2 == NULL)
+		struct wheel_name wn;
+		if (wheel_name_parse(file, &wn) != 0)
 			return 0;
-		char *raw = xstrndup(file, (size_t)(d1 - file)), *nm = pip_normalize_name(raw);
-		rc = strcmp(nm, name) == 0 && (size_t)(d2 - d1 - 1) == vl &&
-		     strncmp(d1 + 1, version, vl) == 0;
-		free(raw);
-		free(nm);
+		rc = strcmp(wn.name, name) == 0 && strcmp(wn.version, version) == 0;
+		wheel_name_release(&wn);
 		return rc ? 1 : 0;
 	}
 	size_t el = str_ends_with(file, ".tar.gz") ? 7 : str_ends_with(file, ".zip") ? 4 : 0;
@@ -205,19 +202,13 @@ static int abi3_ok(const char *t, const struct pipart_src *src)
 /* Whether a wheel's tags (PEP 425, from its file name) may suit the env. */
 static int wheel_fits(const char *file, const struct pipart_src *src)
 {
-	char *f = xstrndup(file, strlen(file) - 4), *d[3];
-	int r = 0;
-	for (int k = 2; k >= 0; k--) {
-		char *dash = strrchr(f, '-');
-		if (dash == NULL)
-			goto out;
-		*dash = '\0';
-		d[k] = dash + 1;
-	}
-	r = any_tag(d[2], plat_ok, src) &&
-	    (any_tag(d[0], py_ok, src) || (strstr(d[1], "abi3") && any_tag(d[0], abi3_ok, src)));
-out:
-	free(f);
+	struct wheel_name wn;
+	if (wheel_name_parse(file, &wn) != 0)
+		return 0;
+	int r = any_tag(wn.plat, plat_ok, src) &&
+	        (any_tag(wn.py, py_ok, src) ||
+	         (strstr(wn.abi, "abi3") && any_tag(wn.py, abi3_ok, src)));
+	wheel_name_release(&wn);
 	return r;
 }
 

@@ -4,13 +4,13 @@
 #include "pyenv.h"
 #include "state.h"
 #include "util.h"
+#include "wheelfmt.h"
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,58 +64,6 @@ static void push(struct pkgfiles *x, char *path, const char *pkg, const char *no
 	f->src = src;
 }
 
-/* "sha256=<urlsafe b64>" to hex; 0 when it is a sha256 of 32 bytes, else -EINVAL. */
-static int record_hash(const char *h, char hex[65])
-{
-	if (!str_starts_with(h, "sha256="))
-		return -EINVAL;
-	h += 7;
-	size_t n = strlen(h);
-	if (n != 43)
-		return -EINVAL;
-	char b64[45];
-	for (size_t i = 0; i < n; i++)
-		b64[i] = h[i] == '-' ? '+' : h[i] == '_' ? '/' : h[i];
-	b64[43] = '=';
-	b64[44] = '\0';
-	unsigned char md[36];
-	if (EVP_DecodeBlock(md, (const unsigned char *)b64, 44) != 33)
-		return -EINVAL;
-	hex_encode(md, 32, hex);
-	return 0;
-}
-
-/* Splits one CSV line (RECORD quotes fields that hold a comma) into up to 3 fields. */
-static int csv_fields(char *line, char *f[3])
-{
-	int n = 0;
-	char *w = line, *r = line;
-	f[0] = f[1] = f[2] = "";
-	while (n < 3) {
-		f[n++] = w;
-		if (*r == '"') {
-			for (r++; *r; r++) {
-				if (*r == '"' && r[1] != '"') {
-					r++;
-					break;
-				}
-				if (*r == '"')
-					r++; /* "" is one quote */
-				*w++ = *r;
-			}
-		} else {
-			while (*r && *r != ',')
-				*w++ = *r++;
-		}
-		int more = *r == ',';
-		*w++ = '\0';
-		if (!more)
-			break;
-		r++;
-	}
-	return n;
-}
-
 static void load_record(struct ctx *c, struct pkgfiles *x, const char *env, const char *site,
                         const char *distinfo)
 {
@@ -139,18 +87,20 @@ static void load_record(struct ctx *c, struct pkgfiles *x, const char *env, cons
 	char *save = NULL;
 	for (char *line = strtok_r(text, "\r\n", &save); line;
 	     line = strtok_r(NULL, "\r\n", &save)) {
-		char *f[3];
-		csv_fields(line, f);
+		char *f[3] = {NULL, NULL, NULL};
+		size_t nf = record_fields(line, f);
 		char *p = inside(env, site, f[0]);
-		if (p == NULL)
-			continue;
-		push(x, p, pkg, norm, 'p');
-		struct pkgfile *e = &x->v[x->n - 1];
-		if (f[1][0] && record_hash(f[1], e->sha256) != 0)
-			snprintf(e->sha256, sizeof(e->sha256),
-			         "?"); /* unknown algorithm: a finding */
-		if (f[2][0])
-			e->size = strtoll(f[2], NULL, 10);
+		if (p != NULL) {
+			push(x, p, pkg, norm, 'p');
+			struct pkgfile *e = &x->v[x->n - 1];
+			if (f[1] && f[1][0] && record_hash_decode(f[1], e->sha256) != 0)
+				snprintf(e->sha256, sizeof(e->sha256),
+				         "?"); /* unknown algorithm: a finding */
+			if (f[2] && f[2][0])
+				e->size = strtoll(f[2], NULL, 10);
+		}
+		for (size_t k = 0; k < nf; k++)
+			free(f[k]);
 	}
 	free(norm);
 	free(pkg);

@@ -69,13 +69,31 @@ struct pip_opts {
 	 * a kill leaves nothing behind; env_path is the env, root-relative. */
 	struct txn *txn;
 	const char *env_path;
-	/* With txn: a complete lock whose downloads are all wheels is installed
-	 * by wheel.c through the txn instead of by pip install. */
-	int native;
+	/* With txn and a complete lock: the installer the pip step chose in
+	 * pip's place (wheelhouse_installer), or NULL for pip alone. */
+	const struct pip_native *native;
 	/* Set by pip_install while pip changes the env in place: the pip
 	 * processes' stdin, the env's busy file (place.h, PLACE_BUSY_NAME). */
 	int stdin_fd;
 };
+
+/*
+ * An installer the pip step hands to pip_install() in pip's place
+ * (pip_opts.native), so that pip's driver knows no other installer. fill()
+ * fills the empty wheelhouse `wheels` from o->find_links without pip;
+ * install() installs the verified wheelhouse into the env through o->txn.
+ * Each returns 0 with *done = 1, 0 with *done = 0 when it declines (nothing
+ * changed: pip does that part), or an error with *errmsg.
+ */
+struct pip_native {
+	int (*fill)(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
+	            const struct pip_opts *o, const char *wheels, int *done, char **errmsg);
+	int (*install)(struct ctx *c, const char *wheels, const struct pip_req *reqs, size_t n,
+	               const struct pip_opts *o, int *done, char **errmsg);
+};
+
+/* The native installer (wheelhouse.c): a complete lock of wheels installed by wheel.c. */
+extern const struct pip_native wheelhouse_installer;
 
 struct pip_dist {
 	char *name; /* PEP 503 normalised */

@@ -32,13 +32,13 @@
 #include "spawn.h"
 #include "unpack.h"
 #include "util.h"
+#include "wheelfmt.h"
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -101,37 +101,6 @@ static void whl_fail(struct whl *w, int err, const char *fmt, ...)
 
 /* ------------------------------------------------------------ small helpers */
 
-int wheel_name_ok(const char *f)
-{
-	size_t n = strlen(f), dashes = 0;
-	if (n < 5 || strcmp(f + n - 4, ".whl") != 0)
-		return 0;
-	for (size_t i = 0; i + 4 < n; i++) {
-		if (f[i] == '-')
-			dashes++;
-		else if (!isalnum((unsigned char)f[i]) && !strchr("._+!", f[i]))
-			return 0;
-	}
-	return dashes == 4 || dashes == 5;
-}
-
-/* sha256 hex -> RECORD's "sha256=<urlsafe base64, no padding>". */
-static void record_hash(const char *hex, char out[52])
-{
-	unsigned char md[32], b64[48];
-	for (int i = 0; i < 32; i++) {
-		unsigned v = 0;
-		sscanf(hex + 2 * i, "%2x", &v);
-		md[i] = (unsigned char)v;
-	}
-	int len = EVP_EncodeBlock(b64, md, 32);
-	while (len > 0 && b64[len - 1] == '=')
-		len--;
-	for (int i = 0; i < len; i++)
-		b64[i] = b64[i] == '+' ? '-' : b64[i] == '/' ? '_' : b64[i];
-	snprintf(out, 52, "sha256=%.*s", len, (char *)b64);
-}
-
 /* The relative path from directory `from` to `to` (both relative to one root). */
 static char *relpath(const char *from, const char *to)
 {
@@ -153,54 +122,12 @@ static char *relpath(const char *from, const char *to)
 	return strbuf_detach(&sb);
 }
 
-/* Splits one CSV line of RECORD (RFC 4180 quoting) into at most 3 fields. */
-static size_t csv_fields(const char *line, char *f[3])
-{
-	size_t n = 0;
-	const char *p = line;
-	while (n < 3) {
-		struct strbuf sb = STRBUF_INIT;
-		if (*p == '"') {
-			for (p++; *p; p++) {
-				if (*p == '"' && p[1] == '"')
-					strbuf_add(&sb, p++, 1);
-				else if (*p == '"')
-					break;
-				else
-					strbuf_add(&sb, p, 1);
-			}
-			if (*p == '"')
-				p++;
-		}
-		size_t k = strcspn(p, ",\r\n");
-		strbuf_add(&sb, p, k);
-		p += k;
-		f[n++] = strbuf_detach(&sb);
-		if (*p != ',')
-			break;
-		p++;
-	}
-	return n;
-}
-
-static void csv_put(struct strbuf *sb, const char *field)
-{
-	if (strpbrk(field, ",\"\r\n") == NULL) {
-		strbuf_adds(sb, field);
-		return;
-	}
-	strbuf_adds(sb, "\"");
-	for (const char *p = field; *p; p++)
-		strbuf_adds(sb, *p == '"' ? "\"\"" : (char[]){*p, '\0'});
-	strbuf_adds(sb, "\"");
-}
-
 static void add_record(struct whl *w, const char *relfile, const char *hex, int64_t size)
 {
 	char *rp = relpath(w->libdir, relfile);
-	char h[52] = "";
+	char h[RECORD_HASH_MAX] = "";
 	if (hex)
-		record_hash(hex, h);
+		record_hash_encode(hex, h);
 	if (size >= 0)
 		strvec_pushf(&w->records, "%s\x1f%s\x1f%lld", rp, h, (long long)size);
 	else
@@ -373,7 +300,7 @@ static int uninstall(struct job *j, const char *libdir, const char *distinfo, ch
 		if (next)
 			*next++ = '\0';
 		char *f[3] = {NULL, NULL, NULL};
-		size_t nf = csv_fields(line, f);
+		size_t nf = record_fields(line, f);
 		char *rel = nf ? resolve_rel(libdir, f[0]) : NULL;
 		if (rel) {
 			unlink_prune(j->stage, rel, libdir);
@@ -588,7 +515,7 @@ static struct rec_ent *load_record(const char *text, size_t *n)
 	*n = 0;
 	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
 		char *f[3] = {NULL, NULL, NULL};
-		size_t nf = csv_fields(l, f);
+		size_t nf = record_fields(l, f);
 		if (nf >= 2 && f[0][0]) {
 			v = xrealloc(v, (*n + 1) * sizeof(*v));
 			v[*n].path = f[0];
@@ -790,37 +717,49 @@ static void compile_early(void *arg, const struct unpack_entry *e)
 	free(rel);
 }
 
-static void install_one(struct job *j, struct whl *w, size_t idx)
+/* One wheel on its way in: its unpack directory and what its metadata says. */
+struct unpacked {
+	char *tmprel, *tmp; /* the unpack directory, relative to the copy and on the host */
+	struct unpack_result res;
+	char *wheel, *record, *eptext; /* WHEEL, RECORD, entry_points.txt (or NULL) */
+	struct rec_ent *rec;           /* RECORD, sorted by path */
+	size_t nrec;
+	struct ep *eps; /* console and GUI entry points */
+	size_t neps;
+	char *datadir; /* "<dist>-<ver>.data" */
+};
+
+/* Unpacks the wheel into its private directory of the copy; .py files go to the compiler. */
+static void unpack_wheel(struct job *j, struct whl *w, struct unpacked *u)
 {
-	struct unpack_result res = {0};
-	struct rec_ent *rec = NULL;
-	struct ep *eps = NULL;
-	size_t nrec = 0, neps = 0;
-	char *err = NULL, *wheel = NULL, *record = NULL, *eptext = NULL, *datadir = NULL;
-	char *tmprel = xasprintf("%s/.tfprov-whl-%zu", j->sc->purelib, idx);
-	char *tmp = path_join(j->stage, tmprel);
-	struct early x = {j, tmprel};
+	struct early x = {j, u->tmprel};
+	char *err = NULL;
 	/* A large wheel is decoded by every core (its entries shared out). */
 	int parts = 1;
 	if (w->size > WHEEL_SHARE_MIN)
 		parts = j->c->jobs > 0 ? j->c->jobs : (int)pool_ncpu();
 	if (parts > WHEEL_SHARES_MAX)
 		parts = WHEEL_SHARES_MAX;
-	int rc = unpack_zip_parallel(j->c, w->src->path, tmp, parts, compile_early, &x, &res, &err);
-	if (rc != 0) {
+	int rc = unpack_zip_parallel(j->c, w->src->path, u->tmp, parts, compile_early, &x, &u->res,
+	                             &err);
+	if (rc != 0)
 		whl_fail(w, rc, "%s", err ? err : tf_strerror(rc));
-		goto out;
-	}
-	find_distinfo(w, &res);
+	free(err);
+}
+
+/* Reads the .dist-info: WHEEL (version, lib dir), RECORD and the entry points. */
+static void read_metadata(struct job *j, struct whl *w, struct unpacked *u)
+{
+	find_distinfo(w, &u->res);
 	if (w->err)
-		goto out;
-	wheel = read_meta(w, tmp, "WHEEL", 1);
-	record = read_meta(w, tmp, "RECORD", 1);
-	eptext = read_meta(w, tmp, "entry_points.txt", 0);
+		return;
+	u->wheel = read_meta(w, u->tmp, "WHEEL", 1);
+	u->record = read_meta(w, u->tmp, "RECORD", 1);
+	u->eptext = read_meta(w, u->tmp, "entry_points.txt", 0);
 	if (w->err)
-		goto out;
-	char *wv = header_value(wheel, "Wheel-Version"),
-	     *pure = header_value(wheel, "Root-Is-Purelib");
+		return;
+	char *wv = header_value(u->wheel, "Wheel-Version"),
+	     *pure = header_value(u->wheel, "Root-Is-Purelib");
 	if (wv == NULL)
 		whl_fail(w, TF_EFAIL, "WHEEL has no Wheel-Version");
 	else if (check_wheel_version(wv) != 0)
@@ -830,97 +769,123 @@ static void install_one(struct job *j, struct whl *w, size_t idx)
 	w->libdir = pure && strcasecmp(pure, "true") == 0 ? j->sc->purelib : j->sc->platlib;
 	free(wv);
 	free(pure);
-	if (w->err || (eptext && parse_entry_points(w, eptext, &eps, &neps) != 0))
-		goto out;
-	rec = load_record(record, &nrec);
-	datadir = xasprintf("%.*s.data", (int)(strlen(w->distinfo) - 10), w->distinfo);
+	if (w->err || (u->eptext && parse_entry_points(w, u->eptext, &u->eps, &u->neps) != 0))
+		return;
+	u->rec = load_record(u->record, &u->nrec);
+	u->datadir = xasprintf("%.*s.data", (int)(strlen(w->distinfo) - 10), w->distinfo);
+}
+
+/* Checks one unpacked file against the wheel's RECORD and moves it into its scheme. */
+static void place_entry(struct job *j, struct whl *w, const struct unpacked *u,
+                        const struct unpack_entry *e)
+{
+	if (e->type != 'f') {
+		whl_fail(w, TF_EUNSAFE, "%s is a link; wheels hold regular files", e->path);
+		return;
+	}
+	struct rec_ent key = {(char *)e->path, NULL}, *r;
+	r = u->nrec ? bsearch(&key, u->rec, u->nrec, sizeof(*u->rec), cmp_rec) : NULL;
+	if (r && r->hash[0]) {
+		char h[RECORD_HASH_MAX];
+		record_hash_encode(e->sha256, h);
+		if (strcmp(h, r->hash) != 0) {
+			whl_fail(w, TF_EINTEGRITY, "%s does not match the wheel's RECORD hash",
+			         e->path);
+			return;
+		}
+	}
+	int script = 0;
+	char *rel = dest_of(j, w, e->path, u->datadir, &script);
+	if (rel == NULL)
+		return;
+	unsigned mode = e->mode & 0111 ? 0755 : 0644;
+	if (script) {
+		const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
+		if (entrypoint_wrapper(base, u->eps, u->neps)) {
+			/* pip generates it from the entry point instead, and keeps
+			 * the wheel's RECORD row as it was. */
+			strvec_pushf(&w->records, "%s\x1f%s\x1f%lld", e->path, r ? r->hash : "",
+			             (long long)e->size);
+			free(rel);
+			return;
+		}
+	}
+	char *src = path_join(u->tmp, e->path), *dst = path_join(j->stage, rel);
+	char *parent = xstrndup(dst, (size_t)(strrchr(dst, '/') - dst));
+	mkdirs_at(AT_FDCWD, parent, 0755);
+	if (script) {
+		place_script(j, w, src, dst, rel, mode, e);
+	} else if ((e->mode & 07777) != mode && chmod(src, mode) != 0) {
+		whl_fail(w, TF_EIO, "cannot chmod %s: %s", e->path, strerror(errno));
+	} else if (rename(src, dst) != 0) {
+		whl_fail(w, TF_EIO, "cannot place %s: %s", rel, strerror(errno));
+	} else {
+		add_record(w, rel, e->sha256, e->size);
+		size_t rl = strlen(rel);
+		if (rl > 3 && strcmp(rel + rl - 3, ".py") == 0 &&
+		    (str_starts_with(rel, j->sc->purelib) ||
+		     str_starts_with(rel, j->sc->platlib))) {
+			strvec_push(&w->pys, rel);
+			if (!compiled_early(j, e->path))
+				strvec_push(&w->late, rel);
+		}
+	}
+	free(parent);
+	free(src);
+	free(dst);
+	free(rel);
+}
+
+/* Places every file of the wheel but its own RECORD (which is written anew). */
+static void place_files(struct job *j, struct whl *w, const struct unpacked *u)
+{
 	char *own_record = xasprintf("%s/RECORD", w->distinfo);
-	for (size_t i = 0; i < res.n && !w->err; i++) {
-		const struct unpack_entry *e = &res.v[i];
-		if (e->type == 'd')
+	for (size_t i = 0; i < u->res.n && !w->err; i++) {
+		const struct unpack_entry *e = &u->res.v[i];
+		if (e->type == 'd' || (e->type == 'f' && strcmp(e->path, own_record) == 0))
 			continue;
-		if (e->type != 'f') {
-			whl_fail(w, TF_EUNSAFE, "%s is a link; wheels hold regular files", e->path);
-			break;
-		}
-		if (strcmp(e->path, own_record) == 0)
-			continue;
-		struct rec_ent key = {(char *)e->path, NULL}, *r;
-		r = nrec ? bsearch(&key, rec, nrec, sizeof(*rec), cmp_rec) : NULL;
-		if (r && r->hash[0]) {
-			char h[52];
-			record_hash(e->sha256, h);
-			if (strcmp(h, r->hash) != 0) {
-				whl_fail(w, TF_EINTEGRITY,
-				         "%s does not match the wheel's RECORD hash", e->path);
-				break;
-			}
-		}
-		int script = 0;
-		char *rel = dest_of(j, w, e->path, datadir, &script);
-		if (rel == NULL)
-			break;
-		unsigned mode = e->mode & 0111 ? 0755 : 0644;
-		if (script) {
-			const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
-			if (entrypoint_wrapper(base, eps, neps)) {
-				/* pip generates it from the entry point instead, and keeps
-				 * the wheel's RECORD row as it was. */
-				strvec_pushf(&w->records, "%s\x1f%s\x1f%lld", e->path,
-				             r ? r->hash : "", (long long)e->size);
-				free(rel);
-				continue;
-			}
-		}
-		char *src = path_join(tmp, e->path), *dst = path_join(j->stage, rel);
-		char *parent = xstrndup(dst, (size_t)(strrchr(dst, '/') - dst));
-		mkdirs_at(AT_FDCWD, parent, 0755);
-		if (script) {
-			place_script(j, w, src, dst, rel, mode, e);
-		} else if ((e->mode & 07777) != mode && chmod(src, mode) != 0) {
-			whl_fail(w, TF_EIO, "cannot chmod %s: %s", e->path, strerror(errno));
-		} else if (rename(src, dst) != 0) {
-			whl_fail(w, TF_EIO, "cannot place %s: %s", rel, strerror(errno));
-		} else {
-			add_record(w, rel, e->sha256, e->size);
-			size_t rl = strlen(rel);
-			if (rl > 3 && strcmp(rel + rl - 3, ".py") == 0 &&
-			    (str_starts_with(rel, j->sc->purelib) ||
-			     str_starts_with(rel, j->sc->platlib))) {
-				strvec_push(&w->pys, rel);
-				if (!compiled_early(j, e->path))
-					strvec_push(&w->late, rel);
-			}
-		}
-		free(parent);
-		free(src);
-		free(dst);
-		free(rel);
+		place_entry(j, w, u, e);
 	}
 	free(own_record);
+}
+
+static void unpacked_release(struct unpacked *u)
+{
+	fs_rmtree(u->tmp);
+	for (size_t i = 0; i < u->nrec; i++) {
+		free(u->rec[i].path);
+		free(u->rec[i].hash);
+	}
+	for (size_t i = 0; i < u->neps; i++) {
+		free(u->eps[i].name);
+		free(u->eps[i].module);
+		free(u->eps[i].attr);
+	}
+	free(u->rec);
+	free(u->eps);
+	free(u->datadir);
+	free(u->wheel);
+	free(u->record);
+	free(u->eptext);
+	free(u->tmp);
+	free(u->tmprel);
+	unpack_result_release(&u->res);
+}
+
+/* Installs one wheel into the copy: unpack, metadata, files, entry-point scripts. */
+static void install_one(struct job *j, struct whl *w, size_t idx)
+{
+	struct unpacked u = {0};
+	u.tmprel = xasprintf("%s/.tfprov-whl-%zu", j->sc->purelib, idx);
+	u.tmp = path_join(j->stage, u.tmprel);
+	unpack_wheel(j, w, &u);
 	if (!w->err)
-		write_entry_points(j, w, eps, neps);
-out:
-	fs_rmtree(tmp);
-	for (size_t i = 0; i < nrec; i++) {
-		free(rec[i].path);
-		free(rec[i].hash);
-	}
-	for (size_t i = 0; i < neps; i++) {
-		free(eps[i].name);
-		free(eps[i].module);
-		free(eps[i].attr);
-	}
-	free(rec);
-	free(eps);
-	free(datadir);
-	free(wheel);
-	free(record);
-	free(eptext);
-	free(err);
-	free(tmp);
-	free(tmprel);
-	unpack_result_release(&res);
+		read_metadata(j, w, &u);
+	if (!w->err)
+		place_files(j, w, &u);
+	if (!w->err)
+		write_entry_points(j, w, u.eps, u.neps);
+	unpacked_release(&u);
 }
 
 static void install_job(size_t i, void *arg)
@@ -995,8 +960,7 @@ static void finish_job(size_t i, void *arg)
 		*f[1]++ = '\0';
 		f[2] = strchr(f[1], '\x1f');
 		*f[2]++ = '\0';
-		csv_put(&sb, f[0]);
-		strbuf_addf(&sb, ",%s,%s\r\n", f[1], f[2]);
+		record_put_row(&sb, f[0], f[1], f[2]);
 	}
 	char *host = path_join(j->stage, p);
 	int rc = fs_write_new(host, sb.buf ? sb.buf : "", sb.len, 0644);
@@ -1213,55 +1177,62 @@ static int cmp_size_desc(const void *a, const void *b)
 static int parse_filename(struct whl *w)
 {
 	const char *f = strrchr(w->src->path, '/') ? strrchr(w->src->path, '/') + 1 : w->src->path;
-	if (!wheel_name_ok(f))
-		return -EINVAL;
-	const char *d1 = strchr(f, '-'), *d2 = strchr(d1 + 1, '-');
-	char *raw = xstrndup(f, (size_t)(d1 - f));
-	w->name = pip_normalize_name(raw);
-	w->version = xstrndup(d1 + 1, (size_t)(d2 - d1 - 1));
-	free(raw);
+	struct wheel_name wn;
+	int rc = wheel_name_parse(f, &wn);
+	if (rc != 0)
+		return rc;
+	w->name = wn.name;
+	w->version = wn.version;
+	wn.name = wn.version = NULL;
+	wheel_name_release(&wn);
 	return 0;
 }
 
-int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *src,
-                  size_t n, struct wheel_stats *stats, char **errmsg)
+/* Each wheel's name, version and size from its file, largest first (the pool's order). */
+static int wheels_prepare(const struct wheel_src *src, size_t n, struct whl *w, char **errmsg)
 {
-	struct scheme sc = {0};
-	struct whl *w = xcalloc(n ? n : 1, sizeof(*w));
-	struct strvec have = STRVEC_INIT;
-	char *final = ctx_host_path(c, env_path), *stage = NULL;
-	struct job j = {c, NULL, final, &sc, w, n, NULL};
-	int rc = 0;
-	memset(stats, 0, sizeof(*stats));
 	for (size_t i = 0; i < n; i++) {
 		struct stat st;
 		w[i].src = &src[i];
 		w[i].size = stat(src[i].path, &st) == 0 ? st.st_size : 0;
 		if (parse_filename(&w[i]) != 0) {
 			*errmsg = xasprintf("%s is not a wheel file name (PEP 427)", src[i].path);
-			rc = TF_EFAIL;
-			goto out;
+			return TF_EFAIL;
 		}
 	}
 	if (n > 1)
 		qsort(w, n, sizeof(*w), cmp_size_desc);
-	if ((rc = query_scheme(c, final, &sc, errmsg)) != 0)
-		goto out;
-	if ((rc = txn_stage_dir(t, env_path, &stage)) != 0) {
+	return 0;
+}
+
+/* The hard-link copy of the env the wheels go into, staged (journaled) in the txn. */
+static int stage_copy(struct txn *t, const char *env_path, const char *final, char **stage,
+                      uint64_t *t0, char **errmsg)
+{
+	int rc = txn_stage_dir(t, env_path, stage);
+	if (rc != 0) {
 		*errmsg = xstrdup(txn_error(t) ? txn_error(t) : "cannot stage");
-		goto out;
+		return rc;
 	}
-	j.stage = stage;
-	uint64_t t0 = now_ns();
-	if (fs_link_tree(final, stage) != 0) {
+	*t0 = now_ns();
+	if (fs_link_tree(final, *stage) != 0) {
 		*errmsg = xasprintf("cannot copy %s (hard links): %s", final, strerror(errno));
-		rc = TF_EIO;
-		goto out;
+		return TF_EIO;
 	}
-	installed_dists(stage, sc.purelib, &have);
-	if (strcmp(sc.platlib, sc.purelib) != 0)
-		installed_dists(stage, sc.platlib, &have);
-	for (size_t i = 0; i < n && rc == 0; i++) {
+	return 0;
+}
+
+/* Uninstalls older versions of the wheels' distributions from the copy; the same one stays. */
+static int remove_older(struct job *j, struct wheel_stats *stats, char **errmsg)
+{
+	const struct scheme *sc = j->sc;
+	struct whl *w = j->w;
+	struct strvec have = STRVEC_INIT;
+	int rc = 0;
+	installed_dists(j->stage, sc->purelib, &have);
+	if (strcmp(sc->platlib, sc->purelib) != 0)
+		installed_dists(j->stage, sc->platlib, &have);
+	for (size_t i = 0; i < j->n && rc == 0; i++) {
 		for (size_t k = 0; k < have.n && rc == 0; k++) {
 			char *f[3] = {have.v[k], strchr(have.v[k], '\x1f'), NULL};
 			size_t nl = (size_t)(f[1] - f[0]);
@@ -1275,15 +1246,75 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 				stats->skipped++;
 				continue;
 			}
-			const char *lib = sc.purelib;
-			char *probe = xasprintf("%s/%s/%s", stage, sc.purelib, f[2]);
+			const char *lib = sc->purelib;
+			char *probe = xasprintf("%s/%s/%s", j->stage, sc->purelib, f[2]);
 			if (access(probe, F_OK) != 0)
-				lib = sc.platlib;
+				lib = sc->platlib;
 			free(probe);
-			rc = uninstall(&j, lib, f[2], errmsg);
+			rc = uninstall(j, lib, f[2], errmsg);
 			stats->removed++;
 		}
 	}
+	strvec_release(&have);
+	return rc;
+}
+
+/* Unpacks and places the wheels on a pool of threads, the byte-compiler fed alongside. */
+static int unpack_all(struct job *j, char **errmsg)
+{
+	struct whl *w = j->w;
+	int rc = 0;
+	pool_run(j->n, j->c->jobs > 0 ? (size_t)j->c->jobs : pool_ncpu(), install_job, j);
+	for (size_t i = 0; i < j->n; i++)
+		for (size_t k = 0; k < w[i].late.n && !w[i].err; k++)
+			compiler_send(j->cc, NULL, w[i].late.v[k]);
+	for (size_t i = 0; i < j->n && rc == 0; i++)
+		if (w[i].err) {
+			rc = w[i].err;
+			*errmsg = xstrdup(w[i].errmsg);
+		}
+	if (rc == 0 && tf_interrupted)
+		rc = TF_EINTR, *errmsg = xstrdup("interrupted");
+	return rc;
+}
+
+/* Writes each wheel's INSTALLER, REQUESTED, direct_url.json and RECORD; counts the work. */
+static int write_metadata(struct job *j, struct wheel_stats *stats, char **errmsg)
+{
+	struct whl *w = j->w;
+	int rc = 0;
+	pool_run(j->n, j->c->jobs > 0 ? (size_t)j->c->jobs : pool_ncpu(), finish_job, j);
+	for (size_t i = 0; i < j->n && rc == 0; i++) {
+		if (w[i].err) {
+			rc = w[i].err;
+			*errmsg = xstrdup(w[i].errmsg);
+		}
+		if (!w[i].skip) {
+			stats->installed++;
+			stats->files += w[i].records.n;
+		}
+	}
+	return rc;
+}
+
+int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *src,
+                  size_t n, struct wheel_stats *stats, char **errmsg)
+{
+	struct scheme sc = {0};
+	struct whl *w = xcalloc(n ? n : 1, sizeof(*w));
+	char *final = ctx_host_path(c, env_path), *stage = NULL;
+	struct job j = {c, NULL, final, &sc, w, n, NULL};
+	uint64_t t0 = 0;
+	int rc = 0;
+	memset(stats, 0, sizeof(*stats));
+	if ((rc = wheels_prepare(src, n, w, errmsg)) != 0)
+		goto out;
+	if ((rc = query_scheme(c, final, &sc, errmsg)) != 0)
+		goto out;
+	rc = stage_copy(t, env_path, final, &stage, &t0, errmsg);
+	j.stage = stage;
+	if (rc == 0)
+		rc = remove_older(&j, stats, errmsg);
 	if (rc != 0)
 		goto out;
 	uint64_t t1 = now_ns();
@@ -1293,17 +1324,7 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 		goto out;
 	}
 	j.cc = &cc;
-	pool_run(n, c->jobs > 0 ? (size_t)c->jobs : pool_ncpu(), install_job, &j);
-	for (size_t i = 0; i < n; i++)
-		for (size_t k = 0; k < w[i].late.n && !w[i].err; k++)
-			compiler_send(&cc, NULL, w[i].late.v[k]);
-	for (size_t i = 0; i < n && rc == 0; i++)
-		if (w[i].err) {
-			rc = w[i].err;
-			*errmsg = xstrdup(w[i].errmsg);
-		}
-	if (rc == 0 && tf_interrupted)
-		rc = TF_EINTR, *errmsg = xstrdup("interrupted");
+	rc = unpack_all(&j, errmsg);
 	uint64_t t2 = now_ns();
 	/* The .pyc files are in place before RECORD lists them. */
 	char *cerr = NULL;
@@ -1317,17 +1338,7 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 	free(cerr);
 	uint64_t t3 = now_ns();
 	if (rc == 0)
-		pool_run(n, c->jobs > 0 ? (size_t)c->jobs : pool_ncpu(), finish_job, &j);
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		if (w[i].err) {
-			rc = w[i].err;
-			*errmsg = xstrdup(w[i].errmsg);
-		}
-		if (!w[i].skip) {
-			stats->installed++;
-			stats->files += w[i].records.n;
-		}
-	}
+		rc = write_metadata(&j, stats, errmsg);
 	ev_log(c, EV_DEBUG,
 	       "wheels: copy + uninstall %.2f s, unpack (byte-compiling alongside) %.2f s, "
 	       "byte-compile tail %.2f s, RECORD %.2f s",
@@ -1349,7 +1360,6 @@ out:
 		strvec_release(&w[i].late);
 	}
 	free(w);
-	strvec_release(&have);
 	scheme_release(&sc);
 	free(stage);
 	free(final);

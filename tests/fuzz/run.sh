@@ -8,10 +8,15 @@ cd "$(dirname "$0")/../.."
 SECS=${TFPROV_FUZZ_SECONDS:-60}
 B=build-fuzz
 CC=clang cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Debug -DTFPROV_FUZZ=ON -DTFPROV_TESTS=OFF >/dev/null
-cmake --build "$B" -j"$(nproc)" --target fuzz_manifest fuzz_unpack fuzz_minisign
+cmake --build "$B" -j"$(nproc)" --target fuzz_manifest fuzz_unpack fuzz_minisign fuzz_wheelfmt
 S=$(mktemp -d /tmp/tfprov-fuzz-seeds.XXXXXX)
 trap 'rm -rf "$S"' EXIT
-mkdir -p "$S/manifest" "$S/unpack" "$S/minisign"
+mkdir -p "$S/manifest" "$S/unpack" "$S/minisign" "$S/wheelfmt"
+# fuzz_wheelfmt: wheel file names and RECORD rows, one a line.
+printf '%s\n' 'tensorflow-2.20.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl' \
+	'Tf_Keras-2.20.1-1-py3-none-any.whl' \
+	'numpy/__init__.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0' \
+	'"data/a,b ""c"".txt",,' '../../../bin/tb,,' >"$S/wheelfmt/seed"
 (cd "$S/minisign" && minisign -G -W -p k.pub -s k.key >/dev/null && printf 'seed\n' >m &&
 	minisign -S -s k.key -m m -x ed.sig && minisign -S -l -s k.key -m m -x legacy.sig && rm m)
 cp manifests/*.yaml tests/manifests/*.yaml tests/manifests/guide/*.yaml "$S/manifest/"
@@ -58,7 +63,7 @@ with zipfile.ZipFile(bio, "w") as z:
     z.writestr("info-x-1.0-0.tar.zst", inner)
 save("a.conda", bio.getvalue(), b"\1")
 PY
-for t in manifest unpack minisign; do
+for t in manifest unpack minisign wheelfmt; do
 	echo "fuzz_$t: ${SECS}s"
 	# A finding (crash, leak, timeout) fails the run: the fuzzer's exit status
 	# is kept, not a pipe's, and its report is shown whole.

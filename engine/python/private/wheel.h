@@ -54,7 +54,4 @@ struct wheel_stats {
 int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *w,
                   size_t n, struct wheel_stats *stats, char **errmsg);
 
-/* 1 when the wheel file name is a valid PEP 427 name (name-ver[-build]-py-abi-plat.whl). */
-int wheel_name_ok(const char *filename);
-
 #endif
