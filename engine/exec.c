@@ -189,14 +189,8 @@ static int apply_plan(struct ctx *c, const struct manifest *m, struct plan *p)
 int plan_apply_destroy(struct ctx *c, const char *stack, struct plan *p)
 {
 	int rc = execute(c, NULL, p, p->stack_id);
-	if (rc == 0) {
-		struct state_stmt *s = NULL;
-		state_prepare(c->st, "DELETE FROM stacks WHERE id = ?", &s);
-		state_bind_int64(s, 1, p->stack_id);
-		if (state_step(s) != STATE_DONE)
-			rc = TF_ESTATE;
-		state_finalize(s);
-	}
+	if (rc == 0)
+		rc = state_stack_delete(c->st, p->stack_id);
 	(void)stack;
 	return rc;
 }

@@ -116,13 +116,11 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 	}
 	/* Recorded resources the manifest no longer wants. */
 	if (p->stack_id) {
-		struct state_stmt *q = NULL;
-		state_prepare(c->st,
-		              "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id DESC",
-		              &q);
-		state_bind_int64(q, 1, p->stack_id);
-		while (state_step(q) == STATE_ROW) {
-			const char *addr = state_col_text(q, 1);
+		struct state_resource *res = NULL;
+		size_t nres = 0;
+		state_resources_list(c->st, p->stack_id, &res, &nres);
+		for (size_t r = nres; r-- > 0;) {
+			const char *addr = res[r].addr;
 			int found = 0;
 			for (size_t i = 0; i < wanted.n; i++)
 				found |= strcmp(wanted.v[i], addr) == 0;
@@ -135,14 +133,14 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 				s->mod = modules[i];
 				s->addr = modules[i]->kind;
 				s->action = ACT_DELETE;
-				s->res_id = state_col_int64(q, 0);
+				s->res_id = res[r].id;
 				s->nfiles = state_files_count(c->st, s->res_id);
 				s->detail = xasprintf("no longer in the manifest (%lld files)",
 				                      (long long)s->nfiles);
 				count(p, s);
 			}
 		}
-		state_finalize(q);
+		state_resources_free(res, nres);
 	}
 	strvec_release(&wanted);
 	return 0;
@@ -175,21 +173,13 @@ int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p)
 int plan_foreign(struct ctx *c, int64_t stack_id, struct strvec *out)
 {
 	struct pkgfiles x;
-	struct state_stmt *q = NULL;
 	char *env = pkgfiles_load_stack(c, stack_id, 0, &x);
-	int rc = 0;
-	if (state_prepare(c->st,
-	                  "SELECT f.path FROM files f JOIN resources r ON r.id = f.resource_id "
-	                  "WHERE r.stack_id = ? AND f.type = 'd' ORDER BY f.path",
-	                  &q) != STATE_OK) {
-		rc = TF_ESTATE;
+	struct strvec dirs = STRVEC_INIT;
+	int rc = state_stack_dirs(c->st, stack_id, &dirs);
+	if (rc != 0) {
+		strvec_release(&dirs);
 		goto out;
 	}
-	state_bind_int64(q, 1, stack_id);
-	struct strvec dirs = STRVEC_INIT;
-	while (state_step(q) == STATE_ROW)
-		strvec_push(&dirs, state_col_text(q, 0));
-	state_finalize(q);
 	/* Only the top recorded directories: place_foreign walks what they hold. */
 	struct strvec tops = STRVEC_INIT;
 	for (size_t i = 0; i < dirs.n; i++) {

@@ -1,12 +1,13 @@
 /*
- * state_stmt.c - the store's statement API (state.h): the only way code
- * outside state/ runs a query. A struct state_stmt is SQLite's statement,
- * opaque outside state/; every prepare, bind and step is checked and the
- * first failure remembered, so a command can tell "no rows" from "the query
- * did not run".
+ * state_stmt.c - the store's statement API (state_private.h), what the
+ * store's named functions are written with. A struct state_stmt is SQLite's
+ * statement; every prepare, bind and step is checked and the first failure
+ * remembered, so a command can tell "no rows" from "the query did not run".
  */
 #include "error.h"
 #include "state_private.h"
+
+#include "util.h"
 
 #include <stddef.h>
 
@@ -66,6 +67,12 @@ const char *state_col_text(struct state_stmt *q, int i)
 	return (const char *)sqlite3_column_text(Q(q), i);
 }
 
+char *state_col_dup(struct state_stmt *q, int i)
+{
+	const char *t = state_col_text(q, i);
+	return t ? xstrdup(t) : NULL;
+}
+
 int64_t state_col_int64(struct state_stmt *q, int i)
 {
 	return sqlite3_column_int64(Q(q), i);
@@ -105,4 +112,11 @@ int state_changes(struct state *st)
 const char *state_dir(struct state *st)
 {
 	return st->dir;
+}
+
+int state_run(struct state_stmt *q)
+{
+	int rc = state_step(q) == STATE_DONE ? 0 : TF_ESTATE;
+	state_finalize(q);
+	return rc;
 }
