@@ -16,7 +16,8 @@
 #include "place.h"
 #include "util.h"
 
-enum action { ACT_NOOP, ACT_CREATE, ACT_UPDATE, ACT_REPLACE, ACT_DELETE, ACT_READ };
+/* What a step does; action_name() is the word a plan shows ("update", "delete" ...). */
+enum action { ACT_NOOP, ACT_CREATE, ACT_CHANGE, ACT_REPLACE, ACT_DESTROY, ACT_READ };
 
 struct step;
 struct artset;

@@ -37,14 +37,14 @@ static void count(struct plan *p, const struct step *s)
 	case ACT_CREATE:
 		p->add++;
 		break;
-	case ACT_UPDATE:
+	case ACT_CHANGE:
 		p->change++;
 		break;
 	case ACT_REPLACE:
 		p->add++;
 		p->destroy++;
 		break;
-	case ACT_DELETE:
+	case ACT_DESTROY:
 		p->destroy++;
 		break;
 	case ACT_READ:
@@ -92,10 +92,10 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 			s->res_id = r.id;
 			s->nfiles = drift_check(c, r.id, &s->drift_missing, &s->drift_changed);
 			if (strcmp(r.desired, s->desired) != 0) {
-				s->action = ACT_UPDATE;
+				s->action = ACT_CHANGE;
 				s->reason = xstrdup("the manifest changed");
 			} else if (s->drift_missing || s->drift_changed) {
-				s->action = ACT_UPDATE;
+				s->action = ACT_CHANGE;
 				s->reason = xasprintf("drift: %d missing, %d changed of %lld files",
 				                      s->drift_missing, s->drift_changed,
 				                      (long long)s->nfiles);
@@ -105,7 +105,7 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 					if (strcmp(p->steps[k].addr, mod->depends_on) == 0 &&
 					    p->steps[k].action != ACT_NOOP &&
 					    p->steps[k].action != ACT_READ) {
-						s->action = ACT_UPDATE;
+						s->action = ACT_CHANGE;
 						s->reason =
 						    xasprintf("%s is rebuilt", mod->depends_on);
 					}
@@ -132,7 +132,7 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 				struct step *s = plan_push(p);
 				s->mod = modules[i];
 				s->addr = modules[i]->kind;
-				s->action = ACT_DELETE;
+				s->action = ACT_DESTROY;
 				s->res_id = res[r].id;
 				s->nfiles = state_files_count(c->st, s->res_id);
 				s->detail = xasprintf("no longer in the manifest (%lld files)",
@@ -160,7 +160,7 @@ int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p)
 		struct step *s = plan_push(p);
 		s->mod = modules[i];
 		s->addr = modules[i]->kind;
-		s->action = ACT_DELETE;
+		s->action = ACT_DESTROY;
 		s->res_id = r.id;
 		s->nfiles = state_files_count(c->st, r.id);
 		s->detail = xasprintf("%lld files", (long long)s->nfiles);
@@ -205,7 +205,7 @@ void plan_observe(struct ctx *c, const struct manifest *m, struct plan *p)
 {
 	for (size_t i = 0; i < p->n; i++) {
 		struct step *s = &p->steps[i];
-		if (s->mod->precheck == NULL || s->action == ACT_DELETE)
+		if (s->mod->precheck == NULL || s->action == ACT_DESTROY)
 			continue;
 		int rc = s->mod->precheck(c, m, s);
 		if (rc == 0)
@@ -236,7 +236,7 @@ void plan_emit(struct ctx *c, const struct plan *p)
 			strbuf_addf(&msg, " (%s)", s->reason);
 		if (s->blocker)
 			strbuf_addf(&msg, "\n        ! %s", s->blocker);
-		if (s->action != ACT_NOOP && s->action != ACT_DELETE)
+		if (s->action != ACT_NOOP && s->action != ACT_DESTROY)
 			for (size_t u = 0; u < s->urls.n; u++)
 				strbuf_addf(&msg, "\n        fetch %s", s->urls.v[u]);
 		struct event e = {.kind = EV_PLAN_STEP,
