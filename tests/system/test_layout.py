@@ -1,7 +1,8 @@
 """The architecture's call rules, checked on the source tree (ARCHITECTURE.md,
 "Parts and who may call whom"):
 
-- the store (state/) is the only part that includes <sqlite3.h> or calls sqlite3_*;
+- the store (state/) is the only part that includes <sqlite3.h> or calls sqlite3_*,
+  the only one that writes SQL, and the only one that includes state_private.h;
 - the core (engine/, modules/, state/) never prints: stdout/stderr belong to the
   front end (cli/); the one exception is tf_fatal() in engine/error.c, which
   writes a last message before abort() when no event handler can run;
@@ -66,6 +67,41 @@ def test_the_layout_exists():
 def test_only_the_store_speaks_sqlite():
     others = list(sources(FRONT, ENGINE, STEPS))
     assert violations(others, r"\bsqlite3_|<sqlite3\.h>|\bsqlite3\b") == []
+
+
+SQL = r"SELECT|INSERT|UPDATE|DELETE"  # issue 23's grep, word parts and comments included
+
+
+def sql_lines(paths):
+    """Lines that name an SQL statement, in code, strings or comments."""
+    rx = re.compile(SQL)
+    out = []
+    for p in paths:
+        with open(os.path.join(SRC, p), encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if rx.search(line):
+                    out.append(f"{p}:{n}: {line.strip()}")
+    return out
+
+
+def test_sql_pattern_finds_a_query_anywhere(tmp_path):
+    """The check below can fail: it finds a query in a string and a keyword in a
+    name or a comment, and passes lowercase prose."""
+    planted = tmp_path / "planted.c"
+    planted.write_text('state_prepare(st, "DELETE FROM files WHERE path = ?", &s);\n'
+                       "s->action = ACT_UPDATE;\n"
+                       "/* an unconditional SELECT */\n"
+                       "/* the update is selected, inserted, deleted */\n")
+    found = sql_lines([str(planted)])
+    assert [f.split(":")[1] for f in found] == ["1", "2", "3"], found
+
+
+def test_only_the_store_writes_sql():
+    """Every query is a named function of the store (state.h); the statement
+    API and the SQLite handle are state_private.h's, included by state/ only."""
+    others = list(sources(FRONT, ENGINE, STEPS))
+    assert sql_lines(others) == []
+    assert violations(others, r'#include\s+"state_private\.h"') == []
 
 
 PRINTS = (r"\b(printf|puts|putchar|perror|vprintf)\s*\(|"
