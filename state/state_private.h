@@ -41,20 +41,14 @@ int state_step(struct state_stmt *q);
 /* Binds copy their value; text NULL binds SQL NULL. 0 or TF_ESTATE. */
 int state_bind_text(struct state_stmt *q, int i, const char *s);
 int state_bind_int64(struct state_stmt *q, int i, int64_t v);
-int state_bind_null(struct state_stmt *q, int i);
 /* Columns of the current row (text borrowed until the next step). */
 const char *state_col_text(struct state_stmt *q, int i);
 /* The column's text malloc'd, NULL for SQL NULL. */
 char *state_col_dup(struct state_stmt *q, int i);
 int64_t state_col_int64(struct state_stmt *q, int i);
 int state_col_int(struct state_stmt *q, int i);
-int state_col_is_null(struct state_stmt *q, int i);
-int state_reset(struct state_stmt *q);
 void state_finalize(struct state_stmt *q);
 int64_t state_last_rowid(struct state *st);
-int state_changes(struct state *st);
-/* The state directory (borrowed). */
-const char *state_dir(struct state *st);
 /* Runs a statement that returns no rows (binds done). 0 or TF_ESTATE; finalizes it. */
 int state_run(struct state_stmt *q);
 

@@ -57,11 +57,6 @@ int state_bind_int64(struct state_stmt *q, int i, int64_t v)
 	return bound(q, q ? sqlite3_bind_int64(Q(q), i, v) : SQLITE_MISUSE);
 }
 
-int state_bind_null(struct state_stmt *q, int i)
-{
-	return bound(q, q ? sqlite3_bind_null(Q(q), i) : SQLITE_MISUSE);
-}
-
 const char *state_col_text(struct state_stmt *q, int i)
 {
 	return (const char *)sqlite3_column_text(Q(q), i);
@@ -83,17 +78,6 @@ int state_col_int(struct state_stmt *q, int i)
 	return sqlite3_column_int(Q(q), i);
 }
 
-int state_col_is_null(struct state_stmt *q, int i)
-{
-	return sqlite3_column_type(Q(q), i) == SQLITE_NULL;
-}
-
-int state_reset(struct state_stmt *q)
-{
-	return sqlite3_reset(Q(q)) == SQLITE_OK ? 0
-	                                        : state_note_failure(NULL, "cannot reset a query");
-}
-
 void state_finalize(struct state_stmt *q)
 {
 	sqlite3_finalize(Q(q));
@@ -102,16 +86,6 @@ void state_finalize(struct state_stmt *q)
 int64_t state_last_rowid(struct state *st)
 {
 	return sqlite3_last_insert_rowid(st->db);
-}
-
-int state_changes(struct state *st)
-{
-	return sqlite3_changes(st->db);
-}
-
-const char *state_dir(struct state *st)
-{
-	return st->dir;
 }
 
 int state_run(struct state_stmt *q)
