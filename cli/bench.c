@@ -22,8 +22,9 @@
  *     reference is verified, a warning when it is not (the file says why).
  * `--history` prints the recorded results (of STACK, or all) and exits 0.
  *
- * Results go to the state's bench_results table with a single INSERT each
- * (SQLite serialises it with a concurrent apply; no writer lock is needed).
+ * Results go to the state's bench_results table, one row each in its own
+ * statement (SQLite serialises it with a concurrent apply; no writer lock is
+ * needed).
  * Environment overrides: TFPROV_BENCH_SCRIPT, TFPROV_BENCH_REFERENCE.
  */
 #include "benchrun.h"

@@ -42,16 +42,7 @@ static void remove_empty_layout(struct ctx *c, const char *prefix)
 /* Every stack's name, in name order. 0 or TF_ESTATE. */
 static int all_stacks(struct ctx *c, struct strvec *out)
 {
-	struct state_stmt *s = NULL;
-	int src;
-	if (c->st == NULL)
-		return 0;
-	if (state_prepare(c->st, "SELECT name FROM stacks ORDER BY name", &s) != STATE_OK)
-		return TF_ESTATE;
-	while ((src = state_step(s)) == STATE_ROW)
-		strvec_push(out, state_col_text(s, 0));
-	state_finalize(s);
-	return src == STATE_DONE ? 0 : TF_ESTATE;
+	return c->st == NULL ? 0 : state_stack_names(c->st, out);
 }
 
 int cmd_destroy(struct ctx *c, struct opts *o)

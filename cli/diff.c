@@ -345,27 +345,21 @@ static int load_generation(struct ctx *c, const char *stack, long gen, struct ma
 		ev_log(c, EV_ERROR, "no stack named '%s' under %s", stack, c->root);
 		return TF_EFAIL;
 	}
-	struct state_stmt *s = NULL;
-	state_prepare(c->st,
-	              "SELECT manifest_text, manifest_path FROM generations WHERE stack_id = ?1 "
-	              "ORDER BY id LIMIT 1 OFFSET ?2 - 1", /* numbered per stack, from 1 */
-	              &s);
-	state_bind_int64(s, 1, sid);
-	state_bind_int64(s, 2, gen);
-	if (state_step(s) != STATE_ROW) {
-		state_finalize(s);
+	struct state_gen g;
+	if (state_gen_by_number(c->st, sid, gen, &g) != 0 || g.id == 0) {
+		state_gen_release(&g);
 		ev_log(c, EV_ERROR, "stack %s has no generation %ld (see `tfprov show %s`)", stack,
 		       gen, stack);
 		return TF_EFAIL;
 	}
-	const char *text = state_col_text(s, 0);
-	*label = xasprintf("%s generation %ld (%s)", stack, gen, state_col_text(s, 1));
+	const char *text = g.manifest_text;
+	*label = xasprintf("%s generation %ld (%s)", stack, gen, g.manifest_path);
 	struct diags d = {0};
 	int rc = manifest_load_buf(*label, text, strlen(text), m, &d);
 	if (rc != 0)
 		diags_print(&d, stderr, 0);
 	diags_release(&d);
-	state_finalize(s);
+	state_gen_release(&g);
 	return rc;
 }
 

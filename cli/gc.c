@@ -8,9 +8,8 @@
  * apply re-apply those manifests from the cache, offline. Removed:
  * sha256/<hex> files nothing needs, every partial/ download and every
  * quarantine/ file (bytes that failed verification, kept for a human until
- * now), and the cache index rows of what was removed. pip's own cache (pip/)
- * and conda's extracted packages (pkgs/) are pip's and conda's to manage:
- * their sizes are reported, never touched.
+ * now). pip's own cache (pip/) and conda's extracted packages (pkgs/) are
+ * pip's and conda's to manage: their sizes are reported, never touched.
  *
  * Asks like destroy (cli_confirm): without -y and without a terminal it
  * lists what it would remove and changes nothing (exit 1). It holds the
@@ -102,19 +101,14 @@ static int need_manifest(struct ctx *c, struct strvec *need, const struct manife
 /* What every recorded generation needs. 0, TF_ESTATE or TF_EFAIL (logged). */
 static int needed(struct ctx *c, struct strvec *need)
 {
-	struct state_stmt *s = NULL;
-	int src, rc = 0;
-	if (state_prepare(c->st,
-	                  "SELECT s.name, (SELECT count(*) FROM generations n WHERE n.stack_id = "
-	                  "g.stack_id AND n.id <= g.id), g.manifest_path, g.manifest_text "
-	                  "FROM generations g JOIN stacks s ON s.id = g.stack_id ORDER BY g.id",
-	                  &s) != STATE_OK)
-		return TF_ESTATE;
-	while (rc == 0 && (src = state_step(s)) == STATE_ROW) {
-		const char *text = state_col_text(s, 3);
-		const char *path = state_col_text(s, 2);
-		char *label = xasprintf("stack %s generation %lld (%s)", state_col_text(s, 0),
-		                        (long long)state_col_int64(s, 1), path ? path : "?");
+	struct state_gen *v = NULL;
+	size_t n = 0;
+	int rc = state_gens_list(c->st, 0, &v, &n);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		const char *text = v[i].manifest_text;
+		const char *path = v[i].manifest_path;
+		char *label = xasprintf("stack %s generation %lld (%s)", v[i].stack,
+		                        (long long)v[i].number, path ? path : "?");
 		struct manifest *m = NULL;
 		struct diags d = {0};
 		if (manifest_load_buf(path ? path : label, text ? text : "",
@@ -132,9 +126,7 @@ static int needed(struct ctx *c, struct strvec *need)
 		diags_release(&d);
 		free(label);
 	}
-	state_finalize(s);
-	if (rc == 0 && src != STATE_DONE)
-		rc = TF_ESTATE;
+	state_gens_free(v, n);
 	return rc;
 }
 
@@ -274,15 +266,6 @@ int cmd_gc(struct ctx *c, struct opts *o)
 			continue;
 		}
 		removed++;
-		if (i < nsha) {
-			struct state_stmt *q = NULL;
-			if (state_prepare(c->st, "DELETE FROM cache WHERE sha256 = ?", &q) ==
-			    STATE_OK) {
-				state_bind_text(q, 1, strrchr(drop.v[i], '/') + 1);
-				state_step(q);
-			}
-			state_finalize(q);
-		}
 	}
 	c->changed = removed > 0;
 	ev_log(c, EV_INFO, "Removed %zu file%s (%.1f MiB).", removed, removed == 1 ? "" : "s",

@@ -22,27 +22,15 @@ int cmd_rollback(struct ctx *c, struct opts *o)
 	int rc = cli_stack_arg(c, o, "usage: tfprov rollback STACK [--generation N]", &sid);
 	if (rc != 0)
 		return rc;
-	struct state_stmt *s = NULL;
-	state_prepare(
-	    c->st,
-	    "SELECT (SELECT count(*) FROM generations n WHERE n.stack_id = ?1 AND n.id <= g.id), "
-	    "manifest_text, manifest_path FROM generations g WHERE stack_id = ?1 "
-	    "AND result = 'ok' AND (?2 > 0 AND id = (SELECT id FROM generations WHERE stack_id = "
-	    "?1 ORDER BY id LIMIT 1 OFFSET ?2 - 1) OR ?2 = 0 AND id < (SELECT "
-	    "current_gen FROM stacks WHERE id = ?1)) ORDER BY id DESC LIMIT 1",
-	    &s);
-	state_bind_int64(s, 1, sid);
-	state_bind_int64(s, 2, o->generation);
-	if (state_step(s) != STATE_ROW) {
-		state_finalize(s);
+	struct state_gen g;
+	if (state_gen_rollback_target(c->st, sid, o->generation, &g) != 0 || g.id == 0) {
+		state_gen_release(&g);
 		ev_log(c, EV_ERROR, "no successful generation %s to roll back to",
 		       o->generation ? "with that number" : "before the current one");
 		return TF_EFAIL;
 	}
-	long long gen = state_col_int64(s, 0);
-	char *text = xstrdup(state_col_text(s, 1));
-	char *path = xstrdup(state_col_text(s, 2));
-	state_finalize(s);
+	long long gen = g.number;
+	const char *text = g.manifest_text, *path = g.manifest_path;
 
 	struct diags d = {0};
 	struct manifest *m = NULL;
@@ -67,7 +55,6 @@ int cmd_rollback(struct ctx *c, struct opts *o)
 out:
 	diags_release(&d);
 	manifest_free(m);
-	free(text);
-	free(path);
+	state_gen_release(&g);
 	return rc;
 }

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "error.h"
 #include "event.h"
+#include "module.h"
 #include "state.h"
 
 #include <jansson.h>
@@ -20,73 +21,63 @@ static int print_file(const struct state_file *f, void *arg)
 
 static int show_generations(struct ctx *c, int64_t sid, json_t *out)
 {
-	struct state_stmt *s = NULL;
-	int src;
-	if (state_prepare(c->st,
-	                  "SELECT id, started, finished, result, manifest_sha256, manifest_path "
-	                  "FROM generations WHERE stack_id = ? ORDER BY id",
-	                  &s) != STATE_OK)
-		return TF_ESTATE;
-	state_bind_int64(s, 1, sid);
-	long long number = 0; /* generations are numbered per stack, from 1 */
-	while ((src = state_step(s)) == STATE_ROW) {
+	struct state_gen *v = NULL;
+	size_t n = 0;
+	int rc = state_gens_list(c->st, sid, &v, &n);
+	for (size_t i = 0; i < n && rc == 0; i++) {
 		char started[32], finished[32];
-		number++;
-		cli_time(state_col_int64(s, 1), started);
-		cli_time(state_col_int64(s, 2), finished);
-		const char *result = state_col_text(s, 3);
+		long long number = (long long)v[i].number; /* per stack, from 1 */
+		cli_time(v[i].started, started);
+		cli_time(v[i].finished, finished);
+		const char *result = v[i].result;
 		ev_log(c, EV_INFO, "  %3lld  started %s  finished %s  %-11s manifest %.12s  %s",
-		       number, started, finished, result, state_col_text(s, 4),
-		       state_col_text(s, 5));
+		       number, started, finished, result, v[i].manifest_sha256, v[i].manifest_path);
 		json_array_append_new(
 		    out, json_pack("{s:I,s:s,s:s,s:s,s:s,s:s}", "generation", (json_int_t)number,
 		                   "started", started, "finished", finished, "result",
-		                   result ? result : "", "manifest_sha256", state_col_text(s, 4),
-		                   "manifest", state_col_text(s, 5)));
+		                   result ? result : "", "manifest_sha256", v[i].manifest_sha256,
+		                   "manifest", v[i].manifest_path));
 	}
-	state_finalize(s);
-	return src == STATE_DONE ? 0 : TF_ESTATE;
+	state_gens_free(v, n);
+	return rc;
 }
 
 static int show_resources(struct ctx *c, int64_t sid, json_t *out)
 {
-	struct state_stmt *s = NULL;
-	int src;
-	if (state_prepare(
-	        c->st,
-	        "SELECT r.id, r.addr, r.desired, count(f.path), sum(f.type = 'f'), "
-	        "sum(f.type = 'l'), sum(f.type = 'd'), json_array_length(r.attrs, '$.installed') "
-	        "FROM resources r LEFT JOIN files f "
-	        "ON f.resource_id = r.id WHERE r.stack_id = ? GROUP BY r.id ORDER BY r.id",
-	        &s) != STATE_OK)
-		return TF_ESTATE;
-	state_bind_int64(s, 1, sid);
-	while ((src = state_step(s)) == STATE_ROW) {
-		int64_t rid = state_col_int64(s, 0);
-		long long n = state_col_int64(s, 3), nf = state_col_int64(s, 4),
-		          nl = state_col_int64(s, 5), nd = state_col_int64(s, 6);
+	struct state_resource *v = NULL;
+	size_t nv = 0;
+	int rc = state_resources_list(c->st, sid, &v, &nv);
+	for (size_t i = 0; i < nv && rc == 0; i++) {
+		struct state_file_counts k;
+		int has_dists;
+		int64_t ndists;
+		rc = state_files_counts(c->st, v[i].id, &k);
 		/* pip's files live in the env: it records the distributions, as status says. */
-		int has_dists = !state_col_is_null(s, 7);
+		if (rc == 0)
+			rc = module_installed(v[i].kind, v[i].attrs, &has_dists, &ndists);
+		if (rc != 0)
+			break;
+		long long n = k.paths, nf = k.files, nl = k.links, nd = k.dirs;
 		char dists[48] = "";
 		if (has_dists)
-			snprintf(dists, sizeof(dists), "%d distributions recorded in the env, ",
-			         state_col_int(s, 7));
+			snprintf(dists, sizeof(dists), "%lld distributions recorded in the env, ",
+			         (long long)ndists);
 		ev_log(c, EV_INFO,
 		       "  %-8s %s%lld paths (%lld files, %lld links, %lld directories), "
 		       "config %.12s",
-		       state_col_text(s, 1), dists, n, nf, nl, nd, state_col_text(s, 2));
+		       v[i].addr, dists, n, nf, nl, nd, v[i].desired);
 		json_t *o =
-		    json_pack("{s:s,s:I,s:I,s:I,s:I,s:s}", "step", state_col_text(s, 1), "paths",
+		    json_pack("{s:s,s:I,s:I,s:I,s:I,s:s}", "step", v[i].addr, "paths",
 		              (json_int_t)n, "files", (json_int_t)nf, "links", (json_int_t)nl,
-		              "directories", (json_int_t)nd, "config", state_col_text(s, 2));
+		              "directories", (json_int_t)nd, "config", v[i].desired);
 		if (has_dists)
-			json_object_set_new(o, "distributions", json_integer(state_col_int(s, 7)));
+			json_object_set_new(o, "distributions", json_integer(ndists));
 		json_array_append_new(out, o);
 		if (c->flags & CTX_VERBOSE)
-			state_files_foreach(c->st, rid, print_file, c);
+			state_files_foreach(c->st, v[i].id, print_file, c);
 	}
-	state_finalize(s);
-	return src == STATE_DONE ? 0 : TF_ESTATE;
+	state_resources_free(v, nv);
+	return rc;
 }
 
 int cmd_show(struct ctx *c, struct opts *o)

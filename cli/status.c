@@ -37,23 +37,22 @@ void cli_time(int64_t t, char out[32])
 /* One stack's resources: drift per resource, into `res` (JSON) and the log. */
 static int stack_resources(struct ctx *c, const char *stack, int64_t sid, json_t *res, int *drifted)
 {
-	struct state_stmt *r = NULL;
-	if (state_prepare(c->st,
-	                  "SELECT id, addr, json_array_length(attrs, '$.installed') FROM resources "
-	                  "WHERE stack_id = ? ORDER BY id",
-	                  &r) != STATE_OK)
-		return TF_ESTATE;
-	state_bind_int64(r, 1, sid);
-	int src;
-	while ((src = state_step(r)) == STATE_ROW) {
-		int missing, changed;
-		int64_t rid = state_col_int64(r, 0);
-		const char *addr = state_col_text(r, 1);
-		long long n = (long long)drift_check(c, rid, &missing, &changed);
+	struct state_resource *v = NULL;
+	size_t nv = 0;
+	int rc = state_resources_list(c->st, sid, &v, &nv);
+	for (size_t i = 0; i < nv && rc == 0; i++) {
+		int missing, changed, listed;
+		int64_t dists;
+		const char *addr = v[i].addr;
+		/* pip's files live in the env; it records what it installed (its attrs). */
+		rc = module_installed(v[i].kind, v[i].attrs, &listed, &dists);
+		if (rc != 0)
+			break;
+		long long n = (long long)drift_check(c, v[i].id, &missing, &changed);
 		json_t *o = json_pack("{s:s,s:I,s:i,s:i}", "step", addr, "paths", (json_int_t)n,
 		                      "missing", missing, "changed", changed);
-		if (!state_col_is_null(r, 2))
-			json_object_set_new(o, "distributions", json_integer(state_col_int(r, 2)));
+		if (listed)
+			json_object_set_new(o, "distributions", json_integer(dists));
 		json_array_append_new(res, o);
 		if (missing || changed) {
 			(*drifted)++;
@@ -75,16 +74,15 @@ static int stack_resources(struct ctx *c, const char *stack, int64_t sid, json_t
 			free(msg);
 			free(want);
 			free(got);
-		} else if (!state_col_is_null(r, 2)) {
-			/* pip's files live in the env; it records what it installed. */
-			ev_log(c, EV_INFO, "  %-8s ok, %d distributions recorded in the env", addr,
-			       state_col_int(r, 2));
+		} else if (listed) {
+			ev_log(c, EV_INFO, "  %-8s ok, %lld distributions recorded in the env",
+			       addr, (long long)dists);
 		} else {
 			ev_log(c, EV_INFO, "  %-8s ok, %lld paths", addr, n);
 		}
 	}
-	state_finalize(r);
-	return src == STATE_DONE ? 0 : TF_ESTATE;
+	state_resources_free(v, nv);
+	return rc;
 }
 
 /* "TensorFlow 2.15.1, CUDA 12.3.2, cuDNN 8.9.7.29, Python 3.10" of the current generation. */
@@ -119,48 +117,37 @@ int cmd_status(struct ctx *c, struct opts *o)
 		ev_log(c, EV_INFO, "No stacks: nothing was applied under %s.", c->root);
 		return 0;
 	}
-	struct state_stmt *s = NULL;
-	int drifted = 0, unfinished = 0, nstacks = 0, rc = 0, src;
-	if (state_prepare(
-	        c->st,
-	        "SELECT s.id, s.name,"
-	        " (SELECT count(*) FROM generations WHERE stack_id = s.id AND id <= "
-	        "s.current_gen), g.finished, s.manifest_path,"
-	        " (SELECT count(*) FROM generations WHERE stack_id = s.id),"
-	        " (SELECT count(*) FROM generations WHERE stack_id = s.id AND id <= l.id),"
-	        " l.result, l.manifest_path "
-	        "FROM stacks s LEFT JOIN generations g ON g.id = s.current_gen "
-	        "LEFT JOIN generations l ON l.id = (SELECT max(id) FROM generations "
-	        "WHERE stack_id = s.id) ORDER BY s.name",
-	        &s) != STATE_OK)
-		return TF_ESTATE;
-	while ((src = state_step(s)) == STATE_ROW) {
+	struct state_stack_info *v = NULL;
+	size_t nv = 0;
+	int drifted = 0, unfinished = 0, nstacks = 0, rc;
+	if ((rc = state_stacks_list(c->st, &v, &nv)) != 0)
+		return rc;
+	for (size_t i = 0; i < nv; i++) {
 		nstacks++;
-		int64_t sid = state_col_int64(s, 0);
-		const char *name = state_col_text(s, 1);
-		const char *last = state_col_text(s, 7);
+		int64_t sid = v[i].id;
+		const char *name = v[i].name;
+		const char *last = v[i].last_result;
 		char ts[32];
-		cli_time(state_col_int64(s, 3), ts);
+		cli_time(v[i].applied, ts);
 		json_t *j = json_pack("{s:s,s:I,s:I,s:s,s:s}", "name", name, "generation",
-		                      (json_int_t)state_col_int64(s, 2), "generations",
-		                      (json_int_t)state_col_int64(s, 5), "applied", ts, "manifest",
-		                      state_col_text(s, 4));
+		                      (json_int_t)v[i].gen, "generations", (json_int_t)v[i].ngens,
+		                      "applied", ts, "manifest", v[i].manifest_path);
 		struct strbuf ver = STRBUF_INIT;
 		stack_versions(c, name, j, &ver);
 		ev_log(c, EV_INFO, "stack %s: generation %lld of %lld, applied %s, from %s%s%s",
-		       name, (long long)state_col_int64(s, 2), (long long)state_col_int64(s, 5), ts,
-		       state_col_text(s, 4), ver.len ? "\n  " : "", ver.len ? ver.buf : "");
+		       name, (long long)v[i].gen, (long long)v[i].ngens, ts, v[i].manifest_path,
+		       ver.len ? "\n  " : "", ver.len ? ver.buf : "");
 		strbuf_release(&ver);
 		if (last && strcmp(last, "ok") != 0) {
 			unfinished++;
 			json_object_set_new(j, "last_apply", json_string(last));
 			/* Re-applying the manifest the stack already runs is a no-op that
 			 * records nothing, so only that run's own manifest finishes it. */
-			const char *lm = state_col_text(s, 8);
+			const char *lm = v[i].last_manifest;
 			char *msg = xasprintf(
 			    "  stack %s: the last apply (generation %lld, of %s) %s; `tfprov "
 			    "apply %s` finishes it",
-			    name, (long long)state_col_int64(s, 6), lm ? lm : "?",
+			    name, (long long)v[i].last_gen, lm ? lm : "?",
 			    strcmp(last, "interrupted") == 0 ? "was interrupted"
 			    : strcmp(last, "running") == 0   ? "is running or was killed"
 			                                     : "failed",
@@ -191,9 +178,7 @@ int cmd_status(struct ctx *c, struct opts *o)
 		ev_data(c, "stack_status", j);
 		json_decref(j);
 	}
-	state_finalize(s);
-	if (rc == 0 && src != STATE_DONE)
-		rc = TF_ESTATE;
+	state_stacks_free(v, nv);
 	if (rc != 0)
 		return rc;
 	if (nstacks == 0)

@@ -256,18 +256,17 @@ static int verify_files(struct ctx *c, const char *stack, int64_t stack_id, int 
 	                  .hash_host = STRVEC_INIT,
 	                  .hash_path = STRVEC_INIT,
 	                  .hash_want = STRVEC_INIT};
-	struct state_stmt *s = NULL;
-	if (state_prepare(c->st, "SELECT id FROM resources WHERE stack_id = ? ORDER BY id", &s) !=
-	    STATE_OK) {
+	struct state_resource *res = NULL;
+	size_t nres = 0;
+	if (state_resources_list(c->st, stack_id, &res, &nres) != 0) {
 		ev_log(c, EV_ERROR, "  files: cannot read the state: %s", state_errmsg(c->st));
 		return TF_ESTATE;
 	}
 	if (deep)
 		free(pkgfiles_load_stack(c, stack_id, 1, &a.pkgs));
-	state_bind_int64(s, 1, stack_id);
-	while (state_step(s) == STATE_ROW)
-		state_files_foreach(c->st, state_col_int64(s, 0), audit_file, &a);
-	state_finalize(s);
+	for (size_t i = 0; i < nres; i++)
+		state_files_foreach(c->st, res[i].id, audit_file, &a);
+	state_resources_free(res, nres);
 	audit_hashes(&a);
 	audit_dirs(&a);
 	if (deep)

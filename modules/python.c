@@ -586,6 +586,17 @@ static int pip_remove(struct ctx *c, struct step *s, struct txn *t)
 	return rc;
 }
 
+/* The distributions pip_apply recorded in the attrs ({"installed": [...]}). */
+static int pip_installed(const char *attrs, int *listed, int64_t *n)
+{
+	json_t *j = attrs ? json_loads(attrs, JSON_DECODE_ANY, NULL) : NULL;
+	json_t *inst = json_object_get(j, "installed");
+	*listed = inst != NULL;
+	*n = (int64_t)json_array_size(inst);
+	json_decref(j);
+	return attrs && j == NULL ? TF_ESTATE : 0;
+}
+
 const struct module module_pyenv = {
     .kind = "pyenv",
     .desire = pyenv_desire,
@@ -602,4 +613,5 @@ const struct module module_pip = {
     .remove = pip_remove,
     .artifacts = pip_artifacts,
     .depends_on = "pyenv",
+    .installed = pip_installed,
 };

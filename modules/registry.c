@@ -1,6 +1,7 @@
 /*
  * registry.c - the step kinds in dependency order (exec and plan walk this
- * list; the paths the steps share are engine/core/stackpath.c).
+ * list) and the lookups by kind; the paths the steps share are
+ * engine/core/stackpath.c.
  */
 #include "module.h"
 
@@ -11,3 +12,21 @@ const struct module *const modules[] = {
     &module_driver, &module_cuda, &module_cudnn, &module_env, &module_pyenv, &module_pip,
 };
 const size_t nmodules = ARRAY_SIZE(modules);
+
+const struct module *module_find(const char *kind)
+{
+	for (size_t i = 0; kind && i < nmodules; i++)
+		if (strcmp(modules[i]->kind, kind) == 0)
+			return modules[i];
+	return NULL;
+}
+
+int module_installed(const char *kind, const char *attrs, int *listed, int64_t *n)
+{
+	const struct module *mod = module_find(kind);
+	*listed = 0;
+	*n = 0;
+	if (mod == NULL || mod->installed == NULL)
+		return 0;
+	return mod->installed(attrs, listed, n);
+}

@@ -86,6 +86,11 @@ static const char *const migrations[] = {
      */
     "DROP INDEX files_resource;"
     "CREATE INDEX files_resource ON files(resource_id, path, type, size, mtime_ns, mode);",
+    /*
+     * 3: the cache table of migration 1 was never written: the download
+     * cache is its directory (engine/artifact/cache.c), indexed by the file names.
+     */
+    "DROP TABLE IF EXISTS cache;",
 };
 
 /* Sets *errmsg to "what: detail" and returns TF_ESTATE. */

@@ -10,21 +10,26 @@
  * rollback can re-apply it), resources (one per step of a stack, with the
  * hash of the desired configuration it was applied from), files (every path
  * tfprov placed: sha256, size, mode, mtime), journal (write-ahead intents of
- * the placement layer), cache (downloaded artifacts), bench_results.
+ * the placement layer), bench_results.
  *
- * The store is opaque: <sqlite3.h> is included under state/ only. Queries
- * the store has no function for run through the statement API below, whose
- * every prepare, bind and step is checked. state_close() releases it all.
+ * The store is closed: <sqlite3.h> and every SQL string live under state/
+ * only, and the rest of tfprov asks through the named functions below (the
+ * statement API is state_private.h's). A query that fails is remembered
+ * (state_failure) so that a command never reports an empty answer
+ * ("No stacks.") for a query that did not run. state_close() releases it all.
  */
 #ifndef TFPROV_STATE_H
 #define TFPROV_STATE_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+struct strvec;
 
 /* Opaque: the SQLite handle and the lock live in state_private.h. */
 struct state;
 
-#define STATE_SCHEMA_VERSION 2
+#define STATE_SCHEMA_VERSION 3
 
 /*
  * Opens (creating dir and db when `create`), runs migrations. 0 or TF_ESTATE;
@@ -55,41 +60,12 @@ struct state_writer;
 int state_writer_lock(const char *dir, double timeout, struct state_writer **out, char **holder);
 void state_writer_unlock(struct state_writer *w, int forget);
 
-/*
- * The statement API: the only way code outside state/ runs a query. A
- * struct state_stmt is one prepared query. A failed prepare, bind or step is
- * remembered (the first one, with SQLite's message) so that a command never
- * reports an empty answer ("No stacks.") for a query that did not run:
- * main() turns a remembered failure into an error (exit 1) even when the
- * command did not notice.
- */
-struct state_stmt;
-enum { STATE_OK = 0, STATE_ROW = 100, STATE_DONE = 101 };
-/* STATE_OK or TF_ESTATE; *out is NULL on failure. */
-int state_prepare(struct state *st, const char *sql, struct state_stmt **out);
-/* STATE_ROW, STATE_DONE, or TF_ESTATE (also for a NULL statement). */
-int state_step(struct state_stmt *q);
-/* Binds copy their value; text NULL binds SQL NULL. 0 or TF_ESTATE. */
-int state_bind_text(struct state_stmt *q, int i, const char *s);
-int state_bind_int64(struct state_stmt *q, int i, int64_t v);
-int state_bind_null(struct state_stmt *q, int i);
-/* Columns of the current row (text borrowed until the next step). */
-const char *state_col_text(struct state_stmt *q, int i);
-int64_t state_col_int64(struct state_stmt *q, int i);
-int state_col_int(struct state_stmt *q, int i);
-int state_col_is_null(struct state_stmt *q, int i);
-int state_reset(struct state_stmt *q);
-void state_finalize(struct state_stmt *q);
-int64_t state_last_rowid(struct state *st);
-int state_changes(struct state *st);
 /* The first failed query's message, or NULL when every query ran. */
 const char *state_failure(void);
-/* The state directory (borrowed). */
-const char *state_dir(struct state *st);
-
-int state_exec(struct state *st, const char *sql);
+/* A write transaction (BEGIN IMMEDIATE) around the calls that follow. 0 or TF_ESTATE. */
 int state_begin(struct state *st);
 int state_commit(struct state *st);
+/* Undoes an open transaction; nothing when none is open. */
 void state_rollback(struct state *st);
 
 /* Stacks. */
@@ -99,11 +75,54 @@ int64_t state_stack_ensure(struct state *st, const char *name, const char *manif
 /* A run of the stack from manifest_path succeeded: it is now "from" that manifest.
  * 0 or TF_ESTATE. */
 int state_stack_applied(struct state *st, int64_t id, const char *manifest_path);
+/* Appends every stack's name to out, in name order. 0 or TF_ESTATE. */
+int state_stack_names(struct state *st, struct strvec *out);
+/* Forgets stack `id` with its generations, resources and files. 0 or TF_ESTATE. */
+int state_stack_delete(struct state *st, int64_t id);
+/* A stack as status lists it; generations are numbered per stack from 1. */
+struct state_stack_info {
+	int64_t id;
+	char *name;
+	char *manifest_path; /* the manifest the stack is "from" */
+	int64_t gen;         /* number of the current generation, 0 when none */
+	int64_t applied;     /* unix time the current generation finished, 0 never */
+	int64_t ngens;       /* generations recorded */
+	int64_t last_gen;    /* number of the latest generation, 0 when none */
+	char *last_result;   /* its result ("ok", "failed", ...), NULL when none */
+	char *last_manifest; /* its manifest path, NULL when none */
+};
+/* Every stack, in name order: *v (state_stacks_free) and *n. 0 or TF_ESTATE. */
+int state_stacks_list(struct state *st, struct state_stack_info **v, size_t *n);
+void state_stacks_free(struct state_stack_info *v, size_t n);
 
 /* Generations. */
 int64_t state_gen_begin(struct state *st, int64_t stack_id, const char *manifest_path,
                         const char *manifest_sha256, const char *manifest_text);
 int state_gen_finish(struct state *st, int64_t gen_id, const char *result);
+/* Every generation still "running" was killed (the caller holds the writer lock): "interrupted". */
+int state_gens_interrupted(struct state *st);
+/* A generation read back; every string malloc'd, NULL when not recorded. */
+struct state_gen {
+	int64_t id; /* 0: no such generation */
+	int64_t stack_id;
+	char *stack;               /* the stack's name */
+	int64_t number;            /* per stack, from 1 */
+	int64_t started, finished; /* unix time; finished 0 while it runs */
+	char *result;              /* "running", "ok", "failed", "interrupted" */
+	char *manifest_sha256, *manifest_path, *manifest_text;
+};
+void state_gen_release(struct state_gen *g);
+/* The generations of stack_id (of every stack when 0), oldest first: *v (state_gens_free). */
+int state_gens_list(struct state *st, int64_t stack_id, struct state_gen **v, size_t *n);
+void state_gens_free(struct state_gen *v, size_t n);
+/* Generation `number` of a stack into *out (out->id 0 when none). 0 or TF_ESTATE. */
+int state_gen_by_number(struct state *st, int64_t stack_id, int64_t number, struct state_gen *out);
+/* Stack `name`'s current generation (out->id 0 when none); its path falls back to the stack's. */
+int state_gen_current(struct state *st, const char *name, struct state_gen *out);
+/* Rollback's target: successful generation `number`, or with 0 the last successful one
+ * before the current; out->id 0 when none. 0 or TF_ESTATE. */
+int state_gen_rollback_target(struct state *st, int64_t stack_id, int64_t number,
+                              struct state_gen *out);
 
 /* Resources. */
 struct state_resource {
@@ -119,6 +138,12 @@ void state_resource_release(struct state_resource *r);
 int64_t state_resource_put(struct state *st, int64_t stack_id, const char *addr, const char *kind,
                            const char *desired, const char *attrs);
 int state_resource_delete(struct state *st, int64_t res_id);
+/* Every resource of a stack, oldest first: *v (state_resources_free) and *n. 0 or TF_ESTATE. */
+int state_resources_list(struct state *st, int64_t stack_id, struct state_resource **v, size_t *n);
+void state_resources_free(struct state_resource *v, size_t n);
+/* *match 1 when resource res_id is step `addr` of stack stack_id, else 0. 0 or TF_ESTATE. */
+int state_resource_matches(struct state *st, int64_t res_id, int64_t stack_id, const char *addr,
+                           int *match);
 
 /* Benchmark results (strings borrowed: for the call, or for the callback). */
 struct state_bench_row {
@@ -158,5 +183,50 @@ int state_foreign_step_file_under(struct state *st, const char *addr, const char
 typedef int (*state_file_cb)(const struct state_file *f, void *arg);
 int state_files_foreach(struct state *st, int64_t res_id, state_file_cb cb, void *arg);
 int64_t state_files_count(struct state *st, int64_t res_id);
+/* Like state_files_foreach with only path, type, size, mode and mtime_ns read (the covering
+ * index answers it: what the drift check compares). 0, TF_ESTATE or cb's non-zero return. */
+int state_files_foreach_stat(struct state *st, int64_t res_id, state_file_cb cb, void *arg);
+/* The recorded paths of a resource by type. */
+struct state_file_counts {
+	int64_t paths, files, links, dirs;
+};
+int state_files_counts(struct state *st, int64_t res_id, struct state_file_counts *out);
+/* Forgets every file record of resource res_id. 0 or TF_ESTATE. */
+int state_files_delete(struct state *st, int64_t res_id);
+/* Forgets the record of `path` and of every path recorded under it. 0 or TF_ESTATE. */
+int state_file_delete_tree(struct state *st, const char *path);
+/* *found 1 when some path is recorded under directory `dir`, else 0. 0 or TF_ESTATE. */
+int state_file_any_under(struct state *st, const char *dir, int *found);
+/* Appends the directories recorded for the stack's steps to out, in path order. */
+int state_stack_dirs(struct state *st, int64_t stack_id, struct strvec *out);
+/* The shortest directory recorded for step `addr` of a stack (the top of its tree):
+ * *path malloc'd, NULL when none. 0 or TF_ESTATE. */
+int state_step_top_dir(struct state *st, int64_t stack_id, const char *addr, char **path);
+
+/*
+ * The journal: the placement layer's write-ahead intents (place.c). `op` is
+ * the operation ("put", "rm", "mkdir", "stage", "snap", "gc", "rmdir" ...);
+ * tmp and backup are NULL when the operation has none.
+ */
+struct state_journal_entry {
+	int64_t id; /* 0: no such entry */
+	char *op, *path, *tmp, *backup;
+};
+/* Adds an intent, durable when this returns outside a transaction; *id its id (id may be NULL). */
+int state_journal_add(struct state *st, const char *op, const char *path, const char *tmp,
+                      const char *backup, int64_t *id);
+/* Entry `id` into *out (malloc'd strings, out->id 0 when absent). 0 or TF_ESTATE. */
+int state_journal_get(struct state *st, int64_t id, struct state_journal_entry *out);
+/* The entries of operation `op` (all when NULL), newest first: *v (state_journal_free). */
+int state_journal_list(struct state *st, const char *op, struct state_journal_entry **v, size_t *n);
+void state_journal_entry_release(struct state_journal_entry *e);
+void state_journal_free(struct state_journal_entry *v, size_t n);
+/* Removes entry `id`. 0 or TF_ESTATE. */
+int state_journal_delete(struct state *st, int64_t id);
+/* Removes every entry of operation `op` (all when NULL). 0 or TF_ESTATE. */
+int state_journal_clear(struct state *st, const char *op);
+/* Entry `id`'s change is committed: its backup, if any, is left as a "gc" entry to remove;
+ * an entry without one goes. 0 or TF_ESTATE. */
+int state_journal_settle(struct state *st, int64_t id);
 
 #endif

@@ -1,12 +1,13 @@
 /*
- * state_stmt.c - the store's statement API (state.h): the only way code
- * outside state/ runs a query. A struct state_stmt is SQLite's statement,
- * opaque outside state/; every prepare, bind and step is checked and the
- * first failure remembered, so a command can tell "no rows" from "the query
- * did not run".
+ * state_stmt.c - the store's statement API (state_private.h), what the
+ * store's named functions are written with. A struct state_stmt is SQLite's
+ * statement; every prepare, bind and step is checked and the first failure
+ * remembered, so a command can tell "no rows" from "the query did not run".
  */
 #include "error.h"
 #include "state_private.h"
+
+#include "util.h"
 
 #include <stddef.h>
 
@@ -56,14 +57,15 @@ int state_bind_int64(struct state_stmt *q, int i, int64_t v)
 	return bound(q, q ? sqlite3_bind_int64(Q(q), i, v) : SQLITE_MISUSE);
 }
 
-int state_bind_null(struct state_stmt *q, int i)
-{
-	return bound(q, q ? sqlite3_bind_null(Q(q), i) : SQLITE_MISUSE);
-}
-
 const char *state_col_text(struct state_stmt *q, int i)
 {
 	return (const char *)sqlite3_column_text(Q(q), i);
+}
+
+char *state_col_dup(struct state_stmt *q, int i)
+{
+	const char *t = state_col_text(q, i);
+	return t ? xstrdup(t) : NULL;
 }
 
 int64_t state_col_int64(struct state_stmt *q, int i)
@@ -76,17 +78,6 @@ int state_col_int(struct state_stmt *q, int i)
 	return sqlite3_column_int(Q(q), i);
 }
 
-int state_col_is_null(struct state_stmt *q, int i)
-{
-	return sqlite3_column_type(Q(q), i) == SQLITE_NULL;
-}
-
-int state_reset(struct state_stmt *q)
-{
-	return sqlite3_reset(Q(q)) == SQLITE_OK ? 0
-	                                        : state_note_failure(NULL, "cannot reset a query");
-}
-
 void state_finalize(struct state_stmt *q)
 {
 	sqlite3_finalize(Q(q));
@@ -97,12 +88,9 @@ int64_t state_last_rowid(struct state *st)
 	return sqlite3_last_insert_rowid(st->db);
 }
 
-int state_changes(struct state *st)
+int state_run(struct state_stmt *q)
 {
-	return sqlite3_changes(st->db);
-}
-
-const char *state_dir(struct state *st)
-{
-	return st->dir;
+	int rc = state_step(q) == STATE_DONE ? 0 : TF_ESTATE;
+	state_finalize(q);
+	return rc;
 }

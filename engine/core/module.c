@@ -1,12 +1,16 @@
 /*
  * module.c - what the core provides to every step (module.h): action names,
- * step failures, and the prefixes a manifest's steps share.
+ * the step kinds by name, step failures, and the prefixes a manifest's steps
+ * share.
  */
 #include "module.h"
 #include "util.h"
 
+#include "error.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *action_name(enum action a)
 {

@@ -16,7 +16,8 @@
 #include "place.h"
 #include "util.h"
 
-enum action { ACT_NOOP, ACT_CREATE, ACT_UPDATE, ACT_REPLACE, ACT_DELETE, ACT_READ };
+/* What a step does; action_name() is the word a plan shows ("update", "delete" ...). */
+enum action { ACT_NOOP, ACT_CREATE, ACT_CHANGE, ACT_REPLACE, ACT_DESTROY, ACT_READ };
 
 struct step;
 struct artset;
@@ -55,6 +56,13 @@ struct module {
 	                 struct step *s);
 	/* Re-apply this step when that step changes (cuDNN merged into a rebuilt CUDA). */
 	const char *depends_on;
+	/*
+	 * Reads the step's own attrs (what apply recorded in s->attrs) for the
+	 * front end, which never parses them: *listed 1 with *n the number of
+	 * distributions the step installed (pip), *listed 0 when the attrs name
+	 * none. 0 or TF_ESTATE (attrs that do not parse). NULL: installs none.
+	 */
+	int (*installed)(const char *attrs, int *listed, int64_t *n);
 };
 
 struct step {
@@ -81,11 +89,18 @@ extern const struct module module_env;
 extern const struct module module_pyenv;
 extern const struct module module_pip;
 
-/* In dependency order. */
+/* In dependency order. The registry (modules[], module_find, module_installed)
+ * is modules/registry.c's: the steps sit above this contract, so only the
+ * rooms above them (engine/run/, cli/) may call these. */
 extern const struct module *const modules[];
 extern const size_t nmodules;
 
 const char *action_name(enum action a);
+/* The step kind `kind`, NULL when there is none. */
+const struct module *module_find(const char *kind);
+/* Step kind `kind`'s answer from its recorded attrs (the installed hook): *listed 0 when it
+ * has none. 0 or TF_ESTATE. */
+int module_installed(const char *kind, const char *attrs, int *listed, int64_t *n);
 void step_fail(struct step *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Paths shared by modules (root-relative, caller frees). */

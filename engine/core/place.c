@@ -113,20 +113,8 @@ out:
 static int journal_add(struct txn *t, const char *op, const char *path, const char *tmp,
                        const char *backup)
 {
-	struct state_stmt *s = NULL;
 	int64_t id = 0;
-	state_prepare(t->c->st,
-	              "INSERT INTO journal(op, path, tmp, backup, created) VALUES (?,?,?,?,?)", &s);
-	state_bind_text(s, 1, op);
-	state_bind_text(s, 2, path);
-	if (tmp)
-		state_bind_text(s, 3, tmp);
-	if (backup)
-		state_bind_text(s, 4, backup);
-	state_bind_int64(s, 5, now_unix());
-	if (state_step(s) == STATE_DONE)
-		id = state_last_rowid(t->c->st);
-	state_finalize(s);
+	state_journal_add(t->c->st, op, path, tmp, backup, &id);
 	if (id) {
 		if (t->njids == t->capj) {
 			t->capj = t->capj ? t->capj * 2 : 16;
@@ -194,15 +182,8 @@ static int owner_class(struct txn *t, const char *path)
 	int64_t rid = state_file_owner(t->c->st, path);
 	if (rid == 0)
 		return 0;
-	struct state_stmt *s = NULL;
 	int mine = 0;
-	state_prepare(t->c->st,
-	              "SELECT 1 FROM resources WHERE id = ? AND stack_id = ? AND addr = ?", &s);
-	state_bind_int64(s, 1, rid);
-	state_bind_int64(s, 2, t->stack_id);
-	state_bind_text(s, 3, t->addr);
-	mine = state_step(s) == STATE_ROW;
-	state_finalize(s);
+	state_resource_matches(t->c->st, rid, t->stack_id, t->addr, &mine);
 	return mine ? 1 : 2;
 }
 
@@ -342,16 +323,9 @@ static void record_entries(struct txn *t, const char *path, const struct place_e
 /* Whether some record lies under directory `dir` (an unrecorded parent tfprov created). */
 static int state_dir_has_records(struct ctx *c, const char *dir)
 {
-	struct state_stmt *s = NULL;
-	int r = 0;
-	if (state_prepare(c->st,
-	                  "SELECT 1 FROM files WHERE path > ?1 || '/' AND path < ?1 || '0' LIMIT 1",
-	                  &s) != STATE_OK)
-		return 0;
-	state_bind_text(s, 1, dir);
-	r = state_step(s) == STATE_ROW;
-	state_finalize(s);
-	return r;
+	int found = 0;
+	state_file_any_under(c->st, dir, &found);
+	return found;
 }
 
 void place_foreign(struct ctx *c, const char *dir, place_owned_fn owned, void *arg,
@@ -827,21 +801,6 @@ static int refresh_now(struct txn *t, const char *addr)
 	return rc;
 }
 
-static int forget_records(struct state *st, const char *path)
-{
-	struct state_stmt *s = NULL;
-	int rc = 0;
-	state_prepare(st,
-	              "DELETE FROM files WHERE path = ?1 OR (path > ?1 || '/' AND "
-	              "path < ?1 || '0')",
-	              &s);
-	state_bind_text(s, 1, path);
-	if (state_step(s) != STATE_DONE)
-		rc = TF_ESTATE;
-	state_finalize(s);
-	return rc;
-}
-
 /* fsync of the directory that holds host: its entries (a removal) are durable. 0 or -errno. */
 static int sync_parent(const char *host)
 {
@@ -856,52 +815,28 @@ static int sync_parent(const char *host)
 
 static void gc_rows(struct state *st)
 {
-	struct state_stmt *s = NULL;
-	struct strvec ids = STRVEC_INIT, paths = STRVEC_INIT;
-	state_prepare(st, "SELECT id, backup FROM journal WHERE op = 'gc'", &s);
-	while (state_step(s) == STATE_ROW) {
-		strvec_pushf(&ids, "%lld", (long long)state_col_int64(s, 0));
-		const char *b = state_col_text(s, 1);
-		strvec_push(&paths, b ? (const char *)b : "");
-	}
-	state_finalize(s);
-	for (size_t i = 0; i < ids.n; i++)
-		if (paths.v[i][0])
-			fs_rmtree(paths.v[i]);
-	for (size_t i = 0; i < ids.n; i++) {
+	struct state_journal_entry *v = NULL;
+	size_t n = 0;
+	state_journal_list(st, "gc", &v, &n);
+	for (size_t i = 0; i < n; i++)
+		if (v[i].backup)
+			fs_rmtree(v[i].backup);
+	for (size_t i = 0; i < n; i++) {
 		/*
 		 * A row goes only once its backup's removal is durable: a power cut
 		 * would otherwise keep the backup and lose the row that names it
 		 * (test_power_loss.py). A row kept is removed by the next recovery.
 		 */
-		if (paths.v[i][0] && sync_parent(paths.v[i]) != 0)
+		if (v[i].backup && sync_parent(v[i].backup) != 0)
 			continue;
-		char *sql = xasprintf("DELETE FROM journal WHERE id = %s", ids.v[i]);
-		state_exec(st, sql);
-		free(sql);
+		state_journal_delete(st, v[i].id);
 	}
-	strvec_release(&ids);
-	strvec_release(&paths);
+	state_journal_free(v, n);
 }
 
 static int path_asc(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* A journal row outside any txn's list (committed with the caller's transaction). */
-static int journal_row(struct state *st, const char *op, const char *path)
-{
-	struct state_stmt *s = NULL;
-	int rc = 0;
-	state_prepare(st, "INSERT INTO journal(op, path, created) VALUES (?,?,?)", &s);
-	state_bind_text(s, 1, op);
-	state_bind_text(s, 2, path);
-	state_bind_int64(s, 3, now_unix());
-	if (state_step(s) != STATE_DONE)
-		rc = TF_ESTATE;
-	state_finalize(s);
-	return rc;
 }
 
 static int sync_one(struct txn *t, int fd, const char *what)
@@ -965,13 +900,10 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 			goto out;
 		}
 	}
-	if (t->forget_all && rid) {
-		char *sql = xasprintf("DELETE FROM files WHERE resource_id = %lld", (long long)rid);
-		rc = state_exec(st, sql);
-		free(sql);
-	}
+	if (t->forget_all && rid)
+		rc = state_files_delete(st, rid);
 	for (size_t i = 0; i < t->dels.n && rc == 0; i++)
-		rc = forget_records(st, t->dels.v[i]);
+		rc = state_file_delete_tree(st, t->dels.v[i]);
 	for (size_t i = 0; i < t->rmdirs.n && rc == 0; i++)
 		rc = state_file_delete(st, t->rmdirs.v[i]);
 	for (size_t i = 0; i < t->nadds && rc == 0; i++)
@@ -990,16 +922,10 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 	if (rc == 0 && t->rmdirs.n > 1)
 		qsort(t->rmdirs.v, t->rmdirs.n, sizeof(char *), path_asc);
 	for (size_t i = 0; i < t->rmdirs.n && rc == 0; i++)
-		if (journal_row(st, "rmdir", t->rmdirs.v[i]) != 0)
+		if (state_journal_add(st, "rmdir", t->rmdirs.v[i], NULL, NULL, NULL) != 0)
 			rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
-	for (size_t i = 0; i < t->njids && rc == 0; i++) {
-		char *sql =
-		    xasprintf("UPDATE journal SET op = 'gc' WHERE id = %lld AND backup IS "
-		              "NOT NULL; DELETE FROM journal WHERE id = %lld AND op <> 'gc'",
-		              (long long)t->jids[i], (long long)t->jids[i]);
-		rc = state_exec(st, sql);
-		free(sql);
-	}
+	for (size_t i = 0; i < t->njids && rc == 0; i++)
+		rc = state_journal_settle(st, t->jids[i]);
 out:
 	if (rc == 0 && state_commit(st) != 0)
 		rc = fail(t, TF_ESTATE, "cannot commit: %s", state_errmsg(st));
@@ -1012,7 +938,7 @@ out:
 	remove_dirs(t);
 	said_flush(t, 1);
 	if (t->rmdirs.n)
-		state_exec(st, "DELETE FROM journal WHERE op = 'rmdir'");
+		state_journal_clear(st, "rmdir");
 	return 0;
 }
 
@@ -1104,16 +1030,12 @@ void txn_abort(struct txn *t)
 		return;
 	struct state *st = t->c->st;
 	for (size_t i = t->njids; i-- > 0;) {
-		struct state_stmt *s = NULL;
-		state_prepare(st, "SELECT op, path, tmp, backup FROM journal WHERE id = ?", &s);
-		state_bind_int64(s, 1, t->jids[i]);
-		if (state_step(s) == STATE_ROW)
-			undo_row(t->c, state_col_text(s, 0), state_col_text(s, 1),
-			         state_col_text(s, 2), state_col_text(s, 3));
-		state_finalize(s);
-		char *sql = xasprintf("DELETE FROM journal WHERE id = %lld", (long long)t->jids[i]);
-		state_exec(st, sql);
-		free(sql);
+		struct state_journal_entry e;
+		state_journal_get(st, t->jids[i], &e);
+		if (e.id)
+			undo_row(t->c, e.op, e.path, e.tmp, e.backup);
+		state_journal_entry_release(&e);
+		state_journal_delete(st, t->jids[i]);
 	}
 	free(t->jids);
 	for (size_t i = 0; i < t->nadds; i++) {
@@ -1199,31 +1121,19 @@ int txn_stage_dir(struct txn *t, const char *near_path, char **host_out)
 int place_recover(struct ctx *c)
 {
 	struct state *st = c->st;
-	struct state_stmt *s = NULL;
 	int n = 0;
-	struct strvec rows = STRVEC_INIT; /* op \x1f path \x1f tmp \x1f backup */
+	struct state_journal_entry *rows = NULL; /* newest first */
+	size_t n_rows = 0;
 	struct strvec rmdirs = STRVEC_INIT;
-	state_prepare(st, "SELECT op, path, tmp, backup FROM journal ORDER BY id DESC", &s);
-	while (state_step(s) == STATE_ROW) {
-		const char *op = state_col_text(s, 0);
-		const char *p = state_col_text(s, 1);
-		const char *tmp = state_col_text(s, 2);
-		const char *b = state_col_text(s, 3);
-		strvec_pushf(&rows, "%s\x1f%s\x1f%s\x1f%s", op, p, tmp ? tmp : "", b ? b : "");
-	}
-	state_finalize(s);
-	for (size_t i = 0; i < rows.n; i++) {
-		char *f[4] = {rows.v[i], NULL, NULL, NULL};
-		for (int k = 1; k < 4; k++) {
-			f[k] = strchr(f[k - 1], '\x1f');
-			*f[k]++ = '\0';
-		}
-		if (strcmp(f[0], "rmdir") == 0) {
-			strvec_push(&rmdirs, f[1]);
+	state_journal_list(st, NULL, &rows, &n_rows);
+	for (size_t i = 0; i < n_rows; i++) {
+		const struct state_journal_entry *e = &rows[i];
+		if (strcmp(e->op, "rmdir") == 0) {
+			strvec_push(&rmdirs, e->path);
 			continue;
 		}
-		undo_row(c, f[0], f[1], f[2][0] ? f[2] : NULL, f[3][0] ? f[3] : NULL);
-		if (strcmp(f[0], "gc") != 0)
+		undo_row(c, e->op, e->path, e->tmp, e->backup);
+		if (strcmp(e->op, "gc") != 0)
 			n++;
 	}
 	/* Last, once the garbage in them is gone: a committed removal's
@@ -1233,8 +1143,7 @@ int place_recover(struct ctx *c)
 	for (size_t i = 0; i < rmdirs.n; i++)
 		undo_row(c, "rmdir", rmdirs.v[i], NULL, NULL);
 	strvec_release(&rmdirs);
-	size_t n_rows = rows.n;
-	strvec_release(&rows);
+	state_journal_free(rows, n_rows);
 	/*
 	 * The undo is durable before the journal that describes it goes (a power
 	 * cut would otherwise keep half an undo that no row names). A failed sync
@@ -1243,13 +1152,11 @@ int place_recover(struct ctx *c)
 	if (n_rows && c->rootfd >= 0 && syncfs(c->rootfd) != 0)
 		ev_log(c, EV_WARN, "recovery: cannot sync %s: %s", c->root, strerror(errno));
 	/* We hold the writer lock: any generation still 'running' was killed.
-	 * Nothing to recover writes nothing: an unconditional DELETE rewrites the
-	 * journal's pages, and a run that changes nothing (exit 6, "No changes")
-	 * must leave state.db byte-for-byte as it was. */
+	 * Nothing to recover writes nothing: a run that changes nothing (exit 6,
+	 * "No changes") must leave state.db byte-for-byte as it was. */
 	if (n_rows)
-		state_exec(st, "DELETE FROM journal");
-	state_exec(st, "UPDATE generations SET result = 'interrupted', "
-	               "finished = strftime('%s','now') WHERE result = 'running'");
+		state_journal_clear(st, NULL);
+	state_gens_interrupted(st);
 	if (n)
 		ev_log(c, EV_WARN,
 		       "recovered from an interrupted run: undid %d unfinished operation%s", n,

@@ -239,19 +239,9 @@ int pkgfiles_owned(void *x, const char *path)
 
 static char *recorded_env(struct ctx *c, int64_t sid)
 {
-	struct state_stmt *q = NULL;
 	char *env = NULL;
-	if (c->st == NULL ||
-	    state_prepare(c->st,
-	                  "SELECT f.path FROM files f JOIN resources r ON r.id = f.resource_id "
-	                  "WHERE r.stack_id = ? AND r.addr = 'pyenv' AND f.type = 'd' "
-	                  "ORDER BY length(f.path) LIMIT 1",
-	                  &q) != STATE_OK)
-		return NULL;
-	state_bind_int64(q, 1, sid);
-	if (state_step(q) == STATE_ROW)
-		env = xstrdup(state_col_text(q, 0));
-	state_finalize(q);
+	if (c->st != NULL)
+		state_step_top_dir(c->st, sid, "pyenv", &env);
 	return env;
 }
 

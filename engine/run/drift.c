@@ -51,6 +51,26 @@ static void *drift_part_run(void *arg)
 	return NULL;
 }
 
+struct drift_rows {
+	struct drift_row *v;
+	size_t n, cap;
+};
+
+static int drift_row_add(const struct state_file *f, void *arg)
+{
+	struct drift_rows *r = arg;
+	if (r->n == r->cap) {
+		r->cap = r->cap ? r->cap * 2 : 256;
+		r->v = xrealloc(r->v, r->cap * sizeof(*r->v));
+	}
+	r->v[r->n++] = (struct drift_row){.path = xstrdup(f->path),
+	                                  .type = f->type,
+	                                  .mode = f->mode,
+	                                  .size = f->size,
+	                                  .mtime_ns = f->mtime_ns};
+	return 0;
+}
+
 /*
  * Reads the records first, then stats them in two halves on two threads:
  * lstat is kernel time, and the machines this runs on have at least two
@@ -58,29 +78,11 @@ static void *drift_part_run(void *arg)
  */
 int64_t drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed)
 {
-	struct state_stmt *s = NULL;
-	struct drift_row *rows = NULL;
-	size_t n = 0, cap = 0;
+	struct drift_rows all = {0};
 	*missing = *changed = 0;
-	state_prepare(c->st,
-	              "SELECT path, type, size, mtime_ns, mode FROM files WHERE resource_id = "
-	              "? ORDER BY path",
-	              &s);
-	state_bind_int64(s, 1, res_id);
-	while (state_step(s) == STATE_ROW) {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 256;
-			rows = xrealloc(rows, cap * sizeof(*rows));
-		}
-		const char *t = state_col_text(s, 1);
-		rows[n].path = xstrdup(state_col_text(s, 0));
-		rows[n].type = t ? (char)t[0] : 'f';
-		rows[n].size = state_col_int64(s, 2);
-		rows[n].mtime_ns = state_col_int64(s, 3);
-		rows[n].mode = (unsigned)state_col_int(s, 4);
-		n++;
-	}
-	state_finalize(s);
+	state_files_foreach_stat(c->st, res_id, drift_row_add, &all);
+	struct drift_row *rows = all.v;
+	size_t n = all.n;
 	struct drift_part parts[2] = {{c, rows, n / 2, 0, 0}, {c, rows + n / 2, n - n / 2, 0, 0}};
 	pthread_t th;
 	int threaded = n >= 2048 && pthread_create(&th, NULL, drift_part_run, &parts[0]) == 0;

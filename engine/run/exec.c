@@ -37,10 +37,10 @@ static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, s
 	                  .level = EV_INFO,
 	                  .step = s->addr,
 	                  .action = action_name(s->action),
-	                  .msg = s->action == ACT_DELETE ? "removing" : "applying"};
+	                  .msg = s->action == ACT_DESTROY ? "removing" : "applying"};
 	ev_emit(c, &e);
 	txn_begin(c, stack_id, s->addr, s->mod->kind, &t);
-	if (s->action == ACT_DELETE) {
+	if (s->action == ACT_DESTROY) {
 		rc = s->mod->remove ? s->mod->remove(c, s, t) : 0;
 		if (rc == 0)
 			rc = txn_remove_all(t);
@@ -107,7 +107,7 @@ static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p)
 	for (size_t i = 0; i < p->n && rc == 0; i++) {
 		struct step *s = &p->steps[i];
 		if (s->mod->artifacts == NULL || s->action == ACT_NOOP || s->action == ACT_READ ||
-		    s->action == ACT_DELETE)
+		    s->action == ACT_DESTROY)
 			continue;
 		size_t from = all.n;
 		rc = s->mod->artifacts(c, m, &all, s);
@@ -160,7 +160,7 @@ static int apply_plan(struct ctx *c, const struct manifest *m, struct plan *p)
 	/* Preconditions: nothing has changed yet when one fails. */
 	for (size_t i = 0; i < p->n; i++) {
 		struct step *s = &p->steps[i];
-		if (s->mod->precheck == NULL || s->action == ACT_DELETE)
+		if (s->mod->precheck == NULL || s->action == ACT_DESTROY)
 			continue;
 		rc = s->mod->precheck(c, m, s);
 		if (rc != 0) {
@@ -193,14 +193,8 @@ static int apply_plan(struct ctx *c, const struct manifest *m, struct plan *p)
 int plan_apply_destroy(struct ctx *c, const char *stack, struct plan *p)
 {
 	int rc = execute(c, NULL, p, p->stack_id);
-	if (rc == 0) {
-		struct state_stmt *s = NULL;
-		state_prepare(c->st, "DELETE FROM stacks WHERE id = ?", &s);
-		state_bind_int64(s, 1, p->stack_id);
-		if (state_step(s) != STATE_DONE)
-			rc = TF_ESTATE;
-		state_finalize(s);
-	}
+	if (rc == 0)
+		rc = state_stack_delete(c->st, p->stack_id);
 	(void)stack;
 	return rc;
 }

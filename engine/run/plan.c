@@ -37,14 +37,14 @@ static void count(struct plan *p, const struct step *s)
 	case ACT_CREATE:
 		p->add++;
 		break;
-	case ACT_UPDATE:
+	case ACT_CHANGE:
 		p->change++;
 		break;
 	case ACT_REPLACE:
 		p->add++;
 		p->destroy++;
 		break;
-	case ACT_DELETE:
+	case ACT_DESTROY:
 		p->destroy++;
 		break;
 	case ACT_READ:
@@ -92,10 +92,10 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 			s->res_id = r.id;
 			s->nfiles = drift_check(c, r.id, &s->drift_missing, &s->drift_changed);
 			if (strcmp(r.desired, s->desired) != 0) {
-				s->action = ACT_UPDATE;
+				s->action = ACT_CHANGE;
 				s->reason = xstrdup("the manifest changed");
 			} else if (s->drift_missing || s->drift_changed) {
-				s->action = ACT_UPDATE;
+				s->action = ACT_CHANGE;
 				s->reason = xasprintf("drift: %d missing, %d changed of %lld files",
 				                      s->drift_missing, s->drift_changed,
 				                      (long long)s->nfiles);
@@ -105,7 +105,7 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 					if (strcmp(p->steps[k].addr, mod->depends_on) == 0 &&
 					    p->steps[k].action != ACT_NOOP &&
 					    p->steps[k].action != ACT_READ) {
-						s->action = ACT_UPDATE;
+						s->action = ACT_CHANGE;
 						s->reason =
 						    xasprintf("%s is rebuilt", mod->depends_on);
 					}
@@ -116,13 +116,11 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 	}
 	/* Recorded resources the manifest no longer wants. */
 	if (p->stack_id) {
-		struct state_stmt *q = NULL;
-		state_prepare(c->st,
-		              "SELECT id, addr FROM resources WHERE stack_id = ? ORDER BY id DESC",
-		              &q);
-		state_bind_int64(q, 1, p->stack_id);
-		while (state_step(q) == STATE_ROW) {
-			const char *addr = state_col_text(q, 1);
+		struct state_resource *res = NULL;
+		size_t nres = 0;
+		state_resources_list(c->st, p->stack_id, &res, &nres);
+		for (size_t r = nres; r-- > 0;) {
+			const char *addr = res[r].addr;
 			int found = 0;
 			for (size_t i = 0; i < wanted.n; i++)
 				found |= strcmp(wanted.v[i], addr) == 0;
@@ -134,15 +132,15 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 				struct step *s = plan_push(p);
 				s->mod = modules[i];
 				s->addr = modules[i]->kind;
-				s->action = ACT_DELETE;
-				s->res_id = state_col_int64(q, 0);
+				s->action = ACT_DESTROY;
+				s->res_id = res[r].id;
 				s->nfiles = state_files_count(c->st, s->res_id);
 				s->detail = xasprintf("no longer in the manifest (%lld files)",
 				                      (long long)s->nfiles);
 				count(p, s);
 			}
 		}
-		state_finalize(q);
+		state_resources_free(res, nres);
 	}
 	strvec_release(&wanted);
 	return 0;
@@ -162,7 +160,7 @@ int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p)
 		struct step *s = plan_push(p);
 		s->mod = modules[i];
 		s->addr = modules[i]->kind;
-		s->action = ACT_DELETE;
+		s->action = ACT_DESTROY;
 		s->res_id = r.id;
 		s->nfiles = state_files_count(c->st, r.id);
 		s->detail = xasprintf("%lld files", (long long)s->nfiles);
@@ -175,21 +173,13 @@ int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p)
 int plan_foreign(struct ctx *c, int64_t stack_id, struct strvec *out)
 {
 	struct pkgfiles x;
-	struct state_stmt *q = NULL;
 	char *env = pkgfiles_load_stack(c, stack_id, 0, &x);
-	int rc = 0;
-	if (state_prepare(c->st,
-	                  "SELECT f.path FROM files f JOIN resources r ON r.id = f.resource_id "
-	                  "WHERE r.stack_id = ? AND f.type = 'd' ORDER BY f.path",
-	                  &q) != STATE_OK) {
-		rc = TF_ESTATE;
+	struct strvec dirs = STRVEC_INIT;
+	int rc = state_stack_dirs(c->st, stack_id, &dirs);
+	if (rc != 0) {
+		strvec_release(&dirs);
 		goto out;
 	}
-	state_bind_int64(q, 1, stack_id);
-	struct strvec dirs = STRVEC_INIT;
-	while (state_step(q) == STATE_ROW)
-		strvec_push(&dirs, state_col_text(q, 0));
-	state_finalize(q);
 	place_foreign_dirs(c, &dirs, pkgfiles_owned, &x, out);
 	strvec_release(&dirs);
 out:
@@ -202,7 +192,7 @@ void plan_observe(struct ctx *c, const struct manifest *m, struct plan *p)
 {
 	for (size_t i = 0; i < p->n; i++) {
 		struct step *s = &p->steps[i];
-		if (s->mod->precheck == NULL || s->action == ACT_DELETE)
+		if (s->mod->precheck == NULL || s->action == ACT_DESTROY)
 			continue;
 		int rc = s->mod->precheck(c, m, s);
 		if (rc == 0)
@@ -233,7 +223,7 @@ void plan_emit(struct ctx *c, const struct plan *p)
 			strbuf_addf(&msg, " (%s)", s->reason);
 		if (s->blocker)
 			strbuf_addf(&msg, "\n        ! %s", s->blocker);
-		if (s->action != ACT_NOOP && s->action != ACT_DELETE)
+		if (s->action != ACT_NOOP && s->action != ACT_DESTROY)
 			for (size_t u = 0; u < s->urls.n; u++)
 				strbuf_addf(&msg, "\n        fetch %s", s->urls.v[u]);
 		struct event e = {.kind = EV_PLAN_STEP,

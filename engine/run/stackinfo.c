@@ -27,15 +27,7 @@
 
 int stackinfo_names(struct ctx *c, struct strvec *names)
 {
-	struct state_stmt *s = NULL;
-	if (c->st == NULL)
-		return 0;
-	if (state_prepare(c->st, "SELECT name FROM stacks ORDER BY name", &s) != STATE_OK)
-		return TF_ESTATE;
-	while (state_step(s) == STATE_ROW)
-		strvec_push(names, state_col_text(s, 0));
-	state_finalize(s);
-	return 0;
+	return c->st == NULL ? 0 : state_stack_names(c->st, names);
 }
 
 /*
@@ -116,40 +108,33 @@ void stackinfo_from_manifest(struct ctx *c, struct manifest *m, struct stackinfo
 
 int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char **errmsg)
 {
-	struct state_stmt *s = NULL;
+	struct state_gen g = {0};
 	struct diags d = {0};
 	struct manifest *m = NULL;
 	int rc = -ENOENT;
 	memset(out, 0, sizeof(*out));
 	if (c->st == NULL)
 		return -ENOENT;
-	state_prepare(c->st,
-	              "SELECT s.id, (SELECT count(*) FROM generations n WHERE n.stack_id = s.id "
-	              "AND n.id <= s.current_gen), g.manifest_text, "
-	              "coalesce(g.manifest_path, s.manifest_path, s.name) FROM stacks s "
-	              "JOIN generations g ON g.id = s.current_gen WHERE s.name = ?",
-	              &s);
-	state_bind_text(s, 1, name);
-	if (state_step(s) != STATE_ROW)
+	if (state_gen_current(c->st, name, &g) != 0 || g.id == 0)
 		goto out;
-	const char *text = state_col_text(s, 2);
-	const char *path = state_col_text(s, 3);
-	if (manifest_load_buf(path, text ? text : "", text ? strlen(text) : 0, &m, &d) != 0) {
-		*errmsg = xasprintf(
-		    "the manifest recorded for stack %s (generation %lld) no longer "
-		    "parses: %s",
-		    name, (long long)state_col_int64(s, 1), d.n ? d.v[0].msg : "unknown error");
+	const char *text = g.manifest_text;
+	if (manifest_load_buf(g.manifest_path, text ? text : "", text ? strlen(text) : 0, &m, &d) !=
+	    0) {
+		*errmsg =
+		    xasprintf("the manifest recorded for stack %s (generation %lld) no longer "
+		              "parses: %s",
+		              name, (long long)g.number, d.n ? d.v[0].msg : "unknown error");
 		rc = TF_EMANIFEST;
 		goto out;
 	}
 	stackinfo_from_manifest(c, m, out);
 	free(out->name);
 	out->name = xstrdup(name);
-	out->stack_id = state_col_int64(s, 0);
-	out->gen = state_col_int64(s, 1);
+	out->stack_id = g.stack_id;
+	out->gen = g.number;
 	rc = 0;
 out:
-	state_finalize(s);
+	state_gen_release(&g);
 	diags_release(&d);
 	return rc;
 }

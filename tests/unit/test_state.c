@@ -13,6 +13,7 @@
 #include "error.h"
 #include "place.h"
 #include "state.h"
+#include "state_private.h" /* the writer connection's pragmas, read on it */
 #include "util.h"
 
 #include <fcntl.h>
@@ -55,10 +56,11 @@ static void test_new_database_is_at_the_latest_version(void **unused)
 	state_close(st);
 	char *db = path_join(d, "state.db");
 	assert_int_equal(sql_int(db, "PRAGMA user_version"), STATE_SCHEMA_VERSION);
-	/* Migration 2's covering index is there. */
+	/* Migration 2's covering index is there; migration 3 dropped the unused cache table. */
 	assert_int_equal(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
 	                             "'files_resource' AND sql LIKE '%mtime_ns, mode%'"),
 	                 1);
+	assert_int_equal(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'cache'"), 0);
 	free(db);
 	free(d);
 }
@@ -92,10 +94,105 @@ static void test_version_1_database_is_migrated_keeping_its_rows(void **unused)
 	assert_int_equal(state_open(d, 0, &st, &err), 0);
 	assert_int_equal(state_stack_id(st, "old"), 1);
 	state_close(st);
-	assert_int_equal(sql_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(sql_int(db, "PRAGMA user_version"), STATE_SCHEMA_VERSION);
 	assert_int_equal(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
 	                             "'files_resource' AND sql LIKE '%mtime_ns, mode%'"),
 	                 1);
+	free(db);
+	free(d);
+}
+
+/*
+ * The schema of version 2 exactly as migrations 1 and 2 of an older tfprov
+ * left it, with a row in every table (the cache table too, which that
+ * tfprov never wrote, so a row there is the worst case).
+ */
+static const char schema_v2[] =
+    "CREATE TABLE stacks (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,"
+    " manifest_path TEXT, current_gen INTEGER, created INTEGER NOT NULL,"
+    " updated INTEGER NOT NULL);"
+    "CREATE TABLE generations (id INTEGER PRIMARY KEY, stack_id INTEGER NOT NULL"
+    " REFERENCES stacks(id) ON DELETE CASCADE, manifest_path TEXT, manifest_sha256 TEXT"
+    " NOT NULL, manifest_text TEXT NOT NULL, started INTEGER NOT NULL, finished INTEGER,"
+    " result TEXT NOT NULL DEFAULT 'running');"
+    "CREATE TABLE resources (id INTEGER PRIMARY KEY, stack_id INTEGER NOT NULL REFERENCES"
+    " stacks(id) ON DELETE CASCADE, addr TEXT NOT NULL, kind TEXT NOT NULL, desired TEXT"
+    " NOT NULL, attrs TEXT, updated INTEGER NOT NULL, UNIQUE(stack_id, addr));"
+    "CREATE TABLE files (path TEXT PRIMARY KEY, resource_id INTEGER NOT NULL REFERENCES"
+    " resources(id) ON DELETE CASCADE, type TEXT NOT NULL, sha256 TEXT, size INTEGER NOT"
+    " NULL, mode INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, link TEXT) WITHOUT ROWID;"
+    "CREATE TABLE journal (id INTEGER PRIMARY KEY, op TEXT NOT NULL, path TEXT NOT NULL,"
+    " tmp TEXT, backup TEXT, created INTEGER NOT NULL);"
+    "CREATE TABLE cache (sha256 TEXT PRIMARY KEY, size INTEGER NOT NULL, url TEXT,"
+    " added INTEGER NOT NULL, last_used INTEGER NOT NULL);"
+    "CREATE TABLE bench_results (id INTEGER PRIMARY KEY, stack_id INTEGER REFERENCES"
+    " stacks(id) ON DELETE SET NULL, at INTEGER NOT NULL, gpu TEXT, precision TEXT,"
+    " ms_per_step REAL, images_per_sec REAL, tf_version TEXT, cuda_version TEXT,"
+    " cudnn_version TEXT, source TEXT, raw TEXT);"
+    "CREATE INDEX files_resource ON files(resource_id, path, type, size, mtime_ns, mode);"
+    "INSERT INTO stacks VALUES (1, 'old', '/m.yaml', 1, 1, 1);"
+    "INSERT INTO generations VALUES (1, 1, '/m.yaml', 'ab', 'schema: 1', 1, 2, 'ok');"
+    "INSERT INTO resources VALUES (1, 1, 'env', 'env', 'd1', NULL, 1);"
+    "INSERT INTO files VALUES ('/etc/x.sh', 1, 'f', NULL, 4, 420, 7, NULL);"
+    "INSERT INTO journal VALUES (1, 'gc', '/etc/x.sh', NULL, '/etc/.bak', 1);"
+    "INSERT INTO cache VALUES ('cd', 1, 'https://example.invalid/x', 1, 1);"
+    "INSERT INTO bench_results(stack_id, at, gpu) VALUES (1, 1, 'H100');"
+    "PRAGMA user_version = 2;";
+
+static void test_version_2_database_loses_the_cache_table_and_keeps_the_rest(void **unused)
+{
+	(void)unused;
+	char *d = tmpdir();
+	char *db = path_join(d, "state.db");
+	sqlite3 *h = NULL;
+	assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(h, schema_v2, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(h);
+	struct state *st = NULL;
+	char *err = NULL;
+	assert_int_equal(state_open(d, 0, &st, &err), 0);
+	struct state_gen g;
+	assert_int_equal(state_gen_current(st, "old", &g), 0);
+	assert_string_equal(g.manifest_text, "schema: 1");
+	state_gen_release(&g);
+	state_close(st);
+	assert_int_equal(sql_int(db, "PRAGMA user_version"), 3);
+	assert_int_equal(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'cache'"), 0);
+	assert_int_equal(sql_int(db, "SELECT (SELECT count(*) FROM stacks) + (SELECT count(*) FROM "
+	                             "generations) + (SELECT count(*) FROM resources) + (SELECT "
+	                             "count(*) FROM files) + (SELECT count(*) FROM journal) + "
+	                             "(SELECT count(*) FROM bench_results)"),
+	                 6);
+	free(db);
+	free(d);
+}
+
+/* A migration that fails leaves the previous version and its tables as they were. */
+static void test_failed_migration_keeps_the_previous_version(void **unused)
+{
+	(void)unused;
+	char *d = tmpdir();
+	char *db = path_join(d, "state.db");
+	sqlite3 *h = NULL;
+	assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(h, schema_v2, NULL, NULL, NULL), SQLITE_OK);
+	/* A row of another table that references the cache row: with foreign keys on,
+	 * dropping the cache table is a foreign key violation, so migration 3 fails. */
+	assert_int_equal(sqlite3_exec(h,
+	                              "CREATE TABLE pins (h TEXT REFERENCES cache(sha256));"
+	                              "INSERT INTO pins VALUES ('cd');",
+	                              NULL, NULL, NULL),
+	                 SQLITE_OK);
+	sqlite3_close(h);
+	struct state *st = NULL;
+	char *err = NULL;
+	assert_int_equal(state_open(d, 0, &st, &err), TF_ESTATE);
+	assert_null(st);
+	assert_non_null(err);
+	assert_non_null(strstr(err, "state migration failed"));
+	free(err);
+	assert_int_equal(sql_int(db, "PRAGMA user_version"), 2);
+	assert_int_equal(sql_int(db, "SELECT count(*) FROM cache"), 1);
 	free(db);
 	free(d);
 }
@@ -279,6 +376,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_new_database_is_at_the_latest_version),
 	    cmocka_unit_test(test_version_1_database_is_migrated_keeping_its_rows),
+	    cmocka_unit_test(test_version_2_database_loses_the_cache_table_and_keeps_the_rest),
+	    cmocka_unit_test(test_failed_migration_keeps_the_previous_version),
 	    cmocka_unit_test(test_newer_schema_is_refused_not_downgraded),
 	    cmocka_unit_test(test_second_writer_is_refused_naming_the_holder),
 	    cmocka_unit_test(test_writer_lock_on_a_fresh_root_leaves_no_trace),
