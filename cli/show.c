@@ -54,7 +54,7 @@ static int show_resources(struct ctx *c, int64_t sid, json_t *out)
 		rc = state_files_counts(c->st, v[i].id, &k);
 		/* pip's files live in the env: it records the distributions, as status says. */
 		if (rc == 0)
-			rc = module_installed(v[i].kind, v[i].attrs, &has_dists, &ndists);
+			rc = module_installed(v[i].kind, v[i].attrs, NULL, &has_dists, &ndists);
 		if (rc != 0)
 			break;
 		long long n = k.paths, nf = k.files, nl = k.links, nd = k.dirs;

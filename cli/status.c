@@ -45,7 +45,7 @@ static int stack_resources(struct ctx *c, const char *stack, int64_t sid, json_t
 		int64_t dists;
 		const char *addr = v[i].addr;
 		/* pip's files live in the env; it records what it installed (its attrs). */
-		rc = module_installed(v[i].kind, v[i].attrs, &listed, &dists);
+		rc = module_installed(v[i].kind, v[i].attrs, NULL, &listed, &dists);
 		if (rc != 0)
 			break;
 		long long n = (long long)drift_check(c, v[i].id, &missing, &changed);

@@ -263,7 +263,7 @@ static int verify_files(struct ctx *c, const char *stack, int64_t stack_id, int 
 		return TF_ESTATE;
 	}
 	if (deep)
-		free(pkgfiles_load_stack(c, stack_id, 1, &a.pkgs));
+		free(pkgfiles_load_stack(c, stack_id, NULL, &a.pkgs));
 	for (size_t i = 0; i < nres; i++)
 		state_files_foreach(c->st, res[i].id, audit_file, &a);
 	state_resources_free(res, nres);

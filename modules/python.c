@@ -554,12 +554,21 @@ out:
  * records are left to that resource; other distributions (a user's own
  * `pip install`) are not touched.
  */
+static int pip_installed(const char *attrs, struct strvec *names, int *listed, int64_t *n);
+
 static int pip_remove(struct ctx *c, struct step *s, struct txn *t)
 {
-	(void)s;
-	struct strvec files = STRVEC_INIT, dirs = STRVEC_INIT;
+	struct strvec files = STRVEC_INIT, dirs = STRVEC_INIT, mine = STRVEC_INIT;
 	struct pkgfiles x = {0};
-	char *env = pkgfiles_load_stack(c, txn_stack_id(t), 0, &x);
+	int listed;
+	int64_t ndists;
+	/* What this step installed: its own recorded attrs (the planner hands them over). */
+	if (pip_installed(s->attrs, &mine, &listed, &ndists) != 0) {
+		strvec_release(&mine);
+		return TF_ESTATE;
+	}
+	char *env = pkgfiles_load_stack(c, txn_stack_id(t), &mine, &x);
+	strvec_release(&mine);
 	for (size_t i = 0; env && i < x.n; i++) {
 		const struct pkgfile *f = &x.v[i];
 		if (place_is_owned(c, f->path))
@@ -587,12 +596,23 @@ static int pip_remove(struct ctx *c, struct step *s, struct txn *t)
 }
 
 /* The distributions pip_apply recorded in the attrs ({"installed": [...]}). */
-static int pip_installed(const char *attrs, int *listed, int64_t *n)
+static int pip_installed(const char *attrs, struct strvec *names, int *listed, int64_t *n)
 {
 	json_t *j = attrs ? json_loads(attrs, JSON_DECODE_ANY, NULL) : NULL;
 	json_t *inst = json_object_get(j, "installed");
 	*listed = inst != NULL;
 	*n = (int64_t)json_array_size(inst);
+	size_t i;
+	json_t *d;
+	json_array_foreach(inst, i, d)
+	{
+		const char *name = json_string_value(json_object_get(d, "name"));
+		if (names && name) {
+			char *norm = pip_normalize_name(name);
+			strvec_push(names, norm);
+			free(norm);
+		}
+	}
 	json_decref(j);
 	return attrs && j == NULL ? TF_ESTATE : 0;
 }

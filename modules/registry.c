@@ -21,12 +21,13 @@ const struct module *module_find(const char *kind)
 	return NULL;
 }
 
-int module_installed(const char *kind, const char *attrs, int *listed, int64_t *n)
+int module_installed(const char *kind, const char *attrs, struct strvec *names, int *listed,
+                     int64_t *n)
 {
 	const struct module *mod = module_find(kind);
 	*listed = 0;
 	*n = 0;
 	if (mod == NULL || mod->installed == NULL)
 		return 0;
-	return mod->installed(attrs, listed, n);
+	return mod->installed(attrs, names, listed, n);
 }

@@ -57,12 +57,14 @@ struct module {
 	/* Re-apply this step when that step changes (cuDNN merged into a rebuilt CUDA). */
 	const char *depends_on;
 	/*
-	 * Reads the step's own attrs (what apply recorded in s->attrs) for the
-	 * front end, which never parses them: *listed 1 with *n the number of
-	 * distributions the step installed (pip), *listed 0 when the attrs name
-	 * none. 0 or TF_ESTATE (attrs that do not parse). NULL: installs none.
+	 * Reads the step's own attrs (what apply recorded in s->attrs) for
+	 * those who never parse them (the front end, the planner, the env's
+	 * file index): *listed 1 with *n the number of distributions the step
+	 * installed (pip) and, when `names` is not NULL, their PEP 503 names
+	 * pushed to it; *listed 0 when the attrs name none. 0 or TF_ESTATE
+	 * (attrs that do not parse). NULL: installs none.
 	 */
-	int (*installed)(const char *attrs, int *listed, int64_t *n);
+	int (*installed)(const char *attrs, struct strvec *names, int *listed, int64_t *n);
 };
 
 struct step {
@@ -100,7 +102,8 @@ const char *action_name(enum action a);
 const struct module *module_find(const char *kind);
 /* Step kind `kind`'s answer from its recorded attrs (the installed hook): *listed 0 when it
  * has none. 0 or TF_ESTATE. */
-int module_installed(const char *kind, const char *attrs, int *listed, int64_t *n);
+int module_installed(const char *kind, const char *attrs, struct strvec *names, int *listed,
+                     int64_t *n);
 void step_fail(struct step *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Paths shared by modules (root-relative, caller frees). */

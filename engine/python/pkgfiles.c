@@ -245,41 +245,28 @@ static char *recorded_env(struct ctx *c, int64_t sid)
 	return env;
 }
 
-char *pkgfiles_load_stack(struct ctx *c, int64_t stack_id, int all_dists, struct pkgfiles *out)
+char *pkgfiles_load_stack(struct ctx *c, int64_t stack_id, const struct strvec *dists,
+                          struct pkgfiles *out)
 {
-	struct state_resource r;
-	struct strvec names = STRVEC_INIT;
 	struct pkgfiles all = {0};
 	memset(out, 0, sizeof(*out));
 	char *env = recorded_env(c, stack_id);
 	if (env == NULL)
 		return NULL;
-	if (all_dists) {
+	if (dists == NULL) {
 		pkgfiles_load(c, env, out);
 		return env;
 	}
-	if (state_resource_get(c->st, stack_id, "pip", &r) != 0)
+	if (dists->n == 0)
 		return env;
-	json_t *j = r.attrs ? json_loads(r.attrs, 0, NULL) : NULL;
+	const struct strvec *names = dists;
 	size_t i;
-	json_t *d;
-	json_array_foreach(json_object_get(j, "installed"), i, d)
-	{
-		const char *n = json_string_value(json_object_get(d, "name"));
-		if (n) {
-			char *norm = pip_normalize_name(n);
-			strvec_push(&names, norm);
-			free(norm);
-		}
-	}
-	json_decref(j);
-	state_resource_release(&r);
 	pkgfiles_load(c, env, &all);
 	/* Keep the installed distributions' entries (all stays sorted by path). */
 	for (i = 0; i < all.n; i++) {
 		int mine = 0;
-		for (size_t k = 0; k < names.n && !mine; k++)
-			mine = all.v[i].src == 'p' && strcmp(names.v[k], all.v[i].norm) == 0;
+		for (size_t k = 0; k < names->n && !mine; k++)
+			mine = all.v[i].src == 'p' && strcmp(names->v[k], all.v[i].norm) == 0;
 		if (mine) {
 			out->v = out->v == NULL ? xcalloc(all.n, sizeof(*out->v)) : out->v;
 			out->v[out->n++] = all.v[i];
@@ -291,6 +278,5 @@ char *pkgfiles_load_stack(struct ctx *c, int64_t stack_id, int all_dists, struct
 	}
 	out->cap = out->n;
 	free(all.v);
-	strvec_release(&names);
 	return env;
 }

@@ -45,12 +45,14 @@ int pkgfiles_load(struct ctx *c, const char *env_prefix, struct pkgfiles *out);
 void pkgfiles_release(struct pkgfiles *x);
 /*
  * The env of stack `stack_id` (the top directory its pyenv resource
- * recorded) and the records of its packages: every one (all_dists), or only
- * the RECORD entries of the distributions its pip step installed (the pip
- * resource's attrs). Returns the env's root-relative path (caller frees), or
- * NULL when the stack has no env; *out is then empty.
+ * recorded) and the records of its packages: every one (`dists` NULL), or
+ * only the RECORD entries of the distributions named in `dists` (PEP 503
+ * names, as the pip step's `installed` hook lists them: the step owns its
+ * attrs, this reads none). Returns the env's root-relative path (caller
+ * frees), or NULL when the stack has no env; *out is then empty.
  */
-char *pkgfiles_load_stack(struct ctx *c, int64_t stack_id, int all_dists, struct pkgfiles *out);
+char *pkgfiles_load_stack(struct ctx *c, int64_t stack_id, const struct strvec *dists,
+                          struct pkgfiles *out);
 
 /* The record of exactly `path`, or NULL. */
 const struct pkgfile *pkgfiles_find(const struct pkgfiles *x, const char *path);

@@ -134,6 +134,7 @@ int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
 				s->addr = modules[i]->kind;
 				s->action = ACT_DESTROY;
 				s->res_id = res[r].id;
+				s->attrs = res[r].attrs ? xstrdup(res[r].attrs) : NULL;
 				s->nfiles = state_files_count(c->st, s->res_id);
 				s->detail = xasprintf("no longer in the manifest (%lld files)",
 				                      (long long)s->nfiles);
@@ -162,6 +163,7 @@ int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p)
 		s->addr = modules[i]->kind;
 		s->action = ACT_DESTROY;
 		s->res_id = r.id;
+		s->attrs = r.attrs ? xstrdup(r.attrs) : NULL; /* for its remove (pip) */
 		s->nfiles = state_files_count(c->st, r.id);
 		s->detail = xasprintf("%lld files", (long long)s->nfiles);
 		state_resource_release(&r);
@@ -170,12 +172,35 @@ int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p)
 	return 0;
 }
 
+/* The distributions the stack's steps installed, as each step's installed hook reads its attrs. */
+static int stack_dists(struct ctx *c, int64_t stack_id, struct strvec *names)
+{
+	for (size_t i = 0; i < nmodules; i++) {
+		struct state_resource r;
+		int listed, rc;
+		int64_t n;
+		if (modules[i]->installed == NULL ||
+		    state_resource_get(c->st, stack_id, modules[i]->kind, &r) != 0)
+			continue;
+		rc = modules[i]->installed(r.attrs, names, &listed, &n);
+		state_resource_release(&r);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
 int plan_foreign(struct ctx *c, int64_t stack_id, struct strvec *out)
 {
-	struct pkgfiles x;
-	char *env = pkgfiles_load_stack(c, stack_id, 0, &x);
-	struct strvec dirs = STRVEC_INIT;
-	int rc = state_stack_dirs(c->st, stack_id, &dirs);
+	struct pkgfiles x = {0};
+	struct strvec dirs = STRVEC_INIT, names = STRVEC_INIT;
+	char *env = NULL;
+	int rc = stack_dists(c, stack_id, &names);
+	if (rc == 0)
+		env = pkgfiles_load_stack(c, stack_id, &names, &x);
+	strvec_release(&names);
+	if (rc == 0)
+		rc = state_stack_dirs(c->st, stack_id, &dirs);
 	if (rc != 0) {
 		strvec_release(&dirs);
 		goto out;

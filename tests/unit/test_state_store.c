@@ -426,21 +426,29 @@ static void test_the_step_answers_for_its_attrs(void **unused)
 	assert_int_equal(module_installed("pip",
 	                                  "{\"installed\":[{\"name\":\"a\"},{\"name\":\"b\"}],"
 	                                  "\"unhashed\":[]}",
-	                                  &listed, &n),
+	                                  NULL, &listed, &n),
 	                 0);
 	assert_int_equal(listed, 1);
 	assert_int_equal(n, 2);
-	assert_int_equal(module_installed("pip", "{\"installed\":[]}", &listed, &n), 0);
+	/* The names, PEP 503-normalised, for the planner and the env's file index. */
+	struct strvec names = STRVEC_INIT;
+	assert_int_equal(module_installed("pip", "{\"installed\":[{\"name\":\"Tf_Keras\"}]}",
+	                                  &names, &listed, &n),
+	                 0);
+	assert_int_equal(names.n, 1);
+	assert_string_equal(names.v[0], "tf-keras");
+	strvec_release(&names);
+	assert_int_equal(module_installed("pip", "{\"installed\":[]}", NULL, &listed, &n), 0);
 	assert_int_equal(listed, 1);
 	assert_int_equal(n, 0);
-	assert_int_equal(module_installed("pip", "{}", &listed, &n), 0);
+	assert_int_equal(module_installed("pip", "{}", NULL, &listed, &n), 0);
 	assert_int_equal(listed, 0);
-	assert_int_equal(module_installed("pip", NULL, &listed, &n), 0);
+	assert_int_equal(module_installed("pip", NULL, NULL, &listed, &n), 0);
 	assert_int_equal(listed, 0);
-	assert_int_equal(module_installed("pip", "{\"installed\":", &listed, &n), TF_ESTATE);
-	assert_int_equal(module_installed("env", "{\"installed\":[1]}", &listed, &n), 0);
+	assert_int_equal(module_installed("pip", "{\"installed\":", NULL, &listed, &n), TF_ESTATE);
+	assert_int_equal(module_installed("env", "{\"installed\":[1]}", NULL, &listed, &n), 0);
 	assert_int_equal(listed, 0); /* not the env step's to say */
-	assert_int_equal(module_installed("nope", NULL, &listed, &n), 0);
+	assert_int_equal(module_installed("nope", NULL, NULL, &listed, &n), 0);
 	assert_int_equal(listed, 0);
 	assert_null(module_find("nope"));
 	assert_ptr_equal(module_find("pip"), &module_pip);
