@@ -27,7 +27,7 @@
  * needed).
  * Environment overrides: TFPROV_BENCH_SCRIPT, TFPROV_BENCH_REFERENCE.
  */
-#include "benchrun.h"
+#include "gpu.h"
 #include "cli.h"
 #include "datadir.h"
 #include "error.h"

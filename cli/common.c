@@ -1,6 +1,6 @@
 /* common.c - what several subcommands share: loading and linting a manifest. */
 #include "cli.h"
-#include "compat.h"
+#include "kb.h"
 #include "error.h"
 #include "event.h"
 #include "manifest.h"

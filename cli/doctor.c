@@ -36,11 +36,10 @@
  * doctor reads only; it never changes the machine or the state.
  */
 #include "cli.h"
-#include "compat.h"
+#include "kb.h"
 #include "error.h"
 #include "event.h"
-#include "gpu_probe.h"
-#include "libcheck.h"
+#include "gpu.h"
 #include "manifest.h"
 #include "pyenv.h"
 #include "stackinfo.h"

@@ -5,7 +5,7 @@
  *
  * The versions come from the knowledge base (data/compat.yaml): TF's tested
  * CUDA and cuDNN, a Python of its range, the toolkit's driver floor. The pins
- * come from the catalog (engine/kb/catalog.h: the public reference data in
+ * come from the catalog (engine/kb/kb.h: the public reference data in
  * manifests/data): NVIDIA's redist JSONs, runfiles and cuDNN tarballs, conda
  * explicit locks, complete pip closures. Nothing is computed or guessed:
  *
@@ -23,15 +23,13 @@
  * not know (exit 64). The result is parsed and linted before it is written,
  * and -o never replaces a file without --force.
  */
-#include "catalog.h"
+#include "kb.h"
 #include "cli.h"
-#include "compat.h"
 #include "datadir.h"
 #include "error.h"
 #include "event.h"
-#include "gpu_probe.h"
+#include "gpu.h"
 #include "manifest.h"
-#include "pipcaps.h"
 #include "pyenv.h"
 #include "redist.h"
 #include "util.h"

@@ -29,13 +29,12 @@
  *     them, it only says which of them the lock may have closed.
  */
 #include "cli.h"
-#include "compat.h"
+#include "kb.h"
 #include "conda.h"
 #include "error.h"
 #include "event.h"
 #include "fetch.h"
 #include "manifest.h"
-#include "pipcaps.h"
 #include "pyenv.h"
 #include "fs.h"
 #include "redist.h"

@@ -20,7 +20,7 @@
  * A manifest that does not parse gets its parser diagnostics only.
  */
 #include "cli.h"
-#include "compat.h"
+#include "kb.h"
 #include "error.h"
 #include "event.h"
 #include "manifest.h"

@@ -4,7 +4,7 @@
  * that need it, signal handling (SIGINT finishes the current atomic unit).
  */
 #include "cli.h"
-#include "compat.h"
+#include "kb.h"
 #include "error.h"
 #include "event.h"
 #include "manifest.h"

@@ -6,7 +6,7 @@
  * and `show` list them. Artifacts come from the cache, so this works offline.
  */
 #include "cli.h"
-#include "compat.h"
+#include "kb.h"
 #include "error.h"
 #include "event.h"
 #include "manifest.h"

@@ -37,11 +37,11 @@
  * A stack without a cuda step has only layer 1.
  */
 #include "cli.h"
-#include "compat.h"
+#include "kb.h"
 #include "digest.h"
 #include "error.h"
 #include "event.h"
-#include "libcheck.h"
+#include "gpu.h"
 #include "manifest.h"
 #include "pkgfiles.h"
 #include "place.h"

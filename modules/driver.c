@@ -3,10 +3,10 @@
  * a kernel driver; it reads what is there and refuses (exit 6) before
  * anything changes when it cannot serve the stack.
  */
-#include "compat.h"
+#include "kb.h"
 #include "error.h"
 #include "event.h"
-#include "gpu_probe.h"
+#include "gpu.h"
 #include "module.h"
 #include "version.h"
 

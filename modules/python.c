@@ -18,7 +18,7 @@
  * work for drift.
  */
 #include "artifacts.h"
-#include "compat.h"
+#include "kb.h"
 #include "conda.h"
 #include "digest.h"
 #include "error.h"

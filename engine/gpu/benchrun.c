@@ -1,11 +1,11 @@
 /*
- * benchrun.c - run bench_conv.py and parse its JSON (see benchrun.h).
+ * benchrun.c - run bench_conv.py and parse its JSON (see gpu.h).
  *
  * The script prints exactly one JSON object on stdout, but TensorFlow and
  * CUDA write banners to both streams, so the parser takes the last line of
  * stdout that parses as a JSON object rather than the whole stream.
  */
-#include "benchrun.h"
+#include "gpu.h"
 
 #include "ctx.h"
 #include "error.h"

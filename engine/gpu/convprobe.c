@@ -1,6 +1,6 @@
 /*
  * convprobe.c - one cuDNN Conv2D forward, timed and checked against the CPU
- * (see convprobe.h).
+ * (see gpu.h).
  *
  * Flow in the child: load both libraries and resolve every entry point first
  * (a missing symbol is a load problem of that layer, reported before any
@@ -8,7 +8,7 @@
  * records layer, call, status and the library's own message and jumps to the
  * single cleanup label, which releases whatever was created, in reverse.
  */
-#include "convprobe.h"
+#include "gpu.h"
 
 #include "cuda_abi.h"
 #include "error.h"

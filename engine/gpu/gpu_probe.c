@@ -1,6 +1,6 @@
 /*
  * gpu_probe.c - driver, GPUs and compute capabilities through NVML, else
- * procfs (see gpu_probe.h for the order and the test overrides).
+ * procfs (see gpu.h for the order and the test overrides).
  *
  * NVML is declared here rather than included: tfprov must build and run on
  * machines without NVIDIA's headers or driver, and it never links against
@@ -9,7 +9,7 @@
  * older drivers lack (_v2 names, the compute-capability query) are looked up
  * with fallbacks.
  */
-#include "gpu_probe.h"
+#include "gpu.h"
 
 #include "isolate.h"
 #include "util.h"

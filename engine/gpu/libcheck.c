@@ -1,12 +1,12 @@
 /*
- * libcheck.c - the verify loader check (see libcheck.h).
+ * libcheck.c - the verify loader check (see gpu.h).
  *
  * Shared-memory protocol with the child: struct shared holds `current`, the
  * index being loaded, then the items. The child writes each item before and
  * after its dlopen, so when the child dies the parent knows which library
  * killed it and keeps every answer given before.
  */
-#include "libcheck.h"
+#include "gpu.h"
 
 #include "error.h"
 #include "isolate.h"

@@ -1,9 +1,9 @@
 /*
- * catalog.c - lookups in the shipped reference data (see catalog.h). File
+ * catalog.c - lookups in the shipped reference data (see kb.h). File
  * names carry the versions; the files themselves are read only for what a
  * stack takes from them (a closure's rows, a cuDNN JSON's archive).
  */
-#include "catalog.h"
+#include "kb.h"
 
 #include "datadir.h"
 #include "error.h"

@@ -12,7 +12,7 @@
  *  - no fact is known here: the queries are generic over the tables
  *    (the lints live in compat_lint.c).
  */
-#include "compat.h"
+#include "kb.h"
 #include "datadir.h"
 #include "error.h"
 #include "version.h"

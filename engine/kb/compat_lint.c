@@ -15,7 +15,7 @@
  *    interpreter, the tensorflow pin) must agree with the declared one, so
  *    that the checks above judge what will be installed.
  */
-#include "compat.h"
+#include "kb.h"
 #include "error.h"
 #include "version.h"
 

@@ -23,7 +23,7 @@
  * own ranges) gets no second error from here, so one mistake reads as one
  * line.
  */
-#include "compat.h"
+#include "kb.h"
 #include "pep508.h"
 #include "version.h"
 

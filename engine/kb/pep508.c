@@ -11,7 +11,7 @@
  */
 #include "pep508.h"
 
-#include "compat.h"
+#include "kb.h"
 #include "error.h"
 #include "util.h"
 #include "version.h"

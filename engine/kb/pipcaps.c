@@ -1,5 +1,5 @@
-/* pipcaps.c - the pip.caps section of the knowledge base (see pipcaps.h). */
-#include "pipcaps.h"
+/* pipcaps.c - the pip.caps section of the knowledge base (see kb.h). */
+#include "kb.h"
 #include "error.h"
 #include "manifest.h"
 #include "util.h"

@@ -8,9 +8,9 @@
  */
 #include "stackinfo.h"
 
-#include "compat.h"
+#include "kb.h"
 #include "error.h"
-#include "libcheck.h"
+#include "gpu.h"
 #include "manifest.h"
 #include "module.h"
 #include "spawn.h"

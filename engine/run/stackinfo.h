@@ -21,9 +21,8 @@
 
 #include <stdint.h>
 
-#include "convprobe.h"
+#include "gpu.h"
 #include "ctx.h"
-#include "gpu_probe.h"
 #include "util.h"
 
 struct manifest;

@@ -3,7 +3,7 @@
  * parsed and, when they form a manifest, linted against the real knowledge
  * base. The parser must answer with diagnostics, never crash, hang or leak.
  */
-#include "compat.h"
+#include "kb.h"
 #include "diag.h"
 #include "manifest.h"
 

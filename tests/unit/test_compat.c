@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "compat.h"
+#include "kb.h"
 #include "pep508.h"
 #include "error.h"
 #include "manifest.h"

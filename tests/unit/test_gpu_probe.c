@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <errno.h>
 
-#include "gpu_probe.h"
+#include "gpu.h"
 
 static void test_closed_module(void **state)
 {

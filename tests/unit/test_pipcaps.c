@@ -19,8 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "compat.h"
-#include "pipcaps.h"
+#include "kb.h"
 
 struct pins {
 	const char *tb, *st, *tf, *h5py;

@@ -5,7 +5,7 @@
  * The static lock check (compat_lock.c) reads each pinned distribution's
  * recorded requirements with these and evaluates their markers for the
  * stack's target (platform, Python, extras), as pip would on that machine.
- * Specifiers are judged by compat_spec_allows() (compat.h).
+ * Specifiers are judged by compat_spec_allows() (kb.h).
  *
  * Ownership: pep508_parse() fills a struct that owns its strings; release it
  * with pep508_req_release(). The evaluator allocates nothing.
