@@ -294,6 +294,7 @@ static void commit(struct fetch_run *r, struct xfer *x, const char *tmp)
 	x->it->err = 0;
 	free(x->it->errmsg);
 	x->it->errmsg = NULL;
+	__atomic_store_n(&x->it->stream_verified, 1, __ATOMIC_RELEASE);
 }
 
 /* A local source (file://, path, DIR mirror): copy with hashing, verify, commit. */
@@ -820,6 +821,7 @@ static int use_cached(struct ctx *c, struct xfer *x)
 		it->path = p;
 		it->cached = 1;
 		x->state = X_DONE;
+		__atomic_store_n(&it->stream_verified, 1, __ATOMIC_RELEASE);
 		return 1;
 	}
 	char *q = NULL;

@@ -16,6 +16,7 @@
  * work for drift.
  */
 #include "artifacts.h"
+#include "cache.h"
 #include "compat.h"
 #include "conda.h"
 #include "digest.h"
@@ -28,6 +29,7 @@
 #include "pkgfiles.h"
 #include "pyenv.h"
 #include "version.h"
+#include "wheel.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -260,7 +262,6 @@ static int pyenv_precheck(struct ctx *c, const struct manifest *m, struct step *
 static int pyenv_artifacts(struct ctx *c, const struct manifest *m, struct artset *out,
                            struct step *s)
 {
-	(void)c;
 	if (m->python.manager != PYENV_CONDA)
 		return 0;
 	for (size_t i = 0; i < m->python.npkgs; i++) {
@@ -276,6 +277,10 @@ static int pyenv_artifacts(struct ctx *c, const struct manifest *m, struct artse
 		char *name = xasprintf("%s-%s-%s", p->name, p->version, p->build);
 		artset_add(out, name, p->url, p->sha256, -1, 0);
 		free(name);
+		/* Extracted ahead, while the other downloads run, unless the
+		 * package cache has it already (conda.c reuses that). */
+		if (!conda_pkg_extracted(c, p))
+			artset_mark_python(out, out->n - 1, ART_CONDA);
 	}
 	return 0;
 }
@@ -440,6 +445,30 @@ static char *env_pyver(const struct manifest *m)
 }
 
 /*
+ * The native installer's wheels are decoded ahead, while the other downloads
+ * run, when the lock is all wheels (an sdist sends the whole lock to pip)
+ * and the env does not hold that version already.
+ */
+static void mark_wheels(struct ctx *c, const struct manifest *m, struct artset *out, size_t from,
+                        const char *pyver)
+{
+	char *prefix = stack_env_prefix(m);
+	int all = 1;
+	for (size_t i = from; i < out->n && all; i++) {
+		char *base = url_basename(out->v[i].url);
+		all = wheel_name_ok(base);
+		free(base);
+	}
+	for (size_t i = from; i < out->n && all; i++) {
+		char *base = url_basename(out->v[i].url);
+		if (wheel_predecode_wanted(c, prefix, pyver, base))
+			artset_mark_python(out, i, ART_WHEEL);
+		free(base);
+	}
+	free(prefix);
+}
+
+/*
  * The files of a complete lock (wheels, pinned sdists), named from the index
  * or wheel directory pip would use and fetched and verified into the cache
  * before any step changes anything (pipart.h). An incomplete lock (opted in
@@ -460,9 +489,12 @@ static int pip_artifacts(struct ctx *c, const struct manifest *m, struct artset 
 		else
 			src.dir = mr;
 	}
+	size_t from = out->n;
 	int rc = pipart_resolve(c, m->pip.reqs, m->pip.nreqs, &src, out, &err);
 	if (rc != 0)
 		step_fail(s, "%s", err ? err : tf_strerror(rc));
+	else if (!m->pip.use_pip)
+		mark_wheels(c, m, out, from, pyver);
 	free(err);
 	free(simple);
 	free(pyver);
