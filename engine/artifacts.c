@@ -15,6 +15,7 @@
 #include "redist.h"
 #include "unpack.h"
 #include "cache.h"
+#include "digest.h"
 #include "pool.h"
 
 #include <pthread.h>
@@ -425,6 +426,9 @@ static int unpack_python(struct decode *d, size_t i, const char *file, char **er
 		rc = unpack_conda_package(d->c, src, str_ends_with(base, ".conda"), d->parts[i],
 		                          &d->res[i], err);
 	}
+	/* Complete: any change to the tree after this moment is seen (tree_damage). */
+	if (rc == 0)
+		clock_gettime(CLOCK_REALTIME, &d->done[i]);
 	if (named)
 		unlink(named);
 	free(named);
@@ -461,8 +465,6 @@ static void decode_one(size_t k, void *arg)
 		ev_log(d->c, EV_DEBUG, "unpacking %s ahead of its step", a->name);
 		d->rc[i] = unpack_python(d, i, file, &d->err[i]);
 		d->ready[i] = d->rc[i] == 0;
-		if (d->ready[i])
-			clock_gettime(CLOCK_REALTIME, &d->done[i]);
 		free(file);
 		return;
 	}
@@ -656,9 +658,11 @@ struct predecoded_entry {
 	int strip;
 	int taken;
 	char *name;
+	char *base; /* the URL's file name */
 	char *path;
 	struct unpack_result res;
-	dev_t dev; /* the verified cache file (a wheelhouse links it) */
+	int64_t size; /* of the verified file */
+	dev_t dev;    /* the verified cache file (a wheelhouse links it) */
 	ino_t ino;
 	struct timespec done; /* the tree was complete; nothing in it changes after */
 };
@@ -861,9 +865,12 @@ int artset_predecode(struct ctx *c, struct artset *s, size_t *failed, char **err
 		e->strip = s->v[i].strip;
 		e->name = xstrdup(s->v[i].name);
 		struct stat fst;
+		e->base = url_basename(s->v[i].url);
+		e->size = -1;
 		if (s->v[i].path && stat(s->v[i].path, &fst) == 0) {
 			e->dev = fst.st_dev;
 			e->ino = fst.st_ino;
+			e->size = fst.st_size;
 		}
 		e->done = d.done[i];
 		e->path = d.parts[i];
@@ -884,6 +891,7 @@ void artset_predecode_release(struct ctx *c)
 	for (size_t i = 0; i < p->n; i++) {
 		free(p->v[i].path);
 		free(p->v[i].name);
+		free(p->v[i].base);
 		unpack_result_release(&p->v[i].res);
 	}
 	if (p->dir) {
@@ -965,6 +973,21 @@ static char *tree_damage(const char *dir, const struct unpack_result *res,
 	return bad;
 }
 
+/*
+ * Is file the verified artifact of e? The same inode (a hard link of the
+ * cache file), else a file of the same name and size whose sha256 is e's
+ * (a copy: the wheelhouse copies what it installs, pyenv.c).
+ */
+static int same_artifact(const struct predecoded_entry *e, const char *file, const struct stat *fst)
+{
+	if (e->ino != 0 && e->dev == fst->st_dev && e->ino == fst->st_ino)
+		return 1;
+	const char *b = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+	char hex[65];
+	return e->base && strcmp(e->base, b) == 0 && e->size == fst->st_size &&
+	       sha256_file(file, hex, NULL) == 0 && strcmp(hex, e->sha256) == 0;
+}
+
 int artset_take_predecoded(struct ctx *c, enum art_unpack kind, const char *sha256,
                            const char *file, const char *dest, struct unpack_result *res)
 {
@@ -976,8 +999,7 @@ int artset_take_predecoded(struct ctx *c, enum art_unpack kind, const char *sha2
 		struct predecoded_entry *e = &p->v[i];
 		if (e->taken || e->kind != (int)kind)
 			continue;
-		if (sha256 ? strcmp(e->sha256, sha256) != 0
-		           : e->dev != fst.st_dev || e->ino != fst.st_ino || e->ino == 0)
+		if (sha256 ? strcmp(e->sha256, sha256) != 0 : !same_artifact(e, file, &fst))
 			continue;
 		e->taken = 1;
 		if (rename(e->path, dest) != 0) {
