@@ -994,7 +994,7 @@ int artset_take_predecoded(struct ctx *c, enum art_unpack kind, const char *sha2
 	struct predecoded *p = c ? c->predecoded : NULL;
 	struct stat fst;
 	if (p == NULL || (sha256 == NULL && (file == NULL || stat(file, &fst) != 0)))
-		return 0;
+		return -ENOENT;
 	for (size_t i = 0; i < p->n; i++) {
 		struct predecoded_entry *e = &p->v[i];
 		if (e->taken || e->kind != (int)kind)
@@ -1009,7 +1009,7 @@ int artset_take_predecoded(struct ctx *c, enum art_unpack kind, const char *sha2
 			       e->name, e->path, dest, strerror(errno));
 			fs_rmtree(e->path);
 			unpack_result_release(&e->res);
-			return 0;
+			return -ENOENT;
 		}
 		char *bad = tree_damage(dest, &e->res, &e->done);
 		if (bad) {
@@ -1021,15 +1021,15 @@ int artset_take_predecoded(struct ctx *c, enum art_unpack kind, const char *sha2
 			free(bad);
 			fs_rmtree(dest);
 			unpack_result_release(&e->res);
-			return 0;
+			return -ENOENT;
 		}
 		ev_log(c, EV_DEBUG, "%s: unpacked ahead, taken from the scratch into %s", e->name,
 		       dest);
 		*res = e->res;
 		memset(&e->res, 0, sizeof(e->res));
-		return 1;
+		return 0;
 	}
-	return 0;
+	return -ENOENT;
 }
 
 /*

@@ -85,9 +85,9 @@ void artset_predecode_release(struct ctx *c);
  * link of (a wheelhouse entry), is renamed to dest (which must not exist)
  * and its file list moved into *res. It is used only when every entry of
  * the list is there with its type and size and nothing in it changed after
- * it was decoded (ctime); a damaged tree is removed. Returns 1 when taken;
- * 0 when there is none (not decoded ahead, failed, damaged, on another
- * filesystem): the caller decodes the verified file itself.
+ * it was decoded (ctime); a damaged tree is removed. Returns 0 when taken;
+ * -ENOENT when there is none to take (not decoded ahead, failed, damaged, on
+ * another filesystem): the caller decodes the verified file itself.
  */
 int artset_take_predecoded(struct ctx *c, enum art_unpack kind, const char *sha256,
                            const char *file, const char *dest, struct unpack_result *res);

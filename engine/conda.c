@@ -198,7 +198,7 @@ static int unpack_package(struct ctx *c, const struct conda_pkg *p, const char *
                           const char *tmp, struct unpack_result *ur, char **errmsg)
 {
 	if (c && artset_take_predecoded(c, ART_CONDA, p->sha256[0] ? p->sha256 : NULL, NULL, tmp,
-	                                ur) == 1)
+	                                ur) == 0)
 		return 0;
 	/* One extractor for every archive (unpack.c, the one the fuzzer covers):
 	 * it creates tmp itself, with the same refusals as for NVIDIA's archives. */

@@ -826,7 +826,7 @@ static void compile_early(void *arg, const struct unpack_entry *e)
 static int unpack_wheel(struct job *j, struct whl *w, const char *tmp, int parts, struct early *x,
                         struct unpack_result *res, char **err)
 {
-	if (artset_take_predecoded(j->c, ART_WHEEL, NULL, w->src->path, tmp, res) == 1) {
+	if (artset_take_predecoded(j->c, ART_WHEEL, NULL, w->src->path, tmp, res) == 0) {
 		for (size_t i = 0; i < res->n; i++)
 			if (res->v[i].type == 'f')
 				compile_early(x, &res->v[i]);
