@@ -14,13 +14,16 @@ What is run: apply --json -v, cold; in the second test with the cuDNN archive
 served slowly (2 KB/s), so that the run is still downloading while the
 Python artifacts are already decoded; the test then removes one Python
 artifact's tree from the scratch, or rewrites one of its files with other
-bytes of the same size, and lets the run finish.
+bytes of the same size, and lets the run finish; or kills it (-9) there and
+applies again.
 What must hold: (1) every wheel / conda package is unpacked (its progress
 events) before the first step starts, none while a step runs, and its step
 says it took the tree from the scratch; (2) a removed or changed tree is
 named in a warning, the step unpacks the verified file again, the env is
 file for file what an undisturbed run installs (the changed bytes are not
-in it), and the scratch is gone at the end.
+in it), and the scratch is gone at the end; (3) after the kill the root
+holds only the writer lock, and the next apply removes the dead run's
+scratch and installs the env.
 
 STAND-INS: the CUDA/cuDNN archives hold stub libraries with NVIDIA's sonames
 (make_stack.py; applies run with --no-gpu); the conda packages are
@@ -247,3 +250,36 @@ def test_a_scratch_tree_gone_or_changed_is_decoded_again(tfprov, world, tmp_path
     installed = tfprov.path(PREFIX + ("/lib/python%s/site-packages/" % PYVER
                                       if kind == "wheel" else "/") + victim)
     assert open(installed, "rb").read() == was
+
+
+@pytest.mark.parametrize("kind", ["wheel", "conda"])
+def test_kill_with_python_trees_in_the_scratch_is_recoverable(tfprov, world, tmp_path, kind):
+    """kill -9 while Python artifacts sit decoded in the scratch (the cuDNN
+    download still running): nothing in the root but the writer lock, and the
+    next apply removes the dead run's scratch and installs the env."""
+    m = manifest(world, tmp_path / "m.yaml", kind)
+    cache = tmp_path / "cache"
+    sha, name = next(iter(artifacts(world, kind).items()))
+    slow_cudnn(world)
+    try:
+        proc = subprocess.Popen(argv(tfprov, cache, m), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, **ENV))
+        tree = wait_decoded(proc, cache, sha, name)
+        proc.kill()
+        proc.communicate(timeout=60)
+    finally:
+        world.mirror.srv.rate.clear()
+    assert os.path.isdir(tree)
+    left = [os.path.relpath(os.path.join(d, f), tfprov.root)
+            for d, _, fs in os.walk(tfprov.root) for f in fs]
+    assert left == ["var/lib/tfprov/lock"], left
+    p = subprocess.run(argv(tfprov, cache, m), capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, **ENV))
+    assert p.returncode == 0, out(p)
+    assert scratch(cache) == [], scratch(cache)
+    if kind == "wheel":
+        mod = tfprov.path(f"{PREFIX}/lib/python{PYVER}/site-packages/tfprov_alpha/__init__.py")
+        assert open(mod).read() == "__version__ = '1.0.0'\n"
+    else:
+        assert open(tfprov.path(PREFIX + "/share/hello/data.txt")).read() == "data\n"
