@@ -42,6 +42,7 @@ import pytest
 import lib_conda
 import lib_pyindex
 from lib_http import HttpServer
+from conftest import Tfprov
 from lib_provision import Mirror, no_stub_env, out
 
 PYVER = subprocess.run(["/usr/bin/python3", "-c",
@@ -200,7 +201,6 @@ def test_a_scratch_tree_gone_or_changed_is_decoded_again(tfprov, world, tmp_path
     m = manifest(world, tmp_path / "m.yaml", kind)
     # The reference: the same stack, undisturbed.
     (tmp_path / "ref").mkdir()
-    from conftest import Tfprov
     ref = Tfprov(tmp_path / "ref")
     p = subprocess.run(argv(ref, tmp_path / "ref-cache", m), capture_output=True, text=True,
                        timeout=600, env=dict(os.environ, **ENV))
