@@ -352,8 +352,9 @@ static int download_verified(const struct decode *d, size_t i)
 
 /*
  * The next archive for a free decoder: the largest one that can be decoded
- * now, over every step. An archive of artset_fetch_unpack follows its
- * download, so it can always start; a wheel or conda package is a zip (or
+ * now, over every step. An archive of artset_fetch_unpack (marked ART_TREE,
+ * or not marked at all: a caller's own artset) follows its download, so it
+ * can always start; a wheel or conda package is a zip (or
  * decoded whole), so it starts once its download is verified, and is sized
  * by its verified file when the lock gives no size. SIZE_MAX: none left.
  */
@@ -368,7 +369,8 @@ static size_t decode_pick(struct decode *d)
 			if (d->taken[i])
 				continue;
 			left++;
-			if (a->unpack != ART_TREE && !download_over(d, i))
+			if ((a->unpack == ART_WHEEL || a->unpack == ART_CONDA) &&
+			    !download_over(d, i))
 				continue;
 			if (a->size <= 0 && d->known[i] == 0) {
 				char *f = cache_lookup(d->c, a->sha256);
