@@ -18,6 +18,7 @@
  * work for drift.
  */
 #include "artifacts.h"
+#include "cache.h"
 #include "kb.h"
 #include "conda.h"
 #include "digest.h"
@@ -219,7 +220,6 @@ static int pyenv_precheck(struct ctx *c, const struct manifest *m, struct step *
 static int pyenv_artifacts(struct ctx *c, const struct manifest *m, struct artset *out,
                            struct step *s)
 {
-	(void)c;
 	if (m->python.manager != PYENV_CONDA)
 		return 0;
 	for (size_t i = 0; i < m->python.npkgs; i++) {
@@ -235,6 +235,10 @@ static int pyenv_artifacts(struct ctx *c, const struct manifest *m, struct artse
 		char *name = xasprintf("%s-%s-%s", p->name, p->version, p->build);
 		artset_add(out, name, p->url, p->sha256, -1, 0);
 		free(name);
+		/* Extracted ahead, while the other downloads run, unless the
+		 * package cache has it already (conda.c reuses that). */
+		if (!conda_pkg_extracted(c, p))
+			artset_mark_python(out, out->n - 1, ART_CONDA);
 	}
 	return 0;
 }
@@ -420,9 +424,15 @@ static int pip_artifacts(struct ctx *c, const struct manifest *m, struct artset 
 		else
 			src.dir = mr;
 	}
+	size_t from = out->n;
 	int rc = pipart_resolve(c, m->pip.reqs, m->pip.nreqs, &src, out, &err);
 	if (rc != 0)
 		step_fail(s, "%s", err ? err : tf_strerror(rc));
+	else if (!m->pip.use_pip) {
+		char *prefix = stack_env_prefix(m);
+		pipart_mark_predecode(c, out, from, prefix, pyver);
+		free(prefix);
+	}
 	free(err);
 	free(simple);
 	free(pyver);

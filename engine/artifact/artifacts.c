@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 void artset_add(struct artset *s, const char *name, const char *url, const char *sha256,
@@ -306,6 +307,26 @@ static void *fetch_job_run(void *arg)
 	return NULL;
 }
 
+/*
+ * Archive decoders at once: --jobs, else one per core up to DECODERS_MAX.
+ * Each decoder holds its decompressor's window and unpack.c's buffer pool:
+ * measured with bench/cold_apply.py --rss-jobs on NVIDIA's CUDA 11.8 archives
+ * (xz -6), peak RSS 36 MiB with one decoder, 61 with 2, 77 with 4, 117 with 8
+ * (12-25 MiB per extra decoder), so the default stays near 120 MiB on any
+ * machine. More decoders would not help a CUDA stack anyway: its largest
+ * archive (libcublas) alone is over a third of the decoding.
+ */
+#define DECODERS_MAX 8
+
+static size_t decoders(const struct ctx *c)
+{
+	size_t n = pool_ncpu();
+	return c->jobs > 0 ? (size_t)c->jobs : n < DECODERS_MAX ? n : DECODERS_MAX;
+}
+
+/* A wheel larger than this is decoded ahead by every decoder (wheel.c's WHEEL_SHARE_MIN). */
+#define PREDECODE_ZIP_SHARE_MIN (16 << 20)
+
 /* The archives of one artset being decoded, up to --jobs at once. */
 struct decode {
 	struct ctx *c;
@@ -320,6 +341,11 @@ struct decode {
 	char **err;     /* ... and its message */
 	char **stopped; /* before: why decoding on a pinned budget stopped */
 	int verified;   /* 0: follow the downloads; 1: from the verified files */
+	size_t jobs;    /* decoders */
+	pthread_mutex_t mu;
+	int *taken;            /* decode_pick gave it to a decoder */
+	int64_t *known;        /* size of the verified file, when the lock has none */
+	struct timespec *done; /* when the tree was complete (artset_take_predecoded) */
 };
 
 /* The verified file (or the cache's copy), on the lock's unpacked_size if any. */
@@ -329,22 +355,144 @@ static int unpack_verified(struct decode *d, struct art *a, const char *file, si
 	                            d->parts[i], a->strip, &d->res[i], err);
 }
 
+/* A Python artifact's download verified (in the cache), or never to be. */
+static int download_over(const struct decode *d, size_t i)
+{
+	const struct fetch_item *it = &d->fj->items[i];
+	return d->verified || __atomic_load_n(&it->stream_verified, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&it->stream_failed, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&d->fj->done, __ATOMIC_ACQUIRE);
+}
+
+/* The download is over and verified: its file in the cache may be decoded. */
+static int download_verified(const struct decode *d, size_t i)
+{
+	const struct fetch_item *it = &d->fj->items[i];
+	if (d->verified || __atomic_load_n(&it->stream_verified, __ATOMIC_ACQUIRE))
+		return 1;
+	return __atomic_load_n(&d->fj->done, __ATOMIC_ACQUIRE) && it->err == 0 && it->path;
+}
+
 /*
- * One archive, on one of the pool's threads. While downloading: a cached
- * archive (verified when it was stored) is decoded from the cache, any other
- * from its growing .part on a budget (unpack.h: the lock's unpacked_size,
- * else UNPACK_RATIO x its size, neither: it waits for the verification); a
- * failure there is not an error, the archive is decoded again from the
- * verified file, except a pinned budget exceeded (stopped[i]). After the
- * download: from the verified file, whatever the result.
+ * The next archive for a free decoder: the largest one that can be decoded
+ * now, over every step. An archive of artset_fetch_unpack (marked ART_TREE,
+ * or not marked at all: a caller's own artset) follows its download, so it
+ * can always start; a wheel or conda package is a zip (or
+ * decoded whole), so it starts once its download is verified, and is sized
+ * by its verified file when the lock gives no size. SIZE_MAX: none left.
+ */
+static size_t decode_pick(struct decode *d)
+{
+	for (;;) {
+		size_t best = SIZE_MAX, left = 0;
+		pthread_mutex_lock(&d->mu);
+		for (size_t k = 0; k < d->norder; k++) {
+			size_t i = d->order[k];
+			struct art *a = &d->s->v[i];
+			if (d->taken[i])
+				continue;
+			left++;
+			if ((a->unpack == ART_WHEEL || a->unpack == ART_CONDA) &&
+			    !download_over(d, i))
+				continue;
+			if (a->size <= 0 && d->known[i] == 0) {
+				char *f = cache_lookup(d->c, a->sha256);
+				struct stat st;
+				d->known[i] = f && stat(f, &st) == 0 ? st.st_size : -1;
+				free(f);
+			}
+			int64_t sz = a->size > 0 ? a->size : d->known[i];
+			int64_t bz = best == SIZE_MAX         ? -2
+			             : d->s->v[best].size > 0 ? d->s->v[best].size
+			                                      : d->known[best];
+			if (sz > bz)
+				best = i;
+		}
+		if (best != SIZE_MAX)
+			d->taken[best] = 1;
+		pthread_mutex_unlock(&d->mu);
+		if (best != SIZE_MAX || left == 0 || tf_interrupted)
+			return best;
+		usleep(5000);
+	}
+}
+
+/*
+ * A wheel or conda package, from its verified file, decoded as its step
+ * would (unpack_zip_parallel, unpack_conda_package), into d->parts[i]. The
+ * decoder reads it through a hard link named as the step names it (the
+ * URL's file name), so that progress events name the wheel, not its hash.
+ */
+static int unpack_python(struct decode *d, size_t i, const char *file, char **err)
+{
+	struct art *a = &d->s->v[i];
+	char *base = url_basename(a->url);
+	char *dir = xstrndup(d->parts[i], (size_t)(strrchr(d->parts[i], '/') - d->parts[i]));
+	char *named = NULL;
+	if (fs_rel_is_safe(base) && strchr(base, '/') == NULL && base[0] != '.' &&
+	    strlen(base) < 200) {
+		named = path_join(dir, base);
+		if (link(file, named) != 0) {
+			free(named);
+			named = NULL;
+		}
+	}
+	const char *src = named ? named : file;
+	int rc;
+	if (a->unpack == ART_WHEEL) {
+		/* A large wheel on every decoder, as wheel.c does it. */
+		int parts =
+		    a->size > PREDECODE_ZIP_SHARE_MIN || d->known[i] > PREDECODE_ZIP_SHARE_MIN
+		        ? (int)d->jobs
+		        : 1;
+		rc =
+		    unpack_zip_parallel(d->c, src, d->parts[i], parts, NULL, NULL, &d->res[i], err);
+	} else {
+		rc = unpack_conda_package(d->c, src, str_ends_with(base, ".conda"), d->parts[i],
+		                          &d->res[i], err);
+	}
+	/* Complete: any change to the tree after this moment is seen (tree_damage). */
+	if (rc == 0)
+		clock_gettime(CLOCK_REALTIME, &d->done[i]);
+	if (named)
+		unlink(named);
+	free(named);
+	free(dir);
+	free(base);
+	return rc;
+}
+
+/*
+ * One archive, on one of the pool's threads (decode_pick chooses which).
+ * While downloading: a cached archive (verified when it was stored, and
+ * re-hashed by fetch_all before use) is decoded from the cache once
+ * fetch_all has re-hashed it; any other from its growing .part on a budget
+ * (unpack.h: the lock's unpacked_size, else UNPACK_RATIO x its size, neither:
+ * it waits for the verification); a failure there is not an error, the
+ * archive is decoded again from the verified file, except a pinned budget
+ * exceeded (stopped[i]). A wheel or conda package only from its verified
+ * file. After the download: from the verified file, whatever the result.
  */
 static void decode_one(size_t k, void *arg)
 {
 	struct decode *d = arg;
-	size_t i = d->order[k];
+	(void)k;
+	size_t i = decode_pick(d);
+	if (i == SIZE_MAX)
+		return;
 	struct art *a = &d->s->v[i];
 	if (d->ready[i] || d->parts[i] == NULL || tf_interrupted)
 		return;
+	if (a->unpack == ART_WHEEL || a->unpack == ART_CONDA) {
+		char *file = download_verified(d, i) ? cache_lookup(d->c, a->sha256) : NULL;
+		if (file == NULL)
+			return; /* the download failed: fetch_all says why */
+		ev_log(d->c, EV_DEBUG, "unpacking %s ahead of its step", a->name);
+		d->rc[i] = unpack_python(d, i, file, &d->err[i]);
+		d->ready[i] = d->rc[i] == 0;
+		free(file);
+		return;
+	}
 	if (d->verified) {
 		ev_log(d->c, EV_DEBUG, "unpacking %s", a->name);
 		d->rc[i] = unpack_verified(d, a, a->path, i, &d->err[i]);
@@ -355,6 +503,14 @@ static void decode_one(size_t k, void *arg)
 	char *err = NULL;
 	int rc;
 	if (cached) {
+		/* fetch_all re-hashes a cached copy first (and fetches it again
+		 * when it does not match): decode what it verified. */
+		while (!download_over(d, i) && !tf_interrupted)
+			usleep(2000);
+		free(cached);
+		cached = download_verified(d, i) ? cache_lookup(d->c, a->sha256) : NULL;
+		if (cached == NULL)
+			return; /* decoded after the fetch, if it verified at all */
 		ev_log(d->c, EV_DEBUG, "unpacking %s from the cache", a->name);
 		rc = unpack_verified(d, a, cached, i, &err);
 		free(cached);
@@ -388,7 +544,7 @@ static void decode_one(size_t k, void *arg)
 		 * the verified file now rather than after every other decoder, so
 		 * that no thread idles while the largest archive is still decoding.
 		 */
-		if (rc != 0 && rc != TF_EINTEGRITY && !tf_interrupted &&
+		if (rc != 0 && rc != TF_EINTEGRITY && !tf_interrupted && download_verified(d, i) &&
 		    (cached = cache_lookup(d->c, a->sha256)) != NULL) {
 			free(err);
 			err = NULL;
@@ -433,6 +589,11 @@ static void decode_init(struct decode *d, struct ctx *c, struct artset *s, struc
 	d->rc = xcalloc(one, sizeof(int));
 	d->err = xcalloc(one, sizeof(char *));
 	d->stopped = xcalloc(one, sizeof(char *));
+	d->taken = xcalloc(one, sizeof(int));
+	d->known = xcalloc(one, sizeof(int64_t));
+	d->done = xcalloc(one, sizeof(struct timespec));
+	d->jobs = decoders(c);
+	pthread_mutex_init(&d->mu, NULL);
 }
 
 /* The decoders' queue: every archive with a part and not ready, largest first. */
@@ -440,8 +601,10 @@ static void decode_plan(struct decode *d)
 {
 	d->norder = 0;
 	for (size_t i = 0; i < d->s->n; i++)
-		if (d->parts[i] && !d->ready[i])
+		if (d->parts[i] && !d->ready[i]) {
 			d->order[d->norder++] = i;
+			d->taken[i] = 0;
+		}
 	qsort_r(d->order, d->norder, sizeof(*d->order), cmp_art_size, d->s->v);
 }
 
@@ -477,6 +640,7 @@ static int decode_fetch(struct decode *d, size_t jobs, size_t *stopped)
 static void decode_verified(struct decode *d, size_t jobs)
 {
 	d->verified = 1;
+	decode_plan(d);
 	pool_run(d->norder, jobs, decode_one, d);
 }
 
@@ -499,6 +663,10 @@ static void decode_release(struct decode *d, const char *keep)
 	free(d->rc);
 	free(d->err);
 	free(d->stopped);
+	free(d->taken);
+	free(d->known);
+	free(d->done);
+	pthread_mutex_destroy(&d->mu);
 	free(d->fj->items);
 }
 
@@ -511,10 +679,17 @@ static void decode_release(struct decode *d, const char *keep)
  */
 struct predecoded_entry {
 	char sha256[65];
+	int kind; /* enum art_unpack */
 	int strip;
 	int taken;
+	char *name;
+	char *base; /* the URL's file name */
 	char *path;
 	struct unpack_result res;
+	int64_t size; /* of the verified file */
+	dev_t dev;    /* the verified cache file (a wheelhouse links it) */
+	ino_t ino;
+	struct timespec done; /* the tree was complete; nothing in it changes after */
 };
 
 struct predecoded {
@@ -613,31 +788,20 @@ static int scratch_open(struct ctx *c, struct predecoded *p, char **errmsg)
 void artset_mark_unpack(struct artset *s, size_t from)
 {
 	for (size_t i = from; i < s->n; i++)
-		s->v[i].unpack = 1;
+		s->v[i].unpack = ART_TREE;
 }
 
-/*
- * Archive decoders at once: --jobs, else one per core up to DECODERS_MAX.
- * Each decoder holds its decompressor's window and unpack.c's buffer pool:
- * measured with bench/cold_apply.py --rss-jobs on NVIDIA's CUDA 11.8 archives
- * (xz -6), peak RSS 36 MiB with one decoder, 61 with 2, 77 with 4, 117 with 8
- * (12-25 MiB per extra decoder), so the default stays near 120 MiB on any
- * machine. More decoders would not help a CUDA stack anyway: its largest
- * archive (libcublas) alone is over a third of the decoding.
- */
-#define DECODERS_MAX 8
-
-static size_t decoders(const struct ctx *c)
+void artset_mark_python(struct artset *s, size_t i, enum art_unpack kind)
 {
-	size_t n = pool_ncpu();
-	return c->jobs > 0 ? (size_t)c->jobs : n < DECODERS_MAX ? n : DECODERS_MAX;
+	if (i < s->n)
+		s->v[i].unpack = kind;
 }
 
 int artset_predecode(struct ctx *c, struct artset *s, size_t *failed, char **errmsg)
 {
 	struct fetch_job job;
 	struct decode d;
-	size_t jobs = decoders(c), stopped = 0, n = s->n;
+	size_t jobs = decoders(c), stopped = 0, n = s->n, npy = 0;
 	int rc = 0;
 	*failed = n;
 	*errmsg = NULL;
@@ -653,7 +817,8 @@ int artset_predecode(struct ctx *c, struct artset *s, size_t *failed, char **err
 	/*
 	 * A tree in a cache on another filesystem than the root cannot be
 	 * renamed into a stage: the steps unpack their archives themselves then
-	 * (decoding twice would cost more than decoding late).
+	 * (decoding twice would cost more than decoding late). A conda package
+	 * is extracted into the package cache, beside the scratch: always.
 	 */
 	struct stat rs, cs;
 	int same_fs = (c->rootfd >= 0 ? fstat(c->rootfd, &rs) : stat(c->root, &rs)) == 0 &&
@@ -663,10 +828,11 @@ int artset_predecode(struct ctx *c, struct artset *s, size_t *failed, char **err
 		       "the cache %s is on another filesystem than the root: each step unpacks "
 		       "its archives",
 		       c->cache_dir);
-	for (size_t i = 0; i < n && same_fs; i++) {
-		int first = s->v[i].unpack;
+	for (size_t i = 0; i < n; i++) {
+		int first = s->v[i].unpack != ART_FILE && (same_fs || s->v[i].unpack == ART_CONDA);
 		for (size_t j = 0; j < i && first; j++)
-			first = !(s->v[j].unpack && strcmp(s->v[j].sha256, s->v[i].sha256) == 0);
+			first = !(s->v[j].unpack != ART_FILE &&
+			          strcmp(s->v[j].sha256, s->v[i].sha256) == 0);
 		for (size_t j = 0; j < p->n && first; j++)
 			first = strcmp(p->v[j].sha256, s->v[i].sha256) != 0;
 		if (!first)
@@ -676,11 +842,15 @@ int artset_predecode(struct ctx *c, struct artset *s, size_t *failed, char **err
 			goto out;
 		}
 		d.parts[i] = path_join(p->dir, s->v[i].sha256);
+		npy += s->v[i].unpack != ART_TREE;
 	}
 	decode_plan(&d);
 	if (d.norder)
-		ev_log(c, EV_DEBUG, "decoding %zu archive%s while they download, into %s", d.norder,
-		       d.norder == 1 ? "" : "s", p->dir);
+		ev_log(
+		    c, EV_DEBUG,
+		    "decoding %zu archive%s (%zu wheels and conda packages) while they download, "
+		    "into %s",
+		    d.norder, d.norder == 1 ? "" : "s", npy, p->dir);
 	rc = decode_fetch(&d, jobs, &stopped);
 	if (rc != 0)
 		goto out; /* fetch_all reported what failed */
@@ -694,6 +864,13 @@ int artset_predecode(struct ctx *c, struct artset *s, size_t *failed, char **err
 	for (size_t i = 0; i < n; i++) {
 		if (d.parts[i] == NULL)
 			continue;
+		if (s->v[i].unpack != ART_TREE && (d.rc[i] != 0 || !d.ready[i])) {
+			/* Its step decodes it again and reports what is wrong, as ever. */
+			ev_log(c, EV_DEBUG, "%s: not decoded ahead (%s): its step decodes it",
+			       s->v[i].name,
+			       d.err[i] ? d.err[i] : tf_strerror(d.rc[i] ? d.rc[i] : TF_EINTR));
+			continue;
+		}
 		if (d.rc[i] != 0 || !d.ready[i]) {
 			rc = d.rc[i] ? d.rc[i] : TF_EINTR;
 			*failed = i;
@@ -703,13 +880,24 @@ int artset_predecode(struct ctx *c, struct artset *s, size_t *failed, char **err
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (d.parts[i] == NULL)
+		if (d.parts[i] == NULL || !d.ready[i])
 			continue;
 		p->v = xrealloc(p->v, (p->n + 1) * sizeof(*p->v));
 		struct predecoded_entry *e = &p->v[p->n++];
 		memset(e, 0, sizeof(*e));
 		snprintf(e->sha256, sizeof(e->sha256), "%s", s->v[i].sha256);
+		e->kind = s->v[i].unpack;
 		e->strip = s->v[i].strip;
+		e->name = xstrdup(s->v[i].name);
+		struct stat fst;
+		e->base = url_basename(s->v[i].url);
+		e->size = -1;
+		if (s->v[i].path && stat(s->v[i].path, &fst) == 0) {
+			e->dev = fst.st_dev;
+			e->ino = fst.st_ino;
+			e->size = fst.st_size;
+		}
+		e->done = d.done[i];
 		e->path = d.parts[i];
 		e->res = d.res[i];
 		d.parts[i] = NULL;
@@ -727,6 +915,8 @@ void artset_predecode_release(struct ctx *c)
 		return;
 	for (size_t i = 0; i < p->n; i++) {
 		free(p->v[i].path);
+		free(p->v[i].name);
+		free(p->v[i].base);
 		unpack_result_release(&p->v[i].res);
 	}
 	if (p->dir) {
@@ -753,7 +943,8 @@ static int predecoded_take(struct ctx *c, const struct art *a, const char *dest,
 	struct predecoded *p = c->predecoded;
 	for (size_t i = 0; p && i < p->n; i++) {
 		struct predecoded_entry *e = &p->v[i];
-		if (e->taken || e->strip != a->strip || strcmp(e->sha256, a->sha256) != 0)
+		if (e->taken || e->kind != ART_TREE || e->strip != a->strip ||
+		    strcmp(e->sha256, a->sha256) != 0)
 			continue;
 		e->taken = 1;
 		if (rename(e->path, dest) != 0) {
@@ -769,6 +960,101 @@ static int predecoded_take(struct ctx *c, const struct art *a, const char *dest,
 		return 1;
 	}
 	return 0;
+}
+
+static int ts_after(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec > b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec > b->tv_nsec);
+}
+
+/*
+ * What is wrong with a tree taken from the scratch (malloc'd), or NULL: an
+ * entry of its list missing or of another type or size, or changed after
+ * the decoder finished (a file's or directory's ctime, which no one can set
+ * back, is later than that).
+ */
+static char *tree_damage(const char *dir, const struct unpack_result *res,
+                         const struct timespec *done)
+{
+	char *bad = NULL;
+	for (size_t k = 0; k < res->n && bad == NULL; k++) {
+		const struct unpack_entry *e = &res->v[k];
+		char *p = path_join(dir, e->path);
+		struct stat st;
+		if (lstat(p, &st) != 0)
+			bad = xasprintf("%s: %s", e->path, strerror(errno));
+		else if ((e->type == 'd' && !S_ISDIR(st.st_mode)) ||
+		         (e->type == 'l' && !S_ISLNK(st.st_mode)) ||
+		         ((e->type == 'f' || e->type == 'h') &&
+		          (!S_ISREG(st.st_mode) || st.st_size != e->size)))
+			bad = xasprintf("%s is not the %s it was", e->path,
+			                e->type == 'd'   ? "directory"
+			                : e->type == 'l' ? "link"
+			                                 : "file");
+		else if (ts_after(&st.st_ctim, done))
+			bad = xasprintf("%s changed after it was decoded", e->path);
+		free(p);
+	}
+	return bad;
+}
+
+/*
+ * Is file the verified artifact of e? The same inode (a hard link of the
+ * cache file), else a file of the same name and size whose sha256 is e's
+ * (a copy: the wheelhouse copies what it installs, pyenv.c).
+ */
+static int same_artifact(const struct predecoded_entry *e, const char *file, const struct stat *fst)
+{
+	if (e->ino != 0 && e->dev == fst->st_dev && e->ino == fst->st_ino)
+		return 1;
+	const char *b = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+	char hex[65];
+	return e->base && strcmp(e->base, b) == 0 && e->size == fst->st_size &&
+	       sha256_file(file, hex, NULL) == 0 && strcmp(hex, e->sha256) == 0;
+}
+
+int artset_take_predecoded(struct ctx *c, enum art_unpack kind, const char *sha256,
+                           const char *file, const char *dest, struct unpack_result *res)
+{
+	struct predecoded *p = c ? c->predecoded : NULL;
+	struct stat fst;
+	if (p == NULL || (sha256 == NULL && (file == NULL || stat(file, &fst) != 0)))
+		return -ENOENT;
+	for (size_t i = 0; i < p->n; i++) {
+		struct predecoded_entry *e = &p->v[i];
+		if (e->taken || e->kind != (int)kind)
+			continue;
+		if (sha256 ? strcmp(e->sha256, sha256) != 0 : !same_artifact(e, file, &fst))
+			continue;
+		e->taken = 1;
+		if (rename(e->path, dest) != 0) {
+			ev_log(c, errno == EXDEV ? EV_DEBUG : EV_WARN,
+			       "%s: cannot move its tree decoded ahead %s to %s (%s): unpacking it "
+			       "again",
+			       e->name, e->path, dest, strerror(errno));
+			fs_rmtree(e->path);
+			unpack_result_release(&e->res);
+			return -ENOENT;
+		}
+		char *bad = tree_damage(dest, &e->res, &e->done);
+		if (bad) {
+			ev_log(
+			    c, EV_WARN,
+			    "%s: its tree decoded ahead in the cache's scratch was changed (%s): "
+			    "unpacking it again",
+			    e->name, bad);
+			free(bad);
+			fs_rmtree(dest);
+			unpack_result_release(&e->res);
+			return -ENOENT;
+		}
+		ev_log(c, EV_DEBUG, "%s: unpacked ahead, taken from the scratch into %s", e->name,
+		       dest);
+		*res = e->res;
+		memset(&e->res, 0, sizeof(e->res));
+		return 0;
+	}
+	return -ENOENT;
 }
 
 /*

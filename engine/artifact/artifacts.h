@@ -8,6 +8,19 @@
 
 #include "module.h"
 
+struct unpack_result;
+
+/*
+ * What a step does with an artifact, so what decode-ahead may do for it
+ * before the step runs (artset_predecode).
+ */
+enum art_unpack {
+	ART_FILE = 0,  /* used as a file (a runfile, a JSON, an sdist): not decoded ahead */
+	ART_TREE = 1,  /* an archive of artset_fetch_unpack (cuda, cudnn) */
+	ART_WHEEL = 2, /* a wheel the native installer unpacks (wheel.c) */
+	ART_CONDA = 3, /* a conda package conda.c extracts into its package cache */
+};
+
 struct art {
 	char *name;
 	char *url;
@@ -17,7 +30,7 @@ struct art {
 	int64_t unpacked; /* the lock's unpacked_size, -1 when not recorded */
 	char *path;       /* after fetch: the verified file in the cache */
 	int cached;
-	int unpack; /* the step unpacks it with artset_fetch_unpack (decode-ahead may) */
+	int unpack; /* enum art_unpack: how the step unpacks it (decode-ahead may) */
 };
 
 struct artset {
@@ -49,6 +62,8 @@ void artset_release(struct artset *s);
 
 /* Marks s->v[from..] as archives the step unpacks with artset_fetch_unpack. */
 void artset_mark_unpack(struct artset *s, size_t from);
+/* Marks s->v[i] as decoded ahead for a Python step (ART_WHEEL, ART_CONDA). */
+void artset_mark_python(struct artset *s, size_t i, enum art_unpack kind);
 /*
  * Decode-ahead: fetches and verifies every artifact of s (a whole plan's)
  * into the cache and, at the same time, unpacks those marked `unpack` with
@@ -63,6 +78,19 @@ void artset_mark_unpack(struct artset *s, size_t from);
 int artset_predecode(struct ctx *c, struct artset *s, size_t *failed, char **errmsg);
 /* Removes this run's scratch (whatever no step took over) and its lock. */
 void artset_predecode_release(struct ctx *c);
+/*
+ * A Python step's share of decode-ahead: the tree decode-ahead made of a
+ * verified artifact of `kind` (ART_WHEEL, ART_CONDA), found by its sha256
+ * or, when sha256 is NULL, as the verified cache file that `file` is a hard
+ * link of (a wheelhouse entry), is renamed to dest (which must not exist)
+ * and its file list moved into *res. It is used only when every entry of
+ * the list is there with its type and size and nothing in it changed after
+ * it was decoded (ctime); a damaged tree is removed. Returns 0 when taken;
+ * -ENOENT when there is none to take (not decoded ahead, failed, damaged, on
+ * another filesystem): the caller decodes the verified file itself.
+ */
+int artset_take_predecoded(struct ctx *c, enum art_unpack kind, const char *sha256,
+                           const char *file, const char *dest, struct unpack_result *res);
 
 void staged_add(struct staged *t, const char *path, char type, const char *sha256, int64_t size,
                 unsigned mode, const char *link);

@@ -319,6 +319,7 @@ static void commit(struct fetch_run *r, struct xfer *x, const char *tmp, uint64_
 	x->it->err = 0;
 	free(x->it->errmsg);
 	x->it->errmsg = NULL;
+	__atomic_store_n(&x->it->stream_verified, 1, __ATOMIC_RELEASE);
 }
 
 /* A local source (file://, path, DIR mirror): copy with hashing, verify, commit. */
@@ -890,6 +891,7 @@ static int use_cached(struct ctx *c, struct xfer *x)
 		                           .level = EV_DEBUG,
 		                           .item = it->name,
 		                           .art = art});
+		__atomic_store_n(&it->stream_verified, 1, __ATOMIC_RELEASE);
 		return 1;
 	}
 	char *q = NULL;

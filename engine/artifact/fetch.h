@@ -36,11 +36,14 @@ struct fetch_item {
 	 * can follow the .part while it downloads (unpack_archive_follow); the
 	 * bytes are only trusted once fetch_all has verified them. stream_failed
 	 * is set the moment an attempt fails (hash, size, error): a follower
-	 * stops decoding then.
+	 * stops decoding then. stream_verified is set the moment the verified
+	 * file is in the cache (downloaded, or a cached copy re-hashed): a
+	 * decoder that cannot follow a growing file (a zip) starts then.
 	 */
 	uint64_t stream_bytes;
 	int stream_restarts;
 	int stream_failed;
+	int stream_verified;
 };
 
 /* Tuning knobs; fetch_opts_default() fills them from ctx and the environment. */

@@ -14,6 +14,7 @@
  */
 #include "conda.h"
 
+#include "artifacts.h"
 #include "ctx.h"
 #include "digest.h"
 #include "error.h"
@@ -170,6 +171,34 @@ static int write_json_file(const char *path, json_t *j)
 	return rc;
 }
 
+int conda_pkg_extracted(struct ctx *c, const struct conda_pkg *p)
+{
+	char *dist = dist_name(p), *dir = path_join(c->cache_dir, "pkgs");
+	char *entry = path_join(dir, dist);
+	int ok = fs_rel_is_safe(dist) && strchr(dist, '/') == NULL && cache_entry_matches(entry, p);
+	free(entry);
+	free(dir);
+	free(dist);
+	return ok;
+}
+
+/*
+ * The package's files into tmp (created): the tree decode-ahead made of the
+ * same verified file during the downloads (artifacts.h), else decoded now.
+ */
+static int unpack_package(struct ctx *c, const struct conda_pkg *p, const char *file,
+                          const char *tmp, struct unpack_result *ur, char **errmsg)
+{
+	if (c && artset_take_predecoded(c, ART_CONDA, p->sha256[0] ? p->sha256 : NULL, NULL, tmp,
+	                                ur) == 0)
+		return 0;
+	/* One extractor for every archive (unpack.c, the one the fuzzer covers):
+	 * it creates tmp itself, with the same refusals as for NVIDIA's archives. */
+	return unpack_conda_package(
+	    c, file, str_ends_with(file, ".conda") || str_ends_with(p->url, ".conda"), tmp, ur,
+	    errmsg);
+}
+
 int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p, const char *file,
                   char **dir, int *reused, char **errmsg)
 {
@@ -223,13 +252,9 @@ int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p
 		rc = TF_EIO;
 		goto out;
 	}
-	/* One extractor for every archive (unpack.c, the one the fuzzer covers):
-	 * it creates tmp itself, with the same refusals as for NVIDIA's archives. */
 	rmdir(tmp);
 	struct unpack_result ur = {0};
-	rc = unpack_conda_package(c, file,
-	                          str_ends_with(file, ".conda") || str_ends_with(p->url, ".conda"),
-	                          tmp, &ur, errmsg);
+	rc = unpack_package(c, p, file, tmp, &ur, errmsg);
 	unpack_result_release(&ur);
 	if (rc)
 		goto out;

@@ -77,4 +77,11 @@ int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
 int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p, const char *file,
                   char **dir, int *reused, char **errmsg);
 
+/*
+ * 1 when the package cache of c (<cache>/pkgs) holds a complete entry of p
+ * from the bytes the lock pins: conda_extract will reuse it, so decode-ahead
+ * need not decode p (modules/python.c).
+ */
+int conda_pkg_extracted(struct ctx *c, const struct conda_pkg *p);
+
 #endif

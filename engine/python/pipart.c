@@ -11,6 +11,7 @@
 #include "manifest.h"
 #include "pyenv.h"
 #include "util.h"
+#include "wheel.h"
 #include "wheelfmt.h"
 
 #include <ctype.h>
@@ -522,4 +523,24 @@ int pipart_wheelhouse(struct ctx *c, const struct pip_req *reqs, size_t n, const
 			*complete = 0;
 	}
 	return rc;
+}
+
+void pipart_mark_predecode(struct ctx *c, struct artset *out, size_t from, const char *env_path,
+                           const char *pyver)
+{
+	int all = 1;
+	for (size_t i = from; i < out->n && all; i++) {
+		char *base = url_basename(out->v[i].url);
+		struct wheel_name wn;
+		all = wheel_name_parse(base, &wn) == 0;
+		if (all)
+			wheel_name_release(&wn);
+		free(base);
+	}
+	for (size_t i = from; i < out->n && all; i++) {
+		char *base = url_basename(out->v[i].url);
+		if (wheel_predecode_wanted(c, env_path, pyver, base))
+			artset_mark_python(out, i, ART_WHEEL);
+		free(base);
+	}
 }

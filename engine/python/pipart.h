@@ -51,4 +51,13 @@ int pipart_resolve(struct ctx *c, const struct pip_req *reqs, size_t n,
 int pipart_wheelhouse(struct ctx *c, const struct pip_req *reqs, size_t n, const char *dir,
                       int *complete, char **errmsg);
 
+/*
+ * Marks the wheels out->v[from..] for decode-ahead (artset_mark_python),
+ * when the lock is all wheels (an sdist sends the whole lock to pip) and the
+ * env at env_path (root-relative; Python X.Y pyver) does not hold that
+ * version already: the native installer then takes their trees.
+ */
+void pipart_mark_predecode(struct ctx *c, struct artset *out, size_t from, const char *env_path,
+                           const char *pyver);
+
 #endif

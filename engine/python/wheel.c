@@ -21,6 +21,7 @@
  */
 #include "wheel.h"
 
+#include "artifacts.h"
 #include "ctx.h"
 #include "digest.h"
 #include "error.h"
@@ -86,6 +87,7 @@ struct job {
 static void whl_fail(struct whl *w, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void compiler_send(struct compiler *cp, const char *tmp, const char *rel);
+static int parse_filename(struct whl *w);
 static void whl_fail(struct whl *w, int err, const char *fmt, ...)
 {
 	if (w->err)
@@ -717,6 +719,57 @@ static void compile_early(void *arg, const struct unpack_entry *e)
 	free(rel);
 }
 
+/*
+ * The wheel's entries into tmp (created): the tree decode-ahead made of this
+ * very file while the downloads ran (artifacts.h: the wheelhouse entry is a
+ * hard link of the verified cache file), its .py files then queued for the
+ * byte-compiler as compile_early does during a decode; else decoded here,
+ * by `parts` decoders. Either way every entry is checked against RECORD
+ * after this, from the sha256 computed while it was written.
+ */
+static int decode_wheel(struct job *j, struct whl *w, const char *tmp, int parts, struct early *x,
+                        struct unpack_result *res, char **err)
+{
+	if (artset_take_predecoded(j->c, ART_WHEEL, NULL, w->src->path, tmp, res) == 0) {
+		for (size_t i = 0; i < res->n; i++)
+			if (res->v[i].type == 'f')
+				compile_early(x, &res->v[i]);
+		return 0;
+	}
+	return unpack_zip_parallel(j->c, w->src->path, tmp, parts, compile_early, x, res, err);
+}
+
+/*
+ * 1 unless the env at env_path (root-relative) already holds this wheel's
+ * distribution at its version in lib/pythonX.Y/site-packages: wheel_install
+ * would leave it alone, so decode-ahead need not decode it.
+ */
+int wheel_predecode_wanted(struct ctx *c, const char *env_path, const char *pyver,
+                           const char *filename)
+{
+	struct whl w = {0};
+	struct wheel_src src = {.path = filename};
+	struct strvec have = STRVEC_INIT;
+	int want = 1;
+	w.src = &src;
+	if (pyver == NULL || parse_filename(&w) != 0)
+		return 1;
+	char *host = ctx_host_path(c, env_path);
+	char *lib = xasprintf("lib/python%s/site-packages", pyver);
+	installed_dists(host, lib, &have);
+	size_t nl = strlen(w.name), vl = strlen(w.version);
+	for (size_t k = 0; k < have.n && want; k++)
+		want = !(strncmp(have.v[k], w.name, nl) == 0 && have.v[k][nl] == '\x1f' &&
+		         strncmp(have.v[k] + nl + 1, w.version, vl) == 0 &&
+		         have.v[k][nl + 1 + vl] == '\x1f');
+	strvec_release(&have);
+	free(lib);
+	free(host);
+	free(w.name);
+	free(w.version);
+	return want;
+}
+
 /* One wheel on its way in: its unpack directory and what its metadata says. */
 struct unpacked {
 	char *tmprel, *tmp; /* the unpack directory, relative to the copy and on the host */
@@ -740,8 +793,7 @@ static void unpack_wheel(struct job *j, struct whl *w, struct unpacked *u)
 		parts = j->c->jobs > 0 ? j->c->jobs : (int)pool_ncpu();
 	if (parts > WHEEL_SHARES_MAX)
 		parts = WHEEL_SHARES_MAX;
-	int rc = unpack_zip_parallel(j->c, w->src->path, u->tmp, parts, compile_early, &x, &u->res,
-	                             &err);
+	int rc = decode_wheel(j, w, u->tmp, parts, &x, &u->res, &err);
 	if (rc != 0)
 		whl_fail(w, rc, "%s", err ? err : tf_strerror(rc));
 	free(err);

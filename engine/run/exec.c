@@ -93,11 +93,14 @@ static int execute(struct ctx *c, const struct manifest *m, struct plan *p, int6
  * Every download of every changing step, fetched and verified into the cache
  * before the first step changes anything: a wrong hash or a missing artifact
  * stops the run with the root as it was. The archives the cuda and cudnn
- * steps unpack are decoded meanwhile (decode-ahead, artset_predecode: one
- * pool over every step's archives, following the downloads) into a scratch
- * directory in the cache, which those steps then rename into their stage; an
- * archive that does not decode fails its step here, also before anything
- * changed.
+ * steps unpack, the conda packages of the pyenv step and the wheels of the
+ * native installer are decoded meanwhile (decode-ahead, artset_predecode: one
+ * pool over every step's archives, largest first, the archives following
+ * their downloads, a wheel or package once it is verified) into a scratch
+ * directory in the cache, which those steps then rename into their stage (or
+ * the package cache). An archive of cuda or cudnn that does not decode fails
+ * its step here, also before anything changed; a wheel or package that does
+ * not is decoded again by its step, which reports why as it always did.
  */
 static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p)
 {

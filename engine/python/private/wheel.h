@@ -54,4 +54,12 @@ struct wheel_stats {
 int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *w,
                   size_t n, struct wheel_stats *stats, char **errmsg);
 
+/*
+ * 1 unless the env at env_path (root-relative) holds this wheel file's
+ * distribution and version already (lib/python<pyver>/site-packages), which
+ * wheel_install leaves alone: decode-ahead skips it (pipart_mark_predecode).
+ */
+int wheel_predecode_wanted(struct ctx *c, const char *env_path, const char *pyver,
+                           const char *filename);
+
 #endif
