@@ -91,7 +91,7 @@ int cli_confirm(struct ctx *c, const char *action, const char *question);
 void cli_time(int64_t t, char out[32]);
 
 /*
- * The signature policy (trust.h) applied to a loaded manifest: its
+ * The signature policy (artifact.h) applied to a loaded manifest: its
  * MANIFEST.minisig and side files, and with check_mirrors the index.json of
  * each --mirror DIR. 0, TF_EINTEGRITY or TF_EFAIL (logged). signature.c.
  */

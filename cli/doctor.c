@@ -41,7 +41,7 @@
 #include "event.h"
 #include "gpu.h"
 #include "manifest.h"
-#include "pyenv.h"
+#include "python.h"
 #include "stackinfo.h"
 #include "state.h"
 #include "version.h"

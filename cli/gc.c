@@ -1,5 +1,5 @@
 /*
- * gc.c - `tfprov gc`: prunes the download cache (cache.h) to what the
+ * gc.c - `tfprov gc`: prunes the download cache (artifact.h) to what the
  * recorded generations need.
  *
  * Needed: every artifact that any recorded generation of any stack pins
@@ -17,13 +17,12 @@
  * manifest no longer loads (a side file gone) stops it before anything is
  * removed: what that generation needs cannot be known.
  */
-#include "cache.h"
+#include "artifact.h"
 #include "cli.h"
 #include "error.h"
 #include "event.h"
 #include "manifest.h"
 #include "place.h"
-#include "redist.h"
 #include "state.h"
 
 #include <dirent.h>

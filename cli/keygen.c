@@ -9,7 +9,7 @@
 #include "cli.h"
 #include "error.h"
 #include "event.h"
-#include "minisign.h"
+#include "artifact.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -30,15 +30,12 @@
  */
 #include "cli.h"
 #include "kb.h"
-#include "conda.h"
+#include "python.h"
 #include "error.h"
 #include "event.h"
-#include "fetch.h"
+#include "artifact.h"
 #include "manifest.h"
-#include "pyenv.h"
 #include "fs.h"
-#include "redist.h"
-#include "tofu.h"
 #include "yamltree.h"
 
 #include <errno.h>

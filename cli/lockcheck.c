@@ -24,7 +24,7 @@
 #include "error.h"
 #include "event.h"
 #include "manifest.h"
-#include "pyenv.h"
+#include "python.h"
 #include "version.h"
 
 #include <stdio.h>

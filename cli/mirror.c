@@ -2,7 +2,7 @@
  * mirror.c - `tfprov mirror build DIR MANIFEST...`: copies every artifact the
  * manifests need into DIR, for air-gapped fleets.
  *
- * Layout (the one fetch.c's mirror lookup reads, cache.h):
+ * Layout (the one fetch.c's mirror lookup reads, artifact.h):
  *   DIR/sha256/<hex>   every file, by content
  *   DIR/<basename>     the same file under its URL's basename (a hard link when
  *                      possible), so a plain web server serving DIR is a URL
@@ -32,19 +32,15 @@
  *  3. A basename that DIR holds with other content is an error, never
  *     overwritten: the URL mirror would serve the wrong bytes.
  */
-#include "cache.h"
+#include "artifact.h"
 #include "cli.h"
 #include "digest.h"
 #include "error.h"
 #include "event.h"
-#include "fetch.h"
 #include "manifest.h"
-#include "minisign.h"
-#include "pyenv.h"
+#include "python.h"
 #include "fs.h"
-#include "redist.h"
 #include "spawn.h"
-#include "wheelfmt.h"
 
 #include <ctype.h>
 #include <dirent.h>

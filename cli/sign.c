@@ -13,7 +13,7 @@
 #include "error.h"
 #include "event.h"
 #include "manifest.h"
-#include "minisign.h"
+#include "artifact.h"
 
 #include <errno.h>
 #include <fcntl.h>

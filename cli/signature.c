@@ -22,13 +22,11 @@
  * required: its artifacts are verified by sha256 anyway, and an unreachable
  * mirror serves nothing.
  */
-#include "cache.h"
+#include "artifact.h"
 #include "cli.h"
 #include "error.h"
 #include "event.h"
-#include "httpget.h"
 #include "manifest.h"
-#include "trust.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -43,7 +43,7 @@
 #include "event.h"
 #include "gpu.h"
 #include "manifest.h"
-#include "pkgfiles.h"
+#include "python.h"
 #include "place.h"
 #include "stackinfo.h"
 #include "state.h"

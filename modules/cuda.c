@@ -14,7 +14,7 @@
  * reported and never touched: the guide's "uninstall old CUDA" becomes a
  * warning with the paths.
  */
-#include "artifacts.h"
+#include "artifact.h"
 #include "digest.h"
 #include "error.h"
 #include "event.h"

@@ -11,7 +11,7 @@
  * Two stacks that merge different cuDNN files into one CUDA prefix are a
  * conflict, found before anything changes (precheck).
  */
-#include "artifacts.h"
+#include "artifact.h"
 #include "error.h"
 #include "event.h"
 

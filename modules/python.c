@@ -17,19 +17,14 @@
  * env is re-recorded, so the env's own drift check does not mistake pip's
  * work for drift.
  */
-#include "artifacts.h"
-#include "cache.h"
+#include "artifact.h"
 #include "kb.h"
-#include "conda.h"
+#include "python.h"
 #include "digest.h"
 #include "error.h"
 #include "event.h"
 #include "fs.h"
-#include "fetch.h"
 #include "module.h"
-#include "pipart.h"
-#include "pkgfiles.h"
-#include "pyenv.h"
 #include "version.h"
 
 #include <errno.h>
@@ -406,7 +401,7 @@ static char *env_pyver(const struct manifest *m)
 /*
  * The files of a complete lock (wheels, pinned sdists), named from the index
  * or wheel directory pip would use and fetched and verified into the cache
- * before any step changes anything (pipart.h). An incomplete lock (opted in
+ * before any step changes anything (python.h). An incomplete lock (opted in
  * with --allow-incomplete-lock) is resolved by pip at apply, as the plan says.
  */
 static int pip_artifacts(struct ctx *c, const struct manifest *m, struct artset *out,

@@ -7,14 +7,10 @@
  * Invariant: nothing here writes outside the cache and the staging directory
  * the caller got from txn_stage_dir(); placement is the caller's.
  */
-#include "artifacts.h"
+#include "artifact.h"
 #include "fs.h"
 #include "error.h"
 #include "event.h"
-#include "fetch.h"
-#include "redist.h"
-#include "unpack.h"
-#include "cache.h"
 #include "digest.h"
 #include "pool.h"
 
@@ -467,7 +463,7 @@ static int unpack_python(struct decode *d, size_t i, const char *file, char **er
  * While downloading: a cached archive (verified when it was stored, and
  * re-hashed by fetch_all before use) is decoded from the cache once
  * fetch_all has re-hashed it; any other from its growing .part on a budget
- * (unpack.h: the lock's unpacked_size, else UNPACK_RATIO x its size, neither:
+ * (artifact.h: the lock's unpacked_size, else UNPACK_RATIO x its size, neither:
  * it waits for the verification); a failure there is not an error, the
  * archive is decoded again from the verified file, except a pinned budget
  * exceeded (stopped[i]). A wheel or conda package only from its verified

@@ -6,7 +6,7 @@
  * never a half-written final file. Quarantined files keep a timestamp suffix
  * so repeated failures of one artifact never overwrite the evidence.
  */
-#include "cache.h"
+#include "artifact.h"
 #include "ctx.h"
 #include "digest.h"
 #include "error.h"

@@ -26,9 +26,8 @@
  *     and then reads the verified result from sha256/, or, when that process
  *     failed or died, resumes its .part.
  */
-#include "fetch.h"
+#include "artifact.h"
 #include "cabundle.h"
-#include "cache.h"
 #include "ctx.h"
 #include "digest.h"
 #include "error.h"

@@ -1,5 +1,5 @@
-/* httpget.c - one GET of a small file into memory (see httpget.h). */
-#include "httpget.h"
+/* httpget.c - one GET of a small file into memory (see artifact.h). */
+#include "artifact.h"
 
 #include "cabundle.h"
 #include "ctx.h"

@@ -1,13 +1,13 @@
 /*
  * minisign.c - minisign's key and signature files over OpenSSL EVP (see
- * minisign.h for the formats and their source).
+ * artifact.h for the formats and their source).
  *
  * Invariants: every parser checks the whole file (line prefixes, exact
  * base64 lengths, algorithm tags, nothing but blank lines after the last
  * line) before it fills its output, and secret material is cleansed from
  * every temporary buffer before return.
  */
-#include "minisign.h"
+#include "artifact.h"
 #include "error.h"
 #include "util.h"
 

@@ -7,7 +7,7 @@
  * non-negative integer, so a malformed manifest fails here, with the
  * component named, and not later as a confusing download error.
  */
-#include "redist.h"
+#include "artifact.h"
 #include "error.h"
 #include "util.h"
 

@@ -1,11 +1,10 @@
-/* tofu.c - trust on first use over TLS (see tofu.h). */
-#include "tofu.h"
+/* tofu.c - trust on first use over TLS (see artifact.h). */
+#include "artifact.h"
 
 #include "ctx.h"
 #include "digest.h"
 #include "error.h"
 #include "fs.h"
-#include "httpget.h"
 #include "util.h"
 
 #include <stdlib.h>

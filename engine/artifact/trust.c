@@ -1,9 +1,9 @@
 /*
- * trust.c - loads the signature policy (trust.h) and checks a signature
+ * trust.c - loads the signature policy (artifact.h) and checks a signature
  * against it. Files under the root are opened relative to the root's
  * descriptor; the policy is read once per command, before anything is fetched.
  */
-#include "trust.h"
+#include "artifact.h"
 #include "ctx.h"
 #include "error.h"
 #include "event.h"

@@ -22,7 +22,7 @@
  *     removed: the caller never sees a partial tree.
  *  5. Only the caller's thread emits events (the renderer is not thread-safe).
  */
-#include "unpack.h"
+#include "artifact.h"
 #include "fs.h"
 #include "ctx.h"
 #include "digest.h"

@@ -25,7 +25,7 @@ enum ctx_flags {
 	CTX_YES = 1 << 5,
 	CTX_TTY = 1 << 6,
 	CTX_NO_GPU = 1 << 7,            /* --no-gpu: provisioning without a GPU allowed */
-	CTX_REQUIRE_SIG = 1 << 8,       /* --require-signature (trust.h) */
+	CTX_REQUIRE_SIG = 1 << 8,       /* --require-signature (artifact.h) */
 	CTX_ALLOW_LOCAL = 1 << 9,       /* --allow-local-urls: file:// and plain-path origins */
 	CTX_ALLOW_INCOMPLETE = 1 << 10, /* --allow-incomplete-lock: pip may resolve unpinned deps */
 };
@@ -38,13 +38,13 @@ struct ctx {
 	char *cache_dir; /* absolute host path */
 	char *ca_bundle; /* NULL: system default */
 	struct strvec mirrors;
-	struct strvec trusted_keys; /* --trusted-key files (trust.h) */
+	struct strvec trusted_keys; /* --trusted-key files (artifact.h) */
 	int jobs;
 	double lock_timeout;           /* seconds */
 	struct state *st;              /* open state db, or NULL */
 	struct state_writer *wlock;    /* the writer lock of a writing command, or NULL */
 	int changed;                   /* a step changed something during this run */
-	struct predecoded *predecoded; /* decode-ahead's archives (artifacts.h), or NULL */
+	struct predecoded *predecoded; /* decode-ahead's archives (artifact.h), or NULL */
 };
 
 /*

@@ -7,7 +7,7 @@
 
 #include "datadir.h"
 #include "error.h"
-#include "redist.h"
+#include "artifact.h"
 #include "util.h"
 #include "version.h"
 

@@ -1,5 +1,5 @@
 /*
- * conda.c - native installation of a conda explicit lock (see conda.h).
+ * conda.c - native installation of a conda explicit lock (see python.h).
  *
  * Order of work: (1) every package is verified (sha256 or md5 of the file)
  * and extracted into the package cache, or its cache entry reused; (2) a
@@ -12,17 +12,15 @@
  * staging prefix is exchanged with the old env, which is then deleted.
  * Nothing at `prefix` changes before step 5, which is one rename.
  */
-#include "conda.h"
+#include "python.h"
 
-#include "artifacts.h"
+#include "artifact.h"
 #include "ctx.h"
 #include "digest.h"
 #include "error.h"
 #include "event.h"
-#include "fetch.h"
 #include "manifest.h"
 #include "fs.h"
-#include "unpack.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -116,7 +114,7 @@ static char *dist_name(const struct conda_pkg *p)
 	return xasprintf("%s-%s-%s", p->name, p->version, p->build);
 }
 
-static const char *url_basename(const char *url)
+static const char *url_last_part(const char *url)
 {
 	const char *s = strrchr(url, '/');
 	return s ? s + 1 : url;
@@ -125,7 +123,7 @@ static const char *url_basename(const char *url)
 /* channel = URL up to and including the subdir ("https://.../conda-forge/linux-64"). */
 static void url_channel(const char *url, char **channel, char **subdir)
 {
-	const char *fn = url_basename(url);
+	const char *fn = url_last_part(url);
 	size_t cl = fn > url ? (size_t)(fn - url - 1) : 0;
 	*channel = xstrndup(url, cl);
 	const char *s = memrchr(url, '/', cl);
@@ -184,7 +182,7 @@ int conda_pkg_extracted(struct ctx *c, const struct conda_pkg *p)
 
 /*
  * The package's files into tmp (created): the tree decode-ahead made of the
- * same verified file during the downloads (artifacts.h), else decoded now.
+ * same verified file during the downloads (artifact.h), else decoded now.
  */
 static int unpack_package(struct ctx *c, const struct conda_pkg *p, const char *file,
                           const char *tmp, struct unpack_result *ur, char **errmsg)
@@ -270,7 +268,7 @@ int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p
 	url_channel(p->url, &channel, &subdir);
 	json_object_set_new(idx, "url", json_string(p->url));
 	json_object_set_new(idx, "channel", json_string(channel));
-	json_object_set_new(idx, "fn", json_string(url_basename(p->url)));
+	json_object_set_new(idx, "fn", json_string(url_last_part(p->url)));
 	json_object_set_new(idx, "sha256", json_string(sha));
 	json_object_set_new(idx, "md5", json_string(md5));
 	json_object_set_new(idx, "size", json_integer((json_int_t)size));
@@ -578,7 +576,7 @@ static int link_entry(struct linker *L, const char *pkgdir, const struct path_en
 				    "%s: binary file '%s' holds a %zu-byte prefix placeholder but "
 				    "the env prefix '%s' is %zu bytes; binary files cannot grow. "
 				    "Choose a shorter prefix",
-				    url_basename(pkgdir), rel, strlen(e->placeholder), L->prefix,
+				    url_last_part(pkgdir), rel, strlen(e->placeholder), L->prefix,
 				    strlen(L->prefix));
 				rc = TF_EFAIL;
 				goto out;
@@ -757,7 +755,7 @@ static int link_package(struct linker *L, const struct conda_pkg *p, const char 
 		json_object_set_new(rec, "subdir", json_string(subdir));
 	json_object_set_new(rec, "channel", json_string(channel));
 	json_object_set_new(rec, "url", json_string(p->url));
-	json_object_set_new(rec, "fn", json_string(url_basename(p->url)));
+	json_object_set_new(rec, "fn", json_string(url_last_part(p->url)));
 	json_object_set_new(rec, "depends", array_or_empty(json_object_get(idx, "depends")));
 	json_object_set_new(rec, "constrains", array_or_empty(json_object_get(idx, "constrains")));
 	json_object_set_new(rec, "files", json_incref(files));
@@ -770,7 +768,7 @@ static int link_package(struct linker *L, const struct conda_pkg *p, const char 
 	json_object_set_new(lk, "type", json_integer(L->copied ? 3 : 1)); /* 1 hardlink, 3 copy */
 	json_object_set_new(rec, "link", lk);
 	json_object_set_new(rec, "extracted_package_dir", json_string(pkgdir));
-	char *tarball = path_join(pkgs_dir, url_basename(p->url));
+	char *tarball = path_join(pkgs_dir, url_last_part(p->url));
 	json_object_set_new(rec, "package_tarball_full_path", json_string(file ? file : tarball));
 	free(tarball);
 	json_object_set_new(rec, "requested_spec", json_string("None"));

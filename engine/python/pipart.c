@@ -1,18 +1,14 @@
 /*
- * pipart.c - the files of a complete pip lock as artifacts (pipart.h).
+ * pipart.c - the files of a complete pip lock as artifacts (python.h).
  */
-#include "pipart.h"
-#include "artifacts.h"
-#include "cache.h"
+#include "python.h"
+#include "artifact.h"
 #include "digest.h"
 #include "error.h"
-#include "httpget.h"
 #include "fs.h"
 #include "manifest.h"
-#include "pyenv.h"
 #include "util.h"
 #include "wheel.h"
-#include "wheelfmt.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -213,7 +209,7 @@ static int wheel_fits(const char *file, const struct pipart_src *src)
 	return r;
 }
 
-/* An index page over http(s), TLS verified (httpget.h); a 404 is the pin's absence. */
+/* An index page over http(s), TLS verified (artifact.h); a 404 is the pin's absence. */
 static int get_page(const struct ctx *c, const char *url, char **html, char **err)
 {
 	size_t len = 0;

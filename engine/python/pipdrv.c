@@ -1,7 +1,7 @@
 /*
  * pipdrv.c - the pip driver: pip install, pip list and pip lock (the
  * resolver's report, completed with every file's hash) through the env's
- * own interpreter and pip. See pyenv.h for the contract.
+ * own interpreter and pip. See python.h (pyenv) for the contract.
  *
  * Why pip_install() has two phases and a snapshot: pip with --require-hashes
  * prepares (downloads and hash-checks) every requirement before it installs
@@ -21,7 +21,7 @@
  * one it hands over (wheelhouse.c), which may fill the wheelhouse and install
  * it in pip's place. This file knows no installer but pip.
  */
-#include "pyenv.h"
+#include "python.h"
 #include "pyenv_int.h"
 
 #include "ctx.h"

@@ -1,10 +1,8 @@
-/* pkgfiles.c - the file lists of pip dist-info RECORDs and conda-meta records (pkgfiles.h). */
-#include "pkgfiles.h"
+/* pkgfiles.c - the file lists of pip dist-info RECORDs and conda-meta records (python.h). */
+#include "python.h"
 #include "place.h"
-#include "pyenv.h"
 #include "state.h"
 #include "util.h"
-#include "wheelfmt.h"
 
 #include <ctype.h>
 #include <dirent.h>

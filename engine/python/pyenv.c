@@ -1,7 +1,7 @@
 /*
  * pyenv.c - the interpreter and the venv: finding a Python of the manifest's
  * X.Y, creating (or keeping) the venv at the env's path, and running the
- * env's interpreter with the hardened environment (pyenv.h's invariants).
+ * env's interpreter with the hardened environment (python.h's pyenv invariants).
  * It owns the env's busy file (place.h, PLACE_BUSY_NAME), which the venv
  * module and pip hold as their stdin while they change the env in place.
  *
@@ -9,7 +9,7 @@
  * installs a verified wheelhouse without pip (wheel.c); pyenv_int.h is what
  * this file shares with pipdrv.c.
  */
-#include "pyenv.h"
+#include "python.h"
 #include "pyenv_int.h"
 
 #include "ctx.h"

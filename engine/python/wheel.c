@@ -21,19 +21,17 @@
  */
 #include "wheel.h"
 
-#include "artifacts.h"
+#include "artifact.h"
 #include "ctx.h"
 #include "digest.h"
 #include "error.h"
 #include "event.h"
 #include "place.h"
 #include "pool.h"
-#include "pyenv.h"
+#include "python.h"
 #include "fs.h"
 #include "spawn.h"
-#include "unpack.h"
 #include "util.h"
-#include "wheelfmt.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -721,7 +719,7 @@ static void compile_early(void *arg, const struct unpack_entry *e)
 
 /*
  * The wheel's entries into tmp (created): the tree decode-ahead made of this
- * very file while the downloads ran (artifacts.h: the wheelhouse entry is a
+ * very file while the downloads ran (artifact.h: the wheelhouse entry is a
  * hard link of the verified cache file), its .py files then queued for the
  * byte-compiler as compile_early does during a decode; else decoded here,
  * by `parts` decoders. Either way every entry is checked against RECORD

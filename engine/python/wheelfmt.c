@@ -1,8 +1,8 @@
 /*
- * wheelfmt.c - wheel file names and RECORD rows (wheelfmt.h): the one
+ * wheelfmt.c - wheel file names and RECORD rows (python.h): the one
  * parser of each, shared by every reader and writer of wheels in tfprov.
  */
-#include "wheelfmt.h"
+#include "python.h"
 
 #include "util.h"
 

@@ -3,12 +3,12 @@
  * hash-pinned lock's wheelhouse filled without pip from a local wheel
  * directory (each wheel copied while it is hashed) and installed by wheel.c
  * through the step's txn instead of by pip install. The pip step hands it to
- * pip_install() (pip_opts.native, pyenv.h), which runs it in pip's place:
+ * pip_install() (pip_opts.native, python.h), which runs it in pip's place:
  * either part may decline (*done = 0), and pip does that part instead.
  */
-#include "pyenv.h"
+#include "python.h"
 
-#include "cache.h"
+#include "artifact.h"
 #include "ctx.h"
 #include "digest.h"
 #include "error.h"
@@ -18,7 +18,6 @@
 #include "pool.h"
 #include "spawn.h"
 #include "wheel.h"
-#include "wheelfmt.h"
 
 #include <dirent.h>
 #include <stdlib.h>

@@ -7,9 +7,7 @@
  * opened and each changing step runs in its own txn (place.h).
  */
 #include "plan.h"
-#include "artifacts.h"
-#include "cache.h"
-#include "fetch.h"
+#include "artifact.h"
 #include "error.h"
 #include "event.h"
 #include "state.h"

@@ -15,7 +15,7 @@
  */
 #include "plan.h"
 #include "digest.h"
-#include "pkgfiles.h"
+#include "python.h"
 #include "error.h"
 #include "event.h"
 #include "state.h"

@@ -6,7 +6,7 @@
  * never crash, hang or leak.
  */
 #include "error.h"
-#include "minisign.h"
+#include "artifact.h"
 
 #include <stddef.h>
 #include <stdint.h>

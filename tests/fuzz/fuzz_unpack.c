@@ -11,7 +11,7 @@
  */
 #include "ctx.h"
 #include "fs.h"
-#include "unpack.h"
+#include "artifact.h"
 #include "util.h"
 
 #include <dirent.h>

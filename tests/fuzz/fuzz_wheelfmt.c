@@ -1,6 +1,6 @@
 /*
  * fuzz_wheelfmt.c - libFuzzer target for the wheel-name parser and the RECORD
- * codec (engine/wheelfmt.h): each line of the input is read as a wheel file
+ * codec (engine/python/python.h, wheelfmt): each line of the input is read as a wheel file
  * name (from a mirror's listing or an index page) and as a RECORD row (from
  * an env anyone may have written). A parsed name must be a valid one with a
  * normalised project; a row's path must survive record_put_row and
@@ -8,7 +8,7 @@
  * once decoded. Never a crash, a hang or a leak.
  */
 #include "util.h"
-#include "wheelfmt.h"
+#include "python.h"
 
 #include <stddef.h>
 #include <stdint.h>

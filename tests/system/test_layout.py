@@ -8,7 +8,7 @@ proved by planting a violation into the real build's compile commands:
   include of another folder's private header, an include against the
   layering, and a call without the folder's header all fail to compile with
   the flags CMake gives that folder (compile_commands.json);
-- includes name headers, not paths ("fetch.h", never "../artifact/x.h" or
+- includes name headers, not paths ("artifact.h", never "../artifact/x.h" or
   "private/x.h"), so the include directories above are the whole story;
 - the includes among engine's folders have no cycle;
 - the store (state/) is the only part that includes <sqlite3.h>, calls
@@ -271,12 +271,14 @@ def try_compile(tmp_path, folder_source, text):
 
 @pytest.mark.parametrize("where,text,what", [
     # The control: a folder reaches the public header of a folder it links.
-    ("engine/python/pyenv.c", '#include "fetch.h"\nint planted;\n', None),
+    ("engine/python/pyenv.c", '#include "artifact.h"\nint planted;\n', None),
     ("engine/python/pyenv.c", '#include "cabundle.h"\nint planted;\n', "cabundle.h"),
     ("engine/gpu/gpu_probe.c", '#include "manifest.h"\nint planted;\n', "manifest.h"),
-    ("engine/core/place.c", '#include "pyenv.h"\nint planted;\n', "pyenv.h"),
+    ("engine/core/place.c", '#include "python.h"\nint planted;\n', "python.h"),
     ("engine/base/fs.c", '#include "state.h"\nint planted;\n', "state.h"),
     ("cli/main.c", '#include "state_private.h"\nint planted;\n', "state_private.h"),
+    ("modules/python.c", '#include "wheel.h"\nint planted;\n', "wheel.h"),
+    ("engine/artifact/fetch.c", '#include "kb.h"\nint planted;\n', "kb.h"),
     ("engine/gpu/gpu_probe.c",
      "int planted(void)\n{\n\tmanifest_free(0);\n\treturn 0;\n}\n", "manifest_free"),
 ])

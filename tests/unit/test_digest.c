@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "cache.h"
+#include "artifact.h"
 #include "digest.h"
 
 static void test_vectors(void **state)

@@ -16,7 +16,7 @@
 #include <openssl/evp.h>
 
 #include "error.h"
-#include "minisign.h"
+#include "artifact.h"
 #include "util.h"
 
 #define PUB                                                                                        \

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "error.h"
-#include "redist.h"
+#include "artifact.h"
 
 #define DIR       "manifests/data/nvidia-redist/"
 #define CUDA_URL  "https://developer.download.nvidia.com/compute/cuda/redist/redistrib_12.3.2.json"

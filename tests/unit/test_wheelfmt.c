@@ -1,6 +1,6 @@
 /*
  * test_wheelfmt.c - the one wheel-name parser and the one RECORD codec
- * (engine/wheelfmt.h), on the names and rows real wheels carry.
+ * (engine/python/python.h, wheelfmt), on the names and rows real wheels carry.
  *
  * The RECORD hash of an empty file, sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,
  * is the row of every empty __init__.py in pip-installed RECORDs; it is
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "util.h"
-#include "wheelfmt.h"
+#include "python.h"
 
 #define EMPTY_HEX    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define EMPTY_RECORD "sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"

@@ -2,7 +2,7 @@
  * pyenv_int.h - private to the Python env's files: pyenv.c (the interpreter
  * and the venv) and pipdrv.c (the pip driver) share the hardened runner and
  * the env's busy file through it; wheelhouse.c (the native wheelhouse) needs
- * none of it. Code outside them includes pyenv.h, never this file.
+ * none of it. Code outside them includes python.h, never this file.
  */
 #ifndef TFPROV_PYENV_INT_H
 #define TFPROV_PYENV_INT_H

@@ -1,0 +1,414 @@
+/*
+ * python.h - the python room: making a Python env. Interpreters and venvs, the pip
+ * driver, the native wheel and conda installers, which distribution owns which
+ * file, and the Python downloads of a lock as artifacts.
+ *
+ * The one public header of engine/python/ (ARCHITECTURE.md section 2); what
+ * only the room itself uses is in private/. Its parts, each with its own
+ * comment below: conda, pipart, pkgfiles, pyenv, wheelfmt.
+ */
+#ifndef TFPROV_PYTHON_H
+#define TFPROV_PYTHON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctx.h"
+
+/*
+ * conda (engine/python/conda.c) - installs a conda explicit lock natively (no conda binary), the
+ * way micromamba does: extract each verified package into a package cache,
+ * link its files into a staging prefix, apply prefix replacement, write the
+ * conda-meta records, then swap the staging prefix in atomically.
+ *
+ * Invariants:
+ *  - A package cache entry <pkgs_dir>/<name>-<version>-<build>/ exists only
+ *    complete: it is extracted into a temporary sibling and renamed, and it
+ *    carries info/repodata_record.json with the sha256/md5 it came from; an
+ *    entry whose record disagrees with the lock is extracted again.
+ *  - Archive entries are checked before they are written: absolute paths,
+ *    "..", control characters, device nodes and links leaving the package
+ *    are refused (TF_EUNSAFE); set-uid/set-gid bits are dropped.
+ *  - Files carry the FINAL prefix (prefix replacement writes `prefix`, never
+ *    the staging path); a binary file whose placeholder is shorter than the
+ *    prefix is refused and named.
+ *  - The env at `prefix` is replaced only by a complete new env: in apply by
+ *    the placement layer's journaled replace of the stage the pyenv step
+ *    gives (so recovery after a kill knows both trees); elsewhere by
+ *    renameat2 RENAME_EXCHANGE. On any failure the old env (or none) remains.
+ *
+ * `prefix` is the env's path as programs will see it (root-relative when
+ * ctx->root is not "/"); `pkgs_dir` and `files` are host paths.
+ */
+
+struct ctx;
+struct conda_pkg;
+
+struct conda_file {
+	char *path;      /* relative to the prefix */
+	char sha256[65]; /* of the bytes in the env (symlinks: of the link target text) */
+	uint64_t size;
+	unsigned mode; /* st_mode bits, including the file type */
+};
+
+struct conda_result {
+	struct conda_file *files; /* every file and symlink placed, conda-meta included */
+	size_t n, cap;
+	size_t extracted, reused; /* package cache: newly extracted / reused entries */
+	char *python_version;     /* "X.Y" when the lock has python, else NULL */
+};
+
+void conda_result_release(struct conda_result *r);
+
+/*
+ * Installs pkgs[i] (package file files[i]) into prefix, in the given
+ * (topological) order. With `stage` (a host path that does not exist yet,
+ * e.g. from txn_stage_dir) the env is built there, files carrying `prefix`,
+ * and left for the caller to place (txn_replace_dir); without, it is built
+ * in a sibling of prefix, synced and swapped in (a throwaway env: tfprov
+ * lock). 0, or a TF_E* code with *errmsg (caller frees).
+ */
+int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
+                  const struct conda_pkg *pkgs, char *const *files, size_t n, const char *stage,
+                  struct conda_result *res, char **errmsg);
+
+/*
+ * Fetches pkgs (verified by sha256 into the download cache) and installs them
+ * into prefix with conda_install. prefix is root-relative, or a host path when
+ * prefix_is_host (a throwaway env outside --root, e.g. for `tfprov lock`).
+ * A package pinned by md5 only is refused (TF_EMANIFEST).
+ */
+int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
+                        const struct conda_pkg *pkgs, size_t n, const char *stage,
+                        struct conda_result *res, char **errmsg);
+
+/*
+ * Extracts one package file into <pkgs_dir>/<dist>/ unless a complete entry
+ * for the same hash is there (*reused = 1). *dir gets the entry's path.
+ */
+int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p, const char *file,
+                  char **dir, int *reused, char **errmsg);
+
+/*
+ * 1 when the package cache of c (<cache>/pkgs) holds a complete entry of p
+ * from the bytes the lock pins: conda_extract will reuse it, so decode-ahead
+ * need not decode p (modules/python.c).
+ */
+int conda_pkg_extracted(struct ctx *c, const struct conda_pkg *p);
+
+/*
+ * pipart (engine/python/pipart.c) - the files of a complete pip lock, named before anything changes.
+ *
+ * A pin `name==version --hash=sha256:H ...` names its file by hash only; the
+ * URL and file name come from where pip would look: a direct reference
+ * (`name @ URL`), a wheel directory (`--mirror DIR`), or a PEP 503 index
+ * page (`<index>/<name>/`, whose links carry `#sha256=`). Only a file whose
+ * hash the pin lists is taken (an index page is not trusted beyond that),
+ * and the download is verified against that hash like every artifact. The
+ * wheels whose tags cannot suit the env's interpreter (Python X.Y from the
+ * manifest, the stack's platform) are left out; when that leaves none, every
+ * pinned file is kept and pip or the native installer chooses at apply.
+ *
+ * The file name of each verified hash is kept in the cache beside it
+ * (<cache>/names/<sha256>), so an `--offline` run and the pip step find the
+ * names again without the index: the step then installs from a directory of
+ * links to the verified cache files (pip with --no-index --find-links, or
+ * the native installer), never from a second download.
+ */
+
+struct ctx;
+struct artset;
+struct pip_req;
+struct strbuf;
+
+struct pipart_src {
+	const char *index_url; /* PEP 503 index (NULL: https://pypi.org/simple/) */
+	const char *dir;       /* a directory of wheels (--mirror DIR): used instead */
+	const char *pyver;     /* "3.12" of the env's interpreter, NULL when unknown */
+	const char *arch;      /* "x86_64" */
+};
+
+/*
+ * Adds one artifact per pinned file to out (several for a pin only when more
+ * than one of its pinned files may suit the env). 0, or TF_E* with *errmsg
+ * (caller frees) naming the pin and where it was looked for.
+ */
+int pipart_resolve(struct ctx *c, const struct pip_req *reqs, size_t n,
+                   const struct pipart_src *src, struct artset *out, char **errmsg);
+
+/*
+ * Fills `dir` (existing, empty) with a link (or copy) of the verified cache
+ * file of each pin, under its file name. 0 with *complete 1 when every pin
+ * has one, 0 when some pin has none (nothing to say: pip downloads as
+ * before), or TF_E* with *errmsg.
+ */
+int pipart_wheelhouse(struct ctx *c, const struct pip_req *reqs, size_t n, const char *dir,
+                      int *complete, char **errmsg);
+
+/*
+ * Marks the wheels out->v[from..] for decode-ahead (artset_mark_python),
+ * when the lock is all wheels (an sdist sends the whole lock to pip) and the
+ * env at env_path (root-relative; Python X.Y pyver) does not hold that
+ * version already: the native installer then takes their trees.
+ */
+void pipart_mark_predecode(struct ctx *c, struct artset *out, size_t from, const char *env_path,
+                           const char *pyver);
+
+/*
+ * pkgfiles (engine/python/pkgfiles.c) - which Python package owns which file of an env, read from the
+ * package managers' own records:
+ *
+ *  - pip (and any installer that follows the wheel spec): every
+ *    <site-packages>/<name>-<version>.dist-info/RECORD lists the files the
+ *    distribution installed as `path,sha256=<urlsafe base64, no padding>,size`
+ *    (PyPA "Recording installed projects",
+ *    https://packaging.python.org/en/latest/specifications/recording-installed-packages/);
+ *    paths are relative to site-packages (`../../../bin/x` for scripts).
+ *    Entries without a hash (RECORD itself, compiled .pyc) are owned but not
+ *    checked.
+ *  - conda: <env>/conda-meta/<dist>.json has "name", "version" and "files"
+ *    (paths relative to the env).
+ *
+ * Trust: an entry whose path is absolute or leaves the env after
+ * normalisation is ignored (never audited, never removed).
+ *
+ * Paths in the index are root-relative absolute paths, like the state's.
+ * The index owns its strings; pkgfiles_release() frees them.
+ */
+
+struct pkgfile {
+	char *path;      /* root-relative */
+	char *pkg;       /* "numpy 1.26.4" */
+	char *norm;      /* normalised project name (PEP 503), for matching pins */
+	char sha256[65]; /* hex, "" when the record has no hash */
+	int64_t size;    /* -1 when unknown */
+	char src;        /* 'p' a dist-info RECORD, 'c' conda-meta */
+};
+
+struct pkgfiles {
+	struct pkgfile *v;
+	size_t n, cap;
+};
+
+/* Reads the records of the env at root-relative `env_prefix`. 0 (an env with no records is empty). */
+int pkgfiles_load(struct ctx *c, const char *env_prefix, struct pkgfiles *out);
+void pkgfiles_release(struct pkgfiles *x);
+/*
+ * The env of stack `stack_id` (the top directory its pyenv resource
+ * recorded) and the records of its packages: every one (`dists` NULL), or
+ * only the RECORD entries of the distributions named in `dists` (PEP 503
+ * names, as the pip step's `installed` hook lists them: the step owns its
+ * attrs, this reads none). Returns the env's root-relative path (caller
+ * frees), or NULL when the stack has no env; *out is then empty.
+ */
+char *pkgfiles_load_stack(struct ctx *c, int64_t stack_id, const struct strvec *dists,
+                          struct pkgfiles *out);
+
+/* The record of exactly `path`, or NULL. */
+const struct pkgfile *pkgfiles_find(const struct pkgfiles *x, const char *path);
+/* Whether some recorded file lies under directory `path`. */
+int pkgfiles_has_under(const struct pkgfiles *x, const char *path);
+/* place_owned_fn (place.h) over the struct pkgfiles x: PLACE_OWNED, PLACE_OWNS_BELOW or 0. */
+int pkgfiles_owned(void *x, const char *path);
+
+/*
+ * pyenv (engine/python/pyenv.c) - `manager: venv` environments and pip, driven through the env's
+ * own interpreter and pip (never a home-made installer or resolver).
+ *
+ * Invariants:
+ *  - Every child is started with an argv and a clean environment
+ *    (spawn_env_base + spawn_env_python): no PIP_* or PYTHON* variable of the
+ *    user's, no pip.conf at any level (PIP_CONFIG_FILE=/dev/null), pip runs
+ *    with --isolated and the interpreter with -I.
+ *  - pip_install() leaves the env exactly as it was when it fails: a download
+ *    phase fetches and hash-checks every wheel into a private wheelhouse
+ *    before the env is touched; the install phase then runs offline from that
+ *    wheelhouse, with a hard-link snapshot of the env restored on failure.
+ *  - Integrity failures (hash mismatch, a pinned wheel that is not there)
+ *    return TF_EINTEGRITY and name the package.
+ *
+ * Paths are host paths. Strings returned through char ** are owned by the
+ * caller; results are released with their _release function.
+ */
+
+struct ctx;
+struct pip_req;
+struct txn;
+
+/*
+ * Finds an interpreter of exactly `version` ("3.10"): explicit_path when
+ * given, else python3.X on PATH, /usr/bin/python3.X, /usr/local/bin/python3.X.
+ * Each candidate is asked for sys.version_info and whether it has ensurepip.
+ * 0 and *path (caller frees); TF_EPRECOND and *errmsg naming the version and
+ * how to get it otherwise.
+ */
+int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_path, char **path,
+                      char **errmsg);
+
+/* 1 when prefix holds a venv of python's X.Y with its bin/python, else 0. */
+int venv_reusable(const char *python, const char *prefix);
+/*
+ * Creates a venv with pip at prefix using `python`. An existing venv of the
+ * same X.Y is kept (*created = 0); any other existing path is TF_ECONFLICT
+ * (a caller replacing an env moves it aside first, journaled:
+ * txn_will_create). A failed creation may leave a partial tree at prefix
+ * for the caller (its txn) to remove. 0, or an error with *errmsg.
+ */
+int venv_create(struct ctx *c, const char *python, const char *prefix, int *created, char **errmsg);
+
+struct pip_opts {
+	const char *index_url;         /* --index-url; NULL: pip's default */
+	const char *const *find_links; /* --find-links, NULL-terminated; may be NULL */
+	int no_index;                  /* --no-index (find-links only) */
+	int complete;                  /* the pins are the full closure: --no-deps */
+	int allow_sdist;               /* 0: --only-binary=:all: (no build code runs); 1: an
+	                                * sdist pinned by hash builds offline with
+	                                * --no-build-isolation, after the lock's setuptools
+	                                * and wheel are installed */
+	int resolve_rest;              /* --allow-incomplete-lock: after the verified pins,
+	                                * pip resolves what they leave open, unhashed */
+	const char *cache_dir;         /* pip's cache; NULL: --no-cache-dir */
+	const char *cert;              /* CA bundle for --cert; NULL: default */
+	double timeout_s;              /* per pip run; 0: 1 hour */
+	/* pip_lock: when set, receives "name\tRequires-Dist" per requirement of each
+	 * chosen distribution ("name\t" for one without any), from its METADATA as
+	 * pip's report gives it, markers kept. */
+	struct strvec *requires;
+	/* Set: the work directory (the wheelhouse) is journaled in this txn, so
+	 * a kill leaves nothing behind; env_path is the env, root-relative. */
+	struct txn *txn;
+	const char *env_path;
+	/* With txn and a complete lock: the installer the pip step chose in
+	 * pip's place (wheelhouse_installer), or NULL for pip alone. */
+	const struct pip_native *native;
+	/* Set by pip_install while pip changes the env in place: the pip
+	 * processes' stdin, the env's busy file (place.h, PLACE_BUSY_NAME). */
+	int stdin_fd;
+};
+
+/*
+ * An installer the pip step hands to pip_install() in pip's place
+ * (pip_opts.native), so that pip's driver knows no other installer. fill()
+ * fills the empty wheelhouse `wheels` from o->find_links without pip;
+ * install() installs the verified wheelhouse into the env through o->txn.
+ * Each returns 0 with *done = 1, 0 with *done = 0 when it declines (nothing
+ * changed: pip does that part), or an error with *errmsg.
+ */
+struct pip_native {
+	int (*fill)(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
+	            const struct pip_opts *o, const char *wheels, int *done, char **errmsg);
+	int (*install)(struct ctx *c, const char *wheels, const struct pip_req *reqs, size_t n,
+	               const struct pip_opts *o, int *done, char **errmsg);
+};
+
+/* The native installer (wheelhouse.c): a complete lock of wheels installed by wheel.c. */
+extern const struct pip_native wheelhouse_installer;
+
+struct pip_dist {
+	char *name; /* PEP 503 normalised */
+	char *version;
+	char *sha256; /* from the requirements when pinned there, else NULL */
+};
+
+struct pip_result {
+	struct pip_dist *v; /* everything installed in the env after the run */
+	size_t n;
+	char *failed_pkg; /* on TF_EINTEGRITY: the package named by pip */
+	char *log;        /* pip's stderr tail of the failing run, or NULL */
+};
+
+void pip_result_release(struct pip_result *r);
+
+/* Writes requirements text (one "spec --hash=sha256:..." line each); caller frees. */
+char *pip_requirements_text(const struct pip_req *reqs, size_t n);
+
+/*
+ * Installs reqs into the env at prefix with <prefix>/bin/python -m pip:
+ * --require-hashes, --no-deps when o->complete, --no-input, isolated.
+ * On success res lists what the env holds. On failure the env is unchanged.
+ */
+int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
+                const struct pip_opts *o, struct pip_result *res, char **errmsg);
+
+/* Lists the env's distributions (pip list --format=json). */
+int pip_list(struct ctx *c, const char *prefix, struct pip_result *res, char **errmsg);
+
+/*
+ * Completes a partial pin set (requirements text, hashes optional) into the
+ * full closure with hashes via pip's resolver: pip install --dry-run
+ * --ignore-installed --report. *out is requirements text with --hash lines,
+ * sorted by name (caller frees). The hashes are those of the files pip chose
+ * for this interpreter and platform.
+ */
+int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const struct pip_opts *o,
+             char **out, char **errmsg);
+
+struct spawn_result;
+/* Runs argv (the env's interpreter first) with the hardened Python
+ * environment, output captured in r; 0 when it ran (see spawn_run). */
+int pyenv_run_python(struct ctx *c, char *const *argv, double timeout_s, struct spawn_result *r);
+
+/* The PEP 503 index of an http(s) mirror built by `mirror build`: URL/simple/. */
+char *pip_mirror_index(const char *mirror_url);
+/*
+ * Points o at a mirror: an http(s) mirror's PEP 503 pages (index_url, the
+ * string returned in *simple for the caller to free), or a directory of
+ * wheels (find-links only, --no-index; links must live as long as o).
+ */
+void pip_opts_mirror(struct pip_opts *o, const char *mirror, const char *links[2], char **simple);
+
+/*
+ * wheelfmt (engine/python/wheelfmt.c) - the two text formats of the binary distribution format, one
+ * codec each (https://packaging.python.org/specifications/
+ * binary-distribution-format/, PEP 427; installed RECORD per
+ * https://packaging.python.org/specifications/recording-installed-packages/):
+ *
+ *  - a wheel's file name, {name}-{version}[-{build}]-{python}-{abi}-{platform}.whl
+ *    (PEP 425 tags, each part may hold "."-separated alternatives);
+ *  - a RECORD row, `path,sha256=<urlsafe base64, no padding>,size`, CSV with
+ *    the quoting of Python's csv module (a field holding a comma, a quote or
+ *    a line break is quoted, a quote doubled).
+ *
+ * Every wheel file name and every RECORD in tfprov is read and written here:
+ * the native installer (wheel.c), the wheelhouse (wheelhouse.c), the pip
+ * artifacts (pipart.c), the owners' index (pkgfiles.c) and `mirror build`.
+ * Strings returned are owned by the caller.
+ */
+
+struct strbuf;
+
+/* 1 when the file name is a valid wheel name (PEP 427 characters, 4 or 5 dashes, .whl). */
+int wheel_name_ok(const char *filename);
+
+struct wheel_name {
+	char *name; /* the project, PEP 503 normalised */
+	char *raw;  /* the project as the file spells it */
+	char *version;
+	char *build;           /* the build tag, or NULL */
+	char *py, *abi, *plat; /* the tag parts, "." alternatives kept */
+};
+
+/*
+ * Splits a wheel file name (no directory). 0 and *out (release with
+ * wheel_name_release), or -EINVAL when it is not a wheel name (wheel_name_ok).
+ */
+int wheel_name_parse(const char *filename, struct wheel_name *out);
+void wheel_name_release(struct wheel_name *w);
+
+/* RECORD's hash column holds at most "sha256=" and 43 characters. */
+#define RECORD_HASH_MAX 52
+
+/* A sha256 in hex as RECORD's "sha256=<urlsafe base64, no padding>". */
+void record_hash_encode(const char *hex, char out[RECORD_HASH_MAX]);
+/* RECORD's "sha256=..." column to hex; 0, or -EINVAL for another algorithm or a bad digest. */
+int record_hash_decode(const char *field, char hex[65]);
+
+/*
+ * Splits one RECORD line (up to its line break) into at most three fields,
+ * each allocated (the caller frees them); returns how many it found.
+ */
+size_t record_fields(const char *line, char *f[3]);
+/* Appends one RECORD row "path,hash,size\r\n", the path quoted when it needs it. */
+void record_put_row(struct strbuf *sb, const char *path, const char *hash, const char *size);
+
+#endif
