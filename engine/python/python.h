@@ -92,7 +92,7 @@ int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p
 /*
  * 1 when the package cache of c (<cache>/pkgs) holds a complete entry of p
  * from the bytes the lock pins: conda_extract will reuse it, so decode-ahead
- * need not decode p (modules/python.c).
+ * need not decode p (modules/pyenv.c).
  */
 int conda_pkg_extracted(struct ctx *c, const struct conda_pkg *p);
 

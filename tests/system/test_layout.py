@@ -277,7 +277,7 @@ def try_compile(tmp_path, folder_source, text):
     ("engine/core/place.c", '#include "python.h"\nint planted;\n', "python.h"),
     ("engine/base/fs.c", '#include "state.h"\nint planted;\n', "state.h"),
     ("cli/main.c", '#include "state_private.h"\nint planted;\n', "state_private.h"),
-    ("modules/python.c", '#include "wheel.h"\nint planted;\n', "wheel.h"),
+    ("modules/pip.c", '#include "wheel.h"\nint planted;\n', "wheel.h"),
     ("engine/artifact/fetch.c", '#include "kb.h"\nint planted;\n', "kb.h"),
     ("engine/gpu/gpu_probe.c",
      "int planted(void)\n{\n\tmanifest_free(0);\n\treturn 0;\n}\n", "manifest_free"),

@@ -1,21 +1,14 @@
 /*
- * python.c - the `pyenv` and `pip` steps.
+ * pip.c - the `pip` step: the manifest's pins in the stack's env.
  *
- * pyenv: manager conda installs the manifest's explicit lock natively
- * (conda.c: extract, link, prefix replacement, conda-meta into a journaled
- * stage, placed by txn_replace_dir; the packages were fetched and verified
- * before any step ran, pyenv_artifacts) and writes the stack's activation hook into
- * etc/conda/activate.d so `conda activate` sets the CUDA environment;
- * manager venv uses a system interpreter of exactly the manifest's X.Y.
- * Every file of the env is recorded.
- *
- * pip: installs the pins with the env's own pip, hashes required, isolated
- * from the user's PIP_* settings (pipdrv.c), or, for a complete lock of
- * wheels, with the native installer it chooses (wheelhouse.c, unless
- * pip.installer is pip). It depends on pyenv: a rebuilt
- * env has lost its pip packages, so pip runs again. What pip changed in the
- * env is re-recorded, so the env's own drift check does not mistake pip's
- * work for drift.
+ * Installs the pins with the env's own pip, hashes required, isolated from
+ * the user's PIP_* settings (pipdrv.c), or, for a complete lock of wheels,
+ * with the native installer it chooses (wheelhouse.c, unless pip.installer
+ * is pip). It depends on pyenv (pyenv.c): a rebuilt env has lost its pip
+ * packages, so pip runs again. What pip changed in the env is re-recorded,
+ * so the env's own drift check does not mistake pip's work for drift. What
+ * it installed is its attrs, which only it reads (pip_installed, the
+ * installed hook).
  */
 #include "artifact.h"
 #include "kb.h"
@@ -35,231 +28,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static enum desire pyenv_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
-                                struct strbuf *detail, struct strvec *urls)
-{
-	(void)c;
-	if (!m->python.set)
-		return DESIRE_NONE;
-	char *prefix = stack_env_prefix(m);
-	strbuf_addf(canon, "prefix=%s\nmanager=%d\nversion=%s\ninterpreter=%s\n", prefix,
-	            (int)m->python.manager, m->python.version.s ? m->python.version.s : "",
-	            m->python.interpreter.s ? m->python.interpreter.s : "");
-	for (size_t i = 0; i < m->python.npkgs; i++) {
-		strbuf_addf(canon, "pkg=%s %s%s\n", m->python.pkgs[i].url, m->python.pkgs[i].sha256,
-		            m->python.pkgs[i].md5);
-		strvec_push(urls, m->python.pkgs[i].url);
-	}
-	if (m->python.manager == PYENV_CONDA)
-		strbuf_addf(detail, "conda env %s from an explicit lock (%zu packages)", prefix,
-		            m->python.npkgs);
-	else
-		strbuf_addf(detail, "venv %s with the system's Python %s", prefix,
-		            m->python.version.s ? m->python.version.s : "?");
-	free(prefix);
-	return DESIRE_WANTED;
-}
-
-/* Records every path of an env that was built outside the txn (conda swap, venv). */
-static int record_env(struct ctx *c, struct txn *t, const char *prefix)
-{
-	char *host = ctx_host_path(c, prefix);
-	struct staged tree = {0};
-	staged_record_tree(&tree, host);
-	int rc = txn_record_tree(t, prefix, tree.v, tree.n);
-	staged_release(&tree);
-	free(host);
-	return rc;
-}
-
-/*
- * The conda env is built in a journaled stage beside the prefix (files carry
- * the final prefix) and put in place by the placement layer's journaled
- * replace: a kill at any point leaves the old env (or none) for recovery to
- * restore, or the new one committed.
- */
-static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
-                       const char *prefix)
-{
-	struct conda_result res = {0};
-	char *err = NULL, *stage = NULL;
-	int rc = txn_stage_dir(t, prefix, &stage);
-	if (rc == 0)
-		rc = conda_fetch_install(c, prefix, 0, m->python.pkgs, m->python.npkgs, stage, &res,
-		                         &err);
-	else
-		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
-	if (rc == 0 && (rc = txn_replace_dir(t, stage, prefix)) != 0)
-		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
-	if (rc != 0)
-		step_fail(s, "%s", err ? err : tf_strerror(rc));
-	else
-		ev_log(c, EV_INFO,
-		       "pyenv: conda env %s: %zu packages (%zu extracted, %zu from the cache)",
-		       prefix, m->python.npkgs, res.extracted, res.reused);
-	free(err);
-	free(stage);
-	conda_result_release(&res);
-	return rc;
-}
-
-/*
- * A venv records its own path (bin/activate, pyvenv.cfg, pip's script
- * shebangs, its .pyc files), so it is built at its final path: an env of the
- * same X.Y is kept; any other is moved aside by the journal first
- * (txn_will_create: the row's backup), so a kill or failure puts it back and
- * the commit deletes it.
- */
-static int venv_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
-                      const char *prefix)
-{
-	char *python = NULL, *err = NULL;
-	char *host = ctx_host_path(c, prefix);
-	int created = 0;
-	int rc = pyenv_find_python(c, m->python.version.s, m->python.interpreter.s, &python, &err);
-	if (rc == 0 && !venv_reusable(python, host) && (rc = txn_will_create(t, prefix)) != 0)
-		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
-	if (rc == 0)
-		rc = venv_create(c, python, host, &created, &err);
-	if (rc != 0)
-		step_fail(s, "%s", err ? err : tf_strerror(rc));
-	else
-		ev_log(c, EV_INFO, "pyenv: venv %s %s with %s", prefix,
-		       created ? "created" : "kept", python);
-	free(python);
-	free(err);
-	free(host);
-	return rc;
-}
-
-/* `conda activate` sources the scripts in etc/conda/activate.d: the stack environment. */
-static int write_hook(struct ctx *c, const struct manifest *m, struct txn *t, const char *prefix)
-{
-	(void)c;
-	if (!m->env.set && !m->cuda.set)
-		return 0;
-	char *hook = xasprintf("%s/etc/conda/activate.d/tfprov-%s.sh", prefix, m->stack.name.s);
-	char *profile = xasprintf("%s/tfprov-%s.sh", m->env.profile_dir.s, m->stack.name.s);
-	char *text = xasprintf("# Written by tfprov: the environment of stack '%s'.\n"
-	                       "[ -r '%s' ] && . '%s'\n",
-	                       m->stack.name.s, profile, profile);
-	/* The hook is part of the freshly built env tree, so it is placed in it directly. */
-	int rc = txn_put_file(t, hook, text, strlen(text), 0644);
-	free(hook);
-	free(profile);
-	free(text);
-	return rc;
-}
-
-/*
- * A venv has no activate.d: the stack's environment is sourced from the end
- * of bin/activate (once; the line is marked). The new bin/activate is a
- * placed file (journaled, renamed over the old one), after the env's tree
- * was recorded.
- */
-static int venv_hook(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
-                     const char *prefix)
-{
-	if (!m->env.set && !m->cuda.set)
-		return 0;
-	char *rel = xasprintf("%s/bin/activate", prefix);
-	char *host = ctx_host_path(c, rel);
-	char *text = NULL;
-	size_t len = 0;
-	int rc = 0;
-	struct stat st;
-	if (read_file_at(AT_FDCWD, host, 1 << 20, &text, &len) != 0 || stat(host, &st) != 0) {
-		step_fail(s, "cannot read %s", rel);
-		rc = TF_EIO;
-	} else if (strstr(text, "# tfprov stack env") == NULL) {
-		struct strbuf b = STRBUF_INIT;
-		strbuf_add(&b, text, len);
-		if (len > 0 && text[len - 1] != '\n')
-			strbuf_adds(&b, "\n");
-		strbuf_addf(
-		    &b, "[ -r '%s/tfprov-%s.sh' ] && . '%s/tfprov-%s.sh'  # tfprov stack env\n",
-		    m->env.profile_dir.s, m->stack.name.s, m->env.profile_dir.s, m->stack.name.s);
-		rc = txn_put_file(t, rel, b.buf, b.len, st.st_mode & 07777);
-		strbuf_release(&b);
-	}
-	free(text);
-	free(host);
-	free(rel);
-	return rc;
-}
-
-/*
- * manager: venv needs a system interpreter of exactly X.Y. Looking for it
- * changes nothing, so it is a precondition: a missing python3.X stops apply
- * (exit 6) before the cuda/cudnn/env steps write anything, rather than half-way.
- */
-static int pyenv_precheck(struct ctx *c, const struct manifest *m, struct step *s)
-{
-	if (m->python.manager != PYENV_VENV)
-		return 0;
-	char *python = NULL, *err = NULL;
-	int rc = pyenv_find_python(c, m->python.version.s, m->python.interpreter.s, &python, &err);
-	if (rc != 0)
-		step_fail(s, "%s", err ? err : tf_strerror(rc));
-	free(python);
-	free(err);
-	return rc;
-}
-
-/*
- * The conda packages of the lock, fetched and verified into the cache with
- * every other download of the plan before the first step changes anything;
- * conda_fetch_install then finds each one there.
- */
-static int pyenv_artifacts(struct ctx *c, const struct manifest *m, struct artset *out,
-                           struct step *s)
-{
-	if (m->python.manager != PYENV_CONDA)
-		return 0;
-	for (size_t i = 0; i < m->python.npkgs; i++) {
-		const struct conda_pkg *p = &m->python.pkgs[i];
-		if (p->sha256[0] == '\0') {
-			step_fail(s,
-			          "%s:%d:%d: %s-%s-%s is pinned by md5 only; tfprov verifies "
-			          "downloads by sha256: regenerate the lock with `conda list "
-			          "--explicit --sha256`",
-			          m->path, p->pos.line, p->pos.col, p->name, p->version, p->build);
-			return TF_EMANIFEST;
-		}
-		char *name = xasprintf("%s-%s-%s", p->name, p->version, p->build);
-		artset_add(out, name, p->url, p->sha256, -1, 0);
-		free(name);
-		/* Extracted ahead, while the other downloads run, unless the
-		 * package cache has it already (conda.c reuses that). */
-		if (!conda_pkg_extracted(c, p))
-			artset_mark_python(out, out->n - 1, ART_CONDA);
-	}
-	return 0;
-}
-
-static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
-{
-	char *prefix = stack_env_prefix(m);
-	int rc;
-	/* The old records go; the rebuilt env is recorded afresh. */
-	rc = txn_forget_all(t);
-	if (rc == 0 && m->python.manager == PYENV_CONDA)
-		rc = conda_apply(c, m, s, t, prefix);
-	else if (rc == 0)
-		rc = venv_apply(c, m, s, t, prefix);
-	/* The conda hook first, so its directories (etc/conda/activate.d) are
-	 * recorded with the env and go with it when the env is removed. */
-	if (rc == 0 && m->python.manager == PYENV_CONDA)
-		rc = write_hook(c, m, t, prefix);
-	/* A failed txn call keeps its message in the txn: the executor makes it the step's. */
-	if (rc == 0)
-		rc = record_env(c, t, prefix);
-	if (rc == 0 && m->python.manager == PYENV_VENV)
-		rc = venv_hook(c, m, s, t, prefix);
-	free(prefix);
-	return rc;
-}
 
 static enum desire pip_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
                               struct strbuf *detail, struct strvec *urls)
@@ -621,14 +389,6 @@ static int pip_installed(const char *attrs, struct strvec *names, int *listed, i
 	json_decref(j);
 	return attrs && j == NULL ? TF_ESTATE : 0;
 }
-
-const struct module module_pyenv = {
-    .kind = "pyenv",
-    .desire = pyenv_desire,
-    .precheck = pyenv_precheck,
-    .apply = pyenv_apply,
-    .artifacts = pyenv_artifacts,
-};
 
 const struct module module_pip = {
     .kind = "pip",
