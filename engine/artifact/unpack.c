@@ -896,15 +896,10 @@ static void w_fail(struct writer *w, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void w_fail(struct writer *w, int err, const char *fmt, ...)
 {
-	if (w->err)
-		return;
 	va_list ap;
 	va_start(ap, fmt);
-	char *m = xvasprintf(fmt, ap);
+	tf_fail_first(&w->err, &w->errmsg, err, w->archive, fmt, ap);
 	va_end(ap);
-	w->err = err;
-	w->errmsg = xasprintf("%s: %s", w->archive, m);
-	free(m);
 }
 
 /* Names go into terminal messages: control characters are shown escaped. */

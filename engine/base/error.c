@@ -1,5 +1,6 @@
 /* error.c - messages and exit codes for the error vocabulary in error.h. */
 #include "error.h"
+#include "util.h"
 
 #include <errno.h>
 #include <string.h>
@@ -73,4 +74,14 @@ void tf_fatal(const char *fmt, ...)
 	ssize_t w = write(STDERR_FILENO, buf, (size_t)n);
 	(void)w;
 	abort();
+}
+
+void tf_fail_first(int *err, char **errmsg, int code, const char *who, const char *fmt, va_list ap)
+{
+	if (*err)
+		return;
+	char *m = xvasprintf(fmt, ap);
+	*err = code;
+	*errmsg = xasprintf("%s: %s", who, m);
+	free(m);
 }

@@ -24,6 +24,8 @@
 #ifndef TFPROV_ERROR_H
 #define TFPROV_ERROR_H
 
+#include <stdarg.h>
+
 /* Process exit codes: stable, documented, tested. */
 enum tf_exit {
 	TF_EXIT_OK = 0,
@@ -83,6 +85,14 @@ const char *tf_strerror(int err);
  * anything else -> TF_EIO); a TF_E* code or 0 is returned unchanged. */
 int tf_err_from_errno(int err);
 int tf_exit_code(int err);
+/*
+ * The first failure of a piece of work that goes on (a decoder, a wheel
+ * install) and reports at its end: when *err is still 0, sets it to `code`
+ * and *errmsg to "<who>: <message>"; a later failure changes neither. The
+ * one carrier unpack's writer and the wheel installer share.
+ */
+void tf_fail_first(int *err, char **errmsg, int code, const char *who, const char *fmt, va_list ap)
+    __attribute__((format(printf, 5, 0)));
 /*
  * The core's one way to stderr: a last message before abort(), for the
  * failures no caller can handle and no event handler can report (out of

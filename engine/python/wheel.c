@@ -88,15 +88,10 @@ static void compiler_send(struct compiler *cp, const char *tmp, const char *rel)
 static int parse_filename(struct whl *w);
 static void whl_fail(struct whl *w, int err, const char *fmt, ...)
 {
-	if (w->err)
-		return;
 	va_list ap;
 	va_start(ap, fmt);
-	char *m = xvasprintf(fmt, ap);
+	tf_fail_first(&w->err, &w->errmsg, err, strrchr(w->src->path, '/') + 1, fmt, ap);
 	va_end(ap);
-	w->err = err;
-	w->errmsg = xasprintf("%s: %s", strrchr(w->src->path, '/') + 1, m);
-	free(m);
 }
 
 /* ------------------------------------------------------------ small helpers */

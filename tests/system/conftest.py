@@ -71,3 +71,16 @@ def repo():
 @pytest.fixture
 def build_dir():
     return os.environ.get("TFPROV_BUILD_DIR", os.path.join(REPO, "build"))
+
+
+@pytest.fixture
+def mirror(tmp_path):
+    """A loopback HTTP server (lib_http.HttpServer, 127.0.0.1 only) serving the
+    directory srv.dir, empty at the start: the mirror most tests fill and
+    apply from."""
+    from lib_http import HttpServer
+    d = tmp_path / "mirror"
+    d.mkdir()
+    with HttpServer(root=str(d)) as srv:
+        srv.dir = d
+        yield srv

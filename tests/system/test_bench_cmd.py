@@ -14,20 +14,11 @@ import sqlite3
 import pytest
 
 from lib_gpu import has_nvidia_gpu, have_system_lib
-from lib_http import HttpServer
 from lib_stack import GPU_NAME, applied_stack, out, real_no_gpu_env, standin_gpu_env
 
 real_machine = pytest.mark.skipif(
     has_nvidia_gpu() or not have_system_lib("libnvidia-ml.so.1"),
     reason="needs the real no-GPU machine with Debian's libnvidia-ml1")
-
-
-@pytest.fixture
-def mirror(tmp_path):
-    d = tmp_path / "mirror"
-    d.mkdir()
-    with HttpServer(root=str(d)) as srv:
-        yield srv
 
 
 def rows(tfprov):

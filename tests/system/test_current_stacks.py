@@ -34,7 +34,6 @@ import pytest
 
 import lib_pyindex
 from lib_gpu import STUBS
-from lib_http import HttpServer
 from lib_stack import MAKE_STACK, out, standin_gpu_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -97,15 +96,6 @@ def wheels(tmp_path_factory):
     idx.pins = pins
     yield idx
     idx.close()
-
-
-@pytest.fixture
-def mirror(tmp_path):
-    d = tmp_path / "mirror"
-    d.mkdir()
-    with HttpServer(root=str(d)) as srv:
-        srv.dir = d
-        yield srv
 
 
 def stack_220(tmp_path, mirror, wheels, extra_pins=(), extra_yaml=""):

@@ -18,10 +18,8 @@ import os
 import re
 import shutil
 
-import pytest
 
 from lib_gpu import has_nvidia_gpu
-from lib_http import HttpServer
 from lib_stack import make_stack, real_no_gpu_env
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -29,14 +27,6 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 DOCS = os.path.join(REPO, "docs", "json-events.md")
 CUDA = "/opt/tfprov/cuda/12.3.2"
 HEX64 = re.compile(r"[0-9a-f]{64}")
-
-
-@pytest.fixture
-def mirror(tmp_path):
-    d = tmp_path / "mirror"
-    d.mkdir()
-    with HttpServer(root=str(d)) as srv:
-        yield srv
 
 
 def events(p):

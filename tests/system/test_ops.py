@@ -17,7 +17,6 @@ import subprocess
 
 import pytest
 
-from lib_http import HttpServer
 from lib_provision import out
 from lib_gpu import STUBS
 from lib_stack import MAKE_STACK, applied_stack, real_no_gpu_env
@@ -31,14 +30,6 @@ def env_manifest(tmp_path, name, x="1"):
     m = tmp_path / ("%s.yaml" % name)
     m.write_text(ENV_ONLY.format(name=name, x=x))
     return str(m)
-
-
-@pytest.fixture
-def mirror(tmp_path):
-    d = tmp_path / "mirror"
-    d.mkdir()
-    with HttpServer(root=str(d)) as srv:
-        yield srv
 
 
 def tree(root):

@@ -22,19 +22,10 @@ import time
 
 import pytest
 
-from lib_http import HttpServer
 from lib_stack import make_stack, out, real_no_gpu_env
 from conftest import Tfprov
 
 CUDA = "/opt/tfprov/cuda/12.3.2"
-
-
-@pytest.fixture
-def mirror(tmp_path):
-    d = tmp_path / "mirror"
-    d.mkdir()
-    with HttpServer(root=str(d)) as srv:
-        yield srv
 
 
 def stack(tmp_path, srv):

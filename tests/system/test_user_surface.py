@@ -55,14 +55,6 @@ def index(tmp_path_factory):
     idx.close()
 
 
-@pytest.fixture
-def mirror(tmp_path):
-    d = tmp_path / "mirror"
-    d.mkdir()
-    with HttpServer(root=str(d)) as srv:
-        yield srv
-
-
 def site_packages(tfprov):
     lib = tfprov.path(ENV + "/lib")
     return os.path.join(lib, [d for d in os.listdir(lib) if d.startswith("python")][0],
