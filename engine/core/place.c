@@ -367,7 +367,8 @@ void place_foreign_dirs(struct ctx *c, const struct strvec *dirs, place_owned_fn
 {
 	/* Sorted, a directory comes before what it holds: only the top ones are walked. */
 	char **v = xcalloc(dirs->n + 1, sizeof(*v));
-	memcpy(v, dirs->v, dirs->n * sizeof(*v));
+	if (dirs->n) /* an empty strvec has no array: memcpy from NULL is undefined */
+		memcpy(v, dirs->v, dirs->n * sizeof(*v));
 	qsort(v, dirs->n, sizeof(*v), cmp_str);
 	struct strvec tops = STRVEC_INIT;
 	for (size_t i = 0; i < dirs->n; i++) {
