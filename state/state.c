@@ -84,8 +84,8 @@ static const char *const migrations[] = {
      * file of a resource; a covering index answers it without a seek into
      * the table per file (10k seeks were half of a no-op apply).
      */
-    "DROP INDEX files_resource;"
-    "CREATE INDEX files_resource ON files(resource_id, path, type, size, mtime_ns, mode);",
+    ("DROP INDEX files_resource;"
+     "CREATE INDEX files_resource ON files(resource_id, path, type, size, mtime_ns, mode);"),
     /*
      * 3: the cache table of migration 1 was never written: the download
      * cache is its directory (engine/artifact/cache.c), indexed by the file names.
