@@ -407,9 +407,9 @@ static void check_pip(struct doctor *d, const struct stackinfo *si)
 		return;
 	struct pip_result res = {0};
 	char *err = NULL;
-	if (pip_list(d->c, si->env_prefix, &res, &err) != 0) {
+	if (env_dists(si->env_prefix, &res, &err) != 0) {
 		char *what = xasprintf("cannot list the packages of %s: %s", si->env_prefix,
-		                       err ? err : "pip list failed");
+		                       err ? err : "unreadable site-packages");
 		finding(d, SEV_WARN, what, NULL, "check the env with `tfprov verify`");
 		free(what);
 		goto out;

@@ -250,6 +250,7 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 			verified[0] = house;
 			o.find_links = verified;
 			o.no_index = 1;
+			o.links_verified = 1;
 			o.index_url = NULL;
 		}
 	}
@@ -262,7 +263,7 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 		goto out;
 	/* Opted in to an incomplete lock: what pip adds beyond the pins is named. */
 	if (!o.complete) {
-		rc = pip_list(c, host, &before, &err);
+		rc = env_dists(host, &before, &err);
 		if (rc != 0) {
 			step_fail(s, "%s", err ? err : tf_strerror(rc));
 			goto out;

@@ -275,50 +275,6 @@ static int write_text(const char *path, const char *text)
 	return rc;
 }
 
-int pip_list(struct ctx *c, const char *prefix, struct pip_result *res, char **errmsg)
-{
-	struct strvec argv = STRVEC_INIT;
-	struct spawn_result r = {0};
-	json_t *root = NULL;
-	int rc;
-
-	push_pip(&argv, prefix, "list");
-	strvec_push(&argv, "--format=json");
-	rc = pyenv_run_python(c, argv.v, 300, &r);
-	if (rc == 0 && r.status != 0)
-		rc = TF_EFAIL;
-	if (rc != 0) {
-		*errmsg =
-		    xasprintf("pip list: %s", r.errmsg ? r.errmsg : (r.err.buf ? r.err.buf : ""));
-		goto out;
-	}
-	json_error_t je;
-	root = json_loads(r.out.buf ? r.out.buf : "", 0, &je);
-	if (!json_is_array(root)) {
-		rc = TF_EFAIL;
-		*errmsg = xasprintf("pip list: output is not a JSON array: %s", je.text);
-		goto out;
-	}
-	size_t i;
-	json_t *d;
-	res->v = xcalloc(json_array_size(root) + 1, sizeof(*res->v));
-	json_array_foreach(root, i, d)
-	{
-		const char *name = json_string_value(json_object_get(d, "name"));
-		const char *ver = json_string_value(json_object_get(d, "version"));
-		if (name == NULL || ver == NULL)
-			continue;
-		res->v[res->n].name = pip_normalize_name(name);
-		res->v[res->n].version = xstrdup(ver);
-		res->n++;
-	}
-out:
-	json_decref(root);
-	spawn_result_release(&r);
-	strvec_release(&argv);
-	return rc;
-}
-
 /* A build backend an sdist of a complete lock is built with (--no-build-isolation). */
 static int is_build_backend(const struct pip_req *q)
 {
@@ -564,10 +520,10 @@ static void restore_env(const char *prefix, struct pip_work *w, char **errmsg)
 }
 
 /* What the env holds now, each pinned distribution with its pin's hash. */
-static int list_installed(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
+static int list_installed(const char *prefix, const struct pip_req *reqs, size_t n,
                           struct pip_result *res, char **errmsg)
 {
-	int rc = pip_list(c, prefix, res, errmsg);
+	int rc = env_dists(prefix, res, errmsg);
 	if (rc != 0)
 		return rc;
 	for (size_t i = 0; i < res->n; i++)
@@ -627,7 +583,7 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 	if (rc != 0)
 		restore_env(prefix, &w, errmsg);
 	else
-		rc = list_installed(c, prefix, reqs, n, res, errmsg);
+		rc = list_installed(prefix, reqs, n, res, errmsg);
 	work_release(prefix, &w, &own);
 	return rc;
 }

@@ -1,5 +1,6 @@
 /* pkgfiles.c - the file lists of pip dist-info RECORDs and conda-meta records (python.h). */
 #include "python.h"
+#include "error.h"
 #include "place.h"
 #include "state.h"
 #include "util.h"
@@ -11,6 +12,8 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 /*
  * Joins base (root-relative dir) and a relative record path, resolving "."
@@ -277,4 +280,113 @@ char *pkgfiles_load_stack(struct ctx *c, int64_t stack_id, const struct strvec *
 	out->cap = out->n;
 	free(all.v);
 	return env;
+}
+
+/* ------------------------------------------------------------ installed distributions */
+
+/* The value of "Key:" in the header block of a METADATA/PKG-INFO text, or NULL. */
+static char *metadata_field(const char *text, const char *key)
+{
+	size_t kl = strlen(key);
+	for (const char *l = text; l && *l && *l != '\n' && *l != '\r';
+	     l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (strncasecmp(l, key, kl) == 0 && l[kl] == ':') {
+			const char *v = l + kl + 1;
+			v += strspn(v, " \t");
+			size_t n = strcspn(v, "\r\n");
+			while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+				n--;
+			return n ? xstrndup(v, n) : NULL;
+		}
+	}
+	return NULL;
+}
+
+static int cmp_dist(const void *a, const void *b)
+{
+	return strcmp(((const struct pip_dist *)a)->name, ((const struct pip_dist *)b)->name);
+}
+
+/* One entry of a site directory: a .dist-info or .egg-info (directory or file). */
+static void list_one(int sfd, const char *name, struct pip_result *res, size_t *cap)
+{
+	char *meta = NULL, *text = NULL;
+	size_t len = 0;
+	if (str_ends_with(name, ".dist-info"))
+		meta = xasprintf("%s/METADATA", name);
+	else if (str_ends_with(name, ".egg-info"))
+		meta = xasprintf("%s/PKG-INFO", name);
+	else
+		return;
+	/* An .egg-info may be the metadata file itself. */
+	if (read_file_at(sfd, meta, 1 << 20, &text, &len) != 0 &&
+	    (!str_ends_with(name, ".egg-info") ||
+	     read_file_at(sfd, name, 1 << 20, &text, &len) != 0)) {
+		free(meta);
+		return;
+	}
+	char *nm = metadata_field(text, "Name"), *ver = metadata_field(text, "Version");
+	if (nm && ver) {
+		char *norm = pip_normalize_name(nm);
+		int dup = 0;
+		for (size_t i = 0; i < res->n && !dup; i++)
+			dup = strcmp(res->v[i].name, norm) == 0;
+		if (dup) {
+			free(norm);
+		} else {
+			if (res->n + 1 >= *cap) {
+				*cap = *cap ? *cap * 2 : 64;
+				res->v = xrealloc(res->v, *cap * sizeof(*res->v));
+			}
+			res->v[res->n++] = (struct pip_dist){.name = norm, .version = ver};
+			ver = NULL;
+		}
+	}
+	free(nm);
+	free(ver);
+	free(text);
+	free(meta);
+}
+
+int env_dists(const char *prefix, struct pip_result *res, char **errmsg)
+{
+	char *lib = path_join(prefix, "lib");
+	DIR *d = opendir(lib);
+	size_t cap = 0, sites = 0;
+	struct dirent *e;
+	if (d == NULL) {
+		int e0 = errno;
+		*errmsg =
+		    xasprintf("cannot list the env's distributions: %s: %s", lib, strerror(e0));
+		free(lib);
+		return tf_err_from_errno(-e0);
+	}
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, "python", 6) != 0)
+			continue;
+		char *site = xasprintf("%s/%s/site-packages", lib, e->d_name);
+		int sfd = open(site, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		DIR *sd = sfd >= 0 ? fdopendir(sfd) : NULL;
+		struct dirent *f;
+		if (sd)
+			sites++;
+		while (sd && (f = readdir(sd)) != NULL)
+			list_one(sfd, f->d_name, res, &cap);
+		if (sd)
+			closedir(sd);
+		else if (sfd >= 0)
+			close(sfd);
+		free(site);
+	}
+	closedir(d);
+	if (sites == 0) {
+		*errmsg = xasprintf(
+		    "cannot list the env's distributions: no %s/python*/site-packages", lib);
+		free(lib);
+		return TF_EFAIL;
+	}
+	free(lib);
+	if (res->n > 1)
+		qsort(res->v, res->n, sizeof(*res->v), cmp_dist);
+	return 0;
 }

@@ -260,6 +260,8 @@ struct pip_opts {
 	const char *index_url;         /* --index-url; NULL: pip's default */
 	const char *const *find_links; /* --find-links, NULL-terminated; may be NULL */
 	int no_index;                  /* --no-index (find-links only) */
+	int links_verified;            /* find_links[0] holds only files this run verified
+	                                * against the pins' hashes (pipart_wheelhouse) */
 	int complete;                  /* the pins are the full closure: --no-deps */
 	int allow_sdist;               /* 0: --only-binary=:all: (no build code runs); 1: an
 	                                * sdist pinned by hash builds offline with
@@ -330,8 +332,14 @@ char *pip_requirements_text(const struct pip_req *reqs, size_t n);
 int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
                 const struct pip_opts *o, struct pip_result *res, char **errmsg);
 
-/* Lists the env's distributions (pip list --format=json). */
-int pip_list(struct ctx *c, const char *prefix, struct pip_result *res, char **errmsg);
+/*
+ * Lists the distributions of the env at prefix (host path) as `pip list`
+ * does, without starting its interpreter: every .dist-info (METADATA) and
+ * .egg-info (PKG-INFO) of lib/python/site-packages, Name and Version,
+ * the name PEP 503-normalised, the first of a name kept, sorted by name.
+ * 0, or an error with *errmsg when the env has no site-packages.
+ */
+int env_dists(const char *prefix, struct pip_result *res, char **errmsg);
 
 /*
  * Completes a partial pin set (requirements text, hashes optional) into the

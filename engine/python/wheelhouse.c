@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /*
  * The wheelhouse of a complete lock, installed by wheel.c when it holds only
@@ -151,6 +152,62 @@ static void fill_one(size_t i, void *arg)
 }
 
 /*
+ * The wheelhouse of a complete lock from a directory this run filled with
+ * verified files only (o->links_verified): each pin's one wheel of its name,
+ * version and the env's tags hard-linked (else copied) in, not hashed again,
+ * since the run verified them against the pins. 0 with *done = 0
+ * when a pin has no such wheel or more than one (the caller then checks
+ * tags and hashes), or an error with *errmsg.
+ */
+static int fill_verified(const struct pip_req *reqs, size_t n, const struct strvec *tags,
+                         const char *dir, const char *wheels, int *done, char **errmsg)
+{
+	struct strvec files = STRVEC_INIT, pick = STRVEC_INIT;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int rc = 0;
+	*done = 0;
+	while (d && (de = readdir(d)) != NULL)
+		if (wheel_name_ok(de->d_name))
+			strvec_push(&files, de->d_name);
+	if (d)
+		closedir(d);
+	for (size_t i = 0; i < n; i++) {
+		const char *one = NULL;
+		int count = 0;
+		for (size_t k = 0; k < files.n; k++) {
+			struct wheel_name wn;
+			if (wheel_name_parse(files.v[k], &wn) == 0 && reqs[i].name &&
+			    reqs[i].version && strcmp(wn.name, reqs[i].name) == 0 &&
+			    strcmp(wn.version, reqs[i].version) == 0 && wheel_tags_ok(&wn, tags))
+				one = files.v[k], count++;
+			wheel_name_release(&wn);
+		}
+		if (count != 1)
+			goto out;
+		strvec_push(&pick, one);
+	}
+	for (size_t i = 0; i < pick.n && rc == 0; i++) {
+		char *src = path_join(dir, pick.v[i]), *dst = path_join(wheels, pick.v[i]);
+		char hex[65];
+		int64_t size = 0;
+		int e = link(src, dst) == 0 ? 0 : copy_file_hashing(src, dst, hex, &size);
+		if (e != 0) {
+			rc = TF_EIO;
+			*errmsg =
+			    xasprintf("%s: cannot copy into the wheelhouse: %s", src, strerror(-e));
+		}
+		free(src);
+		free(dst);
+	}
+	*done = rc == 0;
+out:
+	strvec_release(&files);
+	strvec_release(&pick);
+	return rc;
+}
+
+/*
  * A complete lock's wheelhouse filled without pip from local find-links
  * directories (`--mirror DIR`): for each pin, the one wheel of its name and
  * version whose tags the env installs, copied into the wheelhouse while it is
@@ -170,6 +227,17 @@ static int wheelhouse_fill(struct ctx *c, const char *prefix, const struct pip_r
 	for (size_t i = 0; i < n; i++)
 		if (reqs[i].url || !reqs[i].version || !reqs[i].name || reqs[i].nhashes == 0)
 			goto out;
+	if (env_tags(c, prefix, &tags) != 0)
+		goto out;
+	if (o->links_verified && o->find_links && o->find_links[0]) {
+		rc = fill_verified(reqs, n, &tags, o->find_links[0], wheels, done, errmsg);
+		if (rc != 0 || *done) {
+			if (*done)
+				ev_log(c, EV_INFO, "pip: %zu verified wheels linked from %s", n,
+				       o->find_links[0]);
+			goto out;
+		}
+	}
 	for (size_t k = 0; o->find_links && o->find_links[k]; k++) {
 		DIR *d = opendir(o->find_links[k]);
 		struct dirent *de;
@@ -184,8 +252,6 @@ static int wheelhouse_fill(struct ctx *c, const char *prefix, const struct pip_r
 		}
 		closedir(d);
 	}
-	if (env_tags(c, prefix, &tags) != 0)
-		goto out;
 	for (size_t i = 0; i < n; i++) {
 		for (size_t k = 0; k < files.n; k++) {
 			struct wheel_name wn;

@@ -108,6 +108,50 @@ def test_install_with_hashes_ignores_users_pip_environment(world, tmp_path):
     assert (world["venv"] / "bin" / "beta-hello").exists()
 
 
+def real_pip_list(venv):
+    env = {"PATH": os.environ["PATH"], "PIP_CONFIG_FILE": "/dev/null"}
+    r = subprocess.run([str(venv / "bin" / "python"), "-I", "-m", "pip", "list", "--isolated",
+                        "--disable-pip-version-check", "--format=json"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    norm = lambda n: __import__("re").sub(r"[-_.]+", "-", n).lower()
+    return {norm(d["name"]): d["version"] for d in json.loads(r.stdout)}
+
+
+def test_native_listing_is_what_pip_list_says(world, tmp_path):
+    """tfprov lists an env's distributions by reading their metadata, not by
+    starting pip (0.35-0.6 s a run); the reference is the env's own pip list,
+    here with the unusual shapes: a name whose METADATA spelling differs from
+    its dist-info directory, and legacy .egg-info as a directory and as a file."""
+    site = next((world["venv"] / "lib").glob("python*/site-packages"))
+    planted = [site / "Legacy_Dir-0.3.egg-info", site / "legacy.file-1.2.egg-info",
+               site / "odd_spelling-4.0.dist-info"]
+    planted[0].mkdir()
+    (planted[0] / "PKG-INFO").write_text("Metadata-Version: 1.0\nName: Legacy_Dir\n"
+                                         "Version: 0.3\n\nVersion: 9\n")
+    planted[1].write_text("Metadata-Version: 1.1\nName: legacy.file\nVersion: 1.2\n")
+    planted[2].mkdir()
+    (planted[2] / "METADATA").write_text("Metadata-Version: 2.1\nName: Odd.Spelling\n"
+                                         "Version: 4.0\n")
+    try:
+        r = tool(world["env"], "pip-list", str(world["venv"]))
+        assert r.returncode == 0, r.stderr
+        native = {d["name"]: d["version"] for d in json.loads(r.stdout)}
+        assert native == real_pip_list(world["venv"])
+        assert native["legacy-dir"] == "0.3" and native["odd-spelling"] == "4.0"
+        assert {"pip", "legacy-file"} <= native.keys()
+    finally:
+        for p in planted:
+            subprocess.run(["rm", "-rf", str(p)], check=True)
+
+
+def test_native_listing_of_a_dir_without_site_packages_is_an_error(world, tmp_path):
+    (tmp_path / "lib").mkdir()
+    r = tool(world["env"], "pip-list", str(tmp_path))
+    assert r.returncode == 1, r.stderr
+    assert "site-packages" in r.stderr
+
+
 def test_pip_itself_checks_every_hash_before_installing(world, tmp_path):
     """The claim tfprov's design leans on, checked with the env's pip directly."""
     w, idx = world["wheels"], world["index"]

@@ -319,7 +319,7 @@ def test_wheel_directory_fills_the_wheelhouse_without_pip(tfprov, tmp_path, worl
     assert p.returncode == 0, out(p)
     # The wheels were verified from the directory into the cache before any step
     # ran; the wheelhouse is filled from those verified files.
-    assert re.search(r"3 wheels copied from \S+ and verified \(no pip download\)", out(p)), out(p)
+    assert re.search(r"3 verified wheels linked from \S+", out(p)), out(p)
     assert "-m pip download" not in out(p), out(p)
     assert "installed natively" in out(p)
     env = tfprov.path(ENV_PREFIX)
