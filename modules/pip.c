@@ -194,6 +194,9 @@ static int pip_artifacts(struct ctx *c, const struct manifest *m, struct artset 
 	else if (!m->pip.use_pip) {
 		char *prefix = stack_env_prefix(m);
 		pipart_mark_predecode(c, out, from, prefix, pyver);
+		int venv = m->python.manager == PYENV_VENV;
+		pyc_ahead_attach(c, out, prefix, pyver, venv ? m->python.version.s : NULL,
+		                 venv ? m->python.interpreter.s : NULL);
 		free(prefix);
 	}
 	free(err);

@@ -113,7 +113,7 @@ static int venv_apply(struct ctx *c, const struct manifest *m, struct step *s, s
 	if (rc == 0 && !venv_reusable(python, host) && (rc = txn_will_create(t, prefix)) != 0)
 		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
 	if (rc == 0)
-		rc = venv_create(c, python, host, &created, &err);
+		rc = venv_create_at(c, python, prefix, &created, &err);
 	if (rc != 0)
 		step_fail(s, "%s", err ? err : tf_strerror(rc));
 	else

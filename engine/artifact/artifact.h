@@ -48,9 +48,23 @@ struct art {
 	int unpack; /* enum art_unpack: how the step unpacks it (decode-ahead may) */
 };
 
+/*
+ * What decode-ahead does with a wheel's tree (ART_WHEEL) once it is complete:
+ * tree() runs on the decoder's thread before the tree counts as decoded (the
+ * `done` time artset_take_predecoded checks against), so what it writes into
+ * the tree is part of it; the pip step byte-compiles there (python.h,
+ * pyc_ahead_attach). release() runs with artset_release.
+ */
+struct art_wheel_hook {
+	void (*tree)(void *arg, const char *dir, const struct unpack_result *res);
+	void (*release)(void *arg);
+	void *arg;
+};
+
 struct artset {
 	struct art *v;
 	size_t n;
+	struct art_wheel_hook hook; /* zero: none */
 };
 
 struct staged {

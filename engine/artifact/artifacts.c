@@ -52,6 +52,8 @@ void artset_release(struct artset *s)
 		free(s->v[i].path);
 	}
 	free(s->v);
+	if (s->hook.release)
+		s->hook.release(s->hook.arg);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -443,6 +445,8 @@ static int unpack_python(struct decode *d, size_t i, const char *file, char **er
 		        : 1;
 		rc =
 		    unpack_zip_parallel(d->c, src, d->parts[i], parts, NULL, NULL, &d->res[i], err);
+		if (rc == 0 && d->s->hook.tree && !tf_interrupted)
+			d->s->hook.tree(d->s->hook.arg, d->parts[i], &d->res[i]);
 	} else {
 		rc = unpack_conda_package(d->c, src, str_ends_with(base, ".conda"), d->parts[i],
 		                          &d->res[i], err);

@@ -18,6 +18,7 @@
 #include "fs.h"
 #include "spawn.h"
 #include "place.h"
+#include "wheel.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -243,10 +244,125 @@ void pyenv_busy_release(const char *prefix, int fd)
 	close(fd);
 }
 
-int venv_create(struct ctx *c, const char *python, const char *prefix, int *created, char **errmsg)
+/*
+ * The wheels ensurepip would install into a venv of `python` (pip, and
+ * setuptools before 3.12), copied into `out`: ensurepip's own choice, read
+ * by letting it prepare its install and taking the wheels it hands to pip
+ * (on the sys.path it gives pip, or in its --find-links directory) instead
+ * of running pip. One name per line on stdout.
+ */
+static const char bundled_src[] =
+    "import ensurepip, os, shutil, sys\n"
+    "out, got = sys.argv[1], []\n"
+    "def grab(args, additional_paths=None):\n"
+    "    found = [p for p in (additional_paths or []) if p.endswith('.whl')]\n"
+    "    for i, a in enumerate(args[:-1]):\n"
+    "        if a == '--find-links':\n"
+    "            found += [os.path.join(args[i + 1], f) for f in sorted(os.listdir(args[i + 1]))\n"
+    "                      if f.endswith('.whl')]\n"
+    "    for p in found:\n"
+    "        if os.path.basename(p) not in got:\n"
+    "            shutil.copy(p, out)\n"
+    "            got.append(os.path.basename(p))\n"
+    "    return 0\n"
+    "ensurepip._run_pip = grab\n"
+    "ensurepip._bootstrap(upgrade=True, default_pip=True)\n"
+    "print('\\n'.join(got))\n";
+
+/*
+ * pip (and what else ensurepip installs) into the fresh venv at env_path,
+ * by the native installer from the interpreter's own bundled wheels; 1 when
+ * it declined (the interpreter does not say which wheels: ensurepip then
+ * runs as venv would run it), 0 when installed, or an error with *errmsg.
+ */
+static int venv_pip_native(struct ctx *c, const char *python, const char *exec_cmd,
+                           const char *host, const char *env_path, char **errmsg)
 {
-	int rc = 0;
+	char *dir = path_join(host, ".tfprov-bundled");
 	struct spawn_result r = {0};
+	struct strvec names = STRVEC_INIT;
+	int rc = 1;
+	if (mkdir(dir, 0700) != 0) {
+		free(dir);
+		return 1;
+	}
+	/* The venv's own interpreter, as venv runs ensurepip (Debian's refuses
+	 * to run for the system Python itself). */
+	char *argv[] = {(char *)exec_cmd, "-I", "-c", (char *)bundled_src, dir, NULL};
+	if (pyenv_run_python(c, argv, 120, &r) == 0 && r.status == 0 && r.out.buf)
+		for (char *sv = NULL, *t = strtok_r(r.out.buf, "\n", &sv); t;
+		     t = strtok_r(NULL, "\n", &sv))
+			if (wheel_name_ok(t) && strchr(t, '/') == NULL)
+				strvec_push(&names, t);
+	if (names.n > 0) {
+		struct wheel_src *src = xcalloc(names.n, sizeof(*src));
+		for (size_t i = 0; i < names.n; i++) {
+			char *p = path_join(dir, names.v[i]);
+			free(names.v[i]);
+			names.v[i] = p;
+			src[i].path = p;
+		}
+		struct wheel_stats st;
+		rc = wheel_install_fresh(c, env_path, src, names.n, exec_cmd, &st, errmsg);
+		if (rc == 0)
+			dlog(c, "venv: %zu bundled wheels of %s installed natively (%zu files)",
+			     st.installed, python, st.files);
+		free(src);
+	} else {
+		dlog(c, "venv: %s does not name its bundled wheels (%s): ensurepip installs pip",
+		     python,
+		     r.err.buf  ? r.err.buf
+		     : r.errmsg ? r.errmsg
+		                : "no output");
+	}
+	fs_rmtree(dir);
+	strvec_release(&names);
+	spawn_result_release(&r);
+	free(dir);
+	return rc;
+}
+
+/*
+ * The venv made --without-pip as `python -m venv` makes it (symlinks on
+ * POSIX), through venv's documented post_setup hook, which prints the
+ * interpreter venv would run ensurepip with (pip's scripts name it).
+ */
+static const char venv_src[] = "import os, sys, venv\n"
+                               "class B(venv.EnvBuilder):\n"
+                               "    def post_setup(self, context):\n"
+                               "        print(getattr(context, 'env_exec_cmd', context.env_exe))\n"
+                               "B(with_pip=False, symlinks=os.name != 'nt').create(sys.argv[1])\n";
+
+/* Runs argv with the env's busy file as stdin; its stdout into *out when out. */
+static int run_busy(struct ctx *c, const char *host, char *const *argv, char **out, char **errmsg)
+{
+	struct spawn_result r = {0};
+	int bfd = pyenv_busy_hold(host);
+	if (bfd < 0) {
+		*errmsg = xasprintf("%s: cannot create: %s", host, strerror(-bfd));
+		return TF_EIO;
+	}
+	int rc = pyenv_run_python_in(c, argv, 600, bfd, &r);
+	pyenv_busy_release(host, bfd);
+	if (rc == 0 && r.status != 0) {
+		rc = TF_EFAIL;
+		*errmsg = xasprintf("%s %s %s failed (exit %d): %s", argv[0], argv[2], argv[3],
+		                    r.status, r.err.buf ? r.err.buf : "");
+	} else if (rc != 0) {
+		*errmsg = xasprintf("%s %s %s: %s", argv[0], argv[2], argv[3],
+		                    r.errmsg ? r.errmsg : tf_strerror(rc));
+	} else if (out != NULL) {
+		*out =
+		    xstrndup(r.out.buf ? r.out.buf : "", strcspn(r.out.buf ? r.out.buf : "", "\n"));
+	}
+	spawn_result_release(&r);
+	return rc;
+}
+
+/* venv_create; with env_path (root-relative), pip goes in natively. */
+static int make_venv(struct ctx *c, const char *python, const char *prefix, const char *env_path,
+                     int *created, char **errmsg)
+{
 	struct stat st;
 	*created = 0;
 
@@ -263,24 +379,46 @@ int venv_create(struct ctx *c, const char *python, const char *prefix, int *crea
 	 * created at the final path; on failure the caller's txn removes it.
 	 * The busy file (place.h) is the stdin of venv and of the pip that its
 	 * ensurepip starts, so a recovery after a kill -9 waits for that pip. */
-	int bfd = mkdir(prefix, 0755) != 0 ? -errno : pyenv_busy_hold(prefix);
-	if (bfd < 0) {
-		*errmsg = xasprintf("%s: cannot create: %s", prefix, strerror(-bfd));
+	if (mkdir(prefix, 0755) != 0) {
+		*errmsg = xasprintf("%s: cannot create: %s", prefix, strerror(errno));
 		return TF_EIO;
 	}
-	char *argv[] = {(char *)python, "-I", "-m", "venv", (char *)prefix, NULL};
-	rc = pyenv_run_python_in(c, argv, 600, bfd, &r);
-	pyenv_busy_release(prefix, bfd);
-	if (rc == 0 && r.status != 0) {
-		rc = TF_EFAIL;
-		*errmsg = xasprintf("%s -m venv %s failed (exit %d): %s", python, prefix, r.status,
-		                    r.err.buf ? r.err.buf : "");
-	} else if (rc != 0) {
-		*errmsg =
-		    xasprintf("%s -m venv: %s", python, r.errmsg ? r.errmsg : tf_strerror(rc));
-	} else {
-		*created = 1;
+	char *plain[] = {(char *)python, "-I", "-m", "venv", (char *)prefix, NULL};
+	char *bare[] = {(char *)python, "-I", "-c", (char *)venv_src, (char *)prefix, NULL};
+	char *exec_cmd = NULL;
+	int rc = run_busy(c, prefix, env_path ? bare : plain, env_path ? &exec_cmd : NULL, errmsg);
+	size_t pl = strlen(prefix);
+	if (rc == 0 && env_path &&
+	    !(exec_cmd && strncmp(exec_cmd, prefix, pl) == 0 && exec_cmd[pl] == '/' &&
+	      access(exec_cmd, X_OK) == 0)) {
+		/* Not an interpreter of the env: pip's scripts name bin/python. */
+		free(exec_cmd);
+		exec_cmd = path_join(prefix, "bin/python");
 	}
-	spawn_result_release(&r);
+	if (rc == 0 && env_path &&
+	    (rc = venv_pip_native(c, python, exec_cmd, prefix, env_path, errmsg)) == 1) {
+		/* What venv itself runs after --without-pip would not have. */
+		char *py = path_join(prefix, "bin/python");
+		char *ens[] = {py, "-I", "-m", "ensurepip", "--upgrade", "--default-pip", NULL};
+		rc = run_busy(c, prefix, ens, NULL, errmsg);
+		free(py);
+	}
+	free(exec_cmd);
+	if (rc == 0)
+		*created = 1;
+	return rc;
+}
+
+int venv_create(struct ctx *c, const char *python, const char *prefix, int *created, char **errmsg)
+{
+	return make_venv(c, python, prefix, NULL, created, errmsg);
+}
+
+int venv_create_at(struct ctx *c, const char *python, const char *env_path, int *created,
+                   char **errmsg)
+{
+	char *host = ctx_host_path(c, env_path);
+	int rc = make_venv(c, python, host, env_path, created, errmsg);
+	free(host);
 	return rc;
 }

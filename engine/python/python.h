@@ -155,6 +155,17 @@ void pipart_mark_predecode(struct ctx *c, struct artset *out, size_t from, const
                            const char *pyver);
 
 /*
+ * Byte-compiling ahead (pycahead.c): each wheel decode-ahead unpacks for
+ * the env at env_path (root-relative, Python X.Y pyver) gets its .py files
+ * compiled in the scratch (__pycache__ beside them, naming the files where
+ * they will be installed), by the env's interpreter, or for a venv not made
+ * yet by the system Python `want` (X.Y) and `interpreter` find. wheel.c
+ * moves those .pyc files with their sources and compiles the rest itself.
+ */
+void pyc_ahead_attach(struct ctx *c, struct artset *s, const char *env_path, const char *pyver,
+                      const char *want, const char *interpreter);
+
+/*
  * pkgfiles (engine/python/pkgfiles.c) - which Python package owns which file of an env, read from the
  * package managers' own records:
  *
@@ -255,6 +266,16 @@ int venv_reusable(const char *python, const char *prefix);
  * for the caller (its txn) to remove. 0, or an error with *errmsg.
  */
 int venv_create(struct ctx *c, const char *python, const char *prefix, int *created, char **errmsg);
+/*
+ * venv_create for the stack's env at env_path (root-relative): the venv is
+ * made --without-pip and pip (with what else the interpreter's ensurepip
+ * would install: setuptools before 3.12) is installed from the
+ * interpreter's own bundled wheels by the native installer, in a fraction
+ * of ensurepip's time; when the interpreter does not say which wheels,
+ * ensurepip runs as venv runs it.
+ */
+int venv_create_at(struct ctx *c, const char *python, const char *env_path, int *created,
+                   char **errmsg);
 
 struct pip_opts {
 	const char *index_url;         /* --index-url; NULL: pip's default */

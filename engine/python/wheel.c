@@ -20,6 +20,7 @@
  * name, since that is where they will be.
  */
 #include "wheel.h"
+#include "pyenv_int.h"
 
 #include "artifact.h"
 #include "ctx.h"
@@ -80,6 +81,8 @@ struct job {
 	struct whl *w;
 	size_t n;
 	struct compiler *cc; /* the byte-compiler, fed while unpacking */
+	int ahead;           /* the lib dir is where pycahead.c's .pyc files name */
+	size_t nahead;       /* .pyc files taken from decode-ahead's trees */
 };
 
 static void whl_fail(struct whl *w, int err, const char *fmt, ...)
@@ -713,6 +716,38 @@ static void compile_early(void *arg, const struct unpack_entry *e)
 }
 
 /*
+ * The .pyc pycahead.c compiled ahead of tmp/<path> (beside it, in
+ * __pycache__, under this env's cache tag), or NULL when it is none of
+ * those files: one compiled_early would queue, with the lib dir where the
+ * .pyc names its source.
+ */
+static char *ahead_pyc(const struct job *j, const char *tmp, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	if (!j->ahead || slash == NULL || !compiled_early(j, path))
+		return NULL;
+	size_t stem = strlen(slash + 1) - 3;
+	char *pyc = xasprintf("%s/%.*s/__pycache__/%.*s.%s.pyc", tmp, (int)(slash - path), path,
+	                      (int)stem, slash + 1, j->sc->cache_tag);
+	struct stat st;
+	if (lstat(pyc, &st) == 0 && S_ISREG(st.st_mode))
+		return pyc;
+	free(pyc);
+	return NULL;
+}
+
+/* Moves the .pyc made ahead of a source beside the source's new place dst. */
+static int move_pyc(const char *pyc, const char *dst)
+{
+	char *dir = xasprintf("%.*s/__pycache__", (int)(strrchr(dst, '/') - dst), dst);
+	char *to = path_join(dir, strrchr(pyc, '/') + 1);
+	int rc = (mkdir(dir, 0755) == 0 || errno == EEXIST) && rename(pyc, to) == 0 ? 0 : -errno;
+	free(to);
+	free(dir);
+	return rc;
+}
+
+/*
  * The wheel's entries into tmp (created): the tree decode-ahead made of this
  * very file while the downloads ran (artifact.h: the wheelhouse entry is a
  * hard link of the verified cache file), its .py files then queued for the
@@ -724,9 +759,13 @@ static int decode_wheel(struct job *j, struct whl *w, const char *tmp, int parts
                         struct unpack_result *res, char **err)
 {
 	if (artset_take_predecoded(j->c, ART_WHEEL, NULL, w->src->path, tmp, res) == 0) {
-		for (size_t i = 0; i < res->n; i++)
-			if (res->v[i].type == 'f')
+		for (size_t i = 0; i < res->n; i++) {
+			char *pyc =
+			    res->v[i].type == 'f' ? ahead_pyc(j, tmp, res->v[i].path) : NULL;
+			if (pyc == NULL && res->v[i].type == 'f')
 				compile_early(x, &res->v[i]);
+			free(pyc); /* compiled ahead: place_entry moves it */
+		}
 		return 0;
 	}
 	return unpack_zip_parallel(j->c, w->src->path, tmp, parts, compile_early, x, res, err);
@@ -857,6 +896,7 @@ static void place_entry(struct job *j, struct whl *w, const struct unpacked *u,
 	}
 	char *src = path_join(u->tmp, e->path), *dst = path_join(j->stage, rel);
 	char *parent = xstrndup(dst, (size_t)(strrchr(dst, '/') - dst));
+	char *pyc = script ? NULL : ahead_pyc(j, u->tmp, e->path);
 	mkdirs_at(AT_FDCWD, parent, 0755);
 	if (script) {
 		place_script(j, w, src, dst, rel, mode, e);
@@ -871,10 +911,13 @@ static void place_entry(struct job *j, struct whl *w, const struct unpacked *u,
 		    (str_starts_with(rel, j->sc->purelib) ||
 		     str_starts_with(rel, j->sc->platlib))) {
 			strvec_push(&w->pys, rel);
-			if (!compiled_early(j, e->path))
+			if (pyc != NULL && move_pyc(pyc, dst) == 0)
+				__atomic_add_fetch(&j->nahead, 1, __ATOMIC_RELAXED);
+			else if (!compiled_early(j, e->path) || pyc != NULL)
 				strvec_push(&w->late, rel);
 		}
 	}
+	free(pyc);
 	free(parent);
 	free(src);
 	free(dst);
@@ -1040,6 +1083,11 @@ static const char compile_src[] =
     "stage, final, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
     "busy = os.open(stage, os.O_RDONLY)  # shared by the forked workers\n"
     "fcntl.flock(busy, fcntl.LOCK_SH)\n"
+    "try:  # an env built in place: its busy file (place.h) too\n"
+    "    busy2 = os.open(os.path.join(stage, '.tfprov-busy'), os.O_RDONLY)\n"
+    "    fcntl.flock(busy2, fcntl.LOCK_SH)\n"
+    "except OSError:\n"
+    "    pass\n"
     "def comp(batch):\n"
     "    n = 0\n"
     "    for tmp, rel in batch:\n"
@@ -1342,13 +1390,15 @@ static int write_metadata(struct job *j, struct wheel_stats *stats, char **errms
 	return rc;
 }
 
-int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *src,
-                  size_t n, struct wheel_stats *stats, char **errmsg)
+/* wheel_install, or wheel_install_fresh when t is NULL (exe: its scripts' interpreter). */
+static int install_wheels(struct ctx *c, struct txn *t, const char *env_path,
+                          const struct wheel_src *src, size_t n, const char *exe,
+                          struct wheel_stats *stats, char **errmsg)
 {
 	struct scheme sc = {0};
 	struct whl *w = xcalloc(n ? n : 1, sizeof(*w));
 	char *final = ctx_host_path(c, env_path), *stage = NULL;
-	struct job j = {c, NULL, final, &sc, w, n, NULL};
+	struct job j = {c, NULL, final, &sc, w, n, NULL, 0, 0};
 	uint64_t t0 = 0;
 	int rc = 0;
 	memset(stats, 0, sizeof(*stats));
@@ -1356,7 +1406,16 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 		goto out;
 	if ((rc = query_scheme(c, final, &sc, errmsg)) != 0)
 		goto out;
-	rc = stage_copy(t, env_path, final, &stage, &t0, errmsg);
+	if (exe != NULL) {
+		free(sc.exe);
+		sc.exe = xstrdup(exe);
+	}
+	if (t != NULL) {
+		rc = stage_copy(t, env_path, final, &stage, &t0, errmsg);
+	} else {
+		stage = xstrdup(final);
+		t0 = now_ns();
+	}
 	j.stage = stage;
 	if (rc == 0)
 		rc = remove_older(&j, stats, errmsg);
@@ -1369,6 +1428,9 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 		goto out;
 	}
 	j.cc = &cc;
+	char *site = xasprintf("lib/python%s/site-packages", sc.xy);
+	j.ahead = strcmp(sc.purelib, site) == 0 && strcmp(sc.platlib, site) == 0;
+	free(site);
 	rc = unpack_all(&j, errmsg);
 	uint64_t t2 = now_ns();
 	/* The .pyc files are in place before RECORD lists them. */
@@ -1386,10 +1448,10 @@ int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const stru
 		rc = write_metadata(&j, stats, errmsg);
 	ev_log(c, EV_DEBUG,
 	       "wheels: copy + uninstall %.2f s, unpack (byte-compiling alongside) %.2f s, "
-	       "byte-compile tail %.2f s, RECORD %.2f s",
+	       "byte-compile tail %.2f s, RECORD %.2f s; %zu .pyc files compiled ahead",
 	       (double)(t1 - t0) / 1e9, (double)(t2 - t1) / 1e9, (double)(t3 - t2) / 1e9,
-	       (double)(now_ns() - t3) / 1e9);
-	if (rc == 0 && txn_replace_dir(t, stage, env_path) != 0) {
+	       (double)(now_ns() - t3) / 1e9, j.nahead);
+	if (rc == 0 && t != NULL && txn_replace_dir(t, stage, env_path) != 0) {
 		rc = TF_EIO;
 		*errmsg = xstrdup(txn_error(t));
 	}
@@ -1408,5 +1470,22 @@ out:
 	scheme_release(&sc);
 	free(stage);
 	free(final);
+	return rc;
+}
+
+int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *src,
+                  size_t n, struct wheel_stats *stats, char **errmsg)
+{
+	return install_wheels(c, t, env_path, src, n, NULL, stats, errmsg);
+}
+
+int wheel_install_fresh(struct ctx *c, const char *env_path, const struct wheel_src *src, size_t n,
+                        const char *exe, struct wheel_stats *stats, char **errmsg)
+{
+	char *host = ctx_host_path(c, env_path);
+	int busy = pyenv_busy_hold(host);
+	int rc = install_wheels(c, NULL, env_path, src, n, exe, stats, errmsg);
+	pyenv_busy_release(host, busy);
+	free(host);
 	return rc;
 }

@@ -53,6 +53,15 @@ struct wheel_stats {
  */
 int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *w,
                   size_t n, struct wheel_stats *stats, char **errmsg);
+/*
+ * The same into an env that is being built in place and holds no
+ * distribution yet (a venv made --without-pip, under txn_will_create: a kill
+ * or failure removes it whole): written straight into it, no copy staged.
+ * It holds the env's busy file (place.h) while its byte-compiler runs.
+ * Scripts name `exe` (a host path: the interpreter that would have run pip).
+ */
+int wheel_install_fresh(struct ctx *c, const char *env_path, const struct wheel_src *w, size_t n,
+                        const char *exe, struct wheel_stats *stats, char **errmsg);
 
 /*
  * 1 unless the env at env_path (root-relative) holds this wheel file's
