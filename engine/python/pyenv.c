@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,8 +69,42 @@ int pyenv_run_python(struct ctx *c, char *const *argv, double timeout_s, struct 
 	return pyenv_run_python_in(c, argv, timeout_s, 0, r);
 }
 
-/* Asks a candidate for its X.Y; 0 and *ver (caller frees), *has_venv. */
+/*
+ * What probe_python learnt of each interpreter in this run: the plan's
+ * precheck, the pyenv step, byte-compiling ahead and venv_reusable all ask,
+ * and an interpreter behind a pyenv shim takes a tenth of a second to answer.
+ */
+static struct probed {
+	char *path, *ver;
+	int has_venv;
+} * probed;
+static size_t nprobed;
+static pthread_mutex_t probed_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int probe_run(const char *path, char **ver, int *has_venv);
+
+/* Asks a candidate for its X.Y (once a run); 0 and *ver (caller frees), *has_venv. */
 static int probe_python(const char *path, char **ver, int *has_venv)
+{
+	int rc = -ENOENT;
+	pthread_mutex_lock(&probed_mu);
+	for (size_t i = 0; i < nprobed && rc != 0; i++)
+		if (strcmp(probed[i].path, path) == 0) {
+			*ver = xstrdup(probed[i].ver);
+			*has_venv = probed[i].has_venv;
+			rc = 0;
+		}
+	pthread_mutex_unlock(&probed_mu);
+	if (rc == 0 || (rc = probe_run(path, ver, has_venv)) != 0)
+		return rc;
+	pthread_mutex_lock(&probed_mu);
+	probed = xrealloc(probed, (nprobed + 1) * sizeof(*probed));
+	probed[nprobed++] = (struct probed){xstrdup(path), xstrdup(*ver), *has_venv};
+	pthread_mutex_unlock(&probed_mu);
+	return 0;
+}
+
+static int probe_run(const char *path, char **ver, int *has_venv)
 {
 	char *argv[] = {(char *)path, "-I", "-c", (char *)probe_src, NULL};
 	struct spawn_result r = {0};
