@@ -306,7 +306,12 @@ static void *fetch_job_run(void *arg)
 }
 
 /*
- * Archive decoders at once: --jobs, else one per core up to DECODERS_MAX.
+ * Archive decoders at once: --jobs, else one per core up to DECODERS_MAX,
+ * and at least DECODERS_MIN: a decoder that follows a download over a slow
+ * link waits on the network, not on a core, and with only one per core the
+ * smaller archives of a stack wait for the largest downloads to end before
+ * anyone decodes them (bench/current_stack.py at 100 Mbit/s on 2 cores: the
+ * prefetch ended 1.7 s after the last byte with 2 decoders, 1.2 s with 4).
  * Each decoder holds its decompressor's window and unpack.c's buffer pool:
  * measured with bench/cold_apply.py --rss-jobs on NVIDIA's CUDA 11.8 archives
  * (xz -6), peak RSS 36 MiB with one decoder, 61 with 2, 77 with 4, 117 with 8
@@ -315,11 +320,14 @@ static void *fetch_job_run(void *arg)
  * archive (libcublas) alone is over a third of the decoding.
  */
 #define DECODERS_MAX 8
+#define DECODERS_MIN 4
 
 static size_t decoders(const struct ctx *c)
 {
 	size_t n = pool_ncpu();
-	return c->jobs > 0 ? (size_t)c->jobs : n < DECODERS_MAX ? n : DECODERS_MAX;
+	if (c->jobs > 0)
+		return (size_t)c->jobs;
+	return n < DECODERS_MIN ? DECODERS_MIN : n < DECODERS_MAX ? n : DECODERS_MAX;
 }
 
 /* A wheel larger than this is decoded ahead by every decoder (wheel.c's WHEEL_SHARE_MIN). */
