@@ -283,3 +283,40 @@ def test_kill_with_python_trees_in_the_scratch_is_recoverable(tfprov, world, tmp
         assert open(mod).read() == "__version__ = '1.0.0'\n"
     else:
         assert open(tfprov.path(PREFIX + "/share/hello/data.txt")).read() == "data\n"
+
+
+def test_wheels_are_byte_compiled_ahead_and_their_pyc_is_pips(tfprov, world, tmp_path):
+    """Each module of a wheel decoded ahead is byte-compiled in the scratch while
+    the CUDA archives still download (pycahead.c), and the pip step moves the
+    .pyc with its source: it must be byte for byte what compiling the installed
+    source in place gives (pip's compileall: same interpreter, the source's
+    final path in the code objects, its mtime and size in the header)."""
+    import importlib.util
+    import py_compile
+    slow_cudnn(world)
+    m = manifest(world, tmp_path / "m.yaml", "wheel")
+    cache = tmp_path / "cache"
+    try:
+        p = subprocess.run(argv(tfprov, cache, m), capture_output=True, text=True,
+                           timeout=600, env=dict(os.environ, **ENV))
+    finally:
+        world.mirror.srv.rate.clear()
+    assert p.returncode == 0, out(p)
+    evs = events(p.stdout)
+    start = next(k for k, e in enumerate(evs) if e["type"] == "apply_start")
+    pre = [e.get("@message", "") for e in evs[:start] if e["type"] == "log"]
+    n = len(world.pins)
+    assert f"byte-compiled ahead: {n} of {n} files in {n} wheels" in pre, pre
+    msgs = [e.get("@message", "") for e in evs[start:] if e["type"] == "log"]
+    assert any(f"; {n} .pyc files compiled ahead" in x for x in msgs), msgs
+    site = tfprov.path(f"{PREFIX}/lib/python{PYVER}/site-packages")
+    for name, _, _, _ in world.pins:
+        src = os.path.join(site, name.replace("-", "_"), "__init__.py")
+        pyc = importlib.util.cache_from_source(src)
+        ref = str(tmp_path / "ref.pyc")
+        py_compile.compile(src, cfile=ref, dfile=src, doraise=True)
+        assert open(pyc, "rb").read() == open(ref, "rb").read(), name
+    # RECORD lists the moved .pyc with its hash, as pip does.
+    rec = open(next(os.path.join(site, d, "RECORD") for d in os.listdir(site)
+                    if d.startswith("tfprov_alpha-"))).read()
+    assert re.search(r"tfprov_alpha/__pycache__/__init__\.cpython-\d+\.pyc,sha256=", rec), rec
