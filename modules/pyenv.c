@@ -200,6 +200,30 @@ static int pyenv_precheck(struct ctx *c, const struct manifest *m, struct step *
 }
 
 /*
+ * A venv about to be made: the wheels its pip comes from are unpacked and
+ * byte-compiled ahead with the downloads (venv_bundled_artifacts), for the
+ * env's site-packages, by the interpreter the venv will run.
+ */
+static void venv_ahead(struct ctx *c, const struct manifest *m, struct artset *out)
+{
+	char *python = NULL, *err = NULL, *prefix = stack_env_prefix(m);
+	char *host = ctx_host_path(c, prefix);
+	if (pyenv_find_python(c, m->python.version.s, m->python.interpreter.s, &python, &err) ==
+	        0 &&
+	    !venv_reusable(python, host)) {
+		size_t from = out->n;
+		venv_bundled_artifacts(c, python, out);
+		if (out->n > from)
+			pyc_ahead_attach(c, out, prefix, m->python.version.s, m->python.version.s,
+			                 m->python.interpreter.s);
+	}
+	free(python);
+	free(err);
+	free(host);
+	free(prefix);
+}
+
+/*
  * The conda packages of the lock, fetched and verified into the cache with
  * every other download of the plan before the first step changes anything;
  * conda_fetch_install then finds each one there.
@@ -207,8 +231,10 @@ static int pyenv_precheck(struct ctx *c, const struct manifest *m, struct step *
 static int pyenv_artifacts(struct ctx *c, const struct manifest *m, struct artset *out,
                            struct step *s)
 {
-	if (m->python.manager != PYENV_CONDA)
+	if (m->python.manager == PYENV_VENV) {
+		venv_ahead(c, m, out);
 		return 0;
+	}
 	for (size_t i = 0; i < m->python.npkgs; i++) {
 		const struct conda_pkg *p = &m->python.pkgs[i];
 		if (p->sha256[0] == '\0') {

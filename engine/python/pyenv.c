@@ -12,7 +12,9 @@
 #include "python.h"
 #include "pyenv_int.h"
 
+#include "artifact.h"
 #include "ctx.h"
+#include "digest.h"
 #include "error.h"
 #include "event.h"
 #include "fs.h"
@@ -20,6 +22,7 @@
 #include "place.h"
 #include "wheel.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -28,6 +31,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char probe_src[] =
@@ -288,6 +292,9 @@ void pyenv_busy_release(const char *prefix, int fd)
  */
 static const char bundled_src[] =
     "import ensurepip, os, shutil, sys\n"
+    "# Debian's ensurepip refuses to run outside a virtual environment; this\n"
+    "# only asks which wheels it would install, and installs nothing.\n"
+    "sys.real_prefix = getattr(sys, 'real_prefix', sys.prefix)\n"
     "out, got = sys.argv[1], []\n"
     "def grab(args, additional_paths=None):\n"
     "    found = [p for p in (additional_paths or []) if p.endswith('.whl')]\n"
@@ -303,6 +310,84 @@ static const char bundled_src[] =
     "ensurepip._run_pip = grab\n"
     "ensurepip._bootstrap(upgrade=True, default_pip=True)\n"
     "print('\\n'.join(got))\n";
+
+/*
+ * Runs bundled_src with `python` into the directory dir: the names of the
+ * wheels it copied there (wheel file names only) into *names.
+ */
+static void bundled_wheels(struct ctx *c, const char *python, const char *dir, struct strvec *names,
+                           struct spawn_result *r)
+{
+	char *argv[] = {(char *)python, "-I", "-c", (char *)bundled_src, (char *)dir, NULL};
+	if (pyenv_run_python(c, argv, 120, r) == 0 && r->status == 0 && r->out.buf)
+		for (char *sv = NULL, *t = strtok_r(r->out.buf, "\n", &sv); t;
+		     t = strtok_r(NULL, "\n", &sv))
+			if (wheel_name_ok(t) && strchr(t, '/') == NULL)
+				strvec_push(names, t);
+}
+
+/* Removes what a killed run left of bundled-XXXXXX in the cache's partial/
+ * (a live one exists for a fraction of a second: an hour old is dead). */
+static void bundled_sweep(const char *partial)
+{
+	DIR *d = opendir(partial);
+	struct dirent *de;
+	time_t now = time(NULL);
+	while (d && (de = readdir(d)) != NULL) {
+		struct stat st;
+		char *p = path_join(partial, de->d_name);
+		if (strncmp(de->d_name, "bundled-", 8) == 0 && lstat(p, &st) == 0 &&
+		    S_ISDIR(st.st_mode) && st.st_mtime < now - 3600)
+			fs_rmtree(p);
+		free(p);
+	}
+	if (d)
+		closedir(d);
+}
+
+int venv_bundled_artifacts(struct ctx *c, const char *python, struct artset *out)
+{
+	struct spawn_result r = {0};
+	struct strvec names = STRVEC_INIT;
+	char *err = NULL;
+	if (c->cache_dir == NULL || cache_init(c->cache_dir, &err) < 0) {
+		free(err);
+		return 0;
+	}
+	char *partial = path_join(c->cache_dir, "partial");
+	bundled_sweep(partial);
+	char *dir = xasprintf("%s/bundled-XXXXXX", partial);
+	free(partial);
+	if (mkdtemp(dir) == NULL) {
+		free(dir);
+		return 0;
+	}
+	bundled_wheels(c, python, dir, &names, &r);
+	for (size_t i = 0; i < names.n; i++) {
+		char *path = path_join(dir, names.v[i]), *final = NULL, hex[65];
+		int64_t size = 0;
+		if (sha256_file(path, hex, &size) == 0 &&
+		    cache_commit(c->cache_dir, hex, path, &final) == 0) {
+			/* Named by the wheel's file name (the installer finds the tree by
+			 * it, its size and its sha256); the cache holds it already, so
+			 * the URL is never fetched. */
+			char *url = xasprintf("file://%s", path);
+			artset_add(out, names.v[i], url, hex, size, 0);
+			artset_mark_python(out, out->n - 1, ART_WHEEL);
+			free(url);
+		}
+		free(final);
+		free(path);
+	}
+	if (names.n)
+		dlog(c, "venv: %zu bundled wheels of %s into the download cache, to unpack ahead",
+		     names.n, python);
+	fs_rmtree(dir);
+	strvec_release(&names);
+	spawn_result_release(&r);
+	free(dir);
+	return 0;
+}
 
 /*
  * pip (and what else ensurepip installs) into the fresh venv at env_path,
@@ -321,14 +406,8 @@ static int venv_pip_native(struct ctx *c, const char *python, const char *exec_c
 		free(dir);
 		return 1;
 	}
-	/* The venv's own interpreter, as venv runs ensurepip (Debian's refuses
-	 * to run for the system Python itself). */
-	char *argv[] = {(char *)exec_cmd, "-I", "-c", (char *)bundled_src, dir, NULL};
-	if (pyenv_run_python(c, argv, 120, &r) == 0 && r.status == 0 && r.out.buf)
-		for (char *sv = NULL, *t = strtok_r(r.out.buf, "\n", &sv); t;
-		     t = strtok_r(NULL, "\n", &sv))
-			if (wheel_name_ok(t) && strchr(t, '/') == NULL)
-				strvec_push(&names, t);
+	/* The venv's own interpreter, as venv runs ensurepip. */
+	bundled_wheels(c, exec_cmd, dir, &names, &r);
 	if (names.n > 0) {
 		struct wheel_src *src = xcalloc(names.n, sizeof(*src));
 		for (size_t i = 0; i < names.n; i++) {
@@ -358,15 +437,19 @@ static int venv_pip_native(struct ctx *c, const char *python, const char *exec_c
 }
 
 /*
- * The venv made --without-pip as `python -m venv` makes it (symlinks on
- * POSIX), through venv's documented post_setup hook, which prints the
- * interpreter venv would run ensurepip with (pip's scripts name it).
+ * The venv made as `python -m venv` makes it (symlinks on POSIX, with_pip,
+ * so that pyvenv.cfg's `command` line is that one too), except that its
+ * step that runs ensurepip (_setup_pip) does nothing; venv's documented
+ * post_setup hook prints the interpreter venv would run ensurepip with
+ * (pip's scripts name it).
  */
 static const char venv_src[] = "import os, sys, venv\n"
                                "class B(venv.EnvBuilder):\n"
+                               "    def _setup_pip(self, context):\n"
+                               "        pass\n"
                                "    def post_setup(self, context):\n"
                                "        print(getattr(context, 'env_exec_cmd', context.env_exe))\n"
-                               "B(with_pip=False, symlinks=os.name != 'nt').create(sys.argv[1])\n";
+                               "B(with_pip=True, symlinks=os.name != 'nt').create(sys.argv[1])\n";
 
 /* Runs argv with the env's busy file as stdin; its stdout into *out when out. */
 static int run_busy(struct ctx *c, const char *host, char *const *argv, char **out, char **errmsg)

@@ -276,6 +276,15 @@ int venv_create(struct ctx *c, const char *python, const char *prefix, int *crea
  */
 int venv_create_at(struct ctx *c, const char *python, const char *env_path, int *created,
                    char **errmsg);
+/*
+ * The wheels venv_create_at will install into a venv of `python`, asked of
+ * its ensurepip during the prefetch, put into the download cache by their
+ * sha256 and added to `out` as wheels decode-ahead unpacks (ART_WHEEL), so
+ * that they are unpacked and byte-compiled while the downloads run and the
+ * pyenv step only moves them. Adds nothing when the interpreter does not
+ * name them (the step then does it all). Returns 0.
+ */
+int venv_bundled_artifacts(struct ctx *c, const char *python, struct artset *out);
 
 struct pip_opts {
 	const char *index_url;         /* --index-url; NULL: pip's default */

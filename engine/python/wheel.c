@@ -1138,9 +1138,10 @@ struct compiler {
 	int fd, child_fd; /* our end of the socket pair, the child's stdin */
 	pthread_t th;
 	pthread_mutex_t mu;
-	int running;
-	int exited; /* set by the thread when the child is gone */
-	int lost;   /* a line could not be sent: the child is gone */
+	int armed;   /* compiler_start set it up: the process starts with the first file */
+	int running; /* the process was started */
+	int exited;  /* set by the thread when the child is gone */
+	int lost;    /* a line could not be sent: the child is gone */
 	int rc;
 	struct spawn_result r;
 	char *argv[8];
@@ -1185,24 +1186,32 @@ static int compiler_start(struct compiler *cp, struct job *j, char **errmsg)
 	cp->argv[6] = xasprintf("%zu", jobs);
 	spawn_env_base(&cp->env);
 	spawn_env_python(&cp->env);
-	ev_log(j->c, EV_DEBUG, "run: %s -I -c <byte-compiler> %s %s %zu", cp->argv[0], j->stage,
-	       j->final, jobs);
-	if (pthread_create(&cp->th, NULL, compiler_main, cp) != 0) {
-		*errmsg = xstrdup("cannot start the byte-compiler thread");
-		return TF_EFAIL;
-	}
-	cp->running = 1;
+	cp->armed = 1;
 	return 0;
+}
+
+/* Starts the process (under cp->mu): only once there is a file to compile,
+ * since the wheels compiled ahead (pycahead.c) may have left none. */
+static void compiler_launch(struct compiler *cp)
+{
+	ev_log(cp->c, EV_DEBUG, "run: %s -I -c <byte-compiler> %s %s %s", cp->argv[0], cp->argv[4],
+	       cp->argv[5], cp->argv[6]);
+	if (pthread_create(&cp->th, NULL, compiler_main, cp) != 0)
+		cp->lost = 1;
+	else
+		cp->running = 1;
 }
 
 /* Queues one installed .py file (paths relative to the copy; tmp may be NULL). */
 static void compiler_send(struct compiler *cp, const char *tmp, const char *rel)
 {
-	if (!cp->running)
+	if (!cp->armed)
 		return;
 	char *line = xasprintf("%s\t%s\n", tmp ? tmp : "", rel);
 	size_t len = strlen(line), off = 0;
 	pthread_mutex_lock(&cp->mu);
+	if (!cp->running && !cp->lost)
+		compiler_launch(cp);
 	while (off < len && !cp->lost) {
 		ssize_t n = send(cp->fd, line + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n > 0) {
@@ -1243,8 +1252,13 @@ static int compiler_finish(struct compiler *cp, char **errmsg)
 		else if (rc == 0)
 			ev_log(cp->c, EV_DEBUG, "byte-compiled %s of %zu files",
 			       cp->r.out.buf ? strtok(cp->r.out.buf, "\n") : "?", cp->sent);
-		pthread_mutex_destroy(&cp->mu);
+	} else if (cp->armed && cp->lost) {
+		rc = TF_EFAIL;
+		if (errmsg)
+			*errmsg = xstrdup("cannot start the byte-compiler thread");
 	}
+	if (cp->armed)
+		pthread_mutex_destroy(&cp->mu);
 	if (cp->fd >= 0)
 		close(cp->fd);
 	if (cp->child_fd >= 0)

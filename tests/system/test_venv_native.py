@@ -34,7 +34,7 @@ def listing(env):
                 got[rel] = "link:" + os.readlink(p)
             elif os.path.isdir(p):
                 got[rel] = "dir"
-            elif n.endswith(".pyc") or n in ("INSTALLER", "RECORD") or n == "pyvenv.cfg":
+            elif n.endswith(".pyc") or n in ("INSTALLER", "RECORD"):
                 got[rel] = "file"
             else:
                 with open(p, "rb") as f:
@@ -54,7 +54,15 @@ def test_the_venv_is_the_one_ensurepip_makes(tfprov, tmp_path):
     p = tfprov.run("-v", "apply", "-y", m, env=no_stub_env(), timeout=300)
     assert p.returncode == 0, out(p)
     assert re.search(r"venv: \d+ bundled wheels of \S+ installed natively", out(p)), out(p)
-    assert "-m ensurepip" not in out(p) and "with_pip=False" in out(p), out(p)
+    # Unpacked and byte-compiled during the prefetch; the step only moved them.
+    assert re.search(r"venv: 2 bundled wheels of \S+ into the download cache", out(p)) or \
+        re.search(r"venv: 1 bundled wheels of \S+ into the download cache", out(p)), out(p)
+    ahead = re.search(r"byte-compiled ahead: (\d+) of (\d+) files", out(p))
+    assert ahead and ahead.group(1) == ahead.group(2) and int(ahead.group(1)) > 100, out(p)
+    assert f"; {ahead.group(1)} .pyc files compiled ahead" in out(p), out(p)
+    assert "run: " + str(tfprov.path(ENV_PREFIX)) + "/bin/python -I -c <byte-compiler>" \
+        not in out(p), out(p)
+    assert "-m ensurepip" not in out(p) and "def _setup_pip" in out(p), out(p)
     env = tfprov.path(ENV_PREFIX)
     # The reference at the same host path, so that every file naming the env agrees.
     ref_root = tmp_path / "ref"
@@ -109,3 +117,22 @@ def test_an_interpreter_that_does_not_name_its_wheels_gets_ensurepip(tfprov, tmp
     site = os.path.join(env, "lib", f"python{PYVER}", "site-packages")
     pip_info = [d for d in os.listdir(site) if d.startswith("pip-") and d.endswith(".dist-info")]
     assert open(os.path.join(site, pip_info[0], "INSTALLER")).read() == "pip\n"
+
+
+def test_a_killed_runs_bundled_copy_is_swept(tfprov, tmp_path):
+    """The bundled wheels are copied into the download cache's partial/ for a
+    moment; what a killed run left there (an hour old) is removed by the next
+    run that makes a venv, a fresh one (another run's, right now) is not."""
+    partial = tfprov.path("/var/cache/tfprov/partial")
+    os.makedirs(partial)
+    stale, fresh = os.path.join(partial, "bundled-dead01"), os.path.join(partial, "bundled-live01")
+    for d in (stale, fresh):
+        os.makedirs(d)
+        open(os.path.join(d, "pip-0-py3-none-any.whl"), "w").write("partial")
+    old = os.stat(stale).st_mtime - 7200
+    os.utime(stale, (old, old))
+    m = manifest(tmp_path / "v.yaml", venv_yaml(interpreter=SYS_PYTHON))
+    p = tfprov.run("apply", "-y", m, env=no_stub_env(), timeout=300)
+    assert p.returncode == 0, out(p)
+    assert not os.path.exists(stale)
+    assert os.path.exists(os.path.join(fresh, "pip-0-py3-none-any.whl"))
