@@ -212,7 +212,7 @@ static const char global_help[] =
     "  --offline            never touch the network\n"
     "  --mirror URL|DIR     try this source before the origin (repeatable)\n"
     "  --jobs N             parallel downloads, archive decoders and wheel installers\n"
-    "                       (default: 4 downloads, one decoder per core up to 8)\n"
+    "                       (default: 4 downloads; decoders: one per core, 4 to 8)\n"
     "  --ca-bundle FILE     CA certificates for HTTPS\n"
     "  --lock-timeout SEC   wait this long for another run (default 0)\n"
     "  --no-gpu             allow provisioning without a GPU (checks reported as skipped)\n"
