@@ -13,8 +13,9 @@
  * checks every source against RECORD before moving it and its .pyc.
  *
  * The compilers are long-lived processes of that interpreter (one per
- * decoder), each serving one request at a time over a socket: lines
- * "<source>\t<dfile>\n", then an empty line; it answers "<compiled>\n".
+ * core, or --jobs), each serving one request at a time over a socket: lines
+ * "<source>\t<dfile>\n", then an empty line; it answers "<compiled>\n" (paths
+ * come from the decoded tree, which holds no control characters: unpack.c).
  * A file that does not compile gets no .pyc (pip ignores it too). A
  * compiler that dies is not an error: the pip step compiles what has no
  * .pyc. The servers end with the run (EOF) or with tfprov (spawn.c's
@@ -232,32 +233,12 @@ static void batch_one(size_t b, void *arg)
 	strbuf_release(&sb);
 }
 
-/*
- * The .py files wheel.c installs into the lib dir itself, not from
- * <dist>.data/, nor at the lib dir's top (its compiled_early rule), and
- * with no control characters (the request is line-based).
- */
-static int compiled_ahead(const char *p)
-{
-	size_t n = strlen(p);
-	const char *slash = strchr(p, '/');
-	if (n <= 3 || strcmp(p + n - 3, ".py") != 0 || slash == NULL)
-		return 0;
-	size_t first = (size_t)(slash - p);
-	if (first > 5 && strncmp(p + first - 5, ".data", 5) == 0)
-		return 0;
-	for (const char *q = p; *q; q++)
-		if ((unsigned char)*q < 0x20)
-			return 0;
-	return 1;
-}
-
 static void tree_compile(void *arg, const char *dir, const struct unpack_result *res)
 {
 	struct pyc_ahead *a = arg;
 	struct tree_job t = {a, dir, xcalloc(res->n + 1, sizeof(char *)), 0};
 	for (size_t i = 0; i < res->n; i++)
-		if (res->v[i].type == 'f' && compiled_ahead(res->v[i].path))
+		if (res->v[i].type == 'f' && wheel_entry_compiles_early(res->v[i].path))
 			t.paths[t.n++] = res->v[i].path;
 	if (t.n > 0) {
 		pool_run((t.n + PYC_BATCH - 1) / PYC_BATCH, a->nserv, batch_one, &t);

@@ -433,6 +433,14 @@ struct wheel_name {
 int wheel_name_parse(const char *filename, struct wheel_name *out);
 void wheel_name_release(struct wheel_name *w);
 
+/*
+ * 1 when a wheel entry is a module the installer byte-compiles as soon as it
+ * is unpacked (wheel.c) or ahead of it (pycahead.c): a .py file below a
+ * directory of the lib dir's root, not from <dist>.data/ (whose place the
+ * WHEEL file decides).
+ */
+int wheel_entry_compiles_early(const char *path);
+
 /* RECORD's hash column holds at most "sha256=" and 43 characters. */
 #define RECORD_HASH_MAX 52
 

@@ -691,12 +691,8 @@ static void find_distinfo(struct whl *w, const struct unpack_result *res)
  */
 static int compiled_early(const struct job *j, const char *p)
 {
-	size_t n = strlen(p);
-	const char *slash = strchr(p, '/');
-	size_t first = slash ? (size_t)(slash - p) : n;
-	return j->cc && strcmp(j->sc->purelib, j->sc->platlib) == 0 && n > 3 &&
-	       strcmp(p + n - 3, ".py") == 0 && slash != NULL &&
-	       !(first > 5 && strncmp(p + first - 5, ".data", 5) == 0);
+	return j->cc && strcmp(j->sc->purelib, j->sc->platlib) == 0 &&
+	       wheel_entry_compiles_early(p);
 }
 
 struct early {

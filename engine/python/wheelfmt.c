@@ -149,3 +149,13 @@ void record_put_row(struct strbuf *sb, const char *path, const char *hash, const
 	csv_put(sb, path);
 	strbuf_addf(sb, ",%s,%s\r\n", hash, size);
 }
+
+int wheel_entry_compiles_early(const char *p)
+{
+	size_t n = strlen(p);
+	const char *slash = strchr(p, '/');
+	if (n <= 3 || strcmp(p + n - 3, ".py") != 0 || slash == NULL)
+		return 0;
+	size_t first = (size_t)(slash - p);
+	return !(first > 5 && strncmp(p + first - 5, ".data", 5) == 0);
+}

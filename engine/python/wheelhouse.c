@@ -140,6 +140,7 @@ struct fill {
 	const char *src, *dst;
 	const struct pip_req *req;
 	char hex[65];
+	int linked; /* a verified file hard-linked in: not hashed again */
 	int err;
 };
 
@@ -147,64 +148,12 @@ static void fill_one(size_t i, void *arg)
 {
 	struct fill *f = &((struct fill *)arg)[i];
 	int64_t size = 0;
-	if (!tf_interrupted)
-		f->err = copy_file_hashing(f->src, f->dst, f->hex, &size);
-}
-
-/*
- * The wheelhouse of a complete lock from a directory this run filled with
- * verified files only (o->links_verified): each pin's one wheel of its name,
- * version and the env's tags hard-linked (else copied) in, not hashed again,
- * since the run verified them against the pins. 0 with *done = 0
- * when a pin has no such wheel or more than one (the caller then checks
- * tags and hashes), or an error with *errmsg.
- */
-static int fill_verified(const struct pip_req *reqs, size_t n, const struct strvec *tags,
-                         const char *dir, const char *wheels, int *done, char **errmsg)
-{
-	struct strvec files = STRVEC_INIT, pick = STRVEC_INIT;
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	int rc = 0;
-	*done = 0;
-	while (d && (de = readdir(d)) != NULL)
-		if (wheel_name_ok(de->d_name))
-			strvec_push(&files, de->d_name);
-	if (d)
-		closedir(d);
-	for (size_t i = 0; i < n; i++) {
-		const char *one = NULL;
-		int count = 0;
-		for (size_t k = 0; k < files.n; k++) {
-			struct wheel_name wn;
-			if (wheel_name_parse(files.v[k], &wn) == 0 && reqs[i].name &&
-			    reqs[i].version && strcmp(wn.name, reqs[i].name) == 0 &&
-			    strcmp(wn.version, reqs[i].version) == 0 && wheel_tags_ok(&wn, tags))
-				one = files.v[k], count++;
-			wheel_name_release(&wn);
-		}
-		if (count != 1)
-			goto out;
-		strvec_push(&pick, one);
-	}
-	for (size_t i = 0; i < pick.n && rc == 0; i++) {
-		char *src = path_join(dir, pick.v[i]), *dst = path_join(wheels, pick.v[i]);
-		char hex[65];
-		int64_t size = 0;
-		int e = link(src, dst) == 0 ? 0 : copy_file_hashing(src, dst, hex, &size);
-		if (e != 0) {
-			rc = TF_EIO;
-			*errmsg =
-			    xasprintf("%s: cannot copy into the wheelhouse: %s", src, strerror(-e));
-		}
-		free(src);
-		free(dst);
-	}
-	*done = rc == 0;
-out:
-	strvec_release(&files);
-	strvec_release(&pick);
-	return rc;
+	if (tf_interrupted)
+		return;
+	if (f->linked && link(f->src, f->dst) == 0)
+		return;
+	f->linked = 0;
+	f->err = copy_file_hashing(f->src, f->dst, f->hex, &size);
 }
 
 /*
@@ -227,17 +176,6 @@ static int wheelhouse_fill(struct ctx *c, const char *prefix, const struct pip_r
 	for (size_t i = 0; i < n; i++)
 		if (reqs[i].url || !reqs[i].version || !reqs[i].name || reqs[i].nhashes == 0)
 			goto out;
-	if (env_tags(c, prefix, &tags) != 0)
-		goto out;
-	if (o->links_verified && o->find_links && o->find_links[0]) {
-		rc = fill_verified(reqs, n, &tags, o->find_links[0], wheels, done, errmsg);
-		if (rc != 0 || *done) {
-			if (*done)
-				ev_log(c, EV_INFO, "pip: %zu verified wheels linked from %s", n,
-				       o->find_links[0]);
-			goto out;
-		}
-	}
 	for (size_t k = 0; o->find_links && o->find_links[k]; k++) {
 		DIR *d = opendir(o->find_links[k]);
 		struct dirent *de;
@@ -252,6 +190,8 @@ static int wheelhouse_fill(struct ctx *c, const char *prefix, const struct pip_r
 		}
 		closedir(d);
 	}
+	if (env_tags(c, prefix, &tags) != 0)
+		goto out;
 	for (size_t i = 0; i < n; i++) {
 		for (size_t k = 0; k < files.n; k++) {
 			struct wheel_name wn;
@@ -270,8 +210,10 @@ static int wheelhouse_fill(struct ctx *c, const char *prefix, const struct pip_r
 			goto out;
 		f[i].req = &reqs[i];
 	}
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		f[i].dst = path_join(wheels, strrchr(f[i].src, '/') + 1);
+		f[i].linked = o->links_verified;
+	}
 	pool_run(n, c->jobs > 0 ? (size_t)c->jobs : pool_ncpu(), fill_one, f);
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		if (f[i].err) {
@@ -280,8 +222,8 @@ static int wheelhouse_fill(struct ctx *c, const char *prefix, const struct pip_r
 			                    strerror(-f[i].err));
 			break;
 		}
-		int pinned = 0;
-		for (size_t h = 0; h < reqs[i].nhashes; h++)
+		int pinned = f[i].linked;
+		for (size_t h = 0; h < reqs[i].nhashes && !pinned; h++)
 			pinned |= strcmp(reqs[i].hashes[h], f[i].hex) == 0;
 		if (!pinned) {
 			rc = TF_EINTEGRITY;
@@ -297,8 +239,13 @@ static int wheelhouse_fill(struct ctx *c, const char *prefix, const struct pip_r
 	}
 	if (rc == 0) {
 		*done = 1;
-		ev_log(c, EV_INFO, "pip: %zu wheels copied from %s and verified (no pip download)",
-		       n, o->find_links[0]);
+		if (o->links_verified)
+			ev_log(c, EV_INFO, "pip: %zu verified wheels linked from %s", n,
+			       o->find_links[0]);
+		else
+			ev_log(c, EV_INFO,
+			       "pip: %zu wheels copied from %s and verified (no pip download)", n,
+			       o->find_links[0]);
 	}
 out:
 	for (size_t i = 0; i < n; i++)
