@@ -147,8 +147,10 @@ int staged_record_tree(struct staged *t, const char *host);
  *   quarantine/<hex>.<unixtime>  bytes that failed verification, kept for a human,
  *                                0400: they may be anything, a root-only file too
  *   names/<hex>                  the file name a pip artifact of that hash had where
- *                                it was found (python.h): a hint for naming the
- *                                verified file, never trusted for its bytes
+ *                                it was found, the URL and the index whose page
+ *                                listed it (python.h): hints for naming the
+ *                                verified file and fetching it again, never
+ *                                trusted for its bytes
  *   unpack/run-XXXXXX/<hex>      an apply's decode-ahead (artifact.h), held by an
  *                                flock on unpack/run-XXXXXX.lock; removed when the
  *                                run ends, or by the next run if it was killed

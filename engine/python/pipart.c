@@ -73,45 +73,101 @@ static char *names_path(const struct ctx *c, const char *sha)
 	return xasprintf("%s/names/%s", c->cache_dir, sha);
 }
 
-/* The file name recorded for a verified hash, or NULL. */
-static char *names_get(const struct ctx *c, const char *sha)
+/*
+ * The memo of a hash: its file name, and where that file was found (the
+ * URL, and the index whose page listed it; both "" when unknown). One
+ * write makes it, so a power cut leaves a prefix of it: only lines that end
+ * in '\n' count, and a memo without its place names the file only.
+ */
+struct memo {
+	char *file, *url, *index;
+};
+
+static void memo_release(struct memo *m)
+{
+	free(m->file);
+	free(m->url);
+	free(m->index);
+	*m = (struct memo){0};
+}
+
+/* 0 with the memo of sha (m->file a safe name), or -1. */
+static int memo_get(const struct ctx *c, const char *sha, struct memo *m)
 {
 	char *p = names_path(c, sha), *text = NULL;
 	size_t len = 0;
-	if (read_file_at(AT_FDCWD, p, 4096, &text, &len) != 0) {
-		free(p);
-		return NULL;
-	}
+	*m = (struct memo){0};
+	int rc = read_file_at(AT_FDCWD, p, 8192, &text, &len);
 	free(p);
-	text[strcspn(text, "\n")] = '\0';
-	if (!safe_name(text)) {
-		free(text);
-		return NULL;
+	if (rc != 0)
+		return -1;
+	char *line[3] = {NULL, NULL, NULL}, *s = text;
+	for (int i = 0; i < 3; i++) {
+		char *nl = strchr(s, '\n');
+		if (nl == NULL)
+			break;
+		*nl = '\0';
+		line[i] = s;
+		s = nl + 1;
 	}
-	return text;
+	if (line[0] == NULL || !safe_name(line[0])) {
+		free(text);
+		return -1;
+	}
+	m->file = xstrdup(line[0]);
+	int placed = line[2] != NULL && url_is_remote(line[1]);
+	m->url = xstrdup(placed ? line[1] : "");
+	m->index = xstrdup(placed ? line[2] : "");
+	free(text);
+	return 0;
 }
 
-/* Remembers a file name for a hash (a hint for later runs: never trusted for bytes). */
-static void names_put(const struct ctx *c, const char *sha, const char *file)
+/* The file name recorded for a verified hash, or NULL. */
+static char *names_get(const struct ctx *c, const char *sha)
+{
+	struct memo m;
+	if (memo_get(c, sha, &m) != 0)
+		return NULL;
+	char *file = m.file;
+	m.file = NULL;
+	memo_release(&m);
+	return file;
+}
+
+/*
+ * Remembers a file name for a hash, and the URL it was found at on the page
+ * of `index` (NULL when not from an index): a hint for later runs, never
+ * trusted for bytes.
+ */
+static void names_put(const struct ctx *c, const char *sha, const char *file, const char *url,
+                      const char *index)
 {
 	if (!safe_name(file) || !is_hex64(sha))
 		return;
-	char *old = names_get(c, sha);
-	int same = old && strcmp(old, file) == 0;
-	free(old);
-	if (same)
-		return;
+	if (url == NULL || index == NULL || strchr(url, '\n') || strchr(index, '\n'))
+		url = index = "";
+	struct memo old;
+	if (memo_get(c, sha, &old) == 0) {
+		int same = strcmp(old.file, file) == 0 &&
+		           (url[0] == '\0' ||
+		            (strcmp(old.url, url) == 0 && strcmp(old.index, index) == 0));
+		memo_release(&old);
+		if (same)
+			return;
+	}
 	char *dir = path_join(c->cache_dir, "names");
 	char *p = names_path(c, sha);
 	char *tmp = xasprintf("%s.tmp.%ld", p, (long)getpid());
+	char *text = xasprintf("%s\n%s\n%s\n", file, url, index);
 	mkdirs_at(AT_FDCWD, dir, 0700);
-	FILE *f = fopen(tmp, "w");
-	if (f) {
-		int ok = fprintf(f, "%s\n", file) > 0;
-		ok &= fclose(f) == 0;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		int ok = fs_write_all(fd, text, strlen(text)) == 0;
+		ok &= close(fd) == 0;
 		if (!ok || rename(tmp, p) != 0)
 			unlink(tmp);
 	}
+	free(text);
 	free(tmp);
 	free(p);
 	free(dir);
@@ -357,18 +413,32 @@ static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipa
 	int *use = NULL, rc = 0;
 	char *page = NULL;
 	const char *sep = str_ends_with(index, "/") ? "" : "/";
-	/* 1. Files of this pin already verified into the cache: no index needed. */
+	/* The candidates' URLs are where this index's pages list them (memo). */
+	int from_index = !src->dir && !(c->flags & CTX_OFFLINE);
+	/*
+	 * 1. Files of this pin already verified into the cache: no index needed,
+	 * when the memo says where the file was found (this index's page, or the
+	 * wheel directory). The fetch takes the bytes from the cache by their
+	 * hash; that URL is where it goes when the cached copy no longer hashes
+	 * right (a power cut can leave a name whose bytes never reached the disk).
+	 */
 	for (size_t h = 0; h < q->nhashes; h++) {
-		char *file = names_get(c, q->hashes[h]), *path = cache_lookup(c, q->hashes[h]);
-		if (file && path && file_is(file, q->name, q->version)) {
-			/* Where it came from, as far as this run can tell (messages; the
-			 * fetch finds the bytes in the cache by their hash). */
-			char *url = src->dir ? path_join(src->dir, file)
-			                     : xasprintf("%s%s%s/%s", index, sep, q->name, file);
-			cands_add(&cs, file, url, q->hashes[h], str_ends_with(file, ".whl"));
+		struct memo m;
+		char *path = cache_lookup(c, q->hashes[h]);
+		if (path && memo_get(c, q->hashes[h], &m) == 0) {
+			char *url = NULL;
+			if (!file_is(m.file, q->name, q->version))
+				url = NULL;
+			else if (src->dir)
+				url = path_join(src->dir, m.file);
+			else if (m.url[0] && strcmp(m.index, index) == 0)
+				url = xstrdup(m.url);
+			if (url)
+				cands_add(&cs, m.file, url, q->hashes[h],
+				          str_ends_with(m.file, ".whl"));
 			free(url);
+			memo_release(&m);
 		}
-		free(file);
 		free(path);
 	}
 	use = xcalloc(cs.n + 1, sizeof(*use));
@@ -445,7 +515,7 @@ add:
 			continue;
 		char *l = label(q, cs.v[i].file);
 		artset_add(out, l, cs.v[i].url, cs.v[i].sha, -1, 0);
-		names_put(c, cs.v[i].sha, cs.v[i].file);
+		names_put(c, cs.v[i].sha, cs.v[i].file, from_index ? cs.v[i].url : NULL, index);
 		free(l);
 	}
 out:
@@ -468,7 +538,7 @@ int pipart_resolve(struct ctx *c, const struct pip_req *reqs, size_t n,
 			char *file = url_basename(q->url);
 			char *l = label(q, file);
 			artset_add(out, l, q->url, q->hashes[0], -1, 0);
-			names_put(c, q->hashes[0], file);
+			names_put(c, q->hashes[0], file, NULL, NULL);
 			free(l);
 			free(file);
 			continue;

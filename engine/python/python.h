@@ -110,10 +110,12 @@ int conda_pkg_extracted(struct ctx *c, const struct conda_pkg *p);
  * pinned file is kept and pip or the native installer chooses at apply.
  *
  * The file name of each verified hash is kept in the cache beside it
- * (<cache>/names/<sha256>), so an `--offline` run and the pip step find the
- * names again without the index: the step then installs from a directory of
- * links to the verified cache files (pip with --no-index --find-links, or
- * the native installer), never from a second download.
+ * (<cache>/names/<sha256>, with the URL where the index listed it), so an
+ * `--offline` run and the pip step find the names again without the index.
+ * The step then installs from a directory of links to the verified cache
+ * files (pip with --no-index --find-links, or the native installer), never
+ * from a second download. A later run whose cached copy no longer hashes
+ * right (a power cut) fetches it again from where the index listed it.
  */
 
 struct ctx;

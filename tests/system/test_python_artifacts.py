@@ -23,6 +23,7 @@ STAND-INS: the CUDA/cuDNN archives hold stub libraries with NVIDIA's sonames
 real-format packages built at test time (lib_conda), the wheels tiny ones
 (lib_pyindex).
 """
+import hashlib
 import os
 import re
 import subprocess
@@ -205,3 +206,46 @@ def test_pip_installs_from_the_verified_cache(tfprov, world, tmp_path):
                     "-y", m, root=False, env=ENV, timeout=600)
     assert p2.returncode == 0, out(p2)
     assert [r for r in world.idx.requests[n1:] if r.startswith("/files/")] == []
+
+
+def test_a_torn_cached_wheel_is_fetched_again_from_where_the_index_listed_it(
+        tfprov, world, tmp_path):
+    """A power cut can leave a cache entry whose name reached the disk and
+    whose bytes did not (test_power_loss.py found it: the next apply failed
+    with a 404 from a URL guessed as <index>/<name>/<file>, where this index
+    does not serve files). The cached copy of beta is emptied as that cut
+    leaves it; its memo says where the index listed it, so the next apply,
+    on a second root sharing the cache, fetches it from there without asking
+    the index. alpha's copy is torn too and its memo is one a former tfprov
+    wrote (the file name only): its index page is asked again."""
+    cache = tmp_path / "cache"
+    pins = [world.pins["tfprov-alpha"], world.pins["tfprov-beta"]]
+    m = stack(world, tmp_path / "a.yaml", python="venv", pins=pins)
+    p = apply(tfprov, cache, m)
+    assert p.returncode == 0, out(p)
+    (_, _, alpha), (_, _, beta) = pins
+    memo = cache / "names" / alpha
+    lines = memo.read_text().splitlines()
+    assert len(lines) == 3 and lines[1].endswith("/files/" + lines[0]) and \
+        lines[2] == world.idx.url, lines
+    memo.write_text(lines[0] + "\n")
+    for sha in (alpha, beta):
+        entry = cache / "sha256" / sha
+        os.chmod(entry, 0o644)
+        open(entry, "w").close()
+    other = tmp_path / "root2"
+    other.mkdir()
+    n0 = len(world.idx.requests)
+    p2 = tfprov.run("--root", str(other), "--no-gpu", "--cache-dir", str(cache), "apply",
+                    "-y", m, root=False, env=ENV, timeout=600)
+    assert p2.returncode == 0, out(p2)
+    assert p2.stderr.count("did not match its sha256") == 2, out(p2)
+    asked = world.idx.requests[n0:]
+    assert sorted(r for r in asked if r.startswith("/files/")) == sorted(
+        f"/files/{f}" for f in (memo.read_text().splitlines()[0],
+                                (cache / "names" / beta).read_text().splitlines()[0])), asked
+    assert [r for r in asked if not r.startswith("/files/")] == ["/simple/tfprov-alpha/"], asked
+    assert len(memo.read_text().splitlines()) == 3  # the memo says where again
+    for sha in (alpha, beta):
+        with open(cache / "sha256" / sha, "rb") as f:
+            assert hashlib.sha256(f.read()).hexdigest() == sha
