@@ -29,6 +29,10 @@ Contenders, alternating, each into a fresh tmpfs root, run 0 discarded:
   compiling, as by default); the sha256 of every archive is checked after.
 - decode floor: every archive and wheel decoded at once on every core,
   largest first, nothing written (`xz -dc -T1`, `unzip -p`; files in cache).
+- decode + compile floor: the same, while `compileall -j<cores>` byte-compiles
+  every module of the wheels and of the venv's own pip and setuptools (put in
+  place beforehand, untimed): the CPU work every installer of the stack does,
+  `python -m venv` + pip included, on every core.
 - download floor: all bytes / the link rate (formula), and measured: every
   file fetched by `curl -o /dev/null`, 8 at a time.
 tfprov's CPU time (user + sys, children included) and peak RSS (GNU time's
@@ -64,6 +68,10 @@ CUDA_COMPONENTS = ["cuda_cudart", "cuda_cupti", "cuda_nvcc", "cuda_nvrtc", "libn
                    "libcublas", "libcufft", "libcurand", "libcusolver", "libcusparse",
                    "cuda_cccl"]
 CPU = []
+# The interpreter every contender's venv is made of: the shell's `python3 -m
+# venv` and pip run /usr/bin/python3, and tfprov's manifest names the same one
+# (python.interpreter), not the first python3.X on PATH (here a pyenv shim).
+INTERP = os.path.realpath("/usr/bin/python3")
 
 
 def sh(cmd, **kw):
@@ -369,7 +377,7 @@ def serve(root, link):
 
 # ------------------------------------------------------------ contenders
 
-def manifest(path, base, mirror, scale, ver):
+def manifest(path, base, mirror, scale, ver, interp=None):
     lines = ["schema: 1", "stack:", "  name: current", "  platform: linux-x86_64",
              "prefix: /opt/tfprov", "versions:", "  tensorflow: 2.20.0", "  cuda: 12.5.1",
              "  cudnn: 9.3.0.75", f'  python: "{ver}"', "driver:", "  policy: skip",
@@ -386,8 +394,10 @@ def manifest(path, base, mirror, scale, ver):
     lines += ["cudnn:", "  version: 9.3.0.75", "  placement: merge", "  artifact:",
               f"    url: {base}/redist/{rel}", f"    sha256: {sha_file(p)}",
               f"    size: {os.path.getsize(p)}", "    strip: 1",
-              "python:", "  manager: venv", "  name: tf", f'  version: "{ver}"',
-              "pip:", f"  index_url: {base}/simple/", "  complete: true", "  requirements: |"]
+              "python:", "  manager: venv", "  name: tf", f'  version: "{ver}"']
+    if interp:
+        lines += [f"  interpreter: {interp}"]
+    lines += ["pip:", f"  index_url: {base}/simple/", "  complete: true", "  requirements: |"]
     for n, v, fn, _, _ in wheel_set(scale):
         h = sha_file(os.path.join(mirror, "wheels", fn))
         lines += [f"    {n}=={v} \\", f"        --hash=sha256:{h}"]
@@ -426,6 +436,50 @@ def floors(mirror, scale, link_bps, base):
     return decode, total / link_bps if link_bps else 0.0, total
 
 
+def work_floor(mirror, scale, work, stack=True):
+    """The decode floor's commands and, at the same time, byte-compiling every
+    module of the wheels (`compileall -j<cores>` with the venv's interpreter, as
+    pip compiles them): the work any installer of the stack does, on every
+    core. The modules are unpacked first, untimed; the .pyc files are written
+    (pip and tfprov write them too). stack=False: the wheels alone (no CUDA
+    archives, no venv's pip)."""
+    src = os.path.join(work, "floor-modules")
+    shutil.rmtree(src, ignore_errors=True)
+    os.makedirs(src)
+    if stack:
+        # The venv's own pip (and setuptools before 3.12), which `python -m
+        # venv` installs and byte-compiles too: its modules, from a venv made once.
+        venv = os.path.join(work, "floor-venv")
+        if not os.path.isdir(venv):
+            subprocess.run([INTERP, "-m", "venv", venv], check=True)
+        site = [dp for dp, _, _ in os.walk(venv) if dp.endswith("site-packages")][0]
+        shutil.copytree(site, os.path.join(src, "venv"),
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    nmod = sum(1 for _, _, fs in os.walk(src) for f in fs if f.endswith(".py"))
+    for _, _, fn, _, _ in wheel_set(scale):
+        with zipfile.ZipFile(os.path.join(mirror, "wheels", fn)) as z:
+            for n in z.namelist():
+                if n.endswith(".py") and ".dist-info/" not in n:
+                    z.extract(n, src)
+                    nmod += 1
+    items = [(os.path.join(mirror, "redist", rel), "xz")
+             for _, rel, _, _ in (cuda_set(scale) if stack else [])]
+    items += [(os.path.join(mirror, "wheels", fn), "zip") for _, _, fn, _, _ in wheel_set(scale)]
+    items.sort(key=lambda i: -os.path.getsize(i[0]))
+    cmds = "".join((f"xz -dc -T1 '{p}'" if k == "xz" else f"unzip -p '{p}'") + " > /dev/null\n"
+                   for p, k in items)
+    for p, _ in items:
+        sh(f"cat '{p}' > /dev/null")
+    t0 = time.monotonic()
+    comp = subprocess.Popen([INTERP, "-m", "compileall", "-q", f"-j{NCPU}", src])
+    subprocess.run(["xargs", f"-P{NCPU}", "-d", "\n", "-n1", "bash", "-c"], input=cmds,
+                   text=True, check=True)
+    assert comp.wait() == 0
+    wall = time.monotonic() - t0
+    shutil.rmtree(src, ignore_errors=True)
+    return wall, nmod
+
+
 def measured_download(base, mirror, scale):
     urls = [f"{base}/redist/{rel}" for _, rel, _, _ in cuda_set(scale)]
     urls += [f"{base}/wheels/{fn}" for _, _, fn, _, _ in wheel_set(scale)]
@@ -441,17 +495,17 @@ def run_stack(args, mirror, ver):
         link = Link(mbit * 1e6 / 8)
         srv, base = serve(mirror, link)
         man = os.path.join(args.work, "stack.yaml")
-        manifest(man, base, mirror, args.scale, ver)
+        manifest(man, base, mirror, args.scale, ver, INTERP)
         reqs = os.path.join(args.work, "reqs.txt")
         with open(reqs, "w") as f:
             for n, v, fn, _, _ in wheel_set(args.scale):
                 f.write(f"{n}=={v} --hash=sha256:{sha_file(os.path.join(mirror, 'wheels', fn))}\n")
-        res = {"tfprov": [], "shell": [], "decode": [], "download": []}
+        res = {"tfprov": [], "shell": [], "decode": [], "work": [], "download": []}
         print(f"\n== link {mbit} Mbit/s, load {' '.join(loadavg())}", flush=True)
         try:
             for run in range(args.runs + 1):
-                order = ["tfprov", "shell", "decode", "download"]
-                order = order[run % 4:] + order[:run % 4]
+                order = ["tfprov", "shell", "decode", "work", "download"]
+                order = order[run % 5:] + order[:run % 5]
                 for who in order:
                     d = os.path.join(args.work, f"{who}-{run}")
                     os.makedirs(d)
@@ -470,6 +524,8 @@ def run_stack(args, mirror, ver):
                             assert got == sha_file(os.path.join(mirror, "redist", rel)), comp
                     elif who == "decode":
                         wall, _, total = floors(mirror, args.scale, link.bps, base)
+                    elif who == "work":
+                        wall, nmod = work_floor(mirror, args.scale, args.work)
                     else:
                         wall = measured_download(base, mirror, args.scale)
                     shutil.rmtree(d, ignore_errors=True)
@@ -495,9 +551,13 @@ def run_stack(args, mirror, ver):
               f"{med['shell']:.2f} s | {statistics.median(c for _, c, _ in s):.1f} s | "
               f"{max(r for _, _, r in s) / 1024:.1f} MiB |")
         print(f"| decode floor (all cores, nothing written) | {med['decode']:.2f} s | | |")
+        print(f"| decode + compile floor (the same, and compileall -j{NCPU} of the {nmod} "
+              f"modules of the wheels and the venv's pip) | {med['work']:.2f} s | | |")
         print(f"| download floor: bytes / link (measured: 8 x curl) | {formula:.2f} s "
               f"({med['download']:.2f} s) | | |")
         print(f"\ntfprov / max(decode floor, download floor) = {med['tfprov'] / floor:.2f}; "
+              f"tfprov / max(decode + compile floor, download floor) = "
+              f"{med['tfprov'] / max(med['work'], formula):.2f}; "
               f"tfprov / shell+pip = {med['tfprov'] / med['shell']:.2f}; "
               f"load at the end {' '.join(loadavg())}", flush=True)
 
@@ -510,20 +570,28 @@ def run_wheels(args, mirror, ver):
     open(reqs, "w").write("".join(f"{n}=={v} --hash=sha256:{h}\n" for n, v, h in pins))
     base = ("schema: 1\nstack:\n  name: wheels\n  platform: linux-x86_64\nprefix: /opt/tfprov\n"
             f"versions:\n  tensorflow: 2.20.0\n  python: \"{ver}\"\ndriver:\n  policy: skip\n"
-            f"python:\n  manager: venv\n  name: tf\n  version: \"{ver}\"\n")
+            f"python:\n  manager: venv\n  name: tf\n  version: \"{ver}\"\n"
+            f"  interpreter: {INTERP}\n")
     m_env, m_pip = os.path.join(args.work, "env.yaml"), os.path.join(args.work, "pip.yaml")
     open(m_env, "w").write(base)
     open(m_pip, "w").write(base + "pip:\n  complete: true\n  requirements: |\n" + "".join(
         f"    {n}=={v} \\\n        --hash=sha256:{h}\n" for n, v, h in pins))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON"))}
-    res = {"pip": [], "tfprov": [], "tfprov --jobs 1": []}
+    res = {"pip": [], "tfprov": [], "tfprov --jobs 1": [], "floor": []}
     print(f"\n== wheels: {len(pins)}, {sum(os.path.getsize(os.path.join(wdir, f)) for f in os.listdir(wdir)) / 1e6:.0f} MB, load {' '.join(loadavg())}", flush=True)
     for run in range(args.runs + 1):
-        order = ["tfprov", "pip", "tfprov --jobs 1"]
-        order = order[run % 3:] + order[:run % 3]
+        order = ["tfprov", "pip", "tfprov --jobs 1", "floor"]
+        order = order[run % 4:] + order[:run % 4]
         for who in order:
             d = os.path.join(args.work, f"w{run}-{who.replace(' ', '')}")
             os.makedirs(d)
+            if who == "floor":
+                wall, nmod = work_floor(mirror, args.scale, args.work, stack=False)
+                tag = " (warm-up, discarded)" if run == 0 else ""
+                print(f"  run {run} floor: {wall:.2f} s, load {loadavg()[0]}{tag}", flush=True)
+                if run > 0:
+                    res[who].append((wall, 0, 0))
+                continue
             if who.startswith("tfprov"):
                 p = subprocess.run([args.tfprov, "--root", d, "apply", "-y", m_env],
                                    capture_output=True, text=True)
@@ -532,7 +600,7 @@ def run_wheels(args, mirror, ver):
                 wall, rss, p = timed([args.tfprov, "--root", d, "--mirror", wdir, *jobs,
                                       "apply", "-y", m_pip])
             else:
-                subprocess.run(["/usr/bin/python3", "-m", "venv", f"{d}/v"], check=True, env=env)
+                subprocess.run([INTERP, "-m", "venv", f"{d}/v"], check=True, env=env)
                 wall, rss, p = timed([f"{d}/v/bin/python", "-m", "pip", "install", "-q",
                                       "--isolated", "--disable-pip-version-check", "--no-deps",
                                       "--require-hashes", "--no-index", f"--find-links={wdir}",
@@ -547,9 +615,15 @@ def run_wheels(args, mirror, ver):
     med = {k: statistics.median(w for w, _, _ in v) for k, v in res.items()}
     print("\n| wheels | median wall | CPU | peak RSS |\n|---|---|---|---|")
     for k, v in res.items():
+        if k == "floor":
+            print(f"| floor: unzip -p of every wheel while compileall -j{NCPU} compiles "
+                  f"their {nmod} modules | {med[k]:.2f} s | | |")
+            continue
         print(f"| {k} | {med[k]:.2f} s | {statistics.median(c for _, c, _ in v):.1f} s | "
               f"{max(r for _, _, r in v) / 1024:.1f} MiB |")
-    print(f"\npip / tfprov = {med['pip'] / med['tfprov']:.2f}; tfprov --jobs 1 / default = "
+    print(f"\npip / tfprov = {med['pip'] / med['tfprov']:.2f}; pip / floor = "
+          f"{med['pip'] / med['floor']:.2f} (no installer can do better here); "
+          f"tfprov / floor = {med['tfprov'] / med['floor']:.2f}; tfprov --jobs 1 / default = "
           f"{med['tfprov --jobs 1'] / med['tfprov']:.2f}; load {' '.join(loadavg())}", flush=True)
 
 
