@@ -307,6 +307,24 @@ struct ctx;
 int http_get_small(const struct ctx *c, const char *url, const char *protocols, const char *accept,
                    size_t max, char **out, size_t *len, long *status, char **err);
 
+/* One GET of http_get_small_many: url in; the rest out, as http_get_small's. */
+struct http_small {
+	const char *url;
+	int rc, done;
+	char *body; /* the caller frees it */
+	size_t len;
+	long status;
+	char *err; /* the caller frees it */
+};
+/*
+ * Every GET of v at once, each as http_get_small would do it, on one pool of
+ * connections (up to 8 a host, kept alive and reused; HTTP/2 multiplexed
+ * where the server speaks it): index pages are many small files from one
+ * host, and one at a time each costs its round trips again.
+ */
+void http_get_small_many(const struct ctx *c, struct http_small *v, size_t n, const char *protocols,
+                         const char *accept, size_t max);
+
 /*
  * minisign (engine/artifact/minisign.c) - Ed25519 signatures in minisign's file formats, through OpenSSL.
  *

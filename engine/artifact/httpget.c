@@ -1,4 +1,4 @@
-/* httpget.c - one GET of a small file into memory (see artifact.h). */
+/* httpget.c - GETs of small files into memory, one or many at once (see artifact.h). */
 #include "artifact.h"
 
 #include "cabundle.h"
@@ -26,27 +26,24 @@ static size_t body_write(char *p, size_t size, size_t n, void *ud)
 	return size * n;
 }
 
-int http_get_small(const struct ctx *c, const char *url, const char *protocols, const char *accept,
-                   size_t max, char **out, size_t *len, long *status, char **err)
+/* A handle for one GET into b, its header list in *hdr (the caller frees both). */
+static CURL *small_handle(const struct ctx *c, const char *url, const char *protocols,
+                          const char *accept, struct body *b, char *errbuf, struct curl_slist **hdr)
 {
-	struct curl_slist *hdr = NULL;
-	char errbuf[CURL_ERROR_SIZE] = "";
-	struct body b = {STRBUF_INIT, max, 0};
-	long code = 0;
-
 	https_global_init();
 	CURL *h = curl_easy_init();
 	if (h == NULL)
 		tf_fatal("curl_easy_init");
 	curl_easy_setopt(h, CURLOPT_URL, url);
+	*hdr = NULL;
 	if (accept != NULL) {
 		char *line = xasprintf("Accept: %s", accept);
-		hdr = curl_slist_append(NULL, line);
+		*hdr = curl_slist_append(NULL, line);
 		free(line);
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hdr);
 	}
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, body_write);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
 	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
@@ -56,18 +53,23 @@ int http_get_small(const struct ctx *c, const char *url, const char *protocols, 
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1024L);
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "tfprov/0.1");
-	CURLcode rc = curl_easy_perform(h);
+	return h;
+}
+
+/* The result of one finished GET, as http_get_small returns it. */
+static int small_result(CURL *h, CURLcode rc, struct body *b, const char *errbuf, size_t max,
+                        char **out, size_t *len, long *status, char **err)
+{
+	long code = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-	curl_easy_cleanup(h);
-	curl_slist_free_all(hdr);
 	*status = code;
 	if (rc == CURLE_OK && code == 200) {
-		*len = b.sb.len;
-		*out = strbuf_detach(&b.sb);
+		*len = b->sb.len;
+		*out = strbuf_detach(&b->sb);
 		return 0;
 	}
-	strbuf_release(&b.sb);
-	if (b.too_big) {
+	strbuf_release(&b->sb);
+	if (b->too_big) {
 		*err = xasprintf("larger than %zu bytes", max);
 		return TF_EINTEGRITY;
 	}
@@ -76,4 +78,80 @@ int http_get_small(const struct ctx *c, const char *url, const char *protocols, 
 	else
 		*err = xstrdup(errbuf[0] ? errbuf : curl_easy_strerror(rc));
 	return TF_ENETWORK;
+}
+
+int http_get_small(const struct ctx *c, const char *url, const char *protocols, const char *accept,
+                   size_t max, char **out, size_t *len, long *status, char **err)
+{
+	struct curl_slist *hdr = NULL;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	struct body b = {STRBUF_INIT, max, 0};
+	CURL *h = small_handle(c, url, protocols, accept, &b, errbuf, &hdr);
+	CURLcode rc = curl_easy_perform(h);
+	int ret = small_result(h, rc, &b, errbuf, max, out, len, status, err);
+	curl_easy_cleanup(h);
+	curl_slist_free_all(hdr);
+	return ret;
+}
+
+/* Connections a host gets from http_get_small_many. */
+#define SMALL_MANY_PER_HOST 8
+
+void http_get_small_many(const struct ctx *c, struct http_small *v, size_t n, const char *protocols,
+                         const char *accept, size_t max)
+{
+	if (n == 0)
+		return;
+	struct one {
+		CURL *h;
+		struct curl_slist *hdr;
+		struct body b;
+		char errbuf[CURL_ERROR_SIZE];
+	} *o = xcalloc(n, sizeof(*o));
+	CURLM *m = curl_multi_init();
+	if (m == NULL)
+		tf_fatal("curl_multi_init");
+	/* One connection pool for them all: kept alive and reused, and
+	 * multiplexed where the server speaks HTTP/2 (PyPI does). */
+	curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, (long)SMALL_MANY_PER_HOST);
+	curl_multi_setopt(m, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+	for (size_t i = 0; i < n; i++) {
+		o[i].b = (struct body){STRBUF_INIT, max, 0};
+		o[i].h =
+		    small_handle(c, v[i].url, protocols, accept, &o[i].b, o[i].errbuf, &o[i].hdr);
+		curl_easy_setopt(o[i].h, CURLOPT_PRIVATE, (void *)&o[i]);
+		curl_multi_add_handle(m, o[i].h);
+	}
+	int running = 1;
+	while (running) {
+		if (curl_multi_perform(m, &running) != CURLM_OK)
+			break;
+		if (running)
+			curl_multi_poll(m, NULL, 0, 1000, NULL);
+	}
+	CURLMsg *msg;
+	int left;
+	while ((msg = curl_multi_info_read(m, &left)) != NULL) {
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		struct one *x = NULL;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+		size_t i = (size_t)(x - o);
+		v[i].rc = small_result(x->h, msg->data.result, &x->b, x->errbuf, max, &v[i].body,
+		                       &v[i].len, &v[i].status, &v[i].err);
+		v[i].done = 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].done) {
+			strbuf_release(&o[i].b.sb);
+			v[i].rc = TF_ENETWORK;
+			v[i].err = xstrdup("the transfer did not finish");
+			v[i].done = 1;
+		}
+		curl_multi_remove_handle(m, o[i].h);
+		curl_easy_cleanup(o[i].h);
+		curl_slist_free_all(o[i].hdr);
+	}
+	curl_multi_cleanup(m);
+	free(o);
 }

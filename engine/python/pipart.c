@@ -266,13 +266,19 @@ static int wheel_fits(const char *file, const struct pipart_src *src)
 }
 
 /* An index page over http(s), TLS verified (artifact.h); a 404 is the pin's absence. */
+/* A page that is not there (404) is the index saying no, not a network failure. */
+static int page_rc(int rc, long status)
+{
+	return rc == TF_ENETWORK && status == 404 ? TF_EINTEGRITY : rc;
+}
+
 static int get_page(const struct ctx *c, const char *url, char **html, char **err)
 {
 	size_t len = 0;
 	long status = 0;
 	int rc = http_get_small(c, url, HTTPGET_HTTP_OR_HTTPS, "text/html", PAGE_MAX, html, &len,
 	                        &status, err);
-	return rc == TF_ENETWORK && status == 404 ? TF_EINTEGRITY : rc;
+	return page_rc(rc, status);
 }
 
 /* The value of attribute `attr` in the tag starting at p (up to '>'), or NULL. */
@@ -406,22 +412,16 @@ static char *label(const struct pip_req *q, const char *file)
 	                  : xasprintf("%s (%s)", name, file);
 }
 
-static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipart_src *src,
-                       const char *index, struct artset *out, char **errmsg)
+/*
+ * 1. Files of this pin already verified into the cache: no index needed,
+ * when the memo says where the file was found (this index's page, or the
+ * wheel directory). The fetch takes the bytes from the cache by their hash;
+ * that URL is where it goes when the cached copy no longer hashes right (a
+ * power cut can leave a name whose bytes never reached the disk).
+ */
+static void memo_cands(struct ctx *c, const struct pip_req *q, const struct pipart_src *src,
+                       const char *index, struct cands *cs)
 {
-	struct cands cs = {0};
-	int *use = NULL, rc = 0;
-	char *page = NULL;
-	const char *sep = str_ends_with(index, "/") ? "" : "/";
-	/* The candidates' URLs are where this index's pages list them (memo). */
-	int from_index = !src->dir && !(c->flags & CTX_OFFLINE);
-	/*
-	 * 1. Files of this pin already verified into the cache: no index needed,
-	 * when the memo says where the file was found (this index's page, or the
-	 * wheel directory). The fetch takes the bytes from the cache by their
-	 * hash; that URL is where it goes when the cached copy no longer hashes
-	 * right (a power cut can leave a name whose bytes never reached the disk).
-	 */
 	for (size_t h = 0; h < q->nhashes; h++) {
 		struct memo m;
 		char *path = cache_lookup(c, q->hashes[h]);
@@ -434,13 +434,48 @@ static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipa
 			else if (m.url[0] && strcmp(m.index, index) == 0)
 				url = xstrdup(m.url);
 			if (url)
-				cands_add(&cs, m.file, url, q->hashes[h],
+				cands_add(cs, m.file, url, q->hashes[h],
 				          str_ends_with(m.file, ".whl"));
 			free(url);
 			memo_release(&m);
 		}
 		free(path);
 	}
+}
+
+/* 1 when the cache and the memo answer for the pin (step 1 of resolve_one). */
+static int memo_answers(struct ctx *c, const struct pip_req *q, const struct pipart_src *src,
+                        const char *index)
+{
+	struct cands cs = {0};
+	memo_cands(c, q, src, index, &cs);
+	int *use = xcalloc(cs.n + 1, sizeof(*use));
+	int yes = cs.n && choose(&cs, q, src, use);
+	free(use);
+	cands_release(&cs);
+	return yes;
+}
+
+/* The index page URL of a pin (the caller frees it). */
+static char *page_url(const struct pip_req *q, const char *index)
+{
+	return xasprintf("%s%s%s/", index, str_ends_with(index, "/") ? "" : "/", q->name);
+}
+
+/*
+ * One pin into out. got: its index page when pipart_resolve fetched it
+ * with the others (NULL: fetched here when needed).
+ */
+static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipart_src *src,
+                       const char *index, struct http_small *got, struct artset *out, char **errmsg)
+{
+	struct cands cs = {0};
+	int *use = NULL, rc = 0;
+	char *page = NULL;
+	const char *sep = str_ends_with(index, "/") ? "" : "/";
+	/* The candidates' URLs are where this index's pages list them (memo). */
+	int from_index = !src->dir && !(c->flags & CTX_OFFLINE);
+	memo_cands(c, q, src, index, &cs);
 	use = xcalloc(cs.n + 1, sizeof(*use));
 	if (cs.n && choose(&cs, q, src, use))
 		goto add;
@@ -462,8 +497,14 @@ static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipa
 		}
 	} else {
 		char *html = NULL, *err = NULL;
-		page = xasprintf("%s%s%s/", index, sep, q->name);
-		rc = get_page(c, page, &html, &err);
+		page = page_url(q, index);
+		if (got && got->done) {
+			html = got->body, err = got->err;
+			got->body = got->err = NULL;
+			rc = page_rc(got->rc, got->status);
+		} else {
+			rc = get_page(c, page, &html, &err);
+		}
 		if (rc != 0) {
 			*errmsg = xasprintf("%s==%s: cannot read the index page %s (%s)",
 			                    q->raw_name ? q->raw_name : q->name, q->version, page,
@@ -530,6 +571,30 @@ int pipart_resolve(struct ctx *c, const struct pip_req *reqs, size_t n,
 {
 	const char *index = src->index_url ? src->index_url : "https://pypi.org/simple/";
 	int rc = 0;
+	/*
+	 * The index pages of every pin the cache cannot answer for, fetched at
+	 * once: one at a time, 40 pins behind a 50 ms round trip left the link
+	 * idle for seconds before the first download.
+	 */
+	struct http_small *pages = xcalloc(n + 1, sizeof(*pages));
+	struct http_small *want = xcalloc(n + 1, sizeof(*want));
+	size_t *at = xcalloc(n + 1, sizeof(*at)), nwant = 0;
+	for (size_t i = 0; i < n && !src->dir && !(c->flags & CTX_OFFLINE); i++) {
+		const struct pip_req *q = &reqs[i];
+		if (q->nhashes == 0 || q->url || q->name == NULL || q->version == NULL ||
+		    memo_answers(c, q, src, index))
+			continue;
+		at[nwant] = i;
+		want[nwant++].url = page_url(q, index);
+	}
+	http_get_small_many(c, want, nwant, HTTPGET_HTTP_OR_HTTPS, "text/html", PAGE_MAX);
+	for (size_t k = 0; k < nwant; k++) {
+		pages[at[k]] = want[k];
+		pages[at[k]].url = NULL;
+		free((char *)want[k].url);
+	}
+	free(want);
+	free(at);
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		const struct pip_req *q = &reqs[i];
 		if (q->nhashes == 0)
@@ -545,8 +610,13 @@ int pipart_resolve(struct ctx *c, const struct pip_req *reqs, size_t n,
 		}
 		if (q->name == NULL || q->version == NULL)
 			continue; /* not name==version: pip resolves it at apply */
-		rc = resolve_one(c, q, src, index, out, errmsg);
+		rc = resolve_one(c, q, src, index, &pages[i], out, errmsg);
 	}
+	for (size_t i = 0; i < n; i++) {
+		free(pages[i].body);
+		free(pages[i].err);
+	}
+	free(pages);
 	return rc;
 }
 

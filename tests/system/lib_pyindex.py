@@ -11,6 +11,7 @@ import http.server
 import os
 import re
 import threading
+import time
 import zipfile
 
 
@@ -88,9 +89,14 @@ def build_sdist(outdir, name, version, requires=()):
 class Index:
     """Serves every wheel in `wheel_dir` at http://127.0.0.1:PORT/simple/."""
 
-    def __init__(self, wheel_dir):
+    def __init__(self, wheel_dir, page_delay=0.0):
+        """page_delay: seconds each project page takes to answer (a far
+        index); max_pages_at_once then says how many were asked at once."""
         self.wheel_dir = wheel_dir
         self.requests = []
+        self.page_delay = page_delay
+        self.pages_at_once = self.max_pages_at_once = 0
+        lock = threading.Lock()
         index = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -104,6 +110,14 @@ class Index:
                     names = sorted({normalize(f.split("-")[0]) for f in index._wheels()})
                     body = "".join(f'<a href="{n}/">{n}</a>\n' for n in names)
                     return self._send(200, f"<html><body>{body}</body></html>")
+                if len(parts) == 2 and parts[0] == "simple" and index.page_delay:
+                    with lock:
+                        index.pages_at_once += 1
+                        index.max_pages_at_once = max(index.max_pages_at_once,
+                                                      index.pages_at_once)
+                    time.sleep(index.page_delay)
+                    with lock:
+                        index.pages_at_once -= 1
                 if len(parts) == 2 and parts[0] == "simple":
                     want = normalize(parts[1])
                     links = []

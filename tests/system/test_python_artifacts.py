@@ -67,7 +67,7 @@ def world(tmp_path_factory):
     idx.close()
 
 
-def stack(w, path, env_value="1", python=None, pins=None):
+def stack(w, path, env_value="1", python=None, pins=None, index_url=None):
     text = w.base.replace('TF_CPP_MIN_LOG_LEVEL: "1"', f'TF_CPP_MIN_LOG_LEVEL: "{env_value}"')
     assert text != w.base or env_value == "1"
     if python == "venv":
@@ -79,7 +79,7 @@ def stack(w, path, env_value="1", python=None, pins=None):
                  f"  lock: |\n{body}")
     if pins:
         req = "".join(f"    {n}=={v} \\\n        --hash=sha256:{h}\n" for n, v, h in pins)
-        text += (f"pip:\n  index_url: {w.idx.url}\n  complete: true\n"
+        text += (f"pip:\n  index_url: {index_url or w.idx.url}\n  complete: true\n"
                  f"  requirements: |\n{req}")
     path.write_text(text)
     return str(path)
@@ -249,3 +249,46 @@ def test_a_torn_cached_wheel_is_fetched_again_from_where_the_index_listed_it(
     for sha in (alpha, beta):
         with open(cache / "sha256" / sha, "rb") as f:
             assert hashlib.sha256(f.read()).hexdigest() == sha
+
+
+def test_index_pages_are_asked_at_once(tfprov, world, tmp_path):
+    """An index whose every project page takes 0.6 s to answer (a far one):
+    the three pins' pages are asked at once, not one after another (40 pins
+    behind a 50 ms round trip left the link idle for seconds)."""
+    far = lib_pyindex.Index(str(world.dir / "wheels"), page_delay=0.6)
+    try:
+        pins = [world.pins[n] for n in ("tfprov-alpha", "tfprov-beta", "tfprov-gamma")]
+        m = stack(world, tmp_path / "m.yaml", python="venv", pins=pins, index_url=far.url)
+        p = apply(tfprov, tmp_path / "cache", m)
+        assert p.returncode == 0, out(p)
+        pages = [r for r in far.requests if r.startswith("/simple/")]
+        assert sorted(pages) == [f"/simple/{n}/" for n, _, _ in sorted(pins)], far.requests
+        assert far.max_pages_at_once == 3, far.requests
+    finally:
+        far.close()
+
+
+@pytest.mark.parametrize("kind", ["unknown", "down"])
+def test_an_index_page_that_cannot_be_read_changes_nothing(tfprov, world, tmp_path, kind):
+    """A pin the index does not know (its page is a 404), or an index that
+    is not there (nothing listens on its port): apply names the pin and the
+    page, and the fresh root stays empty."""
+    pins = [world.pins["tfprov-alpha"], world.pins["tfprov-beta"]]
+    url = world.idx.url
+    if kind == "unknown":
+        pins.append(("tfprov-nosuch", "1.0", "1" * 64))
+        page = f"{url}tfprov-nosuch/"
+    else:
+        import socket
+        with socket.socket() as s:  # a loopback port nothing listens on
+            s.bind(("127.0.0.1", 0))
+            url = f"http://127.0.0.1:{s.getsockname()[1]}/simple/"
+        page = f"{url}tfprov-alpha/"
+    m = stack(world, tmp_path / "m.yaml", python="venv", pins=pins, index_url=url)
+    p = apply(tfprov, tmp_path / "cache", m)
+    # exit 5: the index said no (integrity: no such file); 1: the network failed
+    assert p.returncode == (5 if kind == "unknown" else 1), out(p)
+    want = "tfprov-nosuch==1.0" if kind == "unknown" else "tfprov-alpha==1.0.0"
+    assert f"{want}: cannot read the index page {page}" in out(p), out(p)
+    assert ("(HTTP 404)" if kind == "unknown" else "onnect") in out(p), out(p)
+    assert os.listdir(tfprov.root) == [], out(p)
