@@ -20,6 +20,8 @@ interpreter this machine has), not from conda packages.
 
 Everything is served from one loopback HTTP server whose total rate is
 limited (a shared token bucket: one link), at each --rates value in Mbit/s.
+--rtt MS makes it a far server: each connection and each request waits MS
+first (a TCP handshake's and a request's round trip; 0 by default).
 
 Contenders, alternating, each into a fresh tmpfs root, run 0 discarded:
 - tfprov: `tfprov --root R apply -y stack.yaml` (every step, cold cache).
@@ -350,10 +352,20 @@ class Link:
             time.sleep(d)
 
 
-def serve(root, link):
+def serve(root, link, rtt=0.0):
+    """rtt (seconds): a far server; every connection and every request first
+    waits that long, as a TCP handshake and a request's round trip would."""
     class H(http.server.SimpleHTTPRequestHandler):
         def __init__(self, *a, **kw):
             super().__init__(*a, directory=root, **kw)
+
+        def setup(self):
+            time.sleep(rtt)
+            super().setup()
+
+        def do_GET(self):
+            time.sleep(rtt)
+            super().do_GET()
 
         def log_message(self, *a):
             pass
@@ -493,7 +505,7 @@ def run_stack(args, mirror, ver):
     total = None
     for mbit in args.rates:
         link = Link(mbit * 1e6 / 8)
-        srv, base = serve(mirror, link)
+        srv, base = serve(mirror, link, args.rtt / 1000)
         man = os.path.join(args.work, "stack.yaml")
         manifest(man, base, mirror, args.scale, ver, INTERP)
         reqs = os.path.join(args.work, "reqs.txt")
@@ -501,7 +513,8 @@ def run_stack(args, mirror, ver):
             for n, v, fn, _, _ in wheel_set(args.scale):
                 f.write(f"{n}=={v} --hash=sha256:{sha_file(os.path.join(mirror, 'wheels', fn))}\n")
         res = {"tfprov": [], "shell": [], "decode": [], "work": [], "download": []}
-        print(f"\n== link {mbit} Mbit/s, load {' '.join(loadavg())}", flush=True)
+        print(f"\n== link {mbit} Mbit/s, round trip {args.rtt:g} ms, load {' '.join(loadavg())}",
+              flush=True)
         try:
             for run in range(args.runs + 1):
                 order = ["tfprov", "shell", "decode", "work", "download"]
@@ -634,6 +647,8 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rates", type=lambda v: [int(x) for x in v.split(",")],
                     default=[1000, 100], help="link rates in Mbit/s")
+    ap.add_argument("--rtt", type=float, default=0.0,
+                    help="ms every connection and request waits (a far server)")
     ap.add_argument("--cache", default="/tmp/tfprov-current")
     ap.add_argument("--work", default="/dev/shm/tfprov-current")
     ap.add_argument("--wheels-only", action="store_true")
