@@ -91,7 +91,7 @@ static void memo_release(struct memo *m)
 	*m = (struct memo){0};
 }
 
-/* 0 with the memo of sha (m->file a safe name), or -1. */
+/* 0 with the memo of sha (m->file a safe name), or -ENOENT: none, or none that reads. */
 static int memo_get(const struct ctx *c, const char *sha, struct memo *m)
 {
 	char *p = names_path(c, sha), *text = NULL;
@@ -100,7 +100,7 @@ static int memo_get(const struct ctx *c, const char *sha, struct memo *m)
 	int rc = read_file_at(AT_FDCWD, p, 8192, &text, &len);
 	free(p);
 	if (rc != 0)
-		return -1;
+		return -ENOENT;
 	char *line[3] = {NULL, NULL, NULL}, *s = text;
 	for (int i = 0; i < 3; i++) {
 		char *nl = strchr(s, '\n');
@@ -112,7 +112,7 @@ static int memo_get(const struct ctx *c, const char *sha, struct memo *m)
 	}
 	if (line[0] == NULL || !safe_name(line[0])) {
 		free(text);
-		return -1;
+		return -ENOENT;
 	}
 	m->file = xstrdup(line[0]);
 	int placed = line[2] != NULL && url_is_remote(line[1]);
