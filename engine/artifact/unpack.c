@@ -53,7 +53,7 @@
 #endif
 
 #define UNPACK_BUFSZ         (64u * 1024)
-#define UNPACK_NBUF          128 /* 8 MiB in flight at most */
+#define UNPACK_NBUF          32 /* 2 MiB in flight at most */
 #define UNPACK_RING          1024
 #define PROGRESS_INTERVAL_NS 250000000ull
 
@@ -518,10 +518,32 @@ static int zip_push_bytes(struct queue *q, const unsigned char *p, size_t len, s
 	return 0;
 }
 
+/*
+ * One zip decoder's inflater: libdeflate's state and the whole-entry buffers,
+ * kept for its share of the entries (grown to the largest, at most
+ * ZIP_WHOLE_MAX and a little more each), not allocated again for every entry:
+ * malloc's heap kept what each entry freed, on every decoder's thread.
+ */
+struct zinflate {
+	struct libdeflate_decompressor *dd;
+	unsigned char *in, *out;
+	size_t cin, cout;
+};
+
+static unsigned char *zbuf(unsigned char **p, size_t *cap, size_t need)
+{
+	if (need > *cap) {
+		free(*p);
+		*p = xmalloc(need ? need : 1);
+		*cap = need;
+	}
+	return *p;
+}
+
 /* The data of one regular file entry, then FILE_END; 0, TF_EFAIL (error pushed) or
  * -ECANCELED (stopped). */
 static int zip_entry_data(struct queue *q, zip_t *za, zip_uint64_t i, const zip_stat_t *st,
-                          const char *name, struct libdeflate_decompressor *dd)
+                          const char *name, struct zinflate *z)
 {
 	struct sha256 sha;
 	sha256_init(&sha);
@@ -529,15 +551,15 @@ static int zip_entry_data(struct queue *q, zip_t *za, zip_uint64_t i, const zip_
 	if (st->comp_method == ZIP_CM_DEFLATE && st->size <= ZIP_WHOLE_MAX &&
 	    st->comp_size <= ZIP_WHOLE_MAX + (ZIP_WHOLE_MAX >> 4) + 64) {
 		/* Whole: the raw deflate stream in, the entry out, its CRC checked. */
-		unsigned char *in = xmalloc(st->comp_size ? st->comp_size : 1);
-		unsigned char *out = xmalloc(st->size ? st->size : 1);
+		unsigned char *in = zbuf(&z->in, &z->cin, st->comp_size);
+		unsigned char *out = zbuf(&z->out, &z->cout, st->size);
 		zip_file_t *zf = zip_fopen_index(za, i, ZIP_FL_COMPRESSED);
 		zip_int64_t got = zf ? zip_fread(zf, in, st->comp_size) : -1;
 		size_t actual = 0;
 		if (got < 0 || (zip_uint64_t)got != st->comp_size)
 			ret = zip_fail(q, "cannot read archive data of '%s': %s", name,
 			               zf ? zip_file_strerror(zf) : zip_strerror(za));
-		else if (libdeflate_deflate_decompress(dd, in, st->comp_size, out, st->size,
+		else if (libdeflate_deflate_decompress(z->dd, in, st->comp_size, out, st->size,
 		                                       &actual) != LIBDEFLATE_SUCCESS ||
 		         actual != st->size)
 			ret = zip_fail(q,
@@ -551,8 +573,6 @@ static int zip_entry_data(struct queue *q, zip_t *za, zip_uint64_t i, const zip_
 			ret = -ECANCELED;
 		if (zf)
 			zip_fclose(zf);
-		free(in);
-		free(out);
 	} else {
 		/* Streaming (large entries, stored ones, other methods): libzip
 		 * inflates with zlib and checks the CRC at the end. */
@@ -621,7 +641,7 @@ static int decode_zip_part(struct decoder *d)
 	}
 	zip_int64_t n = zip_get_num_entries(za, 0);
 	unsigned char *own = zip_owners(za, n > 0 ? (zip_uint64_t)n : 0, d->nparts);
-	struct libdeflate_decompressor *dd = libdeflate_alloc_decompressor();
+	struct zinflate z = {.dd = libdeflate_alloc_decompressor()};
 	for (zip_int64_t i = 0; i < n && ret == 0; i++) {
 		if (own[i] != d->part)
 			continue;
@@ -691,12 +711,14 @@ static int decode_zip_part(struct decoder *d)
 			break;
 		}
 		if (is_file)
-			ret = zip_entry_data(q, za, (zip_uint64_t)i, &st, e_name, dd);
+			ret = zip_entry_data(q, za, (zip_uint64_t)i, &st, e_name, &z);
 		free(e_name);
 		uint64_t all = __atomic_add_fetch(d->zip_in, st.comp_size, __ATOMIC_RELAXED);
 		__atomic_store_n(&q->in_bytes, all, __ATOMIC_RELAXED);
 	}
-	libdeflate_free_decompressor(dd);
+	libdeflate_free_decompressor(z.dd);
+	free(z.in);
+	free(z.out);
 	free(own);
 	zip_discard(za);
 	return ret;
