@@ -468,7 +468,11 @@ def run_wheels(args, work):
     req = "".join(f"    {n}=={v} \\\n        --hash=sha256:{h}\n" for n, v, h in pins)
     base = ("schema: 1\nstack:\n  name: wheels\n  platform: linux-x86_64\nprefix: /opt/tfprov\n"
             f"versions:\n  tensorflow: 2.15.1\n  python: \"{ver}\"\ndriver:\n  policy: skip\n"
-            f"python:\n  manager: venv\n  name: tf\n  version: \"{ver}\"\n")
+            f"python:\n  manager: venv\n  name: tf\n  version: \"{ver}\"\n"
+            # Debian's interpreter, which pip's venv below then runs too (it
+            # is made of the one tfprov's env runs; bench/README.md, trap 6:
+            # the first python3.X on PATH is a pyenv build)
+            f"  interpreter: {os.path.realpath('/usr/bin/python3')}\n")
     m_env = os.path.join(work, "env.yaml")
     m_pip = os.path.join(work, "pip.yaml")
     open(m_env, "w").write(base)

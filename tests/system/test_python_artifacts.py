@@ -98,6 +98,14 @@ def apply(tfprov, cache, manifest, *extra):
                       env=ENV, timeout=600)
 
 
+def apply_on_second_root(tfprov, tmp_path, cache, manifest):
+    """apply on a fresh root (tmp_path/root2) that shares the download cache."""
+    other = tmp_path / "root2"
+    other.mkdir()
+    return tfprov.run("--root", str(other), "--no-gpu", "--cache-dir", str(cache), "apply",
+                      "-y", manifest, root=False, env=ENV, timeout=600)
+
+
 def cache_proper(cache):
     d = os.path.join(str(cache), "sha256")
     return sorted(os.listdir(d)) if os.path.isdir(d) else []
@@ -199,11 +207,8 @@ def test_pip_installs_from_the_verified_cache(tfprov, world, tmp_path):
     assert sorted(files) == sorted(set(files)) and len(files) == 2, world.idx.requests[n0:]
     for _, _, sha in good:
         assert sha in cache_proper(cache)
-    other = tmp_path / "root2"
-    other.mkdir()
     n1 = len(world.idx.requests)
-    p2 = tfprov.run("--root", str(other), "--no-gpu", "--cache-dir", str(cache), "apply",
-                    "-y", m, root=False, env=ENV, timeout=600)
+    p2 = apply_on_second_root(tfprov, tmp_path, cache, m)
     assert p2.returncode == 0, out(p2)
     assert [r for r in world.idx.requests[n1:] if r.startswith("/files/")] == []
 
@@ -233,11 +238,8 @@ def test_a_torn_cached_wheel_is_fetched_again_from_where_the_index_listed_it(
         entry = cache / "sha256" / sha
         os.chmod(entry, 0o644)
         open(entry, "w").close()
-    other = tmp_path / "root2"
-    other.mkdir()
     n0 = len(world.idx.requests)
-    p2 = tfprov.run("--root", str(other), "--no-gpu", "--cache-dir", str(cache), "apply",
-                    "-y", m, root=False, env=ENV, timeout=600)
+    p2 = apply_on_second_root(tfprov, tmp_path, cache, m)
     assert p2.returncode == 0, out(p2)
     assert p2.stderr.count("did not match its sha256") == 2, out(p2)
     asked = world.idx.requests[n0:]
