@@ -316,7 +316,8 @@ static void *fetch_job_run(void *arg)
  * measured with bench/cold_apply.py --rss-jobs on NVIDIA's CUDA 11.8 archives
  * (xz -6), peak RSS 36 MiB with one decoder, 61 with 2, 77 with 4, 117 with 8
  * (12-25 MiB per extra decoder), so the default stays near 120 MiB on any
- * machine. More decoders would not help a CUDA stack anyway: its largest
+ * machine; that was with 8 MiB in flight a decoder, 2 MiB since (70 MiB
+ * with 4 on the same archives). More decoders would not help a CUDA stack anyway: its largest
  * archive (libcublas) alone is over a third of the decoding.
  */
 #define DECODERS_MAX 8
