@@ -443,16 +443,13 @@ static void memo_cands(struct ctx *c, const struct pip_req *q, const struct pipa
 	}
 }
 
-/* 1 when the cache and the memo answer for the pin (step 1 of resolve_one). */
-static int memo_answers(struct ctx *c, const struct pip_req *q, const struct pipart_src *src,
-                        const char *index)
+/* 1 when the files memo_cands found answer for the pin (step 1 of resolve_one). */
+static int memo_answers(const struct cands *cs, const struct pip_req *q,
+                        const struct pipart_src *src)
 {
-	struct cands cs = {0};
-	memo_cands(c, q, src, index, &cs);
-	int *use = xcalloc(cs.n + 1, sizeof(*use));
-	int yes = cs.n && choose(&cs, q, src, use);
+	int *use = xcalloc(cs->n + 1, sizeof(*use));
+	int yes = cs->n && choose(cs, q, src, use);
 	free(use);
-	cands_release(&cs);
 	return yes;
 }
 
@@ -463,19 +460,21 @@ static char *page_url(const struct pip_req *q, const char *index)
 }
 
 /*
- * One pin into out. got: its index page when pipart_resolve fetched it
- * with the others (NULL: fetched here when needed).
+ * One pin into out. known: what memo_cands found for it (taken over). got:
+ * its index page when pipart_resolve fetched it with the others (NULL:
+ * fetched here when needed).
  */
 static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipart_src *src,
-                       const char *index, struct http_small *got, struct artset *out, char **errmsg)
+                       const char *index, struct cands *known, struct http_small *got,
+                       struct artset *out, char **errmsg)
 {
-	struct cands cs = {0};
+	struct cands cs = *known;
+	*known = (struct cands){0};
 	int *use = NULL, rc = 0;
 	char *page = NULL;
 	const char *sep = str_ends_with(index, "/") ? "" : "/";
 	/* The candidates' URLs are where this index's pages list them (memo). */
 	int from_index = !src->dir && !(c->flags & CTX_OFFLINE);
-	memo_cands(c, q, src, index, &cs);
 	use = xcalloc(cs.n + 1, sizeof(*use));
 	if (cs.n && choose(&cs, q, src, use))
 		goto add;
@@ -578,11 +577,14 @@ int pipart_resolve(struct ctx *c, const struct pip_req *reqs, size_t n,
 	 */
 	struct http_small *pages = xcalloc(n + 1, sizeof(*pages));
 	struct http_small *want = xcalloc(n + 1, sizeof(*want));
+	struct cands *known = xcalloc(n + 1, sizeof(*known));
 	size_t *at = xcalloc(n + 1, sizeof(*at)), nwant = 0;
-	for (size_t i = 0; i < n && !src->dir && !(c->flags & CTX_OFFLINE); i++) {
+	for (size_t i = 0; i < n; i++) {
 		const struct pip_req *q = &reqs[i];
-		if (q->nhashes == 0 || q->url || q->name == NULL || q->version == NULL ||
-		    memo_answers(c, q, src, index))
+		if (q->nhashes == 0 || q->url || q->name == NULL || q->version == NULL)
+			continue;
+		memo_cands(c, q, src, index, &known[i]);
+		if (src->dir || (c->flags & CTX_OFFLINE) || memo_answers(&known[i], q, src))
 			continue;
 		at[nwant] = i;
 		want[nwant++].url = page_url(q, index);
@@ -610,13 +612,15 @@ int pipart_resolve(struct ctx *c, const struct pip_req *reqs, size_t n,
 		}
 		if (q->name == NULL || q->version == NULL)
 			continue; /* not name==version: pip resolves it at apply */
-		rc = resolve_one(c, q, src, index, &pages[i], out, errmsg);
+		rc = resolve_one(c, q, src, index, &known[i], &pages[i], out, errmsg);
 	}
 	for (size_t i = 0; i < n; i++) {
 		free(pages[i].body);
 		free(pages[i].err);
+		cands_release(&known[i]);
 	}
 	free(pages);
+	free(known);
 	return rc;
 }
 

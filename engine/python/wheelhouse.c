@@ -239,7 +239,15 @@ static int wheelhouse_fill(struct ctx *c, const char *prefix, const struct pip_r
 	}
 	if (rc == 0) {
 		*done = 1;
-		if (o->links_verified)
+		size_t copied = 0;
+		for (size_t i = 0; i < n; i++)
+			copied += !f[i].linked;
+		if (o->links_verified && copied)
+			ev_log(c, EV_INFO,
+			       "pip: %zu verified wheels linked from %s (%zu of them copied and "
+			       "hashed: no hard link there)",
+			       n, o->find_links[0], copied);
+		else if (o->links_verified)
 			ev_log(c, EV_INFO, "pip: %zu verified wheels linked from %s", n,
 			       o->find_links[0]);
 		else
