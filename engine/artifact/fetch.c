@@ -679,8 +679,17 @@ static int start_transfer(struct fetch_run *r, struct xfer *x)
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, o->stall_seconds);
 	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L * 1024);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "tfprov/0.1");
-	if (x->start > 0)
-		curl_easy_setopt(h, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)x->start);
+	/*
+	 * A Range header, not CURLOPT_RESUME_FROM: curl fails a resume that gets
+	 * 200 (CURLE_RANGE_ERROR, before any byte), and each retry resumed again
+	 * into the same answer; with a plain range the 200 body arrives and
+	 * check_first_write starts the .part over.
+	 */
+	if (x->start > 0) {
+		char range[32];
+		snprintf(range, sizeof(range), "%llu-", (unsigned long long)x->start);
+		curl_easy_setopt(h, CURLOPT_RANGE, range);
+	}
 	curl_multi_add_handle(r->multi, h);
 	ev_emit(r->c, &(struct event){.kind = EV_DOWNLOAD_START,
 	                              .level = EV_DEBUG,

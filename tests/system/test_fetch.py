@@ -76,6 +76,21 @@ def test_resume_from_existing_part_file(srv, tmp_path):
     assert srv.requests[0][2] == "bytes=1000-"
 
 
+def test_part_file_against_a_server_that_never_honours_range(srv, tmp_path):
+    """A killed run's .part, and a server that answers every Range with 200
+    and the whole file (Python's http.server does): the download starts over
+    from byte 0 and verifies. (curl's own resume gave up on that 200 as an
+    error, each retry resumed again, and the host was given up on.)"""
+    c = tmp_path / "c"
+    (c / "partial").mkdir(parents=True)
+    (c / "partial" / (sha(DATA) + ".part")).write_bytes(DATA[:1000])
+    srv.fault("/a/art.tar.xz", "norange")
+    r = fetch(str(c), (srv.url("/a/art.tar.xz"), DATA, len(DATA)))
+    assert r.rc == 0, r
+    assert open(c / "sha256" / sha(DATA), "rb").read() == DATA
+    assert [q[2] for q in srv.requests] == ["bytes=1000-"], srv.requests
+
+
 def test_corrupt_part_file_is_caught_by_hash(srv, tmp_path):
     c = tmp_path / "c"
     (c / "partial").mkdir(parents=True)
