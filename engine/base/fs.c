@@ -200,7 +200,7 @@ int fs_rel_is_safe(const char *rel)
 	return 1;
 }
 
-int fs_swap_in(const char *src, const char *dst)
+int fs_swap_in_keep(const char *src, const char *dst)
 {
 	struct stat st;
 	if (lstat(dst, &st) != 0) {
@@ -208,27 +208,33 @@ int fs_swap_in(const char *src, const char *dst)
 			return -errno;
 		return rename(src, dst) == 0 ? 0 : -errno;
 	}
-	if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, RENAME_EXCHANGE) != 0) {
-		if (errno != EINVAL && errno != ENOSYS)
-			return -errno;
-		/* No RENAME_EXCHANGE on this filesystem: move aside, then in. */
-		char *aside = xasprintf("%s.tfprov-old", dst);
-		fs_rmtree(aside);
-		if (rename(dst, aside) != 0) {
-			int e = -errno;
-			free(aside);
-			return e;
-		}
-		if (rename(src, dst) != 0) {
-			int e = -errno;
-			rename(aside, dst);
-			free(aside);
-			return e;
-		}
-		fs_rmtree(aside);
-		free(aside);
+	if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, RENAME_EXCHANGE) == 0)
 		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	/* No RENAME_EXCHANGE on this filesystem: dst aside, src in, the old dst to src. */
+	char *aside = xasprintf("%s.tfprov-old", dst);
+	int e = 0;
+	fs_rmtree(aside);
+	if (rename(dst, aside) != 0) {
+		e = -errno;
+	} else if (rename(src, dst) != 0) {
+		e = -errno;
+		rename(aside, dst);
+	} else if (rename(aside, src) != 0) {
+		e = -errno;
 	}
+	free(aside);
+	return e;
+}
+
+int fs_swap_in(const char *src, const char *dst)
+{
+	struct stat st;
+	int existed = lstat(dst, &st) == 0;
+	int e = fs_swap_in_keep(src, dst);
+	if (e != 0 || !existed)
+		return e;
 	/* src now holds the old tree. */
 	return fs_rmtree(src);
 }

@@ -72,5 +72,7 @@ int fs_rel_is_safe(const char *rel);
 /* Swaps dst with src atomically when dst exists (RENAME_EXCHANGE), then
  * removes the old tree (now at src); plain rename when dst is absent. */
 int fs_swap_in(const char *src, const char *dst);
+/* The same exchange, keeping the old dst at src (a plain rename when dst is absent). */
+int fs_swap_in_keep(const char *src, const char *dst);
 
 #endif

@@ -978,6 +978,35 @@ static void tree_wait_idle(const char *host)
 	close(fd);
 }
 
+/*
+ * Puts a journaled snapshot (txn_snapshot_dir) back in place of host, in a
+ * way that a kill at any instant of it leaves for the next recovery to
+ * finish: the snapshot carries PLACE_SNAP_MARK from its creation on, so the
+ * marker says which side of the exchange the snapshot is on. Not yet swapped
+ * (the marker in backup): exchange the two names, and make that durable.
+ * Swapped (the marker in host): remove what pip left (now at backup), then
+ * the marker. Without the marker anywhere the restore had already finished.
+ */
+static void snap_restore(const char *host, const char *backup)
+{
+	char *mark_b = path_join(backup, PLACE_SNAP_MARK);
+	char *mark_h = path_join(host, PLACE_SNAP_MARK);
+	if (!exists(mark_h) && exists(mark_b)) {
+		int e = exists(host) ? fs_swap_in_keep(backup, host) : 0;
+		if (!exists(host) && rename(backup, host) != 0)
+			e = -errno;
+		if (e != 0 || sync_parent(host) != 0)
+			goto out; /* the row stays; the next recovery tries again */
+	}
+	if (exists(mark_h)) {
+		fs_rmtree(backup);
+		unlink(mark_h);
+	}
+out:
+	free(mark_b);
+	free(mark_h);
+}
+
 /* Undoes one journal row. */
 static void undo_row(struct ctx *c, const char *op, const char *path, const char *tmp,
                      const char *backup)
@@ -1016,8 +1045,8 @@ static void undo_row(struct ctx *c, const char *op, const char *path, const char
 		}
 	} else if (strcmp(op, "snap") == 0) {
 		tree_wait_idle(host);
-		if (backup && exists(backup))
-			fs_swap_in(backup, host); /* the directory as it was before the txn */
+		if (backup)
+			snap_restore(host, backup); /* the directory as it was before the txn */
 	} else if (strcmp(op, "gc") == 0) {
 		if (backup)
 			fs_rmtree(backup);
@@ -1215,9 +1244,32 @@ int place_foreign_step_file(struct ctx *c, const char *addr, const char *stack, 
 	return state_foreign_step_file_under(c->st, addr, stack, prefix, other_stack, path);
 }
 
-int txn_snapshot_dir(struct txn *t, const char *path, const char *snap_host)
+int txn_snapshot_dir(struct txn *t, const char *path, char **snap_out)
 {
-	if (journal_add(t, "snap", path, NULL, snap_host) != 0)
-		return fail(t, TF_ESTATE, "cannot write the journal");
+	char *host = ctx_host_path(t->c, path);
+	char *snap = sibling(t, host, "snap");
+	char *mark = path_join(snap, PLACE_SNAP_MARK);
+	const char *rel = ctx_rel(t->c, snap);
+	int rc = 0, e;
+	/* A kill while the links are made: the stage row removes the partial tree. */
+	if (rel == NULL || journal_add(t, "stage", rel, NULL, NULL) != 0)
+		rc = fail(t, TF_ESTATE, "cannot write the journal");
+	else if ((e = fs_link_tree(host, snap)) != 0)
+		rc = fail(t, TF_EIO, "cannot snapshot %s: %s", path, strerror(-e));
+	else if ((e = fs_write_atomic(mark, "", 0, 0600, FS_NO_REPLACE)) != 0)
+		rc = fail(t, TF_EIO, "cannot write %s: %s", mark, strerror(-e));
+	/* Durable before the row that names it: a power cut must not leave a
+	 * row that swaps half a snapshot in. */
+	else if ((rc = sync_all(t)) != 0)
+		;
+	else if (journal_add(t, "snap", path, NULL, snap) != 0)
+		rc = fail(t, TF_ESTATE, "cannot write the journal");
+	free(host);
+	free(mark);
+	if (rc != 0) {
+		free(snap);
+		return rc;
+	}
+	*snap_out = snap;
 	return 0;
 }

@@ -147,15 +147,18 @@ int place_foreign_step_file(struct ctx *c, const char *addr, const char *stack, 
                             char **other_stack, char **path);
 
 /*
- * Journals a hard-link snapshot of the directory `path` (root-relative)
- * that the caller has already made, complete, at snap_host (a host path on
- * the same filesystem, e.g. inside a txn_stage_dir). From here until the txn
- * commits, txn_abort() and the recovery of a killed run swap the snapshot
- * back in place of path (the pip step changes an env in place); after the
- * commit the snapshot is deleted. A caller that swaps it back itself leaves
- * nothing to undo.
+ * Makes a hard-link snapshot of the directory `path` (root-relative) beside
+ * it and journals it, for a program that changes the tree in place (pip in
+ * an env). From here until the txn commits, txn_abort() and the recovery of
+ * a killed run put the snapshot back in place of path (the recovery first
+ * waits for PLACE_BUSY_NAME); the commit deletes it. The snapshot is durable
+ * before the row that names it, and it carries PLACE_SNAP_MARK, so that a
+ * recovery killed half-way through putting it back is finished by the next
+ * one. The caller must neither remove nor swap the snapshot itself. 0 with
+ * *snap_host (its host path; caller frees), or an error (txn_error).
  */
-int txn_snapshot_dir(struct txn *t, const char *path, const char *snap_host);
+#define PLACE_SNAP_MARK ".tfprov-snapshot"
+int txn_snapshot_dir(struct txn *t, const char *path, char **snap_host);
 
 /* Undoes interrupted transactions found in the journal. Needs the writer lock.
  * Returns the number of operations undone, or a negative error. */

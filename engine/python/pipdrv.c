@@ -14,8 +14,9 @@
  * costs one link per file rather than a copy of site-packages: pip never
  * rewrites an existing file in place (it unlinks before writing, writes
  * metadata through a temporary file plus rename, and moves uninstalled files
- * aside), so the snapshot's inodes keep the old bytes. On failure the
- * snapshot is swapped back with one atomic rename.
+ * aside), so the snapshot's inodes keep the old bytes. In a txn the
+ * snapshot is the txn's (txn_snapshot_dir): an abort or the recovery of a
+ * killed run swaps it back, journaled, and the commit deletes it.
  *
  * The pip step chooses the installer (pip_opts.native): pip, or the native
  * one it hands over (wheelhouse.c), which may fill the wheelhouse and install
@@ -312,26 +313,45 @@ static int pip_phase(struct ctx *c, const char *prefix, const char *verb, const 
 	return rc;
 }
 
+/* The files of one pip_install run, in its private work directory. */
+struct pip_work {
+	char *dir;                       /* journaled in the txn, or beside the env */
+	char *reqfile, *bfile, *rfile;   /* requirements: all hashed pins, backends, the rest */
+	char *wheels;                    /* the wheelhouse */
+	char *snap;                      /* the env's hard-link snapshot (the txn's, in one) */
+	struct pip_req *backends, *rest; /* views of the caller's pins */
+	size_t nb, nr;
+	int snapped; /* the snapshot exists and the env may differ from it */
+	int txn;     /* the snapshot is the txn's: neither restored nor removed here */
+};
+
 /*
- * A hard-link snapshot of the env before pip changes it in place; in a txn it
- * is journaled (txn_snapshot_dir) once complete, so that an abort or the
- * recovery of a killed run puts it back.
+ * A hard-link snapshot of the env before pip changes it in place. In a txn
+ * the txn makes and owns it (txn_snapshot_dir): an abort or the recovery of
+ * a killed run puts it back, the commit deletes it. Without one (py_tool's
+ * pip-install) it is made here, beside the env, and restore_env puts it
+ * back on failure.
  */
-static int snapshot_env(const char *prefix, const char *snap, const struct pip_opts *o,
+static int snapshot_env(const char *prefix, struct pip_work *w, const struct pip_opts *o,
                         int *busy_fd, char **errmsg)
 {
-	fs_rmtree(snap);
-	int e = fs_link_tree(prefix, snap);
-	if (e != 0) {
-		*errmsg =
-		    xasprintf("%s: cannot snapshot the environment: %s", prefix, strerror(-e));
-		return TF_EIO;
+	if (o->txn) {
+		if (txn_snapshot_dir(o->txn, o->env_path, &w->snap) != 0) {
+			*errmsg = xasprintf("%s: cannot snapshot the environment: %s", prefix,
+			                    txn_error(o->txn) ? txn_error(o->txn) : "");
+			return TF_ESTATE;
+		}
+	} else {
+		w->snap = xasprintf("%s.tfprov-snap", prefix);
+		fs_rmtree(w->snap);
+		int e = fs_link_tree(prefix, w->snap);
+		if (e != 0) {
+			*errmsg = xasprintf("%s: cannot snapshot the environment: %s", prefix,
+			                    strerror(-e));
+			return TF_EIO;
+		}
 	}
-	if (o->txn && txn_snapshot_dir(o->txn, o->env_path, snap) != 0) {
-		*errmsg = xasprintf("%s: cannot journal the snapshot: %s", prefix,
-		                    txn_error(o->txn) ? txn_error(o->txn) : "");
-		return TF_ESTATE;
-	}
+	w->snapped = 1;
 	/* pip changes the env in place from here on: a recovery after a kill
 	 * waits for a pip still dying before it swaps the snapshot back. */
 	int fd = pyenv_busy_hold(prefix);
@@ -342,17 +362,6 @@ static int snapshot_env(const char *prefix, const char *snap, const struct pip_o
 	*busy_fd = fd;
 	return 0;
 }
-
-/* The files of one pip_install run, in its private work directory. */
-struct pip_work {
-	char *dir;                       /* journaled in the txn, or beside the env */
-	char *reqfile, *bfile, *rfile;   /* requirements: all hashed pins, backends, the rest */
-	char *wheels;                    /* the wheelhouse */
-	char *snap;                      /* the env's hard-link snapshot */
-	struct pip_req *backends, *rest; /* views of the caller's pins */
-	size_t nb, nr;
-	int snapped; /* the snapshot exists and the env may differ from it */
-};
 
 /* Creates the work directory: in the txn's stage when journaled, else beside the env. */
 static int work_create(const char *prefix, const struct pip_opts *o, struct pip_work *w,
@@ -377,8 +386,7 @@ static int work_create(const char *prefix, const struct pip_opts *o, struct pip_
 	w->bfile = path_join(w->dir, "backends.txt");
 	w->rfile = path_join(w->dir, "rest.txt");
 	w->wheels = path_join(w->dir, "wheels");
-	/* In a txn the snapshot lives in its journaled work dir (recovery knows it). */
-	w->snap = o->txn ? path_join(w->dir, "env-snapshot") : xasprintf("%s.tfprov-snap", prefix);
+	w->txn = o->txn != NULL;
 	return 0;
 }
 
@@ -432,9 +440,8 @@ static int install_backends(struct ctx *c, const char *prefix, struct pip_work *
 	int rc = pip_phase(c, prefix, "download", w->bfile, w->wheels, &bo, res, errmsg);
 	if (rc != 0)
 		return rc;
-	if ((rc = snapshot_env(prefix, w->snap, own, &own->stdin_fd, errmsg)) != 0)
+	if ((rc = snapshot_env(prefix, w, own, &own->stdin_fd, errmsg)) != 0)
 		return rc;
-	w->snapped = 1;
 	bo.stdin_fd = own->stdin_fd;
 	return pip_phase(c, prefix, "install", w->bfile, w->wheels, &bo, res, errmsg);
 }
@@ -493,9 +500,8 @@ static int install_with_pip(struct ctx *c, const char *prefix, struct pip_work *
 {
 	int rc;
 	if (!w->snapped) {
-		if ((rc = snapshot_env(prefix, w->snap, own, &own->stdin_fd, errmsg)) != 0)
+		if ((rc = snapshot_env(prefix, w, own, &own->stdin_fd, errmsg)) != 0)
 			return rc;
-		w->snapped = 1;
 	}
 	rc = pip_phase(c, prefix, "install", w->reqfile, w->wheels, own, res, errmsg);
 	if (rc == 0 && own->resolve_rest)
@@ -503,10 +509,11 @@ static int install_with_pip(struct ctx *c, const char *prefix, struct pip_work *
 	return rc;
 }
 
-/* After a failure: the snapshot becomes the env again (*errmsg says when it cannot). */
+/* After a failure outside a txn: the snapshot becomes the env again (*errmsg
+ * says when it cannot). In a txn, its abort does that, journaled. */
 static void restore_env(const char *prefix, struct pip_work *w, char **errmsg)
 {
-	if (!w->snapped)
+	if (!w->snapped || w->txn)
 		return;
 	int e = fs_swap_in(w->snap, prefix);
 	if (e != 0) {
@@ -546,7 +553,10 @@ static void work_release(const char *prefix, struct pip_work *w, struct pip_opts
 		pyenv_busy_release(prefix, own->stdin_fd);
 	else if (own->stdin_fd >= 0)
 		close(own->stdin_fd);
-	if (w->snapped && w->snap)
+	/* A txn's snapshot stays until its commit or abort: removing it here,
+	 * before the commit, left a kill in between with half a snapshot to
+	 * restore (the env lost the files removed so far). */
+	if (w->snapped && w->snap && !w->txn)
 		fs_rmtree(w->snap);
 	if (w->dir)
 		fs_rmtree(w->dir);
