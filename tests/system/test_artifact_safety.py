@@ -5,12 +5,14 @@ STAND-INS: the CUDA 12.3.2 / cuDNN 8.9.7.29 archives hold stub libraries with
 NVIDIA's sonames (make_stack.py); no GPU here, so applies run with --no-gpu.
 The faults are real: lib_http serves flipped or short bytes on loopback, the
 malicious archives are real tar.xz files built with Python's tarfile and pinned
-by their real sha256, and the kill is a real SIGKILL of the tfprov process.
+by their real sha256, and the kill is a real SIGKILL of the tfprov process, at a
+point named by its own operations (lib_killpoint.py).
 """
 import hashlib
 import io
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tarfile
@@ -18,6 +20,7 @@ import time
 
 import pytest
 
+import lib_killpoint
 from lib_provision import (SIDE_FILES, Mirror, db_rows, missing_recorded, no_stub_env, out,
                            recorded_files, temp_leftovers, tree_hashes)
 
@@ -218,33 +221,35 @@ def big(tmp_path_factory):
         yield m
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.05, 0.25])
-def test_kill9_during_placement_converges(tfprov, big, delay):
-    """SIGKILL of tfprov once its staging dir exists (plus a delay), i.e. while
-    the 3000-file CUDA archive is unpacked or placed: the next apply converges,
-    no .tfprov-* temp/stage dirs are left, every recorded file exists, verify
-    passes, and a third apply has nothing to do."""
+@pytest.mark.parametrize("where", [0.0, 0.5, 0.98])
+def test_kill9_during_placement_converges(tfprov, big, where, tmp_path):
+    """SIGKILL of tfprov at a point of its own operations on the CUDA prefix
+    (lib_killpoint: the first, the middle or near the last of the reference
+    run's, with --jobs 1 so that the main thread's operations come in one
+    order), i.e. while the 3000-file CUDA archive is unpacked or placed: the
+    next apply converges, no .tfprov-* temp/stage dirs are left, every
+    recorded file exists, verify passes, and a third apply has nothing to do."""
     # Warm the cache so the kill lands in unpack/placement, not the download.
     warm = tfprov.run("--no-gpu", "apply", "-y", big.manifest, env=ENV)
     assert warm.returncode == 0, out(warm)
     d = tfprov.run("destroy", "big", "-y", env=ENV)
     assert d.returncode == 0, out(d)
-    argv = [tfprov.bin, "--root", tfprov.root, "--no-gpu", "apply", "-y", big.manifest]
+    argv = [tfprov.bin, "--root", tfprov.root, "--no-gpu", "--jobs", "1", "apply", "-y",
+            big.manifest]
     e = dict(os.environ, **ENV)
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=e)
-    cuda_dir = tfprov.path("/opt/tfprov/cuda")
-    t0 = time.monotonic()
-    seen = False
-    while time.monotonic() - t0 < 60 and proc.poll() is None:
-        if os.path.isdir(cuda_dir) and any(".tfprov-stage" in n for n in os.listdir(cuda_dir)):
-            seen = True
-            break
-        time.sleep(0.001)
-    if delay:
-        time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert seen or proc.returncode == 0, "never saw the staging dir"
+    kp = lib_killpoint.Killer(tmp_path / "kp")
+    saved = str(tmp_path / "saved-root")
+    subprocess.run(["cp", "-a", tfprov.root, saved], check=True)
+    ref, events = kp.points(argv, e)
+    assert ref.returncode == 0, out(ref)
+    shutil.rmtree(tfprov.root)
+    subprocess.run(["cp", "-a", saved, tfprov.root], check=True)
+    cuda = [i for i, ev in enumerate(events)
+            if ev.role == "tfprov#1" and "/opt/tfprov/cuda" in ev.arg]
+    assert len(cuda) > 3000, len(cuda)
+    want = events[cuda[0] + int(where * (cuda[-1] - cuda[0]))]
+    rc, hit = kp.run_to(argv, e, want.point)
+    assert hit is not None and hit.op == want.op and rc == -signal.SIGKILL, (rc, hit, want)
     p = tfprov.run("--no-gpu", "apply", "-y", big.manifest, env=ENV)
     assert p.returncode == 0, out(p)
     assert temp_leftovers(tfprov.root) == []
