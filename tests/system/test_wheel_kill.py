@@ -23,15 +23,16 @@ What is run: apply A, B, A (every wheel cached), saving the root at A and at
 B; a reference run of each switch (A->B, B->A) under the shim. Then, for each
 point of a deterministic sample (TFPROV_KILL_SEED; TFPROV_KILL_SAMPLE points a
 switch, default 8, "all" for every point, spread over the phases: before
-pip starts, inside pip's process, after it ends): the root put back to the
+pip starts, inside pip's process, after it ends; "python+N" for every point
+inside the Python processes and N elsewhere): the root put back to the
 switch's start, the switch killed at the point, then a command that takes the
 writer lock and so runs recovery (`destroy` of a stack that does not exist).
 What must hold: the point was reached, at the operation the reference run
 made there; after recovery the env is byte for byte (every file's content and
 mode, the .pyc files too) the tree it had before, or the target listing (the
 kill came after the commit); every recorded file is on disk; the journal is
-empty and no .tfprov-* entry is left under the root; every third point, and
-the last, the next apply converges to exactly the target listing and pip check
+empty and no .tfprov-* entry is left under the root; every third point
+(TFPROV_KILL_CONVERGE_EVERY), and the last, the next apply converges to exactly the target listing and pip check
 is clean. It prints how many points it ran and where the env was left.
 """
 import os
@@ -52,6 +53,7 @@ from test_wheel_native import PIP_ENV, listing, make_wheel, pip_yaml
 MODULES = int(os.environ.get("TFPROV_KILL_MODULES", "200"))
 SAMPLE = os.environ.get("TFPROV_KILL_SAMPLE", "8")
 ONE = os.environ.get("TFPROV_KILL_POINT")  # "A->B@py-pip-install#1:812"
+EVERY = int(os.environ.get("TFPROV_KILL_CONVERGE_EVERY", "3"))
 
 
 def locks(d, modules=MODULES):
@@ -112,8 +114,11 @@ def choose(events, rng, k):
     first and last of each phase and, in proportion, drawn by rng."""
     if k == "all":
         return list(range(len(events)))
-    k = int(k)
     out = set()
+    if k.startswith("python+"):  # every point of the Python phase, k more elsewhere
+        out.update(phases(events)[1])
+        k = k[len("python+"):]
+    k = int(k)
     groups = [g for g in phases(events) if g]
     for g in groups:
         out.update((g[0], g[-1]))
@@ -225,7 +230,7 @@ def sweep(sw, directions, seed, middle=(), pip_check=True):
     for n, (cur, target, point) in enumerate(plan):
         landed, ctx = sw.kill(cur, target, point, middle)
         found[landed] += 1
-        if n % 3 == 2 or n == len(plan) - 1:
+        if n % EVERY == EVERY - 1 or n == len(plan) - 1:
             sw.converge(target, f"seed {seed}; {ctx}", pip_check)
     print(f"seed {seed}: {len(plan)} points in {time.monotonic() - t0:.0f} s; the env was "
           f"left as before {found['before']}x, as the target {found['after']}x"
