@@ -110,6 +110,20 @@ class Killer:
         return p.returncode, parse_log(log)[1]
 
 
+def saved_root(root, dst):
+    """Saves the tree at root (cp -a: modes, links, hard links) to dst; returns
+    the function that puts it back, so that every replay starts where the
+    reference run started (the venv's paths are absolute: it goes back to the
+    same path)."""
+    shutil.rmtree(dst, ignore_errors=True)
+    subprocess.run(["cp", "-a", str(root), str(dst)], check=True)
+
+    def restore():
+        shutil.rmtree(root)
+        subprocess.run(["cp", "-a", str(dst), str(root)], check=True)
+    return restore
+
+
 def sample(events, k, rng, always=()):
     """k points of events drawn by rng (sorted, unique), plus the indexes in always."""
     idx = set(i for i in always if 0 <= i < len(events))

@@ -12,11 +12,8 @@ import hashlib
 import io
 import os
 import re
-import shutil
 import signal
-import subprocess
 import tarfile
-import time
 
 import pytest
 
@@ -238,12 +235,10 @@ def test_kill9_during_placement_converges(tfprov, big, where, tmp_path):
             big.manifest]
     e = dict(os.environ, **ENV)
     kp = lib_killpoint.Killer(tmp_path / "kp")
-    saved = str(tmp_path / "saved-root")
-    subprocess.run(["cp", "-a", tfprov.root, saved], check=True)
+    restore = lib_killpoint.saved_root(tfprov.root, tmp_path / "saved-root")
     ref, events = kp.points(argv, e)
     assert ref.returncode == 0, out(ref)
-    shutil.rmtree(tfprov.root)
-    subprocess.run(["cp", "-a", saved, tfprov.root], check=True)
+    restore()
     cuda = [i for i, ev in enumerate(events)
             if ev.role == "tfprov#1" and "/opt/tfprov/cuda" in ev.arg]
     assert len(cuda) > 3000, len(cuda)

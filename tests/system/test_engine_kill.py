@@ -30,10 +30,8 @@ TFPROV_KILL_SEED replays the run, TFPROV_KILL_ITERS runs it longer.
 import hashlib
 import os
 import random
-import shutil
 import signal
 import sqlite3
-import subprocess
 import time
 
 import lib_killpoint
@@ -132,18 +130,6 @@ def check_converged(tfprov, it, want_path, i):
     assert left == [], f"iteration {it}: left behind: {left}"
 
 
-def saved_root(tfprov, tmp_path):
-    """Saves the root; returns the function that puts it back."""
-    saved = str(tmp_path / "saved-root")
-    shutil.rmtree(saved, ignore_errors=True)
-    subprocess.run(["cp", "-a", tfprov.root, saved], check=True)
-
-    def restore():
-        shutil.rmtree(tfprov.root)
-        subprocess.run(["cp", "-a", saved, tfprov.root], check=True)
-    return restore
-
-
 def test_kill_9_at_seeded_points(tfprov, tmp_path):
     seed = int(os.environ.get("TFPROV_KILL_SEED", str(time.time_ns() % 100000)))
     rnd = random.Random(seed)
@@ -154,7 +140,7 @@ def test_kill_9_at_seeded_points(tfprov, tmp_path):
     for it in range(ITERS):
         m, path = write_manifest(tmp_path, it)
         argv = [tfprov.bin, "--root", tfprov.root, "apply", "-y", m]
-        restore = saved_root(tfprov, tmp_path)
+        restore = lib_killpoint.saved_root(tfprov.root, tmp_path / "saved-root")
         ref, events = kp.points(argv, dict(os.environ))
         assert ref.returncode == 0, ref.stdout + ref.stderr
         restore()
@@ -189,7 +175,7 @@ def test_kill_between_rename_and_commit_is_undone(tfprov, tmp_path):
     m1, _ = write_manifest(tmp_path, 1)
     argv = [tfprov.bin, "--root", tfprov.root, "apply", "-y", m1]
     kp = lib_killpoint.Killer(tmp_path / "kp")
-    restore = saved_root(tfprov, tmp_path)
+    restore = lib_killpoint.saved_root(tfprov.root, tmp_path / "saved-root")
     _, events = kp.points(argv, dict(os.environ))
     restore()
     final = os.path.basename(path)

@@ -37,7 +37,6 @@ is clean. It prints how many points it ran and where the env was left.
 """
 import os
 import random
-import shutil
 import sqlite3
 import subprocess
 import time
@@ -136,18 +135,15 @@ class Switches:
         self.saved = tmp_path / "saved"
         self.saved.mkdir()
         self.kp = lib_killpoint.Killer(tmp_path / "kp")
-        self.ref, self.refx, self.events = {}, {}, {}
+        self.ref, self.refx, self.events, self.restores = {}, {}, {}, {}
 
     def save(self, tag):
-        dst = self.saved / str(tag)
-        shutil.rmtree(dst, ignore_errors=True)
-        subprocess.run(["cp", "-a", self.t.root, str(dst)], check=True)
+        self.restores[tag] = lib_killpoint.saved_root(self.t.root, self.saved / str(tag))
         envp = self.t.path(ENV_PREFIX)
         self.ref[tag], self.refx[tag] = loose(envp), exact(envp)
 
     def restore(self, tag):
-        shutil.rmtree(self.t.root)
-        subprocess.run(["cp", "-a", str(self.saved / str(tag)), self.t.root], check=True)
+        self.restores[tag]()
 
     def argv(self, target):
         # --jobs 1: the work-sharing pools (pool.c) run on the main thread alone,
