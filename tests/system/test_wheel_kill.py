@@ -290,3 +290,60 @@ def test_kill_9_while_the_venv_is_created_with_its_wheels(tfprov, tmp_path):
             assert found["before"] > 0, found
     finally:
         idx.close()
+
+
+def test_a_recovery_killed_while_it_puts_the_snapshot_back_is_finished_by_the_next(
+        tfprov, tmp_path):
+    """Killed twice: a pip-installer switch killed inside pip (the env half
+    changed, its snapshot journaled), then the recovery that puts the
+    snapshot back killed too, at its own operations: at the exchange of the
+    two trees, just after it, in the middle of removing what pip left, and at
+    the removal of the snapshot's marker (place.c: snap_restore). The next
+    recovery finishes the job: the env is byte for byte the tree before the
+    switch, the journal is empty and no .tfprov-* entry is left."""
+    wheels = tmp_path / "wheels"
+    sets = locks(str(wheels), modules=40)
+    idx = lib_pyindex.Index(str(wheels))
+    env = {**os.environ, **no_stub_env()}
+    try:
+        mans = {t: manifest(tmp_path / f"{t}.yaml", venv_yaml(),
+                            pip_yaml(idx.url, sets[t], "pip")) for t in sets}
+        sw = Switches(tfprov, tmp_path, mans, env)
+        for t in ("B", "A"):
+            p = tfprov.run("apply", "-y", mans[t], env=env, timeout=600)
+            assert p.returncode == 0, out(p)
+            sw.save(t)
+        ev = sw.reference("A", "B")
+        inside = phases(ev)[1]
+        pip_mid = ev[inside[len(inside) // 2]]
+        assert pip_mid.role.startswith("py-pip-install"), pip_mid
+        sw.restore("A")
+        rc, hit = sw.kp.run_to(sw.argv("B"), env, pip_mid.point)
+        assert hit is not None and hit.op == pip_mid.op, (rc, hit, pip_mid)
+        assert exact(tfprov.path(ENV_PREFIX)) != sw.refx["A"]  # pip had changed it
+        assert ("snap", ENV_PREFIX) in journal_rows(tfprov)
+        sw.save("killed")
+        recover = [tfprov.bin, "--root", tfprov.root, "destroy", "no-such-stack"]
+        p, rev = sw.kp.points(recover, env)
+        assert p.returncode != 0, out(p)
+        assert exact(tfprov.path(ENV_PREFIX)) == sw.refx["A"]
+        swap = next(i for i, e in enumerate(rev)
+                    if e.op == "rename" and ".tfprov-snap-" in e.arg)
+        mark = next(i for i, e in enumerate(rev) if i > swap and e.op == "unlink"
+                    and e.arg.endswith("/.tfprov-snapshot"))
+        assert mark - swap > 10, rev[swap:mark + 1]
+        for i in (swap, swap + 1, (swap + mark) // 2, mark):
+            sw.restore("killed")
+            rc, hit = sw.kp.run_to(recover, env, rev[i].point)
+            ctx = f"recovery killed at {hit} (reference: {rev[i]})"
+            assert hit is not None and hit.op == rev[i].op, ctx
+            r = tfprov.run("destroy", "no-such-stack", env=env)
+            assert r.returncode != 0, ctx + out(r)
+            assert exact(tfprov.path(ENV_PREFIX)) == sw.refx["A"], ctx + diff(
+                sw.refx["A"], exact(tfprov.path(ENV_PREFIX)))
+            assert journal_rows(tfprov) == [], ctx
+            assert temp_leftovers(tfprov.root) == [], ctx
+            assert missing_recorded(tfprov) == [], ctx
+        sw.converge("B", "after the double kills")
+    finally:
+        idx.close()
