@@ -1255,9 +1255,9 @@ int txn_snapshot_dir(struct txn *t, const char *path, char **snap_out)
 	if (rel == NULL || journal_add(t, "stage", rel, NULL, NULL) != 0)
 		rc = fail(t, TF_ESTATE, "cannot write the journal");
 	else if ((e = fs_link_tree(host, snap)) != 0)
-		rc = fail(t, TF_EIO, "cannot snapshot %s: %s", path, strerror(-e));
+		rc = fail(t, tf_err_from_errno(e), "cannot snapshot %s: %s", path, strerror(-e));
 	else if ((e = fs_write_atomic(mark, "", 0, 0600, FS_NO_REPLACE)) != 0)
-		rc = fail(t, TF_EIO, "cannot write %s: %s", mark, strerror(-e));
+		rc = fail(t, tf_err_from_errno(e), "cannot write %s: %s", mark, strerror(-e));
 	/* Durable before the row that names it: a power cut must not leave a
 	 * row that swaps half a snapshot in. */
 	else if ((rc = sync_all(t)) != 0)

@@ -336,10 +336,12 @@ static int snapshot_env(const char *prefix, struct pip_work *w, const struct pip
                         int *busy_fd, char **errmsg)
 {
 	if (o->txn) {
-		if (txn_snapshot_dir(o->txn, o->env_path, &w->snap) != 0) {
-			*errmsg = xasprintf("%s: cannot snapshot the environment: %s", prefix,
-			                    txn_error(o->txn) ? txn_error(o->txn) : "");
-			return TF_ESTATE;
+		int rc = txn_snapshot_dir(o->txn, o->env_path, &w->snap);
+		if (rc != 0) {
+			*errmsg =
+			    xasprintf("%s: %s", prefix,
+			              txn_error(o->txn) ? txn_error(o->txn) : tf_strerror(rc));
+			return rc;
 		}
 	} else {
 		w->snap = xasprintf("%s.tfprov-snap", prefix);

@@ -37,6 +37,7 @@ is clean. It prints how many points it ran and where the env was left.
 """
 import os
 import random
+import shutil
 import sqlite3
 import subprocess
 import time
@@ -345,5 +346,62 @@ def test_a_recovery_killed_while_it_puts_the_snapshot_back_is_finished_by_the_ne
             assert temp_leftovers(tfprov.root) == [], ctx
             assert missing_recorded(tfprov) == [], ctx
         sw.converge("B", "after the double kills")
+    finally:
+        idx.close()
+
+
+def test_no_room_for_the_snapshot_changes_nothing(tfprov, tmp_path):
+    """The env's snapshot cannot be made (the filesystem has no inode left for
+    its directories: the root is a tmpfs, in a private mount namespace,
+    remounted with nr_inodes 40 above what generation A uses): the pip
+    step fails before pip changes the env, says why ("cannot snapshot ...: No space
+    left on device", exit 1), and the env is byte for byte A's; the journal
+    is empty and no .tfprov-* entry is left (the partial snapshot goes with
+    the abort)."""
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespaces here")
+    wheels = tmp_path / "wheels"
+    sets = locks(str(wheels), modules=40)
+    idx = lib_pyindex.Index(str(wheels))
+    env = {**os.environ, **no_stub_env()}
+    out_dir = tmp_path / "after"
+    try:
+        mans = {t: manifest(tmp_path / f"{t}.yaml", venv_yaml(),
+                            pip_yaml(idx.url, sets[t], "pip")) for t in sets}
+        ref = tmp_path / "ref"
+        ref.mkdir()
+        # Inside the namespace: apply A, B, A (every wheel cached; the reference
+        # copied out), squeeze the inodes, apply B (its output and exit code
+        # kept), copy the root out.
+        tf = [tfprov.bin, "--root", tfprov.root]
+        script = f"""set -u
+mount -t tmpfs -o size=512m tfprov-snap "{tfprov.root}" || exit 90
+for g in A B A; do
+  {' '.join(tf)} apply -y "{tmp_path}/$g.yaml" >"{tmp_path}/a.log" 2>&1 || exit 91
+done
+cp -a "{tfprov.root}/." "{ref}/" || exit 92
+used=$(df --output=iused "{tfprov.root}" | tail -n 1)
+mount -o remount,nr_inodes=$((used + 40)) "{tfprov.root}" || exit 93
+{' '.join(tf)} apply -y "{mans['B']}" >"{tmp_path}/b.log" 2>&1
+echo $? >"{tmp_path}/b.rc"
+cp -a "{tfprov.root}/." "{out_dir}/" || exit 94
+"""
+        out_dir.mkdir()
+        p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                           text=True, timeout=600, env=env)
+        assert p.returncode == 0, (p.returncode, p.stdout, p.stderr,
+                                   (tmp_path / "a.log").read_text()
+                                   if (tmp_path / "a.log").exists() else "")
+        log = (tmp_path / "b.log").read_text()
+        assert (tmp_path / "b.rc").read_text().strip() == "1", log
+        assert "cannot snapshot /opt/tfprov/envs/tf: No space left on device" in log, log
+        assert exact(str(out_dir) + ENV_PREFIX) == exact(str(ref) + ENV_PREFIX)
+        assert temp_leftovers(out_dir) == []
+        con = sqlite3.connect(f"file:{out_dir}/var/lib/tfprov/state.db?mode=ro", uri=True)
+        try:
+            assert con.execute("SELECT count(*) FROM journal").fetchone()[0] == 0
+        finally:
+            con.close()
     finally:
         idx.close()
