@@ -268,10 +268,15 @@ def test_interrupted_run_keeps_part_and_next_run_resumes(srv, tmp_path):
     c = str(tmp_path / "c")
     p = subprocess.Popen([tool_path(), "fetch", srv.url("/big"), sha(big), str(len(big)),
                           "--cache", c])
-    time.sleep(1.0)
+    part = os.path.join(c, "partial", sha(big) + ".part")
+    # Killed once part of the body is on disk (not after a delay: under load the
+    # download may not have started yet); the server's 1 MiB/s keeps it partial.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and p.poll() is None and not (
+            os.path.exists(part) and os.path.getsize(part) > 0):
+        time.sleep(0.01)
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=10)
-    part = os.path.join(c, "partial", sha(big) + ".part")
     assert os.path.exists(part) and 0 < os.path.getsize(part) < len(big)
     assert cache_files(c, "sha256") == []
     del srv.rate["/big"]
