@@ -323,7 +323,15 @@ def test_exit_130_sigint_during_lock_wait(tfprov, tmp_path):
         proc = subprocess.Popen([tfprov.bin, "--root", tfprov.root, "--lock-timeout", "30",
                                  "apply", "-y", manifest(tmp_path, level="5", name="m5.yaml")],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(0.7)
+        # Waiting once it holds the lock file open (its flock then blocks), not
+        # after a fixed delay that a loaded machine may not have given it.
+        lock = os.path.realpath(tfprov.path("/var/lib/tfprov/lock"))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None and lock not in [
+                os.path.realpath(f"/proc/{proc.pid}/fd/{n}")
+                for n in os.listdir(f"/proc/{proc.pid}/fd")]:
+            time.sleep(0.01)
+        time.sleep(0.3)
         assert proc.poll() is None, "apply did not wait for the lock"
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
