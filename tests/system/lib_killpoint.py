@@ -69,11 +69,13 @@ def parse_log(path):
 class Killer:
     """Runs argv (tfprov and what it starts) under the shim, in a work dir of its own."""
 
-    def __init__(self, work):
+    def __init__(self, work, skip=()):
+        """skip: directories whose operations are not counted (TFPROV_KP_SKIP)."""
         self.work = str(work)
         os.makedirs(self.work, exist_ok=True)
         self.so = shim()
         self.runs = 0
+        self.skip = ":".join(os.path.realpath(str(d)) for d in skip)
 
     def _env(self, base, at, log):
         d = os.path.join(self.work, f"run{self.runs}")
@@ -87,6 +89,8 @@ class Killer:
         e["TFPROV_KP_LOG"] = log
         if at:
             e["TFPROV_KP_AT"] = at
+        if self.skip:
+            e["TFPROV_KP_SKIP"] = self.skip
         # An ASan build of tfprov is fine with the shim loaded first.
         e["ASAN_OPTIONS"] = (e.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")
         return e
@@ -122,6 +126,13 @@ def saved_root(root, dst):
         shutil.rmtree(root)
         subprocess.run(["cp", "-a", str(dst), str(root)], check=True)
     return restore
+
+
+def scratch(root):
+    """The decode-ahead scratch of a root's default cache: the main thread
+    shares its work with the download thread as bytes arrive, so which of its
+    operations come when is a race (artifacts.c: decode_fetch)."""
+    return os.path.join(str(root), "var", "cache", "tfprov", "unpack")
 
 
 def sample(events, k, rng, always=()):

@@ -135,7 +135,8 @@ class Switches:
         self.t, self.mans, self.env = tfprov, mans, env
         self.saved = tmp_path / "saved"
         self.saved.mkdir()
-        self.kp = lib_killpoint.Killer(tmp_path / "kp")
+        self.kp = lib_killpoint.Killer(tmp_path / "kp",
+                                       skip=[lib_killpoint.scratch(tfprov.root)])
         self.ref, self.refx, self.events, self.restores = {}, {}, {}, {}
 
     def save(self, tag):
@@ -149,7 +150,8 @@ class Switches:
     def argv(self, target):
         # --jobs 1: the work-sharing pools (pool.c) run on the main thread alone,
         # so its operations come in one order (with more, which items the main
-        # thread takes is a race, and its n-th operation is not one operation).
+        # thread takes is a race, and its n-th operation is not one operation);
+        # the decode-ahead scratch is not counted (lib_killpoint.scratch).
         return [self.t.bin, "--root", self.t.root, "--jobs", "1", "apply", "-y",
                 self.mans[target]]
 
