@@ -133,11 +133,3 @@ def scratch(root):
     shares its work with the download thread as bytes arrive, so which of its
     operations come when is a race (artifacts.c: decode_fetch)."""
     return os.path.join(str(root), "var", "cache", "tfprov", "unpack")
-
-
-def sample(events, k, rng, always=()):
-    """k points of events drawn by rng (sorted, unique), plus the indexes in always."""
-    idx = set(i for i in always if 0 <= i < len(events))
-    pool = [i for i in range(len(events)) if i not in idx]
-    idx.update(rng.sample(pool, min(k, len(pool))))
-    return sorted(idx)
