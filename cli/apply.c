@@ -1,13 +1,62 @@
-/* apply.c - `tfprov apply MANIFEST`: plan, ask (on a TTY), apply, verify. */
+/*
+ * apply.c - `tfprov apply MANIFEST`: plan, ask (on a TTY), apply, verify;
+ * then the machine's default stack: the first stack applied becomes it, a
+ * later one with --default; and how to use what was installed.
+ */
 #include "cli.h"
 #include "error.h"
 #include "event.h"
 #include "manifest.h"
+#include "module.h"
 #include "plan.h"
+#include "state.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/*
+ * After an apply that succeeded (or found nothing to do): the in-use mark,
+ * the default (the first stack on a machine, or --default), the login
+ * script brought in line with the state, and how to use the stack.
+ */
+static int use_stack(struct ctx *c, const struct opts *o, const struct manifest *m)
+{
+	const char *name = m->stack.name.s;
+	char *def = NULL, *env = NULL;
+	int rc = 0, first = 0;
+	if (c->st == NULL)
+		return 0;
+	cli_stack_mark(c, name);
+	rc = state_setting_get(c->st, "default_stack", &def);
+	/* Never chosen (absent, not ''): the first stack applied becomes the default. */
+	first = rc == 0 && def == NULL;
+	if (rc == 0 && (o->make_default || first) && (def == NULL || strcmp(def, name) != 0)) {
+		rc = cli_set_default(c, name);
+		if (rc == 0)
+			ev_log(c, EV_INFO, "Login shells now enter stack %s%s%s%s.", name,
+			       first ? " (the first stack on this machine)" : "",
+			       def && def[0] ? ", not " : "", def && def[0] ? def : "");
+		free(def);
+		def = xstrdup(name);
+	} else if (rc == 0) {
+		rc = cli_login_sync(c);
+	}
+	if (m->python.set)
+		env = stack_env_prefix(m);
+	if (rc == 0)
+		ev_log(c, EV_INFO, "Use it: tfprov run %s -- python%s%s%s", name,
+		       env ? "   (env " : "", env ? env : "", env ? ")" : "");
+	if (rc == 0 && def && def[0] && strcmp(def, name) != 0)
+		ev_log(c, EV_INFO,
+		       "Login shells enter stack %s (the default); `tfprov default %s` switches "
+		       "them to this one.",
+		       def, name);
+	free(def);
+	free(env);
+	return rc;
+}
 
 int cmd_apply(struct ctx *c, struct opts *o)
 {
@@ -25,6 +74,8 @@ int cmd_apply(struct ctx *c, struct opts *o)
 	if (!plan_has_changes(&p)) {
 		plan_emit(c, &p);
 		ev_log(c, EV_DEBUG, "checked in %.1f ms", (double)(now_ns() - t0) / 1e6);
+		if (o->make_default || c->st)
+			rc = use_stack(c, o, m);
 		goto out;
 	}
 	ev_log(c, EV_INFO, "Stack %s (%s) from %s:\n", m->stack.name.s,
@@ -36,10 +87,15 @@ int cmd_apply(struct ctx *c, struct opts *o)
 		rc = TF_EFAIL;
 		goto out;
 	}
-	rc = plan_apply(c, m, &p);
+	/* Not under a command running in the stack (tfprov run): wait or exit 4. */
+	rc = c->st ? cli_stack_claim(c, m->stack.name.s, "apply") : 0;
+	if (rc == 0)
+		rc = plan_apply(c, m, &p);
 	if (rc == 0)
 		ev_log(c, EV_INFO, "\nApply complete: %d added, %d changed, %d destroyed (%.1f s).",
 		       p.add, p.change, p.destroy, (double)(now_ns() - t0) / 1e9);
+	if (rc == 0)
+		rc = use_stack(c, o, m);
 	else if (rc == TF_EINTR)
 		ev_log(c, EV_ERROR,
 		       "interrupted; every finished step is recorded, the rest will "

@@ -25,7 +25,13 @@ struct opts {
 	/* init */
 	const char *tensorflow, *python, *cuda_from, *gpu, *platform;
 	int force;
-	struct strvec args; /* positional arguments after the subcommand */
+	int make_default;   /* apply --default */
+	int none;           /* default --none */
+	int unset;          /* env --unset */
+	const char *shell;  /* env --shell */
+	int dashdash;       /* a `--` was given: what follows it is in cmdv */
+	struct strvec args; /* positional arguments after the subcommand (before `--`) */
+	struct strvec cmdv; /* run: the command after `--` */
 };
 
 enum cmd_flags {
@@ -63,6 +69,27 @@ int lock_check(struct ctx *c, struct opts *o);
 int cmd_sign(struct ctx *c, struct opts *o);
 int cmd_keygen(struct ctx *c, struct opts *o);
 int cmd_init(struct ctx *c, struct opts *o);
+/* stackuse.c */
+int cmd_run(struct ctx *c, struct opts *o);
+int cmd_env(struct ctx *c, struct opts *o);
+int cmd_shell(struct ctx *c, struct opts *o);
+int cmd_default(struct ctx *c, struct opts *o);
+
+/*
+ * A stack's in-use mark (stackuse.c): cli_stack_mark creates it (apply),
+ * cli_stack_unmark removes it (destroy); cli_stack_claim takes it
+ * exclusively for `doing` ("destroy", "apply"), waiting --lock-timeout for
+ * the `tfprov run`s of the stack to end: 0, or TF_ELOCKED naming their pids.
+ */
+int cli_stack_mark(struct ctx *c, const char *name);
+void cli_stack_unmark(struct ctx *c, const char *name);
+int cli_stack_claim(struct ctx *c, const char *name, const char *doing);
+/* The machine's default stack (caller frees), NULL when there is none. */
+char *cli_default_stack(struct ctx *c);
+/* Makes name (NULL: none) the default and rewrites the login script. 0 or an error (said). */
+int cli_set_default(struct ctx *c, const char *name);
+/* Rewrites (or removes) the login script to match the state's default. 0 or TF_EIO (said). */
+int cli_login_sync(struct ctx *c);
 
 /* A manifest diagnostic as a structured --json "diagnostic" event. */
 struct diag;

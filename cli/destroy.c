@@ -1,9 +1,11 @@
 /*
  * destroy.c - `tfprov destroy STACK` and `tfprov destroy --all`: removes
  * exactly what tfprov placed for the stack (or for every stack), in reverse
- * dependency order, and forgets it; its profile script
- * (/etc/profile.d/tfprov-STACK.sh) goes with it, being one of the files the
- * env step placed. Files it did not place are listed before the question and
+ * dependency order, and forgets it; its activation scripts go with it,
+ * being files the env step placed. A stack in use (a `tfprov run` of it
+ * still running) is not destroyed: destroy waits --lock-timeout, then exits
+ * 4 naming the pids. Destroying the default stack leaves the machine with
+ * none (the login script goes) and says so. Files it did not place are listed before the question and
  * kept (a directory goes only when nothing is left in it, the prefix's
  * layout directories too). One question for
  * all the stacks, asked like apply (cli_confirm). The download cache stays:
@@ -18,6 +20,7 @@
 #include "stackinfo.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /*
@@ -95,6 +98,12 @@ int cmd_destroy(struct ctx *c, struct opts *o)
 		rc = TF_EFAIL;
 		goto out;
 	}
+	/* Every stack claimed before the first is touched: all of them go, or none. */
+	for (size_t i = 0; i < names.n && rc == 0; i++)
+		rc = cli_stack_claim(c, names.v[i], "destroy");
+	if (rc != 0)
+		goto out;
+	char *def = cli_default_stack(c);
 	for (size_t i = 0; i < names.n && rc == 0; i++) {
 		struct stackinfo si;
 		char *err = NULL, *prefix = NULL;
@@ -111,7 +120,27 @@ int cmd_destroy(struct ctx *c, struct opts *o)
 			ev_log(c, EV_INFO, "Destroyed stack %s%s.", names.v[i],
 			       foreign.n ? "; what tfprov did not place was kept (listed above)"
 			                 : "");
+		if (rc == 0)
+			cli_stack_unmark(c, names.v[i]);
+		if (rc == 0 && def && strcmp(def, names.v[i]) == 0) {
+			struct strvec left = STRVEC_INIT;
+			rc = cli_set_default(c, NULL);
+			state_stack_names(c->st, &left);
+			struct strbuf sb = STRBUF_INIT;
+			for (size_t k = 0; k < left.n; k++)
+				strbuf_addf(&sb, "%s%s", k ? ", " : "", left.v[k]);
+			if (rc == 0)
+				ev_log(c, EV_INFO,
+				       "%s was the default stack: login shells get no tfprov stack "
+				       "now%s%s%s",
+				       names.v[i],
+				       left.n ? "; `tfprov default STACK` picks one of: " : ".",
+				       left.n ? sb.buf : "", left.n ? "." : "");
+			strbuf_release(&sb);
+			strvec_release(&left);
+		}
 	}
+	free(def);
 	if (rc == 0 && o->all)
 		ev_log(c, EV_INFO,
 		       "The download cache is kept: `tfprov gc` removes what no recorded "

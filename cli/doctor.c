@@ -354,7 +354,7 @@ static void check_memory(struct doctor *d, const struct stackinfo *si)
 	free(what);
 	struct stat st;
 	if (si->stack_id && si->profile && stat(si->profile, &st) != 0) {
-		what = xasprintf("the stack's profile script %s is missing", si->profile);
+		what = xasprintf("the stack's activation script %s is missing", si->profile);
 		finding(
 		    d, SEV_PROBLEM, what,
 		    "without it no shell gets the stack's CUDA_HOME, LD_LIBRARY_PATH and memory "

@@ -38,8 +38,8 @@ static const struct cmd commands[] = {
      "plan MANIFEST          show what apply would do", "detailed-exitcode allow-incomplete-lock",
      1, 1},
     {"apply", cmd_apply, CMD_MANIFEST | CMD_STATE | CMD_LOCK,
-     "apply MANIFEST         make the machine match the manifest", "yes allow-incomplete-lock", 1,
-     1},
+     "apply MANIFEST         make the machine match the manifest",
+     "yes allow-incomplete-lock default", 1, 1},
     {"status", cmd_status, CMD_STATE, "status                 stacks, generations, drift", "", 0,
      0},
     {"verify", cmd_verify, CMD_STATE, "verify [STACK] [--deep]  check what was placed", "deep", 0,
@@ -69,6 +69,17 @@ static const struct cmd commands[] = {
      -1},
     {"keygen", cmd_keygen, 0, "keygen --key KEY       write a minisign key pair KEY, KEY.pub",
      "key", 0, 0},
+    {"run", cmd_run, CMD_STATE,
+     "run [STACK] -- CMD [ARGS...]  run CMD in the stack's environment (exit: CMD's;\n"
+     "  125 tfprov failed, 126 CMD not executable, 127 CMD not found)",
+     "", 0, -1}, /* stackuse.c checks its arguments */
+    {"env", cmd_env, CMD_STATE,
+     "env [STACK] [--shell SH] | env --unset  print the stack's environment for eval",
+     "shell unset", 0, 1},
+    {"shell", cmd_shell, CMD_STATE, "shell [STACK]          start your shell in the stack", "", 0,
+     1},
+    {"default", cmd_default, CMD_STATE | CMD_LOCK,
+     "default [STACK | --none]  the stack login shells enter (no argument: show it)", "none", 0, 1},
     {"init", cmd_init, 0,
      "init --tensorflow X.Y [-o FILE]  write a new manifest from the knowledge base and "
      "catalog",
@@ -105,6 +116,10 @@ enum {
 	OPT_PLATFORM,
 	OPT_FORCE,
 	OPT_ALL,
+	OPT_DEFAULT,
+	OPT_NONE,
+	OPT_UNSET,
+	OPT_SHELL,
 };
 
 /* Where a command option's value lands (struct cmd_opt). */
@@ -174,6 +189,17 @@ static const struct cmd_opt {
      FIELD(force)},
     {"all", no_argument, OPT_ALL, "--all                every stack under the root", SET_FLAG,
      FIELD(all)},
+    {"default", no_argument, OPT_DEFAULT,
+     "--default            make this stack the one login shells enter", SET_FLAG,
+     FIELD(make_default)},
+    {"none", no_argument, OPT_NONE, "--none               no stack for login shells", SET_FLAG,
+     FIELD(none)},
+    {"unset", no_argument, OPT_UNSET,
+     "--unset              undo what the last `tfprov env` set, restoring earlier values", SET_FLAG,
+     FIELD(unset)},
+    {"shell", required_argument, OPT_SHELL,
+     "--shell SH           sh, bash, zsh, dash, ksh, fish or pwsh (default: $SHELL's)", SET_STRING,
+     FIELD(shell)},
     {"allow-incomplete-lock", no_argument, OPT_ALLOW_INCOMPLETE,
      "--allow-incomplete-lock  let pip resolve what a `complete: false` lock leaves\n"
      "                       unpinned (named and recorded as unhashed)",
@@ -285,6 +311,12 @@ static int usage_error(const struct cmd *cmd, const char *fmt, ...)
 	return TF_EUSAGE;
 }
 
+/* run and shell replace tfprov with a command: their own failures exit 125 (stackuse.c). */
+static int execs_command(const struct cmd *cmd)
+{
+	return cmd && (cmd->fn == cmd_run || cmd->fn == cmd_shell);
+}
+
 static const struct cmd *find_cmd(const char *name)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
@@ -374,6 +406,8 @@ struct cmdline {
 	const char *seen[ARRAY_SIZE(cmd_opts)]; /* command options given, by name */
 	size_t nseen;
 	const struct cmd *cmd;
+	char **tail; /* what follows the first `--`, ntail words; dashdash: there was one */
+	int ntail, dashdash;
 };
 
 /* A command option given: stored where cmd_opts says. 0 or TF_EUSAGE (said). */
@@ -549,6 +583,10 @@ static int lookup_command(int argc, char **argv, struct opts *o, struct cmdline 
 			                   l->seen[i]);
 	for (int i = optind + 1; i < argc; i++)
 		strvec_push(&o->args, argv[i]);
+	/* After `--`: run's command; for every other command more arguments, as before. */
+	o->dashdash = l->dashdash;
+	for (int i = 0; i < l->ntail; i++)
+		strvec_push(execs_command(cmd) ? &o->cmdv : &o->args, l->tail[i]);
 	if (cmd->opts && (o->args.n < (size_t)cmd->min_args ||
 	                  (cmd->max_args >= 0 && o->args.n > (size_t)cmd->max_args)))
 		return usage_error(cmd, "%s",
@@ -717,6 +755,18 @@ int main(int argc, char **argv)
 	if (getenv("NO_COLOR") && getenv("NO_COLOR")[0])
 		c.flags &= ~CTX_COLOR;
 
+	/*
+	 * The first `--` ends tfprov's own command line: `tfprov run STACK --
+	 * python -c ...` must not have getopt take the command's options.
+	 */
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--") == 0) {
+			l.tail = argv + i + 1;
+			l.ntail = argc - i - 1;
+			l.dashdash = 1;
+			argc = i;
+			break;
+		}
 	int rc = parse_options(argc, argv, &c, &o, &l);
 	if (rc == 0 && l.version)
 		printf("tfprov %s (commit %s)\n", TFPROV_VERSION, TFPROV_COMMIT);
@@ -727,6 +777,8 @@ int main(int argc, char **argv)
 	if (rc != 0 || l.cmd == NULL) {
 		/* Nothing ran: no result event. */
 		ex = tf_exit_code(rc);
+		if (rc != 0 && execs_command(optind < argc ? find_cmd(argv[optind]) : NULL))
+			ex = 125;
 		goto out;
 	}
 
@@ -740,6 +792,8 @@ int main(int argc, char **argv)
 	if (tf_interrupted && rc == 0)
 		rc = TF_EINTR;
 	ex = tf_exit_code(rc);
+	if (execs_command(l.cmd))
+		ex = rc > 0 ? rc : 125; /* 125, 126, 127 as env(1); 0 never: it did not exec */
 	/* The last event: the result with --json; on a terminal it erases the progress board. */
 	struct event e = {.kind = EV_RESULT,
 	                  .level = ex ? EV_ERROR : EV_INFO,
@@ -759,5 +813,6 @@ out:
 	strvec_release(&c.mirrors);
 	strvec_release(&c.trusted_keys);
 	strvec_release(&o.args);
+	strvec_release(&o.cmdv);
 	return ex;
 }

@@ -4,8 +4,9 @@
  * Manager conda installs the manifest's explicit lock natively (conda.c:
  * extract, link, prefix replacement, conda-meta into a journaled stage,
  * placed by txn_replace_dir; the packages were fetched and verified before
- * any step ran, pyenv_artifacts) and writes the stack's activation hook into
- * etc/conda/activate.d so `conda activate` sets the CUDA environment;
+ * any step ran, pyenv_artifacts) and writes hooks into etc/conda/activate.d
+ * and deactivate.d so `conda activate` enters the stack (and its bin/activate
+ * for a venv);
  * manager venv uses a system interpreter of exactly the manifest's X.Y.
  * Every file of the env is recorded. The `pip` step (pip.c) depends on it.
  */
@@ -17,6 +18,7 @@
 #include "event.h"
 #include "fs.h"
 #include "module.h"
+#include "stackenv.h"
 #include "version.h"
 
 #include <errno.h>
@@ -35,9 +37,12 @@ static enum desire pyenv_desire(struct ctx *c, const struct manifest *m, struct 
 	if (!m->python.set)
 		return DESIRE_NONE;
 	char *prefix = stack_env_prefix(m);
-	strbuf_addf(canon, "prefix=%s\nmanager=%d\nversion=%s\ninterpreter=%s\n", prefix,
+	char *hook = stack_script_path(m, "activate.sh");
+	/* hooks=: the stack scripts its activation hooks source (write_hook, venv_hook). */
+	strbuf_addf(canon, "prefix=%s\nmanager=%d\nversion=%s\ninterpreter=%s\nhooks=%s\n", prefix,
 	            (int)m->python.manager, m->python.version.s ? m->python.version.s : "",
-	            m->python.interpreter.s ? m->python.interpreter.s : "");
+	            m->python.interpreter.s ? m->python.interpreter.s : "", hook);
+	free(hook);
 	for (size_t i = 0; i < m->python.npkgs; i++) {
 		strbuf_addf(canon, "pkg=%s %s%s\n", m->python.pkgs[i].url, m->python.pkgs[i].sha256,
 		            m->python.pkgs[i].md5);
@@ -125,36 +130,67 @@ static int venv_apply(struct ctx *c, const struct manifest *m, struct step *s, s
 	return rc;
 }
 
-/* `conda activate` sources the scripts in etc/conda/activate.d: the stack environment. */
+/*
+ * The hooks that make the env's own activators enter the stack: the scripts
+ * in etc/conda/activate.d and deactivate.d (`conda activate`), or lines in
+ * a venv's bin/activate. Both source the stack's activate.sh/deactivate.sh
+ * (the env step's, from stackenv.c), so every way into the stack gets the
+ * same environment.
+ */
+static char *hook_line(const struct manifest *m, const char *which, int only_if_in)
+{
+	char *path = stack_script_path(m, which);
+	struct strbuf sb = STRBUF_INIT;
+	if (only_if_in) {
+		strbuf_adds(&sb, "if [ \"${TFPROV_STACK-}\" = ");
+		sh_quote(&sb, m->stack.name.s);
+		strbuf_adds(&sb, " ] && [ -r ");
+	} else {
+		strbuf_adds(&sb, "if [ -r ");
+	}
+	sh_quote(&sb, path);
+	strbuf_adds(&sb, " ]; then . ");
+	sh_quote(&sb, path);
+	strbuf_adds(&sb, "; fi");
+	free(path);
+	return strbuf_detach(&sb);
+}
+
 static int write_hook(struct ctx *c, const struct manifest *m, struct txn *t, const char *prefix)
 {
 	(void)c;
-	if (!m->env.set && !m->cuda.set)
-		return 0;
-	char *hook = xasprintf("%s/etc/conda/activate.d/tfprov-%s.sh", prefix, m->stack.name.s);
-	char *profile = xasprintf("%s/tfprov-%s.sh", m->env.profile_dir.s, m->stack.name.s);
-	char *text = xasprintf("# Written by tfprov: the environment of stack '%s'.\n"
-	                       "[ -r '%s' ] && . '%s'\n",
-	                       m->stack.name.s, profile, profile);
-	/* The hook is part of the freshly built env tree, so it is placed in it directly. */
-	int rc = txn_put_file(t, hook, text, strlen(text), 0644);
-	free(hook);
-	free(profile);
-	free(text);
+	static const char *const dirs[] = {"activate", "deactivate"};
+	int rc = 0;
+	for (size_t i = 0; i < 2 && rc == 0; i++) {
+		char *hook =
+		    xasprintf("%s/etc/conda/%s.d/tfprov-%s.sh", prefix, dirs[i], m->stack.name.s);
+		char *which = xasprintf("%s.sh", dirs[i]);
+		char *line = hook_line(m, which, i == 1);
+		char *text = xasprintf("# Written by tfprov: %s the tfprov stack '%s'.\n%s\n",
+		                       i ? "leaves" : "enters", m->stack.name.s, line);
+		/* The hook is part of the freshly built env tree, so it is placed in it directly. */
+		rc = txn_put_file(t, hook, text, strlen(text), 0644);
+		free(hook);
+		free(which);
+		free(line);
+		free(text);
+	}
 	return rc;
 }
 
+#define VENV_MARK "  # tfprov stack env"
+
 /*
- * A venv has no activate.d: the stack's environment is sourced from the end
- * of bin/activate (once; the line is marked). The new bin/activate is a
- * placed file (journaled, renamed over the old one), after the env's tree
- * was recorded.
+ * A venv has no activate.d: the stack's activate.sh is sourced from the end
+ * of bin/activate, and its deactivate.sh from the start of the deactivate
+ * function it defines (which activate also calls first, so activating twice
+ * leaves the first one). Lines of an earlier tfprov (marked) are replaced.
+ * The new bin/activate is a placed file (journaled, renamed over the old
+ * one), after the env's tree was recorded.
  */
 static int venv_hook(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
                      const char *prefix)
 {
-	if (!m->env.set && !m->cuda.set)
-		return 0;
 	char *rel = xasprintf("%s/bin/activate", prefix);
 	char *host = ctx_host_path(c, rel);
 	char *text = NULL;
@@ -164,16 +200,28 @@ static int venv_hook(struct ctx *c, const struct manifest *m, struct step *s, st
 	if (read_file_at(AT_FDCWD, host, 1 << 20, &text, &len) != 0 || stat(host, &st) != 0) {
 		step_fail(s, "cannot read %s", rel);
 		rc = TF_EIO;
-	} else if (strstr(text, "# tfprov stack env") == NULL) {
+	} else {
+		static const char deact[] = "deactivate () {\n";
 		struct strbuf b = STRBUF_INIT;
-		strbuf_add(&b, text, len);
-		if (len > 0 && text[len - 1] != '\n')
+		char *on = hook_line(m, "activate.sh", 0), *off = hook_line(m, "deactivate.sh", 1);
+		for (char *line = text; line < text + len;) {
+			char *nl = memchr(line, '\n', (size_t)(text + len - line));
+			size_t k = nl ? (size_t)(nl - line + 1) : (size_t)(text + len - line);
+			char *one = xstrndup(line, k);
+			if (strstr(one, "# tfprov stack env") == NULL)
+				strbuf_adds(&b, one);
+			if (strcmp(one, deact) == 0)
+				strbuf_addf(&b, "    %s" VENV_MARK "\n", off);
+			free(one);
+			line += k;
+		}
+		if (b.len > 0 && b.buf[b.len - 1] != '\n')
 			strbuf_adds(&b, "\n");
-		strbuf_addf(
-		    &b, "[ -r '%s/tfprov-%s.sh' ] && . '%s/tfprov-%s.sh'  # tfprov stack env\n",
-		    m->env.profile_dir.s, m->stack.name.s, m->env.profile_dir.s, m->stack.name.s);
+		strbuf_addf(&b, "%s" VENV_MARK "\n", on);
 		rc = txn_put_file(t, rel, b.buf, b.len, st.st_mode & 07777);
 		strbuf_release(&b);
+		free(on);
+		free(off);
 	}
 	free(text);
 	free(host);

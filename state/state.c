@@ -91,6 +91,14 @@ static const char *const migrations[] = {
      * cache is its directory (engine/artifact/cache.c), indexed by the file names.
      */
     "DROP TABLE IF EXISTS cache;",
+    /*
+     * 4: what belongs to the machine rather than to one stack: the default
+     * stack login shells enter (key 'default_stack'; absent: never chosen,
+     * so the first apply chooses it; '': none, chosen) and the login script
+     * written for it ('login_script', root-relative), so that the next
+     * choice removes exactly that file (cli/default.c).
+     */
+    "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;",
 };
 
 /* Sets *errmsg to "what: detail" and returns TF_ESTATE. */

@@ -29,7 +29,7 @@ struct strvec;
 /* Opaque: the SQLite handle and the lock live in state_private.h. */
 struct state;
 
-#define STATE_SCHEMA_VERSION 3
+#define STATE_SCHEMA_VERSION 4
 
 /*
  * Opens (creating dir and db when `create`), runs migrations. 0 or TF_ESTATE;
@@ -77,6 +77,12 @@ int64_t state_stack_ensure(struct state *st, const char *name, const char *manif
 int state_stack_applied(struct state *st, int64_t id, const char *manifest_path);
 /* Appends every stack's name to out, in name order. 0 or TF_ESTATE. */
 int state_stack_names(struct state *st, struct strvec *out);
+/*
+ * The machine's settings (migration 4): *out the value of key, NULL when it
+ * is absent (caller frees); set with value NULL removes it. 0 or TF_ESTATE.
+ */
+int state_setting_get(struct state *st, const char *key, char **out);
+int state_setting_set(struct state *st, const char *key, const char *value);
 /* Forgets stack `id` with its generations, resources and files. 0 or TF_ESTATE. */
 int state_stack_delete(struct state *st, int64_t id);
 /* A stack as status lists it; generations are numbered per stack from 1. */

@@ -210,3 +210,30 @@ int state_gen_rollback_target(struct state *st, int64_t stack_id, int64_t number
 	state_bind_int64(s, 2, number);
 	return gen_one(s, out);
 }
+
+int state_setting_get(struct state *st, const char *key, char **out)
+{
+	struct state_stmt *s = NULL;
+	int r;
+	*out = NULL;
+	state_prepare(st, "SELECT value FROM settings WHERE key = ?", &s);
+	state_bind_text(s, 1, key);
+	if ((r = state_step(s)) == STATE_ROW)
+		*out = state_col_dup(s, 0);
+	state_finalize(s);
+	return r == STATE_ROW || r == STATE_DONE ? 0 : TF_ESTATE;
+}
+
+int state_setting_set(struct state *st, const char *key, const char *value)
+{
+	struct state_stmt *s = NULL;
+	if (value == NULL) {
+		state_prepare(st, "DELETE FROM settings WHERE key = ?", &s);
+		state_bind_text(s, 1, key);
+	} else {
+		state_prepare(st, "INSERT OR REPLACE INTO settings (key, value) VALUES (?, ?)", &s);
+		state_bind_text(s, 1, key);
+		state_bind_text(s, 2, value);
+	}
+	return state_run(s);
+}

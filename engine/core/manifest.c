@@ -12,6 +12,7 @@
  *    (NUL bytes) or not UTF-8, so libyaml never sees such input.
  */
 #include "manifest.h"
+#include "stackenv.h"
 #include "digest.h"
 #include "error.h"
 #include "util.h"
@@ -997,6 +998,14 @@ static void parse_env(struct pctx *p, const struct ynode *n, struct manifest *m)
 			if (!ok) {
 				err(p, k->pos, "env.name", "names are letters, digits and '_'",
 				    "'%s' is not a valid environment variable name", k->str);
+				continue;
+			}
+			if (stackenv_reserved(k->str)) {
+				err(p, k->pos, "env.name",
+				    "TFPROV_STACK and _TFPROV_* say which stack a shell is in and "
+				    "how to "
+				    "leave it; tfprov sets them",
+				    "%s is tfprov's own variable", k->str);
 				continue;
 			}
 			if (strpbrk(val->str, "\n\r") || memchr(val->str, '\0', val->len)) {

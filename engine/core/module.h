@@ -110,5 +110,7 @@ void step_fail(struct step *s, const char *fmt, ...) __attribute__((format(print
 char *stack_cuda_prefix(const struct manifest *m);  /* <prefix>/cuda/<version> */
 char *stack_cudnn_prefix(const struct manifest *m); /* merge: cuda prefix; separate: own */
 char *stack_env_prefix(const struct manifest *m);   /* <prefix>/envs/<name> */
+/* <prefix>/stacks/<stack>/<which>: the env step's activate.sh and deactivate.sh */
+char *stack_script_path(const struct manifest *m, const char *which);
 
 #endif

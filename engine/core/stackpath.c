@@ -33,3 +33,11 @@ char *stack_env_prefix(const struct manifest *m)
 	free(v);
 	return p;
 }
+
+char *stack_script_path(const struct manifest *m, const char *which)
+{
+	char *rel = xasprintf("stacks/%s/%s", m->stack.name.s, which);
+	char *p = path_join(m->prefix.s, rel);
+	free(rel);
+	return p;
+}

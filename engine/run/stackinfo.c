@@ -14,6 +14,7 @@
 #include "manifest.h"
 #include "module.h"
 #include "spawn.h"
+#include "stackenv.h"
 #include "state.h"
 #include "version.h"
 
@@ -73,6 +74,7 @@ void stackinfo_from_manifest(struct ctx *c, struct manifest *m, struct stackinfo
 {
 	memset(out, 0, sizeof(*out));
 	out->m = m;
+	out->host_root = xstrdup(c->root ? c->root : "/");
 	out->name = xstrdup(m->stack.name.s ? m->stack.name.s : "");
 	out->tf = m->versions.tensorflow.s;
 	out->cuda = m->cuda.version.s ? m->cuda.version.s : m->versions.cuda.s;
@@ -99,11 +101,9 @@ void stackinfo_from_manifest(struct ctx *c, struct manifest *m, struct stackinfo
 		free(p);
 	}
 	pip_cuda_fill(out);
-	char *fn = xasprintf("tfprov-%s.sh", out->name);
-	char *prof = path_join(m->env.profile_dir.s ? m->env.profile_dir.s : "/etc/profile.d", fn);
-	out->profile = ctx_host_path(c, prof);
-	free(prof);
-	free(fn);
+	char *act = stack_script_path(m, "activate.sh");
+	out->profile = ctx_host_path(c, act);
+	free(act);
 }
 
 int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char **errmsg)
@@ -148,6 +148,7 @@ void stackinfo_release(struct stackinfo *si)
 	free(si->env_prefix);
 	free(si->python);
 	free(si->profile);
+	free(si->host_root);
 	strvec_release(&si->lib_dirs);
 	memset(si, 0, sizeof(*si));
 }
@@ -215,37 +216,15 @@ const char *stackinfo_allow_growth(const struct stackinfo *si)
 
 void stackinfo_env(const struct stackinfo *si, struct strvec *env)
 {
-	struct strbuf sb = STRBUF_INIT;
+	struct stackenv se;
 	spawn_env_base(env);
-	const char *path = spawn_env_get(env, "PATH");
-	if (si->env_prefix)
-		strbuf_addf(&sb, "%s/bin:", si->env_prefix);
-	if (si->cuda_prefix)
-		strbuf_addf(&sb, "%s/bin:", si->cuda_prefix);
-	strbuf_adds(&sb, path ? path : "/usr/bin:/bin");
-	spawn_env_set(env, "PATH", sb.buf);
-	strbuf_reset(&sb);
-	/* CUDA wheels are found by TensorFlow itself, as the env step leaves them. */
-	for (size_t i = 0; !si->cuda_from_pip && i < si->lib_dirs.n; i++)
-		strbuf_addf(&sb, "%s%s", i ? ":" : "", si->lib_dirs.v[i]);
+	/* A loader path of the caller's (a driver's libraries) stays, after the stack's. */
 	const char *ld = getenv("LD_LIBRARY_PATH");
 	if (ld && *ld)
-		strbuf_addf(&sb, "%s%s", sb.len ? ":" : "", ld);
-	if (sb.len)
-		spawn_env_set(env, "LD_LIBRARY_PATH", sb.buf);
-	if (si->cuda_prefix) {
-		spawn_env_set(env, "CUDA_HOME", si->cuda_prefix);
-		spawn_env_set(env, "CUDA_PATH", si->cuda_prefix);
-		strbuf_reset(&sb);
-		strbuf_addf(&sb, "--xla_gpu_cuda_data_dir=%s", si->cuda_prefix);
-		spawn_env_set(env, "XLA_FLAGS", sb.buf);
-	}
-	if (si->env_prefix)
-		spawn_env_set(env, "VIRTUAL_ENV", si->env_prefix);
-	spawn_env_set(env, "TF_FORCE_GPU_ALLOW_GROWTH", stackinfo_allow_growth(si));
-	for (size_t i = 0; si->m && i < si->m->env.nvars; i++)
-		spawn_env_set(env, si->m->env.vars[i].name.s, si->m->env.vars[i].value.s);
-	strbuf_release(&sb);
+		spawn_env_set(env, "LD_LIBRARY_PATH", ld);
+	stackenv_build(si->m, si->name, si->host_root, &se);
+	stackenv_enter(&se, env);
+	stackenv_release(&se);
 }
 
 const char *stack_gpu_verdict_name(enum stack_gpu_verdict v)

@@ -43,8 +43,9 @@ struct stackinfo {
 	char *cuda_prefix; /* host paths; NULL when the stack has no such part */
 	char *cudnn_prefix;
 	char *env_prefix;
-	char *python;  /* <env>/bin/python, NULL without a Python env */
-	char *profile; /* the env step's profile script (host path) */
+	char *python;    /* <env>/bin/python, NULL without a Python env */
+	char *profile;   /* the env step's activate.sh (host path) */
+	char *host_root; /* the --root the host paths are under ("/": none) */
 	struct strvec lib_dirs;
 };
 
@@ -77,10 +78,9 @@ size_t stackinfo_sonames(const struct stackinfo *si, const struct compat *kb, st
 char *stackinfo_find_lib(const struct stackinfo *si, const char *prefix);
 
 /*
- * The environment the stack's programs run with, as its profile script sets
- * it: a clean base (spawn_env_base), CUDA_HOME/CUDA_PATH, PATH, LD_LIBRARY_PATH
- * (the stack's dirs before the caller's), XLA_FLAGS,
- * TF_FORCE_GPU_ALLOW_GROWTH and the manifest's env.vars.
+ * The environment the stack's programs run with (verify, bench, doctor): a
+ * clean base (spawn_env_base) and the caller's LD_LIBRARY_PATH, entered into
+ * the stack as `tfprov run` enters it (stackenv.c, host paths).
  */
 void stackinfo_env(const struct stackinfo *si, struct strvec *env);
 

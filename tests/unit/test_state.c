@@ -61,6 +61,9 @@ static void test_new_database_is_at_the_latest_version(void **unused)
 	                             "'files_resource' AND sql LIKE '%mtime_ns, mode%'"),
 	                 1);
 	assert_int_equal(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'cache'"), 0);
+	/* Migration 4: the machine's settings (the default stack). */
+	assert_int_equal(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'settings'"),
+	                 1);
 	free(db);
 	free(d);
 }
@@ -156,7 +159,7 @@ static void test_version_2_database_loses_the_cache_table_and_keeps_the_rest(voi
 	assert_string_equal(g.manifest_text, "schema: 1");
 	state_gen_release(&g);
 	state_close(st);
-	assert_int_equal(sql_int(db, "PRAGMA user_version"), 3);
+	assert_int_equal(sql_int(db, "PRAGMA user_version"), STATE_SCHEMA_VERSION);
 	assert_int_equal(sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name = 'cache'"), 0);
 	assert_int_equal(sql_int(db, "SELECT (SELECT count(*) FROM stacks) + (SELECT count(*) FROM "
 	                             "generations) + (SELECT count(*) FROM resources) + (SELECT "
