@@ -70,6 +70,7 @@ int cmd_sign(struct ctx *c, struct opts *o);
 int cmd_keygen(struct ctx *c, struct opts *o);
 int cmd_init(struct ctx *c, struct opts *o);
 /* stackuse.c */
+struct manifest;
 int cmd_run(struct ctx *c, struct opts *o);
 int cmd_env(struct ctx *c, struct opts *o);
 int cmd_shell(struct ctx *c, struct opts *o);
@@ -88,6 +89,14 @@ int cli_stack_claim(struct ctx *c, const char *name, const char *doing);
 char *cli_default_stack(struct ctx *c);
 /* Makes name (NULL: none) the default and rewrites the login script. 0 or an error (said). */
 int cli_set_default(struct ctx *c, const char *name);
+/*
+ * How to use stack name (m: its manifest): into o (JSON, may be NULL) "env",
+ * "default", "run"; into line (may be NULL) "env PATH; use: tfprov run NAME
+ * -- python".
+ */
+struct json_t;
+void cli_stack_usage(struct ctx *c, const char *name, const struct manifest *m, struct json_t *o,
+                     struct strbuf *line);
 /* Rewrites (or removes) the login script to match the state's default. 0 or TF_EIO (said). */
 int cli_login_sync(struct ctx *c);
 

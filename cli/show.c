@@ -4,6 +4,7 @@
  * RFC 3339 UTC); with --json the same facts are one "stack_show" event.
  */
 #include "cli.h"
+#include "stackinfo.h"
 #include "error.h"
 #include "event.h"
 #include "module.h"
@@ -96,6 +97,16 @@ int cmd_show(struct ctx *c, struct opts *o)
 	if (rc == 0) {
 		json_t *d = json_pack("{s:s,s:O,s:O}", "name", o->args.v[0], "generations", gens,
 		                      "resources", res);
+		struct stackinfo si;
+		char *err = NULL;
+		if (stackinfo_load(c, o->args.v[0], &si, &err) == 0) {
+			struct strbuf line = STRBUF_INIT;
+			cli_stack_usage(c, o->args.v[0], si.m, d, &line);
+			ev_log(c, EV_INFO, "%s", line.buf);
+			strbuf_release(&line);
+			stackinfo_release(&si);
+		}
+		free(err);
 		ev_data(c, "stack_show", d);
 		json_decref(d);
 	}

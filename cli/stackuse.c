@@ -744,3 +744,29 @@ int cmd_default(struct ctx *c, struct opts *o)
 	free(cur);
 	return rc;
 }
+
+/* --- saying how to use a stack ------------------------------------------ */
+
+void cli_stack_usage(struct ctx *c, const char *name, const struct manifest *m, json_t *o,
+                     struct strbuf *line)
+{
+	char *def = cli_default_stack(c), *env = m && m->python.set ? stack_env_prefix(m) : NULL;
+	char *root = strcmp(c->root, "/") ? xasprintf("--root %s ", c->root) : xstrdup("");
+	char *cmd = xasprintf("tfprov %srun %s -- %s", root, name, env ? "python" : "CMD");
+	int is_def = def && strcmp(def, name) == 0;
+	if (o) {
+		json_object_set_new(o, "env", env ? json_string(env) : json_null());
+		json_object_set_new(o, "default", json_boolean(is_def));
+		json_object_set_new(o, "run", json_string(cmd));
+	}
+	if (line) {
+		if (env)
+			strbuf_addf(line, "env %s; ", env);
+		strbuf_addf(line, "use: %s%s", cmd,
+		            is_def ? " (the default stack: login shells enter it)" : "");
+	}
+	free(def);
+	free(env);
+	free(root);
+	free(cmd);
+}

@@ -107,6 +107,8 @@ static void stack_versions(struct ctx *c, const char *name, json_t *o, struct st
 		strbuf_addf(line, "%s%s %s", line->len ? ", " : "", shown[i], val[i]);
 	}
 	json_object_set_new(o, "versions", v);
+	strbuf_adds(line, "\n  ");
+	cli_stack_usage(c, name, si.m, o, line);
 	stackinfo_release(&si);
 }
 
@@ -122,6 +124,12 @@ int cmd_status(struct ctx *c, struct opts *o)
 	int drifted = 0, unfinished = 0, nstacks = 0, rc;
 	if ((rc = state_stacks_list(c->st, &v, &nv)) != 0)
 		return rc;
+	char *def = cli_default_stack(c);
+	if (nv)
+		ev_log(c, EV_INFO, "Default stack (login shells): %s",
+		       def ? def : "none (`tfprov default STACK` chooses one)");
+	ev_data(c, "default_stack", json_pack("{s:s?}", "stack", def));
+	free(def);
 	for (size_t i = 0; i < nv; i++) {
 		nstacks++;
 		int64_t sid = v[i].id;

@@ -12,6 +12,7 @@ set -eu
 # fuse3 and python3-fusepy: the power-loss harness (tests/system/lib_lazyfs.py,
 # test_power_loss.py) mounts a FUSE filesystem that drops every write not made
 # durable.
+# zsh and fish: test_stack_env.py evals `tfprov env --shell zsh|fish` in them.
 PKGS="ansible-lint python3-voluptuous pycodestyle debootstrap
 build-essential cmake pkg-config clang-format
 libyaml-dev libcurl4-openssl-dev libarchive-dev libssl-dev libsqlite3-dev
@@ -20,7 +21,7 @@ python3 python3-venv python3-pip python3-pytest python3-wheel python3-setuptools
 python3-setuptools-whl python3-wheel-whl
 curl xz-utils zstd bzip2 gzip zip unzip sqlite3 openssl ansible-core hyperfine tmux
 openssh-server openssh-client nginx strace lintian dpkg-dev fakeroot
-clang libclang-rt-14-dev minisign fuse3 python3-fusepy"
+clang libclang-rt-14-dev minisign fuse3 python3-fusepy zsh fish"
 
 # debootstrap and rpm (rpmbuild): scripts/build-release.sh and its test
 # (the Debian 11 build root, the Debian 11/13 test roots, the .rpm).
