@@ -24,14 +24,15 @@
 #include <unistd.h>
 
 /*
- * The layout directories tfprov made under a stack's prefix (cuda/, cudnn/,
- * envs/ and the prefix itself) are not recorded as placed: each goes once it
+ * The layout directories tfprov made under a stack's prefix (stacks/<stack>/,
+ * stacks/, cuda/, cudnn/, envs/ and the prefix itself) are not recorded as placed: each goes once it
  * is empty, so a destroyed machine has no empty /opt/tfprov. rmdir never
  * removes a directory that still holds anything (another stack's, a user's).
  */
-static void remove_empty_layout(struct ctx *c, const char *prefix)
+static void remove_empty_layout(struct ctx *c, const char *prefix, const char *stack)
 {
-	static const char *const sub[] = {"cuda", "cudnn", "envs", ""};
+	char *own = xasprintf("stacks/%s", stack);
+	const char *const sub[] = {own, "stacks", "cuda", "cudnn", "envs", ""};
 	for (size_t i = 0; prefix && i < ARRAY_SIZE(sub); i++) {
 		char *rel = sub[i][0] ? path_join(prefix, sub[i]) : xstrdup(prefix);
 		char *host = ctx_host_path(c, rel);
@@ -40,6 +41,7 @@ static void remove_empty_layout(struct ctx *c, const char *prefix)
 		free(host);
 		free(rel);
 	}
+	free(own);
 }
 
 /* Every stack's name, in name order. 0 or TF_ESTATE. */
@@ -114,7 +116,7 @@ int cmd_destroy(struct ctx *c, struct opts *o)
 		free(err);
 		rc = plan_apply_destroy(c, names.v[i], &p[i]);
 		if (rc == 0)
-			remove_empty_layout(c, prefix);
+			remove_empty_layout(c, prefix, names.v[i]);
 		free(prefix);
 		if (rc == 0)
 			ev_log(c, EV_INFO, "Destroyed stack %s%s.", names.v[i],

@@ -70,8 +70,8 @@ static const struct cmd commands[] = {
     {"keygen", cmd_keygen, 0, "keygen --key KEY       write a minisign key pair KEY, KEY.pub",
      "key", 0, 0},
     {"run", cmd_run, CMD_STATE,
-     "run [STACK] -- CMD [ARGS...]  run CMD in the stack's environment (exit: CMD's;\n"
-     "  125 tfprov failed, 126 CMD not executable, 127 CMD not found)",
+     "run [STACK] -- CMD [ARGS...]  run CMD in the stack's environment (exits with CMD's "
+     "status)",
      "", 0, -1}, /* stackuse.c checks its arguments */
     {"env", cmd_env, CMD_STATE,
      "env [STACK] [--shell SH] | env --unset  print the stack's environment for eval",
@@ -260,7 +260,9 @@ static void usage(FILE *f)
 	        "options.\n"
 	        "exit codes: 0 ok, 1 error, 2 changes pending or drift, 3 manifest invalid,\n"
 	        "  4 locked, 5 integrity failure, 6 precondition failed, 7 reboot required,\n"
-	        "  8 verify/benchmark failed, 64 usage, 130 interrupted\n",
+	        "  8 verify/benchmark failed, 64 usage, 130 interrupted;\n"
+	        "  run and shell: the command's own status, or 125 tfprov failed,\n"
+	        "  126 command not executable, 127 command not found\n",
 	        global_help);
 }
 

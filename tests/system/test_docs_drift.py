@@ -97,7 +97,7 @@ def complete(words, cword=None):
 def test_completion_offers_commands_options_and_stacks(tmp_path):
     cmds, opts, per = listed()
     assert set(cmds) <= complete([TFPROV, ""])
-    assert {"destroy", "diff", "doctor"} == complete([TFPROV, "d"])
+    assert {"default", "destroy", "diff", "doctor"} == complete([TFPROV, "d"])
     assert per["destroy"] <= complete([TFPROV, "destroy", "--"]) | complete([TFPROV, "destroy", "-"])
     assert "--all" in complete([TFPROV, "destroy", "--a"])
     assert "--all" not in complete([TFPROV, "apply", "--a"])  # not an option of apply
@@ -111,5 +111,7 @@ def test_completion_offers_commands_options_and_stacks(tmp_path):
                        capture_output=True, stdin=subprocess.DEVNULL)
     assert complete([TFPROV, "--root", str(root), "show", ""]) == {"alpha", "beta"}
     assert complete([TFPROV, "--root", str(root), "destroy", "b"]) == {"beta"}
+    for cmd in ("run", "env", "shell", "default"):
+        assert complete([TFPROV, "--root", str(root), cmd, ""]) == {"alpha", "beta"}, cmd
     # no state under that root: no names, and no error
     assert complete([TFPROV, "--root", str(tmp_path / "none"), "show", ""]) == set()

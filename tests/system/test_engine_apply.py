@@ -2,7 +2,7 @@
 the exit-code contract of README.md ("Exit codes") as far as the engine can produce it.
 
 What the machine looks like: a fresh --root sandbox, no GPU, the env-only stack
-(driver skipped + a profile script), variants of it written into tmp.
+(driver skipped + the env step's activate.sh/deactivate.sh), variants of it written into tmp.
 What is run: the tfprov subcommands against that root.
 What must hold: the files on disk, the state db and the exit codes below.
 """
@@ -31,7 +31,9 @@ env:
   vars:
     TF_CPP_MIN_LOG_LEVEL: "{level}"
 """
-PROFILE = "/etc/profile.d/tfprov-demo-env.sh"
+PROFILE = "/opt/tfprov/stacks/demo-env/activate.sh"
+DEACTIVATE = "/opt/tfprov/stacks/demo-env/deactivate.sh"
+LOGIN = "/etc/profile.d/tfprov.sh"
 
 
 def manifest(tmp_path, level="1", policy="skip", name="m.yaml"):
@@ -86,9 +88,14 @@ def test_apply_then_no_changes(tfprov, tmp_path):
     assert os.stat(prof).st_mtime_ns == st.st_mtime_ns, "a no-op apply rewrote the file"
     tfprov.run("plan", "--detailed-exitcode", m, check=0)
     # Recorded: one file with its real size and digest.
-    rows = db_rows(tfprov, "SELECT path, size, sha256, mode FROM files")
+    rows = db_rows(tfprov, "SELECT path, size, sha256, mode FROM files ORDER BY path")
+    deact = tfprov.path(DEACTIVATE)
     assert rows == [(PROFILE, st.st_size, hashlib.sha256(open(prof, "rb").read()).hexdigest(),
-                     0o644)]
+                     0o644),
+                    (DEACTIVATE, os.path.getsize(deact),
+                     hashlib.sha256(open(deact, "rb").read()).hexdigest(), 0o644)]
+    # The first stack on the machine is the default: the one login script enters it.
+    assert PROFILE in open(tfprov.path(LOGIN)).read()
     assert db_rows(tfprov, "SELECT count(*), min(result) FROM generations") == [(1, "ok")]
     assert db_rows(tfprov, "PRAGMA user_version")[0][0] >= 1
     assert db_rows(tfprov, "PRAGMA journal_mode")[0][0] == "wal"
@@ -105,8 +112,10 @@ def test_env_change_is_an_update(tfprov, tmp_path):
     assert "1 changed" in p.stdout
     assert "export TF_CPP_MIN_LOG_LEVEL='3'\n" in open(tfprov.path(PROFILE)).read()
     tfprov.run("plan", "--detailed-exitcode", m2, check=0)
-    # Nothing left behind next to the profile.
-    assert os.listdir(tfprov.path("/etc/profile.d")) == ["tfprov-demo-env.sh"]
+    # Nothing left behind next to the scripts; one login script.
+    assert sorted(os.listdir(tfprov.path("/opt/tfprov/stacks/demo-env"))) == [
+        "activate.sh", "deactivate.sh"]
+    assert os.listdir(tfprov.path("/etc/profile.d")) == ["tfprov.sh"]
 
 
 # ------------------------------------------------------------ drift and repair
