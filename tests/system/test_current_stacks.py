@@ -171,8 +171,8 @@ def test_tf220_redist_stack_applies_verifies_and_is_stable(tfprov, tmp_path, mir
     o = out(p)
     assert "libraries: all" in o and "/opt/tfprov/cuda/12.5.1/lib" in o, o
     assert "verify: ok" in o, o
-    profile = open(tfprov.path("/etc/profile.d/tfprov-cur220.sh")).read()
-    assert "LD_LIBRARY_PATH=\"$CUDA_HOME/lib64" in profile
+    profile = open(tfprov.path("/opt/tfprov/stacks/cur220/activate.sh")).read()
+    assert "case :${LD_LIBRARY_PATH-}:" in profile and "/cuda/12.5.1/lib64'" in profile
 
 
 # --------------------------------------------------------------------------- TF 2.21
@@ -193,7 +193,7 @@ def test_tf221_wheel_cuda_applies_verifies_and_is_stable(tfprov, tmp_path, wheel
     assert os.path.exists(os.path.join(sp, "nvidia/cudnn/lib/libcudnn_graph.so.9"))
 
     # The env step points nothing at a CUDA: TensorFlow finds the wheels itself.
-    profile = open(tfprov.path("/etc/profile.d/tfprov-cur221.sh")).read()
+    profile = open(tfprov.path("/opt/tfprov/stacks/cur221/activate.sh")).read()
     assert "LD_LIBRARY_PATH" not in profile and "CUDA_HOME" not in profile, profile
 
     p = tfprov.run("apply", "-y", m, env=env(), timeout=300, check=0)

@@ -59,7 +59,7 @@ def test_syncfs_failure_fails_the_step_and_records_nothing(tfprov, tmp_path, fai
     m0.write_text(MANIFEST.format(i=0))
     p = tfprov.run("apply", "-y", str(m0), env=no_stub_env())
     assert p.returncode == 0, out(p)
-    profile = tfprov.path("/etc/profile.d/tfprov-durable.sh")
+    profile = tfprov.path("/opt/tfprov/stacks/durable/activate.sh")
     old = open(profile, "rb").read()
     files = db_rows(tfprov, "SELECT path, sha256 FROM files ORDER BY path")
     desired = db_rows(tfprov, "SELECT addr, desired FROM resources ORDER BY addr")

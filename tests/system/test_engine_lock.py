@@ -29,7 +29,7 @@ env:
   vars:
     TF_CPP_MIN_LOG_LEVEL: "{level}"
 """
-PROFILE = "/etc/profile.d/tfprov-demo-env.sh"
+PROFILE = "/opt/tfprov/stacks/demo-env/activate.sh"
 
 
 def manifest(tmp_path, level="1"):

@@ -4,7 +4,7 @@ destroy --all, and gc pruning the download cache to what recorded
 generations need.
 
 What the machine looks like: a --root sandbox per test; env-only stacks
-(profile scripts) and a CUDA-layout stack from a loopback HTTP server
+(activation scripts) and a CUDA-layout stack from a loopback HTTP server
 (lib_stack: STAND-IN libraries with the real sonames, no GPU).
 What is run: the real binary, as root and, for the refusals, as `nobody`
 (setpriv).
@@ -57,7 +57,7 @@ def test_non_root_writer_on_slash_refuses_before_the_plan(tfprov, tmp_path, args
     assert p.returncode == 6, out(p)
     assert "run as root, or use --root DIR" in p.stderr, out(p)
     assert "Plan:" not in p.stdout, out(p)  # refused before planning
-    assert not os.path.exists("/etc/profile.d/tfprov-nr.sh")
+    assert not os.path.exists("/opt/tfprov/stacks/nr")
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
@@ -76,7 +76,8 @@ def test_non_root_with_its_own_root_applies():
                             "--root", root, "apply", "-y", m],
                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         assert p.returncode == 0, out(p)
-        assert os.path.exists(os.path.join(root, "etc/profile.d/tfprov-mine.sh"))
+        assert os.path.exists(os.path.join(root, "opt/tfprov/stacks/mine/activate.sh"))
+        assert os.path.exists(os.path.join(root, "etc/profile.d/tfprov.sh"))
     finally:
         shutil.rmtree(base)
 
@@ -89,7 +90,7 @@ def test_plan_into_a_root_that_does_not_exist_yet(tmp_path):
     m = env_manifest(tmp_path, "fresh")
     p = t.run("plan", "--detailed-exitcode", m, check=2)
     assert "does not exist yet: planning for an empty root" in out(p), out(p)
-    assert "+ env: profile script /etc/profile.d/tfprov-fresh.sh" in p.stdout, out(p)
+    assert "+ env: stack environment /opt/tfprov/stacks/fresh/activate.sh" in p.stdout, out(p)
     assert not (tmp_path / "fresh").exists()
     # a root that is a file is still an error, not an empty root
     (tmp_path / "afile").write_text("x")
@@ -116,7 +117,7 @@ def test_generations_are_numbered_per_stack(tfprov, tmp_path):
     p = tfprov.run("diff", "--generation", "1", "b", b, check=0)
     assert "X" in p.stdout, out(p)
     tfprov.run("rollback", "-y", "b", "--generation", "1", check=0)
-    assert "X='1'" in open(tfprov.path("/etc/profile.d/tfprov-b.sh")).read()
+    assert "X='1'" in open(tfprov.path("/opt/tfprov/stacks/b/activate.sh")).read()
     p = tfprov.run("status", check=0)
     assert "stack b: generation 3 of 3," in p.stdout, p.stdout
     p = tfprov.run("rollback", "-y", "b", "--generation", "4", check=1)

@@ -291,7 +291,8 @@ def test_users_pip_settings_are_ignored(tfprov, index, tmp_path):
 
 def test_venv_activate_hook_is_a_placed_file(tfprov, index, tmp_path):
     """A venv stack with an env section: bin/activate ends with the line that
-    sources the stack's profile script, written once, recorded with its final
+    sources the stack's activate.sh (and its deactivate function starts with the
+    one that sources deactivate.sh), written once, recorded with its final
     hash (status and verify clean), the old file left as nothing behind; a
     second apply changes nothing and keeps one line."""
     env = "env:\n  profile_dir: /etc/profile.d\n  vars:\n    TFPROV_HOOK_TEST: \"yes\"\n"
@@ -301,8 +302,12 @@ def test_venv_activate_hook_is_a_placed_file(tfprov, index, tmp_path):
     assert p.returncode == 0, out(p)
     activate = tfprov.path(ENV_PREFIX + "/bin/activate")
     text = open(activate).read()
-    line = "[ -r '/etc/profile.d/tfprov-py.sh' ] && . '/etc/profile.d/tfprov-py.sh'  # tfprov stack env\n"
-    assert text.endswith(line) and text.count("# tfprov stack env") == 1
+    act = "/opt/tfprov/stacks/py/activate.sh"
+    line = f"if [ -r '{act}' ]; then . '{act}'; fi  # tfprov stack env\n"
+    assert text.endswith(line) and text.count("# tfprov stack env") == 2
+    deact = "/opt/tfprov/stacks/py/deactivate.sh"
+    assert (f"deactivate () {{\n    if [ \"${{TFPROV_STACK-}}\" = 'py' ] && [ -r '{deact}' ]; "
+            f"then . '{deact}'; fi  # tfprov stack env\n") in text
     rows = db_rows(tfprov, "SELECT sha256 FROM files WHERE path = ?", (ENV_PREFIX + "/bin/activate",))
     assert rows == [(hashlib.sha256(text.encode()).hexdigest(),)]
     assert temp_leftovers(tfprov.root) == []

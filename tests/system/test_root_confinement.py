@@ -43,7 +43,7 @@ PLANTS = [
     ("opt", "tfprov/" + LIB),
     ("opt/tfprov", LIB),
     ("opt/tfprov/cuda", "12.3.2/lib64/libcudart.so.12"),  # the staging dir's parent
-    ("etc/profile.d", "tfprov-demo.sh"),
+    ("etc/profile.d", "tfprov.sh"),  # the login script
     ("var/cache/tfprov", "sha256"),
     ("var/lib/tfprov", "state.db"),
 ]
@@ -94,12 +94,12 @@ def test_legitimately_symlinked_dirs_work(tfprov, mirror):
     p = _apply(tfprov, mirror.manifest)
     assert p.returncode == 0, out(p)
     assert os.path.isfile(tfprov.path("data/opt/tfprov/" + LIB))
-    assert os.path.isfile(tfprov.path("etc/profile-real/tfprov-demo.sh"))
+    assert os.path.isfile(tfprov.path("etc/profile-real/tfprov.sh"))
     assert os.path.islink(tfprov.path("opt")), "the image's own link is left alone"
     assert tfprov.run("--no-gpu", "plan", "--detailed-exitcode", mirror.manifest,
                       env=ENV).returncode == 0
     p = tfprov.run("destroy", "-y", "demo", env=ENV)
     assert p.returncode == 0, out(p)
     assert not os.path.exists(tfprov.path("data/opt/tfprov/" + LIB))
-    assert not os.path.exists(tfprov.path("etc/profile-real/tfprov-demo.sh"))
+    assert not os.path.exists(tfprov.path("etc/profile-real/tfprov.sh"))
     assert os.path.islink(tfprov.path("opt")) and os.path.islink(tfprov.path("etc/profile.d"))

@@ -130,7 +130,7 @@ def test_destroy_cuda_tree_keeps_a_users_header(tfprov, tmp_path, mirror):
 
 
 def test_destroy_and_rollback_ask_on_a_terminal(tfprov, tmp_path):
-    prof = tfprov.path("/etc/profile.d/tfprov-q.sh")
+    prof = tfprov.path("/opt/tfprov/stacks/q/activate.sh")
     base = ("schema: 1\nstack:\n  name: q\n  platform: linux-x86_64\nprefix: /opt/tfprov\n"
             "versions:\n  tensorflow: 2.15.1\n  python: \"3.10\"\ndriver:\n  policy: skip\n"
             "env:\n  vars:\n    LEVEL: \"{}\"\n")
@@ -287,10 +287,10 @@ def test_plan_fails_as_apply_would(tfprov, tmp_path):
 def test_status_after_a_failed_apply_is_not_ok(tfprov, tmp_path):
     m = tmp_path / "m.yaml"
     m.write_text(ENV_ONLY.format(name="f", policy="skip"))
-    # A file where the profile directory must be: the env step fails after the
-    # generation was opened.
-    os.makedirs(tfprov.path("/etc"))
-    with open(tfprov.path("/etc/profile.d"), "w") as f:
+    # A file where the stacks' script directory must be: the env step fails after
+    # the generation was opened.
+    os.makedirs(tfprov.path("/opt/tfprov"))
+    with open(tfprov.path("/opt/tfprov/stacks"), "w") as f:
         f.write("not a directory\n")
     p = tfprov.run("apply", "-y", m)
     assert p.returncode not in (0, 2), out(p)
@@ -299,7 +299,7 @@ def test_status_after_a_failed_apply_is_not_ok(tfprov, tmp_path):
     # The hint names the manifest whose run did not finish: applying another one
     # (the stack's current manifest) would be a no-op that does not finish it.
     assert f"`tfprov apply {m}` finishes it" in out(p), out(p)
-    os.unlink(tfprov.path("/etc/profile.d"))
+    os.unlink(tfprov.path("/opt/tfprov/stacks"))
     tfprov.run("apply", "-y", m, check=0)
     tfprov.run("status", check=0)
 
@@ -386,7 +386,7 @@ def test_json_events_are_versioned_and_structured(tfprov, tmp_path, mirror):
     p = tfprov.run("--json", "--no-gpu", "apply", "-y", m, env=real_no_gpu_env(), check=0,
                    timeout=300)
     ev = [json.loads(ln) for ln in p.stdout.splitlines()]
-    assert ev[0]["type"] == "version" and ev[0]["data"]["ui"] == "1.1"
+    assert ev[0]["type"] == "version" and ev[0]["data"]["ui"] == "1.2"
     assert all(re.fullmatch(RFC3339, e["@timestamp"]) for e in ev)
     prog = [e for e in ev if e["type"] == "progress"]
     assert {e["step"] for e in prog} >= {"fetch", "unpack"}
