@@ -675,6 +675,14 @@ int cli_login_sync(struct ctx *c)
 		int w = dir && host && mkdirs_at(AT_FDCWD, dir, 0755) == 0
 		            ? fs_write_atomic(host, sb.buf, sb.len, 0644, 0)
 		            : -EIO;
+		if (w == 0) {
+			/* The rename made durable before the state names the new script. */
+			int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (dfd < 0 || fsync(dfd) != 0)
+				w = -errno;
+			if (dfd >= 0)
+				close(dfd);
+		}
 		if (w != 0) {
 			ev_log(c, EV_ERROR, "cannot write the login script %s: %s", rel,
 			       strerror(w < 0 ? -w : EIO));

@@ -2,8 +2,9 @@
 
 What the machine looks like: one --root; a sequence of manifests of the env-only
 stack, each different from the last (a new variable value; every third one moves
-the profile to another directory, so the step removes one path and writes
-another). The env step is the only writer: one file per apply, changed every
+the stack to another prefix and the login script to another profile directory, so
+the env step removes two paths and writes two others, and the login script moves).
+The env step is the only writer of the journal: its activate.sh changes every
 iteration.
 What is run, each iteration: the root is saved; a reference apply of the next
 manifest under lib_killpoint's shim lists its crash points (every operation
@@ -22,7 +23,8 @@ What must hold after every kill:
 after the next apply:
   - exit 0; every recorded file on disk with recorded size and sha256; the
     journal empty; no generation left 'running'; no .tfprov-* (tmp, bak, del,
-    stage) left anywhere under the root; the profile has the manifest's value;
+    stage) left anywhere under the root; activate.sh has the manifest's value;
+    exactly one login script, in the manifest's profile dir, entering the stack;
   - a further apply prints "No changes".
 A failure names the seed, the iteration and the point with its operation;
 TFPROV_KILL_SEED replays the run, TFPROV_KILL_ITERS runs it longer.
@@ -40,6 +42,7 @@ BASE = """schema: 1
 stack:
   name: demo-kill
   platform: linux-x86_64
+prefix: {prefix}
 versions:
   tensorflow: 2.15.1
 driver:
@@ -55,12 +58,14 @@ ITERS = int(os.environ.get("TFPROV_KILL_ITERS", "90"))
 
 
 def write_manifest(tmp_path, i):
-    pdir = "/etc/profile.d" if (i // 3) % 2 == 0 else "/etc/tfprov-alt.d"
+    moved = (i // 3) % 2 == 1
+    pdir = "/etc/tfprov-alt.d" if moved else "/etc/profile.d"
+    prefix = "/opt/tfprov-alt" if moved else "/opt/tfprov"
     # Sizes vary so that a half-written or stale file has a different size.
     payload = "x" * (i * 37 % 400)
     p = tmp_path / f"m{i}.yaml"
-    p.write_text(BASE.format(i=i, pdir=pdir, payload=payload))
-    return str(p), os.path.join(pdir, "tfprov-demo-kill.sh")
+    p.write_text(BASE.format(i=i, pdir=pdir, prefix=prefix, payload=payload))
+    return str(p), os.path.join(prefix, "stacks/demo-kill/activate.sh")
 
 
 def connect(db):
@@ -119,13 +124,19 @@ def check_converged(tfprov, it, want_path, i):
             "SELECT count(*) FROM generations WHERE result = 'running'").fetchone()[0] == 0
     finally:
         c.close()
-    assert [f[0] for f in files] == [want_path], (it, files)
+    deact = os.path.join(os.path.dirname(want_path), "deactivate.sh")
+    assert sorted(f[0] for f in files) == sorted([want_path, deact]), (it, files)
     for path, typ, size, sha in files:
         data = open(tfprov.path(path), "rb").read()
         assert len(data) == size, (it, path, len(data), size)
         assert hashlib.sha256(data).hexdigest() == sha, (it, path)
     text = open(tfprov.path(want_path)).read()
     assert f"export ITERATION='{i}'\n" in text, (it, text)
+    pdir = "/etc/tfprov-alt.d" if "-alt" in want_path else "/etc/profile.d"
+    logins = [d for d in ("/etc/profile.d", "/etc/tfprov-alt.d")
+              if os.path.exists(tfprov.path(d + "/tfprov.sh"))]
+    assert logins == [pdir], (it, logins)
+    assert want_path in open(tfprov.path(pdir + "/tfprov.sh")).read(), it
     left = leftovers(tfprov.root)
     assert left == [], f"iteration {it}: left behind: {left}"
 
@@ -162,7 +173,7 @@ def test_kill_9_at_seeded_points(tfprov, tmp_path):
 
 
 def test_kill_between_rename_and_commit_is_undone(tfprov, tmp_path):
-    """The worst instant, by its operation. An update of the profile moves the
+    """The worst instant, by its operation. An update of activate.sh moves the
     old file aside (.tfprov-del-*), renames the new one into place, then
     commits (syncfs + one SQLite transaction). Kill apply at the operation
     after that rename (the commit's syncfs), when both the backup and the new
@@ -181,7 +192,7 @@ def test_kill_between_rename_and_commit_is_undone(tfprov, tmp_path):
     final = os.path.basename(path)
     into = [i for i, e in enumerate(events)
             if e.op == "rename" and os.path.basename(e.arg).startswith(".tfprov-tmp-")
-            and e.arg.endswith(final)]
+            and e.arg.endswith(final) and not e.arg.endswith("de" + final)]
     assert len(into) == 1, events
     after = events[into[0] + 1]
     assert after.op == "syncfs", events[into[0]:into[0] + 3]

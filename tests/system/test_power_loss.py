@@ -65,7 +65,7 @@ RANDOM_POINTS = int(os.environ.get("TFPROV_POWERLOSS_RANDOM", "3"))
 DOUBLE_POINTS = int(os.environ.get("TFPROV_POWERLOSS_DOUBLE", "2"))
 ENV_PREFIX = "/opt/tfprov/envs/tf"
 CUDA_PREFIX = "opt/tfprov/cuda"
-PROFILE_DIR = "etc/profile.d"
+STACKS_DIR = "opt/tfprov/stacks"  # the env step: activate.sh, deactivate.sh
 
 # Known failures owned elsewhere (issue 19 items 1-3, the Python steps): a FAIL
 # message containing a key is reported as KNOWN with the value's reason, and the
@@ -156,7 +156,7 @@ def area_listing(root, rel):
     return res
 
 
-AREAS = {"cuda": CUDA_PREFIX, "env": PROFILE_DIR, "pyenv": ENV_PREFIX.lstrip("/")}
+AREAS = {"cuda": CUDA_PREFIX, "env": STACKS_DIR, "pyenv": ENV_PREFIX.lstrip("/")}
 
 
 def listings(root):

@@ -308,10 +308,11 @@ def test_env_only_apply_into_root(root):
     target = root.work + "/env-root"
     os.makedirs(root.host(target))
     root.tfprov("--root", target, "apply", "-y", root.work + "/env-only.yaml", check=0)
-    profiles = glob.glob(root.host(target + "/etc/profile.d/tfprov-*.sh"))
+    profiles = glob.glob(root.host(target + "/opt/tfprov/stacks/*/activate.sh"))
     assert profiles, os.listdir(root.host(target))
     with open(profiles[0]) as f:
         assert "TF_CPP_MIN_LOG_LEVEL" in f.read()
+    assert os.path.isfile(root.host(target + "/etc/profile.d/tfprov.sh"))
     assert os.path.isfile(root.host(target + "/var/lib/tfprov/state.db"))
     p = root.tfprov("--root", target, "status", check=0)
     assert "demo-env" in p.stdout, p.stdout
