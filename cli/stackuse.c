@@ -97,7 +97,7 @@ static int load_stack(struct ctx *c, const char *cmd, const char *name, char **n
 		goto out;
 	}
 	const char *t = g.manifest_text ? g.manifest_text : "";
-	if (manifest_load_buf(g.manifest_path, t, strlen(t), out, &d) != 0) {
+	if (manifest_load_shape(g.manifest_path, t, strlen(t), out, &d) != 0) {
 		fprintf(stderr,
 		        "tfprov %s: the manifest recorded for stack %s no longer parses: %s\n", cmd,
 		        name, d.n ? d.v[0].msg : "unknown error");

@@ -42,7 +42,8 @@ struct pctx {
 	const char *text;
 	size_t textlen;
 	struct diags *d;
-	char *dir; /* directory of the manifest, for lock_file and requirements_file */
+	char *dir;  /* directory of the manifest, for lock_file and requirements_file */
+	int shape; /* manifest_load_shape: no side file read, nothing hashed */
 };
 
 #define err(p, pos, code, hint, ...)                                                               \
@@ -1056,7 +1057,7 @@ static void parse_text_or_file(struct pctx *p, const struct ynode *node, struct 
 	if (node)
 		err(p, file->pos, "schema.conflict", "keep one of them", "%s and %s are both given",
 		    what, what_file);
-	else if (read_side_file(p, file, &text, &len, &path) == 0) {
+	else if (!p->shape && read_side_file(p, file, &text, &len, &path) == 0) {
 		/* What a signature of the manifest must cover (cli_check_signature). */
 		sha256_buf(text, len, file_sha256);
 		fn(path, text, (struct pos){1, 1}, 0, m, p->d);
@@ -1380,14 +1381,14 @@ static int precheck(struct pctx *p, const char *buf, size_t len)
 	return 0;
 }
 
-int manifest_load_buf(const char *name, const char *buf, size_t len, struct manifest **out,
-                      struct diags *d)
+static int load_buf(const char *name, const char *buf, size_t len, int shape,
+                    struct manifest **out, struct diags *d)
 {
 	struct manifest *m = NULL;
 	struct ynode *root = NULL;
 	size_t errors_before = d->errors;
 	int empty = 0;
-	struct pctx p = {name, buf, len, d, NULL};
+	struct pctx p = {name, buf, len, d, NULL, shape};
 	char *slash = strrchr(name, '/');
 	p.dir = slash ? xstrndup(name, (size_t)(slash - name)) : xstrdup(".");
 
@@ -1407,8 +1408,9 @@ int manifest_load_buf(const char *name, const char *buf, size_t len, struct mani
 	m->path = xstrdup(name);
 	m->text = xstrndup(buf, len);
 	m->textlen = len;
-	m->sha256 = xmalloc(65);
-	sha256_buf(buf, len, m->sha256);
+	m->sha256 = xcalloc(1, 65);
+	if (!shape)
+		sha256_buf(buf, len, m->sha256);
 	parse_root(&p, root, m);
 out:
 	ytree_free(root);
@@ -1419,6 +1421,18 @@ out:
 	}
 	*out = m;
 	return 0;
+}
+
+int manifest_load_buf(const char *name, const char *buf, size_t len, struct manifest **out,
+                      struct diags *d)
+{
+	return load_buf(name, buf, len, 0, out, d);
+}
+
+int manifest_load_shape(const char *name, const char *buf, size_t len, struct manifest **out,
+                        struct diags *d)
+{
+	return load_buf(name, buf, len, 1, out, d);
 }
 
 int manifest_load(const char *path, struct manifest **out, struct diags *d)

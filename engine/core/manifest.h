@@ -232,6 +232,16 @@ int manifest_load(const char *path, struct manifest **out, struct diags *d);
 /* Same, from memory (tests, fuzzers). `name` is used in diagnostics. */
 int manifest_load_buf(const char *name, const char *buf, size_t len, struct manifest **out,
                       struct diags *d);
+/*
+ * The shape of a recorded manifest, for what only needs where a stack's parts
+ * live and its env (`tfprov run`, `env`, `shell`, the login script): parsed
+ * and checked as manifest_load_buf does, but no side file (python.lock_file,
+ * pip.requirements_file) is read and nothing is hashed (m->sha256 is ""), so
+ * it neither starts OpenSSL nor depends on the manifest's directory still
+ * being there.
+ */
+int manifest_load_shape(const char *name, const char *buf, size_t len, struct manifest **out,
+                        struct diags *d);
 void manifest_free(struct manifest *m);
 
 /*
