@@ -17,6 +17,37 @@
 #include <unistd.h>
 
 /*
+ * A run of this very manifest that was killed (or failed) after its last
+ * step committed left its generation unfinished and the stack's current
+ * generation behind what is placed. Planning it again finds nothing to do:
+ * everything it wanted is there, so that generation is finished now, as
+ * `status` promises, and the stack's recorded manifest is the placed one
+ * again (run, env, verify and the login script read it).
+ */
+static int finish_unfinished(struct ctx *c, const struct manifest *m)
+{
+	struct state_gen *v = NULL;
+	size_t n = 0;
+	int rc = 0;
+	int64_t sid = c->st ? state_stack_id(c->st, m->stack.name.s) : 0;
+	if (sid == 0 || state_gens_list(c->st, sid, &v, &n) != 0 || n == 0)
+		goto out;
+	const struct state_gen *last = &v[n - 1];
+	if (strcmp(last->result, "ok") != 0 && last->manifest_sha256 &&
+	    strcmp(last->manifest_sha256, m->sha256) == 0) {
+		rc = state_gen_finish(c->st, last->id, "ok");
+		if (rc == 0)
+			ev_log(c, EV_INFO,
+			       "The unfinished apply of this manifest (generation %lld) had placed "
+			       "everything: recorded as finished.",
+			       (long long)last->number);
+	}
+out:
+	state_gens_free(v, n);
+	return rc;
+}
+
+/*
  * After an apply that succeeded (or found nothing to do): the in-use mark,
  * the default (the first stack on a machine, or --default), the login
  * script brought in line with the state, and how to use the stack.
@@ -33,7 +64,7 @@ static int use_stack(struct ctx *c, const struct opts *o, const struct manifest 
 	/* Never chosen (absent, not ''): the first stack applied becomes the default. */
 	first = rc == 0 && def == NULL;
 	if (rc == 0 && (o->make_default || first) && (def == NULL || strcmp(def, name) != 0)) {
-		rc = cli_set_default(c, name);
+		rc = cli_set_default(c, name, m);
 		if (rc == 0)
 			ev_log(c, EV_INFO, "Login shells now enter stack %s%s%s%s.", name,
 			       first ? " (the first stack on this machine)" : "",
@@ -41,7 +72,7 @@ static int use_stack(struct ctx *c, const struct opts *o, const struct manifest 
 		free(def);
 		def = xstrdup(name);
 	} else if (rc == 0) {
-		rc = cli_login_sync(c);
+		rc = cli_login_sync(c, m);
 	}
 	if (m->python.set)
 		env = stack_env_prefix(m);
@@ -74,7 +105,8 @@ int cmd_apply(struct ctx *c, struct opts *o)
 	if (!plan_has_changes(&p)) {
 		plan_emit(c, &p);
 		ev_log(c, EV_DEBUG, "checked in %.1f ms", (double)(now_ns() - t0) / 1e6);
-		if (o->make_default || c->st)
+		rc = finish_unfinished(c, m);
+		if (rc == 0 && c->st)
 			rc = use_stack(c, o, m);
 		goto out;
 	}

@@ -87,8 +87,12 @@ void cli_stack_unmark(struct ctx *c, const char *name);
 int cli_stack_claim(struct ctx *c, const char *name, const char *doing);
 /* The machine's default stack (caller frees), NULL when there is none. */
 char *cli_default_stack(struct ctx *c);
-/* Makes name (NULL: none) the default and rewrites the login script. 0 or an error (said). */
-int cli_set_default(struct ctx *c, const char *name);
+/*
+ * Makes name (NULL: none) the default and rewrites the login script. applied:
+ * the manifest an apply just placed (its own stack's paths are taken from
+ * it), or NULL. 0 or an error (said).
+ */
+int cli_set_default(struct ctx *c, const char *name, const struct manifest *applied);
 /*
  * How to use stack name (m: its manifest): into o (JSON, may be NULL) "env",
  * "default", "run"; into line (may be NULL) "env PATH; use: tfprov run NAME
@@ -98,7 +102,7 @@ struct json_t;
 void cli_stack_usage(struct ctx *c, const char *name, const struct manifest *m, struct json_t *o,
                      struct strbuf *line);
 /* Rewrites (or removes) the login script to match the state's default. 0 or TF_EIO (said). */
-int cli_login_sync(struct ctx *c);
+int cli_login_sync(struct ctx *c, const struct manifest *applied);
 
 /* A manifest diagnostic as a structured --json "diagnostic" event. */
 struct diag;

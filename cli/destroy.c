@@ -126,7 +126,7 @@ int cmd_destroy(struct ctx *c, struct opts *o)
 			cli_stack_unmark(c, names.v[i]);
 		if (rc == 0 && def && strcmp(def, names.v[i]) == 0) {
 			struct strvec left = STRVEC_INIT;
-			rc = cli_set_default(c, NULL);
+			rc = cli_set_default(c, NULL, NULL);
 			state_stack_names(c->st, &left);
 			struct strbuf sb = STRBUF_INIT;
 			for (size_t k = 0; k < left.n; k++)

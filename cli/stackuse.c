@@ -647,16 +647,28 @@ static int remove_login_script(struct ctx *c, const char *rel)
  * default. The state is written first and the script follows it, so a kill
  * between the two is put right by the next apply, default or destroy.
  */
-int cli_login_sync(struct ctx *c)
+int cli_login_sync(struct ctx *c, const struct manifest *applied)
 {
 	char *def = NULL, *old = NULL, *name = NULL;
-	struct manifest *m = NULL;
+	struct manifest *loaded = NULL;
+	const struct manifest *m = NULL;
 	int rc = 0;
 	if (c->st == NULL)
 		return 0;
 	def = cli_default_stack(c);
 	state_setting_get(c->st, "login_script", &old);
-	if (def && state_stack_id(c->st, def) != 0 && load_stack(c, "login", def, &name, &m) == 0) {
+	/*
+	 * The manifest just applied, when it is the default's: what was placed,
+	 * even where a killed run left the recorded generation behind it.
+	 */
+	if (def && applied && strcmp(applied->stack.name.s, def) == 0) {
+		m = applied;
+		name = xstrdup(def);
+	} else if (def && state_stack_id(c->st, def) != 0 &&
+	           load_stack(c, "login", def, &name, &loaded) == 0) {
+		m = loaded;
+	}
+	if (m) {
 		char *rel = path_join(m->env.profile_dir.s, "tfprov.sh");
 		char *act = stack_script_path(m, "activate.sh");
 		struct strbuf sb = STRBUF_INIT;
@@ -706,14 +718,14 @@ int cli_login_sync(struct ctx *c)
 	free(def);
 	free(old);
 	free(name);
-	manifest_free(m);
+	manifest_free(loaded);
 	return rc;
 }
 
-int cli_set_default(struct ctx *c, const char *name)
+int cli_set_default(struct ctx *c, const char *name, const struct manifest *applied)
 {
 	int rc = state_setting_set(c->st, "default_stack", name ? name : "");
-	return rc ? rc : cli_login_sync(c);
+	return rc ? rc : cli_login_sync(c, applied);
 }
 
 int cmd_default(struct ctx *c, struct opts *o)
@@ -732,7 +744,7 @@ int cmd_default(struct ctx *c, struct opts *o)
 		say_stacks(c, "default", "nothing to choose");
 		rc = TF_EFAIL;
 	} else if (o->none) {
-		rc = c->st ? cli_set_default(c, NULL) : 0;
+		rc = c->st ? cli_set_default(c, NULL, NULL) : 0;
 		if (rc == 0)
 			ev_log(c, EV_INFO, "Login shells get no tfprov stack now%s%s%s.",
 			       cur ? " (the default was " : "", cur ? cur : "", cur ? ")" : "");
@@ -742,7 +754,7 @@ int cmd_default(struct ctx *c, struct opts *o)
 		free(what);
 		rc = TF_EFAIL;
 	} else {
-		rc = cli_set_default(c, o->args.v[0]);
+		rc = cli_set_default(c, o->args.v[0], NULL);
 		if (rc == 0)
 			ev_log(c, EV_INFO, "Login shells now enter stack %s%s%s%s.", o->args.v[0],
 			       cur && strcmp(cur, o->args.v[0]) ? " (it was " : "",

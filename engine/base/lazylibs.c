@@ -131,8 +131,7 @@ LAZY(L_CURL, CURLMcode, curl_multi_poll,
      (CURLM * m, struct curl_waitfd extra_fds[], unsigned int n, int timeout_ms, int *ret),
      (m, extra_fds, n, timeout_ms, ret))
 LAZY(L_CURL, CURLMcode, curl_multi_remove_handle, (CURLM * m, CURL *h), (m, h))
-LAZY(L_CURL, struct curl_slist *, curl_slist_append, (struct curl_slist * l, const char *s),
-     (l, s))
+LAZY(L_CURL, struct curl_slist *, curl_slist_append, (struct curl_slist * l, const char *s), (l, s))
 LAZY_VOID(L_CURL, curl_slist_free_all, (struct curl_slist * l), (l))
 
 /* The variadic ones: one pointer-sized argument forwarded (see above). */
@@ -215,8 +214,7 @@ LAZY(L_ZIP, int, zip_file_get_external_attributes,
      (zip_t * z, zip_uint64_t i, zip_flags_t fl, zip_uint8_t *os, zip_uint32_t *attr),
      (z, i, fl, os, attr))
 LAZY(L_ZIP, const char *, zip_file_strerror, (zip_file_t * f), (f))
-LAZY(L_ZIP, zip_file_t *, zip_fopen_index, (zip_t * z, zip_uint64_t i, zip_flags_t fl),
-     (z, i, fl))
+LAZY(L_ZIP, zip_file_t *, zip_fopen_index, (zip_t * z, zip_uint64_t i, zip_flags_t fl), (z, i, fl))
 LAZY(L_ZIP, zip_int64_t, zip_fread, (zip_file_t * f, void *buf, zip_uint64_t n), (f, buf, n))
 LAZY(L_ZIP, const char *, zip_get_name, (zip_t * z, zip_uint64_t i, zip_flags_t fl), (z, i, fl))
 LAZY(L_ZIP, zip_int64_t, zip_get_num_entries, (zip_t * z, zip_flags_t fl), (z, fl))

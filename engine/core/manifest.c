@@ -42,7 +42,7 @@ struct pctx {
 	const char *text;
 	size_t textlen;
 	struct diags *d;
-	char *dir;  /* directory of the manifest, for lock_file and requirements_file */
+	char *dir; /* directory of the manifest, for lock_file and requirements_file */
 	int shape; /* manifest_load_shape: no side file read, nothing hashed */
 };
 
@@ -1381,8 +1381,8 @@ static int precheck(struct pctx *p, const char *buf, size_t len)
 	return 0;
 }
 
-static int load_buf(const char *name, const char *buf, size_t len, int shape,
-                    struct manifest **out, struct diags *d)
+static int load_buf(const char *name, const char *buf, size_t len, int shape, struct manifest **out,
+                    struct diags *d)
 {
 	struct manifest *m = NULL;
 	struct ynode *root = NULL;

@@ -114,9 +114,14 @@ def check_after_kill(tfprov, it, notes):
         notes.append(f"{it}: {path} in flight")
 
 
-def check_converged(tfprov, it, want_path, i):
+def check_converged(tfprov, it, want_path, i, manifest=None):
     c = connect(tfprov.state_db)
     try:
+        if manifest:
+            # The stack's recorded manifest is the one placed (run and env read it).
+            cur = c.execute("SELECT g.manifest_path, g.result FROM stacks s JOIN generations g "
+                            "ON g.id = s.current_gen").fetchall()
+            assert cur == [(manifest, "ok")], (it, cur)
         assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         files = c.execute("SELECT path, type, size, sha256 FROM files").fetchall()
         assert c.execute("SELECT count(*) FROM journal").fetchone()[0] == 0, f"iteration {it}"
@@ -165,7 +170,7 @@ def test_kill_9_at_seeded_points(tfprov, tmp_path):
         p = tfprov.run("apply", "-y", m, timeout=30)
         assert p.returncode == 0, (f"{ctx}: the apply after the kill "
                                    f"exited {p.returncode}\n{p.stdout}\n{p.stderr}")
-        check_converged(tfprov, ctx, path, it)
+        check_converged(tfprov, ctx, path, it, m)
         p = tfprov.run("apply", "-y", m, timeout=30)
         assert p.returncode == 0 and "No changes." in p.stdout, (ctx, p.stdout, p.stderr)
     print(f"{ITERS} iterations, {len(notes)} kills with a file in flight, "
