@@ -33,8 +33,11 @@ static int finish_unfinished(struct ctx *c, const struct manifest *m)
 	if (sid == 0 || state_gens_list(c->st, sid, &v, &n) != 0 || n == 0)
 		goto out;
 	const struct state_gen *last = &v[n - 1];
-	if (strcmp(last->result, "ok") != 0 && last->manifest_sha256 &&
-	    strcmp(last->manifest_sha256, m->sha256) == 0) {
+	struct state_gen cur = {0};
+	state_gen_current(c->st, m->stack.name.s, &cur);
+	int behind = strcmp(last->result, "ok") != 0 || cur.id != last->id;
+	state_gen_release(&cur);
+	if (behind && last->manifest_sha256 && strcmp(last->manifest_sha256, m->sha256) == 0) {
 		rc = state_gen_finish(c->st, last->id, "ok");
 		if (rc == 0)
 			ev_log(c, EV_INFO,

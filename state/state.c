@@ -588,7 +588,13 @@ int64_t state_gen_begin(struct state *st, int64_t stack_id, const char *manifest
 int state_gen_finish(struct state *st, int64_t gen_id, const char *result)
 {
 	sqlite3_stmt *s = NULL;
-	int rc = 0;
+	/*
+	 * One transaction: a kill between the two statements left a generation
+	 * "ok" that the stack did not point at, and nothing ever finished it.
+	 */
+	int rc = state_exec(st, "SAVEPOINT gen_finish");
+	if (rc != 0)
+		return rc;
 	sq_prepare(st, "UPDATE generations SET finished = ?, result = ? WHERE id = ?", &s);
 	sqlite3_bind_int64(s, 1, now_unix());
 	sqlite3_bind_text(s, 2, result, -1, SQLITE_STATIC);
@@ -607,6 +613,12 @@ int state_gen_finish(struct state *st, int64_t gen_id, const char *result)
 		if (sq_step(s) != SQLITE_DONE)
 			rc = TF_ESTATE;
 		sqlite3_finalize(s);
+	}
+	if (rc == 0)
+		rc = state_exec(st, "RELEASE gen_finish");
+	if (rc != 0) {
+		state_exec(st, "ROLLBACK TO gen_finish");
+		state_exec(st, "RELEASE gen_finish");
 	}
 	return rc;
 }
