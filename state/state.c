@@ -191,6 +191,9 @@ static int read_version(struct state *st)
 static int migrate(struct state *st, char **errmsg)
 {
 	int target = (int)ARRAY_SIZE(migrations);
+	/* Current already (every open but the first after an upgrade): no write transaction. */
+	if (read_version(st) == target)
+		return 0;
 	for (;;) {
 		if (state_exec(st, "BEGIN IMMEDIATE") != 0)
 			return set_err(errmsg, "cannot lock the state database for its migration",
