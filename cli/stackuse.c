@@ -407,12 +407,13 @@ static const struct {
     {"ksh", SH, ".sh"}, {"fish", FISH, ".fish"}, {"pwsh", PWSH, ".ps1"},
 };
 
-static int find_shell(const char *name)
+/* The index of shell `name` in shells[], or ARRAY_SIZE(shells) when it is not one. */
+static size_t find_shell(const char *name)
 {
-	for (size_t i = 0; name && i < ARRAY_SIZE(shells); i++)
-		if (strcmp(shells[i].name, name) == 0)
-			return (int)i;
-	return -1;
+	size_t i = 0;
+	while (name && i < ARRAY_SIZE(shells) && strcmp(shells[i].name, name) != 0)
+		i++;
+	return name ? i : ARRAY_SIZE(shells);
 }
 
 static void quote_for(struct strbuf *sb, enum shell sh, const char *v)
@@ -499,10 +500,12 @@ int cmd_env(struct ctx *c, struct opts *o)
 	const char *shname = o->shell;
 	if (shname == NULL) {
 		const char *s = getenv("SHELL"), *base = s ? strrchr(s, '/') : NULL;
-		shname = find_shell(base ? base + 1 : s) >= 0 ? (base ? base + 1 : s) : "sh";
+		shname = find_shell(base ? base + 1 : s) < ARRAY_SIZE(shells)
+		             ? (base ? base + 1 : s)
+		             : "sh";
 	}
-	int si = find_shell(shname);
-	if (si < 0) {
+	size_t si = find_shell(shname);
+	if (si == ARRAY_SIZE(shells)) {
 		fprintf(
 		    stderr,
 		    "tfprov env: --shell %s is not supported: sh, bash, zsh, dash, ksh, fish or "
@@ -587,8 +590,9 @@ int cmd_shell(struct ctx *c, struct opts *o)
 		sh = "/bin/sh";
 	const char *base = strrchr(sh, '/') + 1;
 	struct strvec scripts = STRVEC_INIT;
-	int si = find_shell(base);
-	conda_scripts(c, m, "activate", si >= 0 ? shells[si].suffix : ".sh", &scripts);
+	size_t si = find_shell(base);
+	conda_scripts(c, m, "activate", si < ARRAY_SIZE(shells) ? shells[si].suffix : ".sh",
+	              &scripts);
 	char *argv[5] = {(char *)sh, NULL, NULL, NULL, NULL};
 	char rcfile[64] = "";
 	if (scripts.n && strcmp(base, "bash") == 0) {

@@ -34,8 +34,9 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <unistd.h>
 #include <zip.h>
+
+#include "error.h"
 
 _Static_assert(sizeof(long) == sizeof(void *) && sizeof(curl_off_t) == sizeof(void *),
                "curl option arguments are forwarded as one pointer-sized word");
@@ -57,15 +58,10 @@ static const char *const sonames[L_N] = {TFPROV_SONAME_CURL, TFPROV_SONAME_ARCHI
 static void *handles[L_N];
 static pthread_once_t once[L_N] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
 
-static void die(const char *what, const char *name)
+/* The package depends on these libraries: this is a broken install, which no caller can handle. */
+__attribute__((noreturn)) static void die(const char *what, const char *name)
 {
-	/* The package depends on these libraries: this is a broken install. */
-	char msg[512];
-	int n = snprintf(msg, sizeof(msg), "tfprov: %s %s: %s (reinstall tfprov's dependencies)\n",
-	                 what, name, dlerror());
-	if (n > 0)
-		(void)!write(STDERR_FILENO, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg));
-	_exit(1);
+	tf_fatal("%s %s: %s (reinstall tfprov's dependencies)", what, name, dlerror());
 }
 
 static void open_curl(void)
