@@ -20,6 +20,7 @@ import sys
 import pytest
 
 import lib_conda
+from lib_conda import File
 import lib_pyindex
 from lib_http import HttpServer
 from lib_provision import (db_rows, no_stub_env, out, recorded_files, temp_leftovers,
@@ -132,6 +133,48 @@ def test_conda_env_program_reports_real_prefix(tfprov, conda_world, tmp_path):
     assert p2.returncode == 0 and "No changes" in p2.stdout, out(p2)
     assert len(srv.requests) == n0
     assert temp_leftovers(tfprov.root) == []
+
+
+def test_conda_activation_scripts_run_by_env_named_by_run(tfprov, conda_world, tmp_path):
+    """A conda package that ships etc/conda/activate.d and deactivate.d scripts (as
+    compilers' and Java's packages do): no conda binary is needed to enter the env.
+    `tfprov env` sources the activate script after setting the stack's variables
+    (CONDA_PREFIX first, as conda does) and `env --unset` its deactivate script
+    before restoring them; `tfprov run` cannot run a shell script, so it names it
+    as not run on stderr, never skipping it silently."""
+    srv, lock, pkgs, pyver = conda_world
+    extra = lib_conda.build_package(srv_dir(srv), "actpkg", "1.0", "h0_0", {
+        "etc/conda/activate.d/actpkg.sh": File(
+            'export ACTPKG_HOME="$CONDA_PREFIX/share/actpkg"\n'),
+        "etc/conda/deactivate.d/actpkg.sh": File("unset ACTPKG_HOME\n"),
+    })
+    lock += f"{srv.url('/' + os.path.basename(extra[0]))}#sha256:{extra[1]}\n"
+    lock_yaml = "".join("    " + ln + "\n" for ln in lock.splitlines())
+    m = manifest(tmp_path / "conda-act.yaml",
+                 f"python:\n  manager: conda\n  name: tf\n  version: \"{pyver}\"\n"
+                 f"  lock: |\n{lock_yaml}")
+    p = tfprov.run("apply", "-y", m, env=no_stub_env())
+    assert p.returncode == 0, out(p)
+    host = tfprov.path(ENV_PREFIX)
+    tf = f"{tfprov.bin} --root {tfprov.root}"
+    base = {"PATH": "/usr/bin:/bin", "HOME": "/root"}
+    r = subprocess.run(["bash", "-c", f'eval "$({tf} env py --shell bash)"; '
+                        'echo "$CONDA_PREFIX|${ACTPKG_HOME-unset}"; '
+                        f'eval "$({tf} env --unset --shell bash)"; '
+                        'echo "${CONDA_PREFIX-unset}|${ACTPKG_HOME-unset}"'],
+                       capture_output=True, text=True, env=base, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"{host}|{host}/share/actpkg", "unset|unset"], r.stdout
+    r = tfprov.run("run", "py", "--", "sh", "-c", "echo ${ACTPKG_HOME-unset}", env=base)
+    assert r.returncode == 0 and r.stdout.strip() == "unset", out(r)
+    assert f"not run: {host}/etc/conda/activate.d/actpkg.sh" in r.stderr, r.stderr
+    # tfprov's own hooks are there for `conda activate`, and are not named.
+    assert os.path.isfile(os.path.join(host, "etc/conda/activate.d/tfprov-py.sh"))
+    assert "tfprov-py.sh" not in r.stderr
+
+
+def srv_dir(srv):
+    return srv.root
 
 
 # ---------------------------------------------------------------- (b) pip integrity

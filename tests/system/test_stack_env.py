@@ -391,3 +391,22 @@ def test_destroy_of_a_stack_in_use_exits_4_naming_the_pid(machine):
         proc.kill()
         proc.wait()
     assert proc.returncode == -signal.SIGTERM
+
+
+# ------------------------------------------------------------------ shell
+
+
+def test_shell_starts_the_users_shell_in_the_stack(machine):
+    """`tfprov shell b` replaces itself with $SHELL in b's environment; what the shell
+    exits with is what tfprov shell exits with; an unknown stack is 125."""
+    t = machine
+    p = subprocess.run([t.bin, "--root", t.root, "shell", "b"], input="echo \"$TFPROV_STACK "
+                       "$CUDA_HOME\"; command -v python; exit 5\n", capture_output=True,
+                       text=True, env=clean_env(SHELL="/bin/sh"), timeout=60)
+    assert p.returncode == 5, p.stderr
+    marker, cuda = p.stdout.splitlines()[0].split()
+    assert marker == "b" and cuda == t.path("/opt/tfprov/cuda/12.3.2")
+    assert p.stdout.splitlines()[1] == t.path("/opt/tfprov/envs/tfb/bin/python")
+    assert "entering stack b" in p.stderr
+    p = t.run("shell", "nope", env=clean_env(SHELL="/bin/sh"))
+    assert p.returncode == 125 and "no stack named 'nope'" in p.stderr
