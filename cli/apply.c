@@ -11,6 +11,7 @@
 #include "plan.h"
 #include "state.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,7 @@ out:
 static int use_stack(struct ctx *c, const struct opts *o, const struct manifest *m)
 {
 	const char *name = m->stack.name.s;
-	char *def = NULL, *env = NULL;
+	char *def = NULL;
 	int rc = 0, first = 0;
 	if (c->st == NULL)
 		return 0;
@@ -77,18 +78,21 @@ static int use_stack(struct ctx *c, const struct opts *o, const struct manifest 
 	} else if (rc == 0) {
 		rc = cli_login_sync(c, m);
 	}
-	if (m->python.set)
-		env = stack_env_prefix(m);
-	if (rc == 0)
-		ev_log(c, EV_INFO, "Use it: tfprov run %s -- python%s%s%s", name,
-		       env ? "   (env " : "", env ? env : "", env ? ")" : "");
+	if (rc == 0) {
+		struct strbuf line = STRBUF_INIT;
+		json_t *j = json_pack("{s:s}", "stack", name);
+		cli_stack_usage(c, name, m, j, &line);
+		ev_log(c, EV_INFO, "Stack %s: %s", name, line.buf);
+		ev_data(c, "stack_use", j);
+		json_decref(j);
+		strbuf_release(&line);
+	}
 	if (rc == 0 && def && def[0] && strcmp(def, name) != 0)
 		ev_log(c, EV_INFO,
 		       "Login shells enter stack %s (the default); `tfprov default %s` switches "
 		       "them to this one.",
 		       def, name);
 	free(def);
-	free(env);
 	return rc;
 }
 

@@ -561,6 +561,7 @@ int cmd_env(struct ctx *c, struct opts *o)
 		if (o->unset)
 			json_object_set_new(j, "left", json_string(getenv("TFPROV_STACK") ?: ""));
 		ev_data(c, "stack_env", j);
+		json_decref(j);
 	} else {
 		json_decref(set);
 		json_decref(unset);
@@ -740,9 +741,11 @@ int cmd_default(struct ctx *c, struct opts *o)
 		fprintf(stderr, "tfprov default: STACK or --none, not both\n");
 		rc = TF_EUSAGE;
 	} else if (!o->none && o->args.n == 0) {
-		if (c->flags & CTX_JSON)
-			ev_data(c, "default_stack", json_pack("{s:s?}", "stack", cur));
-		else
+		if (c->flags & CTX_JSON) {
+			json_t *j = json_pack("{s:s?}", "stack", cur);
+			ev_data(c, "default_stack", j);
+			json_decref(j);
+		} else
 			printf("%s\n", cur ? cur : "(none: login shells get no tfprov stack)");
 	} else if (c->st == NULL && !o->none) {
 		say_stacks(c, "default", "nothing to choose");

@@ -128,7 +128,9 @@ int cmd_status(struct ctx *c, struct opts *o)
 	if (nv)
 		ev_log(c, EV_INFO, "Default stack (login shells): %s",
 		       def ? def : "none (`tfprov default STACK` chooses one)");
-	ev_data(c, "default_stack", json_pack("{s:s?}", "stack", def));
+	json_t *dj = json_pack("{s:s?}", "stack", def);
+	ev_data(c, "default_stack", dj);
+	json_decref(dj);
 	free(def);
 	for (size_t i = 0; i < nv; i++) {
 		nstacks++;
