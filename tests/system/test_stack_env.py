@@ -26,7 +26,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conftest import Tfprov  # noqa: E402
-from lib_provision import Mirror, no_stub_env, out  # noqa: E402
+from lib_provision import STUBS, Mirror, no_stub_env, out  # noqa: E402
 
 PY = "3.11"
 VENV = f"python:\n  manager: venv\n  name: {{env}}\n  version: \"{PY}\"\n" \
@@ -65,6 +65,7 @@ int main(int argc, char **argv)
 		if (sym != NULL && dladdr(sym, &info) && info.dli_fname) {
 			char *real = realpath(info.dli_fname, NULL);
 			printf("%s %s\n", argv[i], real ? real : info.dli_fname);
+			free(real);
 		} else {
 			printf("%s ?\n", argv[i]);
 		}
@@ -94,7 +95,12 @@ def machine(tmp_path_factory):
     probe = d / "dlprobe"
     src = d / "dlprobe.c"
     src.write_text(DLPROBE)
-    subprocess.run(["gcc", "-o", str(probe), str(src), "-ldl"], check=True)
+    # Stubs built by a sanitizer build (CI's second pass) need the probe to carry
+    # the same runtime, loaded first.
+    stub = os.path.join(STUBS, "cuda12", "libcudnn.so.8")
+    ldd = subprocess.run(["ldd", stub], capture_output=True, text=True).stdout
+    san = ["-fsanitize=address,undefined"] if "libasan" in ldd else []
+    subprocess.run(["gcc", *san, "-o", str(probe), str(src), "-ldl"], check=True)
     t.a, t.b, t.small, t.probe = a, b, str(small), str(probe)
     t.dir = d
     return t
