@@ -201,6 +201,6 @@ def test_check_mode_on_a_fresh_root_plans(tmp_path):
     rc, r = module({"src": str(m), "root": str(root), "binary": TFPROV}, check=True,
                    cwd=tmp_path)
     assert r.get("failed") is not True and r["rc"] == 2 and r["changed"] is True, r
-    assert "/etc/profile.d/tfprov-fresh.sh" in r["plan"], r
+    assert "/opt/tfprov/stacks/fresh/activate.sh" in r["plan"], r
     assert "usage error" not in json.dumps(r)
     assert not (tmp_path / "new").exists()

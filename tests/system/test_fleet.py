@@ -226,6 +226,14 @@ def gens(host):
     return [(r[1], r[2]) for r in rows], (ids.index(cur[0]) + 1 if cur and cur[0] in ids else None)
 
 
+def login_stack(host):
+    """The stack a login shell on the host enters: TFPROV_STACK after sh -l
+    (its /etc/profile sources /etc/profile.d/tfprov.sh), '' for none."""
+    rc, out = host.ssh("env -u TFPROV_STACK sh -lc 'printf \"%s\" \"${TFPROV_STACK-}\"'")
+    assert rc == 0, (host.name, rc, out)
+    return out
+
+
 def current_sha(host):
     g, cur = gens(host)
     return g[cur - 1][1] if cur else None
@@ -283,7 +291,8 @@ def test_1_rollout_then_noop(world):
         assert r["verify"]["ok"] is True, (h.name, r)
         assert gens(h) == ([("ok", v1)], 1), h.name
         assert os.path.exists(h.path("/opt/tfprov/cuda/11.8.0/lib/libcudart.so.11.0"))
-        assert os.path.exists(h.path("/etc/profile.d/tfprov-fleet.sh"))
+        assert os.path.exists(h.path("/opt/tfprov/stacks/fleet/activate.sh"))
+        assert login_stack(h) == "fleet", h.name
         assert ("bench" in r) == (h.name == "h19"), (h.name, r)
     assert task(res, "h19", "Apply the stack, verify, bench where a GPU exists")["bench"]
     before = {h.name: tree(h) for h in w.fleet.hosts}
