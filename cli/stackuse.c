@@ -646,6 +646,26 @@ static int remove_login_script(struct ctx *c, const char *rel)
 	return rc ? TF_EIO : 0;
 }
 
+/* Whether path is a regular 0644 file holding exactly data (nothing to write). */
+static int login_script_holds(const char *path, const char *data, size_t len)
+{
+	struct stat st;
+	char *buf = NULL;
+	int same = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 07777) != 0644 ||
+	    (size_t)st.st_size != len)
+		goto out;
+	buf = xmalloc(len + 1);
+	same = read(fd, buf, len + 1) == (ssize_t)len && memcmp(buf, data, len) == 0;
+out:
+	free(buf);
+	close(fd);
+	return same;
+}
+
 /*
  * Makes the login script match the state: <profile_dir>/tfprov.sh of the
  * default stack sourcing its activate.sh, or no script when there is no
@@ -689,10 +709,13 @@ int cli_login_sync(struct ctx *c, const struct manifest *applied)
 		sh_quote(&sb, act);
 		strbuf_adds(&sb, "; fi\n");
 		char *dir = ctx_host_dir(c, m->env.profile_dir.s), *host = ctx_host_path(c, rel);
-		int w = dir && host && mkdirs_at(AT_FDCWD, dir, 0755) == 0
+		/* A run that changes nothing leaves the script as it is, mtime included. */
+		int kept = host && login_script_holds(host, sb.buf, sb.len);
+		int w = kept ? 0
+		        : dir && host && mkdirs_at(AT_FDCWD, dir, 0755) == 0
 		            ? fs_write_atomic(host, sb.buf, sb.len, 0644, 0)
 		            : -EIO;
-		if (w == 0) {
+		if (w == 0 && !kept) {
 			/* The rename made durable before the state names the new script. */
 			int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 			if (dfd < 0 || fsync(dfd) != 0)

@@ -125,6 +125,17 @@ SetEnv {setenv}
             time.sleep(0.1)
         raise RuntimeError("sshd of %s not ready" % self.name)
 
+    def ssh(self, command, timeout=60):
+        """Runs command on the host through its sshd as root logs in there:
+        (exit status, stdout)."""
+        f = self.fleet
+        p = subprocess.run(["ssh", "-p", str(f.port), "-i", f.client_key, "-o", "IdentitiesOnly=yes",
+                            "-o", "UserKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=no",
+                            "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "root@" + self.addr,
+                            command], capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+        return p.returncode, p.stdout
+
     def pids(self):
         """Processes of this host: the descendants of its unshare."""
         kids = {}

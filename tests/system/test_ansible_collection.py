@@ -5,6 +5,9 @@ Checks: ansible-lint (production profile), `ansible-test sanity` validate-module
 and pep8, run offline by scripts/ansible-sanity.sh (Debian's ansible-core,
 ansible-lint, python3-voluptuous, pycodestyle); ansible-doc for every module
 and filter plugin.
+Default stack: the stack module's `default` option and `default_stack` result,
+tfprov.gpu.default_stack (idempotent, check and diff mode), on env-only stacks
+applied for real in a --root sandbox.
 Module: `src:` carries the manifest's .minisig and its side file (a pip
 requirements_file in a subdirectory) to the host, where a policy requires
 signatures (ROOT/etc/tfprov/trusted-keys.d, policy.yaml); check mode plans
@@ -68,7 +71,7 @@ def test_every_plugin_is_documented():
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
     mods = [f[:-3] for f in os.listdir(os.path.join(COLL, "plugins", "modules"))
             if f.endswith(".py") and f != "__init__.py"]
-    assert sorted(mods) == ["facts", "stack"]
+    assert sorted(mods) == ["default_stack", "facts", "stack"]
     plugins = [("module", "tfprov.gpu." + m) for m in mods]
     # every filter the plugin exports, read from the plugin itself
     src = open(os.path.join(COLL, "plugins", "filter", "fleet.py")).read()
@@ -86,12 +89,13 @@ def test_every_plugin_is_documented():
 
 # ------------------------------------------------------------ the stack module, one host
 
-def module(args, *, check=False, cwd):
-    """Runs tfprov.gpu.stack on localhost; returns (rc, result dict)."""
-    argv = ["ansible", "localhost", "-c", "local", "-m", "tfprov.gpu.stack",
-            "-a", json.dumps(args)]
+def module(args, *, check=False, diff=False, cwd, name="tfprov.gpu.stack"):
+    """Runs a tfprov.gpu module (stack unless named) on localhost; returns (rc, result dict)."""
+    argv = ["ansible", "localhost", "-c", "local", "-m", name, "-a", json.dumps(args)]
     if check:
         argv.append("--check")
+    if diff:
+        argv.append("--diff")
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1",
                ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="tfprov_json",
                ANSIBLE_CALLBACK_PLUGINS=os.path.join(HERE, "ansible_callbacks"),
@@ -201,6 +205,109 @@ def test_check_mode_on_a_fresh_root_plans(tmp_path):
     rc, r = module({"src": str(m), "root": str(root), "binary": TFPROV}, check=True,
                    cwd=tmp_path)
     assert r.get("failed") is not True and r["rc"] == 2 and r["changed"] is True, r
-    assert "/etc/profile.d/tfprov-fresh.sh" in r["plan"], r
+    assert "/opt/tfprov/stacks/fresh/activate.sh" in r["plan"], r
     assert "usage error" not in json.dumps(r)
     assert not (tmp_path / "new").exists()
+
+
+ENV_ONLY = ("schema: 1\nstack:\n  name: {name}\n  platform: linux-x86_64\n"
+            "prefix: /opt/tfprov\nversions:\n  tensorflow: 2.15.1\n  python: \"3.10\"\n"
+            "driver:\n  policy: skip\nenv:\n  vars:\n    X: \"{name}\"\n")
+
+
+def default_state(root):
+    """(the default stack, the stack the login script enters) of a --root host."""
+    login = root / "etc" / "profile.d" / "tfprov.sh"
+    entered = None
+    if login.exists():
+        text = login.read_text()
+        entered = text.split("/opt/tfprov/stacks/", 1)[1].split("/", 1)[0]
+    p = subprocess.run([TFPROV, "--root", str(root), "--json", "default"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, out(p)
+    ev = [json.loads(l) for l in p.stdout.splitlines() if '"default_stack"' in l]
+    return ev[0]["data"]["stack"], entered
+
+
+@need_ansible
+def test_stack_default_option_and_default_stack_module(tmp_path):
+    """The first stack is the default whatever `default` says; a second goes beside
+    it and becomes the default only with default=true, which is a change even when
+    the stack itself is as the manifest says; check mode says so and changes
+    nothing; tfprov.gpu.default_stack switches and clears it, changed only when the
+    default changes; destroying the default stack leaves none."""
+    root = tmp_path / "host"
+    root.mkdir()
+    m = {}
+    for n in ("alpha", "beta"):
+        m[n] = tmp_path / (n + ".yaml")
+        m[n].write_text(ENV_ONLY.format(name=n))
+
+    def stack(n, check=False, diff=False, **kw):
+        args = dict(manifest=str(m[n]), root=str(root), binary=TFPROV, verify=False)
+        args.update(kw)
+        return module(args, check=check, diff=diff, cwd=tmp_path)[1]
+
+    def default(check=False, diff=False, **kw):
+        args = dict(root=str(root), binary=TFPROV)
+        args.update(kw)
+        return module(args, check=check, diff=diff, cwd=tmp_path, name="tfprov.gpu.default_stack")[1]
+
+    r = stack("alpha", check=True)
+    assert r["changed"] is True and r["default_stack"] == "alpha", r  # the first stack
+    assert r["previous_default_stack"] is None and not (root / "var").exists(), r
+    r = stack("alpha")
+    assert r["changed"] is True and r["default_stack"] == "alpha", r
+    assert default_state(root) == ("alpha", "alpha")
+
+    r = stack("beta")
+    assert r["changed"] is True and r["default_stack"] == "alpha", r
+    assert r["previous_default_stack"] == "alpha", r
+    assert default_state(root) == ("alpha", "alpha")
+    assert stack("beta")["changed"] is False
+
+    login = root / "etc" / "profile.d" / "tfprov.sh"
+    mtime = login.stat().st_mtime_ns
+    r = stack("beta", check=True, diff=True, default=True)
+    assert r["changed"] is True and r["rc"] == 0 and r["steps"] == [], r  # the default only
+    assert r["default_stack"] == "beta" and r["previous_default_stack"] == "alpha", r
+    assert r["diff"]["before"] == "default stack: alpha\n", r
+    assert r["diff"]["after"] == "default stack: beta\n", r
+    assert default_state(root) == ("alpha", "alpha") and login.stat().st_mtime_ns == mtime
+    r = stack("beta", default=True)
+    assert r["changed"] is True and r["steps"] == [] and r["default_stack"] == "beta", r
+    assert default_state(root) == ("beta", "beta")
+    r = stack("beta", default=True)
+    assert r["changed"] is False and r["default_stack"] == "beta", r
+
+    r = default(name="alpha", check=True, diff=True)
+    assert r["changed"] is True and r["default_stack"] == "alpha", r
+    assert r["previous_default_stack"] == "beta" and r["stacks"] == ["alpha", "beta"], r
+    assert r["diff"] == {"before": "default stack: beta\n", "after": "default stack: alpha\n"}, r
+    assert default_state(root) == ("beta", "beta")
+    r = default(name="alpha")
+    assert r["changed"] is True and r["default_stack"] == "alpha", r
+    assert default_state(root) == ("alpha", "alpha")
+    assert default(name="alpha")["changed"] is False
+    r = default(name="gamma")
+    assert r["failed"] is True and "stack gamma is not on this host" in r["msg"], r
+    assert default(name="beta", state="absent")["changed"] is False  # beta is not the default
+    r = default(state="absent", check=True)
+    assert r["changed"] is True and r["default_stack"] is None, r
+    assert default_state(root) == ("alpha", "alpha")
+    r = default(state="absent")
+    assert r["changed"] is True and r["default_stack"] is None, r
+    assert default_state(root) == (None, None)
+    assert default(state="absent")["changed"] is False
+    # No default chosen on purpose: an apply does not make one.
+    r = stack("beta")
+    assert r["changed"] is False and r["default_stack"] is None, r
+
+    # Destroying the default stack leaves the host without one.
+    assert default(name="beta")["default_stack"] == "beta"
+    r = stack("beta", check=True, state="absent", name="beta")
+    assert r["changed"] is True and r["default_stack"] is None, r
+    assert default_state(root) == ("beta", "beta")
+    r = stack("beta", state="absent", name="beta")
+    assert r["changed"] is True and r["default_stack"] is None, r
+    assert default_state(root) == (None, None)

@@ -14,7 +14,9 @@ from that host's own state database and files:
   1. rollout to all hosts, then a no-op rollout;  6. the mirror;
   5. check mode;  2. old drivers vs canary policy;  3. kill -9 mid-apply;
   4. a bad manifest revision and rollback.yml;  then report.yml;
-  8. signed roll-outs: keys and a policy that requires signatures.
+  7b, 7c. a second stack side by side: a failing gate keeps every host on the
+  old default; then the default switched batch by batch and the old stack
+  removed;  8. signed roll-outs: keys and a policy that requires signatures.
 """
 import fcntl
 import hashlib
@@ -226,6 +228,26 @@ def gens(host):
     return [(r[1], r[2]) for r in rows], (ids.index(cur[0]) + 1 if cur and cur[0] in ids else None)
 
 
+def login_stack(host):
+    """The stack a login shell on the host enters: TFPROV_STACK after sh -l
+    (its /etc/profile sources /etc/profile.d/tfprov.sh), '' for none."""
+    rc, out = host.ssh("env -u TFPROV_STACK sh -lc 'printf \"%s\" \"${TFPROV_STACK-}\"'")
+    assert rc == 0, (host.name, rc, out)
+    return out
+
+
+def stacks_of(host):
+    """The names of the host's stacks and its default stack (None when none), from its
+    state database."""
+    c = sqlite3.connect("file:%s?mode=ro" % host.path("/var/lib/tfprov/state.db"), uri=True)
+    try:
+        names = sorted(r[0] for r in c.execute("SELECT name FROM stacks"))
+        row = c.execute("SELECT value FROM settings WHERE key = 'default_stack'").fetchone()
+    finally:
+        c.close()
+    return names, (row[0] or None) if row else None
+
+
 def current_sha(host):
     g, cur = gens(host)
     return g[cur - 1][1] if cur else None
@@ -283,7 +305,8 @@ def test_1_rollout_then_noop(world):
         assert r["verify"]["ok"] is True, (h.name, r)
         assert gens(h) == ([("ok", v1)], 1), h.name
         assert os.path.exists(h.path("/opt/tfprov/cuda/11.8.0/lib/libcudart.so.11.0"))
-        assert os.path.exists(h.path("/etc/profile.d/tfprov-fleet.sh"))
+        assert os.path.exists(h.path("/opt/tfprov/stacks/fleet/activate.sh"))
+        assert login_stack(h) == "fleet", h.name
         assert ("bench" in r) == (h.name == "h19"), (h.name, r)
     assert task(res, "h19", "Apply the stack, verify, bench where a GPU exists")["bench"]
     before = {h.name: tree(h) for h in w.fleet.hosts}
@@ -554,6 +577,125 @@ def test_7_report(world):
     assert by["h19"]["gpu"] == "NVIDIA GeForce RTX 4070 Ti (8.9)" and by["h19"]["fp32_ms"] > 0
     md = open(w.base / "rep" / "report.md").read()
     assert len(re.findall(r"^\| h\d\d \|", md, re.M)) == N and "FP32 ms/step" in md
+
+
+NEXT = "fleet-next"
+
+
+def next_manifest(w, src, name):
+    """src as the stack fleet-next under its own prefix, /opt/tfprov/next, so that
+    it lies beside the stack fleet (/opt/tfprov) with nothing in common but the
+    download cache."""
+    path = str(w.base / name)
+    text = open(src).read()
+    assert text.count("  name: fleet\n") == 1 and text.count("prefix: /opt/tfprov\n") == 1
+    with open(path, "w") as f:
+        f.write(text.replace("  name: fleet\n", "  name: %s\n" % NEXT)
+                .replace("prefix: /opt/tfprov\n", "prefix: /opt/tfprov/next\n"))
+    return path
+
+
+def side_by_side(w, manifest, *extra):
+    return play(w, "tfprov.gpu.rollout", "-e", "tfprov_side_by_side=true",
+                "-e", "tfprov_stack=" + NEXT, "-e", "tfprov_old_stack=fleet",
+                "-e", "tfprov_manifest_src=" + manifest, *extra)
+
+
+def outside_next(t):
+    """tree() less what lies under /opt/tfprov/next."""
+    return {p: v for p, v in t.items() if not p.startswith("next")}
+
+
+APPLY_NEXT = "Apply the new stack (not the default), verify, bench where a GPU exists"
+
+
+def test_7b_side_by_side_failing_gate_keeps_every_host_on_the_old_default(world):
+    """A new stack, fleet-next, is rolled out beside fleet with
+    tfprov_side_by_side: it needs CUDA 12.3.2, and the three hosts with driver
+    470 fail its health gate (exit 6, the gate of test_2). 17 hosts passed it,
+    but no host's default changes: every host still logs in to fleet, fleet's
+    generations and files are untouched, fleet-next is removed again where it
+    had been placed, and no host reaches the default switch."""
+    w = world
+    bad = next_manifest(w, w.v2, "next-cuda12.yaml")
+    before = {h.name: (gens(h), outside_next(tree(h)), stacks_of(h)) for h in w.fleet.hosts}
+    for h in w.fleet.hosts:
+        assert before[h.name][2] == (["fleet"], "fleet"), (h.name, before[h.name][2])
+    rc, res, stats = side_by_side(w, bad)
+    assert rc != 0
+    for h in w.fleet.hosts:
+        r = task(res, h.name, APPLY_NEXT)
+        if h.name in ("h02", "h10", "h15"):
+            assert r["failed"] and r["rc"] == 6 and "470.57.02 is too old" in r["msg"], r
+        else:
+            assert r["changed"] is True and r["verify"]["ok"] is True, (h.name, r)
+            assert r["default_stack"] == "fleet", (h.name, r)
+            removed = task(res, h.name, "Remove the new stack where it did not exist before")
+            assert removed["changed"] is True, (h.name, removed)
+        stop = task(res, h.name, "Stop on every host when the gate failed on any (each keeps "
+                                 "its default)")
+        assert stop["failed"], (h.name, stop)
+        if h.name not in ("h02", "h10", "h15"):
+            assert "failed on h02, h10, h15" in stop["msg"] and "stays fleet" in stop["msg"], stop
+        assert stats[h.name]["failures"] == 1, (h.name, stats[h.name])
+        assert not [n for n, _ in res[h.name] if n == "Make the new stack the default"], h.name
+        assert (gens(h), outside_next(tree(h)), stacks_of(h)) == before[h.name], h.name
+        left = h.path("/opt/tfprov/next")
+        assert not [os.path.join(dp, f) for dp, _, fs in os.walk(left) for f in fs], h.name
+        assert login_stack(h) == "fleet", h.name
+
+
+def test_7c_side_by_side_switches_default_in_batches_then_removes_old(world):
+    """fleet-next (CUDA 11.8, fine on every driver) side by side: check mode on
+    two hosts plans every phase and changes nothing; the rollout puts it beside
+    fleet on all 20 hosts, gates it, switches the default in the canary batches
+    and only then destroys fleet. Afterwards each host has fleet-next alone, as
+    its default, and a login shell enters it; the same rollout again changes
+    nothing."""
+    w = world
+    good = next_manifest(w, w.v1, "next-cuda11.yaml")
+    before = {h.name: (gens(h), tree(h), stacks_of(h)) for h in w.fleet.hosts}
+
+    rc, res, stats = side_by_side(w, good, "--check", "--diff", "--limit", "h03,h04")
+    assert rc == 0, stats
+    for n in ("h03", "h04"):
+        h = w.fleet.host(n)
+        r = task(res, n, APPLY_NEXT)
+        assert r["changed"] is True and r["rc"] == 2 and "CUDA 11.8.0" in r["plan"], r
+        assert r["default_stack"] == "fleet" and r["diff"]["before"] == r["diff"]["after"], r
+        assert task(res, n, "Make the new stack the default").get("skipped"), n
+        assert task(res, n, "Remove the old stack")["changed"] is True, n
+        assert (gens(h), tree(h), stacks_of(h)) == before[n], n
+
+    rc, res, stats = side_by_side(w, good)
+    assert rc == 0, (stats, {h: [n for n, r in rs if r.get("failed")] for h, rs in res.items()})
+    for h in w.fleet.hosts:
+        r = task(res, h.name, APPLY_NEXT)
+        assert r["changed"] is True and r["verify"]["ok"] is True, (h.name, r)
+        assert r["default_stack"] == "fleet", (h.name, r)  # not switched in phase 1
+        assert ("bench" in r) == (h.name == "h19"), (h.name, r)
+        d = task(res, h.name, "Make the new stack the default")
+        assert d["changed"] is True and d["previous_default_stack"] == "fleet", (h.name, d)
+        assert d["default_stack"] == NEXT, (h.name, d)
+        assert task(res, h.name, "Ask a login shell which stack it enters")["stdout"] == NEXT
+        assert task(res, h.name, "Remove the old stack")["changed"] is True, h.name
+        assert stats[h.name]["failures"] == 0, (h.name, stats[h.name])
+        assert stacks_of(h) == ([NEXT], NEXT), (h.name, stacks_of(h))
+        assert os.path.exists(h.path("/opt/tfprov/next/cuda/11.8.0/lib/libcudart.so.11.0"))
+        assert os.path.exists(h.path("/opt/tfprov/next/stacks/%s/activate.sh" % NEXT))
+        assert not [p for p in tree(h) if p.startswith(("cuda/", "stacks/fleet/"))], h.name
+        assert "/opt/tfprov/next/stacks/%s/activate.sh" % NEXT in \
+            open(h.path("/etc/profile.d/tfprov.sh")).read(), h.name
+        assert login_stack(h) == NEXT, h.name
+
+    # Done is done: phase 1 applies nothing, the default is already the new
+    # stack, the old one is gone.
+    after = {n: (tree(w.fleet.host(n)), stacks_of(w.fleet.host(n))) for n in ("h03", "h04")}
+    rc, res, stats = side_by_side(w, good, "--limit", "h03,h04")
+    assert rc == 0, stats
+    for n in ("h03", "h04"):
+        assert stats[n]["changed"] == 0, (n, stats[n])
+        assert (tree(w.fleet.host(n)), stacks_of(w.fleet.host(n))) == after[n], n
 
 
 def test_8_signed_rollout_policy_requires_signatures(world):

@@ -2,7 +2,8 @@
 # Copyright: (c) 2026, tfprov maintainers
 # MIT License (see LICENSE or https://opensource.org/licenses/MIT)
 """Shared by the tfprov.gpu modules: run tfprov with --json, read its events,
-read its state database (read-only) and ask NVML what driver and GPUs exist.
+read its state database (read-only: stacks, generations, bench results, the
+default stack) and ask NVML what driver and GPUs exist.
 
 tfprov prints one JSON object per line with --json; the last one, of type
 "result", carries exit_code/changed/failed. Error events carry the message.
@@ -121,6 +122,27 @@ def read_stacks(params):
             out[s["name"]] = dict(name=s["name"], manifest=s["manifest_path"],
                                   generation=current, generations=gens, bench=bench)
         return out
+    finally:
+        db.close()
+
+
+def read_default(params):
+    """The host's default stack, the one login shells enter: (name or None,
+    chosen). chosen is False while no default was ever set on the host (no
+    stack applied yet): the next stack applied then becomes the default.
+    After `tfprov default --none`, or destroying the default stack, it is
+    (None, True) and only `default`/`apply --default` set one."""
+    db = _connect(params)
+    if db is None:
+        return None, False
+    try:
+        try:
+            row = db.execute("SELECT value FROM settings WHERE key = 'default_stack'").fetchone()
+        except sqlite3.OperationalError:  # a state older than several stacks per machine
+            return None, False
+        if row is None:
+            return None, False
+        return (row["value"] or None), True
     finally:
         db.close()
 

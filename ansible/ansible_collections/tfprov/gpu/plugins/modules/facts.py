@@ -11,8 +11,8 @@ module: facts
 short_description: Gather tfprov facts (stacks, generations, driver, GPUs, bench, drift)
 version_added: "0.1.0"
 description:
-  - Returns C(ansible_facts.tfprov) for the host. Stacks, generations and the last
-    benchmark results are read from tfprov's state database (read-only, SQLite); the
+  - Returns C(ansible_facts.tfprov) for the host. Stacks, generations, the last
+    benchmark results and the default stack (the one login shells enter) are read from tfprov's state database (read-only, SQLite); the
     driver, the GPUs and their compute capabilities are asked of NVML
     (C(libnvidia-ml.so.1), the library tfprov itself loads); drift is C(tfprov status)'s
     verdict (exit 2 means drift).
@@ -49,13 +49,14 @@ ansible_facts:
       description: >-
         installed (bool), version (tfprov --version, or null), driver, cuda_driver,
         gpus (list of index/name/compute_capability), nvml_error, stacks (name ->
-        manifest, generation, generations, bench), drift (bool or null), drift_rc.
+        manifest, generation, generations, bench), default_stack (the stack login shells
+        enter, or null), drift (bool or null), drift_rc.
       type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.tfprov.gpu.plugins.module_utils.tfprov import (
-    global_args, nvml_info, read_stacks, run_json)
+    global_args, nvml_info, read_default, read_stacks, run_json)
 
 
 def main():
@@ -75,8 +76,10 @@ def main():
             facts["version"] = out.strip().splitlines()[0]
     try:
         facts["stacks"] = read_stacks(p)
+        facts["default_stack"] = read_default(p)[0]
     except Exception as e:  # an unreadable state is a fact, not a crash
         facts["stacks"] = {}
+        facts["default_stack"] = None
         facts["state_error"] = str(e)
     facts["drift"] = None
     facts["drift_rc"] = None

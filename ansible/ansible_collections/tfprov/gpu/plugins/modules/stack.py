@@ -16,6 +16,12 @@ description:
     C(verify) and, when asked, C(bench). C(state=absent) runs C(tfprov destroy -y).
   - In check mode it runs C(tfprov plan --detailed-exitcode) instead and reports what
     would change without changing anything; with C(--diff) the plan is the diff.
+  - A host can hold several stacks side by side; one of them is the host's default
+    stack, the one login shells enter (C(/etc/profile.d/tfprov.sh)). The first stack
+    applied on a host becomes its default whatever C(default) says; a later one only
+    with C(default=true) (C(tfprov apply --default)); C(default=false) leaves the
+    default as it is. Every result says the host's default afterwards
+    (C(default_stack)); the M(tfprov.gpu.default_stack) module switches it alone.
   - tfprov's exit codes become distinct messages. Exit 6 (precondition failed,
     driver or GPU), 5 (integrity failure), 4 (state locked), 3 (manifest invalid)
     and 8 (verify or benchmark failed) fail the task; exit 7 (reboot required)
@@ -105,6 +111,17 @@ options:
   root:
     description: Put every path of the manifest and the state under this directory (C(--root)).
     type: path
+  default:
+    description:
+      - Make this stack the host's default stack, the one login shells enter
+        (C(tfprov apply --default); after C(generation) or C(previous), C(tfprov default
+        NAME)). C(changed) is true when the default changes, even where the stack itself
+        was already as the manifest says.
+      - With C(false) the default is left as it is, except that the first stack applied
+        on a host becomes its default anyway (tfprov does that); destroying the default
+        stack (C(state=absent)) leaves the host without one.
+    type: bool
+    default: false
   verify:
     description: Run C(tfprov verify) after a successful apply.
     type: bool
@@ -133,9 +150,11 @@ attributes:
   check_mode:
     support: full
     description: Runs C(tfprov plan --detailed-exitcode); nothing is written on the host.
+      C(changed) and C(default_stack) say what the run would do, the default included.
   diff_mode:
     support: full
-    description: The plan is the diff.
+    description: The plan is the diff (C(prepared)); C(before) and C(after) are the host's
+      default stack.
   action:
     support: full
     description: The action plugin reads C(src), its signature and side files on the controller.
@@ -148,6 +167,15 @@ EXAMPLES = r"""
     mirror: ["http://mirror.internal:8080/"]
     lock_timeout: 60
   register: tf
+
+- name: Put a second stack beside the first and make it the default
+  tfprov.gpu.stack:
+    src: manifests/stable-2.21.yaml
+    default: true
+  register: tf
+- name: Show the stack that login shells enter now
+  ansible.builtin.debug:
+    msg: "{{ tf.default_stack }}"
 
 - name: Roll back to generation 3
   tfprov.gpu.stack:
@@ -208,17 +236,28 @@ reboot_required:
   description: True when tfprov exited 7 (applied, reboot required). Not a failure.
   returned: always
   type: bool
+default_stack:
+  description: The host's default stack after the run (in check mode, after the run that
+    would happen), the one login shells enter; null when the host has none.
+  returned: always
+  type: str
+  sample: stable-2.21
+previous_default_stack:
+  description: The host's default stack before the run; null when it had none.
+  returned: always
+  type: str
 """
 
 import atexit
 import json
 import os
+import re
 import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.tfprov.gpu.plugins.module_utils.tfprov import (
-    failure_message, global_args, read_stacks, run_json)
+    failure_message, global_args, read_default, read_stacks, run_json)
 
 
 def _stack_by_manifest(stacks, manifest):
@@ -248,6 +287,47 @@ def _exit(module, **res):
     rc 7, reboot required, are not failures)."""
     res["failed"] = False
     module.exit_json(**res)
+
+
+def _manifest_stack_name(path):
+    """The stack name a manifest declares (stack.name), or None; for check mode, where
+    nothing is applied to ask the state. PyYAML when the host has it, else the block
+    form every manifest uses."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    try:
+        import yaml
+        doc = yaml.safe_load(text)
+        name = doc["stack"]["name"]
+        return name if isinstance(name, str) else None
+    except ImportError:
+        m = re.search(r"^stack:[ \t]*\n(?:[ \t]+.*\n)*?[ \t]+name:[ \t]*[\"']?([^\"'#\s]+)",
+                      text, re.M)
+        return m.group(1) if m else None
+    except Exception:  # tfprov reports a manifest that does not parse, with its position
+        return None
+
+
+def _default_diff(before, after, prepared=""):
+    """Diff mode: the default stack before and after; the plan, when there is one."""
+    return dict(before="default stack: %s\n" % (before or "(none)"),
+                after="default stack: %s\n" % (after or "(none)"), prepared=prepared)
+
+
+def _set_default(module, p, g, res, name):
+    """tfprov default NAME after a rollback (check mode: only says so)."""
+    if res.get("default_stack") == name:
+        return
+    if not module.check_mode:
+        rc, _, _, errors = run_json(module, g + ["default", name])
+        if rc != 0:
+            module.fail_json(msg=failure_message(rc, errors, "tfprov default"), **res)
+        name = read_default(p)[0]
+    res["default_stack"] = name
+    res["changed"] = True
 
 
 def _plan_text(events):
@@ -339,7 +419,7 @@ def main():
             config=dict(type="path", default="/etc/tfprov/fleet.json"),
             root=dict(type="path"), verify=dict(type="bool", default=True),
             bench=dict(type="bool", default=False), lock_timeout=dict(type="int"),
-            binary=dict(type="str", default="tfprov"),
+            binary=dict(type="str", default="tfprov"), default=dict(type="bool", default=False),
         ),
         mutually_exclusive=[("manifest", "content"), ("manifest", "generation"),
                             ("content", "generation")],
@@ -357,7 +437,9 @@ def main():
             module.fail_json(msg="%s: %s" % (p["config"], e), rc=1)
     g = global_args(p)
     before = read_stacks(p)
-    res = dict(changed=False, rc=0, steps=[], reboot_required=False, previous_generation=None)
+    before_default, default_chosen = read_default(p)
+    res = dict(changed=False, rc=0, steps=[], reboot_required=False, previous_generation=None,
+               default_stack=before_default, previous_default_stack=before_default)
 
     if p["state"] == "absent" or p["generation"] is not None or p["previous"]:
         if not p["name"]:
@@ -369,6 +451,9 @@ def main():
         if p["state"] == "absent":
             if cur is None:
                 _exit(module, msg="stack %s is not present" % p["name"], **res)
+            if p["default"]:
+                module.fail_json(msg="default=true with state=absent: a destroyed stack cannot "
+                                     "be the default", **res)
             argv = g + ["destroy", "-y", p["name"]]
         else:
             if cur is None:
@@ -388,21 +473,36 @@ def main():
             if last["number"] == cur["generation"] and last["result"] == "ok" \
                     and last["manifest_sha256"] == target[0]["manifest_sha256"]:
                 res["generation"] = cur["generation"]
+                if p["default"]:
+                    _set_default(module, p, g, res, p["name"])
+                if module._diff:
+                    res["diff"] = _default_diff(before_default, res["default_stack"])
                 _exit(module, msg="stack %s already runs generation %d's manifest" % (
                     p["name"], p["generation"]), **res)
             argv = g + ["rollback", "-y", p["name"], "--generation", str(p["generation"])]
         if module.check_mode:
             res["changed"] = True
+            if p["state"] == "absent" and before_default == p["name"]:
+                res["default_stack"] = None
+            elif p["default"]:
+                _set_default(module, p, g, res, p["name"])
+            if module._diff:
+                res["diff"] = _default_diff(before_default, res["default_stack"])
             _exit(module, msg="would run: %s" % " ".join(argv[len(g):]), **res)
         rc, events, result, errors = run_json(module, argv)
         after = read_stacks(p).get(p["name"])
         res.update(rc=rc, changed=bool(result and result.get("changed")) or rc == 0,
-                   generation=after["generation"] if after else None)
+                   generation=after["generation"] if after else None,
+                   default_stack=read_default(p)[0])
         res["steps"] = [dict(step=e.get("step"), action=e.get("action"), changed=True)
                         for e in events if e.get("type") == "apply_complete" and e.get("changed")]
         if rc not in (0, 7):
             module.fail_json(msg=failure_message(rc, errors, "tfprov " + argv[len(g)]), **res)
         res["reboot_required"] = rc == 7
+        if p["default"]:
+            _set_default(module, p, g, res, p["name"])
+        if module._diff:
+            res["diff"] = _default_diff(before_default, res["default_stack"])
         _exit(module, msg="%s %s: done" % (argv[len(g)], p["name"]), **res)
 
     if p["content"] is not None:
@@ -414,6 +514,11 @@ def main():
     manifest = os.path.abspath(manifest)
     cur = before.get(p["name"]) if p["name"] else _stack_by_manifest(before, manifest)
     res["previous_generation"] = cur["generation"] if cur else None
+    name = p["name"] or (cur["name"] if cur else None) or _manifest_stack_name(manifest)
+    # What apply does to the default (cli/apply.c): --default makes this stack it; so
+    # does the first apply on a host, where no default was ever chosen.
+    would_default = name is not None and (p["default"] or not default_chosen) \
+        and before_default != name
 
     if module.check_mode:
         rc, events, result, errors = run_json(module, g + ["plan", "--detailed-exitcode", manifest])
@@ -424,14 +529,20 @@ def main():
                         and e.get("action") not in ("noop", "read")]
         if rc not in (0, 2):
             module.fail_json(msg=failure_message(rc, errors, "tfprov plan"), **res)
-        res["changed"] = rc == 2
+        res["changed"] = rc == 2 or would_default
+        if would_default:
+            res["default_stack"] = name
         if module._diff:
-            res["diff"] = dict(before="", after="", prepared=res["plan"])
-        _exit(module, msg="plan: %s" % ("changes pending" if rc == 2 else "no changes"), **res)
+            res["diff"] = _default_diff(before_default, res["default_stack"], res["plan"])
+        _exit(module, msg="plan: %s%s" % ("changes pending" if rc == 2 else "no changes",
+                                          "; default stack %s" % name if would_default else ""),
+              **res)
 
-    rc, events, result, errors = run_json(module, g + ["apply", "-y", manifest])
+    rc, events, result, errors = run_json(
+        module, g + ["apply", "-y"] + (["--default"] if p["default"] else []) + [manifest])
     res["rc"] = rc
-    res["changed"] = bool(result and result.get("changed"))
+    res["default_stack"] = read_default(p)[0]
+    res["changed"] = bool(result and result.get("changed")) or res["default_stack"] != before_default
     res["steps"] = [dict(step=e.get("step"), action=e.get("action"), changed=True)
                     for e in events if e.get("type") == "apply_complete" and e.get("changed")]
     after = read_stacks(p)
@@ -440,7 +551,7 @@ def main():
         res["stack"] = st["name"]
         res["generation"] = st["generation"]
     if module._diff:
-        res["diff"] = dict(before="", after="", prepared=_plan_text(
+        res["diff"] = _default_diff(before_default, res["default_stack"], _plan_text(
             [e for e in events if e.get("type") in ("planned_change", "change_summary")]))
     if rc == 7:
         res["reboot_required"] = True
@@ -461,6 +572,8 @@ def main():
         if brc != 0:
             module.fail_json(msg=failure_message(brc, berrors, "tfprov bench"), **res)
     msg = "reboot required" if rc == 7 else ("applied" if res["changed"] else "no changes")
+    if res["default_stack"] != before_default:
+        msg += "; default stack %s" % (res["default_stack"] or "none")
     _exit(module, msg=msg, **res)
 
 
