@@ -268,6 +268,10 @@ static void env(json_t *steps, const struct manifest *a, const struct manifest *
 static json_t *diff(const struct manifest *a, const struct manifest *b)
 {
 	json_t *steps = json_array();
+	/* A new stack name or env name is not an upgrade: applying makes a second one. */
+	setting(steps, "stack", "name", S(&a->stack.name), S(&b->stack.name));
+	setting(steps, "pyenv", "name", a->python.set ? S(&a->python.name) : "",
+	        b->python.set ? S(&b->python.name) : "");
 	setting(steps, "stack", "tensorflow", S(&a->versions.tensorflow),
 	        S(&b->versions.tensorflow));
 	setting(steps, "stack", "prefix", S(&a->prefix), S(&b->prefix));
@@ -336,6 +340,19 @@ static void print_text(json_t *steps)
 		       json_array_size(steps), json_array_size(steps) == 1 ? "" : "s");
 }
 
+/*
+ * What applying NEW does beside OLD, when it is not an update of the same
+ * stack or env: "second_stack" or "new_env" (NULL: an update).
+ */
+static const char *beside(const struct manifest *a, const struct manifest *b)
+{
+	if (strcmp(S(&a->stack.name), S(&b->stack.name)) != 0)
+		return "second_stack";
+	if (a->python.set && b->python.set && strcmp(S(&a->python.name), S(&b->python.name)) != 0)
+		return "new_env";
+	return NULL;
+}
+
 /* The manifest generation N of STACK was applied from; 0 or an error (logged). */
 static int load_generation(struct ctx *c, const char *stack, long gen, struct manifest **m,
                            char **label)
@@ -384,9 +401,11 @@ int cmd_diff(struct ctx *c, struct opts *o)
 		goto out;
 	json_t *steps = diff(a, b);
 	const char *old = label ? label : o->args.v[0];
+	const char *kind = beside(a, b);
 	if (c->flags & CTX_JSON) {
-		json_t *doc = json_pack("{s:s,s:s,s:s,s:O}", "type", "diff", "old", old, "new",
-		                        o->args.v[1], "steps", steps);
+		json_t *doc =
+		    json_pack("{s:s,s:s,s:s,s:O,s:s}", "type", "diff", "old", old, "new",
+		              o->args.v[1], "steps", steps, "applying", kind ? kind : "update");
 		char *s = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
 		printf("%s\n", s);
 		free(s);
@@ -394,6 +413,17 @@ int cmd_diff(struct ctx *c, struct opts *o)
 	} else {
 		printf("--- %s\n+++ %s\n", old, o->args.v[1]);
 		print_text(steps);
+		if (kind && strcmp(kind, "second_stack") == 0)
+			printf("\nApplying %s creates a second stack, %s, beside %s: it is not an "
+			       "upgrade of it (`tfprov destroy %s` removes the old one).\n",
+			       o->args.v[1], S(&b->stack.name), S(&a->stack.name),
+			       S(&a->stack.name));
+		else if (kind)
+			printf(
+			    "\nApplying %s builds a new Python env, %s, for stack %s, in place of "
+			    "%s.\n",
+			    o->args.v[1], S(&b->python.name), S(&b->stack.name),
+			    S(&a->python.name));
 	}
 	fflush(stdout);
 	if (o->detailed_exitcode && json_array_size(steps) > 0)

@@ -133,7 +133,36 @@ def test_stable_212_to_215_text(tfprov):
         in groups["pyenv"]
     assert "~ tensorflow: 2.12.0 -> 2.15.1 (upgraded)" in groups["pip"]
     assert "- jax 0.4.13" in groups["pip"]
-    assert re.search(r"\n\d+ changes in \d+ steps\.\n$", text)
+    assert re.search(r"\n\d+ changes in \d+ steps\.\n\nApplying .* creates a second stack", text)
+
+
+def test_a_new_stack_or_env_name_is_shown_and_called_what_it_is(tfprov, tmp_path):
+    """stable-2.12 -> stable-2.15 is not an upgrade: the names differ, so applying
+    the second manifest installs a second stack beside the first. diff shows the
+    stack and env names and says so (text and JSON); an env renamed within one stack
+    builds a new env; the same names are an update."""
+    p = tfprov.run("--json", "diff", M212, M215, root=False, check=0)
+    doc = diff_doc(p.stdout)
+    st = steps_of(doc)
+    assert {"change": "changed", "name": "name", "old": "stable-2.12",
+            "new": "stable-2.15"} in st["stack"]
+    assert {"change": "changed", "name": "name", "old": "tf-2.12", "new": "tf-2.15"} \
+        in st["pyenv"]
+    assert doc["applying"] == "second_stack"
+    p = tfprov.run("diff", M212, M215, root=False, check=0)
+    assert ("creates a second stack, stable-2.15, beside stable-2.12: it is not an upgrade "
+            "of it") in p.stdout
+    renamed = tmp_path / "renamed.yaml"
+    renamed.write_text(open(M215).read().replace("name: tf-2.15", "name: tf-other", 1))
+    p = tfprov.run("--json", "diff", M215, renamed, root=False, check=0)
+    doc = diff_doc(p.stdout)
+    assert doc["applying"] == "new_env"
+    assert steps_of(doc)["pyenv"] == [{"change": "changed", "name": "name", "old": "tf-2.15",
+                                       "new": "tf-other"}]
+    p = tfprov.run("diff", M215, renamed, root=False, check=0)
+    assert "builds a new Python env, tf-other, for stack stable-2.15" in p.stdout
+    p = tfprov.run("--json", "diff", M215, M215, root=False, check=0)
+    assert diff_doc(p.stdout)["applying"] == "update"
 
 
 def test_identical_and_detailed_exitcode(tfprov):
