@@ -94,7 +94,14 @@ static int cuda_precheck(struct ctx *c, const struct manifest *m, struct step *s
 			closedir(d);
 		free(host);
 	}
-	return 0;
+	char *prefix = stack_cuda_prefix(m);
+	/* Until stacks share a CUDA version's prefix, a second one is refused here, not half-way. */
+	int rc = step_foreign_clash(
+	    c, s, "cuda", m, prefix,
+	    "two stacks cannot share one CUDA prefix yet: give one of them another `prefix:` "
+	    "(or another CUDA version), or destroy the other stack first");
+	free(prefix);
+	return rc;
 }
 
 static int run_runfile(struct ctx *c, const struct art *a, const char *stage, struct staged *out,

@@ -63,21 +63,9 @@ static int cudnn_precheck(struct ctx *c, const struct manifest *m, struct step *
 	if (m->cudnn.placement != PLACEMENT_MERGE || c->st == NULL)
 		return 0;
 	char *prefix = stack_cudnn_prefix(m);
-	char *other = NULL, *path = NULL;
-	int rc = place_foreign_step_file(c, "cudnn", m->stack.name.s, prefix, &other, &path);
-	if (rc == 0 && path != NULL) {
-		step_fail(
-		    s,
-		    "stack '%s' already merged its cuDNN into %s (e.g. %s); two stacks cannot "
-		    "merge cuDNN into one CUDA prefix. Use cudnn.placement: separate in one "
-		    "of them",
-		    other, prefix, path);
-		rc = TF_ECONFLICT;
-	} else if (rc < 0) {
-		step_fail(s, "cannot read the state: %s", tf_strerror(rc));
-	}
-	free(other);
-	free(path);
+	int rc = step_foreign_clash(c, s, "cudnn", m, prefix,
+	                            "two stacks cannot share one CUDA prefix yet: give one of "
+	                            "them another `prefix:`, or destroy the other stack first");
 	free(prefix);
 	return rc;
 }

@@ -236,6 +236,13 @@ static int venv_hook(struct ctx *c, const struct manifest *m, struct step *s, st
  */
 static int pyenv_precheck(struct ctx *c, const struct manifest *m, struct step *s)
 {
+	char *prefix = stack_env_prefix(m);
+	int clash = step_foreign_clash(c, s, "pyenv", m, prefix,
+	                               "give this stack's python.name another name, or destroy the "
+	                               "other stack first");
+	free(prefix);
+	if (clash != 0)
+		return clash;
 	if (m->python.manager != PYENV_VENV)
 		return 0;
 	char *python = NULL, *err = NULL;

@@ -7,6 +7,7 @@
 #include "util.h"
 
 #include "error.h"
+#include "place.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -25,4 +26,22 @@ void step_fail(struct step *s, const char *fmt, ...)
 	free(s->error);
 	s->error = xvasprintf(fmt, ap);
 	va_end(ap);
+}
+
+int step_foreign_clash(struct ctx *c, struct step *s, const char *addr, const struct manifest *m,
+                       const char *prefix, const char *fix)
+{
+	char *other = NULL, *path = NULL;
+	if (c->st == NULL)
+		return 0;
+	int rc = place_foreign_step_file(c, addr, m->stack.name.s, prefix, &other, &path);
+	if (rc == 0 && path != NULL) {
+		step_fail(s, "%s belongs to stack '%s' (e.g. %s): %s", prefix, other, path, fix);
+		rc = TF_ECONFLICT;
+	} else if (rc < 0) {
+		step_fail(s, "cannot read the state: %s", tf_strerror(rc));
+	}
+	free(other);
+	free(path);
+	return rc;
 }

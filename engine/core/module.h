@@ -105,6 +105,13 @@ const struct module *module_find(const char *kind);
 int module_installed(const char *kind, const char *attrs, struct strvec *names, int *listed,
                      int64_t *n);
 void step_fail(struct step *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * A precondition: step `addr` of another stack placed files under prefix.
+ * 0 when none did; TF_ECONFLICT with the step failed (naming the other
+ * stack, a file of it, and fix), so plan and apply refuse before any change.
+ */
+int step_foreign_clash(struct ctx *c, struct step *s, const char *addr, const struct manifest *m,
+                       const char *prefix, const char *fix);
 
 /* Paths shared by modules (root-relative, caller frees). */
 char *stack_cuda_prefix(const struct manifest *m);  /* <prefix>/cuda/<version> */

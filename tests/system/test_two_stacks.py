@@ -92,7 +92,7 @@ def test_two_merges_into_one_cuda_prefix_conflict(tfprov, mirror):
     assert p.returncode != 0, out(p)
     text = out(p)
     assert "tf215" in text and "/opt/tfprov/cuda/12.3.2" in text, text
-    assert "separate" in text  # says how to resolve it
+    assert "another `prefix:`" in text  # says how to resolve it
     assert tree_hashes(tfprov.root, exclude=SIDE_FILES) == before
     assert db_rows(tfprov, "SELECT id, result FROM generations") == gens
     assert tfprov.run("--no-gpu", "verify", "tf215", env=ENV).returncode == 0
@@ -106,12 +106,11 @@ def test_merge_conflict_shown_by_plan(tfprov, mirror):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "BUG (design): a CUDA prefix can belong to one stack only. files.path is the "
-    "primary key (state schema) and txn_put_tree (engine/core/place.c, owner_class check) "
-    "refuses <prefix>/cuda/12.3.2 because it 'belongs to another tfprov resource', "
-    "so a second stack with the same CUDA version fails in its cuda step even with "
-    "cudnn.placement: separate; and only after downloading and unpacking, not at plan "
-    "time. Needs shared (ref-counted) ownership of an identical CUDA tree"))
+    "NOT YET (issue 29, item 5): a CUDA prefix can belong to one stack only (files.path "
+    "is the state's primary key), so a second stack with the same CUDA version is "
+    "refused, now by plan and apply before any change "
+    "(test_same_cuda_version_refused_before_any_change). Needs shared ownership of an "
+    "identical CUDA tree"))
 def test_separate_placement_next_to_merged_stack(tfprov, mirror):
     """The same pair with the second stack's cuDNN placed separately: works, and
     both stacks verify; the first stack's merged cuDNN is untouched."""
@@ -124,3 +123,60 @@ def test_separate_placement_next_to_merged_stack(tfprov, mirror):
         v = tfprov.run("--no-gpu", "verify", s, env=ENV)
         assert v.returncode == 0, out(v)
     assert missing_recorded(tfprov) == []
+
+
+def test_same_cuda_version_refused_before_any_change(tfprov, mirror):
+    """Until two stacks can share a CUDA prefix: the second stack on the same CUDA
+    version, even with its cuDNN placed separately, is refused by plan (which says
+    apply would stop) and by apply before anything is fetched or changed, naming the
+    other stack, the prefix and the fix; the first stack still verifies."""
+    _apply(tfprov, mirror.new)
+    before = tree_hashes(tfprov.root, exclude=SIDE_FILES)
+    gens = db_rows(tfprov, "SELECT id, result FROM generations")
+    p = tfprov.run("--no-gpu", "plan", mirror.other_sep, env=ENV)
+    assert "apply would stop here" in out(p) and "stack 'tf215'" in out(p), out(p)
+    p = tfprov.run("--no-gpu", "apply", "-y", mirror.other_sep, env=ENV)
+    assert p.returncode == 1, out(p)
+    text = out(p)
+    assert "/opt/tfprov/cuda/12.3.2 belongs to stack 'tf215'" in text, text
+    assert "another `prefix:`" in text
+    assert "Downloading" not in text and "download" not in p.stdout.lower(), text
+    assert tree_hashes(tfprov.root, exclude=SIDE_FILES) == before
+    assert db_rows(tfprov, "SELECT id, result FROM generations") == gens
+    assert tfprov.run("--no-gpu", "verify", "tf215", env=ENV).returncode == 0
+
+
+VENV = """schema: 1
+stack:
+  name: {name}
+  platform: linux-x86_64
+versions:
+  tensorflow: 2.15.1
+  python: "3.11"
+driver:
+  policy: skip
+python:
+  manager: venv
+  name: tf
+  version: "3.11"
+  interpreter: /usr/bin/python3.11
+"""
+
+
+def test_env_name_of_another_stack_refused_before_any_change(tfprov, tmp_path):
+    """Two stacks naming the same Python env (python.name, so one <prefix>/envs/tf):
+    the second is refused by plan and apply before any change, naming the other
+    stack and the fix; the first's env is untouched."""
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(VENV.format(name="first"))
+    b.write_text(VENV.format(name="second"))
+    _apply(tfprov, a)
+    before = tree_hashes(tfprov.root, exclude=SIDE_FILES)
+    p = tfprov.run("plan", b, env=ENV)
+    assert "apply would stop here" in out(p) and "stack 'first'" in out(p), out(p)
+    p = tfprov.run("apply", "-y", b, env=ENV)
+    assert p.returncode == 1, out(p)
+    assert "/opt/tfprov/envs/tf belongs to stack 'first'" in out(p)
+    assert "give this stack's python.name another name" in out(p)
+    assert tree_hashes(tfprov.root, exclude=SIDE_FILES) == before
+    assert db_rows(tfprov, "SELECT name FROM stacks") == [("first",)]
