@@ -134,8 +134,10 @@ int cli_stack_mark(struct ctx *c, const char *name)
 
 void cli_stack_unmark(struct ctx *c, const char *name)
 {
-	char *p = inuse_path(c, name);
+	char *p = inuse_path(c, name), *dir = path_join(c->state_dir, "inuse");
 	unlink(p);
+	rmdir(dir); /* the last stack gone: nothing of the marks is left (README.Debian) */
+	free(dir);
 	free(p);
 }
 

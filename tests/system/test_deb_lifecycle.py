@@ -265,8 +265,13 @@ def test_purge_without_destroy_removes_generated_profile_scripts_and_cache(root,
     assert not os.path.exists(r.host("/var/cache/tfprov"))
     assert os.path.exists(r.host("/var/lib/tfprov/state.db"))
     assert os.path.exists(r.host("/opt/tfprov/cuda/12.3.2/lib/libcudart.so.12"))
-    # Installed again, tfprov still knows the stacks and sees the missing scripts.
+    # Installed again, tfprov still knows the stacks (intact: their scripts live
+    # in /opt/tfprov) and the default; choosing it writes the login script again.
     r.run("apt-get", "install", "-y", "-q", r.deb, timeout=900)
     p = r.run("tfprov", "status", check=False)
-    assert p.returncode == 2 and "DRIFT" in p.stdout + p.stderr, (p.stdout, p.stderr)
+    assert p.returncode == 0 and "Default stack (login shells): " in p.stdout, (p.stdout,
+                                                                                 p.stderr)
+    default = r.run("tfprov", "default").stdout.strip()
+    r.run("tfprov", "default", default)
+    assert os.path.exists(r.host("/etc/profile.d/tfprov.sh"))
     r.run("tfprov", "destroy", "--all", "-y")

@@ -124,5 +124,5 @@ def test_status_on_read_only_state_dir(tfprov, shared_root):
         os.chmod(state, 0o755)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "stack demo-env: generation 1 of 1" in p.stdout and f"from {man}" in p.stdout, p.stdout
-    assert "env      ok, 1 paths" in p.stdout, p.stdout
+    assert "env      ok, 2 paths" in p.stdout, p.stdout  # activate.sh, deactivate.sh
     assert sorted(os.listdir(state)) == before

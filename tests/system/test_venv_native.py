@@ -38,7 +38,13 @@ def listing(env):
                 got[rel] = "file"
             else:
                 with open(p, "rb") as f:
-                    got[rel] = f.read().replace(env.encode(), b"<ENV>")
+                    data = f.read().replace(env.encode(), b"<ENV>")
+                if rel == os.path.join("bin", "activate"):
+                    # tfprov's two marked hook lines (pyenv.c's venv_hook) are its
+                    # own; the rest is the venv module's.
+                    data = b"".join(ln for ln in data.splitlines(keepends=True)
+                                    if b"# tfprov stack env" not in ln)
+                got[rel] = data
     return got
 
 
