@@ -200,7 +200,6 @@ int cli_stack_claim(struct ctx *c, const char *name, const char *doing)
 {
 	char *p = inuse_path(c, name);
 	int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	int rc = 0;
 	free(p);
 	if (fd < 0)
 		return 0; /* never marked: no run of it can hold it */
@@ -216,7 +215,6 @@ int cli_stack_claim(struct ctx *c, const char *name, const char *doing)
 		return TF_ELOCKED;
 	}
 	/* Held until this process ends: no run of the stack starts meanwhile. */
-	(void)rc;
 	return 0;
 }
 
@@ -462,9 +460,9 @@ static void say_source(struct strbuf *sb, enum shell sh, const char *script)
 	strbuf_adds(sb, "\n");
 }
 
-static const char *value_of(const struct strvec *env, const char *entry, size_t *namelen)
+/* NAME=VALUE: VALUE, and the length of NAME in *namelen. */
+static const char *value_of(const char *entry, size_t *namelen)
 {
-	(void)env;
 	const char *eq = strchr(entry, '=');
 	*namelen = (size_t)(eq - entry);
 	return eq + 1;
@@ -476,7 +474,7 @@ static void env_changes(const struct strvec *from, const struct strvec *to, enum
 {
 	for (size_t i = 0; i < from->n; i++) {
 		size_t k;
-		value_of(from, from->v[i], &k);
+		value_of(from->v[i], &k);
 		char *n = xstrndup(from->v[i], k);
 		if (spawn_env_get(to, n) == NULL) {
 			say_unset(out, sh, n);
@@ -486,7 +484,7 @@ static void env_changes(const struct strvec *from, const struct strvec *to, enum
 	}
 	for (size_t i = 0; i < to->n; i++) {
 		size_t k;
-		const char *v = value_of(to, to->v[i], &k);
+		const char *v = value_of(to->v[i], &k);
 		char *n = xstrndup(to->v[i], k);
 		const char *was = spawn_env_get(from, n);
 		if (was == NULL || strcmp(was, v) != 0) {
