@@ -30,6 +30,7 @@
 #include "module.h"
 #include "spawn.h"
 #include "stackenv.h"
+#include "stackinfo.h"
 #include "state.h"
 
 #include <dirent.h>
@@ -103,6 +104,7 @@ static int load_stack(struct ctx *c, const char *cmd, const char *name, char **n
 		        name, d.n ? d.v[0].msg : "unknown error");
 		goto out;
 	}
+	stackinfo_recorded_placement(c, g.stack_id, *out);
 	*name_out = xstrdup(name);
 	rc = 0;
 out:

@@ -31,7 +31,6 @@
 static enum desire cuda_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
                                struct strbuf *detail, struct strvec *urls)
 {
-	(void)c;
 	if (!m->cuda.set)
 		return DESIRE_NONE;
 	char *prefix = stack_cuda_prefix(m);
@@ -63,6 +62,11 @@ static enum desire cuda_desire(struct ctx *c, const struct manifest *m, struct s
 	size_t n = m->cuda.artifacts.n + m->cuda.redist.ncomponents;
 	strbuf_addf(detail, "CUDA %s into %s (%s%zu archive%s)", m->cuda.version.s, prefix,
 	            m->cuda.has_runfile ? "runfile, " : "", n, n == 1 ? "" : "s");
+	struct strvec with = STRVEC_INIT;
+	place_sharers(c, "cuda", m->stack.name.s, prefix, &with, NULL);
+	for (size_t i = 0; i < with.n; i++)
+		strbuf_addf(detail, "%s'%s'", i ? ", " : ", shared with stack ", with.v[i]);
+	strvec_release(&with);
 	free(prefix);
 	return DESIRE_WANTED;
 }
@@ -94,14 +98,8 @@ static int cuda_precheck(struct ctx *c, const struct manifest *m, struct step *s
 			closedir(d);
 		free(host);
 	}
-	char *prefix = stack_cuda_prefix(m);
-	/* Until stacks share a CUDA version's prefix, a second one is refused here, not half-way. */
-	int rc = step_foreign_clash(
-	    c, s, "cuda", m, prefix,
-	    "two stacks cannot share one CUDA prefix yet: give one of them another `prefix:` "
-	    "(or another CUDA version), or destroy the other stack first");
-	free(prefix);
-	return rc;
+	(void)s;
+	return 0;
 }
 
 static int run_runfile(struct ctx *c, const struct art *a, const char *stage, struct staged *out,
@@ -188,9 +186,23 @@ static int cuda_apply(struct ctx *c, const struct manifest *m, struct step *s, s
 	}
 	free(lib);
 	free(lib64);
-	rc = txn_put_tree(t, stage, prefix, tree.v, tree.n);
+	/*
+	 * Another stack with this CUDA version owns the prefix too: each file is
+	 * shared with it (recorded for both, placed once). Alone, the tree is
+	 * renamed into place whole. Either way what this step placed elsewhere
+	 * before (the previous CUDA version's prefix) is released.
+	 */
+	struct strvec with = STRVEC_INIT;
+	place_sharers(c, "cuda", m->stack.name.s, prefix, &with, NULL);
+	place_sharers(c, "cudnn", m->stack.name.s, prefix, &with, NULL);
+	if (with.n)
+		rc = txn_share_tree(t, stage, prefix, tree.v, tree.n);
+	else if ((rc = txn_remove_outside(t, prefix)) == 0)
+		rc = txn_put_tree(t, stage, prefix, tree.v, tree.n);
 	if (rc == 0)
-		ev_log(c, EV_INFO, "cuda: %zu paths in %s", tree.n, prefix);
+		ev_log(c, EV_INFO, "cuda: %zu paths in %s%s%s", tree.n, prefix,
+		       with.n ? ", shared with stack " : "", with.n ? with.v[0] : "");
+	strvec_release(&with);
 out:
 	artset_release(&arts);
 	staged_release(&tree);

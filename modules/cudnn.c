@@ -8,8 +8,11 @@
  * <prefix>/cudnn/<version>-cuda<cuda>, which the env step adds to
  * LD_LIBRARY_PATH.
  *
- * Two stacks that merge different cuDNN files into one CUDA prefix are a
- * conflict, found before anything changes (precheck).
+ * Two stacks with one CUDA version share its prefix (cuda.c). The cuDNN of
+ * a stack is merged there only when every stack that merged one into it
+ * merged the same; otherwise the planner places it separately and says so
+ * (plan.c, plan_resolve_placement), and the choice is recorded in the
+ * step's attrs for those who read the stack later (stackinfo.c).
  */
 #include "artifact.h"
 #include "error.h"
@@ -21,7 +24,6 @@
 static enum desire cudnn_desire(struct ctx *c, const struct manifest *m, struct strbuf *canon,
                                 struct strbuf *detail, struct strvec *urls)
 {
-	(void)c;
 	if (!m->cudnn.set)
 		return DESIRE_NONE;
 	char *prefix = stack_cudnn_prefix(m);
@@ -44,6 +46,15 @@ static enum desire cudnn_desire(struct ctx *c, const struct manifest *m, struct 
 	}
 	strbuf_addf(detail, "cuDNN %s, %s %s", m->cudnn.version.s ? m->cudnn.version.s : "?",
 	            m->cudnn.placement == PLACEMENT_MERGE ? "merged into" : "separate in", prefix);
+	if (m->cudnn.placement_auto)
+		strbuf_addf(detail, " (not merged: %s)", m->cudnn.placement_why);
+	if (m->cudnn.placement == PLACEMENT_MERGE) {
+		struct strvec with = STRVEC_INIT;
+		place_sharers(c, "cudnn", m->stack.name.s, prefix, &with, NULL);
+		for (size_t i = 0; i < with.n; i++)
+			strbuf_addf(detail, "%s'%s'", i ? ", " : ", shared with stack ", with.v[i]);
+		strvec_release(&with);
+	}
 	free(prefix);
 	return DESIRE_WANTED;
 }
@@ -58,16 +69,10 @@ static int merged_path(const char *p)
 
 static int cudnn_precheck(struct ctx *c, const struct manifest *m, struct step *s)
 {
+	(void)c;
 	if (m->cudnn.redist.set && !m->cudnn.redist.json.sha256.set)
 		return step_fail_unpinned(s, m, "cudnn.redist", &m->cudnn.redist);
-	if (m->cudnn.placement != PLACEMENT_MERGE || c->st == NULL)
-		return 0;
-	char *prefix = stack_cudnn_prefix(m);
-	int rc = step_foreign_clash(c, s, "cudnn", m, prefix,
-	                            "two stacks cannot share one CUDA prefix yet: give one of "
-	                            "them another `prefix:`, or destroy the other stack first");
-	free(prefix);
-	return rc;
+	return 0;
 }
 
 static int cudnn_artifacts(struct ctx *c, const struct manifest *m, struct artset *arts,
@@ -96,15 +101,17 @@ static int cudnn_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 	int rc = cudnn_artifacts(c, m, &arts, s);
 	if (rc != 0)
 		goto out;
-	/* A repair or an update replaces what this step placed before. */
-	if (s->res_id && m->cudnn.placement == PLACEMENT_MERGE && (rc = txn_remove_all(t)) != 0)
-		goto out;
+	/* The planner's choice is recorded, so that run, env and verify follow it. */
+	free(s->attrs);
+	s->attrs = m->cudnn.placement_auto ? xstrdup("{\"placement\": \"separate\"}") : NULL;
 	if ((rc = txn_stage_dir(t, prefix, &stage)) != 0)
 		goto out;
 	if ((rc = artset_fetch_unpack(c, &arts, stage, &tree, s)) != 0)
 		goto out;
 	if (m->cudnn.placement == PLACEMENT_SEPARATE) {
-		rc = txn_put_tree(t, stage, prefix, tree.v, tree.n);
+		/* What it merged or placed elsewhere before goes (or stays with its sharers). */
+		if ((rc = txn_remove_outside(t, prefix)) == 0)
+			rc = txn_put_tree(t, stage, prefix, tree.v, tree.n);
 	} else {
 		for (size_t i = 0; i < tree.n; i++)
 			if (merged_path(tree.v[i].path))
@@ -118,7 +125,12 @@ static int cudnn_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 			rc = TF_EFAIL;
 			goto out;
 		}
-		rc = txn_merge_tree(t, stage, prefix, merged.v, merged.n);
+		/*
+		 * Into the CUDA prefix, sharing the files of a stack that merged the
+		 * same cuDNN (the planner placed a different one separately); what
+		 * this step merged before and no longer wants is released.
+		 */
+		rc = txn_share_tree(t, stage, prefix, merged.v, merged.n);
 	}
 	if (rc == 0)
 		ev_log(c, EV_INFO, "cudnn: %zu paths %s %s",

@@ -99,6 +99,28 @@ static const char *const migrations[] = {
      * choice removes exactly that file (cli/default.c).
      */
     "CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;",
+    /*
+     * 5: a file may have several owners. Two stacks with the same CUDA
+     * version share one prefix, and each of them records every file of it
+     * that it needs (place.c, txn_share_tree): a path is recorded once per
+     * resource, and a removal takes a file off the disk only when no other
+     * resource records it.
+     */
+    ("CREATE TABLE files5 ("
+     "  path TEXT NOT NULL,"
+     "  resource_id INTEGER NOT NULL REFERENCES resources(id) ON DELETE CASCADE,"
+     "  type TEXT NOT NULL,"
+     "  sha256 TEXT,"
+     "  size INTEGER NOT NULL,"
+     "  mode INTEGER NOT NULL,"
+     "  mtime_ns INTEGER NOT NULL,"
+     "  link TEXT,"
+     "  PRIMARY KEY(path, resource_id)) WITHOUT ROWID;"
+     "INSERT INTO files5 SELECT path, resource_id, type, sha256, size, mode, mtime_ns, link "
+     "FROM files;"
+     "DROP TABLE files;"
+     "ALTER TABLE files5 RENAME TO files;"
+     "CREATE INDEX files_resource ON files(resource_id, path, type, size, mtime_ns, mode);"),
 };
 
 /* Sets *errmsg to "what: detail" and returns TF_ESTATE. */
@@ -739,7 +761,93 @@ int state_file_delete(struct state *st, const char *path)
 
 int64_t state_file_owner(struct state *st, const char *path)
 {
-	return query_int_text(st, "SELECT resource_id FROM files WHERE path = ?", path);
+	return query_int_text(st, "SELECT resource_id FROM files WHERE path = ? LIMIT 1", path);
+}
+
+int state_file_release(struct state *st, int64_t res_id, const char *path)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = 0;
+	sq_prepare(st, "DELETE FROM files WHERE path = ? AND resource_id = ?", &s);
+	sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, res_id);
+	if (sq_step(s) != SQLITE_DONE)
+		rc = TF_ESTATE;
+	sqlite3_finalize(s);
+	return rc;
+}
+
+int state_file_other(struct state *st, const char *path, int64_t res_id, struct state_file *out,
+                     char **stack)
+{
+	sqlite3_stmt *s = NULL;
+	int rc = 0;
+	memset(out, 0, sizeof(*out));
+	if (stack)
+		*stack = NULL;
+	sq_prepare(st,
+	           "SELECT f.type, f.sha256, f.size, f.mode, f.mtime_ns, f.link, f.resource_id, "
+	           "st.name FROM files f JOIN resources r ON r.id = f.resource_id JOIN stacks st "
+	           "ON st.id = r.stack_id WHERE f.path = ? AND f.resource_id <> ? "
+	           "ORDER BY f.resource_id LIMIT 1",
+	           &s);
+	sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, res_id);
+	int r = sq_step(s);
+	if (r == SQLITE_ROW) {
+		const unsigned char *t = sqlite3_column_text(s, 0);
+		out->type = t ? (char)t[0] : 'f';
+		const unsigned char *h = sqlite3_column_text(s, 1);
+		if (h)
+			snprintf(out->sha256, sizeof(out->sha256), "%s", (const char *)h);
+		out->size = sqlite3_column_int64(s, 2);
+		out->mode = (unsigned)sqlite3_column_int(s, 3);
+		out->mtime_ns = sqlite3_column_int64(s, 4);
+		const unsigned char *l = sqlite3_column_text(s, 5);
+		out->link = l ? xstrdup((const char *)l) : NULL;
+		out->resource_id = sqlite3_column_int64(s, 6);
+		out->path = xstrdup(path);
+		if (stack)
+			*stack = xstrdup((const char *)sqlite3_column_text(s, 7));
+	} else if (r != SQLITE_DONE) {
+		rc = TF_ESTATE;
+	}
+	sqlite3_finalize(s);
+	return rc;
+}
+
+int state_file_recorded_by(struct state *st, const char *path, int64_t res_id)
+{
+	sqlite3_stmt *s = NULL;
+	sq_prepare(st, "SELECT 1 FROM files WHERE path = ? AND resource_id = ?", &s);
+	sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, res_id);
+	int found = sq_step(s) == SQLITE_ROW;
+	sqlite3_finalize(s);
+	return found;
+}
+
+int state_sharers_under(struct state *st, const char *addr, int64_t stack_id, const char *prefix,
+                        struct strvec *stacks, struct strvec *desired)
+{
+	sqlite3_stmt *s = NULL;
+	int rc;
+	sq_prepare(st,
+	           "SELECT st.name, r.desired FROM resources r JOIN stacks st ON st.id = r.stack_id "
+	           "WHERE r.addr = ?1 AND r.stack_id <> ?2 AND EXISTS (SELECT 1 FROM files f WHERE "
+	           "f.resource_id = r.id AND (f.path = ?3 OR (f.path > ?3 || '/' AND f.path < ?3 "
+	           "|| '0'))) ORDER BY st.name",
+	           &s);
+	sqlite3_bind_text(s, 1, addr, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(s, 2, stack_id);
+	sqlite3_bind_text(s, 3, prefix, -1, SQLITE_STATIC);
+	while ((rc = sq_step(s)) == SQLITE_ROW) {
+		strvec_push(stacks, (const char *)sqlite3_column_text(s, 0));
+		if (desired)
+			strvec_push(desired, (const char *)sqlite3_column_text(s, 1));
+	}
+	sqlite3_finalize(s);
+	return rc == SQLITE_DONE ? 0 : TF_ESTATE;
 }
 
 int state_foreign_step_file_under(struct state *st, const char *addr, const char *stack,

@@ -29,7 +29,7 @@ struct strvec;
 /* Opaque: the SQLite handle and the lock live in state_private.h. */
 struct state;
 
-#define STATE_SCHEMA_VERSION 4
+#define STATE_SCHEMA_VERSION 5
 
 /*
  * Opens (creating dir and db when `create`), runs migrations. 0 or TF_ESTATE;
@@ -177,8 +177,28 @@ struct state_file {
 };
 int state_file_put(struct state *st, int64_t res_id, const struct state_file *f);
 int state_file_delete(struct state *st, const char *path);
-/* Owner resource id of a path, 0 when tfprov does not own it. */
+/* An owner resource id of a path (the lowest when several), 0 when tfprov does not own it. */
 int64_t state_file_owner(struct state *st, const char *path);
+/* Forgets resource res_id's record of `path` only (other owners keep theirs). 0 or TF_ESTATE. */
+int state_file_release(struct state *st, int64_t res_id, const char *path);
+/*
+ * A record of `path` by a resource other than res_id (a file several stacks
+ * share): *out filled (path and link malloc'd: the caller frees them), and
+ * *stack (may be NULL) the owner stack's name, malloc'd; out->resource_id 0
+ * when no other resource records it. 0 or TF_ESTATE.
+ */
+int state_file_other(struct state *st, const char *path, int64_t res_id, struct state_file *out,
+                     char **stack);
+/* 1 when resource res_id records `path`, else 0. */
+int state_file_recorded_by(struct state *st, const char *path, int64_t res_id);
+/*
+ * The stacks other than stack_id whose step `addr` records `prefix` or a path
+ * under it, in name order, each with that resource's desired digest (when
+ * `desired` is not NULL): who shares a CUDA prefix, and which cuDNN each
+ * merged into it. 0 or TF_ESTATE.
+ */
+int state_sharers_under(struct state *st, const char *addr, int64_t stack_id, const char *prefix,
+                        struct strvec *stacks, struct strvec *desired);
 /*
  * A file recorded for step `addr` of a stack other than `stack`, under the
  * directory `prefix`: 0 with *other_stack and *path (malloc'd; left NULL

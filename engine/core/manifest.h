@@ -160,6 +160,14 @@ struct manifest {
 		struct mstr version;
 		struct mstr placement_s;
 		enum placement placement;
+		/*
+		 * Not the manifest's: set by the planner (or read back from the
+		 * state) when `merge` was asked but another stack merged a different
+		 * cuDNN into the CUDA prefix the stacks share, so this stack's goes
+		 * beside it (placement is then PLACEMENT_SEPARATE); why names them.
+		 */
+		int placement_auto;
+		char placement_why[256];
 		struct artifact artifact;
 		int has_artifact;
 		struct redist_ref redist;

@@ -55,7 +55,8 @@ struct txn {
 	struct strvec syncdirs; /* a directory on each filesystem this txn wrote to */
 	dev_t *devs;
 	size_t ndevs;
-	struct strvec refresh; /* resources of this stack to re-read at the commit */
+	struct strvec refresh;  /* resources of this stack to re-read at the commit */
+	struct strvec releases; /* paths whose record of this resource goes (others keep theirs) */
 	struct event *said;    /* EV_PLACED/EV_REMOVED, emitted once committed (said_add) */
 	size_t nsaid;
 };
@@ -71,6 +72,20 @@ static void said_add(struct txn *t, enum ev_kind kind, const char *what, const c
 	    .place = {.path = xstrdup(path), .what = what, .count = count, .replaced = replaced}};
 }
 
+/* Notes that a removal left `count` paths under `path` to the other stacks that record them. */
+static void said_shared(struct txn *t, const char *path, uint64_t count, const char *stack)
+{
+	t->said = xrealloc(t->said, (t->nsaid + 1) * sizeof(*t->said));
+	t->said[t->nsaid++] = (struct event){
+	    .kind = EV_KEPT,
+	    .level = EV_INFO,
+	    .place = {.path = xstrdup(path),
+	              .count = count,
+	              .why = xasprintf("%llu path%s still used by stack '%s'",
+	                               (unsigned long long)count, count == 1 ? "" : "s",
+	                               stack ? stack : "?")}};
+}
+
 /* After the commit: every placement of the txn as an event; then they are gone. */
 static void said_flush(struct txn *t, int emit)
 {
@@ -79,6 +94,7 @@ static void said_flush(struct txn *t, int emit)
 		if (emit)
 			ev_emit(t->c, &t->said[i]);
 		free((char *)t->said[i].place.path);
+		free((char *)t->said[i].place.why);
 	}
 	free(t->said);
 	t->said = NULL;
@@ -172,19 +188,48 @@ static void add_record(struct txn *t, const struct state_file *f)
 	d->link = f->link ? xstrdup(f->link) : NULL;
 }
 
-/* Who owns path: 0 nobody, 1 this resource (or this txn), 2 someone else. */
+/* This txn's resource as recorded before it (0: a new one). */
+static int64_t my_resource(struct txn *t)
+{
+	struct state_resource r;
+	if (state_resource_get(t->c->st, t->stack_id, t->addr, &r) != 0)
+		return 0;
+	int64_t id = r.id;
+	state_resource_release(&r);
+	return id;
+}
+
+/* Who owns path: 0 nobody, 1 this resource (or this txn), 2 someone else only. */
 static int owner_class(struct txn *t, const char *path)
 {
 	/* A path this txn has recorded already (a tree it built) is its own. */
 	for (size_t i = t->nadds; i-- > 0;)
 		if (strcmp(t->adds[i].path, path) == 0)
 			return 1;
-	int64_t rid = state_file_owner(t->c->st, path);
-	if (rid == 0)
+	if (state_file_owner(t->c->st, path) == 0)
 		return 0;
-	int mine = 0;
-	state_resource_matches(t->c->st, rid, t->stack_id, t->addr, &mine);
-	return mine ? 1 : 2;
+	int64_t mine = my_resource(t);
+	return mine && state_file_recorded_by(t->c->st, path, mine) ? 1 : 2;
+}
+
+/*
+ * 1 when a resource other than this txn's records path (a file stacks
+ * share); the first such stack's name is kept in *stack (malloc'd) when
+ * stack is not NULL and *stack is still NULL.
+ */
+static int shared_with_others(struct txn *t, const char *path, char **stack)
+{
+	struct state_file o;
+	char *who = NULL;
+	if (state_file_other(t->c->st, path, my_resource(t), &o, &who) != 0)
+		return 0;
+	free(o.path);
+	free(o.link);
+	if (stack && *stack == NULL && o.resource_id)
+		*stack = who;
+	else
+		free(who);
+	return o.resource_id != 0;
 }
 
 static char *sibling(struct txn *t, const char *host, const char *tag)
@@ -553,6 +598,304 @@ int txn_merge_tree(struct txn *t, const char *staged, const char *path, const st
 	return rc;
 }
 
+struct collect {
+	struct strvec paths;
+	struct strvec types;
+};
+
+static int collect_cb(const struct state_file *f, void *arg)
+{
+	struct collect *c = arg;
+	strvec_push(&c->paths, f->path);
+	char ty[2] = {f->type, 0};
+	strvec_push(&c->types, ty);
+	return 0;
+}
+
+/* Whether a record and a staged entry describe the same file, link or directory. */
+static int same_entry(const struct state_file *r, const struct place_entry *e)
+{
+	char et = e->type == 'h' ? 'f' : e->type;
+	if (r->type != et)
+		return 0;
+	if (et == 'f')
+		return e->sha256 && strcmp(r->sha256, e->sha256) == 0 &&
+		       (r->mode & 07777) == (e->mode & 07777);
+	if (et == 'l')
+		return r->link && e->link && strcmp(r->link, e->link) == 0;
+	return 1;
+}
+
+/* Whether the file at host is still what record r says (the drift check's test). */
+static int disk_matches(const struct state_file *r, const struct stat *sb)
+{
+	if (r->type == 'f')
+		return S_ISREG(sb->st_mode) && sb->st_size == r->size &&
+		       (int64_t)sb->st_mtim.tv_sec * 1000000000ll + sb->st_mtim.tv_nsec == r->mtime_ns &&
+		       (sb->st_mode & 07777) == (r->mode & 07777);
+	if (r->type == 'l')
+		return S_ISLNK(sb->st_mode);
+	return S_ISDIR(sb->st_mode);
+}
+
+/* Creates directory `path` (root-relative) and its missing parents, each journaled first. */
+static int mkdir_journaled(struct txn *t, const char *path)
+{
+	int rc = mkdirs_journaled(t, path);
+	char *host = ctx_host_path(t->c, path);
+	if (rc == 0 && !exists(host)) {
+		if (journal_add(t, "mkdir", path, NULL, NULL) != 0)
+			rc = fail(t, TF_ESTATE, "cannot write the journal");
+		else if (mkdir(host, 0755) != 0 && errno != EEXIST)
+			rc = fail(t, TF_EIO, "cannot create %s: %s", path, strerror(errno));
+	}
+	free(host);
+	return rc;
+}
+
+/* KEEP: shared as it is; PLACE, REPLACE: written; SKIP: not this resource's (a
+ * directory reached through another stack's symlink); ADOPT: a top-level
+ * document (LICENSE) another stack placed from its own first archive, kept and
+ * shared as it is, as the archives of one stack keep their first one's. */
+enum share_act { SHARE_KEEP, SHARE_PLACE, SHARE_REPLACE, SHARE_SKIP, SHARE_ADOPT };
+
+/*
+ * Pass 1 of txn_share_tree for one entry at dst: what to do, or a conflict
+ * (TF_ECONFLICT, its reason appended to why). Reads only.
+ */
+static int share_decide(struct txn *t, int64_t mine, const char *dst, const struct place_entry *e,
+                        enum share_act *act, struct strbuf *why)
+{
+	char *host = ctx_host_path(t->c, dst);
+	struct stat sb;
+	struct state_file any, other;
+	char *stack = NULL;
+	int rc = 0;
+	memset(&any, 0, sizeof(any));
+	memset(&other, 0, sizeof(other));
+	*act = SHARE_PLACE;
+	if (lstat(host, &sb) != 0)
+		goto out;
+	if (e->type == 'd') {
+		struct stat tgt;
+		*act = S_ISDIR(sb.st_mode)                                      ? SHARE_KEEP
+		       : S_ISLNK(sb.st_mode) && stat(host, &tgt) == 0 && S_ISDIR(tgt.st_mode) ? SHARE_SKIP
+		                                                                 : SHARE_PLACE;
+		if (*act == SHARE_PLACE) {
+			strbuf_addf(why, "%s%s is not a directory", why->len ? "; " : "", dst);
+			rc = TF_ECONFLICT;
+		}
+		goto out;
+	}
+	state_file_other(t->c->st, dst, 0, &any, NULL);
+	state_file_other(t->c->st, dst, mine, &other, &stack);
+	int me = mine && state_file_recorded_by(t->c->st, dst, mine);
+	if (any.resource_id == 0 && !me) {
+		strbuf_addf(why, "%s%s exists and was not placed by tfprov", why->len ? "; " : "",
+		            dst);
+		rc = TF_ECONFLICT;
+	} else if (other.resource_id && !same_entry(&other, e) && e->type != 'd' &&
+	           strchr(e->path, '/') == NULL && other.type == 'f' && disk_matches(&other, &sb)) {
+		*act = SHARE_ADOPT;
+	} else if (other.resource_id && !same_entry(&other, e)) {
+		strbuf_addf(why, "%s%s belongs to stack '%s' with other content", why->len ? "; " : "",
+		            dst, stack ? stack : "?");
+		rc = TF_ECONFLICT;
+	} else {
+		/* Same bytes as recorded, still on disk as recorded: nothing to write. A
+		 * shared file that drifted is put back to the bytes every owner wants. */
+		const struct state_file *r = other.resource_id ? &other : &any;
+		*act = r->resource_id && same_entry(r, e) && disk_matches(r, &sb) ? SHARE_KEEP
+		                                                                  : SHARE_REPLACE;
+	}
+out:
+	free(any.path);
+	free(any.link);
+	free(other.path);
+	free(other.link);
+	free(stack);
+	free(host);
+	return rc;
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * The entries with every directory that holds one of them (a merged cuDNN
+ * lists its files, not always lib/ and include/), so that a shared directory
+ * is recorded by each owner and goes with the last. *out is malloc'd
+ * (paths of the added directories in *dirs); returns the new count.
+ */
+static size_t with_parents(const struct place_entry *e, size_t n, struct place_entry **out,
+                           struct strvec *dirs)
+{
+	struct strvec have = STRVEC_INIT;
+	for (size_t i = 0; i < n; i++)
+		if (e[i].type == 'd')
+			strvec_push(&have, e[i].path);
+	for (size_t i = 0; i < n; i++) {
+		char *d = xstrdup(e[i].path);
+		for (char *sl = strrchr(d, '/'); sl; sl = strrchr(d, '/')) {
+			*sl = '\0';
+			int known = 0;
+			for (size_t k = 0; k < have.n && !known; k++)
+				known = strcmp(have.v[k], d) == 0;
+			if (known)
+				break;
+			strvec_push(&have, d);
+			strvec_push(dirs, d);
+		}
+		free(d);
+	}
+	*out = xcalloc(n + dirs->n + 1, sizeof(**out));
+	/* Parents first: the directories are created before what they hold. */
+	for (size_t i = 0; i < dirs->n; i++)
+		(*out)[i] = (struct place_entry){dirs->v[dirs->n - 1 - i], 'd', NULL, 0, 0755, NULL};
+	if (n)
+		memcpy(*out + dirs->n, e, n * sizeof(*e));
+	strvec_release(&have);
+	return n + dirs->n;
+}
+
+int txn_share_tree(struct txn *t, const char *staged, const char *path,
+                   const struct place_entry *given, size_t ngiven)
+{
+	struct state *st = t->c->st;
+	int64_t mine = my_resource(t);
+	struct place_entry *e = NULL;
+	struct strvec implied = STRVEC_INIT;
+	size_t n = with_parents(given, ngiven, &e, &implied);
+	/* Entry n is the tree's root, recorded too, so that its last owner removes it. */
+	struct place_entry root = {"", 'd', NULL, 0, 0755, NULL};
+	enum share_act *act = xcalloc(n + 1, sizeof(*act));
+	char **dst = xcalloc(n + 1, sizeof(*dst));
+	struct strbuf why = STRBUF_INIT;
+	struct strvec backups = STRVEC_INIT, relf = STRVEC_INIT, reld = STRVEC_INIT;
+	struct collect col = {STRVEC_INIT, STRVEC_INIT};
+	int rc = 0, nconf = 0;
+	size_t placed = 0;
+	/* Pass 1: decide every entry, before any write; a conflict stops here. */
+	for (size_t i = 0; i <= n; i++) {
+		const struct place_entry *x = i < n ? &e[i] : &root;
+		dst[i] = i < n ? path_join(path, x->path) : xstrdup(path);
+		if (share_decide(t, mine, dst[i], x, &act[i], &why) != 0 && nconf++ >= 4)
+			break;
+	}
+	if (nconf) {
+		rc = fail(t, TF_ECONFLICT, "%s%s: nothing was changed", why.buf,
+		          nconf > 5 ? " (and more)" : "");
+		goto out;
+	}
+	/* What this resource recorded that the tree no longer holds is released. */
+	if (mine)
+		state_files_foreach(st, mine, collect_cb, &col);
+	char **sorted = xcalloc(n + 2, sizeof(*sorted));
+	memcpy(sorted, dst, (n + 1) * sizeof(*sorted));
+	qsort(sorted, n + 1, sizeof(*sorted), cmp_cstr);
+	for (size_t i = 0; i < col.paths.n; i++) {
+		const char *p = col.paths.v[i];
+		if (bsearch(&p, sorted, n + 1, sizeof(*sorted), cmp_cstr) == NULL)
+			strvec_push(col.types.v[i][0] == 'd' ? &reld : &relf, p);
+	}
+	free(sorted);
+	if (relf.n || reld.n)
+		rc = txn_remove_paths(t, &relf, &reld);
+	/* Pass 2: the missing directories, each journaled; then every file move in one
+	 * journal transaction; then the moves. */
+	for (size_t i = 0; i <= n && rc == 0; i++)
+		if (act[i] == SHARE_PLACE && (i == n || e[i].type == 'd'))
+			rc = mkdir_journaled(t, dst[i]);
+	if (rc == 0 && state_begin(st) != 0)
+		rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		strvec_push(&backups, "");
+		if (e[i].type == 'd' || (act[i] != SHARE_PLACE && act[i] != SHARE_REPLACE))
+			continue;
+		char *host = ctx_host_path(t->c, dst[i]);
+		char *src = path_join(staged, e[i].path);
+		char *bak = act[i] == SHARE_REPLACE ? sibling(t, host, "bak") : NULL;
+		if (journal_add(t, "put", dst[i], src, bak) != 0)
+			rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
+		if (bak) {
+			free(backups.v[i]);
+			backups.v[i] = bak;
+		}
+		free(src);
+		free(host);
+	}
+	if (rc == 0 && state_commit(st) != 0)
+		rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
+	if (rc != 0) {
+		state_rollback(st);
+		goto out;
+	}
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (e[i].type == 'd' || (act[i] != SHARE_PLACE && act[i] != SHARE_REPLACE))
+			continue;
+		char *host = ctx_host_path(t->c, dst[i]);
+		char *src = path_join(staged, e[i].path);
+		if ((rc = mkdirs_journaled(t, dst[i])) != 0)
+			;
+		else if (backups.v[i][0] && rename(host, backups.v[i]) != 0)
+			rc = fail(t, TF_EIO, "cannot move %s aside: %s", dst[i], strerror(errno));
+		else if (rename(src, host) != 0)
+			rc = fail(t, TF_EIO, "cannot place %s: %s", dst[i], strerror(errno));
+		else
+			placed++;
+		free(src);
+		free(host);
+	}
+	if (rc != 0)
+		goto out;
+	/* Every entry is recorded for this resource: kept, placed or replaced. */
+	for (size_t i = 0; i <= n; i++) {
+		if (act[i] == SHARE_SKIP)
+			continue;
+		const struct place_entry *x = i < n ? &e[i] : &root;
+		struct state_file f, o;
+		memset(&f, 0, sizeof(f));
+		memset(&o, 0, sizeof(o));
+		f.path = dst[i];
+		f.type = x->type == 'h' ? 'f' : x->type;
+		if (x->sha256)
+			snprintf(f.sha256, sizeof(f.sha256), "%s", x->sha256);
+		f.size = f.type == 'f' ? x->size : 0;
+		f.mode = x->mode;
+		f.link = (char *)x->link;
+		if (act[i] == SHARE_ADOPT && state_file_other(st, dst[i], mine, &o, NULL) == 0 &&
+		    o.resource_id) {
+			memcpy(f.sha256, o.sha256, sizeof(f.sha256));
+			f.size = o.size;
+			f.mode = o.mode;
+		}
+		char *host = ctx_host_path(t->c, f.path);
+		stat_record(&f, host);
+		free(host);
+		add_record(t, &f);
+		free(o.path);
+		free(o.link);
+	}
+	fs_rmtree(staged);
+	said_add(t, EV_PLACED, "share", path, placed, 0);
+out:
+	for (size_t i = 0; i <= n; i++)
+		free(dst[i]);
+	free(dst);
+	free(act);
+	strbuf_release(&why);
+	strvec_release(&backups);
+	strvec_release(&relf);
+	strvec_release(&reld);
+	strvec_release(&col.paths);
+	strvec_release(&col.types);
+	strvec_release(&implied);
+	free(e);
+	return rc;
+}
+
 int txn_remove(struct txn *t, const char *path)
 {
 	char *host = ctx_host_path(t->c, path);
@@ -579,24 +922,10 @@ out:
 	return rc;
 }
 
-struct collect {
-	struct strvec paths;
-	struct strvec types;
-};
-
-static int collect_cb(const struct state_file *f, void *arg)
-{
-	struct collect *c = arg;
-	strvec_push(&c->paths, f->path);
-	char ty[2] = {f->type, 0};
-	strvec_push(&c->types, ty);
-	return 0;
-}
-
 /* The shortest of paths and dirs: the top of what a removal takes. */
 static const char *top_path(const struct strvec *paths, const struct strvec *dirs)
 {
-	const char *top = paths->v[0];
+	const char *top = paths->n ? paths->v[0] : dirs->v[0];
 	for (size_t i = 1; i < paths->n; i++)
 		if (strlen(paths->v[i]) < strlen(top))
 			top = paths->v[i];
@@ -612,11 +941,26 @@ int txn_remove_paths(struct txn *t, const struct strvec *paths, const struct str
 	struct strvec backups = STRVEC_INIT;
 	int rc = 0;
 	/* Pass 1: every intent in one SQLite transaction, before any rename. */
-	if (state_begin(st) != 0)
+	/*
+	 * A path another resource also records (a CUDA prefix two stacks
+	 * share) stays on disk: only this resource's record of it goes.
+	 */
+	size_t nshared = 0;
+	char *keep = xcalloc(paths->n + 1, 1), *sharer = NULL;
+	for (size_t i = 0; i < paths->n; i++)
+		if (shared_with_others(t, paths->v[i], &sharer)) {
+			keep[i] = 1;
+			nshared++;
+			strvec_push(&t->releases, paths->v[i]);
+		}
+	if (state_begin(st) != 0) {
+		free(keep);
+		free(sharer);
 		return fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
+	}
 	for (size_t i = 0; i < paths->n && rc == 0; i++) {
 		char *host = ctx_host_path(t->c, paths->v[i]);
-		char *bak = exists(host) ? sibling(t, host, "del") : NULL;
+		char *bak = !keep[i] && exists(host) ? sibling(t, host, "del") : NULL;
 		if (bak && journal_add(t, "rm", paths->v[i], NULL, bak) != 0)
 			rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
 		strvec_push(&backups, bak ? bak : "");
@@ -629,22 +973,59 @@ int txn_remove_paths(struct txn *t, const struct strvec *paths, const struct str
 		state_rollback(st);
 		t->njids = 0;
 		strvec_release(&backups);
+		free(keep);
+		free(sharer);
 		return rc;
 	}
 	/* Pass 2: each file is renamed aside; the commit deletes the backups. */
 	for (size_t i = 0; i < paths->n && rc == 0; i++) {
 		char *host = ctx_host_path(t->c, paths->v[i]);
-		if (backups.v[i][0] && rename(host, backups.v[i]) != 0)
+		if (keep[i])
+			; /* released at the commit, left on disk */
+		else if (backups.v[i][0] && rename(host, backups.v[i]) != 0)
 			rc = fail(t, TF_EIO, "cannot remove %s: %s", paths->v[i], strerror(errno));
 		else
 			strvec_push(&t->dels, paths->v[i]);
 		free(host);
 	}
-	for (size_t i = 0; dirs && i < dirs->n; i++)
-		strvec_push(&t->rmdirs, dirs->v[i]);
+	for (size_t i = 0; dirs && i < dirs->n; i++) {
+		if (shared_with_others(t, dirs->v[i], &sharer)) {
+			strvec_push(&t->releases, dirs->v[i]);
+			nshared++;
+		} else {
+			strvec_push(&t->rmdirs, dirs->v[i]);
+		}
+	}
 	strvec_release(&backups);
-	if (rc == 0 && paths->n)
-		said_add(t, EV_REMOVED, NULL, top_path(paths, dirs), paths->n, 0);
+	free(keep);
+	if (rc == 0 && paths->n > nshared)
+		said_add(t, EV_REMOVED, NULL, top_path(paths, dirs), paths->n - nshared, 0);
+	if (rc == 0 && nshared)
+		said_shared(t, top_path(paths, dirs), nshared, sharer);
+	free(sharer);
+	return rc;
+}
+
+int txn_remove_outside(struct txn *t, const char *keep)
+{
+	int64_t mine = my_resource(t);
+	if (mine == 0)
+		return 0;
+	struct collect col = {STRVEC_INIT, STRVEC_INIT};
+	struct strvec files = STRVEC_INIT, dirs = STRVEC_INIT;
+	state_files_foreach(t->c->st, mine, collect_cb, &col);
+	size_t kl = strlen(keep);
+	for (size_t i = 0; i < col.paths.n; i++) {
+		const char *p = col.paths.v[i];
+		if (strncmp(p, keep, kl) == 0 && (p[kl] == '\0' || p[kl] == '/'))
+			continue;
+		strvec_push(col.types.v[i][0] == 'd' ? &dirs : &files, p);
+	}
+	int rc = files.n || dirs.n ? txn_remove_paths(t, &files, &dirs) : 0;
+	strvec_release(&files);
+	strvec_release(&dirs);
+	strvec_release(&col.paths);
+	strvec_release(&col.types);
 	return rc;
 }
 
@@ -780,7 +1161,7 @@ static int refresh_now(struct txn *t, const char *addr)
 		char *host = ctx_host_path(t->c, col.paths.v[i]);
 		struct stat sb;
 		if (lstat(host, &sb) != 0) {
-			rc = state_file_delete(st, col.paths.v[i]);
+			rc = state_file_release(st, r.id, col.paths.v[i]);
 		} else if (col.types.v[i][0] == 'f') {
 			struct state_file f;
 			memset(&f, 0, sizeof(f));
@@ -907,6 +1288,11 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 		rc = state_file_delete_tree(st, t->dels.v[i]);
 	for (size_t i = 0; i < t->rmdirs.n && rc == 0; i++)
 		rc = state_file_delete(st, t->rmdirs.v[i]);
+	if (t->releases.n && rc == 0) {
+		int64_t me = rid ? rid : my_resource(t);
+		for (size_t i = 0; i < t->releases.n && rc == 0; i++)
+			rc = state_file_release(st, me, t->releases.v[i]);
+	}
 	for (size_t i = 0; i < t->nadds && rc == 0; i++)
 		rc = state_file_put(st, rid, &t->adds[i]);
 	for (size_t i = 0; i < t->refresh.n && rc == 0; i++)
@@ -1079,6 +1465,7 @@ void txn_abort(struct txn *t)
 	strvec_release(&t->jpaths);
 	strvec_release(&t->syncdirs);
 	strvec_release(&t->refresh);
+	strvec_release(&t->releases);
 	said_flush(t, 0);
 	free(t->devs);
 	free(t->addr);
@@ -1272,4 +1659,13 @@ int txn_snapshot_dir(struct txn *t, const char *path, char **snap_out)
 	}
 	*snap_out = snap;
 	return 0;
+}
+
+int place_sharers(struct ctx *c, const char *addr, const char *stack, const char *prefix,
+                  struct strvec *stacks, struct strvec *desired)
+{
+	if (c->st == NULL)
+		return 0;
+	return state_sharers_under(c->st, addr, state_stack_id(c->st, stack), prefix, stacks,
+	                           desired);
 }

@@ -60,6 +60,31 @@ int txn_put_tree(struct txn *t, const char *staged_host_dir, const char *path,
 int txn_merge_tree(struct txn *t, const char *staged_host_dir, const char *path,
                    const struct place_entry *entries, size_t n);
 /*
+ * Places a staged tree at `path` where other stacks may own parts of it
+ * already (two stacks with one CUDA version share its prefix; cuDNN merged
+ * into such a prefix). Afterwards this resource records exactly the tree's
+ * entries and its root `path`:
+ *  - an entry on disk with the content another resource records for it
+ *    (type, sha256 and mode, or link target) is shared: recorded for this
+ *    resource too, nothing written; one that drifted from that record is
+ *    put back to those bytes;
+ *  - an absent entry is placed (journaled, staged beside it, renamed), as
+ *    is one only this resource records, when it changed;
+ *  - what this resource recorded before and the tree no longer holds is
+ *    released (txn_remove_paths: removed unless another resource records it).
+ * An entry that exists with other content than another stack records, or
+ * that tfprov did not place, is a conflict (TF_ECONFLICT naming the path and
+ * the stack), found before any write.
+ */
+int txn_share_tree(struct txn *t, const char *staged_host_dir, const char *path,
+                   const struct place_entry *entries, size_t n);
+/*
+ * Releases (as txn_remove_paths) every path this resource records outside
+ * directory `keep`: a stack whose CUDA version changed leaves the old prefix
+ * to the stacks that still use it, or removes it.
+ */
+int txn_remove_outside(struct txn *t, const char *keep);
+/*
  * Replaces the directory `path` by the staged tree (a host path on the same
  * filesystem, typically from txn_stage_dir) with one journaled pair of
  * renames; the old tree is garbage once the txn commits, and an abort or a
@@ -82,7 +107,9 @@ int txn_remove(struct txn *t, const char *path);
  */
 int txn_remove_all(struct txn *t);
 /* Removes `paths` (files or links, journaled like txn_remove, in one
- * journal transaction) and, after the commit, `dirs` when empty (may be NULL). */
+ * journal transaction) and, after the commit, `dirs` when empty (may be NULL).
+ * A path or directory another resource also records stays where it is: only
+ * this resource's record of it goes (an EV_KEPT names the stack using it). */
 struct strvec;
 int txn_remove_paths(struct txn *t, const struct strvec *paths, const struct strvec *dirs);
 /* After txn_commit: what the removal kept ("path" or "dir/"), borrowed. */
@@ -145,6 +172,14 @@ int place_is_owned(struct ctx *c, const char *path);
  */
 int place_foreign_step_file(struct ctx *c, const char *addr, const char *stack, const char *prefix,
                             char **other_stack, char **path);
+/*
+ * The stacks other than `stack` whose step `addr` records `prefix` or a path
+ * under it (who shares a CUDA prefix), in name order, with that resource's
+ * desired digest when `desired` is not NULL. 0 or TF_ESTATE; nothing without
+ * a state.
+ */
+int place_sharers(struct ctx *c, const char *addr, const char *stack, const char *prefix,
+                  struct strvec *stacks, struct strvec *desired);
 
 /*
  * Makes a hard-link snapshot of the directory `path` (root-relative) beside

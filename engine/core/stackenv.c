@@ -59,13 +59,15 @@ void stackenv_build(const struct manifest *m, const char *name, const char *host
 		add(out, "PATH", SENV_PREPEND, sb.buf);
 	if (cuda) {
 		strbuf_reset(&sb);
-		strbuf_addf(&sb, "%s/lib64", cuda);
+		/* A separate cuDNN comes first: the CUDA prefix may be shared with a
+		 * stack that merged another cuDNN (same soname) into its lib64. */
 		if (m->cudnn.set && m->cudnn.placement == PLACEMENT_SEPARATE) {
 			char *p = stack_cudnn_prefix(m), *h = at_root(host_root, p);
-			strbuf_addf(&sb, ":%s/lib", h);
+			strbuf_addf(&sb, "%s/lib:", h);
 			free(h);
 			free(p);
 		}
+		strbuf_addf(&sb, "%s/lib64", cuda);
 		add(out, "LD_LIBRARY_PATH", SENV_PREPEND, sb.buf);
 		add(out, "CUDA_HOME", SENV_SET, cuda);
 		add(out, "CUDA_PATH", SENV_SET, cuda);

@@ -146,16 +146,16 @@ out:
 	return rc;
 }
 
-static int apply_plan(struct ctx *c, const struct manifest *m, struct plan *p);
+static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p);
 
-int plan_apply(struct ctx *c, const struct manifest *m, struct plan *p)
+int plan_apply(struct ctx *c, struct manifest *m, struct plan *p)
 {
 	int rc = apply_plan(c, m, p);
 	artset_predecode_release(c); /* this run's decode-ahead scratch, taken over or not */
 	return rc;
 }
 
-static int apply_plan(struct ctx *c, const struct manifest *m, struct plan *p)
+static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p)
 {
 	int rc = 0;
 	/* Preconditions: nothing has changed yet when one fails. */

@@ -20,6 +20,7 @@
 #include "event.h"
 #include "state.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,9 +56,45 @@ static void count(struct plan *p, const struct step *s)
 	}
 }
 
-int plan_build(struct ctx *c, const struct manifest *m, struct plan *p)
+void plan_resolve_placement(struct ctx *c, struct manifest *m)
+{
+	if (m->cudnn.placement_auto) { /* a second plan of the same run decides again */
+		m->cudnn.placement = PLACEMENT_MERGE;
+		m->cudnn.placement_auto = 0;
+		m->cudnn.placement_why[0] = '\0';
+	}
+	if (!m->cudnn.set || !m->cuda.set || m->cudnn.placement != PLACEMENT_MERGE || c->st == NULL)
+		return;
+	/* What this stack would record for a merged cuDNN, against what each sharer did. */
+	struct strbuf canon = STRBUF_INIT, detail = STRBUF_INIT;
+	struct strvec urls = STRVEC_INIT, stacks = STRVEC_INIT, desired = STRVEC_INIT;
+	char want[65], *prefix = stack_cuda_prefix(m);
+	module_cudnn.desire(c, m, &canon, &detail, &urls);
+	sha256_buf(canon.buf ? canon.buf : "", canon.len, want);
+	place_sharers(c, "cudnn", m->stack.name.s, prefix, &stacks, &desired);
+	struct strbuf who = STRBUF_INIT;
+	for (size_t i = 0; i < stacks.n; i++)
+		if (strcmp(desired.v[i], want) != 0)
+			strbuf_addf(&who, "%s'%s'", who.len ? ", " : "", stacks.v[i]);
+	if (who.len) {
+		m->cudnn.placement = PLACEMENT_SEPARATE;
+		m->cudnn.placement_auto = 1;
+		snprintf(m->cudnn.placement_why, sizeof(m->cudnn.placement_why),
+		         "stack %s merged another cuDNN into the shared %s", who.buf, prefix);
+	}
+	strbuf_release(&who);
+	strbuf_release(&canon);
+	strbuf_release(&detail);
+	strvec_release(&urls);
+	strvec_release(&stacks);
+	strvec_release(&desired);
+	free(prefix);
+}
+
+int plan_build(struct ctx *c, struct manifest *m, struct plan *p)
 {
 	memset(p, 0, sizeof(*p));
+	plan_resolve_placement(c, m);
 	p->stack_id = c->st ? state_stack_id(c->st, m->stack.name.s) : 0;
 	struct strvec wanted = STRVEC_INIT;
 	for (size_t i = 0; i < nmodules; i++) {

@@ -18,7 +18,18 @@ struct plan {
 	int add, change, destroy, read;
 };
 
-int plan_build(struct ctx *c, const struct manifest *m, struct plan *p);
+/*
+ * Builds the plan of manifest m. It may settle what the manifest leaves to
+ * tfprov (plan_resolve_placement), so m is written.
+ */
+int plan_build(struct ctx *c, struct manifest *m, struct plan *p);
+/*
+ * A cuDNN to merge into a CUDA prefix that another stack shares and merged a
+ * different cuDNN into goes beside it instead: m->cudnn.placement becomes
+ * PLACEMENT_SEPARATE with placement_auto and placement_why set. Called by
+ * plan_build; idempotent.
+ */
+void plan_resolve_placement(struct ctx *c, struct manifest *m);
 /* A plan that removes every recorded resource of a stack (destroy). */
 int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p);
 /*
@@ -44,7 +55,7 @@ int64_t drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed);
  * Applies the plan: preconditions first (nothing changed when they fail),
  * then one generation, one txn per step. Returns 0 or a TF_E* code.
  */
-int plan_apply(struct ctx *c, const struct manifest *m, struct plan *p);
+int plan_apply(struct ctx *c, struct manifest *m, struct plan *p);
 int plan_apply_destroy(struct ctx *c, const char *stack, struct plan *p);
 
 #endif

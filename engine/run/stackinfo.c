@@ -21,6 +21,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <glob.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,24 @@ out:
 	diags_release(&d);
 }
 
+void stackinfo_recorded_placement(struct ctx *c, int64_t stack_id, struct manifest *m)
+{
+	struct state_resource r;
+	if (c->st == NULL || !m->cudnn.set || m->cudnn.placement != PLACEMENT_MERGE ||
+	    state_resource_get(c->st, stack_id, "cudnn", &r) != 0)
+		return;
+	json_t *j = r.attrs ? json_loads(r.attrs, 0, NULL) : NULL;
+	const char *pl = json_string_value(json_object_get(j, "placement"));
+	if (pl && strcmp(pl, "separate") == 0) {
+		m->cudnn.placement = PLACEMENT_SEPARATE;
+		m->cudnn.placement_auto = 1;
+		snprintf(m->cudnn.placement_why, sizeof(m->cudnn.placement_why),
+		         "another stack merged another cuDNN into the shared CUDA prefix");
+	}
+	json_decref(j);
+	state_resource_release(&r);
+}
+
 void stackinfo_from_manifest(struct ctx *c, struct manifest *m, struct stackinfo *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -81,17 +100,17 @@ void stackinfo_from_manifest(struct ctx *c, struct manifest *m, struct stackinfo
 	out->cudnn = m->cudnn.version.s ? m->cudnn.version.s : m->versions.cudnn.s;
 	out->has_cuda = m->cuda.set;
 	out->has_cudnn = m->cudnn.set;
-	if (m->cuda.set) {
-		char *p = stack_cuda_prefix(m);
-		out->cuda_prefix = ctx_host_dir(c, p);
-		strvec_pushf(&out->lib_dirs, "%s/lib64", out->cuda_prefix);
-		free(p);
-	}
 	if (m->cudnn.set) {
 		char *p = stack_cudnn_prefix(m);
 		out->cudnn_prefix = ctx_host_dir(c, p);
 		if (m->cudnn.placement == PLACEMENT_SEPARATE)
 			strvec_pushf(&out->lib_dirs, "%s/lib", out->cudnn_prefix);
+		free(p);
+	}
+	if (m->cuda.set) {
+		char *p = stack_cuda_prefix(m);
+		out->cuda_prefix = ctx_host_dir(c, p);
+		strvec_pushf(&out->lib_dirs, "%s/lib64", out->cuda_prefix);
 		free(p);
 	}
 	if (m->python.set) {
@@ -127,6 +146,7 @@ int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char 
 		rc = TF_EMANIFEST;
 		goto out;
 	}
+	stackinfo_recorded_placement(c, g.stack_id, m);
 	stackinfo_from_manifest(c, m, out);
 	free(out->name);
 	out->name = xstrdup(name);

@@ -9,8 +9,9 @@
  *  - Paths in struct stackinfo are host paths (ctx_host_path of the manifest's
  *    root-relative paths), so `--root` needs no string joins by callers.
  *  - lib_dirs is the stack's loader search order, the same as the env step's
- *    LD_LIBRARY_PATH: the CUDA prefix's lib64, then cuDNN's own lib when its
- *    placement is separate. A stack that takes CUDA from nvidia-*-cu<N> pip
+ *    LD_LIBRARY_PATH: cuDNN's own lib when its placement is separate, then
+ *    the CUDA prefix's lib64 (which may hold the cuDNN another stack sharing
+ *    the prefix merged: this stack's own must come first). A stack that takes CUDA from nvidia-*-cu<N> pip
  *    wheels (no cuda section) has no LD_LIBRARY_PATH at all: its lib_dirs are
  *    where TensorFlow loads those libraries from, the env's
  *    site-packages/nvidia/<lib>/lib (the knowledge base's pip.cuda_wheels).
@@ -57,6 +58,15 @@ int stackinfo_names(struct ctx *c, struct strvec *names);
  * TF_EMANIFEST when its recorded manifest no longer parses (*errmsg says why).
  */
 int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char **errmsg);
+
+/*
+ * Sets m's cuDNN placement to what the stack's last apply chose (the cudnn
+ * step's recorded attrs): PLACEMENT_SEPARATE when the planner placed it
+ * beside a CUDA prefix shared with a stack that merged another cuDNN
+ * (plan_resolve_placement). Every reader of a recorded manifest calls this,
+ * so run, env, verify and bench find the cuDNN where it is.
+ */
+void stackinfo_recorded_placement(struct ctx *c, int64_t stack_id, struct manifest *m);
 
 /*
  * Fills a stackinfo from a manifest that may not be applied (doctor MANIFEST):

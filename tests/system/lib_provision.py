@@ -147,3 +147,49 @@ def temp_leftovers(root):
 
 def out(p):
     return (p.stdout or "") + (p.stderr or "")
+
+
+DLPROBE = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+/* Prints where the loader found each library named on the command line. */
+int main(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		void *h = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
+		Dl_info info;
+		void *sym = h ? dlsym(h, "cudnnGetVersion") : NULL;
+		if (h == NULL) {
+			printf("%s -\n", argv[i]);
+			continue;
+		}
+		if (sym == NULL)
+			sym = dlsym(h, "cudaRuntimeGetVersion");
+		if (sym != NULL && dladdr(sym, &info) && info.dli_fname) {
+			char *real = realpath(info.dli_fname, NULL);
+			printf("%s %s\n", argv[i], real ? real : info.dli_fname);
+			free(real);
+		} else {
+			printf("%s ?\n", argv[i]);
+		}
+	}
+	return 0;
+}
+"""
+
+
+def dlprobe(d):
+    """Builds DLPROBE in directory d: `dlprobe LIB...` prints, for each library, the
+    real path the loader found it at (dladdr of one of its symbols), or '-'."""
+    probe, src = os.path.join(str(d), "dlprobe"), os.path.join(str(d), "dlprobe.c")
+    with open(src, "w") as f:
+        f.write(DLPROBE)
+    # Stubs built by a sanitizer build (CI's second pass) need the probe to carry
+    # the same runtime, loaded first.
+    stub = os.path.join(STUBS, "cuda12", "libcudnn.so.8")
+    ldd = subprocess.run(["ldd", stub], capture_output=True, text=True).stdout
+    san = ["-fsanitize=address,undefined"] if "libasan" in ldd else []
+    subprocess.run(["gcc", *san, "-o", probe, src, "-ldl"], check=True)
+    return probe

@@ -26,7 +26,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conftest import Tfprov  # noqa: E402
-from lib_provision import STUBS, Mirror, no_stub_env, out  # noqa: E402
+from lib_provision import Mirror, dlprobe, no_stub_env, out  # noqa: E402
 
 PY = "3.11"
 VENV = f"python:\n  manager: venv\n  name: {{env}}\n  version: \"{PY}\"\n" \
@@ -43,36 +43,6 @@ driver:
   policy: skip
 """
 ENV = no_stub_env()
-
-DLPROBE = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-/* Prints where the loader found each library named on the command line. */
-int main(int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++) {
-		void *h = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
-		Dl_info info;
-		void *sym = h ? dlsym(h, "cudnnGetVersion") : NULL;
-		if (h == NULL) {
-			printf("%s -\n", argv[i]);
-			continue;
-		}
-		if (sym == NULL)
-			sym = dlsym(h, "cudaRuntimeGetVersion");
-		if (sym != NULL && dladdr(sym, &info) && info.dli_fname) {
-			char *real = realpath(info.dli_fname, NULL);
-			printf("%s %s\n", argv[i], real ? real : info.dli_fname);
-			free(real);
-		} else {
-			printf("%s ?\n", argv[i]);
-		}
-	}
-	return 0;
-}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -92,16 +62,7 @@ def machine(tmp_path_factory):
             assert p.returncode == 0, out(p)
     small = d / "small.yaml"
     small.write_text(DEMO)
-    probe = d / "dlprobe"
-    src = d / "dlprobe.c"
-    src.write_text(DLPROBE)
-    # Stubs built by a sanitizer build (CI's second pass) need the probe to carry
-    # the same runtime, loaded first.
-    stub = os.path.join(STUBS, "cuda12", "libcudnn.so.8")
-    ldd = subprocess.run(["ldd", stub], capture_output=True, text=True).stdout
-    san = ["-fsanitize=address,undefined"] if "libasan" in ldd else []
-    subprocess.run(["gcc", *san, "-o", str(probe), str(src), "-ldl"], check=True)
-    t.a, t.b, t.small, t.probe = a, b, str(small), str(probe)
+    t.a, t.b, t.small, t.probe = a, b, str(small), dlprobe(d)
     t.dir = d
     return t
 

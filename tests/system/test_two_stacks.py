@@ -6,11 +6,15 @@ build/stubs/cuda12); no GPU here, so every apply runs with --no-gpu (GPU
 checks reported as skipped). HTTP, SQLite and placement are real.
 """
 import os
+import random
+import signal
+import time
 
 import pytest
 
-from lib_provision import (SIDE_FILES, Mirror, db_rows, missing_recorded, no_stub_env, out,
-                           recorded_files, temp_leftovers, tree_hashes)
+import lib_killpoint
+from lib_provision import (SIDE_FILES, STUBS, Mirror, db_rows, dlprobe, missing_recorded,
+                           no_stub_env, out, recorded_files, temp_leftovers, tree_hashes)
 
 ENV = no_stub_env()
 
@@ -30,6 +34,17 @@ def mirror(tmp_path_factory):
         m.other_sep = m.stack(d / "other-sep.yaml", name="other", stubs="cuda12",
                               cuda="12.3.2", cudnn="8.9.6.50", cudnn_variant="cuda12",
                               placement="separate")
+        # The shipped 2.15 shape and a 2.17 shape (with nvcc and CUPTI) on one CUDA.
+        libs = "cuda_cudart,libcublas,libcufft,libcurand,libcusolver,libcusparse,libnvjitlink"
+        m.s215 = m.stack(d / "s215.yaml", name="tf215", stubs="cuda12", cuda="12.3.2",
+                         cudnn="8.9.7.29", cudnn_variant="cuda12", components=libs)
+        m.s217 = m.stack(d / "s217.yaml", name="tf217", stubs="cuda12", cuda="12.3.2",
+                         cudnn="8.9.7.29", cudnn_variant="cuda12", tensorflow="2.17.0",
+                         components=libs + ",cuda_nvcc,cuda_cupti")
+        # The 2.20 shape under the 2.15 stack's name: an upgrade.
+        m.up = m.stack(d / "up.yaml", name="tf215", stubs="cuda12", cuda="12.5.1",
+                       cudnn="9.3.0.75", cudnn_variant="cuda12", tensorflow="2.20.0",
+                       cudnn_stubs=os.path.join(STUBS, "cudnn9"))
         yield m
 
 
@@ -81,36 +96,6 @@ def test_side_by_side_then_destroy_one(tfprov, mirror):
     assert "No changes" in p.stdout
 
 
-def test_two_merges_into_one_cuda_prefix_conflict(tfprov, mirror):
-    """Two stacks with the same CUDA 12.3.2 prefix, both placement: merge, with
-    different cuDNN (8.9.7 vs 8.9.6): the second fails before changing anything,
-    naming the conflict (the other stack and the prefix)."""
-    _apply(tfprov, mirror.new)
-    before = tree_hashes(tfprov.root, exclude=SIDE_FILES)
-    gens = db_rows(tfprov, "SELECT id, result FROM generations")
-    p = tfprov.run("--no-gpu", "apply", "-y", mirror.other_merge, env=ENV)
-    assert p.returncode != 0, out(p)
-    text = out(p)
-    assert "tf215" in text and "/opt/tfprov/cuda/12.3.2" in text, text
-    assert "another `prefix:`" in text  # says how to resolve it
-    assert tree_hashes(tfprov.root, exclude=SIDE_FILES) == before
-    assert db_rows(tfprov, "SELECT id, result FROM generations") == gens
-    assert tfprov.run("--no-gpu", "verify", "tf215", env=ENV).returncode == 0
-
-
-def test_merge_conflict_shown_by_plan(tfprov, mirror):
-    """plan of the conflicting second stack already says apply would stop."""
-    _apply(tfprov, mirror.new)
-    p = tfprov.run("--no-gpu", "plan", mirror.other_merge, env=ENV)
-    assert "tf215" in out(p) and "merge" in out(p), out(p)
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "NOT YET (issue 29, item 5): a CUDA prefix can belong to one stack only (files.path "
-    "is the state's primary key), so a second stack with the same CUDA version is "
-    "refused, now by plan and apply before any change "
-    "(test_same_cuda_version_refused_before_any_change). Needs shared ownership of an "
-    "identical CUDA tree"))
 def test_separate_placement_next_to_merged_stack(tfprov, mirror):
     """The same pair with the second stack's cuDNN placed separately: works, and
     both stacks verify; the first stack's merged cuDNN is untouched."""
@@ -125,25 +110,164 @@ def test_separate_placement_next_to_merged_stack(tfprov, mirror):
     assert missing_recorded(tfprov) == []
 
 
-def test_same_cuda_version_refused_before_any_change(tfprov, mirror):
-    """Until two stacks can share a CUDA prefix: the second stack on the same CUDA
-    version, even with its cuDNN placed separately, is refused by plan (which says
-    apply would stop) and by apply before anything is fetched or changed, naming the
-    other stack, the prefix and the fix; the first stack still verifies."""
+def _cuda_records(tfprov, prefix="/opt/tfprov/cuda/12.3.2"):
+    """{stack: {path under prefix recorded by its cuda or cudnn step}}."""
+    got = {}
+    for path, _t, _h, _n, _addr, stack in recorded_files(tfprov):
+        if path == prefix or path.startswith(prefix + "/"):
+            got.setdefault(stack, set()).add(path)
+    return got
+
+
+def _verify_all(tfprov, *stacks):
+    for s in stacks:
+        v = tfprov.run("--no-gpu", "verify", s, env=ENV)
+        assert v.returncode == 0, (s, out(v))
+    assert missing_recorded(tfprov) == []
+    assert temp_leftovers(tfprov.root) == []
+
+
+def test_same_cuda_version_is_shared(tfprov, mirror):
+    """The shipped 2.15 shape and a 2.17 shape (both CUDA 12.3.2 + cuDNN 8.9.7, the
+    2.17 one with nvcc and CUPTI as well) in one root: the second shares the first's
+    prefix (plan says so), every file placed once and recorded by each stack that needs
+    it; both verify; destroy of either leaves the other verifying, with the files only
+    the destroyed one needed gone and everything else byte for byte as it was."""
+    r = tfprov.path
+    prefix = "/opt/tfprov/cuda/12.3.2"
+    _apply(tfprov, mirror.s215)
+    alone = tree_hashes(r(prefix))
+    p = tfprov.run("--no-gpu", "plan", mirror.s217, env=ENV)
+    assert p.returncode == 0, out(p)
+    assert f"CUDA 12.3.2 into {prefix} (9 archives), shared with stack 'tf215'" in p.stdout, \
+        p.stdout
+    assert f"merged into {prefix}, shared with stack 'tf215'" in p.stdout, p.stdout
+    _apply(tfprov, mirror.s217)
+    both = tree_hashes(r(prefix))
+    # The 2.17 stack added only what it needs beyond the 2.15 one.
+    assert {k: v for k, v in both.items() if k in alone} == alone
+    assert "bin/ptxas" in set(both) - set(alone)
+    rec = _cuda_records(tfprov)
+    assert rec["tf215"] < rec["tf217"], "every file of tf215 is recorded for tf217 too"
+    assert f"{prefix}/bin/ptxas" in rec["tf217"] - rec["tf215"]
+    assert not os.path.exists(r("/opt/tfprov/cudnn")), "the same cuDNN is merged once"
+    _verify_all(tfprov, "tf215", "tf217")
+    assert "No changes" in _apply(tfprov, mirror.s215).stdout
+    assert "No changes" in _apply(tfprov, mirror.s217).stdout
+
+    d = tfprov.run("destroy", "tf217", "-y", env=ENV)
+    assert d.returncode == 0, out(d)
+    assert "still used by stack 'tf215'" in out(d), out(d)
+    assert tree_hashes(r(prefix)) == alone, "what only tf217 used went, the rest stayed"
+    _verify_all(tfprov, "tf215")
+    assert "No changes" in _apply(tfprov, mirror.s215).stdout
+
+    _apply(tfprov, mirror.s217)
+    d = tfprov.run("destroy", "tf215", "-y", env=ENV)
+    assert d.returncode == 0, out(d)
+    assert tree_hashes(r(prefix)) == both, "nothing tf217 uses went with tf215"
+    _verify_all(tfprov, "tf217")
+    assert db_rows(tfprov, "SELECT name FROM stacks") == [("tf217",)]
+    assert "No changes" in _apply(tfprov, mirror.s217).stdout
+    d = tfprov.run("destroy", "tf217", "-y", env=ENV)
+    assert d.returncode == 0, out(d)
+    assert not os.path.lexists(r(prefix)), "the last owner removes the prefix"
+
+
+def test_another_cudnn_is_placed_beside_the_shared_prefix(tfprov, mirror, tmp_path):
+    """A second stack on CUDA 12.3.2 asking to merge cuDNN 8.9.6 where the first merged
+    8.9.7: the plan says it goes separately and why; the shared prefix (with the
+    first's cuDNN) is untouched; a program run in each stack loads its own cuDNN
+    (the separate directory comes before the shared lib64); destroy of the first
+    takes its merged cuDNN and leaves the second working."""
+    r = tfprov.path
+    prefix = "/opt/tfprov/cuda/12.3.2"
     _apply(tfprov, mirror.new)
-    before = tree_hashes(tfprov.root, exclude=SIDE_FILES)
-    gens = db_rows(tfprov, "SELECT id, result FROM generations")
-    p = tfprov.run("--no-gpu", "plan", mirror.other_sep, env=ENV)
-    assert "apply would stop here" in out(p) and "stack 'tf215'" in out(p), out(p)
-    p = tfprov.run("--no-gpu", "apply", "-y", mirror.other_sep, env=ENV)
-    assert p.returncode == 1, out(p)
-    text = out(p)
-    assert "/opt/tfprov/cuda/12.3.2 belongs to stack 'tf215'" in text, text
-    assert "another `prefix:`" in text
-    assert "Downloading" not in text and "download" not in p.stdout.lower(), text
-    assert tree_hashes(tfprov.root, exclude=SIDE_FILES) == before
-    assert db_rows(tfprov, "SELECT id, result FROM generations") == gens
-    assert tfprov.run("--no-gpu", "verify", "tf215", env=ENV).returncode == 0
+    merged = tree_hashes(r(prefix))
+    p = tfprov.run("--no-gpu", "plan", mirror.other_merge, env=ENV)
+    assert p.returncode == 0, out(p)
+    sep = "/opt/tfprov/cudnn/8.9.6.50-cuda12.3.2"
+    assert (f"separate in {sep} (not merged: stack 'tf215' merged another cuDNN into the "
+            f"shared {prefix})") in p.stdout, p.stdout
+    _apply(tfprov, mirror.other_merge)
+    assert tree_hashes(r(prefix)) == merged
+    _verify_all(tfprov, "tf215", "other")
+    probe = dlprobe(tmp_path)
+    for stack, want in (("tf215", r(prefix) + "/lib/libcudnn.so.8.9.7"),
+                        ("other", r(sep) + "/lib/libcudnn.so.8.9.6")):
+        q = tfprov.run("run", stack, "--", probe, "libcudnn.so.8", env=ENV)
+        assert q.returncode == 0, out(q)
+        assert q.stdout.split() == ["libcudnn.so.8", want], (stack, q.stdout)
+    # Stable: nothing to do for either; the choice is kept.
+    assert "No changes" in _apply(tfprov, mirror.other_merge).stdout
+    assert "No changes" in _apply(tfprov, mirror.new).stdout
+    d = tfprov.run("destroy", "tf215", "-y", env=ENV)
+    assert d.returncode == 0, out(d)
+    assert not os.path.lexists(r(prefix + "/lib/libcudnn.so.8.9.7"))
+    assert os.path.exists(r(prefix + "/lib/libcudart.so.12"))
+    _verify_all(tfprov, "other")
+
+
+def test_upgrade_under_one_name_leaves_no_old_prefix(tfprov, mirror):
+    """The 2.15 shape (CUDA 12.3.2, cuDNN 8.9.7 merged), then the 2.20 shape (CUDA
+    12.5.1, cuDNN 9.3) under the same stack name: the apply that stops using the 12.3
+    prefix removes it; the stack verifies; nothing of the old one stays recorded."""
+    _apply(tfprov, mirror.new)
+    assert os.path.exists(tfprov.path("/opt/tfprov/cuda/12.3.2/lib/libcudnn.so.8"))
+    _apply(tfprov, mirror.up)
+    assert not os.path.lexists(tfprov.path("/opt/tfprov/cuda/12.3.2"))
+    assert os.path.exists(tfprov.path("/opt/tfprov/cuda/12.5.1/lib/libcudnn.so.9"))
+    assert not [f for f in recorded_files(tfprov) if "12.3.2" in f[0]]
+    _verify_all(tfprov, "tf215")
+    assert "No changes" in _apply(tfprov, mirror.up).stdout
+
+
+def test_upgrade_keeps_the_old_prefix_another_stack_uses(tfprov, mirror):
+    """Two stacks share CUDA 12.3.2; one moves to 12.5.1: the 12.3.2 files stay for the
+    other (which still verifies), and are no longer recorded for the one that moved."""
+    _apply(tfprov, mirror.s217)
+    _apply(tfprov, mirror.new)
+    before = tree_hashes(tfprov.path("/opt/tfprov/cuda/12.3.2"))
+    _apply(tfprov, mirror.up)
+    assert tree_hashes(tfprov.path("/opt/tfprov/cuda/12.3.2")) == before
+    assert set(_cuda_records(tfprov)) == {"tf217"}
+    _verify_all(tfprov, "tf215", "tf217")
+
+
+def test_kill_9_during_the_second_stacks_apply_converges(tfprov, mirror, tmp_path):
+    """kill -9 of the 2.17 stack's apply beside the 2.15 stack on the same CUDA prefix,
+    at seeded points of its own operations (lib_killpoint; every other one among those
+    in the shared prefix): after each kill every recorded file is on disk and the 2.15
+    stack still verifies; the next apply converges (both verify, no leftovers, a
+    further apply changes nothing). TFPROV_KILL_SEED replays a run."""
+    seed = int(os.environ.get("TFPROV_KILL_SEED", str(time.time_ns() % 100000)))
+    rnd = random.Random(seed)
+    print(f"seed {seed}")
+    _apply(tfprov, mirror.s215)
+    kp = lib_killpoint.Killer(tmp_path / "kp")
+    argv = [tfprov.bin, "--root", tfprov.root, "--no-gpu", "--jobs", "1", "apply", "-y",
+            mirror.s217]
+    env = dict(os.environ, **ENV)
+    restore = lib_killpoint.saved_root(tfprov.root, tmp_path / "saved-root")
+    ref, events = kp.points(argv, env)
+    assert ref.returncode == 0, ref.stdout + ref.stderr
+    restore()
+    inside = [i for i, e in enumerate(events) if "/cuda/12.3.2" in (e.arg or "")]
+    assert inside, events
+    for it in range(int(os.environ.get("TFPROV_KILL_ITERS", "6"))):
+        pick = rnd.choice(inside) if it % 2 == 0 else rnd.randrange(len(events))
+        want = events[pick]
+        rc, hit = kp.run_to(argv, env, want.point)
+        ctx = f"seed {seed} iteration {it}: killed at {hit} (reference: {want})"
+        assert hit is not None and hit.op == want.op and rc == -signal.SIGKILL, ctx
+        assert missing_recorded(tfprov, "tf215") == [], ctx
+        v = tfprov.run("--no-gpu", "verify", "tf215", env=ENV)
+        assert v.returncode == 0, (ctx, out(v))
+        p = tfprov.run("--no-gpu", "apply", "-y", mirror.s217, env=ENV)
+        assert p.returncode == 0, (ctx, out(p))
+        _verify_all(tfprov, "tf215", "tf217")
+        assert "No changes" in _apply(tfprov, mirror.s217).stdout, ctx
+        restore()
 
 
 VENV = """schema: 1
