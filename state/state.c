@@ -832,12 +832,13 @@ int state_sharers_under(struct state *st, const char *addr, int64_t stack_id, co
 {
 	sqlite3_stmt *s = NULL;
 	int rc;
-	sq_prepare(st,
-	           "SELECT st.name, r.desired FROM resources r JOIN stacks st ON st.id = r.stack_id "
-	           "WHERE r.addr = ?1 AND r.stack_id <> ?2 AND EXISTS (SELECT 1 FROM files f WHERE "
-	           "f.resource_id = r.id AND (f.path = ?3 OR (f.path > ?3 || '/' AND f.path < ?3 "
-	           "|| '0'))) ORDER BY st.name",
-	           &s);
+	sq_prepare(
+	    st,
+	    "SELECT st.name, r.desired FROM resources r JOIN stacks st ON st.id = r.stack_id "
+	    "WHERE r.addr = ?1 AND r.stack_id <> ?2 AND EXISTS (SELECT 1 FROM files f WHERE "
+	    "f.resource_id = r.id AND (f.path = ?3 OR (f.path > ?3 || '/' AND f.path < ?3 "
+	    "|| '0'))) ORDER BY st.name",
+	    &s);
 	sqlite3_bind_text(s, 1, addr, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, stack_id);
 	sqlite3_bind_text(s, 3, prefix, -1, SQLITE_STATIC);

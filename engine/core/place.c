@@ -57,7 +57,7 @@ struct txn {
 	size_t ndevs;
 	struct strvec refresh;  /* resources of this stack to re-read at the commit */
 	struct strvec releases; /* paths whose record of this resource goes (others keep theirs) */
-	struct event *said;    /* EV_PLACED/EV_REMOVED, emitted once committed (said_add) */
+	struct event *said;     /* EV_PLACED/EV_REMOVED, emitted once committed (said_add) */
 	size_t nsaid;
 };
 
@@ -76,14 +76,14 @@ static void said_add(struct txn *t, enum ev_kind kind, const char *what, const c
 static void said_shared(struct txn *t, const char *path, uint64_t count, const char *stack)
 {
 	t->said = xrealloc(t->said, (t->nsaid + 1) * sizeof(*t->said));
-	t->said[t->nsaid++] = (struct event){
-	    .kind = EV_KEPT,
-	    .level = EV_INFO,
-	    .place = {.path = xstrdup(path),
-	              .count = count,
-	              .why = xasprintf("%llu path%s still used by stack '%s'",
-	                               (unsigned long long)count, count == 1 ? "" : "s",
-	                               stack ? stack : "?")}};
+	t->said[t->nsaid++] =
+	    (struct event){.kind = EV_KEPT,
+	                   .level = EV_INFO,
+	                   .place = {.path = xstrdup(path),
+	                             .count = count,
+	                             .why = xasprintf("%llu path%s still used by stack '%s'",
+	                                              (unsigned long long)count,
+	                                              count == 1 ? "" : "s", stack ? stack : "?")}};
 }
 
 /* After the commit: every placement of the txn as an event; then they are gone. */
@@ -631,7 +631,8 @@ static int disk_matches(const struct state_file *r, const struct stat *sb)
 {
 	if (r->type == 'f')
 		return S_ISREG(sb->st_mode) && sb->st_size == r->size &&
-		       (int64_t)sb->st_mtim.tv_sec * 1000000000ll + sb->st_mtim.tv_nsec == r->mtime_ns &&
+		       (int64_t)sb->st_mtim.tv_sec * 1000000000ll + sb->st_mtim.tv_nsec ==
+		           r->mtime_ns &&
 		       (sb->st_mode & 07777) == (r->mode & 07777);
 	if (r->type == 'l')
 		return S_ISLNK(sb->st_mode);
@@ -678,9 +679,10 @@ static int share_decide(struct txn *t, int64_t mine, const char *dst, const stru
 		goto out;
 	if (e->type == 'd') {
 		struct stat tgt;
-		*act = S_ISDIR(sb.st_mode)                                      ? SHARE_KEEP
-		       : S_ISLNK(sb.st_mode) && stat(host, &tgt) == 0 && S_ISDIR(tgt.st_mode) ? SHARE_SKIP
-		                                                                 : SHARE_PLACE;
+		*act = S_ISDIR(sb.st_mode) ? SHARE_KEEP
+		       : S_ISLNK(sb.st_mode) && stat(host, &tgt) == 0 && S_ISDIR(tgt.st_mode)
+		           ? SHARE_SKIP
+		           : SHARE_PLACE;
 		if (*act == SHARE_PLACE) {
 			strbuf_addf(why, "%s%s is not a directory", why->len ? "; " : "", dst);
 			rc = TF_ECONFLICT;
@@ -698,8 +700,8 @@ static int share_decide(struct txn *t, int64_t mine, const char *dst, const stru
 	           strchr(e->path, '/') == NULL && other.type == 'f' && disk_matches(&other, &sb)) {
 		*act = SHARE_ADOPT;
 	} else if (other.resource_id && !same_entry(&other, e)) {
-		strbuf_addf(why, "%s%s belongs to stack '%s' with other content", why->len ? "; " : "",
-		            dst, stack ? stack : "?");
+		strbuf_addf(why, "%s%s belongs to stack '%s' with other content",
+		            why->len ? "; " : "", dst, stack ? stack : "?");
 		rc = TF_ECONFLICT;
 	} else {
 		/* Same bytes as recorded, still on disk as recorded: nothing to write. A
@@ -753,7 +755,8 @@ static size_t with_parents(const struct place_entry *e, size_t n, struct place_e
 	*out = xcalloc(n + dirs->n + 1, sizeof(**out));
 	/* Parents first: the directories are created before what they hold. */
 	for (size_t i = 0; i < dirs->n; i++)
-		(*out)[i] = (struct place_entry){dirs->v[dirs->n - 1 - i], 'd', NULL, 0, 0755, NULL};
+		(*out)[i] =
+		    (struct place_entry){dirs->v[dirs->n - 1 - i], 'd', NULL, 0, 0755, NULL};
 	if (n)
 		memcpy(*out + dirs->n, e, n * sizeof(*e));
 	strvec_release(&have);
