@@ -20,7 +20,7 @@
 /*
  * artifacts (engine/artifact/artifacts.c) - pinned artifacts of a step: fetch into the cache, unpack
  * into one staged tree. An artset owns its strings; a staged owns its
- * entries (as place_entry, ready for txn_put_tree / txn_merge_tree).
+ * entries (as place_entry, ready for txn_put_tree / txn_share_tree).
  */
 
 struct unpack_result;

@@ -86,7 +86,7 @@ struct ev_art {
 /* One placement of a step's transaction (EV_PLACED, EV_REMOVED, EV_KEPT); step is the txn's. */
 struct ev_place {
 	const char *path; /* root-relative */
-	const char *what; /* EV_PLACED: "file", "tree" or "merge" (files into a tree) */
+	const char *what; /* EV_PLACED: "file", "tree" or "share" (files into a shared tree) */
 	uint64_t count;   /* entries placed (a tree's, with its directories) or removed (files
 	                    * and links); 0: not counted (a tree replaced whole) */
 	int replaced;     /* EV_PLACED: a previous version was moved aside and replaced */

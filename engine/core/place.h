@@ -53,13 +53,6 @@ int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, 
 int txn_put_tree(struct txn *t, const char *staged_host_dir, const char *path,
                  const struct place_entry *entries, size_t n);
 /*
- * Copies the files of a staged tree INTO an existing directory (cuDNN merge):
- * each file is staged next to its destination and renamed; existing files not
- * owned by this resource are a conflict, found before any write.
- */
-int txn_merge_tree(struct txn *t, const char *staged_host_dir, const char *path,
-                   const struct place_entry *entries, size_t n);
-/*
  * Places a staged tree at `path` where other stacks may own parts of it
  * already (two stacks with one CUDA version share its prefix; cuDNN merged
  * into such a prefix). Afterwards this resource records exactly the tree's

@@ -101,7 +101,7 @@ def test_apply_downloads_verifies_and_places(tfprov, tmp_path, mirror):
     # The tree's entries: what the step placed, cudnn's merge included later.
     assert placed[0]["count"] > 0 and placed[0]["count"] <= on_disk, (placed, on_disk)
     merged = of(evs, "placed", step="cudnn")
-    assert merged and merged[0]["what"] == "merge" and merged[0]["path"] == CUDA, merged
+    assert merged and merged[0]["what"] == "share" and merged[0]["path"] == CUDA, merged
     for e in placed + merged:
         assert e["@level"] == "debug" and e["@message"].startswith(e["step"] + ": placed ")
     # Each placement is reported after its step committed, before its apply_complete.
