@@ -170,6 +170,47 @@ static void test_version_2_database_loses_the_cache_table_and_keeps_the_rest(voi
 	free(d);
 }
 
+/*
+ * Migration 5: a v2 database's file keeps its row and owner; afterwards a
+ * second resource may record the same path (a CUDA prefix two stacks share),
+ * and releasing one owner's record leaves the other's.
+ */
+static void test_a_path_may_have_several_owners_after_migration_5(void **unused)
+{
+	(void)unused;
+	char *d = tmpdir();
+	char *db = path_join(d, "state.db");
+	sqlite3 *h = NULL;
+	assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(h, schema_v2, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(h);
+	struct state *st = NULL;
+	char *err = NULL;
+	assert_int_equal(state_open(d, 0, &st, &err), 0);
+	assert_int_equal(state_file_owner(st, "/etc/x.sh"), 1);
+	int64_t other = state_resource_put(st, state_stack_ensure(st, "new", "/n.yaml"), "env",
+	                                   "env", "d2", NULL);
+	assert_true(other > 1);
+	struct state_file f = {.path = "/etc/x.sh", .type = 'f', .size = 4, .mode = 0644};
+	assert_int_equal(state_file_put(st, other, &f), 0);
+	assert_true(state_file_recorded_by(st, "/etc/x.sh", 1));
+	assert_true(state_file_recorded_by(st, "/etc/x.sh", other));
+	struct state_file o;
+	char *stack = NULL;
+	assert_int_equal(state_file_other(st, "/etc/x.sh", 1, &o, &stack), 0);
+	assert_int_equal(o.resource_id, other);
+	assert_string_equal(stack, "new");
+	free(o.path);
+	free(o.link);
+	free(stack);
+	assert_int_equal(state_file_release(st, 1, "/etc/x.sh"), 0);
+	assert_false(state_file_recorded_by(st, "/etc/x.sh", 1));
+	assert_int_equal(state_file_owner(st, "/etc/x.sh"), other);
+	state_close(st);
+	free(db);
+	free(d);
+}
+
 /* A migration that fails leaves the previous version and its tables as they were. */
 static void test_failed_migration_keeps_the_previous_version(void **unused)
 {
@@ -380,6 +421,7 @@ int main(void)
 	    cmocka_unit_test(test_new_database_is_at_the_latest_version),
 	    cmocka_unit_test(test_version_1_database_is_migrated_keeping_its_rows),
 	    cmocka_unit_test(test_version_2_database_loses_the_cache_table_and_keeps_the_rest),
+	    cmocka_unit_test(test_a_path_may_have_several_owners_after_migration_5),
 	    cmocka_unit_test(test_failed_migration_keeps_the_previous_version),
 	    cmocka_unit_test(test_newer_schema_is_refused_not_downgraded),
 	    cmocka_unit_test(test_second_writer_is_refused_naming_the_holder),
