@@ -22,6 +22,7 @@
 #include "spawn.h"
 
 #include <dirent.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +64,7 @@ static enum desire cuda_desire(struct ctx *c, const struct manifest *m, struct s
 	strbuf_addf(detail, "CUDA %s into %s (%s%zu archive%s)", m->cuda.version.s, prefix,
 	            m->cuda.has_runfile ? "runfile, " : "", n, n == 1 ? "" : "s");
 	struct strvec with = STRVEC_INIT;
-	place_sharers(c, "cuda", m->stack.name.s, prefix, &with, NULL);
+	place_sharers(c, "cuda", m->stack.name.s, prefix, &with, NULL, NULL);
 	for (size_t i = 0; i < with.n; i++)
 		strbuf_addf(detail, "%s'%s'", i ? ", " : ", shared with stack ", with.v[i]);
 	strvec_release(&with);
@@ -71,7 +72,76 @@ static enum desire cuda_desire(struct ctx *c, const struct manifest *m, struct s
 	return DESIRE_WANTED;
 }
 
-/* Reports CUDA toolkits on the machine that tfprov does not own. */
+static const char *base_name(const char *url)
+{
+	const char *sl = strrchr(url, '/');
+	return sl ? sl + 1 : url;
+}
+
+/*
+ * A stack sharing the prefix placed a file of the same name with other bytes
+ * (another build of one CUDA version): they cannot share one prefix. Found
+ * from the names and sha256 the sharers recorded (their attrs' "archives"),
+ * before anything is fetched; TF_ECONFLICT with the step failed, else 0.
+ */
+static int cuda_sharer_clash(struct ctx *c, const struct manifest *m, const char *prefix,
+                             struct step *s)
+{
+	struct strvec stacks = STRVEC_INIT, attrs = STRVEC_INIT;
+	int rc = 0;
+	place_sharers(c, "cuda", m->stack.name.s, prefix, &stacks, NULL, &attrs);
+	for (size_t i = 0; i < stacks.n && rc == 0; i++) {
+		json_t *j = attrs.v[i][0] ? json_loads(attrs.v[i], 0, NULL) : NULL;
+		json_t *arch = json_object_get(j, "archives");
+		size_t na = m->cuda.artifacts.n;
+		for (size_t k = 0; k <= na + 1 && rc == 0; k++) {
+			const struct artifact *a =
+			    k < na    ? &m->cuda.artifacts.v[k]
+			    : k == na ? (m->cuda.redist.set ? &m->cuda.redist.json : NULL)
+			    : m->cuda.has_runfile ? &m->cuda.runfile
+			                          : NULL;
+			if (a == NULL || !a->url.s || !a->sha256.s)
+				continue;
+			const char *theirs =
+			    json_string_value(json_object_get(arch, base_name(a->url.s)));
+			if (theirs && strcmp(theirs, a->sha256.s) != 0) {
+				step_fail(
+				    s,
+				    "stack '%s' placed %s into %s from a file with sha256 "
+				    "%.16s..., "
+				    "this manifest pins %.16s...: two builds of one CUDA version "
+				    "cannot share its prefix; pin the same files as '%s', or give "
+				    "this stack another `prefix:`",
+				    stacks.v[i], base_name(a->url.s), prefix, theirs, a->sha256.s,
+				    stacks.v[i]);
+				rc = TF_ECONFLICT;
+			}
+		}
+		json_decref(j);
+	}
+	strvec_release(&stacks);
+	strvec_release(&attrs);
+	return rc;
+}
+
+/* What the step placed, by file name and sha256, for the next sharer's precheck. */
+static char *cuda_attrs(const struct manifest *m, const struct artset *arts)
+{
+	json_t *arch = json_object();
+	for (size_t i = 0; i < arts->n; i++)
+		json_object_set_new(arch, base_name(arts->v[i].url),
+		                    json_string(arts->v[i].sha256));
+	if (m->cuda.redist.set && m->cuda.redist.json.sha256.set)
+		json_object_set_new(arch, base_name(m->cuda.redist.json.url.s),
+		                    json_string(m->cuda.redist.json.sha256.s));
+	json_t *j = json_pack("{s:o}", "archives", arch);
+	char *text = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+	json_decref(j);
+	return text;
+}
+
+/* Reports CUDA toolkits on the machine that tfprov does not own; refuses a
+ * prefix shared with a stack that placed other builds of the same files. */
 static int cuda_precheck(struct ctx *c, const struct manifest *m, struct step *s)
 {
 	if (m->cuda.redist.set && !m->cuda.redist.json.sha256.set)
@@ -98,8 +168,10 @@ static int cuda_precheck(struct ctx *c, const struct manifest *m, struct step *s
 			closedir(d);
 		free(host);
 	}
-	(void)s;
-	return 0;
+	char *prefix = stack_cuda_prefix(m);
+	int rc = cuda_sharer_clash(c, m, prefix, s);
+	free(prefix);
+	return rc;
 }
 
 static int run_runfile(struct ctx *c, const struct art *a, const char *stage, struct staged *out,
@@ -193,12 +265,16 @@ static int cuda_apply(struct ctx *c, const struct manifest *m, struct step *s, s
 	 * before (the previous CUDA version's prefix) is released.
 	 */
 	struct strvec with = STRVEC_INIT;
-	place_sharers(c, "cuda", m->stack.name.s, prefix, &with, NULL);
-	place_sharers(c, "cudnn", m->stack.name.s, prefix, &with, NULL);
+	place_sharers(c, "cuda", m->stack.name.s, prefix, &with, NULL, NULL);
+	place_sharers(c, "cudnn", m->stack.name.s, prefix, &with, NULL, NULL);
 	if (with.n)
 		rc = txn_share_tree(t, stage, prefix, tree.v, tree.n);
 	else if ((rc = txn_remove_outside(t, prefix)) == 0)
 		rc = txn_put_tree(t, stage, prefix, tree.v, tree.n);
+	if (rc == 0) {
+		free(s->attrs);
+		s->attrs = cuda_attrs(m, &arts);
+	}
 	if (rc == 0)
 		ev_log(c, EV_INFO, "cuda: %zu paths in %s%s%s", tree.n, prefix,
 		       with.n ? ", shared with stack " : "", with.n ? with.v[0] : "");

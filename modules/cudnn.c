@@ -50,7 +50,7 @@ static enum desire cudnn_desire(struct ctx *c, const struct manifest *m, struct 
 		strbuf_addf(detail, " (not merged: %s)", m->cudnn.placement_why);
 	if (m->cudnn.placement == PLACEMENT_MERGE) {
 		struct strvec with = STRVEC_INIT;
-		place_sharers(c, "cudnn", m->stack.name.s, prefix, &with, NULL);
+		place_sharers(c, "cudnn", m->stack.name.s, prefix, &with, NULL, NULL);
 		for (size_t i = 0; i < with.n; i++)
 			strbuf_addf(detail, "%s'%s'", i ? ", " : ", shared with stack ", with.v[i]);
 		strvec_release(&with);

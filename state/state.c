@@ -828,13 +828,14 @@ int state_file_recorded_by(struct state *st, const char *path, int64_t res_id)
 }
 
 int state_sharers_under(struct state *st, const char *addr, int64_t stack_id, const char *prefix,
-                        struct strvec *stacks, struct strvec *desired)
+                        struct strvec *stacks, struct strvec *desired, struct strvec *attrs)
 {
 	sqlite3_stmt *s = NULL;
 	int rc;
 	sq_prepare(
 	    st,
-	    "SELECT st.name, r.desired FROM resources r JOIN stacks st ON st.id = r.stack_id "
+	    "SELECT st.name, r.desired, coalesce(r.attrs, '') FROM resources r JOIN stacks st "
+	    "ON st.id = r.stack_id "
 	    "WHERE r.addr = ?1 AND r.stack_id <> ?2 AND EXISTS (SELECT 1 FROM files f WHERE "
 	    "f.resource_id = r.id AND (f.path = ?3 OR (f.path > ?3 || '/' AND f.path < ?3 "
 	    "|| '0'))) ORDER BY st.name",
@@ -846,6 +847,8 @@ int state_sharers_under(struct state *st, const char *addr, int64_t stack_id, co
 		strvec_push(stacks, (const char *)sqlite3_column_text(s, 0));
 		if (desired)
 			strvec_push(desired, (const char *)sqlite3_column_text(s, 1));
+		if (attrs)
+			strvec_push(attrs, (const char *)sqlite3_column_text(s, 2));
 	}
 	sqlite3_finalize(s);
 	return rc == SQLITE_DONE ? 0 : TF_ESTATE;

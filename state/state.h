@@ -193,12 +193,12 @@ int state_file_other(struct state *st, const char *path, int64_t res_id, struct 
 int state_file_recorded_by(struct state *st, const char *path, int64_t res_id);
 /*
  * The stacks other than stack_id whose step `addr` records `prefix` or a path
- * under it, in name order, each with that resource's desired digest (when
- * `desired` is not NULL): who shares a CUDA prefix, and which cuDNN each
- * merged into it. 0 or TF_ESTATE.
+ * under it, in name order, each with that resource's desired digest and its
+ * attrs ("" when none) when `desired` and `attrs` are not NULL: who shares a
+ * CUDA prefix, what it placed there, and which cuDNN it merged. 0 or TF_ESTATE.
  */
 int state_sharers_under(struct state *st, const char *addr, int64_t stack_id, const char *prefix,
-                        struct strvec *stacks, struct strvec *desired);
+                        struct strvec *stacks, struct strvec *desired, struct strvec *attrs);
 /*
  * A file recorded for step `addr` of a stack other than `stack`, under the
  * directory `prefix`: 0 with *other_stack and *path (malloc'd; left NULL

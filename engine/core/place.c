@@ -1591,10 +1591,10 @@ int txn_snapshot_dir(struct txn *t, const char *path, char **snap_out)
 }
 
 int place_sharers(struct ctx *c, const char *addr, const char *stack, const char *prefix,
-                  struct strvec *stacks, struct strvec *desired)
+                  struct strvec *stacks, struct strvec *desired, struct strvec *attrs)
 {
 	if (c->st == NULL)
 		return 0;
 	return state_sharers_under(c->st, addr, state_stack_id(c->st, stack), prefix, stacks,
-	                           desired);
+	                           desired, attrs);
 }

@@ -168,11 +168,11 @@ int place_foreign_step_file(struct ctx *c, const char *addr, const char *stack, 
 /*
  * The stacks other than `stack` whose step `addr` records `prefix` or a path
  * under it (who shares a CUDA prefix), in name order, with that resource's
- * desired digest when `desired` is not NULL. 0 or TF_ESTATE; nothing without
- * a state.
+ * desired digest and attrs ("" when none) when `desired` and `attrs` are not
+ * NULL. 0 or TF_ESTATE; nothing without a state.
  */
 int place_sharers(struct ctx *c, const char *addr, const char *stack, const char *prefix,
-                  struct strvec *stacks, struct strvec *desired);
+                  struct strvec *stacks, struct strvec *desired, struct strvec *attrs);
 
 /*
  * Makes a hard-link snapshot of the directory `path` (root-relative) beside

@@ -71,7 +71,7 @@ void plan_resolve_placement(struct ctx *c, struct manifest *m)
 	char want[65], *prefix = stack_cuda_prefix(m);
 	module_cudnn.desire(c, m, &canon, &detail, &urls);
 	sha256_buf(canon.buf ? canon.buf : "", canon.len, want);
-	place_sharers(c, "cudnn", m->stack.name.s, prefix, &stacks, &desired);
+	place_sharers(c, "cudnn", m->stack.name.s, prefix, &stacks, &desired, NULL);
 	struct strbuf who = STRBUF_INIT;
 	for (size_t i = 0; i < stacks.n; i++)
 		if (strcmp(desired.v[i], want) != 0)

@@ -137,11 +137,18 @@ def test_runfile_toolkit_and_legacy_cudnn_merge(tfprov, tmp_path):
         assert "/opt/tfprov/cuda/10.0.130/bin/nvcc" in paths
         cudnn = {p for (p,) in db.execute(
             "SELECT f.path FROM files f JOIN resources r ON r.id = f.resource_id "
-            "WHERE r.addr = 'cudnn'")}
+            "WHERE r.addr = 'cudnn' AND f.type <> 'd'")}
         assert cudnn == {"/opt/tfprov/cuda/10.0.130/include/cudnn.h",
                          "/opt/tfprov/cuda/10.0.130/lib64/libcudnn.so",
                          "/opt/tfprov/cuda/10.0.130/lib64/libcudnn.so.7",
                          "/opt/tfprov/cuda/10.0.130/lib64/libcudnn.so.7.6.5"}
+        # The directories it merged into are recorded for cuDNN too (with the
+        # toolkit's step), so that whichever goes last removes them.
+        dirs = {p for (p,) in db.execute(
+            "SELECT f.path FROM files f JOIN resources r ON r.id = f.resource_id "
+            "WHERE r.addr = 'cudnn' AND f.type = 'd'")}
+        assert dirs == {"/opt/tfprov/cuda/10.0.130", "/opt/tfprov/cuda/10.0.130/include",
+                        "/opt/tfprov/cuda/10.0.130/lib64"}, dirs
         db.close()
         again = tfprov.run("apply", "-y", m)
         assert again.returncode == 0 and "No changes" in again.stdout

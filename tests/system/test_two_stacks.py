@@ -208,6 +208,33 @@ def test_another_cudnn_is_placed_beside_the_shared_prefix(tfprov, mirror, tmp_pa
     _verify_all(tfprov, "other")
 
 
+def test_another_build_of_the_same_cuda_is_refused_before_any_change(tfprov, mirror, tmp_path):
+    """A second stack on CUDA 12.3.2 whose cuda_cudart archive is another build (same
+    file name, other bytes) cannot share the prefix: plan says apply would stop, naming
+    the other stack, the file and the fix; apply refuses before anything is fetched or
+    changed; the first stack still verifies."""
+    _apply(tfprov, mirror.s215)
+    before = tree_hashes(tfprov.root, exclude=SIDE_FILES)
+    gens = db_rows(tfprov, "SELECT id, result FROM generations")
+    with Mirror(tmp_path / "www2") as m2:
+        other = m2.stack(tmp_path / "rebuilt.yaml", name="rebuilt", stubs="cuda12",
+                         cuda="12.3.2", cudnn="8.9.7.29", cudnn_variant="cuda12",
+                         extra_files=3)
+        p = tfprov.run("--no-gpu", "plan", other, env=ENV)
+        assert "apply would stop here" in out(p), out(p)
+        p = tfprov.run("--no-gpu", "apply", "-y", other, env=ENV)
+        assert p.returncode == 1, out(p)
+        text = out(p)
+        assert ("stack 'tf215' placed cuda_cudart-linux-x86_64-12.3.101-archive.tar.xz into "
+                "/opt/tfprov/cuda/12.3.2 from a file with sha256") in text, text
+        assert "another `prefix:`" in text, text
+        assert m2.srv.requests == [], "nothing is fetched before the refusal"
+    assert "download" not in p.stdout.lower(), p.stdout
+    assert tree_hashes(tfprov.root, exclude=SIDE_FILES) == before
+    assert db_rows(tfprov, "SELECT id, result FROM generations") == gens
+    _verify_all(tfprov, "tf215")
+
+
 def test_upgrade_under_one_name_leaves_no_old_prefix(tfprov, mirror):
     """The 2.15 shape (CUDA 12.3.2, cuDNN 8.9.7 merged), then the 2.20 shape (CUDA
     12.5.1, cuDNN 9.3) under the same stack name: the apply that stops using the 12.3
