@@ -679,7 +679,7 @@ static size_t with_parents(const struct place_entry *e, size_t n, struct place_e
 		free(d);
 	}
 	*out = xcalloc(n + dirs->n + 1, sizeof(**out));
-	/* Parents first: the directories are created before what they hold. */
+	/* The added directories first (mkdir_journaled makes any missing parent anyway). */
 	for (size_t i = 0; i < dirs->n; i++)
 		(*out)[i] =
 		    (struct place_entry){dirs->v[dirs->n - 1 - i], 'd', NULL, 0, 0755, NULL};
@@ -704,18 +704,19 @@ int txn_share_tree(struct txn *t, const char *staged, const char *path,
 	struct strbuf why = STRBUF_INIT;
 	struct strvec backups = STRVEC_INIT, relf = STRVEC_INIT, reld = STRVEC_INIT;
 	struct collect col = {STRVEC_INIT, STRVEC_INIT};
-	int rc = 0, nconf = 0;
+	int rc = 0, nconf = 0, more = 0;
 	size_t placed = 0;
-	/* Pass 1: decide every entry, before any write; a conflict stops here. */
-	for (size_t i = 0; i <= n; i++) {
+	/* Pass 1: decide every entry, before any write; a conflict stops here (the
+	 * first five are named). */
+	for (size_t i = 0; i <= n && !more; i++) {
 		const struct place_entry *x = i < n ? &e[i] : &root;
 		dst[i] = i < n ? path_join(path, x->path) : xstrdup(path);
-		if (share_decide(t, mine, dst[i], x, &act[i], &why) != 0 && nconf++ >= 4)
-			break;
+		if (share_decide(t, mine, dst[i], x, &act[i], &why) != 0)
+			more = ++nconf == 5 && i < n;
 	}
 	if (nconf) {
 		rc = fail(t, TF_ECONFLICT, "%s%s: nothing was changed", why.buf,
-		          nconf > 5 ? " (and more)" : "");
+		          more ? " (and maybe more)" : "");
 		goto out;
 	}
 	/* What this resource recorded that the tree no longer holds is released. */

@@ -8,6 +8,7 @@ checks reported as skipped). HTTP, SQLite and placement are real.
 import os
 import random
 import signal
+import sqlite3
 import time
 
 import pytest
@@ -209,17 +210,19 @@ def test_another_cudnn_is_placed_beside_the_shared_prefix(tfprov, mirror, tmp_pa
 
 
 def test_another_build_of_the_same_cuda_is_refused_before_any_change(tfprov, mirror, tmp_path):
-    """A second stack on CUDA 12.3.2 whose cuda_cudart archive is another build (same
-    file name, other bytes) cannot share the prefix: plan says apply would stop, naming
-    the other stack, the file and the fix; apply refuses before anything is fetched or
-    changed; the first stack still verifies."""
+    """A second stack on CUDA 12.3.2 whose archives are other builds (same file names,
+    other bytes; its libcufft.so.11 differs) cannot share the prefix: plan says apply
+    would stop, naming the other stack, the file and the fix; apply refuses before
+    anything is fetched or changed. When the sharer's record names no archives (an
+    older tfprov's), the cuda step finds the differing library itself, before any
+    write. The first stack still verifies."""
     _apply(tfprov, mirror.s215)
     before = tree_hashes(tfprov.root, exclude=SIDE_FILES)
     gens = db_rows(tfprov, "SELECT id, result FROM generations")
     with Mirror(tmp_path / "www2") as m2:
-        other = m2.stack(tmp_path / "rebuilt.yaml", name="rebuilt", stubs="cuda12",
-                         cuda="12.3.2", cudnn="8.9.7.29", cudnn_variant="cuda12",
-                         extra_files=3)
+        # Its libcufft.so.11 is another build: stubs/broken holds a different one.
+        other = m2.stack(tmp_path / "rebuilt.yaml", name="rebuilt", stubs="broken",
+                         cuda="12.3.2", cudnn="8.9.7.29", cudnn_variant="cuda12")
         p = tfprov.run("--no-gpu", "plan", other, env=ENV)
         assert "apply would stop here" in out(p), out(p)
         p = tfprov.run("--no-gpu", "apply", "-y", other, env=ENV)
@@ -229,9 +232,23 @@ def test_another_build_of_the_same_cuda_is_refused_before_any_change(tfprov, mir
                 "/opt/tfprov/cuda/12.3.2 from a file with sha256") in text, text
         assert "another `prefix:`" in text, text
         assert m2.srv.requests == [], "nothing is fetched before the refusal"
-    assert "download" not in p.stdout.lower(), p.stdout
-    assert tree_hashes(tfprov.root, exclude=SIDE_FILES) == before
-    assert db_rows(tfprov, "SELECT id, result FROM generations") == gens
+        assert "download" not in p.stdout.lower(), p.stdout
+        assert tree_hashes(tfprov.root, exclude=SIDE_FILES) == before
+        assert db_rows(tfprov, "SELECT id, result FROM generations") == gens
+        # A sharer recorded by an older tfprov names no archives: the files
+        # themselves are compared when the step places them, before any write.
+        con = sqlite3.connect(tfprov.state_db)
+        con.execute("UPDATE resources SET attrs = NULL WHERE addr = 'cuda'")
+        con.commit()
+        con.close()
+        p = tfprov.run("--no-gpu", "apply", "-y", other, env=ENV)
+        assert p.returncode == 1, out(p)
+        assert ("/opt/tfprov/cuda/12.3.2/lib/libcufft.so.11.0.12.1 belongs to stack 'tf215' "
+                "with other content") in out(p), out(p)
+        assert "nothing was changed" in out(p), out(p)
+    now = tree_hashes(tfprov.root, exclude=SIDE_FILES)
+    assert {k: v for k, v in now.items() if not k.startswith("var/")} == \
+        {k: v for k, v in before.items() if not k.startswith("var/")}
     _verify_all(tfprov, "tf215")
 
 
