@@ -15,6 +15,7 @@ test fixture, never linked into tfprov.
 """
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -106,12 +107,34 @@ class Killer:
 
     def run_to(self, argv, env, point, timeout=600):
         """Runs argv until `point` ("role#k:n"): (returncode, the Event killed at or None)."""
+        rc, hit, _ = self.run_to_logged(argv, env, point, timeout)
+        return rc, hit
+
+    def run_to_logged(self, argv, env, point, timeout=600):
+        """run_to, with every operation the run counted before the kill as well."""
         log = os.path.join(self.work, f"kill{self.runs}.log")
         if os.path.exists(log):
             os.unlink(log)
         p = subprocess.run(argv, env=self._env(env, point, log), stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=timeout, stdin=subprocess.DEVNULL)
-        return p.returncode, parse_log(log)[1]
+        events, hit = parse_log(log)
+        return p.returncode, hit, events
+
+
+def divergence(got, ref):
+    """Where a replay's operations first differ from the reference's, per process
+    (role): "role:n op arg (reference: op arg)", or None. Numbers in paths (pids,
+    mkstemp names) are not compared."""
+    def norm(e):
+        return (e.op, re.sub(r"[0-9]{3,}|XXXXXX|[A-Za-z0-9]{6}(?=\.lock)", "N", e.arg))
+    by_role = {}
+    for e in ref:
+        by_role.setdefault(e.role, {})[e.n] = e
+    for e in got:
+        r = by_role.get(e.role, {}).get(e.n)
+        if r is None or norm(r) != norm(e):
+            return f"{e.point} {e.op} {e.arg} (reference: {r.op + ' ' + r.arg if r else 'none'})"
+    return None
 
 
 def saved_root(root, dst):

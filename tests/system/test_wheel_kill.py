@@ -28,7 +28,8 @@ inside the Python processes and N elsewhere): the root put back to the
 switch's start, the switch killed at the point, then a command that takes the
 writer lock and so runs recovery (`destroy` of a stack that does not exist).
 What must hold: the point was reached, at the operation the reference run
-made there; after recovery the env is byte for byte (every file's content and
+made there (a replay that diverged is replayed once more, and said; two in a
+row fail, naming the first operation that differed); after recovery the env is byte for byte (every file's content and
 mode, the .pyc files too) the tree it had before, or the target listing (the
 kill came after the commit); every recorded file is on disk; the journal is
 empty and no .tfprov-* entry is left under the root; every third point
@@ -138,6 +139,7 @@ class Switches:
         self.kp = lib_killpoint.Killer(tmp_path / "kp",
                                        skip=[lib_killpoint.scratch(tfprov.root)])
         self.ref, self.refx, self.events, self.restores = {}, {}, {}, {}
+        self.notes = []
 
     def save(self, tag):
         self.restores[tag] = lib_killpoint.saved_root(self.t.root, self.saved / str(tag))
@@ -166,14 +168,28 @@ class Switches:
         return ev
 
     def kill(self, cur, target, point, middle=()):
-        """Replays cur->target killed at point, recovers, checks; returns 'before'/'after'."""
-        self.restore(cur)
-        rc, hit = self.kp.run_to(self.argv(target), self.env, point)
+        """Replays cur->target killed at point, recovers, checks; returns 'before'/'after'.
+
+        A replay that reaches the point at another operation than the reference
+        did (its main thread's operations diverged before it) is replayed once
+        more from the same saved root, and the divergence is noted: one of
+        some 30 replays under a load of 7 diverged once (seven operations more
+        before the env's snapshot), and none of 27 replays of that point did.
+        Two divergences in a row fail, naming the first differing operation."""
         ref = {e.point: e for e in self.events[(cur, target)]}.get(point)
         ctx = f"replay: TFPROV_KILL_POINT='{cur}->{target}@{point}' (reference: {ref})"
-        assert hit is not None, f"point never reached (exit {rc}); {ctx}"
+        seen = []
+        for attempt in (1, 2):
+            self.restore(cur)
+            rc, hit, ops = self.kp.run_to_logged(self.argv(target), self.env, point)
+            if hit is not None and ref is not None and hit.op == ref.op:
+                break
+            seen.append(f"attempt {attempt}: killed at {hit} (exit {rc}), first divergence "
+                        f"{lib_killpoint.divergence(ops, self.events[(cur, target)])}")
+        assert hit is not None and ref is not None and hit.op == ref.op, f"{ctx}; {seen}"
+        if seen:
+            self.notes.append(f"{ctx}: replayed after {seen[0]}")
         ctx = f"killed at {hit.point} {hit.op} {hit.arg}; {ctx}"
-        assert ref is not None and hit.op == ref.op, ctx
         r = self.t.run("destroy", "no-such-stack", env=self.env)
         assert r.returncode != 0, ctx + out(r)  # it only recovered
         envp = self.t.path(ENV_PREFIX)
@@ -234,6 +250,8 @@ def sweep(sw, directions, seed, middle=(), pip_check=True):
     print(f"seed {seed}: {len(plan)} points in {time.monotonic() - t0:.0f} s; the env was "
           f"left as before {found['before']}x, as the target {found['after']}x"
           + (f", between {found['middle']}x" if middle else ""))
+    for note in sw.notes:
+        print(f"NOTE (a replay diverged once): {note}")
     return plan, found
 
 
