@@ -203,6 +203,12 @@ static int layer_of_unrecorded(const struct build *b, const char *rel)
 		}
 	}
 	free(p);
+	/*
+	 * The pip step records its packages by their own RECORD files, not file
+	 * by file: what is in site-packages beyond the env's own is the wheels'.
+	 */
+	if (layer == L_PYENV && strstr(rel, "/site-packages/"))
+		layer = layer_of_kind("pip", rel);
 	return layer;
 }
 
@@ -267,11 +273,15 @@ static int walk_cb(void *ud, const char *rel, const char *host, const struct sta
  * mtime, by the interpreter of the env that holds them (its cache tag).
  */
 static const char recompile_src[] =
-    "import importlib.util, py_compile, sys\n"
-    "stage = sys.argv[1]\n"
+    "import base64, csv, glob, hashlib, importlib.util, io, os, py_compile, sys\n"
+    "stage, env = sys.argv[1], sys.argv[2]\n"
+    "done = set()\n"
     "for line in sys.stdin:\n"
-    "    rel = line.rstrip('\\n')\n"
+    "    op, rel = line.rstrip('\\n').split(' ', 1)\n"
     "    pyc = stage + '/' + rel\n"
+    "    if op == 'H':\n"
+    "        done.add(pyc)  # rewritten already (relocate_file): its RECORD row only\n"
+    "        continue\n"
     "    try:\n"
     "        src = importlib.util.source_from_cache(pyc)\n"
     "    except ValueError:\n"
@@ -281,7 +291,34 @@ static const char recompile_src[] =
     "            invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)\n"
     "    except (OSError, py_compile.PyCompileError):\n"
     "        continue\n"
-    "    print(rel)\n";
+    "    done.add(pyc)\n"
+    "    print(rel)\n"
+    "# The RECORD rows of the files changed: their new hash and size.\n"
+    "for site in sorted(glob.glob(stage + '/' + env + '/lib/python*/site-packages/')):\n"
+    "    for rec in sorted(glob.glob(site + '*.dist-info/RECORD')):\n"
+    "        with open(rec, newline='') as f:\n"
+    "            lines = f.read().splitlines(True)\n"
+    "        changed = False\n"
+    "        for i, l in enumerate(lines):\n"
+    "            row = next(csv.reader([l]))\n"
+    "            p = os.path.normpath(os.path.join(site, row[0]))\n"
+    "            if len(row) != 3 or p not in done:\n"
+    "                continue\n"
+    "            data = open(p, 'rb').read()\n"
+    "            h = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=')\n"
+    "            out = io.StringIO()\n"
+    "            csv.writer(out, lineterminator='\\n').writerow(\n"
+    "                [row[0], 'sha256=' + h.decode(), str(len(data))])\n"
+    "            if out.getvalue() != l:\n"
+    "                lines[i] = out.getvalue()\n"
+    "                changed = True\n"
+    "        if changed:\n"
+    "            st = os.stat(rec)\n"
+    "            with open(rec + '.tfprov-new', 'w', newline='') as f:\n"
+    "                f.write(''.join(lines))\n"
+    "            os.chmod(rec + '.tfprov-new', st.st_mode & 0o7777)\n"
+    "            os.replace(rec + '.tfprov-new', rec)\n"
+    "            print(rec[len(stage) + 1:])\n";
 
 static int recompile(struct build *b)
 {
@@ -302,14 +339,17 @@ static int recompile(struct build *b)
 		char *py = xasprintf("%s/%s/bin/python", b->stage, envs.v[k]);
 		char *list = xasprintf("%s/pyc-list", b->tmp);
 		struct strbuf sb = STRBUF_INIT;
+		size_t el = strlen(envs.v[k]), nchanged = b->changed.n;
 		for (size_t i = 0; i < b->pycs.n; i++)
-			if (str_starts_with(b->pycs.v[i], envs.v[k]) &&
-			    b->pycs.v[i][strlen(envs.v[k])] == '/')
-				strbuf_addf(&sb, "%s\n", b->pycs.v[i]);
+			if (str_starts_with(b->pycs.v[i], envs.v[k]) && b->pycs.v[i][el] == '/')
+				strbuf_addf(&sb, "C %s\n", b->pycs.v[i]);
+		for (size_t i = 0; i < nchanged; i++)
+			if (str_starts_with(b->changed.v[i], envs.v[k]) && b->changed.v[i][el] == '/')
+				strbuf_addf(&sb, "H %s\n", b->changed.v[i]);
 		struct strvec env = STRVEC_INIT;
 		spawn_env_base(&env);
 		spawn_env_set(&env, "SOURCE_DATE_EPOCH", "1");
-		char *argv[] = {py, "-I", "-c", (char *)recompile_src, b->stage, NULL};
+		char *argv[] = {py, "-I", "-c", (char *)recompile_src, b->stage, envs.v[k], NULL};
 		struct spawn_opts so = {.argv = argv,
 		                        .envp = env.v,
 		                        .stdin_path = list,
