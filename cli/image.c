@@ -120,7 +120,8 @@ static int layer_of_kind(const char *kind, const char *path)
 	if (strcmp(kind, "pyenv") == 0)
 		return L_PYENV;
 	if (strcmp(kind, "pip") == 0)
-		return strstr(path, "/site-packages/nvidia/") || strstr(path, "/site-packages/nvidia_")
+		return strstr(path, "/site-packages/nvidia/") ||
+		               strstr(path, "/site-packages/nvidia_")
 		           ? L_PIP_NVIDIA
 		           : L_PIP;
 	return L_CONFIG;
@@ -140,8 +141,8 @@ static int rec_cb(const struct state_file *f, void *arg)
 		b->rec = xrealloc(b->rec, b->caprec * sizeof(*b->rec));
 	}
 	const char *p = f->path[0] == '/' ? f->path + 1 : f->path;
-	b->rec[b->nrec++] = (struct recorded){xstrdup(p), layer_of_kind(a->kind, p), f->type,
-	                                      f->resource_id};
+	b->rec[b->nrec++] =
+	    (struct recorded){xstrdup(p), layer_of_kind(a->kind, p), f->type, f->resource_id};
 	return 0;
 }
 
@@ -217,8 +218,7 @@ static int layer_of_unrecorded(const struct build *b, const char *rel)
  * activate scripts, shebangs): every "<stage>/" becomes "/". A .pyc is
  * left to recompile. 0 or TF_EIO.
  */
-static int relocate_file(struct build *b, const char *rel, const char *host,
-                         const struct stat *st)
+static int relocate_file(struct build *b, const char *rel, const char *host, const struct stat *st)
 {
 	char *text = NULL, *hit;
 	size_t len = 0, sl = strlen(b->stage);
@@ -344,7 +344,8 @@ static int recompile(struct build *b)
 			if (str_starts_with(b->pycs.v[i], envs.v[k]) && b->pycs.v[i][el] == '/')
 				strbuf_addf(&sb, "C %s\n", b->pycs.v[i]);
 		for (size_t i = 0; i < nchanged; i++)
-			if (str_starts_with(b->changed.v[i], envs.v[k]) && b->changed.v[i][el] == '/')
+			if (str_starts_with(b->changed.v[i], envs.v[k]) &&
+			    b->changed.v[i][el] == '/')
 				strbuf_addf(&sb, "H %s\n", b->changed.v[i]);
 		struct strvec env = STRVEC_INIT;
 		spawn_env_base(&env);
@@ -358,14 +359,16 @@ static int recompile(struct build *b)
 		struct spawn_result r = {0};
 		if (access(py, X_OK) != 0) {
 			/* No interpreter to compile with: the .pyc stay as the step made them. */
-			ev_log(b->c, EV_WARN, "%s: no interpreter; its .pyc files are not rewritten",
-			       envs.v[k]);
+			ev_log(b->c, EV_WARN,
+			       "%s: no interpreter; its .pyc files are not rewritten", envs.v[k]);
 		} else if (fs_write_atomic(list, sb.buf ? sb.buf : "", sb.len, 0600, 0) != 0) {
 			b->errmsg = xasprintf("%s: cannot write", list);
 			rc = TF_EIO;
 		} else if (spawn_run(&so, &r) != 0 || r.status != 0) {
 			b->errmsg = xasprintf("%s could not compile the env's .pyc files: %s", py,
-			                      r.errmsg ? r.errmsg : r.err.buf ? r.err.buf : "");
+			                      r.errmsg    ? r.errmsg
+			                      : r.err.buf ? r.err.buf
+			                                  : "");
 			rc = TF_EFAIL;
 		} else {
 			for (char *s = r.out.buf, *nl; s && *s; s = nl + 1) {
@@ -400,7 +403,8 @@ static int rerecord(struct build *b)
 		struct state_file f = {0};
 		f.path = xasprintf("/%s", r->path);
 		f.type = 'f';
-		rc = sha256_file(host, f.sha256, &f.size) == 0 && lstat(host, &st) == 0 ? 0 : TF_EIO;
+		rc =
+		    sha256_file(host, f.sha256, &f.size) == 0 && lstat(host, &st) == 0 ? 0 : TF_EIO;
 		f.mode = st.st_mode & 07777;
 		f.mtime_ns = b->epoch * 1000000000LL;
 		if (rc == 0)
@@ -464,7 +468,8 @@ static json_t *image_env(const struct build *b, json_t *base_env, const char *re
 	json_array_foreach(base_env, i, v) if (json_string_value(v))
 	    strvec_push(&env, json_string_value(v));
 	if (spawn_env_get(&env, "PATH") == NULL)
-		strvec_push(&env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+		strvec_push(&env,
+		            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 	stackenv_build(b->m, b->m->stack.name.s, NULL, &se);
 	stackenv_enter(&se, &env);
 	spawn_env_set(&env, "NVIDIA_VISIBLE_DEVICES", "all");
@@ -487,8 +492,10 @@ static char *require_cuda(struct ctx *c, const struct manifest *m)
 	const char *cuda = m->versions.cuda.s;
 	if (cuda == NULL || compat_load(compat_default_path(), &kb, &d) != 0) {
 		if (cuda)
-			ev_log(c, EV_WARN, "no knowledge base (%s): NVIDIA_REQUIRE_CUDA has no "
-			                   "driver floor", compat_default_path());
+			ev_log(c, EV_WARN,
+			       "no knowledge base (%s): NVIDIA_REQUIRE_CUDA has no "
+			       "driver floor",
+			       compat_default_path());
 		diags_release(&d);
 		if (cuda == NULL)
 			return NULL;
@@ -535,8 +542,8 @@ static int check_base(struct ctx *c, const struct manifest *m, const struct oci_
 
 /* The config: the base's with the stack's env, labels, layers and history. */
 static json_t *image_config(struct build *b, const struct oci_image *base,
-                            const struct oci_desc *ls, const int *kinds, size_t n,
-                            json_t *labels, const char *require)
+                            const struct oci_desc *ls, const int *kinds, size_t n, json_t *labels,
+                            const char *require)
 {
 	json_t *cfg = json_deep_copy(base->config);
 	json_t *inner = json_object_get(cfg, "config");
@@ -567,17 +574,16 @@ static json_t *image_config(struct build *b, const struct oci_image *base,
 	}
 	for (size_t i = 0; i < n; i++) {
 		json_array_append_new(diff, json_string(ls[i].digest));
-		json_array_append_new(
-		    hist, json_pack("{s:s,s:s,s:s}", "created", created, "created_by",
-		                    layer_names[kinds[i]], "comment",
-		                    "tfprov image build: one layer per step"));
+		json_array_append_new(hist,
+		                      json_pack("{s:s,s:s,s:s}", "created", created, "created_by",
+		                                layer_names[kinds[i]], "comment",
+		                                "tfprov image build: one layer per step"));
 	}
 	return cfg;
 }
 
 /* Replaces (with --force) or creates dst from src. 0, TF_EFAIL (exists) or TF_EIO. */
-static int install_out(struct ctx *c, const char *src, const char *dst, int force,
-                       const char *tmp)
+static int install_out(struct ctx *c, const char *src, const char *dst, int force, const char *tmp)
 {
 	struct stat st;
 	char *old = NULL;
@@ -670,7 +676,8 @@ static int image_build(struct ctx *c, struct opts *o)
 	b.m = m;
 	b.tmp = make_tmp(out);
 	if (b.tmp == NULL) {
-		ev_log(c, EV_ERROR, "cannot create a directory beside %s: %s", out, strerror(errno));
+		ev_log(c, EV_ERROR, "cannot create a directory beside %s: %s", out,
+		       strerror(errno));
 		rc = errno == ENOSPC ? TF_ENOSPC : TF_EIO;
 		goto out;
 	}
@@ -768,11 +775,12 @@ static int image_build(struct ctx *c, struct opts *o)
 	for (int k = 0; rc == 0 && k < L_N; k++) {
 		if (b.layer_paths[k].n == 0)
 			continue;
-		rc = oci_layer_write(b.stage, b.layer_paths[k].v, b.layer_paths[k].n, b.epoch, blobs,
-		                     &ls[nl], &err);
+		rc = oci_layer_write(b.stage, b.layer_paths[k].v, b.layer_paths[k].n, b.epoch,
+		                     blobs, &ls[nl], &err);
 		if (rc == 0) {
-			ev_log(c, EV_INFO, "  layer %-10s %s  %lld bytes, %zu entries", layer_names[k],
-			       ls[nl].digest, (long long)ls[nl].size, b.layer_paths[k].n);
+			ev_log(c, EV_INFO, "  layer %-10s %s  %lld bytes, %zu entries",
+			       layer_names[k], ls[nl].digest, (long long)ls[nl].size,
+			       b.layer_paths[k].n);
 			kinds[nl++] = k;
 		} else {
 			ev_log(c, EV_ERROR, "layer %s: %s", layer_names[k], err ? err : "");
@@ -783,12 +791,11 @@ static int image_build(struct ctx *c, struct opts *o)
 
 	/* 6. Config, manifest, index; then OUT. */
 	require = require_cuda(c, m);
-	labels = json_pack("{s:s,s:s,s:s,s:s,s:s}", "org.opencontainers.image.title",
-	                   m->stack.name.s, "org.opencontainers.image.created", "",
-	                   "org.opencontainers.image.description",
-	                   m->stack.description.s ? m->stack.description.s : "a tfprov stack",
-	                   "dev.tfprov.manifest.sha256", m->sha256, "dev.tfprov.version",
-	                   TFPROV_VERSION);
+	labels = json_pack(
+	    "{s:s,s:s,s:s,s:s,s:s}", "org.opencontainers.image.title", m->stack.name.s,
+	    "org.opencontainers.image.created", "", "org.opencontainers.image.description",
+	    m->stack.description.s ? m->stack.description.s : "a tfprov stack",
+	    "dev.tfprov.manifest.sha256", m->sha256, "dev.tfprov.version", TFPROV_VERSION);
 	char created[32];
 	rfc3339(b.epoch, created);
 	json_object_set_new(labels, "org.opencontainers.image.created", json_string(created));
@@ -927,12 +934,11 @@ static int image_inspect(struct ctx *c, struct opts *o)
 		if (shared)
 			shared_bytes += im.layers[i].size;
 		ev_log(c, EV_INFO, "  %2zu %-12s %s %12lld%s", i, step[0] ? step : "-",
-		       im.layers[i].digest, (long long)im.layers[i].size,
-		       shared ? "  shared" : "");
-		json_t *l = json_pack("{s:i,s:s,s:s,s:I,s:s}", "index", (int)i, "step", step,
-		                      "digest", im.layers[i].digest, "size",
-		                      (json_int_t)im.layers[i].size, "media_type",
-		                      im.layers[i].media_type);
+		       im.layers[i].digest, (long long)im.layers[i].size, shared ? "  shared" : "");
+		json_t *l =
+		    json_pack("{s:i,s:s,s:s,s:I,s:s}", "index", (int)i, "step", step, "digest",
+		              im.layers[i].digest, "size", (json_int_t)im.layers[i].size,
+		              "media_type", im.layers[i].media_type);
 		if (have_other)
 			json_object_set_new(l, "shared", json_boolean(shared));
 		json_array_append_new(layers, l);

@@ -89,7 +89,7 @@ static const struct cmd commands[] = {
      "reproducible OCI image\n"
      "  image inspect IMAGE [OTHER]  its layers, the step each holds, and those shared with "
      "OTHER",
-     "base output tag", 2, 3}, /* image.c checks its arguments */
+     "base output tag force", 2, 3}, /* image.c checks its arguments */
 };
 
 enum {

@@ -27,11 +27,11 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#define OCI_MT_LAYER "application/vnd.oci.image.layer.v1.tar"
+#define OCI_MT_LAYER      "application/vnd.oci.image.layer.v1.tar"
 #define OCI_MT_LAYER_GZIP "application/vnd.oci.image.layer.v1.tar+gzip"
-#define OCI_MT_CONFIG "application/vnd.oci.image.config.v1+json"
-#define OCI_MT_MANIFEST "application/vnd.oci.image.manifest.v1+json"
-#define OCI_MT_INDEX "application/vnd.oci.image.index.v1+json"
+#define OCI_MT_CONFIG     "application/vnd.oci.image.config.v1+json"
+#define OCI_MT_MANIFEST   "application/vnd.oci.image.manifest.v1+json"
+#define OCI_MT_INDEX      "application/vnd.oci.image.index.v1+json"
 
 /* A content descriptor: "sha256:<hex>", its size and media type. */
 struct oci_desc {
@@ -79,8 +79,8 @@ char *oci_json_dump(const json_t *json);
  * fill (a docker archive is unpacked there). 0, TF_ENOENT (it does not exist),
  * TF_EFAIL (not an image: errmsg says why) or TF_EIO.
  */
-int oci_image_read(const char *ref, const char *scratch, const char *blobdir,
-                   struct oci_image *out, char **errmsg);
+int oci_image_read(const char *ref, const char *scratch, const char *blobdir, struct oci_image *out,
+                   char **errmsg);
 
 /*
  * Writes layout (an existing directory holding blobs/sha256/…) as an OCI

@@ -94,8 +94,8 @@ static int take_blob(const char *dir, const char *hex, const char *blobdir, char
 		rc = TF_EFAIL;
 		goto out;
 	}
-	if (mkdirs_at(AT_FDCWD, sub, 0755) != 0 || (access(dst, F_OK) != 0 && link(src, dst) != 0 &&
-	                                            fs_copy_file(src, dst, 0644) != 0)) {
+	if (mkdirs_at(AT_FDCWD, sub, 0755) != 0 ||
+	    (access(dst, F_OK) != 0 && link(src, dst) != 0 && fs_copy_file(src, dst, 0644) != 0)) {
 		*errmsg = xasprintf("%s: cannot copy into %s: %s", src, blobdir, strerror(errno));
 		rc = errno == ENOSPC ? TF_ENOSPC : TF_EIO;
 	}
@@ -128,16 +128,17 @@ static json_t *pick_manifest(const char *dir, json_t *index, const char *tag, ch
 			found = m;
 	}
 	if (found == NULL)
-		*errmsg = n == 0  ? xasprintf("%s: the index names no image", dir)
-		          : tag   ? xasprintf("%s: no image is tagged %s", dir, tag)
-		                  : xasprintf("%s: the index names %zu images: say which (oci:%s:TAG)",
-		                              dir, n, dir);
+		*errmsg = n == 0 ? xasprintf("%s: the index names no image", dir)
+		          : tag
+		              ? xasprintf("%s: no image is tagged %s", dir, tag)
+		              : xasprintf("%s: the index names %zu images: say which (oci:%s:TAG)",
+		                          dir, n, dir);
 	return found;
 }
 
 /* Reads the OCI image layout at dir (tag: the ref name or NULL). */
-static int read_layout(const char *dir, const char *tag, const char *blobdir,
-                       struct oci_image *out, char **errmsg)
+static int read_layout(const char *dir, const char *tag, const char *blobdir, struct oci_image *out,
+                       char **errmsg)
 {
 	char *p = path_join(dir, "index.json");
 	json_t *index = NULL, *cur = NULL;
@@ -193,7 +194,8 @@ static int read_layout(const char *dir, const char *tag, const char *blobdir,
 		goto out;
 	}
 	desc_from_json(d, &out->manifest);
-	const char *cfg = json_string_value(json_object_get(json_object_get(cur, "config"), "digest"));
+	const char *cfg =
+	    json_string_value(json_object_get(json_object_get(cur, "config"), "digest"));
 	rc = read_json_blob(dir, cfg, &out->config, errmsg);
 	if (rc == 0 && blobdir)
 		rc = take_blob(dir, digest_hex(cfg), blobdir, errmsg);
@@ -255,7 +257,8 @@ static int unpack_docker_archive(const char *file, const char *scratch, char **e
 		la_ssize_t k;
 		if (strcmp(name, "manifest.json") == 0) {
 			struct strbuf sb = STRBUF_INIT;
-			while ((k = archive_read_data(a, buf, sizeof(buf))) > 0 && sb.len < (4u << 20))
+			while ((k = archive_read_data(a, buf, sizeof(buf))) > 0 &&
+			       sb.len < (4u << 20))
 				strbuf_add(&sb, buf, (size_t)k);
 			free(text);
 			text = strbuf_detach(&sb);
@@ -267,7 +270,8 @@ static int unpack_docker_archive(const char *file, const char *scratch, char **e
 			while ((k = archive_read_data(a, buf, sizeof(buf))) > 0)
 				blob_add(&b, buf, (size_t)k);
 			if (k < 0)
-				*errmsg = xasprintf("%s: %s: %s", file, name, archive_error_string(a));
+				*errmsg =
+				    xasprintf("%s: %s: %s", file, name, archive_error_string(a));
 			rc = blob_close(blobs, &b, k < 0 ? TF_EFAIL : 0, "", &d, errmsg);
 			if (rc == 0)
 				json_object_set_new(names, name, json_string(d.digest));
@@ -320,9 +324,10 @@ static int unpack_docker_archive(const char *file, const char *scratch, char **e
 		}
 		free(lp);
 		int gz = magic[0] == 0x1f && magic[1] == 0x8b;
-		json_array_append_new(layers, json_pack("{s:s,s:s,s:I}", "mediaType",
-		                                        gz ? OCI_MT_LAYER_GZIP : OCI_MT_LAYER,
-		                                        "digest", dg, "size", (json_int_t)st.st_size));
+		json_array_append_new(layers,
+		                      json_pack("{s:s,s:s,s:I}", "mediaType",
+		                                gz ? OCI_MT_LAYER_GZIP : OCI_MT_LAYER, "digest", dg,
+		                                "size", (json_int_t)st.st_size));
 	}
 	char *cp = xasprintf("%s/sha256/%s", blobs, cdig + 7);
 	struct stat cst = {0};
@@ -364,8 +369,8 @@ out:
 	return rc;
 }
 
-int oci_image_read(const char *ref, const char *scratch, const char *blobdir,
-                   struct oci_image *out, char **errmsg)
+int oci_image_read(const char *ref, const char *scratch, const char *blobdir, struct oci_image *out,
+                   char **errmsg)
 {
 	char *path = NULL, *tag = NULL;
 	int rc = 0, archive = -1;
@@ -430,10 +435,9 @@ int oci_layout_finish(const char *layout, const json_t *config, const struct oci
 	if (rc != 0)
 		goto out;
 	for (size_t i = 0; i < n; i++)
-		json_array_append_new(ls, json_pack("{s:s,s:s,s:I}", "mediaType",
-		                                    layers[i].media_type, "digest",
-		                                    layers[i].digest, "size",
-		                                    (json_int_t)layers[i].size));
+		json_array_append_new(
+		    ls, json_pack("{s:s,s:s,s:I}", "mediaType", layers[i].media_type, "digest",
+		                  layers[i].digest, "size", (json_int_t)layers[i].size));
 	man = json_pack("{s:i,s:s,s:{s:s,s:s,s:I},s:O}", "schemaVersion", 2, "mediaType",
 	                OCI_MT_MANIFEST, "config", "mediaType", OCI_MT_CONFIG, "digest", cd.digest,
 	                "size", (json_int_t)cd.size, "layers", ls);
@@ -446,8 +450,9 @@ int oci_layout_finish(const char *layout, const json_t *config, const struct oci
 	mdesc = json_pack("{s:s,s:s,s:I}", "mediaType", OCI_MT_MANIFEST, "digest",
 	                  manifest_out->digest, "size", (json_int_t)manifest_out->size);
 	if (ref_name)
-		json_object_set_new(mdesc, "annotations",
-		                    json_pack("{s:s}", "org.opencontainers.image.ref.name", ref_name));
+		json_object_set_new(
+		    mdesc, "annotations",
+		    json_pack("{s:s}", "org.opencontainers.image.ref.name", ref_name));
 	idx = json_pack("{s:i,s:s,s:[O]}", "schemaVersion", 2, "mediaType", OCI_MT_INDEX,
 	                "manifests", mdesc);
 	free(text);
@@ -512,10 +517,11 @@ int oci_archive_write(const char *layout, const char *path, const char *repo_tag
 	/* docker's manifest.json: paths of the config and layers inside the archive. */
 	json_t *ls = json_array(), *l;
 	size_t i;
-	json_array_foreach(json_object_get(man, "layers"), i, l)
-	    json_array_append_new(ls, json_sprintf("blobs/sha256/%s",
-	                                           json_string_value(json_object_get(l, "digest")) + 7));
-	const char *cdig = json_string_value(json_object_get(json_object_get(man, "config"), "digest"));
+	json_array_foreach(json_object_get(man, "layers"), i, l) json_array_append_new(
+	    ls,
+	    json_sprintf("blobs/sha256/%s", json_string_value(json_object_get(l, "digest")) + 7));
+	const char *cdig =
+	    json_string_value(json_object_get(json_object_get(man, "config"), "digest"));
 	dm = json_pack("[{s:o,s:[s],s:o}]", "Config",
 	               json_sprintf("blobs/sha256/%s", cdig ? cdig + 7 : ""), "RepoTags",
 	               repo_tag ? repo_tag : "tfprov:latest", "Layers", ls);

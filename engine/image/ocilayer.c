@@ -67,7 +67,7 @@ void blob_add(struct blob_out *b, const void *data, size_t n)
 
 /* Finishes b: renamed to sha256/<hex> (or dropped when that blob exists), or removed on error. */
 int blob_close(const char *blobdir, struct blob_out *b, int failed, const char *media_type,
-                      struct oci_desc *out, char **errmsg)
+               struct oci_desc *out, char **errmsg)
 {
 	char hex[65];
 	int rc = 0;
@@ -213,8 +213,9 @@ static int write_entry(struct archive *a, struct archive_entry *e, const char *r
 			if (k < 0 && errno == EINTR)
 				continue;
 			if (k <= 0) {
-				*errmsg = xasprintf("%s: %s", host, k < 0 ? strerror(errno)
-				                                          : "changed while being read");
+				*errmsg =
+				    xasprintf("%s: %s", host,
+				              k < 0 ? strerror(errno) : "changed while being read");
 				rc = TF_EIO;
 				goto out;
 			}
@@ -246,7 +247,8 @@ int oci_layer_write(const char *root, char *const *paths, size_t n, int64_t epoc
 	layer_entries(paths, n, &ents);
 	a = archive_write_new();
 	archive_write_set_format_pax_restricted(a);
-	archive_write_set_bytes_in_last_block(a, 1); /* no padding to 10 KiB: the bytes are the tar */
+	archive_write_set_bytes_in_last_block(a,
+	                                      1); /* no padding to 10 KiB: the bytes are the tar */
 	if (archive_write_open(a, &b, NULL, on_write, NULL) != ARCHIVE_OK) {
 		*errmsg = xasprintf("%s: %s", blobdir, archive_error_string(a));
 		rc = TF_EIO;

@@ -247,11 +247,27 @@ def test_bad_inputs_leave_no_out(tfprov, world, tmp_path):
 
 
 def test_driver_library_refused(tfprov, world, tmp_path):
-    """A CUDA archive that would place libcuda.so.1 is refused (exit 6), no OUT."""
+    """A CUDA archive that would place libcuda.so.1 (NVIDIA's cuda_compat
+    package carries one) is refused with exit 6, and no OUT is left."""
     d = tmp_path / "www"
+    d.mkdir()
+    name = "cuda_compat-linux-x86_64-12.3.101-archive"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz") as t:
+        for n, data in ((f"{name}/compat/libcuda.so.1", b"\x7fELF stand-in"),):
+            ti = tarfile.TarInfo(n)
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+    (d / f"{name}.tar.xz").write_bytes(buf.getvalue())
+    sha = hashlib.sha256(buf.getvalue()).hexdigest()
     with Mirror(d) as m:
-        man = m.stack(tmp_path / "drv.yaml", name="drv", components="cuda_cudart,cuda_driverstub")
-    dest = str(tmp_path / "img")
-    p = build(tfprov, man, world.base, dest, rc=6)
-    assert "libcuda.so" in out(p) and "driver library" in out(p)
+        entry = (f"    - name: cuda_compat\n      url: {m.url}/{name}.tar.xz\n"
+                 f"      sha256: {sha}\n      size: {len(buf.getvalue())}\n      strip: 1\n")
+        text = open(world.other).read().replace("  artifacts:\n", "  artifacts:\n" + entry, 1)
+        man = tmp_path / "drv.yaml"
+        man.write_text(text)
+        dest = str(tmp_path / "img")
+        p = build(tfprov, str(man), world.base, dest, rc=6)
+    assert "/opt/tfprov/cuda/12.3.2/compat/libcuda.so.1" in out(p), out(p)
+    assert "driver library" in out(p)
     assert leftovers(tmp_path) == [] and not os.path.exists(dest)
