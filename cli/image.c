@@ -563,7 +563,9 @@ static json_t *image_config(struct build *b, const struct oci_image *base,
 	json_object_set_new(cfg, "created", json_string(created));
 	json_t *rootfs = json_object_get(cfg, "rootfs");
 	if (!json_is_object(rootfs)) {
-		rootfs = json_pack("{s:s,s:[]}", "type", "layers", "diff_ids");
+		rootfs = json_object();
+		json_object_set_new(rootfs, "type", json_string("layers"));
+		json_object_set_new(rootfs, "diff_ids", json_array());
 		json_object_set_new(cfg, "rootfs", rootfs);
 	}
 	json_t *diff = json_object_get(rootfs, "diff_ids");

@@ -120,7 +120,7 @@ static la_ssize_t on_write(struct archive *a, void *ud, const void *buf, size_t 
 	blob_add(b, buf, n);
 	if (b->err) {
 		archive_set_error(a, b->err, "%s", strerror(b->err));
-		return -1;
+		return ARCHIVE_FATAL; /* any negative value is a failed write */
 	}
 	return (la_ssize_t)n;
 }

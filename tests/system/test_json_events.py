@@ -260,7 +260,7 @@ def test_docs_name_every_event_type_and_field(tfprov, tmp_path, mirror):
     rows = documented_rows()
     missing = emitted_types() - set(rows)
     assert not missing, f"event types without a row in docs/json-events.md: {missing}"
-    assert re.search(r"UI schema 1\.2\b", open(DOCS).read())
+    assert re.search(r"UI schema 1\.3\b", open(DOCS).read())
     ver = re.search(r'TFPROV_JSON_UI_VERSION "([\d.]+)"',
                     open(os.path.join(REPO, "engine", "base", "event.h")).read()).group(1)
     assert f"**{ver}**" in open(DOCS).read(), "no changelog line for " + ver
