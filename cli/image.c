@@ -88,6 +88,7 @@ struct build {
 	struct strvec layer_paths[L_N];
 	struct strvec changed; /* root-relative paths rewritten by relocate */
 	struct strvec pycs;    /* "pyc\tsource\tdfile" lines per env, see recompile */
+	struct strvec venvs;   /* root-relative venv dirs (a pyvenv.cfg in them) */
 	char *driver_lib;      /* the first driver library found, if any */
 	char *errmsg;
 };
@@ -260,6 +261,12 @@ static int walk_cb(void *ud, const char *rel, const char *host, const struct sta
 	if (is_driver_lib(rel) && b->driver_lib == NULL)
 		b->driver_lib = xasprintf("/%s", rel);
 	if (S_ISREG(st->st_mode)) {
+		const char *slash = strrchr(rel, '/');
+		if (slash && strcmp(slash, "/pyvenv.cfg") == 0) {
+			char *dir = xstrndup(rel, (size_t)(slash - rel));
+			strvec_push(&b->venvs, dir);
+			free(dir);
+		}
 		if (str_ends_with(rel, ".pyc") && strstr(rel, "/__pycache__/"))
 			strvec_push(&b->pycs, rel);
 		return relocate_file(b, rel, host, st);
@@ -540,6 +547,59 @@ static int check_base(struct ctx *c, const struct manifest *m, const struct oci_
 	return 0;
 }
 
+/*
+ * A venv links to the interpreter it was made from (bin/python): that path
+ * must exist in the base, or nothing in the env runs. 0, TF_EPRECOND (said)
+ * or TF_EFAIL.
+ */
+static int check_interpreters(struct build *b, const struct oci_image *base, const char *blobs,
+                              const char *ref)
+{
+	struct strvec want = STRVEC_INIT;
+	char *err = NULL;
+	int rc = 0;
+	for (size_t i = 0; i < b->venvs.n; i++) {
+		/* bin/python -> python3 -> /usr/bin/python3: the first absolute target. */
+		char *py = xasprintf("%s/%s/bin/python", b->stage, b->venvs.v[i]), target[4096];
+		const char *abs = "";
+		for (int hop = 0; hop < 8; hop++) {
+			ssize_t k = readlink(py, target, sizeof(target) - 1);
+			if (k <= 0)
+				break;
+			target[k] = '\0';
+			if (target[0] == '/') {
+				abs = target;
+				break;
+			}
+			char *dir = xstrdup(py), *slash = strrchr(dir, '/');
+			*slash = '\0';
+			free(py);
+			py = xasprintf("%s/%s", dir, target);
+			free(dir);
+		}
+		strvec_push(&want, abs); /* "": a real file, the env carries its interpreter */
+		free(py);
+	}
+	int *found = xcalloc(want.n + 1, sizeof(int));
+	if (want.n)
+		rc = oci_image_has_paths(base, blobs, want.v, want.n, found, &err);
+	if (rc != 0)
+		ev_log(b->c, EV_ERROR, "base %s: %s", ref, err ? err : tf_strerror(rc));
+	for (size_t i = 0; rc == 0 && i < want.n; i++) {
+		if (want.v[i][0] == '\0' || found[i])
+			continue;
+		ev_log(b->c, EV_ERROR,
+		       "the venv /%s runs %s, which the base %s does not have: choose a base with "
+		       "that Python, or name the base's interpreter in python.interpreter",
+		       b->venvs.v[i], want.v[i], ref);
+		rc = TF_EPRECOND;
+	}
+	free(found);
+	free(err);
+	strvec_release(&want);
+	return rc;
+}
+
 /* The config: the base's with the stack's env, labels, layers and history. */
 static json_t *image_config(struct build *b, const struct oci_image *base,
                             const struct oci_desc *ls, const int *kinds, size_t n, json_t *labels,
@@ -621,6 +681,7 @@ static void build_release(struct build *b)
 		strvec_release(&b->layer_paths[i]);
 	strvec_release(&b->changed);
 	strvec_release(&b->pycs);
+	strvec_release(&b->venvs);
 	free(b->driver_lib);
 	free(b->errmsg);
 }
@@ -740,6 +801,10 @@ static int image_build(struct ctx *c, struct opts *o)
 		rc = TF_EPRECOND;
 		goto out;
 	}
+	if (rc == 0)
+		rc = check_interpreters(&b, &base, blobs, o->base);
+	if (rc == TF_EPRECOND)
+		goto out;
 	if (rc == 0)
 		rc = recompile(&b);
 	if (rc == 0)

@@ -83,6 +83,15 @@ int oci_image_read(const char *ref, const char *scratch, const char *blobdir, st
                    char **errmsg);
 
 /*
+ * Whether each of paths (absolute, in the image) names an entry of the
+ * filesystem im's layers make (in blobdir), symlinks followed: found[i] 1 or
+ * 0. A later layer's entry with the same name counts as one; whiteouts are
+ * not applied. 0 or TF_EFAIL (a layer that does not read).
+ */
+int oci_image_has_paths(const struct oci_image *im, const char *blobdir, char *const *paths,
+                        size_t npaths, int *found, char **errmsg);
+
+/*
  * Writes layout (an existing directory holding blobs/sha256/…) as an OCI
  * image layout: the config and manifest blobs, index.json naming the
  * manifest (ref_name in org.opencontainers.image.ref.name when non-NULL),

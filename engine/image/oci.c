@@ -574,3 +574,111 @@ out:
 	free(ip);
 	return rc;
 }
+
+/* One entry of a base's merged filesystem: its name, and a symlink's target. */
+struct fs_entry {
+	char *name;
+	char *link; /* NULL: not a symlink */
+};
+
+static int cmp_entry(const void *a, const void *b)
+{
+	return strcmp(((const struct fs_entry *)a)->name, ((const struct fs_entry *)b)->name);
+}
+
+static const struct fs_entry *find_entry(const struct fs_entry *v, size_t n, const char *name)
+{
+	struct fs_entry key = {(char *)name, NULL};
+	return n ? bsearch(&key, v, n, sizeof(*v), cmp_entry) : NULL;
+}
+
+/*
+ * path resolved in the base's filesystem, following symlinks (a merged
+ * /usr's /bin -> usr/bin too): 1 when it names an entry, 0 when not.
+ */
+static int resolve_in(const struct fs_entry *v, size_t n, const char *path, int depth)
+{
+	char cur[4096] = "";
+	const char *p = path;
+	if (depth > 16)
+		return 0;
+	while (*p == '/')
+		p++;
+	while (*p) {
+		size_t l = strcspn(p, "/");
+		char next[4096];
+		snprintf(next, sizeof(next), "%s%s%.*s", cur, cur[0] ? "/" : "", (int)l, p);
+		p += l;
+		while (*p == '/')
+			p++;
+		const struct fs_entry *e = find_entry(v, n, next);
+		if (e == NULL)
+			return 0;
+		if (e->link) {
+			char target[8192];
+			if (e->link[0] == '/')
+				snprintf(target, sizeof(target), "%s/%s", e->link, p);
+			else
+				snprintf(target, sizeof(target), "/%s/%s/%s", cur, e->link, p);
+			return resolve_in(v, n, target, depth + 1);
+		}
+		snprintf(cur, sizeof(cur), "%s", next);
+	}
+	return 1;
+}
+
+int oci_image_has_paths(const struct oci_image *im, const char *blobdir, char *const *paths,
+                        size_t npaths, int *found, char **errmsg)
+{
+	struct fs_entry *v = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < im->nlayers; i++) {
+		char *f = xasprintf("%s/sha256/%s", blobdir, im->layers[i].digest + 7);
+		struct archive *a = archive_read_new();
+		struct archive_entry *e;
+		int r = ARCHIVE_EOF;
+		archive_read_support_format_tar(a);
+		archive_read_support_filter_all(a);
+		if (archive_read_open_filename(a, f, 1 << 16) != ARCHIVE_OK) {
+			*errmsg = xasprintf("%s: %s", f, archive_error_string(a));
+			rc = TF_EFAIL;
+		}
+		while (rc == 0 && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+			const char *name = archive_entry_pathname(e);
+			while (name[0] == '.' && name[1] == '/')
+				name += 2;
+			while (name[0] == '/')
+				name++;
+			size_t l = strlen(name);
+			while (l > 0 && name[l - 1] == '/')
+				l--;
+			if (l == 0)
+				continue;
+			if (n == cap) {
+				cap = cap ? 2 * cap : 4096;
+				v = xrealloc(v, cap * sizeof(*v));
+			}
+			const char *ln =
+			    archive_entry_filetype(e) == AE_IFLNK ? archive_entry_symlink(e) : NULL;
+			/* Whiteouts are kept as plain names: a base rarely deletes its interpreter. */
+			v[n++] = (struct fs_entry){xstrndup(name, l), ln ? xstrdup(ln) : NULL};
+		}
+		if (rc == 0 && r != ARCHIVE_EOF) {
+			*errmsg = xasprintf("%s: %s", f, archive_error_string(a));
+			rc = TF_EFAIL;
+		}
+		archive_read_free(a);
+		free(f);
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_entry);
+	for (size_t i = 0; rc == 0 && i < npaths; i++)
+		found[i] = resolve_in(v, n, paths[i], 0);
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].link);
+	}
+	free(v);
+	return rc;
+}

@@ -40,13 +40,22 @@ def _blob(layout, data):
     return {"digest": "sha256:" + d, "size": len(data)}
 
 
-def make_base(layout, arch="amd64"):
-    """A one-layer OCI image layout: a tiny rootfs with an os-release."""
+def make_base(layout, arch="amd64", python=True):
+    """A one-layer OCI image layout: a tiny rootfs with an os-release and
+    (python) a stand-in /usr/bin/python3 -> python3.X, the interpreter the
+    fixture venv links to (its content is never run here)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
         for d in ("etc", "usr", "usr/bin", "tmp", "var"):
             ti = tarfile.TarInfo(d)
             ti.type, ti.mode, ti.mtime = tarfile.DIRTYPE, 0o755, 1
+            t.addfile(ti)
+        if python:
+            ti = tarfile.TarInfo(f"usr/bin/python{PYVER}")
+            ti.size, ti.mode, ti.mtime = 0, 0o755, 1
+            t.addfile(ti, io.BytesIO(b""))
+            ti = tarfile.TarInfo("usr/bin/python3")
+            ti.type, ti.linkname, ti.mtime = tarfile.SYMTYPE, f"python{PYVER}", 1
             t.addfile(ti)
         data = b'PRETTY_NAME="tfprov test base"\nID=debian\nVERSION_ID="12"\n'
         ti = tarfile.TarInfo("etc/os-release")
@@ -228,6 +237,9 @@ def test_bad_inputs_leave_no_out(tfprov, world, tmp_path):
     assert "is not an image" in out(p)
     p = build(tfprov, world.other, "docker://debian:bookworm", dest, rc=64)
     assert "registries are not supported yet" in out(p)
+    # The venv links to /usr/bin/python3: a base without it is refused (exit 6).
+    p = build(tfprov, world.full, make_base(tmp_path / "nopy", python=False), dest, rc=6)
+    assert "runs /usr/bin/python3, which the base" in out(p), out(p)
     arm = make_base(tmp_path / "arm", arch="arm64")
     p = build(tfprov, world.other, arm, dest, rc=6)
     assert "linux/arm64" in out(p).replace("is linux/arm64", "linux/arm64")
