@@ -283,3 +283,22 @@ def test_driver_library_refused(tfprov, world, tmp_path):
     assert "/opt/tfprov/cuda/12.3.2/compat/libcuda.so.1" in out(p), out(p)
     assert "driver library" in out(p)
     assert leftovers(tmp_path) == [] and not os.path.exists(dest)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root only)")
+def test_full_disk_leaves_nothing(tfprov, world, tmp_path):
+    """OUT on a 16 MiB filesystem that the stack (a ~25 MiB venv, then its
+    layers) does not fit on: exit 1 naming the full disk, and the
+    filesystem is empty afterwards (no OUT, no temporary directory)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(small)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here: " + r.stderr)
+    try:
+        p = build(tfprov, world.full, world.base, str(small / "img"), rc=1)
+        assert "space" in out(p).lower(), out(p)
+        assert os.listdir(small) == []
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
