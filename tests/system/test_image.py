@@ -179,7 +179,7 @@ def test_build_layers_state_and_reproducible(tfprov, world, tmp_path):
     assert pip.startswith(b"#!/opt/tfprov/envs/tf/bin/python")
     st = os.stat(os.path.join(root, "opt/tfprov/cuda/12.3.2/lib64/libcudart.so.12"))
     assert int(st.st_mtime) == 1
-    v = tfprov.run("--root", root, "--no-gpu", "verify", "full", root=False, env=ENV)
+    v = tfprov.run("--root", root, "--no-gpu", "verify", "--deep", "full", root=False, env=ENV)
     assert v.returncode == 0, out(v)
     s = tfprov.run("--root", root, "status", root=False, env=ENV)
     assert s.returncode == 0 and "drift" not in out(s).lower().replace("no drift", ""), out(s)
@@ -202,16 +202,21 @@ def test_build_layers_state_and_reproducible(tfprov, world, tmp_path):
     assert [l["step"] for l in layers] == steps
     assert [l["shared"] for l in layers] == [True, True, False, False, False, False]
 
-    # A docker archive of the same image.
+    # A docker archive of the other image: the same blobs as its layout.
     t = str(tmp_path / "a.tar")
-    build(tfprov, world.full, world.base, t, "--tag", "tfprov/full:1")
+    build(tfprov, world.other, world.base, t, "--tag", "tfprov/full:1")
     with tarfile.open(t) as tar:
         names = tar.getnames()
         dm = json.load(tar.extractfile("manifest.json"))
     assert dm[0]["RepoTags"] == ["tfprov/full:1"]
     assert [l.split("/")[-1] for l in dm[0]["Layers"]] == [
-        l["digest"].split(":")[1] for l in man["layers"]]
+        l["digest"].split(":")[1] for l in oman["layers"]]
     assert "index.json" in names and "oci-layout" in names
+    if shutil.which("skopeo"):
+        r = subprocess.run(["skopeo", "inspect", "docker-archive:" + t], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(r.stdout)["Layers"] == [l["digest"] for l in oman["layers"]]
     for tool in (["skopeo", "inspect", "oci:" + a], ["oci-image-tool", "validate", "--type",
                                                        "image", a]):
         if shutil.which(tool[0]):
