@@ -598,33 +598,39 @@ static const struct fs_entry *find_entry(const struct fs_entry *v, size_t n, con
  */
 static int resolve_in(const struct fs_entry *v, size_t n, const char *path, int depth)
 {
-	char cur[4096] = "";
+	char *cur = xstrdup(""), *next = NULL, *target = NULL;
 	const char *p = path;
+	int found = 1;
 	if (depth > 16)
-		return 0;
+		found = 0;
 	while (*p == '/')
 		p++;
-	while (*p) {
+	while (found && *p) {
 		size_t l = strcspn(p, "/");
-		char next[4096];
-		snprintf(next, sizeof(next), "%s%s%.*s", cur, cur[0] ? "/" : "", (int)l, p);
+		next = xasprintf("%s%s%.*s", cur, cur[0] ? "/" : "", (int)l, p);
 		p += l;
 		while (*p == '/')
 			p++;
 		const struct fs_entry *e = find_entry(v, n, next);
-		if (e == NULL)
-			return 0;
-		if (e->link) {
-			char target[8192];
-			if (e->link[0] == '/')
-				snprintf(target, sizeof(target), "%s/%s", e->link, p);
-			else
-				snprintf(target, sizeof(target), "/%s/%s/%s", cur, e->link, p);
-			return resolve_in(v, n, target, depth + 1);
+		if (e == NULL) {
+			found = 0;
+			free(next);
+		} else if (e->link) {
+			target = e->link[0] == '/' ? xasprintf("%s/%s", e->link, p)
+			                           : xasprintf("/%s/%s/%s", cur, e->link, p);
+			found = resolve_in(v, n, target, depth + 1);
+			free(target);
+			free(next);
+			break;
+		} else {
+			free(cur);
+			cur = next;
 		}
-		snprintf(cur, sizeof(cur), "%s", next);
+		next = NULL;
 	}
-	return 1;
+	free(next);
+	free(cur);
+	return found;
 }
 
 int oci_image_has_paths(const struct oci_image *im, const char *blobdir, char *const *paths,
