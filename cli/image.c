@@ -717,9 +717,13 @@ static int image_build(struct ctx *c, struct opts *o)
 	char *layout = NULL, *scratch = NULL, *blobs = NULL, *require = NULL, *holder = NULL;
 	char *err = NULL;
 	int rc = 0, planned = 0;
-	const char *out = o->out;
+	char *out_buf = o->out ? xstrdup(o->out) : NULL;
+	const char *out = out_buf;
+	for (size_t l = out_buf ? strlen(out_buf) : 0; l > 1 && out_buf[l - 1] == '/'; l--)
+		out_buf[l - 1] = '\0'; /* "img/" is img */
 	if (o->args.n != 2 || o->base == NULL || out == NULL || out[0] == '\0') {
 		fprintf(stderr, "usage: tfprov image build MANIFEST --base BASE -o OUT\n");
+		free(out_buf);
 		return TF_EUSAGE;
 	}
 	umask(022); /* the modes in the image do not depend on the caller's umask */
@@ -938,6 +942,7 @@ out:
 	free(require);
 	free(holder);
 	free(err);
+	free(out_buf);
 	manifest_free(m);
 	return rc;
 }

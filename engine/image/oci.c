@@ -598,37 +598,36 @@ static const struct fs_entry *find_entry(const struct fs_entry *v, size_t n, con
  */
 static int resolve_in(const struct fs_entry *v, size_t n, const char *path, int depth)
 {
-	char *cur = xstrdup(""), *next = NULL, *target = NULL;
+	char *cur = xstrdup("");
 	const char *p = path;
-	int found = 1;
-	if (depth > 16)
-		found = 0;
+	int found = depth <= 16;
 	while (*p == '/')
 		p++;
 	while (found && *p) {
 		size_t l = strcspn(p, "/");
-		next = xasprintf("%s%s%.*s", cur, cur[0] ? "/" : "", (int)l, p);
+		char *next = xasprintf("%s%s%.*s", cur, cur[0] ? "/" : "", (int)l, p);
 		p += l;
 		while (*p == '/')
 			p++;
 		const struct fs_entry *e = find_entry(v, n, next);
+		free(cur);
+		cur = next; /* owned by cur from here on */
 		if (e == NULL) {
 			found = 0;
-			free(next);
 		} else if (e->link) {
-			target = e->link[0] == '/' ? xasprintf("%s/%s", e->link, p)
-			                           : xasprintf("/%s/%s/%s", cur, e->link, p);
+			/* cur's parent + the link, then what is left of path. */
+			char *slash = strrchr(cur, '/');
+			if (slash)
+				*slash = '\0';
+			else
+				cur[0] = '\0';
+			char *target = e->link[0] == '/' ? xasprintf("%s/%s", e->link, p)
+			                                 : xasprintf("/%s/%s/%s", cur, e->link, p);
 			found = resolve_in(v, n, target, depth + 1);
 			free(target);
-			free(next);
 			break;
-		} else {
-			free(cur);
-			cur = next;
 		}
-		next = NULL;
 	}
-	free(next);
 	free(cur);
 	return found;
 }
