@@ -29,6 +29,8 @@ struct opts {
 	int none;           /* default --none */
 	int unset;          /* env --unset */
 	const char *shell;  /* env --shell */
+	const char *base;   /* image build --base */
+	const char *tag;    /* image build --tag */
 	int dashdash;       /* a `--` was given: what follows it is in cmdv */
 	struct strvec args; /* positional arguments after the subcommand (before `--`) */
 	struct strvec cmdv; /* run: the command after `--` */
@@ -75,6 +77,8 @@ int cmd_run(struct ctx *c, struct opts *o);
 int cmd_env(struct ctx *c, struct opts *o);
 int cmd_shell(struct ctx *c, struct opts *o);
 int cmd_default(struct ctx *c, struct opts *o);
+/* image.c: image build, image inspect */
+int cmd_image(struct ctx *c, struct opts *o);
 
 /*
  * A stack's in-use mark (stackuse.c): cli_stack_mark creates it (apply),

@@ -84,6 +84,12 @@ static const struct cmd commands[] = {
      "init --tensorflow X.Y [-o FILE]  write a new manifest from the knowledge base and "
      "catalog",
      "tensorflow python cuda-from gpu platform output force", 0, 0},
+    {"image", cmd_image, 0,
+     "image build MANIFEST --base BASE -o OUT [--tag NAME:TAG]  write the stack as a "
+     "reproducible OCI image\n"
+     "  image inspect IMAGE [OTHER]  its layers, the step each holds, and those shared with "
+     "OTHER",
+     "base output tag force", 2, 3}, /* image.c checks its arguments */
 };
 
 enum {
@@ -118,6 +124,8 @@ enum {
 	OPT_ALL,
 	OPT_DEFAULT,
 	OPT_NONE,
+	OPT_BASE,
+	OPT_TAG,
 	OPT_UNSET,
 	OPT_SHELL,
 };
@@ -204,6 +212,13 @@ static const struct cmd_opt {
      "--allow-incomplete-lock  let pip resolve what a `complete: false` lock leaves\n"
      "                       unpinned (named and recorded as unhashed)",
      SET_CTX_FLAG, CTX_ALLOW_INCOMPLETE},
+    {"base", required_argument, OPT_BASE,
+     "--base BASE          the image to build on: oci:DIR[:TAG], docker-archive:FILE,\n"
+     "                       or a path (a directory: OCI layout; a file: docker archive)",
+     SET_STRING, FIELD(base)},
+    {"tag", required_argument, OPT_TAG,
+     "--tag NAME:TAG       the image's name (index ref name, docker RepoTags)", SET_STRING,
+     FIELD(tag)},
 };
 
 /* The global options for getopt_long; parse_options adds cmd_opts to them. */

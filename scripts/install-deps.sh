@@ -23,6 +23,10 @@ curl xz-utils zstd bzip2 gzip zip unzip sqlite3 openssl ansible-core hyperfine t
 openssh-server openssh-client nginx strace lintian dpkg-dev fakeroot
 clang libclang-rt-14-dev minisign fuse3 python3-fusepy zsh fish"
 
+# skopeo and oci-image-tool: test_image.py reads and validates the OCI images
+# `tfprov image build` writes.
+PKGS="$PKGS skopeo oci-image-tool"
+
 # debootstrap and rpm (rpmbuild): scripts/build-release.sh and its test
 # (the Debian 11 build root, the Debian 11/13 test roots, the .rpm).
 PKGS="$PKGS debootstrap rpm"

@@ -85,6 +85,13 @@ int state_setting_get(struct state *st, const char *key, char **out);
 int state_setting_set(struct state *st, const char *key, const char *value);
 /* Forgets stack `id` with its generations, resources and files. 0 or TF_ESTATE. */
 int state_stack_delete(struct state *st, int64_t id);
+/*
+ * Seals the state for a container image (state_image.c): every time set to
+ * epoch (file mtimes to epoch seconds), manifest_path recorded instead of the
+ * host's, the journal and benchmark results dropped, the file rebuilt
+ * (VACUUM) and checkpointed. 0 or TF_ESTATE.
+ */
+int state_image_seal(struct state *st, int64_t epoch, const char *manifest_path);
 /* A stack as status lists it; generations are numbered per stack from 1. */
 struct state_stack_info {
 	int64_t id;

@@ -190,6 +190,32 @@ LAZY(L_ARCHIVE, int, archive_read_support_format_gnutar, (struct archive * a), (
 LAZY(L_ARCHIVE, int, archive_read_support_format_tar, (struct archive * a), (a))
 LAZY(L_ARCHIVE, int, archive_read_support_format_zip, (struct archive * a), (a))
 
+/* The deterministic layer writer (engine/image/ocilayer.c). */
+LAZY(L_ARCHIVE, struct archive_entry *, archive_entry_new, (void), ())
+LAZY_VOID(L_ARCHIVE, archive_entry_free, (struct archive_entry * e), (e))
+LAZY(L_ARCHIVE, struct archive_entry *, archive_entry_clear, (struct archive_entry * e), (e))
+LAZY_VOID(L_ARCHIVE, archive_entry_set_pathname, (struct archive_entry * e, const char *p), (e, p))
+LAZY_VOID(L_ARCHIVE, archive_entry_set_filetype, (struct archive_entry * e, unsigned int t), (e, t))
+LAZY_VOID(L_ARCHIVE, archive_entry_set_perm, (struct archive_entry * e, __LA_MODE_T m), (e, m))
+LAZY_VOID(L_ARCHIVE, archive_entry_set_size, (struct archive_entry * e, la_int64_t n), (e, n))
+LAZY_VOID(L_ARCHIVE, archive_entry_set_mtime, (struct archive_entry * e, time_t t, long ns),
+          (e, t, ns))
+LAZY_VOID(L_ARCHIVE, archive_entry_set_uid, (struct archive_entry * e, la_int64_t u), (e, u))
+LAZY_VOID(L_ARCHIVE, archive_entry_set_gid, (struct archive_entry * e, la_int64_t g), (e, g))
+LAZY_VOID(L_ARCHIVE, archive_entry_set_symlink, (struct archive_entry * e, const char *t), (e, t))
+LAZY(L_ARCHIVE, struct archive *, archive_write_new, (void), ())
+LAZY(L_ARCHIVE, int, archive_write_set_format_pax_restricted, (struct archive * a), (a))
+LAZY(L_ARCHIVE, int, archive_write_set_bytes_in_last_block, (struct archive * a, int n), (a, n))
+LAZY(L_ARCHIVE, int, archive_write_open,
+     (struct archive * a, void *data, archive_open_callback *o, archive_write_callback *w,
+      archive_close_callback *c),
+     (a, data, o, w, c))
+LAZY(L_ARCHIVE, int, archive_write_header, (struct archive * a, struct archive_entry *e), (a, e))
+LAZY(L_ARCHIVE, la_ssize_t, archive_write_data, (struct archive * a, const void *b, size_t n),
+     (a, b, n))
+LAZY(L_ARCHIVE, int, archive_write_close, (struct archive * a), (a))
+LAZY(L_ARCHIVE, int, archive_write_free, (struct archive * a), (a))
+
 void archive_set_error(struct archive *a, int err, const char *fmt, ...)
 {
 	char msg[1024];

@@ -1,0 +1,1050 @@
+/*
+ * image.c - `tfprov image build MANIFEST --base BASE -o OUT`: the stack as a
+ * reproducible OCI image, without a daemon and without root; `tfprov image
+ * inspect IMAGE [OTHER]`: its layers, the step each holds, and which it
+ * shares with another image.
+ *
+ * A build is an apply into a private root, then that root cut into layers:
+ *  1. The manifest is loaded, linted and signature-checked exactly as
+ *     `apply` does (same functions, same exit codes); the base is read and
+ *     checked against the stack's platform before anything is fetched.
+ *  2. plan_apply places the stack into <OUT>.tfprov-image-XXXXXX/root
+ *     (fetch and verify through the one cache, the same paths, tfprov's
+ *     state under the root's /var/lib/tfprov), with the GPU checks of the
+ *     build host skipped: the image runs on another machine's driver.
+ *  3. The root is made independent of the build: a venv records its host
+ *     path (pyvenv.cfg, activate, script shebangs) and every .pyc names its
+ *     source; those are rewritten to the in-image paths (.pyc files compiled
+ *     again by the env's interpreter, hash-checked so their bytes do not
+ *     depend on a source mtime), their new hashes recorded; every entry's
+ *     mtime is set to the epoch (SOURCE_DATE_EPOCH, else 1) and the state
+ *     sealed (state_image_seal) so `tfprov verify` inside the image passes.
+ *  4. A driver library (libcuda.so*, libnvidia-ml.so*) anywhere in the root
+ *     is refused: the NVIDIA Container Toolkit injects the host's, and an
+ *     image that holds one fails to start.
+ *  5. One layer per step, by the step that recorded each file: cuda,
+ *     cudnn, the python env, the pip wheels (the nvidia-* CUDA wheels in a
+ *     layer of their own), then a config layer (the env step's scripts and
+ *     the state). engine/image writes each as a deterministic tar, so the
+ *     same CUDA gives the same CUDA layer in every image.
+ *  6. The config carries the environment `tfprov run` gives (stackenv) and
+ *     the NVIDIA Container Toolkit's variables; the layout is written into
+ *     the temporary directory and renamed to OUT (a directory, or with a
+ *     .tar name a docker-archive), so a failed build leaves no OUT.
+ */
+#include "cli.h"
+#include "digest.h"
+#include "error.h"
+#include "event.h"
+#include "fs.h"
+#include "image.h"
+#include "kb.h"
+#include "manifest.h"
+#include "plan.h"
+#include "spawn.h"
+#include "stackenv.h"
+#include "state.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef TFPROV_VERSION
+#define TFPROV_VERSION "unknown"
+#endif
+
+/* The layers a stack's image gets above its base, in this order. */
+enum layer_kind { L_CUDA, L_CUDNN, L_PYENV, L_PIP_NVIDIA, L_PIP, L_CONFIG, L_N };
+static const char *const layer_names[L_N] = {"cuda",       "cudnn", "python-env",
+                                             "pip-nvidia", "pip",   "config"};
+
+/* Paths under the root that belong to the build, not to the image. */
+static const char *const build_only[] = {"var/lib/tfprov/lock", "var/lib/tfprov/state.db-wal",
+                                         "var/lib/tfprov/state.db-shm", "var/cache/tfprov",
+                                         "var/lib/tfprov/inuse"};
+
+struct recorded {
+	char *path; /* relative to the root, no leading '/' */
+	int layer;
+	char type;
+	int64_t res_id;
+};
+
+struct build {
+	struct ctx *c;
+	const struct manifest *m;
+	char *tmp;   /* <OUT>.tfprov-image-XXXXXX */
+	char *stage; /* tmp/root: the private root */
+	int64_t epoch;
+	struct recorded *rec; /* sorted by path */
+	size_t nrec, caprec;
+	struct strvec layer_paths[L_N];
+	struct strvec changed; /* root-relative paths rewritten by relocate */
+	struct strvec pycs;    /* "pyc\tsource\tdfile" lines per env, see recompile */
+	struct strvec venvs;   /* root-relative venv dirs (a pyvenv.cfg in them) */
+	char *driver_lib;      /* the first driver library found, if any */
+	char *errmsg;
+};
+
+static int64_t image_epoch(void)
+{
+	const char *s = getenv("SOURCE_DATE_EPOCH");
+	char *end = NULL;
+	long long v = s && s[0] ? strtoll(s, &end, 10) : 1;
+	if (s && s[0] && (end == NULL || *end != '\0' || v < 0))
+		v = 1;
+	return (int64_t)v;
+}
+
+/* t as "1970-01-01T00:00:01Z" (0 too: cli_time would say "never"). */
+static void rfc3339(int64_t t, char out[32])
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+	gmtime_r(&tt, &tm);
+	strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int layer_of_kind(const char *kind, const char *path)
+{
+	if (strcmp(kind, "cuda") == 0)
+		return L_CUDA;
+	if (strcmp(kind, "cudnn") == 0)
+		return L_CUDNN;
+	if (strcmp(kind, "pyenv") == 0)
+		return L_PYENV;
+	if (strcmp(kind, "pip") == 0)
+		return strstr(path, "/site-packages/nvidia/") ||
+		               strstr(path, "/site-packages/nvidia_")
+		           ? L_PIP_NVIDIA
+		           : L_PIP;
+	return L_CONFIG;
+}
+
+struct rec_arg {
+	struct build *b;
+	const char *kind;
+};
+
+static int rec_cb(const struct state_file *f, void *arg)
+{
+	struct rec_arg *a = arg;
+	struct build *b = a->b;
+	if (b->nrec == b->caprec) {
+		b->caprec = b->caprec ? 2 * b->caprec : 1024;
+		b->rec = xrealloc(b->rec, b->caprec * sizeof(*b->rec));
+	}
+	const char *p = f->path[0] == '/' ? f->path + 1 : f->path;
+	b->rec[b->nrec++] =
+	    (struct recorded){xstrdup(p), layer_of_kind(a->kind, p), f->type, f->resource_id};
+	return 0;
+}
+
+static int cmp_rec(const void *x, const void *y)
+{
+	return strcmp(((const struct recorded *)x)->path, ((const struct recorded *)y)->path);
+}
+
+static const struct recorded *find_rec(const struct build *b, const char *rel)
+{
+	struct recorded key = {(char *)rel, 0, 0, 0};
+	return b->nrec ? bsearch(&key, b->rec, b->nrec, sizeof(*b->rec), cmp_rec) : NULL;
+}
+
+/* Every file the stack's steps recorded, with the layer of its step. */
+static int load_records(struct build *b, int64_t sid)
+{
+	struct state_resource *v = NULL;
+	size_t n = 0;
+	int rc = state_resources_list(b->c->st, sid, &v, &n);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		struct rec_arg a = {b, v[i].kind};
+		rc = state_files_foreach(b->c->st, v[i].id, rec_cb, &a);
+	}
+	state_resources_free(v, n);
+	if (b->nrec)
+		qsort(b->rec, b->nrec, sizeof(*b->rec), cmp_rec);
+	return rc;
+}
+
+static int is_build_only(const char *rel)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(build_only); i++) {
+		size_t l = strlen(build_only[i]);
+		if (strncmp(rel, build_only[i], l) == 0 && (rel[l] == '\0' || rel[l] == '/'))
+			return 1;
+	}
+	return 0;
+}
+
+static int is_driver_lib(const char *rel)
+{
+	const char *base = strrchr(rel, '/');
+	base = base ? base + 1 : rel;
+	return str_starts_with(base, "libcuda.so") || str_starts_with(base, "libnvidia-ml.so");
+}
+
+/* The layer of an entry no step recorded: its nearest recorded ancestor's, else config. */
+static int layer_of_unrecorded(const struct build *b, const char *rel)
+{
+	char *p = xstrdup(rel);
+	int layer = L_CONFIG;
+	for (char *s = strrchr(p, '/'); s != NULL; s = strrchr(p, '/')) {
+		*s = '\0';
+		const struct recorded *r = find_rec(b, p);
+		if (r) {
+			layer = r->layer;
+			break;
+		}
+	}
+	free(p);
+	/*
+	 * The pip step records its packages by their own RECORD files, not file
+	 * by file: what is in site-packages beyond the env's own is the wheels'.
+	 */
+	if (layer == L_PYENV && strstr(rel, "/site-packages/"))
+		layer = layer_of_kind("pip", rel);
+	return layer;
+}
+
+/*
+ * Rewrites a file that names the private root (a venv's pyvenv.cfg,
+ * activate scripts, shebangs): every "<stage>/" becomes "/". A .pyc is
+ * left to recompile. 0 or TF_EIO.
+ */
+static int relocate_file(struct build *b, const char *rel, const char *host, const struct stat *st)
+{
+	char *text = NULL, *hit;
+	size_t len = 0, sl = strlen(b->stage);
+	int rc = 0;
+	if (str_ends_with(rel, ".pyc") || st->st_size > (8 << 20))
+		return 0;
+	if (read_file_at(AT_FDCWD, host, 8 << 20, &text, &len) != 0) {
+		b->errmsg = xasprintf("%s: %s", host, strerror(errno));
+		return TF_EIO;
+	}
+	if (len == 0 || memmem(text, len, b->stage, sl) == NULL)
+		goto out;
+	struct strbuf sb = STRBUF_INIT;
+	const char *p = text, *end = text + len;
+	while ((hit = memmem(p, (size_t)(end - p), b->stage, sl)) != NULL) {
+		strbuf_add(&sb, p, (size_t)(hit - p));
+		p = hit + sl;
+		if (p < end && *p != '/')
+			strbuf_add(&sb, "/", 1); /* "<stage>" alone is the root */
+	}
+	strbuf_add(&sb, p, (size_t)(end - p));
+	if (fs_write_atomic(host, sb.buf, sb.len, st->st_mode & 07777, 0) != 0) {
+		b->errmsg = xasprintf("%s: cannot rewrite: %s", host, strerror(errno));
+		rc = errno == ENOSPC ? TF_ENOSPC : TF_EIO;
+	} else {
+		strvec_push(&b->changed, rel);
+	}
+	strbuf_release(&sb);
+out:
+	free(text);
+	return rc;
+}
+
+static int walk_cb(void *ud, const char *rel, const char *host, const struct stat *st)
+{
+	struct build *b = ud;
+	if (is_build_only(rel))
+		return 0;
+	if (is_driver_lib(rel) && b->driver_lib == NULL)
+		b->driver_lib = xasprintf("/%s", rel);
+	if (S_ISREG(st->st_mode)) {
+		const char *slash = strrchr(rel, '/');
+		if (slash && strcmp(slash, "/pyvenv.cfg") == 0) {
+			char *dir = xstrndup(rel, (size_t)(slash - rel));
+			strvec_push(&b->venvs, dir);
+			free(dir);
+		}
+		if (str_ends_with(rel, ".pyc") && strstr(rel, "/__pycache__/"))
+			strvec_push(&b->pycs, rel);
+		return relocate_file(b, rel, host, st);
+	}
+	return 0;
+}
+
+/*
+ * The .pyc files compiled again, each naming its source at its in-image
+ * path, hash-checked (PEP 552) so that the bytes do not depend on a source
+ * mtime, by the interpreter of the env that holds them (its cache tag).
+ */
+static const char recompile_src[] =
+    "import base64, csv, glob, hashlib, importlib.util, io, os, py_compile, sys\n"
+    "stage, env = sys.argv[1], sys.argv[2]\n"
+    "done = set()\n"
+    "for line in sys.stdin:\n"
+    "    op, rel = line.rstrip('\\n').split(' ', 1)\n"
+    "    pyc = stage + '/' + rel\n"
+    "    if op == 'H':\n"
+    "        done.add(pyc)  # rewritten already (relocate_file): its RECORD row only\n"
+    "        continue\n"
+    "    try:\n"
+    "        src = importlib.util.source_from_cache(pyc)\n"
+    "    except ValueError:\n"
+    "        continue\n"
+    "    try:\n"
+    "        py_compile.compile(src, cfile=pyc, dfile=src[len(stage):], doraise=True,\n"
+    "            invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)\n"
+    "    except (OSError, py_compile.PyCompileError):\n"
+    "        continue\n"
+    "    done.add(pyc)\n"
+    "    print(rel)\n"
+    "# The RECORD rows of the files changed: their new hash and size.\n"
+    "for site in sorted(glob.glob(stage + '/' + env + '/lib/python*/site-packages/')):\n"
+    "    for rec in sorted(glob.glob(site + '*.dist-info/RECORD')):\n"
+    "        with open(rec, newline='') as f:\n"
+    "            lines = f.read().splitlines(True)\n"
+    "        changed = False\n"
+    "        for i, l in enumerate(lines):\n"
+    "            row = next(csv.reader([l]), [])\n"
+    "            if len(row) != 3:\n"
+    "                continue\n"
+    "            p = os.path.normpath(os.path.join(site, row[0]))\n"
+    "            if p not in done:\n"
+    "                continue\n"
+    "            data = open(p, 'rb').read()\n"
+    "            h = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=')\n"
+    "            out = io.StringIO()\n"
+    "            csv.writer(out, lineterminator='\\n').writerow(\n"
+    "                [row[0], 'sha256=' + h.decode(), str(len(data))])\n"
+    "            if out.getvalue() != l:\n"
+    "                lines[i] = out.getvalue()\n"
+    "                changed = True\n"
+    "        if changed:\n"
+    "            st = os.stat(rec)\n"
+    "            with open(rec + '.tfprov-new', 'w', newline='') as f:\n"
+    "                f.write(''.join(lines))\n"
+    "            os.chmod(rec + '.tfprov-new', st.st_mode & 0o7777)\n"
+    "            os.replace(rec + '.tfprov-new', rec)\n"
+    "            print(rec[len(stage) + 1:])\n";
+
+static int recompile(struct build *b)
+{
+	struct strvec envs = STRVEC_INIT;
+	int rc = 0;
+	/* The env of a .pyc: the part of its path before /lib/pythonX.Y/. */
+	for (size_t i = 0; i < b->pycs.n; i++) {
+		const char *l = strstr(b->pycs.v[i], "/lib/python");
+		char *env = l ? xstrndup(b->pycs.v[i], (size_t)(l - b->pycs.v[i])) : NULL;
+		int seen = env == NULL;
+		for (size_t k = 0; !seen && k < envs.n; k++)
+			seen = strcmp(envs.v[k], env) == 0;
+		if (!seen)
+			strvec_push(&envs, env);
+		free(env);
+	}
+	for (size_t k = 0; rc == 0 && k < envs.n; k++) {
+		char *py = xasprintf("%s/%s/bin/python", b->stage, envs.v[k]);
+		char *list = xasprintf("%s/pyc-list", b->tmp);
+		struct strbuf sb = STRBUF_INIT;
+		size_t el = strlen(envs.v[k]), nchanged = b->changed.n;
+		for (size_t i = 0; i < b->pycs.n; i++)
+			if (str_starts_with(b->pycs.v[i], envs.v[k]) && b->pycs.v[i][el] == '/')
+				strbuf_addf(&sb, "C %s\n", b->pycs.v[i]);
+		for (size_t i = 0; i < nchanged; i++)
+			if (str_starts_with(b->changed.v[i], envs.v[k]) &&
+			    b->changed.v[i][el] == '/')
+				strbuf_addf(&sb, "H %s\n", b->changed.v[i]);
+		struct strvec env = STRVEC_INIT;
+		spawn_env_base(&env);
+		spawn_env_set(&env, "SOURCE_DATE_EPOCH", "1");
+		char *argv[] = {py, "-I", "-c", (char *)recompile_src, b->stage, envs.v[k], NULL};
+		struct spawn_opts so = {.argv = argv,
+		                        .envp = env.v,
+		                        .stdin_path = list,
+		                        .max_output = 64u << 20,
+		                        .timeout_s = 1800};
+		struct spawn_result r = {0};
+		if (access(py, X_OK) != 0) {
+			/* No interpreter to compile with: the .pyc stay as the step made them. */
+			ev_log(b->c, EV_WARN,
+			       "%s: no interpreter; its .pyc files are not rewritten", envs.v[k]);
+		} else if (fs_write_atomic(list, sb.buf ? sb.buf : "", sb.len, 0600, 0) != 0) {
+			b->errmsg = xasprintf("%s: cannot write", list);
+			rc = TF_EIO;
+		} else if (spawn_run(&so, &r) != 0 || r.status != 0) {
+			b->errmsg = xasprintf("%s could not compile the env's .pyc files: %s", py,
+			                      r.errmsg    ? r.errmsg
+			                      : r.err.buf ? r.err.buf
+			                                  : "");
+			rc = TF_EFAIL;
+		} else {
+			for (char *s = r.out.buf, *nl; s && *s; s = nl + 1) {
+				nl = strchr(s, '\n');
+				if (nl == NULL)
+					break;
+				*nl = '\0';
+				strvec_push(&b->changed, s);
+			}
+		}
+		spawn_result_release(&r);
+		strvec_release(&env);
+		strbuf_release(&sb);
+		unlink(list);
+		free(list);
+		free(py);
+	}
+	strvec_release(&envs);
+	return rc;
+}
+
+/* The new hash and size of each rewritten file that a step recorded. */
+static int rerecord(struct build *b)
+{
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < b->changed.n; i++) {
+		const struct recorded *r = find_rec(b, b->changed.v[i]);
+		if (r == NULL || r->type != 'f')
+			continue;
+		char *host = path_join(b->stage, r->path);
+		struct stat st;
+		struct state_file f = {0};
+		f.path = xasprintf("/%s", r->path);
+		f.type = 'f';
+		rc =
+		    sha256_file(host, f.sha256, &f.size) == 0 && lstat(host, &st) == 0 ? 0 : TF_EIO;
+		f.mode = st.st_mode & 07777;
+		f.mtime_ns = b->epoch * 1000000000LL;
+		if (rc == 0)
+			rc = state_file_put(b->c->st, r->res_id, &f);
+		else
+			b->errmsg = xasprintf("%s: %s", host, strerror(errno));
+		free(f.path);
+		free(host);
+	}
+	return rc;
+}
+
+/* Every entry's mtime set to the epoch (links themselves, not their targets). */
+static int stamp_cb(void *ud, const char *rel, const char *host, const struct stat *st)
+{
+	struct build *b = ud;
+	(void)st;
+	if (is_build_only(rel))
+		return 0;
+	struct timespec ts[2] = {{(time_t)b->epoch, 0}, {(time_t)b->epoch, 0}};
+	if (utimensat(AT_FDCWD, host, ts, AT_SYMLINK_NOFOLLOW) != 0) {
+		b->errmsg = xasprintf("%s: %s", host, strerror(errno));
+		return TF_EIO;
+	}
+	return 0;
+}
+
+/* Each entry of the root into its layer's list (directories only when empty or recorded). */
+static int sort_cb(void *ud, const char *rel, const char *host, const struct stat *st)
+{
+	struct build *b = ud;
+	(void)host;
+	if (is_build_only(rel))
+		return 0;
+	const struct recorded *r = find_rec(b, rel);
+	int layer = r ? r->layer : layer_of_unrecorded(b, rel);
+	if (S_ISDIR(st->st_mode) && r == NULL) {
+		/* Parents come with their children; an empty directory on its own. */
+		DIR *d = opendir(host);
+		struct dirent *e;
+		int empty = 1;
+		while (d && (e = readdir(d)) != NULL)
+			if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+				empty = 0;
+		if (d)
+			closedir(d);
+		if (!empty)
+			return 0;
+	}
+	strvec_push(&b->layer_paths[layer], rel);
+	return 0;
+}
+
+/* base's Env with the stack's environment entered, as `tfprov run` enters it. */
+static json_t *image_env(const struct build *b, json_t *base_env, const char *require)
+{
+	struct strvec env = STRVEC_INIT;
+	struct stackenv se = {0};
+	json_t *v, *out = json_array();
+	size_t i;
+	json_array_foreach(base_env, i, v) if (json_string_value(v))
+	    strvec_push(&env, json_string_value(v));
+	if (spawn_env_get(&env, "PATH") == NULL)
+		strvec_push(&env,
+		            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	stackenv_build(b->m, b->m->stack.name.s, NULL, &se);
+	stackenv_enter(&se, &env);
+	spawn_env_set(&env, "NVIDIA_VISIBLE_DEVICES", "all");
+	spawn_env_set(&env, "NVIDIA_DRIVER_CAPABILITIES", "compute,utility");
+	if (require)
+		spawn_env_set(&env, "NVIDIA_REQUIRE_CUDA", require);
+	for (i = 0; i < env.n; i++)
+		json_array_append_new(out, json_string(env.v[i]));
+	stackenv_release(&se);
+	strvec_release(&env);
+	return out;
+}
+
+/* "cuda>=12.3 driver>=545.23" from the knowledge base, or NULL (no CUDA). */
+static char *require_cuda(struct ctx *c, const struct manifest *m)
+{
+	struct compat *kb = NULL;
+	struct diags d = {0};
+	char *out = NULL;
+	const char *cuda = m->versions.cuda.s;
+	if (cuda == NULL || compat_load(compat_default_path(), &kb, &d) != 0) {
+		if (cuda)
+			ev_log(c, EV_WARN,
+			       "no knowledge base (%s): NVIDIA_REQUIRE_CUDA has no "
+			       "driver floor",
+			       compat_default_path());
+		diags_release(&d);
+		if (cuda == NULL)
+			return NULL;
+	}
+	int major = 0, minor = 0;
+	sscanf(cuda, "%d.%d", &major, &minor);
+	const char *drv = kb ? compat_cuda_min_driver(kb, cuda, 0) : NULL;
+	if (drv)
+		out = xasprintf("cuda>=%d.%d driver>=%s", major, minor, drv);
+	else
+		out = xasprintf("cuda>=%d.%d", major, minor);
+	compat_free(kb);
+	diags_release(&d);
+	return out;
+}
+
+static const char *arch_of(enum platform p)
+{
+	return p == PLATFORM_LINUX_X86_64 ? "amd64" : NULL;
+}
+
+/* The stack's platform against the base's os/architecture. 0 or TF_EPRECOND (said). */
+static int check_base(struct ctx *c, const struct manifest *m, const struct oci_image *base,
+                      const char *ref)
+{
+	const char *os = json_string_value(json_object_get(base->config, "os"));
+	const char *arch = json_string_value(json_object_get(base->config, "architecture"));
+	const char *want = arch_of(m->stack.platform);
+	if (want == NULL) {
+		ev_log(c, EV_ERROR, "stack %s is for %s: an image is built for linux-x86_64 only",
+		       m->stack.name.s, platform_name(m->stack.platform));
+		return TF_EPRECOND;
+	}
+	if (os == NULL || strcmp(os, "linux") != 0 || arch == NULL || strcmp(arch, want) != 0) {
+		ev_log(c, EV_ERROR,
+		       "the base %s is %s/%s, the stack %s is for %s (linux/%s): choose a base of "
+		       "that platform",
+		       ref, os ? os : "?", arch ? arch : "?", m->stack.name.s,
+		       platform_name(m->stack.platform), want);
+		return TF_EPRECOND;
+	}
+	return 0;
+}
+
+/*
+ * A venv links to the interpreter it was made from (bin/python): that path
+ * must exist in the base, or nothing in the env runs. 0, TF_EPRECOND (said)
+ * or TF_EFAIL.
+ */
+static int check_interpreters(struct build *b, const struct oci_image *base, const char *blobs,
+                              const char *ref)
+{
+	struct strvec want = STRVEC_INIT;
+	char *err = NULL;
+	int rc = 0;
+	for (size_t i = 0; i < b->venvs.n; i++) {
+		/* bin/python -> python3 -> /usr/bin/python3: the first absolute target. */
+		char *py = xasprintf("%s/%s/bin/python", b->stage, b->venvs.v[i]), target[4096];
+		const char *abs = "";
+		for (int hop = 0; hop < 8; hop++) {
+			ssize_t k = readlink(py, target, sizeof(target) - 1);
+			if (k <= 0)
+				break;
+			target[k] = '\0';
+			if (target[0] == '/') {
+				abs = target;
+				break;
+			}
+			char *dir = xstrdup(py), *slash = strrchr(dir, '/');
+			*slash = '\0';
+			free(py);
+			py = xasprintf("%s/%s", dir, target);
+			free(dir);
+		}
+		strvec_push(&want, abs); /* "": a real file, the env carries its interpreter */
+		free(py);
+	}
+	int *found = xcalloc(want.n + 1, sizeof(int));
+	if (want.n)
+		rc = oci_image_has_paths(base, blobs, want.v, want.n, found, &err);
+	if (rc != 0)
+		ev_log(b->c, EV_ERROR, "base %s: %s", ref, err ? err : tf_strerror(rc));
+	for (size_t i = 0; rc == 0 && i < want.n; i++) {
+		if (want.v[i][0] == '\0' || found[i])
+			continue;
+		ev_log(b->c, EV_ERROR,
+		       "the venv /%s runs %s, which the base %s does not have: choose a base with "
+		       "that Python, or name the base's interpreter in python.interpreter",
+		       b->venvs.v[i], want.v[i], ref);
+		rc = TF_EPRECOND;
+	}
+	free(found);
+	free(err);
+	strvec_release(&want);
+	return rc;
+}
+
+/* The config: the base's with the stack's env, labels, layers and history. */
+static json_t *image_config(struct build *b, const struct oci_image *base,
+                            const struct oci_desc *ls, const int *kinds, size_t n, json_t *labels,
+                            const char *require)
+{
+	json_t *cfg = json_deep_copy(base->config);
+	json_t *inner = json_object_get(cfg, "config");
+	char created[32];
+	rfc3339(b->epoch, created);
+	if (!json_is_object(inner)) {
+		inner = json_object();
+		json_object_set_new(cfg, "config", inner);
+	}
+	json_object_set_new(inner, "Env", image_env(b, json_object_get(inner, "Env"), require));
+	json_t *lab = json_object_get(inner, "Labels");
+	if (!json_is_object(lab)) {
+		lab = json_object();
+		json_object_set_new(inner, "Labels", lab);
+	}
+	json_object_update(lab, labels);
+	json_object_set_new(cfg, "created", json_string(created));
+	json_t *rootfs = json_object_get(cfg, "rootfs");
+	if (!json_is_object(rootfs)) {
+		rootfs = json_object();
+		json_object_set_new(rootfs, "type", json_string("layers"));
+		json_object_set_new(rootfs, "diff_ids", json_array());
+		json_object_set_new(cfg, "rootfs", rootfs);
+	}
+	json_t *diff = json_object_get(rootfs, "diff_ids");
+	json_t *hist = json_object_get(cfg, "history");
+	if (!json_is_array(hist)) {
+		hist = json_array();
+		json_object_set_new(cfg, "history", hist);
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_array_append_new(diff, json_string(ls[i].digest));
+		json_array_append_new(hist,
+		                      json_pack("{s:s,s:s,s:s}", "created", created, "created_by",
+		                                layer_names[kinds[i]], "comment",
+		                                "tfprov image build: one layer per step"));
+	}
+	return cfg;
+}
+
+/* Replaces (with --force) or creates dst from src. 0, TF_EFAIL (exists) or TF_EIO. */
+static int install_out(struct ctx *c, const char *src, const char *dst, int force, const char *tmp)
+{
+	struct stat st;
+	char *old = NULL;
+	int rc = 0;
+	if (lstat(dst, &st) == 0) {
+		if (!force) {
+			ev_log(c, EV_ERROR, "%s exists (--force replaces it)", dst);
+			return TF_EFAIL;
+		}
+		old = path_join(tmp, "old-out");
+		if (rename(dst, old) != 0) {
+			ev_log(c, EV_ERROR, "%s: cannot replace: %s", dst, strerror(errno));
+			free(old);
+			return TF_EIO;
+		}
+	}
+	if (rename(src, dst) != 0) {
+		ev_log(c, EV_ERROR, "%s: %s", dst, strerror(errno));
+		rc = TF_EIO;
+		if (old)
+			rename(old, dst);
+	}
+	free(old);
+	return rc;
+}
+
+static void build_release(struct build *b)
+{
+	for (size_t i = 0; i < b->nrec; i++)
+		free(b->rec[i].path);
+	free(b->rec);
+	for (int i = 0; i < L_N; i++)
+		strvec_release(&b->layer_paths[i]);
+	strvec_release(&b->changed);
+	strvec_release(&b->pycs);
+	strvec_release(&b->venvs);
+	free(b->driver_lib);
+	free(b->errmsg);
+}
+
+/* The temporary sibling of out: <dir>/.<name>.tfprov-image-XXXXXX. */
+static char *make_tmp(const char *out)
+{
+	char *dir = xstrdup(out), *slash = strrchr(dir, '/');
+	const char *name = slash ? slash + 1 : out;
+	char *t;
+	if (slash)
+		*slash = '\0';
+	t = xasprintf("%s/.%s.tfprov-image-XXXXXX", slash ? (dir[0] ? dir : "/") : ".", name);
+	free(dir);
+	if (mkdtemp(t) == NULL) {
+		free(t);
+		return NULL;
+	}
+	return t;
+}
+
+static int image_build(struct ctx *c, struct opts *o)
+{
+	struct manifest *m = NULL;
+	struct build b = {0};
+	struct oci_image base = {0};
+	struct plan p = {0};
+	struct state_writer *wl = NULL;
+	struct oci_desc *ls = NULL, md = {0};
+	int kinds[L_N];
+	size_t nl = 0;
+	json_t *labels = NULL, *cfg = NULL;
+	char *layout = NULL, *scratch = NULL, *blobs = NULL, *require = NULL, *holder = NULL;
+	char *err = NULL;
+	int rc = 0, planned = 0;
+	char *out_buf = o->out ? xstrdup(o->out) : NULL;
+	const char *out = out_buf;
+	for (size_t l = out_buf ? strlen(out_buf) : 0; l > 1 && out_buf[l - 1] == '/'; l--)
+		out_buf[l - 1] = '\0'; /* "img/" is img */
+	if (o->args.n != 2 || o->base == NULL || out == NULL || out[0] == '\0') {
+		fprintf(stderr, "usage: tfprov image build MANIFEST --base BASE -o OUT\n");
+		free(out_buf);
+		return TF_EUSAGE;
+	}
+	umask(022); /* the modes in the image do not depend on the caller's umask */
+	b.c = c;
+	b.epoch = image_epoch();
+	char epoch_s[32];
+	snprintf(epoch_s, sizeof(epoch_s), "%lld", (long long)b.epoch);
+	setenv("SOURCE_DATE_EPOCH", epoch_s, 1);
+	c->flags |= CTX_NO_GPU; /* the image runs on another machine's driver */
+
+	/* 1. What apply checks, with apply's functions and exit codes. */
+	rc = cli_load_manifest(c, o->args.v[1], &m, 1);
+	if (rc == 0)
+		rc = cli_check_signature(c, m, 1);
+	if (rc != 0)
+		goto out;
+	b.m = m;
+	b.tmp = make_tmp(out);
+	if (b.tmp == NULL) {
+		ev_log(c, EV_ERROR, "cannot create a directory beside %s: %s", out,
+		       strerror(errno));
+		rc = errno == ENOSPC ? TF_ENOSPC : TF_EIO;
+		goto out;
+	}
+	b.stage = path_join(b.tmp, "root");
+	layout = path_join(b.tmp, "layout");
+	scratch = path_join(b.tmp, "scratch");
+	blobs = path_join(layout, "blobs");
+	if (mkdir(b.stage, 0755) != 0 || mkdir(layout, 0755) != 0 || mkdir(scratch, 0755) != 0) {
+		ev_log(c, EV_ERROR, "%s: %s", b.tmp, strerror(errno));
+		rc = errno == ENOSPC ? TF_ENOSPC : TF_EIO;
+		goto out;
+	}
+	rc = oci_image_read(o->base, scratch, blobs, &base, &err);
+	if (rc != 0) {
+		ev_log(c, EV_ERROR, "base %s: %s", o->base, err ? err : tf_strerror(rc));
+		goto out;
+	}
+	rc = check_base(c, m, &base, o->base);
+	if (rc != 0)
+		goto out;
+
+	/* 2. The stack applied into the private root. */
+	free(c->root);
+	c->root = xstrdup(b.stage);
+	if (c->rootfd >= 0)
+		close(c->rootfd);
+	c->rootfd = open(c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(c->state_dir);
+	c->state_dir = ctx_host_dir(c, "/var/lib/tfprov");
+	if (mkdirs_at(AT_FDCWD, c->state_dir, 0755) != 0 ||
+	    state_writer_lock(c->state_dir, 0, &wl, &holder) != 0) {
+		ev_log(c, EV_ERROR, "%s: cannot take the state lock", c->state_dir);
+		rc = TF_EIO;
+		goto out;
+	}
+	c->wlock = wl;
+	ev_log(c, EV_INFO, "Stack %s (%s) from %s into an image on %s:\n", m->stack.name.s,
+	       platform_name(m->stack.platform), m->path, o->base);
+	rc = plan_build(c, m, &p);
+	planned = 1;
+	if (rc == 0)
+		rc = plan_apply(c, m, &p);
+	if (rc != 0)
+		goto out;
+
+	/* 3. The root made independent of this build. */
+	int64_t sid = state_stack_id(c->st, m->stack.name.s);
+	rc = load_records(&b, sid);
+	if (rc == 0)
+		rc = fs_walk(b.stage, walk_cb, &b);
+	if (rc == 0 && b.driver_lib) {
+		/* 4. */
+		ev_log(c, EV_ERROR,
+		       "the stack places %s: a driver library never goes into an image (the "
+		       "NVIDIA Container Toolkit mounts the host's; an image holding one fails to "
+		       "start with \"file exists\")",
+		       b.driver_lib);
+		rc = TF_EPRECOND;
+		goto out;
+	}
+	if (rc == 0)
+		rc = check_interpreters(&b, &base, blobs, o->base);
+	if (rc == TF_EPRECOND)
+		goto out;
+	if (rc == 0)
+		rc = recompile(&b);
+	if (rc == 0)
+		rc = rerecord(&b);
+	/* The manifest goes with the image, where its state says it is. */
+	char *mpath = xasprintf("%s/stacks/%s/manifest.yaml",
+	                        m->prefix.s ? m->prefix.s : "/opt/tfprov", m->stack.name.s);
+	char *mhost = ctx_host_path(c, mpath), *mtext = NULL;
+	size_t mlen = 0;
+	if (rc == 0 && (read_file_at(AT_FDCWD, m->path, 16 << 20, &mtext, &mlen) != 0 ||
+	                fs_write_atomic(mhost, mtext, mlen, 0644, 0) != 0)) {
+		b.errmsg = xasprintf("%s: cannot copy the manifest: %s", mhost, strerror(errno));
+		rc = TF_EIO;
+	}
+	if (rc == 0)
+		rc = state_image_seal(c->st, b.epoch, mpath);
+	free(mtext);
+	free(mhost);
+	free(mpath);
+	state_close(c->st);
+	c->st = NULL;
+	state_writer_unlock(wl, 0);
+	c->wlock = wl = NULL;
+	if (rc == 0)
+		rc = fs_walk(b.stage, stamp_cb, &b);
+	if (rc != 0) {
+		if (b.errmsg)
+			ev_log(c, EV_ERROR, "%s", b.errmsg);
+		goto out;
+	}
+
+	/* 5. One layer per step. */
+	rc = fs_walk(b.stage, sort_cb, &b);
+	ls = xcalloc(L_N, sizeof(*ls));
+	for (int k = 0; rc == 0 && k < L_N; k++) {
+		if (b.layer_paths[k].n == 0)
+			continue;
+		rc = oci_layer_write(b.stage, b.layer_paths[k].v, b.layer_paths[k].n, b.epoch,
+		                     blobs, &ls[nl], &err);
+		if (rc == 0) {
+			ev_log(c, EV_INFO, "  layer %-10s %s  %lld bytes, %zu entries",
+			       layer_names[k], ls[nl].digest, (long long)ls[nl].size,
+			       b.layer_paths[k].n);
+			kinds[nl++] = k;
+		} else {
+			ev_log(c, EV_ERROR, "layer %s: %s", layer_names[k], err ? err : "");
+		}
+	}
+	if (rc != 0)
+		goto out;
+
+	/* 6. Config, manifest, index; then OUT. */
+	require = require_cuda(c, m);
+	labels = json_pack(
+	    "{s:s,s:s,s:s,s:s,s:s}", "org.opencontainers.image.title", m->stack.name.s,
+	    "org.opencontainers.image.created", "", "org.opencontainers.image.description",
+	    m->stack.description.s ? m->stack.description.s : "a tfprov stack",
+	    "dev.tfprov.manifest.sha256", m->sha256, "dev.tfprov.version", TFPROV_VERSION);
+	char created[32];
+	rfc3339(b.epoch, created);
+	json_object_set_new(labels, "org.opencontainers.image.created", json_string(created));
+	if (m->versions.tensorflow.s)
+		json_object_set_new(labels, "org.opencontainers.image.version",
+		                    json_string(m->versions.tensorflow.s));
+	cfg = image_config(&b, &base, ls, kinds, nl, labels, require);
+	struct oci_desc *every = xcalloc(base.nlayers + nl + 1, sizeof(*every));
+	for (size_t i = 0; i < base.nlayers; i++)
+		every[i] = base.layers[i];
+	for (size_t i = 0; i < nl; i++)
+		every[base.nlayers + i] = ls[i];
+	json_t *ann = json_deep_copy(labels);
+	for (size_t i = 0; i < nl; i++) {
+		char key[64];
+		snprintf(key, sizeof(key), "dev.tfprov.layer.%zu", base.nlayers + i);
+		json_object_set_new(ann, key, json_string(layer_names[kinds[i]]));
+	}
+	rc = oci_layout_finish(layout, cfg, every, base.nlayers + nl, ann, o->tag, &md, &err);
+	json_decref(ann);
+	free(every);
+	if (rc != 0) {
+		ev_log(c, EV_ERROR, "%s", err ? err : tf_strerror(rc));
+		goto out;
+	}
+	if (str_ends_with(out, ".tar")) {
+		char *tar = path_join(b.tmp, "image.tar");
+		rc = oci_archive_write(layout, tar, o->tag, b.epoch, &err);
+		if (rc == 0)
+			rc = install_out(c, tar, out, o->force, b.tmp);
+		else
+			ev_log(c, EV_ERROR, "%s: %s", out, err ? err : tf_strerror(rc));
+		free(tar);
+	} else {
+		rc = install_out(c, layout, out, o->force, b.tmp);
+	}
+	if (rc == 0) {
+		ev_log(c, EV_INFO, "\nImage %s: %s (%zu layers: %zu of the base, %zu of the stack)",
+		       out, md.digest, base.nlayers + nl, base.nlayers, nl);
+		json_t *j = json_pack("{s:s,s:s,s:I}", "path", out, "digest", md.digest, "size",
+		                      (json_int_t)md.size);
+		ev_data(c, "image", j);
+		json_decref(j);
+		c->changed = 1;
+	}
+out:
+	if (rc != 0 && b.errmsg && rc != TF_EPRECOND)
+		ev_log(c, EV_DEBUG, "%s", b.errmsg);
+	if (c->st) {
+		state_close(c->st);
+		c->st = NULL;
+	}
+	if (wl)
+		state_writer_unlock(wl, 0);
+	c->wlock = NULL;
+	if (planned)
+		plan_release(&p);
+	if (b.tmp)
+		fs_rmtree(b.tmp);
+	free(md.media_type);
+	for (size_t i = 0; i < nl; i++)
+		free(ls[i].media_type);
+	free(ls);
+	json_decref(cfg);
+	json_decref(labels);
+	oci_image_release(&base);
+	build_release(&b);
+	free(b.tmp);
+	free(b.stage);
+	free(layout);
+	free(scratch);
+	free(blobs);
+	free(require);
+	free(holder);
+	free(err);
+	free(out_buf);
+	manifest_free(m);
+	return rc;
+}
+
+/* The step a layer holds, from the config's history (empty layers skipped). */
+static const char *layer_step(const struct oci_image *im, size_t idx)
+{
+	json_t *h;
+	size_t i, k = 0;
+	json_array_foreach(json_object_get(im->config, "history"), i, h)
+	{
+		if (json_is_true(json_object_get(h, "empty_layer")))
+			continue;
+		if (k++ == idx) {
+			const char *s = json_string_value(json_object_get(h, "created_by"));
+			return s ? s : "";
+		}
+	}
+	return "";
+}
+
+static int image_inspect(struct ctx *c, struct opts *o)
+{
+	struct oci_image im = {0}, other = {0};
+	char *err = NULL, *scratch = NULL, *tmpl = NULL;
+	int rc = 0, have_other = o->args.n == 3;
+	if (o->args.n < 2 || o->args.n > 3) {
+		fprintf(stderr, "usage: tfprov image inspect IMAGE [OTHER]\n");
+		return TF_EUSAGE;
+	}
+	tmpl = xstrdup("/tmp/tfprov-inspect-XXXXXX");
+	if (mkdtemp(tmpl) == NULL) {
+		ev_log(c, EV_ERROR, "cannot create a scratch directory: %s", strerror(errno));
+		free(tmpl);
+		return TF_EIO;
+	}
+	scratch = path_join(tmpl, "a");
+	mkdir(scratch, 0700);
+	rc = oci_image_read(o->args.v[1], scratch, NULL, &im, &err);
+	if (rc == 0 && have_other) {
+		free(scratch);
+		scratch = path_join(tmpl, "b");
+		mkdir(scratch, 0700);
+		free(err);
+		err = NULL;
+		rc = oci_image_read(o->args.v[2], scratch, NULL, &other, &err);
+	}
+	if (rc != 0) {
+		ev_log(c, EV_ERROR, "%s", err ? err : tf_strerror(rc));
+		goto out;
+	}
+	json_t *layers = json_array();
+	int64_t total = 0, shared_bytes = 0;
+	ev_log(c, EV_INFO, "Image %s: manifest %s", o->args.v[1], im.manifest.digest);
+	for (size_t i = 0; i < im.nlayers; i++) {
+		int shared = 0;
+		for (size_t k = 0; have_other && k < other.nlayers; k++)
+			shared |= strcmp(im.layers[i].digest, other.layers[k].digest) == 0;
+		const char *step = layer_step(&im, i);
+		total += im.layers[i].size;
+		if (shared)
+			shared_bytes += im.layers[i].size;
+		ev_log(c, EV_INFO, "  %2zu %-12s %s %12lld%s", i, step[0] ? step : "-",
+		       im.layers[i].digest, (long long)im.layers[i].size, shared ? "  shared" : "");
+		json_t *l =
+		    json_pack("{s:i,s:s,s:s,s:I,s:s}", "index", (int)i, "step", step, "digest",
+		              im.layers[i].digest, "size", (json_int_t)im.layers[i].size,
+		              "media_type", im.layers[i].media_type);
+		if (have_other)
+			json_object_set_new(l, "shared", json_boolean(shared));
+		json_array_append_new(layers, l);
+	}
+	ev_log(c, EV_INFO, "%zu layers, %lld bytes%s", im.nlayers, (long long)total, "");
+	if (have_other)
+		ev_log(c, EV_INFO, "shared with %s: %lld bytes", o->args.v[2],
+		       (long long)shared_bytes);
+	json_t *j = json_pack("{s:s,s:s,s:o,s:I}", "image", o->args.v[1], "manifest",
+	                      im.manifest.digest, "layers", layers, "size", (json_int_t)total);
+	json_object_set(j, "config", json_object_get(im.config, "config"));
+	if (have_other)
+		json_object_set_new(j, "shared_bytes", json_integer(shared_bytes));
+	ev_data(c, "image_inspect", j);
+	json_decref(j);
+out:
+	fs_rmtree(tmpl);
+	free(tmpl);
+	free(scratch);
+	free(err);
+	oci_image_release(&im);
+	oci_image_release(&other);
+	return rc;
+}
+
+int cmd_image(struct ctx *c, struct opts *o)
+{
+	const char *sub = o->args.n ? o->args.v[0] : "";
+	if (strcmp(sub, "build") == 0)
+		return image_build(c, o);
+	if (strcmp(sub, "inspect") == 0)
+		return image_inspect(c, o);
+	fprintf(stderr, "tfprov image: unknown subcommand '%s' (build, inspect)\n", sub);
+	return TF_EUSAGE;
+}

@@ -1,0 +1,309 @@
+"""`tfprov image build` / `image inspect` through the real binary: a fixture
+stack (CUDA + cuDNN archives, a venv, a wheel) written as an OCI image on a
+tiny base this test makes itself, then checked from the outside.
+
+STAND-INS, said plainly: the CUDA/cuDNN archives hold stub libraries with
+NVIDIA's sonames (tests/fixtures/make_stack.py); the wheel is built here
+(lib_pyindex); the base is a one-layer OCI layout written by this test (an
+os-release and the directories a rootfs has), not a Debian bookworm rootfs:
+a debootstrap costs minutes on this 2-core machine. Nothing runs the image
+(no podman here): instead its layers are unpacked in order into a directory
+and `tfprov --root DIR verify` / `status` run against it, which read the
+same state and files the container would. skopeo and oci-image-tool
+validate the layout when they are installed (scripts/install-deps.sh).
+"""
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+import lib_pyindex
+from lib_provision import Mirror, no_stub_env, out
+
+PYVER = "%d.%d" % sys.version_info[:2] if sys.executable == "/usr/bin/python3" else \
+    subprocess.run(["/usr/bin/python3", "-c", "import sys;print('%d.%d'%sys.version_info[:2])"],
+                   capture_output=True, text=True, check=True).stdout.strip()
+ENV = no_stub_env()
+
+
+def _blob(layout, data):
+    d = hashlib.sha256(data).hexdigest()
+    os.makedirs(os.path.join(layout, "blobs", "sha256"), exist_ok=True)
+    with open(os.path.join(layout, "blobs", "sha256", d), "wb") as f:
+        f.write(data)
+    return {"digest": "sha256:" + d, "size": len(data)}
+
+
+def make_base(layout, arch="amd64", python=True):
+    """A one-layer OCI image layout: a tiny rootfs with an os-release and
+    (python) a stand-in /usr/bin/python3 -> python3.X, the interpreter the
+    fixture venv links to (its content is never run here)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for d in ("etc", "usr", "usr/bin", "tmp", "var"):
+            ti = tarfile.TarInfo(d)
+            ti.type, ti.mode, ti.mtime = tarfile.DIRTYPE, 0o755, 1
+            t.addfile(ti)
+        if python:
+            ti = tarfile.TarInfo(f"usr/bin/python{PYVER}")
+            ti.size, ti.mode, ti.mtime = 0, 0o755, 1
+            t.addfile(ti, io.BytesIO(b""))
+            ti = tarfile.TarInfo("usr/bin/python3")
+            ti.type, ti.linkname, ti.mtime = tarfile.SYMTYPE, f"python{PYVER}", 1
+            t.addfile(ti)
+        data = b'PRETTY_NAME="tfprov test base"\nID=debian\nVERSION_ID="12"\n'
+        ti = tarfile.TarInfo("etc/os-release")
+        ti.size, ti.mode, ti.mtime = len(data), 0o644, 1
+        t.addfile(ti, io.BytesIO(data))
+    layer = _blob(layout, buf.getvalue())
+    cfg = {"architecture": arch, "os": "linux",
+           "config": {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin"], "Cmd": ["/bin/sh"]},
+           "rootfs": {"type": "layers", "diff_ids": [layer["digest"]]},
+           "history": [{"created_by": "test base"}]}
+    c = _blob(layout, json.dumps(cfg).encode())
+    man = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+           "config": dict(c, mediaType="application/vnd.oci.image.config.v1+json"),
+           "layers": [dict(layer, mediaType="application/vnd.oci.image.layer.v1.tar")]}
+    m = _blob(layout, json.dumps(man).encode())
+    with open(os.path.join(layout, "index.json"), "w") as f:
+        json.dump({"schemaVersion": 2, "manifests": [
+            dict(m, mediaType="application/vnd.oci.image.manifest.v1+json")]}, f)
+    with open(os.path.join(layout, "oci-layout"), "w") as f:
+        f.write('{"imageLayoutVersion": "1.0.0"}')
+    return str(layout)
+
+
+def read_image(layout):
+    """(manifest, config) of the single image of an OCI layout."""
+    with open(os.path.join(layout, "index.json")) as f:
+        idx = json.load(f)
+    d = idx["manifests"][0]["digest"].split(":")[1]
+    with open(os.path.join(layout, "blobs", "sha256", d)) as f:
+        man = json.load(f)
+    c = man["config"]["digest"].split(":")[1]
+    with open(os.path.join(layout, "blobs", "sha256", c)) as f:
+        cfg = json.load(f)
+    return idx["manifests"][0]["digest"], man, cfg
+
+
+def unpack_layers(layout, dest):
+    """The image's rootfs: every layer extracted in order (no whiteouts in these)."""
+    _, man, _ = read_image(layout)
+    for l in man["layers"]:
+        with tarfile.open(os.path.join(layout, "blobs", "sha256", l["digest"].split(":")[1])) as t:
+            for m in t.getmembers():
+                assert m.uid == 0 and m.gid == 0 and m.uname == "" and m.gname == ""
+                p = os.path.join(dest, m.name)
+                if m.isdir() and os.path.isdir(p):
+                    continue
+                t.extract(m, dest, set_attrs=True, numeric_owner=True,
+                          filter="fully_trusted" if hasattr(tarfile, "data_filter") else None) \
+                    if hasattr(tarfile, "data_filter") else t.extract(m, dest, numeric_owner=True)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    d = tmp_path_factory.mktemp("img")
+    wheels = d / "wheels"
+    path, sha = lib_pyindex.build_wheel(str(wheels), "tfprov-alpha", "1.0.0")
+    idx = lib_pyindex.Index(str(wheels))
+    venv = (f"python:\n  manager: venv\n  name: tf\n  version: \"{PYVER}\"\n"
+            "  interpreter: /usr/bin/python3\n"
+            f"pip:\n  index_url: {idx.url}\n  complete: true\n  requirements: |\n"
+            f"    tfprov-alpha==1.0.0 \\\n        --hash=sha256:{sha}\n")
+    with Mirror(d / "www") as m:
+        m.full = m.stack(d / "full.yaml", name="full", python=PYVER, extra_yaml=venv)
+        # The same CUDA 12.3.2, another cuDNN: the CUDA layer must be the same bytes.
+        m.other = m.stack(d / "other.yaml", name="other", cudnn="8.9.6.50",
+                          cudnn_variant="cuda12")
+        m.base = make_base(d / "base")
+        m.dir = d
+        yield m
+    idx.close()
+
+
+def build(tfprov, manifest, base, dest, *extra, rc=0, umask=0o022):
+    old = os.umask(umask)
+    try:
+        p = tfprov.run("--cache-dir", str(tfprov.root) + "-cache", "image", "build", manifest,
+                       "--base", base, "-o", dest, *extra, root=False, env=ENV, timeout=300)
+    finally:
+        os.umask(old)
+    assert p.returncode == rc, out(p)
+    return p
+
+
+def leftovers(directory):
+    return [n for n in os.listdir(directory) if ".tfprov-" in n]
+
+
+def test_build_layers_state_and_reproducible(tfprov, world, tmp_path):
+    """One image of the full stack: one layer per step above the base, the
+    config's env and NVIDIA variables, labels; the unpacked image passes
+    `tfprov verify` and `status`; a second build (other umask, other OUT,
+    cache warm) has the same manifest digest; a stack with the same CUDA
+    has the same CUDA layer; the docker archive holds the same blobs."""
+    a = str(tmp_path / "a")
+    build(tfprov, world.full, world.base, a)
+    digest, man, cfg = read_image(a)
+    steps = [h["created_by"] for h in cfg["history"]]
+    assert steps == ["test base", "cuda", "cudnn", "python-env", "pip", "config"], steps
+    assert len(man["layers"]) == 6 and cfg["rootfs"]["diff_ids"] == [
+        l["digest"] for l in man["layers"]]
+    envs = dict(e.split("=", 1) for e in cfg["config"]["Env"])
+    assert envs["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert envs["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
+    assert envs["NVIDIA_REQUIRE_CUDA"].startswith("cuda>=12.3 driver>=545")
+    assert envs["TF_CPP_MIN_LOG_LEVEL"] == "1" and envs["TFPROV_STACK"] == "full"
+    assert "/opt/tfprov/envs/tf/bin" in envs["PATH"].split(":")
+    assert cfg["config"]["Cmd"] == ["/bin/sh"] and cfg["created"] == "1970-01-01T00:00:01Z"
+    with open(world.full, "rb") as f:
+        msha = hashlib.sha256(f.read()).hexdigest()
+    assert cfg["config"]["Labels"]["dev.tfprov.manifest.sha256"] == msha
+    assert man["annotations"]["org.opencontainers.image.title"] == "full"
+    assert leftovers(tmp_path) == []
+
+    # The image's rootfs, as a container would see it: tfprov's state in it passes.
+    root = unpack_layers(a, str(tmp_path / "rootfs"))
+    assert not any(n.startswith("libcuda.so") for _, _, fs in os.walk(root) for n in fs)
+    cfgtext = open(os.path.join(root, "opt/tfprov/envs/tf/pyvenv.cfg")).read()
+    assert str(tmp_path) not in cfgtext and "/opt/tfprov/envs/tf" in cfgtext
+    pip = open(os.path.join(root, "opt/tfprov/envs/tf/bin/pip"), "rb").read()
+    assert pip.startswith(b"#!/opt/tfprov/envs/tf/bin/python")
+    st = os.stat(os.path.join(root, "opt/tfprov/cuda/12.3.2/lib64/libcudart.so.12"))
+    assert int(st.st_mtime) == 1
+    v = tfprov.run("--root", root, "--no-gpu", "verify", "--deep", "full", root=False, env=ENV)
+    assert v.returncode == 0, out(v)
+    s = tfprov.run("--root", root, "status", root=False, env=ENV)
+    assert s.returncode == 0 and "drift" not in out(s).lower().replace("no drift", ""), out(s)
+
+    # Twice: same digest, whatever the umask, the OUT path and the cache.
+    b = str(tmp_path / "b")
+    build(tfprov, world.full, world.base, b, umask=0o077)
+    assert read_image(b)[0] == digest
+    # The same CUDA in another stack: the same CUDA layer.
+    o = str(tmp_path / "o")
+    build(tfprov, world.other, world.base, o)
+    _, oman, ocfg = read_image(o)
+    assert [h["created_by"] for h in ocfg["history"]][1] == "cuda"
+    assert oman["layers"][1]["digest"] == man["layers"][1]["digest"]
+    assert oman["layers"][2]["digest"] != man["layers"][2]["digest"]
+    i = tfprov.run("--json", "image", "inspect", a, o, root=False, env=ENV)
+    assert i.returncode == 0, out(i)
+    data = [json.loads(l) for l in i.stdout.splitlines() if '"image_inspect"' in l]
+    layers = data[0]["data"]["layers"] if "data" in data[0] else data[0]["layers"]
+    assert [l["step"] for l in layers] == steps
+    assert [l["shared"] for l in layers] == [True, True, False, False, False, False]
+
+    # A docker archive of the other image: the same blobs as its layout.
+    t = str(tmp_path / "a.tar")
+    build(tfprov, world.other, world.base, t, "--tag", "tfprov/full:1")
+    with tarfile.open(t) as tar:
+        names = tar.getnames()
+        dm = json.load(tar.extractfile("manifest.json"))
+    assert dm[0]["RepoTags"] == ["tfprov/full:1"]
+    assert [l.split("/")[-1] for l in dm[0]["Layers"]] == [
+        l["digest"].split(":")[1] for l in oman["layers"]]
+    assert "index.json" in names and "oci-layout" in names
+    if shutil.which("skopeo"):
+        r = subprocess.run(["skopeo", "inspect", "docker-archive:" + t], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(r.stdout)["Layers"] == [l["digest"] for l in oman["layers"]]
+    for tool in (["skopeo", "inspect", "oci:" + a], ["oci-image-tool", "validate", "--type",
+                                                       "image", a]):
+        if shutil.which(tool[0]):
+            r = subprocess.run(tool, capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stdout + r.stderr
+            if tool[0] == "skopeo":
+                assert len(json.loads(r.stdout)["Layers"]) == 6
+    # The archive is itself a base.
+    build(tfprov, world.other, "docker-archive:" + t, str(tmp_path / "on-archive"))
+
+
+def test_bad_inputs_leave_no_out(tfprov, world, tmp_path):
+    """Each refusal: its exit code and message, and no OUT (nor temp) beside it."""
+    dest = str(tmp_path / "img")
+    p = build(tfprov, world.other, str(tmp_path / "nope"), dest, rc=1)
+    assert "nope" in out(p) and "No such file" in out(p)
+    notimg = tmp_path / "notimg"
+    notimg.mkdir()
+    p = build(tfprov, world.other, str(notimg), dest, rc=1)
+    assert "not an OCI image layout" in out(p)
+    (tmp_path / "junk.tar").write_bytes(b"not a tar at all" * 64)
+    p = build(tfprov, world.other, str(tmp_path / "junk.tar"), dest, rc=1)
+    assert "is not an image" in out(p)
+    p = build(tfprov, world.other, "docker://debian:bookworm", dest, rc=64)
+    assert "registries are not supported yet" in out(p)
+    # The venv links to /usr/bin/python3: a base without it is refused (exit 6).
+    p = build(tfprov, world.full, make_base(tmp_path / "nopy", python=False), dest, rc=6)
+    assert "runs /usr/bin/python3, which the base" in out(p), out(p)
+    arm = make_base(tmp_path / "arm", arch="arm64")
+    p = build(tfprov, world.other, arm, dest, rc=6)
+    assert "linux/arm64" in out(p).replace("is linux/arm64", "linux/arm64")
+    # An incomplete lock: refused as apply refuses it (exit 3).
+    text = open(world.full).read().replace("complete: true", "complete: false")
+    inc = tmp_path / "incomplete.yaml"
+    inc.write_text(text)
+    ap = tfprov.run("--no-gpu", "apply", "-y", str(inc), env=ENV)
+    p = build(tfprov, str(inc), world.base, dest, rc=ap.returncode)
+    assert ap.returncode == 3, out(ap)  # apply: manifest invalid (README, exit codes)
+    # Unsigned under --require-signature: apply's exit code (5).
+    ap = tfprov.run("--require-signature", "--no-gpu", "apply", "-y", world.other, env=ENV)
+    p = build(tfprov, world.other, world.base, dest, "--require-signature",
+              rc=ap.returncode)
+    assert ap.returncode == 5, out(ap)
+    assert leftovers(tmp_path) == [] and not os.path.exists(dest)
+
+
+def test_driver_library_refused(tfprov, world, tmp_path):
+    """A CUDA archive that would place libcuda.so.1 (NVIDIA's cuda_compat
+    package carries one) is refused with exit 6, and no OUT is left."""
+    d = tmp_path / "www"
+    d.mkdir()
+    name = "cuda_compat-linux-x86_64-12.3.101-archive"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz") as t:
+        for n, data in ((f"{name}/compat/libcuda.so.1", b"\x7fELF stand-in"),):
+            ti = tarfile.TarInfo(n)
+            ti.size = len(data)
+            t.addfile(ti, io.BytesIO(data))
+    (d / f"{name}.tar.xz").write_bytes(buf.getvalue())
+    sha = hashlib.sha256(buf.getvalue()).hexdigest()
+    with Mirror(d) as m:
+        entry = (f"    - name: cuda_compat\n      url: {m.url}/{name}.tar.xz\n"
+                 f"      sha256: {sha}\n      size: {len(buf.getvalue())}\n      strip: 1\n")
+        text = open(world.other).read().replace("  artifacts:\n", "  artifacts:\n" + entry, 1)
+        man = tmp_path / "drv.yaml"
+        man.write_text(text)
+        dest = str(tmp_path / "img")
+        p = build(tfprov, str(man), world.base, dest, rc=6)
+    assert "/opt/tfprov/cuda/12.3.2/compat/libcuda.so.1" in out(p), out(p)
+    assert "driver library" in out(p)
+    assert leftovers(tmp_path) == [] and not os.path.exists(dest)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root only)")
+def test_full_disk_leaves_nothing(tfprov, world, tmp_path):
+    """OUT on a 16 MiB filesystem that the stack (a ~25 MiB venv, then its
+    layers) does not fit on: exit 1 naming the full disk, and the
+    filesystem is empty afterwards (no OUT, no temporary directory)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(small)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here: " + r.stderr)
+    try:
+        p = build(tfprov, world.full, world.base, str(small / "img"), rc=1)
+        assert "space" in out(p).lower(), out(p)
+        assert os.listdir(small) == []
+    finally:
+        subprocess.run(["umount", str(small)], check=True)

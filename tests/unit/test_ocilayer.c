@@ -1,0 +1,205 @@
+/*
+ * test_ocilayer.c - the image room's layer writer and base reader
+ * (engine/image): the same tree gives the same bytes whatever the order it
+ * was made in, its modes and mtimes; entries are sorted with their parents,
+ * owned by 0, stamped with the epoch, set-id and group/other write dropped;
+ * what is not a file, directory or symlink fails and leaves no blob; a base
+ * that is missing, not an image or a registry reference is refused.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "fs.h"
+#include "image.h"
+#include "util.h"
+
+static char dir[64];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/tfprov-test-oci-XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return fs_rmtree(dir);
+}
+
+static void put(const char *root, const char *rel, const char *text, mode_t mode)
+{
+	char *p = path_join(root, rel);
+	char *d = xstrdup(p);
+	*strrchr(d, '/') = '\0';
+	assert_int_equal(mkdirs_at(AT_FDCWD, d, 0777), 0);
+	assert_int_equal(fs_write_new(p, text, strlen(text), 0600), 0);
+	assert_int_equal(chmod(p, mode), 0);
+	free(d);
+	free(p);
+}
+
+/* The same content made in two orders, umasks, modes and mtimes. */
+static void make_tree(const char *root, int variant)
+{
+	mode_t old = umask(variant ? 002 : 022); /* group write: masked */
+	if (variant) {
+		put(root, "opt/b/z.so", "z", 0775);
+		put(root, "opt/a/x.h", "x", 0664);
+	} else {
+		put(root, "opt/a/x.h", "x", 0644);
+		put(root, "opt/b/z.so", "z", 04755); /* set-uid: dropped */
+	}
+	char *l = path_join(root, "opt/b/z.so.1");
+	assert_int_equal(symlink("z.so", l), 0);
+	free(l);
+	umask(old);
+	if (variant) {
+		/* Another time of day: mtimes are the epoch's. */
+		char *p = path_join(root, "opt/a/x.h");
+		struct timespec ts[2] = {{12345678, 9}, {12345678, 9}};
+		assert_int_equal(utimensat(AT_FDCWD, p, ts, 0), 0);
+		free(p);
+	}
+}
+
+static void layer_of(const char *root, const char *blobs, struct oci_desc *d)
+{
+	char *paths[] = {"opt/b/z.so.1", "opt/a/x.h", "opt/b/z.so"};
+	char *err = NULL;
+	assert_int_equal(oci_layer_write(root, paths, 3, 1234, blobs, d, &err), 0);
+	assert_null(err);
+}
+
+static void test_same_tree_same_bytes(void **state)
+{
+	(void)state;
+	char *r1 = path_join(dir, "r1"), *r2 = path_join(dir, "r2"), *blobs = path_join(dir, "b");
+	struct oci_desc d1 = {0}, d2 = {0};
+	make_tree(r1, 0);
+	make_tree(r2, 1);
+	layer_of(r1, blobs, &d1);
+	layer_of(r2, blobs, &d2);
+	assert_string_equal(d1.digest, d2.digest);
+	assert_int_equal(d1.size, d2.size);
+	assert_string_equal(d1.media_type, OCI_MT_LAYER);
+
+	/* What is in it: sorted, parents first, owner 0, the epoch, masked modes. */
+	char *f = xasprintf("%s/sha256/%s", blobs, d1.digest + 7);
+	struct archive *a = archive_read_new();
+	struct archive_entry *e;
+	archive_read_support_format_tar(a);
+	assert_int_equal(archive_read_open_filename(a, f, 10240), ARCHIVE_OK);
+	static const char *const want[] = {"opt/",   "opt/a/",     "opt/a/x.h",
+	                                   "opt/b/", "opt/b/z.so", "opt/b/z.so.1"};
+	size_t i = 0;
+	while (archive_read_next_header(a, &e) == ARCHIVE_OK) {
+		assert_true(i < ARRAY_SIZE(want));
+		assert_string_equal(archive_entry_pathname(e), want[i]);
+		assert_int_equal(archive_entry_mtime(e), 1234);
+		if (strcmp(want[i], "opt/b/z.so") == 0)
+			assert_int_equal(archive_entry_perm(e), 0755);
+		if (strcmp(want[i], "opt/b/z.so.1") == 0)
+			assert_string_equal(archive_entry_symlink(e), "z.so");
+		i++;
+	}
+	assert_int_equal(i, ARRAY_SIZE(want));
+	archive_read_free(a);
+	/* The headers' bytes: ustar only (no pax record, so no atime/ctime), uid/gid 0, no names. */
+	char *tar = NULL;
+	size_t len = 0;
+	assert_int_equal(read_file_at(AT_FDCWD, f, 1 << 20, &tar, &len), 0);
+	size_t off = 0, headers = 0;
+	while (off + 512 <= len && tar[off] != '\0') {
+		const char *h = tar + off;
+		assert_true(h[156] != 'x' && h[156] != 'g');
+		assert_memory_equal(h + 257, "ustar", 5);
+		assert_int_equal(strtol(h + 108, NULL, 8), 0); /* uid */
+		assert_int_equal(strtol(h + 116, NULL, 8), 0); /* gid */
+		assert_int_equal(h[265], '\0');                /* uname */
+		assert_int_equal(h[297], '\0');                /* gname */
+		long size = strtol(h + 124, NULL, 8);
+		off += 512 + (size_t)((size + 511) / 512) * 512;
+		headers++;
+	}
+	assert_int_equal(headers, ARRAY_SIZE(want));
+	free(tar);
+	free(f);
+	free(d1.media_type);
+	free(d2.media_type);
+	free(r1);
+	free(r2);
+	free(blobs);
+}
+
+static void test_fifo_fails_and_leaves_no_blob(void **state)
+{
+	(void)state;
+	char *root = path_join(dir, "f"), *blobs = path_join(dir, "fb"), *err = NULL;
+	put(root, "a/file", "x", 0644);
+	char *fifo = path_join(root, "a/pipe");
+	assert_int_equal(mkfifo(fifo, 0644), 0);
+	char *paths[] = {"a/file", "a/pipe"};
+	struct oci_desc d = {0};
+	assert_int_equal(oci_layer_write(root, paths, 2, 1, blobs, &d, &err), TF_EFAIL);
+	assert_non_null(strstr(err, "neither a file"));
+	char *sub = path_join(blobs, "sha256");
+	DIR *dd = opendir(sub);
+	struct dirent *de;
+	int n = 0;
+	while (dd && (de = readdir(dd)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(dd);
+	assert_int_equal(n, 0);
+	free(sub);
+	free(fifo);
+	free(err);
+	free(root);
+	free(blobs);
+}
+
+static void test_bad_bases(void **state)
+{
+	(void)state;
+	struct oci_image im;
+	char *err = NULL, *scratch = path_join(dir, "s"), *missing = path_join(dir, "nope");
+	mkdir(scratch, 0755);
+	assert_int_equal(oci_image_read(missing, scratch, NULL, &im, &err), TF_EFAIL);
+	assert_non_null(strstr(err, "No such file"));
+	free(err);
+	err = NULL;
+	assert_int_equal(oci_image_read(dir, scratch, NULL, &im, &err), TF_EFAIL);
+	assert_non_null(strstr(err, "not an OCI image layout"));
+	free(err);
+	err = NULL;
+	assert_int_equal(oci_image_read("docker://debian:12", scratch, NULL, &im, &err), TF_EUSAGE);
+	assert_non_null(strstr(err, "registries are not supported yet"));
+	free(err);
+	free(scratch);
+	free(missing);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_same_tree_same_bytes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fifo_fails_and_leaves_no_blob, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_bases, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
