@@ -437,3 +437,68 @@ def test_mirror_index_errors(origin, tfprov, keys, tmp_path):
     r = tfprov.run("--mirror", "http://127.0.0.1:1/", "--trusted-key", pub, "--no-gpu",
                    "plan", m, check=0)
     assert "index not checked" in r.stderr
+
+
+ENV_STACK = ("schema: 1\nstack:\n  name: sig\n  platform: linux-x86_64\n"
+             "prefix: /opt/tfprov\nversions:\n  tensorflow: 2.15.1\n  python: \"3.10\"\n"
+             "driver:\n  policy: skip\nenv:\n  vars:\n    X: \"{x}\"\n")
+
+
+def _generations(tfprov):
+    import sqlite3
+    db = sqlite3.connect(tfprov.state_db)
+    try:
+        return db.execute("SELECT id, result FROM generations ORDER BY id").fetchall()
+    finally:
+        db.close()
+
+
+def test_rollback_checks_the_policy_apply_checks(tfprov, keys, tmp_path):
+    """rollback re-applies a generation's recorded manifest: under
+    require_signature it needs that manifest's trusted signature (the one apply
+    kept, or one beside the recorded path that signs exactly those bytes), or it
+    exits 5 as apply does, with nothing changed."""
+    m = tmp_path / "sig.yaml"
+    act = tfprov.path("/opt/tfprov/stacks/sig/activate.sh")
+    for x in ("1", "2"):  # two unsigned generations, applied before any policy
+        m.write_text(ENV_STACK.format(x=x))
+        tfprov.run("apply", "-y", m, check=0)
+    etc = tfprov.path("/etc/tfprov")
+    os.makedirs(os.path.join(etc, "trusted-keys.d"))
+    shutil.copy(keys["a"][0], os.path.join(etc, "trusted-keys.d", "a.pub"))
+    with open(os.path.join(etc, "policy.yaml"), "w") as f:
+        f.write("require_signature: true\n")
+    before, gens = open(act).read(), _generations(tfprov)
+    assert "export X='2'" in before, before
+
+    r = tfprov.run("rollback", "-y", "sig", "--generation", "1", check=5)
+    assert "generation 1" in r.stderr and "not signed" in r.stderr, r.stderr
+    assert "policy.yaml" in r.stderr, r.stderr
+    assert open(act).read() == before and _generations(tfprov) == gens
+
+    # Signed by an untrusted key beside the recorded path: still refused.
+    m.write_text(ENV_STACK.format(x="1"))
+    minisign("-S", "-s", keys["b"][1], "-m", m)
+    r = tfprov.run("rollback", "-y", "sig", "--generation", "1", check=5)
+    assert "not trusted" in r.stderr, r.stderr
+    assert open(act).read() == before and _generations(tfprov) == gens
+    # A trusted signature beside the recorded path that signs exactly those bytes: accepted.
+    minisign("-S", "-s", keys["a"][1], "-m", m)
+    tfprov.run("rollback", "-y", "sig", "--generation", "1", check=0)
+    assert "export X='1'" in open(act).read()
+
+    # Signed generations applied under the policy keep their signature: rollback
+    # works after the files beside the manifest are gone or changed.
+    m2 = tmp_path / "sig3.yaml"
+    m2.write_text(ENV_STACK.format(x="3"))
+    minisign("-S", "-s", keys["a"][1], "-m", m2)
+    tfprov.run("apply", "-y", m2, check=0)
+    m2.write_text(ENV_STACK.format(x="4"))
+    minisign("-S", "-s", keys["a"][1], "-m", m2)
+    tfprov.run("apply", "-y", m2, check=0)
+    n3 = len(_generations(tfprov)) - 1  # generation numbers count from 1
+    os.unlink(str(m2) + ".minisig")
+    m2.write_text("changed after the apply\n")
+    r = tfprov.run("rollback", "-y", "sig", "--generation", str(n3), check=0)
+    assert "signed by trusted key" in r.stdout + r.stderr
+    assert "export X='3'" in open(act).read()
