@@ -74,7 +74,7 @@ static int cuda_precheck(struct ctx *c, const struct manifest *m, struct step *s
 		return step_fail_unpinned(s, m, "cuda.redist", &m->cuda.redist);
 	static const char *const dirs[] = {"/usr/local", "/opt"};
 	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-		char *host = ctx_host_path(c, dirs[i]);
+		char *host = ctx_host_dir(c, dirs[i]);
 		DIR *d = opendir(host);
 		struct dirent *e;
 		while (d && (e = readdir(d)) != NULL) {
