@@ -686,7 +686,8 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 	rc = lock_capped(c, venv, input, &o, locked, &err);
 	/* Hashes were left out of pip's input, so "no matching distribution" is an
 	 * unreachable or incomplete index here, not an integrity failure. */
-	if (rc == TF_EINTEGRITY && (err == NULL || strstr(err, "hash") == NULL))
+	if (rc == TF_EINTEGRITY &&
+	    (err == NULL || (strstr(err, "hash") == NULL && strstr(err, "METADATA") == NULL)))
 		rc = TF_EFAIL;
 out:
 	if (rc != 0)

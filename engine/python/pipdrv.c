@@ -32,6 +32,7 @@
 #include "fs.h"
 #include "spawn.h"
 #include "place.h"
+#include "version.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -669,6 +670,79 @@ static int run_resolver(struct ctx *c, const char *prefix, const char *reqfile, 
 }
 
 /*
+ * The project and version a file of pip's report was fetched as: a wheel's
+ * or an sdist's file name (the name on the project's index page, or of a
+ * direct reference), name PEP 503 normalised. 0, or -EINVAL when the URL names
+ * neither (nothing to compare). The caller frees *file, *name and *version.
+ */
+static int file_identity(const char *url, char **file, char **name, char **version)
+{
+	const char *base = strrchr(url, '/');
+	base = base ? base + 1 : url;
+	char *f = xstrndup(base, strcspn(base, "#?"));
+	int rc = -EINVAL;
+	if (str_ends_with(f, ".whl")) {
+		struct wheel_name wn;
+		if (wheel_name_parse(f, &wn) == 0) {
+			*name = xstrdup(wn.name);
+			*version = xstrdup(wn.version);
+			wheel_name_release(&wn);
+			rc = 0;
+		}
+	} else {
+		size_t el = str_ends_with(f, ".tar.gz") ? 7 : str_ends_with(f, ".zip") ? 4 : 0;
+		char *stem = xstrndup(f, strlen(f) - el), *dash = strrchr(stem, '-');
+		if (el && dash && dash != stem && dash[1]) {
+			*version = xstrdup(dash + 1);
+			*dash = '\0';
+			*name = pip_normalize_name(stem);
+			rc = 0;
+		}
+		free(stem);
+	}
+	if (rc == 0)
+		*file = f;
+	else
+		free(f);
+	return rc;
+}
+
+/*
+ * A file is the distribution it was fetched for: pip's report takes name and
+ * version from the METADATA inside the file, so a tensorflow-2.15.1 wheel
+ * whose METADATA says `Name: requests` would turn the pin into
+ * requests==2.15.1. TF_EINTEGRITY naming the file, the requirement and the
+ * metadata when they differ (name PEP 503 normalised, version as PEP 440
+ * compares it).
+ */
+static int check_identity(json_t *item, const char *name, const char *ver, char **errmsg)
+{
+	const char *url =
+	    json_string_value(json_object_get(json_object_get(item, "download_info"), "url"));
+	char *file = NULL, *fname = NULL, *fver = NULL, *nm = pip_normalize_name(name);
+	int rc = 0;
+	if (url == NULL || file_identity(url, &file, &fname, &fver) != 0)
+		goto out;
+	if (strcmp(fname, nm) != 0 || (strcmp(fver, ver) != 0 && version_cmp(fver, ver) != 0)) {
+		*errmsg = xasprintf(
+		    "%s was fetched for %s %s (%s), but its METADATA says %s %s: refused (a file "
+		    "must be the distribution its index lists it as; lock pins nothing from it)",
+		    file, fname, fver,
+		    json_is_true(json_object_get(item, "requested"))
+		        ? "a requirement of the manifest"
+		        : "a dependency in the closure",
+		    name, ver);
+		rc = TF_EINTEGRITY;
+	}
+out:
+	free(file);
+	free(fname);
+	free(fver);
+	free(nm);
+	return rc;
+}
+
+/*
  * The lock line of one distribution of pip's report: name==version with the
  * hash of the file pip chose, then the others of `all`; its Requires-Dist go
  * to o->requires. TF_EFAIL when the report holds no sha256 for it.
@@ -690,6 +764,9 @@ static int lock_line(json_t *item, json_t *all, const struct pip_opts *o, struct
 		                    name ? name : "an entry");
 		return TF_EFAIL;
 	}
+	int rc = check_identity(item, name, ver, errmsg);
+	if (rc != 0)
+		return rc;
 	char *nm = pip_normalize_name(name);
 	struct strbuf line = STRBUF_INIT;
 	if (o->requires != NULL)
