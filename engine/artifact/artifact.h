@@ -306,6 +306,13 @@ struct ctx;
  */
 int http_get_small(const struct ctx *c, const char *url, const char *protocols, const char *accept,
                    size_t max, char **out, size_t *len, long *status, char **err);
+/*
+ * The same, keeping in chain (when not NULL) every URL asked in order: url,
+ * then each redirect's target; the last is the URL that answered.
+ */
+int http_get_small_chain(const struct ctx *c, const char *url, const char *protocols,
+                         const char *accept, size_t max, char **out, size_t *len, long *status,
+                         struct strvec *chain, char **err);
 
 /* One GET of http_get_small_many: url in; the rest out, as http_get_small's. */
 struct http_small {
@@ -479,11 +486,13 @@ void redist_artifacts_free(struct redist_artifact *v, size_t n);
 struct ctx;
 
 /*
- * Downloads url into the new file dest. 0 with sha256_hex and *size set;
+ * Downloads url into the new file dest. 0 with sha256_hex and *size set,
+ * and chain (when not NULL) holding every URL of the redirect chain, url
+ * first and the one that served the bytes last (redirects stay on https);
  * TF_EOFFLINE, TF_EMANIFEST (not https), TF_ENETWORK or TF_EIO with *errmsg.
  */
 int tofu_fetch(struct ctx *c, const char *url, int64_t max_bytes, const char *dest,
-               char sha256_hex[65], int64_t *size, char **errmsg);
+               char sha256_hex[65], int64_t *size, struct strvec *chain, char **errmsg);
 
 /*
  * trust (engine/artifact/trust.c) - the signature policy: which minisign keys are trusted and

@@ -11,7 +11,7 @@
 #include <string.h>
 
 int tofu_fetch(struct ctx *c, const char *url, int64_t max_bytes, const char *dest,
-               char sha256_hex[65], int64_t *size, char **errmsg)
+               char sha256_hex[65], int64_t *size, struct strvec *chain, char **errmsg)
 {
 	int rc;
 
@@ -31,8 +31,8 @@ int tofu_fetch(struct ctx *c, const char *url, int64_t max_bytes, const char *de
 	char *body = NULL;
 	size_t len = 0;
 	long status = 0;
-	rc = http_get_small(c, url, HTTPGET_HTTPS, NULL, (size_t)max_bytes, &body, &len, &status,
-	                    errmsg);
+	rc = http_get_small_chain(c, url, HTTPGET_HTTPS, NULL, (size_t)max_bytes, &body, &len,
+	                          &status, chain, errmsg);
 	if (rc == TF_EINTEGRITY) {
 		free(*errmsg);
 		*errmsg = xasprintf("%s: larger than %lld bytes; not a redistrib JSON", url,

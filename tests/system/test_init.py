@@ -343,6 +343,29 @@ def test_lock_pins_a_redist_json_on_first_use(tfprov, tmp_path, servers):
     assert not any(p.endswith(".json") for p in os.listdir(tfprov.path("/"))) 
 
 
+def test_tofu_provenance_names_every_redirect_and_the_final_host(tfprov, tmp_path, servers):
+    """The redist JSON's URL redirects twice, to another host name: the warning and the
+    pin's provenance comment name every URL of the chain and the host that served it."""
+    srv = servers["srv"]
+    first = srv.url("/moved/redistrib_12.5.1.json")  # https://localhost:PORT/...
+    mid = "https://127.0.0.1:%d/mid/redistrib_12.5.1.json" % srv.port
+    final = "https://127.0.0.1:%d/cuda/redist/redistrib_12.5.1.json" % srv.port
+    srv.redirect("/moved/redistrib_12.5.1.json", mid, 301)
+    srv.redirect("/mid/redistrib_12.5.1.json", final, 302)
+    m = tmp_path / "t.yaml"
+    m.write_text(TOFU.format(url=first))
+    r = tfprov.run("--ca-bundle", servers["tls"]["ca"], "lock", m, check=0)
+    out = r.stdout + r.stderr
+    host = "127.0.0.1:%d" % srv.port
+    assert "redirected: %s -> %s -> %s" % (first, mid, final) in out, out
+    assert "certificate of %s vouches" % host in out, out
+    text = m.read_text()
+    assert "redistrib JSON %s\n" % first in text, text
+    assert "#   redirected to %s\n" % mid in text and "#   redirected to %s\n" % final in text
+    assert "#   served by host %s." % host in text, text
+    tfprov.run("lock", "--check", m, check=0)
+
+
 def test_lock_refuses_tofu_over_plain_http(tfprov, tmp_path):
     with HttpServer() as plain:
         plain.add("/redistrib_12.5.1.json", redist_json("12.5.1"))
