@@ -506,7 +506,9 @@ static char *pip_input(const struct manifest *m, char **seed)
 /*
  * Turns pip's closure into the requirements block: the user's own hashes are
  * kept for what they pinned (pip's choice must be one of them, else exit 5),
- * and direct references keep their URL.
+ * and direct references keep their URL. The provenance notes of pip_lock
+ * (index pages that redirected: every URL and the host that answered) come
+ * first, as comments of the block.
  */
 static int pip_merge(struct ctx *c, const struct manifest *m, const char *locked, int ind,
                      struct strbuf *sb, size_t *count)
@@ -522,6 +524,9 @@ static int pip_merge(struct ctx *c, const struct manifest *m, const char *locked
 		rc = TF_EFAIL;
 		goto out;
 	}
+	for (const char *l = locked; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (str_starts_with(l, "# index page redirected: "))
+			strbuf_addf(sb, "%*s%.*s\n", ind, "", (int)strcspn(l, "\n"), l);
 	for (size_t i = 0; i < n; i++) {
 		char *norm = pip_normalize_name(r[i].name ? r[i].name : r[i].raw_name);
 		const struct pip_req *u = find_req(m, norm);

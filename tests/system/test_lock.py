@@ -292,3 +292,25 @@ def test_lock_refuses_a_file_whose_metadata_names_another_project(tfprov, tmp_pa
         return
     assert r.returncode == 5, r.stdout + r.stderr
     assert bad in r.stderr and want in r.stderr and got in r.stderr, r.stderr
+
+
+def test_lock_names_every_redirect_of_an_index_page(tfprov, tmp_path):
+    """The index answers each project page with a redirect to another host name:
+    lock prints each chain with the host that served it and keeps it as comments of
+    the requirements block (validate and lock --check still pass)."""
+    wheels = tmp_path / "wheels"
+    _, tf = build_wheel(str(wheels), "tensorflow", "2.15.1", requires=["alpha>=1"])
+    build_wheel(str(wheels), "alpha", "1.0")
+    idx = Index(str(wheels), moved=True)
+    try:
+        m = pip_manifest(tmp_path / "pip.yaml", idx.url, tf)
+        r = tfprov.run("lock", m, timeout=240, check=0)
+    finally:
+        idx.close()
+    port = idx.url.split(":")[2].split("/")[0]
+    for name in ("tensorflow", "alpha"):
+        hops = "%s%s/ -> http://localhost:%s/moved/simple/%s/ (served by host localhost:%s)" % (
+            idx.url, name, port, name, port)
+        assert "index page redirected: " + hops in r.stderr, r.stderr
+        assert "# index page redirected: " + hops in m.read_text(), m.read_text()
+    tfprov.run("lock", "--check", m, check=0)
