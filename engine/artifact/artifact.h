@@ -489,7 +489,8 @@ struct ctx;
  * Downloads url into the new file dest. 0 with sha256_hex and *size set,
  * and chain (when not NULL) holding every URL of the redirect chain, url
  * first and the one that served the bytes last (redirects stay on https);
- * TF_EOFFLINE, TF_EMANIFEST (not https), TF_ENETWORK or TF_EIO with *errmsg.
+ * TF_EOFFLINE, TF_EMANIFEST (not https, or larger than max_bytes: no redist
+ * document), TF_ENETWORK or TF_EIO with *errmsg.
  */
 int tofu_fetch(struct ctx *c, const char *url, int64_t max_bytes, const char *dest,
                char sha256_hex[65], int64_t *size, struct strvec *chain, char **errmsg);

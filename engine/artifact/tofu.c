@@ -34,10 +34,11 @@ int tofu_fetch(struct ctx *c, const char *url, int64_t max_bytes, const char *de
 	rc = http_get_small_chain(c, url, HTTPGET_HTTPS, NULL, (size_t)max_bytes, &body, &len,
 	                          &status, chain, errmsg);
 	if (rc == TF_EINTEGRITY) {
+		/* Not a redist document, as a JSON that does not parse is not: exit 3. */
 		free(*errmsg);
 		*errmsg = xasprintf("%s: larger than %lld bytes; not a redistrib JSON", url,
 		                    (long long)max_bytes);
-		return rc;
+		return TF_EMANIFEST;
 	}
 	if (rc != 0) {
 		char *why = *errmsg;

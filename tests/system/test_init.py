@@ -366,6 +366,29 @@ def test_tofu_provenance_names_every_redirect_and_the_final_host(tfprov, tmp_pat
     tfprov.run("lock", "--check", m, check=0)
 
 
+@pytest.mark.parametrize("defect", ["syntax", "huge-number", "bad-relative-path", "too-large"])
+def test_tofu_json_that_is_no_redist_document_exits_3(tfprov, tmp_path, servers, defect):
+    """Whatever makes the JSON no valid redist document (it does not parse, a number
+    too large for any size, a relative_path leaving its directory, a body past the
+    64 MiB cap), lock says so with exit 3 and the manifest is left as it was."""
+    srv = servers["srv"]
+    good = servers["json"].decode()
+    rel = "cuda_cudart/linux-x86_64/cuda_cudart-linux-x86_64-12.5.82-archive.tar.xz"
+    body = {"syntax": good[:-20],
+            "huge-number": good.replace('"size": "1000"', '"size": 1' + "0" * 40, 1),
+            "bad-relative-path": good.replace(rel, "../../etc/passwd", 1),
+            "too-large": good + " " * (64 << 20)}[defect]
+    srv.add("/bad/redistrib_12.5.1.json", body.encode())
+    m = tmp_path / "t.yaml"
+    m.write_text(TOFU.format(url=srv.url("/bad/redistrib_12.5.1.json")))
+    before = m.read_bytes()
+    r = tfprov.run("--ca-bundle", servers["tls"]["ca"], "lock", m, timeout=120, check=3)
+    why = {"syntax": "not a valid redist manifest", "huge-number": "not a valid redist manifest",
+           "bad-relative-path": "bad relative_path", "too-large": "not a redistrib JSON"}
+    assert why[defect] in r.stderr, r.stderr
+    assert m.read_bytes() == before
+
+
 def test_lock_refuses_tofu_over_plain_http(tfprov, tmp_path):
     with HttpServer() as plain:
         plain.add("/redistrib_12.5.1.json", redist_json("12.5.1"))
