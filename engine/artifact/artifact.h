@@ -146,11 +146,12 @@ int staged_record_tree(struct staged *t, const char *host);
  *   partial/<hex>.part           a download in progress (resumed with Range), 0600
  *   quarantine/<hex>.<unixtime>  bytes that failed verification, kept for a human,
  *                                0400: they may be anything, a root-only file too
- *   names/<hex>                  the file name a pip artifact of that hash had where
- *                                it was found, the URL and the index whose page
- *                                listed it (python.h): hints for naming the
- *                                verified file and fetching it again, never
- *                                trusted for its bytes
+ *   names/<hex>                  the file name an artifact of that hash had where
+ *                                it was downloaded from (its URL's basename, gc's
+ *                                listing); for a pip artifact also the URL and the
+ *                                index whose page listed it (python.h): hints for
+ *                                naming the verified file and fetching it again,
+ *                                never trusted for its bytes
  *   unpack/run-XXXXXX/<hex>      an apply's decode-ahead (artifact.h), held by an
  *                                flock on unpack/run-XXXXXX.lock; removed when the
  *                                run ends, or by the next run if it was killed
@@ -179,6 +180,12 @@ char *cache_lookup_dir(const char *dir, const char *sha256);
  * sha256: chmod 0444 and rename. *out gets the final path. 0 or -errno.
  */
 int cache_commit(const char *dir, const char *sha256, const char *tmp, char **out);
+/* names/<hex>: the file name a verified hash had where it came from (a hint). */
+char *cache_name_path(const char *dir, const char *sha256);
+/* Writes names/<hex> with url's basename unless a name is there already; best effort. */
+void cache_name_hint(const char *dir, const char *sha256, const char *url);
+/* The file name names/<hex> records, or NULL. */
+char *cache_name_of(const char *dir, const char *sha256);
 /* Moves a bad file to quarantine/<hex>.<unixtime>; *out gets its new path. 0 or -errno. */
 int cache_quarantine(const char *dir, const char *sha256, const char *bad, char **out);
 
