@@ -243,6 +243,18 @@ def test_usage_errors_are_short(tfprov, args):
     assert len(lines) <= 3 and lines[-1].startswith("usage: tfprov"), p.stderr
 
 
+@pytest.mark.parametrize("typed,meant", [("aply", "apply"), ("stauts", "status"),
+                                         ("help rollbak", "rollback"), ("bogus", None)])
+def test_mistyped_command_gets_did_you_mean(tfprov, typed, meant):
+    """As a mistyped manifest key does: the nearest command, or nothing when none is near."""
+    p = tfprov.run(*typed.split(), check=64)
+    word = typed.split()[-1]
+    if meant:
+        assert "unknown command '%s' (did you mean '%s'?)" % (word, meant) in p.stderr, p.stderr
+    else:
+        assert "unknown command '%s'\n" % word in p.stderr, p.stderr
+
+
 def test_plan_saved_plan_is_refused(tfprov, tmp_path):
     m = tmp_path / "m.yaml"
     m.write_text("schema: 1\nstack:\n  name: a\n  platform: linux-x86_64\nprefix: /opt/tfprov\n"
