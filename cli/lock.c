@@ -838,9 +838,10 @@ static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode 
 		          xasprintf("%*scomplete: true\n", ck->pos.col - 1, ""));
 	else
 		edits_add(e, rend + 1, rend, xasprintf("%*scomplete: true\n", ind, ""));
-	strvec_pushf(done,
-	             "pip: %zu pins -> a closure of %zu packages with hashes (complete: true)",
-	             m->pip.nreqs + (seed ? 1 : 0), count);
+	strvec_pushf(
+	    done, "pip: %zu pin%s -> a closure of %zu package%s with hashes (complete: true)",
+	    m->pip.nreqs + (seed ? 1 : 0), plural_s((long long)(m->pip.nreqs + (seed ? 1 : 0))),
+	    count, plural_s((long long)count));
 out:
 	strbuf_release(&sb);
 	strvec_release(&requires);

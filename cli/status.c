@@ -57,9 +57,9 @@ static int stack_resources(struct ctx *c, const char *stack, int64_t sid, json_t
 		json_array_append_new(res, o);
 		if (missing || changed) {
 			(*drifted)++;
-			char *msg = xasprintf("  %s: DRIFT: %d missing, %d changed of %lld paths",
-			                      addr, missing, changed, n);
-			char *want = xasprintf("%lld paths as placed", n);
+			char *msg = xasprintf("  %s: DRIFT: %d missing, %d changed of %lld path%s",
+			                      addr, missing, changed, n, plural_s(n));
+			char *want = xasprintf("%lld path%s as placed", n, plural_s(n));
 			char *got = xasprintf("%d missing, %d changed", missing, changed);
 			ev_finding(c, EV_WARN,
 			           &(struct ev_finding){.origin = "status",
@@ -76,10 +76,10 @@ static int stack_resources(struct ctx *c, const char *stack, int64_t sid, json_t
 			free(want);
 			free(got);
 		} else if (listed) {
-			ev_log(c, EV_INFO, "  %-8s ok, %lld distributions recorded in the env",
-			       addr, (long long)dists);
+			ev_log(c, EV_INFO, "  %-8s ok, %lld distribution%s recorded in the env",
+			       addr, (long long)dists, plural_s(dists));
 		} else {
-			ev_log(c, EV_INFO, "  %-8s ok, %lld paths", addr, n);
+			ev_log(c, EV_INFO, "  %-8s ok, %lld path%s", addr, n, plural_s(n));
 		}
 	}
 	state_resources_free(v, nv);

@@ -190,7 +190,8 @@ static int cuda_apply(struct ctx *c, const struct manifest *m, struct step *s, s
 	free(lib64);
 	rc = txn_put_tree(t, stage, prefix, tree.v, tree.n);
 	if (rc == 0)
-		ev_log(c, EV_INFO, "cuda: %zu paths in %s", tree.n, prefix);
+		ev_log(c, EV_INFO, "cuda: %zu path%s in %s", tree.n, plural_s((long long)tree.n),
+		       prefix);
 out:
 	artset_release(&arts);
 	staged_release(&tree);

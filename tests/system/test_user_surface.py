@@ -204,6 +204,21 @@ def test_deep_verify_clean_pip_env_passes_and_names_the_package(tfprov, index, t
     assert re.search(r"warning: A \S+/tfprov_alpha/extra.py", p.stderr), out(p)
 
 
+def test_counts_read_in_english(tfprov, index, tmp_path):
+    """One of a thing is singular: "1 pin", "1 wheel", "1 path differs"."""
+    m = py_manifest(tmp_path / "m.yaml", index.url, index.pins[:1])
+    p = tfprov.run("apply", "-y", m, env=no_stub_env(), check=0, timeout=300)
+    text = out(p)
+    assert "pip: 1 pin installed; the env holds" in text, text
+    assert re.search(r"pip: 1 wheel installed natively \(\d+ files\)", text), text
+    assert "1 pins" not in text and "1 wheels" not in text, text
+    init = os.path.join(site_packages(tfprov), "tfprov_alpha", "__init__.py")
+    with open(init, "a") as f:
+        f.write("# changed\n")
+    p = tfprov.run("verify", "--deep", env=no_stub_env(), check=2)
+    assert "files: 1 path differs from what was placed" in out(p), out(p)
+
+
 # ------------------------------------------------------------ (5) options, help, version
 
 
