@@ -331,6 +331,23 @@ def test_status_after_a_failed_apply_is_not_ok(tfprov, tmp_path):
     tfprov.run("status", check=0)
 
 
+def test_destroy_of_a_failed_stack_says_what_it_removes(tfprov, tmp_path):
+    """A stack whose only apply failed before a step committed has nothing placed:
+    destroy says so and removes its record, never "No changes. The stack matches"."""
+    m = tmp_path / "m.yaml"
+    m.write_text(ENV_ONLY.format(name="f", policy="skip"))
+    os.makedirs(tfprov.path("/opt/tfprov"))
+    with open(tfprov.path("/opt/tfprov/stacks"), "w") as f:
+        f.write("not a directory\n")
+    p = tfprov.run("apply", "-y", m)
+    assert p.returncode not in (0, 2), out(p)
+    p = tfprov.run("destroy", "-y", "f", check=0)
+    assert "No changes" not in out(p) and "matches the manifest" not in out(p), out(p)
+    assert "Stack f has nothing placed" in p.stdout, out(p)
+    p = tfprov.run("status", check=0)
+    assert "No stacks" in p.stdout, out(p)
+
+
 def test_status_on_a_broken_state_is_an_error(tfprov, tmp_path):
     m = tmp_path / "m.yaml"
     m.write_text(ENV_ONLY.format(name="b", policy="skip"))
