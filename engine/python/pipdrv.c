@@ -35,6 +35,7 @@
 #include "artifact.h"
 #include "version.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -720,6 +721,31 @@ static int file_identity(const char *url, char **file, char **name, char **versi
 }
 
 /*
+ * Whether a file name's version and a METADATA version are one version: equal
+ * as written, as tfprov's version order compares them ("1.0" and "1.0.0"), or
+ * once the '-' a file name must escape as '_' (PEP 427) and case are undone.
+ */
+static int same_version(const char *file_ver, const char *meta_ver)
+{
+	if (strcmp(file_ver, meta_ver) == 0 || version_cmp(file_ver, meta_ver) == 0)
+		return 1;
+	size_t n = strlen(file_ver);
+	if (n != strlen(meta_ver))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char a = (char)tolower((unsigned char)file_ver[i]);
+		char b = (char)tolower((unsigned char)meta_ver[i]);
+		if (a == '_' || a == '-')
+			a = '.';
+		if (b == '_' || b == '-')
+			b = '.';
+		if (a != b)
+			return 0;
+	}
+	return 1;
+}
+
+/*
  * A file is the distribution it was fetched for: pip's report takes name and
  * version from the METADATA inside the file, so a tensorflow-2.15.1 wheel
  * whose METADATA says `Name: requests` would turn the pin into
@@ -735,7 +761,7 @@ static int check_identity(json_t *item, const char *name, const char *ver, char 
 	int rc = 0;
 	if (url == NULL || file_identity(url, &file, &fname, &fver) != 0)
 		goto out;
-	if (strcmp(fname, nm) != 0 || (strcmp(fver, ver) != 0 && version_cmp(fver, ver) != 0)) {
+	if (strcmp(fname, nm) != 0 || !same_version(fver, ver)) {
 		*errmsg = xasprintf(
 		    "%s was fetched for %s %s (%s), but its METADATA says %s %s: refused (a file "
 		    "must be the distribution its index lists it as; lock pins nothing from it)",
