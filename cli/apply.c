@@ -100,10 +100,11 @@ int cmd_apply(struct ctx *c, struct opts *o)
 {
 	struct manifest *m = NULL;
 	struct plan p;
+	char *sigtext = NULL;
 	uint64_t t0 = now_ns();
 	int rc = cli_load_manifest(c, o->args.v[0], &m, 1); /* warnings too, as plan shows them */
 	if (rc == 0)
-		rc = cli_check_signature(c, m, 1);
+		rc = cli_check_signature_keep(c, m, &sigtext);
 	if (rc != 0) {
 		manifest_free(m);
 		return rc;
@@ -115,6 +116,8 @@ int cmd_apply(struct ctx *c, struct opts *o)
 		rc = finish_unfinished(c, m);
 		if (rc == 0 && c->st)
 			rc = use_stack(c, o, m);
+		if (rc == 0)
+			rc = cli_keep_signature(c, m, sigtext);
 		goto out;
 	}
 	ev_log(c, EV_INFO, "Stack %s (%s) from %s:\n", m->stack.name.s,
@@ -134,12 +137,15 @@ int cmd_apply(struct ctx *c, struct opts *o)
 		ev_log(c, EV_INFO, "\nApply complete: %d added, %d changed, %d destroyed (%.1f s).",
 		       p.add, p.change, p.destroy, (double)(now_ns() - t0) / 1e9);
 	if (rc == 0)
+		rc = cli_keep_signature(c, m, sigtext);
+	if (rc == 0)
 		rc = use_stack(c, o, m);
 	else if (rc == TF_EINTR)
 		ev_log(c, EV_ERROR,
 		       "interrupted; every finished step is recorded, the rest will "
 		       "be done by the next apply");
 out:
+	free(sigtext);
 	plan_release(&p);
 	manifest_free(m);
 	return rc;

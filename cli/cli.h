@@ -140,6 +140,21 @@ void cli_time(int64_t t, char out[32]);
  * each --mirror DIR. 0, TF_EINTEGRITY or TF_EFAIL (logged). signature.c.
  */
 int cli_check_signature(struct ctx *c, const struct manifest *m, int check_mirrors);
+/*
+ * The same for apply, which keeps what it verified: *sigtext gets the text
+ * of the signature that passed (NULL when none was checked; caller frees),
+ * for cli_keep_signature once the apply succeeded.
+ */
+int cli_check_signature_keep(struct ctx *c, const struct manifest *m, char **sigtext);
+/* Keeps sigtext as <state_dir>/signatures/<manifest sha256>.minisig (rollback's). */
+int cli_keep_signature(struct ctx *c, const struct manifest *m, const char *sigtext);
+/*
+ * The policy for a generation's manifest m (rollback): its signature is the
+ * one apply kept, else MANIFEST.minisig at the recorded path when it signs
+ * exactly the recorded bytes. The same checks, exit code and messages as
+ * apply's, naming the generation.
+ */
+int cli_check_signature_kept(struct ctx *c, const struct manifest *m, long long gen);
 /* "\tpython.lock_file=sha256:HEX...": the side-file fields of a trusted comment; caller frees. */
 char *cli_side_fields(const struct manifest *m);
 

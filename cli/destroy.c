@@ -78,9 +78,17 @@ int cmd_destroy(struct ctx *c, struct opts *o)
 			rc = TF_EFAIL;
 			goto out;
 		}
-		if (names.n > 1)
+		if (names.n > 1 && p[i].n > 0)
 			ev_log(c, EV_INFO, "Stack %s:", names.v[i]);
-		plan_emit(c, &p[i]);
+		/* A stack whose applies placed nothing (the first failed before a step
+		 * committed): no plan to show, and "No changes" would be wrong. */
+		if (p[i].n == 0)
+			ev_log(c, EV_INFO,
+			       "Stack %s has nothing placed (no step of its applies committed): "
+			       "destroy removes its record only.",
+			       names.v[i]);
+		else
+			plan_emit(c, &p[i]);
 		rc = plan_foreign(c, p[i].stack_id, &foreign);
 		if (rc != 0)
 			goto out;

@@ -521,7 +521,7 @@ static void check_other_cuda(struct doctor *d, const struct strvec *own_prefixes
 	static const char *const bases[] = {"/usr/local", "/opt"};
 	int n = 0;
 	for (size_t b = 0; b < ARRAY_SIZE(bases); b++) {
-		char *host = ctx_host_path(d->c, bases[b]);
+		char *host = ctx_host_dir(d->c, bases[b]);
 		DIR *dd = opendir(host);
 		struct dirent *e;
 		while (dd && (e = readdir(dd)) != NULL) {

@@ -195,6 +195,44 @@ static double mib(long long b)
 	return (double)b / (1024.0 * 1024.0);
 }
 
+/* The size of a cache entry for a human: "1 byte", "12.3 KiB", "4.5 MiB", "1.2 GiB". */
+static void human_size(long long b, char out[32])
+{
+	if (b < 1024)
+		snprintf(out, 32, "%lld byte%s", b, b == 1 ? "" : "s");
+	else if (b < 1024 * 1024)
+		snprintf(out, 32, "%.1f KiB", (double)b / 1024.0);
+	else if (b < 1024LL * 1024 * 1024)
+		snprintf(out, 32, "%.1f MiB", mib(b));
+	else
+		snprintf(out, 32, "%.1f GiB", mib(b) / 1024.0);
+}
+
+/*
+ * One line of what gc would remove: the artifact's file name where the cache
+ * knows it (names/<hex>, written when it was downloaded), its size, and the
+ * sha256 it is kept under; the path in -v.
+ */
+static void show_drop(struct ctx *c, const char *path, const char *what)
+{
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	char hex[65] = "", size[32] = "?";
+	struct stat st;
+	if (strlen(base) >= 64) {
+		memcpy(hex, base, 64);
+		hex[64] = '\0';
+	}
+	char *name = is_hex64(hex) ? cache_name_of(c->cache_dir, hex) : NULL;
+	if (lstat(path, &st) == 0)
+		human_size((long long)st.st_size, size);
+	if (name)
+		ev_log(c, EV_INFO, "  - %s%s (%s, sha256 %.12s...)", what, name, size, hex);
+	else
+		ev_log(c, EV_INFO, "  - %s%s (%s, name unknown)", what, base, size);
+	ev_log(c, EV_DEBUG, "    %s", path);
+	free(name);
+}
+
 int cmd_gc(struct ctx *c, struct opts *o)
 {
 	(void)o;
@@ -230,7 +268,10 @@ int cmd_gc(struct ctx *c, struct opts *o)
 	free(part);
 	free(quar);
 	for (size_t i = 0; i < drop.n; i++)
-		ev_log(c, EV_INFO, "  - %s", drop.v[i]);
+		show_drop(c, drop.v[i],
+		          i < nsha           ? ""
+		          : i < nsha + npart ? "partial download of "
+		                             : "quarantined ");
 	const char *kept[] = {"pip", "pkgs"};
 	for (size_t i = 0; i < ARRAY_SIZE(kept); i++) {
 		char *p = path_join(c->cache_dir, kept[i]);
@@ -246,11 +287,13 @@ int cmd_gc(struct ctx *c, struct opts *o)
 		       c->cache_dir);
 		goto out;
 	}
+	char total[32];
+	human_size(bytes, total);
 	ev_log(c, EV_INFO,
 	       "gc: %zu unused artifact%s, %zu partial download%s, %zu quarantined file%s: "
-	       "%.1f MiB in %s",
+	       "%s in %s",
 	       nsha, nsha == 1 ? "" : "s", npart, npart == 1 ? "" : "s", nquar,
-	       nquar == 1 ? "" : "s", mib(bytes), c->cache_dir);
+	       nquar == 1 ? "" : "s", total, c->cache_dir);
 	if (!cli_confirm(c, "gc",
 	                 "Do you want to remove these files?\n  Recorded generations do not need "
 	                 "them; a later apply downloads them again.")) {
@@ -265,6 +308,13 @@ int cmd_gc(struct ctx *c, struct opts *o)
 			continue;
 		}
 		removed++;
+		/* Its name hint goes with it. */
+		const char *base = strrchr(drop.v[i], '/') + 1;
+		if (i < nsha && is_hex64(base)) {
+			char *np = cache_name_path(c->cache_dir, base);
+			unlink(np);
+			free(np);
+		}
 	}
 	c->changed = removed > 0;
 	ev_log(c, EV_INFO, "Removed %zu file%s (%.1f MiB).", removed, removed == 1 ? "" : "s",

@@ -211,13 +211,30 @@ struct tofu_pin {
 	char *path; /* the fetched file, removed by tofu_pin_release */
 	char sha256[65];
 	int64_t size;
+	struct strvec chain; /* every URL asked, redirects included; the last served it */
 };
+
+/* "A -> B -> C", the redirect chain of a pin, and its final host. Caller frees. */
+static char *chain_text(const struct strvec *chain, const char *sep)
+{
+	struct strbuf sb = STRBUF_INIT;
+	for (size_t i = 0; i < chain->n; i++)
+		strbuf_addf(&sb, "%s%s", i ? sep : "", chain->v[i]);
+	return strbuf_detach(&sb);
+}
 
 static void add_provenance(struct strbuf *sb, int ind, const struct redist_ref *r,
                            const char *platform, const struct tofu_pin *t)
 {
 	strbuf_addf(sb, "%*s# Locked by `tfprov lock` from redistrib JSON %s\n", ind, "",
 	            r->json.url.s);
+	for (size_t i = 1; t && i < t->chain.n; i++)
+		strbuf_addf(sb, "%*s#   redirected to %s\n", ind, "", t->chain.v[i]);
+	if (t && t->chain.n > 1) {
+		char *host = url_host(t->chain.v[t->chain.n - 1]);
+		strbuf_addf(sb, "%*s#   served by host %s.\n", ind, "", host);
+		free(host);
+	}
 	strbuf_addf(sb, "%*s#   (sha256 %s%s), platform %s%s%s.\n", ind, "",
 	            t ? t->sha256 : r->json.sha256.s,
 	            t ? ", trusted on first use: fetched over TLS with no pinned hash" : "",
@@ -245,7 +262,8 @@ static int tofu_pin_fetch(struct ctx *c, const struct redist_ref *r, const char 
 	t->path = xasprintf("%s/%s.%ld.json", dir, what, (long)getpid());
 	free(dir);
 	unlink(t->path); /* a stale file of a dead run with this pid */
-	rc = tofu_fetch(c, r->json.url.s, 64LL << 20, t->path, t->sha256, &t->size, &err);
+	rc =
+	    tofu_fetch(c, r->json.url.s, 64LL << 20, t->path, t->sha256, &t->size, &t->chain, &err);
 	if (rc != 0) {
 		ev_log(c, EV_ERROR, "%s: %s", what, err ? err : tf_strerror(rc));
 		free(err);
@@ -258,10 +276,15 @@ static int tofu_pin_fetch(struct ctx *c, const struct redist_ref *r, const char 
 		       r->json.url.s, (long long)t->size, (long long)r->json.size.v);
 		return TF_EINTEGRITY;
 	}
+	char *hops = chain_text(&t->chain, " -> ");
+	char *host = url_host(t->chain.n ? t->chain.v[t->chain.n - 1] : r->json.url.s);
 	ev_log(c, EV_WARN,
 	       "%s %s had no sha256: trusted on first use (fetched over TLS; nothing but the "
-	       "server's certificate vouches for it): sha256 %s, %lld bytes",
-	       what, r->json.url.s, t->sha256, (long long)t->size);
+	       "certificate of %s vouches for it): sha256 %s, %lld bytes%s%s",
+	       what, r->json.url.s, host, t->sha256, (long long)t->size,
+	       t->chain.n > 1 ? "; redirected: " : "", t->chain.n > 1 ? hops : "");
+	free(hops);
+	free(host);
 	return 0;
 }
 
@@ -271,6 +294,7 @@ static void tofu_pin_release(struct tofu_pin *t)
 		unlink(t->path);
 	free(t->path);
 	t->path = NULL;
+	strvec_release(&t->chain);
 }
 
 /* The `redist:` key of section `sec` in the tree; NULL with *msg when not editable. */
@@ -482,7 +506,9 @@ static char *pip_input(const struct manifest *m, char **seed)
 /*
  * Turns pip's closure into the requirements block: the user's own hashes are
  * kept for what they pinned (pip's choice must be one of them, else exit 5),
- * and direct references keep their URL.
+ * and direct references keep their URL. The provenance notes of pip_lock
+ * (index pages that redirected: every URL and the host that answered) come
+ * first, as comments of the block.
  */
 static int pip_merge(struct ctx *c, const struct manifest *m, const char *locked, int ind,
                      struct strbuf *sb, size_t *count)
@@ -498,6 +524,9 @@ static int pip_merge(struct ctx *c, const struct manifest *m, const char *locked
 		rc = TF_EFAIL;
 		goto out;
 	}
+	for (const char *l = locked; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (str_starts_with(l, "# index page redirected: "))
+			strbuf_addf(sb, "%*s%.*s\n", ind, "", (int)strcspn(l, "\n"), l);
 	for (size_t i = 0; i < n; i++) {
 		char *norm = pip_normalize_name(r[i].name ? r[i].name : r[i].raw_name);
 		const struct pip_req *u = find_req(m, norm);
@@ -686,7 +715,8 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 	rc = lock_capped(c, venv, input, &o, locked, &err);
 	/* Hashes were left out of pip's input, so "no matching distribution" is an
 	 * unreachable or incomplete index here, not an integrity failure. */
-	if (rc == TF_EINTEGRITY && (err == NULL || strstr(err, "hash") == NULL))
+	if (rc == TF_EINTEGRITY &&
+	    (err == NULL || (strstr(err, "hash") == NULL && strstr(err, "METADATA") == NULL)))
 		rc = TF_EFAIL;
 out:
 	if (rc != 0)
@@ -808,9 +838,10 @@ static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode 
 		          xasprintf("%*scomplete: true\n", ck->pos.col - 1, ""));
 	else
 		edits_add(e, rend + 1, rend, xasprintf("%*scomplete: true\n", ind, ""));
-	strvec_pushf(done,
-	             "pip: %zu pins -> a closure of %zu packages with hashes (complete: true)",
-	             m->pip.nreqs + (seed ? 1 : 0), count);
+	strvec_pushf(
+	    done, "pip: %zu pin%s -> a closure of %zu package%s with hashes (complete: true)",
+	    m->pip.nreqs + (seed ? 1 : 0), plural_s((long long)(m->pip.nreqs + (seed ? 1 : 0))),
+	    count, plural_s((long long)count));
 out:
 	strbuf_release(&sb);
 	strvec_release(&requires);

@@ -342,6 +342,24 @@ static const struct cmd *find_cmd(const char *name)
 	return NULL;
 }
 
+/* " (did you mean 'apply'?)" for a mistyped command, as a mistyped manifest key gets; "" else. */
+static const char *command_hint(const char *name, char buf[64])
+{
+	const char *best = NULL;
+	size_t bestd = (size_t)-1;
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
+		size_t d = edit_distance(name, commands[i].name);
+		if (d < bestd) {
+			bestd = d;
+			best = commands[i].name;
+		}
+	}
+	buf[0] = '\0';
+	if (best && bestd <= 2 && bestd < strlen(name))
+		snprintf(buf, 64, " (did you mean '%s'?)", best);
+	return buf;
+}
+
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -572,8 +590,10 @@ static int lookup_command(int argc, char **argv, struct opts *o, struct cmdline 
 	if (optind < argc && strcmp(argv[optind], "help") == 0 && !l->bad_option) {
 		/* tfprov help [COMMAND] */
 		const struct cmd *about = optind + 1 < argc ? find_cmd(argv[optind + 1]) : NULL;
+		char hint[64];
 		if (optind + 1 < argc && about == NULL)
-			return usage_error(NULL, "unknown command '%s'", argv[optind + 1]);
+			return usage_error(NULL, "unknown command '%s'%s", argv[optind + 1],
+			                   command_hint(argv[optind + 1], hint));
 		if (about)
 			cmd_help(about);
 		else
@@ -590,8 +610,11 @@ static int lookup_command(int argc, char **argv, struct opts *o, struct cmdline 
 	if (optind >= argc)
 		return usage_error(NULL, "%s",
 		                   l->bad_option ? "unknown option" : "no command given");
-	if (cmd == NULL)
-		return usage_error(NULL, "unknown command '%s'", argv[optind]);
+	if (cmd == NULL) {
+		char hint[64];
+		return usage_error(NULL, "unknown command '%s'%s", argv[optind],
+		                   command_hint(argv[optind], hint));
+	}
 	if (l->bad_option)
 		return usage_error(cmd, "%s", "unknown option (see above)");
 	for (size_t i = 0; cmd->opts && i < l->nseen; i++)

@@ -4,6 +4,9 @@
  * manifest again (by default the last successful generation before the
  * current one). Generations are numbered per stack from 1, as `status`
  * and `show` list them. Artifacts come from the cache, so this works offline.
+ * The signature policy is apply's (signature.c): the generation's manifest
+ * must carry a trusted signature when one is required, the one apply kept
+ * in the state dir when it verified it.
  */
 #include "cli.h"
 #include "kb.h"
@@ -40,6 +43,10 @@ int cmd_rollback(struct ctx *c, struct opts *o)
 		diags_print(&d, stderr, 0);
 		goto out;
 	}
+	/* The policy apply enforces, on the generation's bytes: exit 5 before any change. */
+	rc = cli_check_signature_kept(c, m, gen);
+	if (rc != 0)
+		goto out;
 	ev_log(c, EV_INFO, "Rolling %s back to generation %lld:", o->args.v[0], gen);
 	plan_build(c, m, &p);
 	plan_emit(c, &p);

@@ -61,12 +61,13 @@ static int show_resources(struct ctx *c, int64_t sid, json_t *out)
 		long long n = k.paths, nf = k.files, nl = k.links, nd = k.dirs;
 		char dists[48] = "";
 		if (has_dists)
-			snprintf(dists, sizeof(dists), "%lld distributions recorded in the env, ",
-			         (long long)ndists);
+			snprintf(dists, sizeof(dists), "%lld distribution%s recorded in the env, ",
+			         (long long)ndists, plural_s(ndists));
 		ev_log(c, EV_INFO,
-		       "  %-8s %s%lld paths (%lld files, %lld links, %lld directories), "
+		       "  %-8s %s%lld path%s (%lld file%s, %lld link%s, %lld director%s), "
 		       "config %.12s",
-		       v[i].addr, dists, n, nf, nl, nd, v[i].desired);
+		       v[i].addr, dists, n, plural_s(n), nf, plural_s(nf), nl, plural_s(nl), nd,
+		       plural(nd, "y", "ies"), v[i].desired);
 		json_t *o =
 		    json_pack("{s:s,s:I,s:I,s:I,s:I,s:s}", "step", v[i].addr, "paths",
 		              (json_int_t)n, "files", (json_int_t)nf, "links", (json_int_t)nl,

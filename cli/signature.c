@@ -25,6 +25,7 @@
 #include "artifact.h"
 #include "cli.h"
 #include "error.h"
+#include "fs.h"
 #include "event.h"
 #include "manifest.h"
 
@@ -32,6 +33,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The side files of m: manifest key, path as written, sha256 of the parsed bytes. */
 struct side {
@@ -144,16 +146,18 @@ static int get_bytes(struct ctx *c, const char *where, size_t max, char **out, s
 }
 
 /*
- * Checks the bytes of `what` against the signature at `where` + ".minisig".
- * A missing signature is an error only when one is required; one that cannot
- * be read is an error unless `soft` (a mirror: warned, as an unreachable
- * mirror serves nothing anyway). 0 or TF_EINTEGRITY; *sig filled when a
- * signature was checked (sig->trusted_comment != NULL).
+ * Checks the bytes of `what` against the signature file sig_name. A missing
+ * signature is an error only when one is required; one that cannot be read
+ * is an error unless `soft` (a mirror: warned, as an unreachable mirror
+ * serves nothing anyway). 0 or TF_EINTEGRITY; *sig filled when a signature
+ * was checked (sig->trusted_comment != NULL), and with sigtext != NULL the
+ * signature's text there (the caller frees it).
  */
-static int check_signed(struct ctx *c, const struct trust *t, const char *what, const char *where,
-                        const void *data, size_t len, int soft, struct ms_sig *sig)
+static int check_signed(struct ctx *c, const struct trust *t, const char *what,
+                        const char *sig_name, const void *data, size_t len, int soft,
+                        struct ms_sig *sig, char **sigtext)
 {
-	char *sig_name = xasprintf("%s.minisig", where), *text = NULL, *why = NULL;
+	char *text = NULL, *why = NULL;
 	size_t siglen, signer;
 	char id[MS_KEYID_SIZE];
 	int rc = 0;
@@ -179,10 +183,13 @@ static int check_signed(struct ctx *c, const struct trust *t, const char *what, 
 	}
 	ms_keyid(sig->keynum, id);
 	ev_log(c, EV_INFO, "%s: signed by trusted key %s (%s)", what, id, t->src[signer]);
+	if (sigtext) {
+		*sigtext = text;
+		text = NULL;
+	}
 out:
 	free(why);
 	free(text);
-	free(sig_name);
 	return rc;
 }
 
@@ -203,7 +210,9 @@ static int check_mirror(struct ctx *c, const struct trust *t, const char *mirror
 	index = dir ? path_join(dir, "index.json") : xasprintf("%.*s/index.json", (int)n, mirror);
 	int r = get_bytes(c, index, 64u << 20, &text, &len, &why);
 	if (r == 0) {
-		rc = check_signed(c, t, index, index, text, len, 1, &sig);
+		char *sig_name = xasprintf("%s.minisig", index);
+		rc = check_signed(c, t, index, sig_name, text, len, 1, &sig, NULL);
+		free(sig_name);
 	} else if (t->require) {
 		ev_log(c, EV_ERROR,
 		       "mirror %s: cannot read %s: %s; a signed index is required by %s", mirror,
@@ -221,10 +230,16 @@ static int check_mirror(struct ctx *c, const struct trust *t, const char *mirror
 	return rc;
 }
 
-int cli_check_signature(struct ctx *c, const struct manifest *m, int check_mirrors)
+/*
+ * The policy for m, its signature read from sig_name (NULL: MANIFEST.minisig
+ * beside it); *sigtext, when not NULL, gets the verified signature's text.
+ */
+static int check_manifest(struct ctx *c, const struct manifest *m, const char *what,
+                          int check_mirrors, const char *sig_name, char **sigtext)
 {
 	struct trust t;
 	struct ms_sig sig = {0};
+	char *beside = xasprintf("%s.minisig", m->path);
 	int rc = trust_load(c, &t);
 	if (rc != 0 || (t.n == 0 && !t.require))
 		goto out;
@@ -233,18 +248,73 @@ int cli_check_signature(struct ctx *c, const struct manifest *m, int check_mirro
 		ev_log(c, EV_ERROR,
 		       "%s: %s requires a signature but no key is trusted: give --trusted-key "
 		       "FILE or put KEY.pub in %s",
-		       m->path, t.require_src, dir);
+		       what, t.require_src, dir);
 		free(dir);
 		rc = TF_EINTEGRITY;
 		goto out;
 	}
-	rc = check_signed(c, &t, m->path, m->path, m->text, m->textlen, 0, &sig);
+	rc = check_signed(c, &t, what, sig_name ? sig_name : beside, m->text, m->textlen, 0, &sig,
+	                  sigtext);
 	if (rc == 0 && sig.trusted_comment)
-		rc = check_sides(c, m, m->path, sig.trusted_comment);
+		rc = check_sides(c, m, what, sig.trusted_comment);
 	for (size_t i = 0; rc == 0 && check_mirrors && i < c->mirrors.n; i++)
 		rc = check_mirror(c, &t, c->mirrors.v[i]);
+	if (rc != 0 && sigtext) {
+		free(*sigtext);
+		*sigtext = NULL;
+	}
 out:
+	free(beside);
 	ms_sig_release(&sig);
 	trust_release(&t);
+	return rc;
+}
+
+int cli_check_signature(struct ctx *c, const struct manifest *m, int check_mirrors)
+{
+	return check_manifest(c, m, m->path, check_mirrors, NULL, NULL);
+}
+
+/* <state_dir>/signatures/<manifest sha256>.minisig: a generation's verified signature. */
+static char *kept_signature_path(const struct ctx *c, const char *manifest_sha256)
+{
+	return xasprintf("%s/signatures/%s.minisig", c->state_dir, manifest_sha256);
+}
+
+int cli_check_signature_keep(struct ctx *c, const struct manifest *m, char **sigtext)
+{
+	*sigtext = NULL;
+	return check_manifest(c, m, m->path, 1, NULL, sigtext);
+}
+
+int cli_keep_signature(struct ctx *c, const struct manifest *m, const char *sigtext)
+{
+	if (sigtext == NULL || c->st == NULL)
+		return 0;
+	char *dir = path_join(c->state_dir, "signatures"),
+	     *path = kept_signature_path(c, m->sha256);
+	int rc = 0, r = mkdirs_at(AT_FDCWD, dir, 0755);
+	if (r == 0)
+		r = fs_write_atomic(path, sigtext, strlen(sigtext), 0644, 0);
+	if (r != 0) {
+		ev_log(c, EV_ERROR, "cannot keep the manifest's signature for rollback: %s: %s",
+		       path, strerror(-r));
+		rc = TF_EIO;
+	}
+	free(dir);
+	free(path);
+	return rc;
+}
+
+int cli_check_signature_kept(struct ctx *c, const struct manifest *m, long long gen)
+{
+	char *kept = kept_signature_path(c, m->sha256);
+	char *what = xasprintf("%s (generation %lld)", m->path, gen);
+	struct stat st;
+	/* Kept when it was applied; else the one beside the recorded path, if it signs these bytes. */
+	const char *sig_name = stat(kept, &st) == 0 ? kept : NULL;
+	int rc = check_manifest(c, m, what, 1, sig_name, NULL);
+	free(what);
+	free(kept);
 	return rc;
 }

@@ -20,6 +20,7 @@
 #include "stackinfo.h"
 #include "state.h"
 
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,9 +57,9 @@ static int stack_resources(struct ctx *c, const char *stack, int64_t sid, json_t
 		json_array_append_new(res, o);
 		if (missing || changed) {
 			(*drifted)++;
-			char *msg = xasprintf("  %s: DRIFT: %d missing, %d changed of %lld paths",
-			                      addr, missing, changed, n);
-			char *want = xasprintf("%lld paths as placed", n);
+			char *msg = xasprintf("  %s: DRIFT: %d missing, %d changed of %lld path%s",
+			                      addr, missing, changed, n, plural_s(n));
+			char *want = xasprintf("%lld path%s as placed", n, plural_s(n));
 			char *got = xasprintf("%d missing, %d changed", missing, changed);
 			ev_finding(c, EV_WARN,
 			           &(struct ev_finding){.origin = "status",
@@ -75,10 +76,10 @@ static int stack_resources(struct ctx *c, const char *stack, int64_t sid, json_t
 			free(want);
 			free(got);
 		} else if (listed) {
-			ev_log(c, EV_INFO, "  %-8s ok, %lld distributions recorded in the env",
-			       addr, (long long)dists);
+			ev_log(c, EV_INFO, "  %-8s ok, %lld distribution%s recorded in the env",
+			       addr, (long long)dists, plural_s(dists));
 		} else {
-			ev_log(c, EV_INFO, "  %-8s ok, %lld paths", addr, n);
+			ev_log(c, EV_INFO, "  %-8s ok, %lld path%s", addr, n, plural_s(n));
 		}
 	}
 	state_resources_free(v, nv);
@@ -112,11 +113,48 @@ static void stack_versions(struct ctx *c, const char *name, json_t *o, struct st
 	stackinfo_release(&si);
 }
 
+/*
+ * A writer (apply, rollback, destroy, gc) running on this root, said first:
+ * while the first apply runs, no stack is recorded yet, and "No stacks" would
+ * be wrong. 1 when one runs.
+ */
+static int say_running_writer(struct ctx *c)
+{
+	long pid = 0;
+	char *holder = NULL, *argv = NULL;
+	const char *what = NULL;
+	if (!state_writer_running(c->state_dir, &pid, &holder))
+		return 0;
+	char *cmdline = pid > 0 ? xasprintf("/proc/%ld/cmdline", pid) : NULL;
+	size_t len = 0;
+	static const char *const cmds[] = {"apply", "rollback", "destroy", "gc"};
+	static const char *const says[] = {"an apply", "a rollback", "a destroy", "a gc"};
+	if (cmdline && read_file_at(AT_FDCWD, cmdline, 1 << 16, &argv, &len) == 0)
+		for (size_t i = 0; i < len; i += strlen(argv + i) + 1)
+			for (size_t k = 0; k < ARRAY_SIZE(cmds); k++)
+				if (what == NULL && strcmp(argv + i, cmds[k]) == 0)
+					what = says[k];
+	if (what == NULL)
+		what = "a tfprov run that changes this root";
+	ev_log(c, EV_INFO,
+	       "%c%s is running under %s (%s): what it changes shows here as each step "
+	       "commits.",
+	       what[0] - 'a' + 'A', what + 1, c->root, holder);
+	free(cmdline);
+	free(argv);
+	free(holder);
+	return 1;
+}
+
 int cmd_status(struct ctx *c, struct opts *o)
 {
 	(void)o;
+	int running = say_running_writer(c);
 	if (c->st == NULL) {
-		ev_log(c, EV_INFO, "No stacks: nothing was applied under %s.", c->root);
+		if (running)
+			ev_log(c, EV_INFO, "No stack is recorded yet under %s.", c->root);
+		else
+			ev_log(c, EV_INFO, "No stacks: nothing was applied under %s.", c->root);
 		return 0;
 	}
 	struct state_stack_info *v = NULL;
@@ -192,6 +230,6 @@ int cmd_status(struct ctx *c, struct opts *o)
 	if (rc != 0)
 		return rc;
 	if (nstacks == 0)
-		ev_log(c, EV_INFO, "No stacks.");
+		ev_log(c, EV_INFO, "%s", running ? "No stack is recorded yet." : "No stacks.");
 	return drifted || unfinished ? TF_ECHANGES : 0;
 }

@@ -439,10 +439,10 @@ static int verify_stack(struct ctx *c, struct opts *o, const char *name, const s
 	int files = verify_files(c, name, si.stack_id, o->deep, &hidden);
 	if (files > 0)
 		ev_log(c, EV_ERROR,
-		       "  files: %d path%s differ from what was placed; `tfprov apply` repairs "
+		       "  files: %d path%s from what was placed; `tfprov apply` repairs "
 		       "recorded files from the cache; a package's files (named above), a "
 		       "reinstall of that package",
-		       files, files == 1 ? "" : "s");
+		       files, plural(files, " differs", "s differ"));
 	if (hidden > 0)
 		ev_log(c, EV_ERROR,
 		       "  files: %d of them kept their size, time and mode, which is all apply "

@@ -148,7 +148,7 @@ static int cuda_precheck(struct ctx *c, const struct manifest *m, struct step *s
 		return step_fail_unpinned(s, m, "cuda.redist", &m->cuda.redist);
 	static const char *const dirs[] = {"/usr/local", "/opt"};
 	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-		char *host = ctx_host_path(c, dirs[i]);
+		char *host = ctx_host_dir(c, dirs[i]);
 		DIR *d = opendir(host);
 		struct dirent *e;
 		while (d && (e = readdir(d)) != NULL) {
@@ -276,8 +276,9 @@ static int cuda_apply(struct ctx *c, const struct manifest *m, struct step *s, s
 		s->attrs = cuda_attrs(m, &arts);
 	}
 	if (rc == 0)
-		ev_log(c, EV_INFO, "cuda: %zu paths in %s%s%s", tree.n, prefix,
-		       with.n ? ", shared with stack " : "", with.n ? with.v[0] : "");
+		ev_log(c, EV_INFO, "cuda: %zu path%s in %s%s%s", tree.n,
+		       plural_s((long long)tree.n), prefix, with.n ? ", shared with stack " : "",
+		       with.n ? with.v[0] : "");
 	strvec_release(&with);
 out:
 	artset_release(&arts);

@@ -132,9 +132,9 @@ static int cudnn_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 		 */
 		rc = txn_share_tree(t, stage, prefix, merged.v, merged.n);
 	}
+	size_t placed = m->cudnn.placement == PLACEMENT_MERGE ? merged.n : tree.n;
 	if (rc == 0)
-		ev_log(c, EV_INFO, "cudnn: %zu paths %s %s",
-		       m->cudnn.placement == PLACEMENT_MERGE ? merged.n : tree.n,
+		ev_log(c, EV_INFO, "cudnn: %zu path%s %s %s", placed, plural_s((long long)placed),
 		       m->cudnn.placement == PLACEMENT_MERGE ? "merged into" : "in", prefix);
 out:
 	artset_release(&arts);

@@ -279,8 +279,8 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 		          res.failed_pkg ? res.failed_pkg : "");
 		goto out;
 	}
-	ev_log(c, EV_INFO, "pip: %zu pins installed; the env holds %zu distributions", m->pip.nreqs,
-	       res.n);
+	ev_log(c, EV_INFO, "pip: %zu pin%s installed; the env holds %zu distribution%s",
+	       m->pip.nreqs, plural_s((long long)m->pip.nreqs), res.n, plural_s((long long)res.n));
 	json_t *arr = json_array();
 	for (size_t i = 0; i < res.n; i++) {
 		json_t *d = json_object();

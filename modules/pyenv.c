@@ -49,8 +49,8 @@ static enum desire pyenv_desire(struct ctx *c, const struct manifest *m, struct 
 		strvec_push(urls, m->python.pkgs[i].url);
 	}
 	if (m->python.manager == PYENV_CONDA)
-		strbuf_addf(detail, "conda env %s from an explicit lock (%zu packages)", prefix,
-		            m->python.npkgs);
+		strbuf_addf(detail, "conda env %s from an explicit lock (%zu package%s)", prefix,
+		            m->python.npkgs, plural_s((long long)m->python.npkgs));
 	else
 		strbuf_addf(detail, "venv %s with the system's Python %s", prefix,
 		            m->python.version.s ? m->python.version.s : "?");
@@ -93,8 +93,9 @@ static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 		step_fail(s, "%s", err ? err : tf_strerror(rc));
 	else
 		ev_log(c, EV_INFO,
-		       "pyenv: conda env %s: %zu packages (%zu extracted, %zu from the cache)",
-		       prefix, m->python.npkgs, res.extracted, res.reused);
+		       "pyenv: conda env %s: %zu package%s (%zu extracted, %zu from the cache)",
+		       prefix, m->python.npkgs, plural_s((long long)m->python.npkgs), res.extracted,
+		       res.reused);
 	free(err);
 	free(stage);
 	conda_result_release(&res);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -393,6 +394,42 @@ static char *read_holder(int fd)
 	buf[n] = '\0';
 	buf[strcspn(buf, "\n")] = '\0';
 	return xstrdup(buf);
+}
+
+int state_writer_running(const char *dir, long *pid, char **holder)
+{
+	char *path = path_join(dir, "lock"), line[256];
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), found = 0;
+	FILE *f = NULL;
+	*pid = 0;
+	*holder = NULL;
+	if (fd < 0 || fstat(fd, &st) != 0)
+		goto out;
+	/* The kernel's list of locks: "N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE ...". */
+	f = fopen("/proc/locks", "re");
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		long p = 0;
+		unsigned maj = 0, mnr = 0;
+		unsigned long ino = 0;
+		char type[16], mode[16];
+		if (sscanf(line, "%*[^:]: FLOCK %15s %15s %ld %x:%x:%lu", type, mode, &p, &maj,
+		           &mnr, &ino) == 6 &&
+		    strcmp(mode, "WRITE") == 0 && ino == (unsigned long)st.st_ino &&
+		    maj == major(st.st_dev) && mnr == minor(st.st_dev)) {
+			found = 1;
+			*pid = p;
+		}
+	}
+	if (found)
+		*holder = read_holder(fd);
+out:
+	if (f)
+		fclose(f);
+	if (fd >= 0)
+		close(fd);
+	free(path);
+	return found;
 }
 
 struct state_writer {

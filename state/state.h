@@ -60,6 +60,13 @@ struct state_writer;
 int state_writer_lock(const char *dir, double timeout, struct state_writer **out, char **holder);
 void state_writer_unlock(struct state_writer *w, int forget);
 
+/*
+ * Whether a writer holds <dir>/lock now (asked of the kernel's /proc/locks,
+ * so a reader never takes the lock itself): 1 with *pid (0 when in another
+ * pid namespace) and *holder (the holder's line, malloc'd), else 0.
+ */
+int state_writer_running(const char *dir, long *pid, char **holder);
+
 /* The first failed query's message, or NULL when every query ran. */
 const char *state_failure(void);
 /* A write transaction (BEGIN IMMEDIATE) around the calls that follow. 0 or TF_ESTATE. */

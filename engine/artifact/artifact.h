@@ -146,11 +146,12 @@ int staged_record_tree(struct staged *t, const char *host);
  *   partial/<hex>.part           a download in progress (resumed with Range), 0600
  *   quarantine/<hex>.<unixtime>  bytes that failed verification, kept for a human,
  *                                0400: they may be anything, a root-only file too
- *   names/<hex>                  the file name a pip artifact of that hash had where
- *                                it was found, the URL and the index whose page
- *                                listed it (python.h): hints for naming the
- *                                verified file and fetching it again, never
- *                                trusted for its bytes
+ *   names/<hex>                  the file name an artifact of that hash had where
+ *                                it was downloaded from (its URL's basename, gc's
+ *                                listing); for a pip artifact also the URL and the
+ *                                index whose page listed it (python.h): hints for
+ *                                naming the verified file and fetching it again,
+ *                                never trusted for its bytes
  *   unpack/run-XXXXXX/<hex>      an apply's decode-ahead (artifact.h), held by an
  *                                flock on unpack/run-XXXXXX.lock; removed when the
  *                                run ends, or by the next run if it was killed
@@ -179,6 +180,12 @@ char *cache_lookup_dir(const char *dir, const char *sha256);
  * sha256: chmod 0444 and rename. *out gets the final path. 0 or -errno.
  */
 int cache_commit(const char *dir, const char *sha256, const char *tmp, char **out);
+/* names/<hex>: the file name a verified hash had where it came from (a hint). */
+char *cache_name_path(const char *dir, const char *sha256);
+/* Writes names/<hex> with url's basename unless a name is there already; best effort. */
+void cache_name_hint(const char *dir, const char *sha256, const char *url);
+/* The file name names/<hex> records, or NULL. */
+char *cache_name_of(const char *dir, const char *sha256);
 /* Moves a bad file to quarantine/<hex>.<unixtime>; *out gets its new path. 0 or -errno. */
 int cache_quarantine(const char *dir, const char *sha256, const char *bad, char **out);
 
@@ -306,6 +313,13 @@ struct ctx;
  */
 int http_get_small(const struct ctx *c, const char *url, const char *protocols, const char *accept,
                    size_t max, char **out, size_t *len, long *status, char **err);
+/*
+ * The same, keeping in chain (when not NULL) every URL asked in order: url,
+ * then each redirect's target; the last is the URL that answered.
+ */
+int http_get_small_chain(const struct ctx *c, const char *url, const char *protocols,
+                         const char *accept, size_t max, char **out, size_t *len, long *status,
+                         struct strvec *chain, char **err);
 
 /* One GET of http_get_small_many: url in; the rest out, as http_get_small's. */
 struct http_small {
@@ -479,11 +493,14 @@ void redist_artifacts_free(struct redist_artifact *v, size_t n);
 struct ctx;
 
 /*
- * Downloads url into the new file dest. 0 with sha256_hex and *size set;
- * TF_EOFFLINE, TF_EMANIFEST (not https), TF_ENETWORK or TF_EIO with *errmsg.
+ * Downloads url into the new file dest. 0 with sha256_hex and *size set,
+ * and chain (when not NULL) holding every URL of the redirect chain, url
+ * first and the one that served the bytes last (redirects stay on https);
+ * TF_EOFFLINE, TF_EMANIFEST (not https, or larger than max_bytes: no redist
+ * document), TF_ENETWORK or TF_EIO with *errmsg.
  */
 int tofu_fetch(struct ctx *c, const char *url, int64_t max_bytes, const char *dest,
-               char sha256_hex[65], int64_t *size, char **errmsg);
+               char sha256_hex[65], int64_t *size, struct strvec *chain, char **errmsg);
 
 /*
  * trust (engine/artifact/trust.c) - the signature policy: which minisign keys are trusted and

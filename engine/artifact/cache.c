@@ -93,6 +93,43 @@ int cache_commit(const char *dir, const char *sha256, const char *tmp, char **ou
 	return 0;
 }
 
+char *cache_name_path(const char *dir, const char *sha256)
+{
+	return xasprintf("%s/names/%s", dir, sha256);
+}
+
+void cache_name_hint(const char *dir, const char *sha256, const char *url)
+{
+	char *base = url ? url_basename(url) : NULL;
+	if (base == NULL || base[0] == '\0' || base[0] == '.' || strpbrk(base, "/\n\r") != NULL) {
+		free(base);
+		return;
+	}
+	char *names = path_join(dir, "names"), *p = cache_name_path(dir, sha256);
+	char *text = xasprintf("%s\n", base);
+	/* Never over a name already there (pip's hint carries more: its index). */
+	if (mkdirs_at(AT_FDCWD, names, 0700) == 0)
+		(void)fs_write_atomic(p, text, strlen(text), 0600, FS_NO_REPLACE);
+	free(text);
+	free(p);
+	free(names);
+	free(base);
+}
+
+char *cache_name_of(const char *dir, const char *sha256)
+{
+	char *p = cache_name_path(dir, sha256), *text = NULL;
+	size_t len = 0;
+	int r = read_file_at(AT_FDCWD, p, 8192, &text, &len);
+	free(p);
+	if (r != 0)
+		return NULL;
+	size_t n = strcspn(text, "\n");
+	char *name = n && text[n] == '\n' ? xstrndup(text, n) : NULL;
+	free(text);
+	return name;
+}
+
 int cache_quarantine(const char *dir, const char *sha256, const char *bad, char **out)
 {
 	char *q = xasprintf("%s/quarantine/%s.%lld", dir, sha256, (long long)now_unix());

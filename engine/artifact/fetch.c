@@ -306,6 +306,7 @@ static void commit(struct fetch_run *r, struct xfer *x, const char *tmp, uint64_
 	}
 	x->it->path = final;
 	x->it->source = xstrdup(src_desc(&x->src[x->cur]));
+	cache_name_hint(r->c->cache_dir, x->it->sha256, x->it->url); /* gc names it */
 	ev_emit(r->c, &(struct event){.kind = EV_DOWNLOAD_DONE,
 	                              .level = EV_DEBUG,
 	                              .item = x->it->name,

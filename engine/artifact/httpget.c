@@ -8,12 +8,27 @@
 
 #include <curl/curl.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct body {
 	struct strbuf sb;
 	size_t max;
 	int too_big;
+	CURL *h;
+	struct strvec *chain; /* every URL asked, redirects included; NULL: not kept */
 };
+
+/* At each response's status line: the URL that response answers, once. */
+static size_t header_seen(char *p, size_t size, size_t n, void *ud)
+{
+	struct body *b = ud;
+	const char *u = NULL;
+	if (b->chain && size * n > 5 && strncmp(p, "HTTP/", 5) == 0 &&
+	    curl_easy_getinfo(b->h, CURLINFO_EFFECTIVE_URL, &u) == CURLE_OK && u &&
+	    (b->chain->n == 0 || strcmp(b->chain->v[b->chain->n - 1], u) != 0))
+		strvec_push(b->chain, u);
+	return size * n;
+}
 
 static size_t body_write(char *p, size_t size, size_t n, void *ud)
 {
@@ -44,6 +59,11 @@ static CURL *small_handle(const struct ctx *c, const char *url, const char *prot
 	}
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, body_write);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+	b->h = h;
+	if (b->chain) {
+		curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_seen);
+		curl_easy_setopt(h, CURLOPT_HEADERDATA, b);
+	}
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
 	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
@@ -83,9 +103,16 @@ static int small_result(CURL *h, CURLcode rc, struct body *b, const char *errbuf
 int http_get_small(const struct ctx *c, const char *url, const char *protocols, const char *accept,
                    size_t max, char **out, size_t *len, long *status, char **err)
 {
+	return http_get_small_chain(c, url, protocols, accept, max, out, len, status, NULL, err);
+}
+
+int http_get_small_chain(const struct ctx *c, const char *url, const char *protocols,
+                         const char *accept, size_t max, char **out, size_t *len, long *status,
+                         struct strvec *chain, char **err)
+{
 	struct curl_slist *hdr = NULL;
 	char errbuf[CURL_ERROR_SIZE] = "";
-	struct body b = {STRBUF_INIT, max, 0};
+	struct body b = {STRBUF_INIT, max, 0, NULL, chain};
 	CURL *h = small_handle(c, url, protocols, accept, &b, errbuf, &hdr);
 	CURLcode rc = curl_easy_perform(h);
 	int ret = small_result(h, rc, &b, errbuf, max, out, len, status, err);
@@ -116,7 +143,7 @@ void http_get_small_many(const struct ctx *c, struct http_small *v, size_t n, co
 	curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, (long)SMALL_MANY_PER_HOST);
 	curl_multi_setopt(m, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
 	for (size_t i = 0; i < n; i++) {
-		o[i].b = (struct body){STRBUF_INIT, max, 0};
+		o[i].b = (struct body){STRBUF_INIT, max, 0, NULL, NULL};
 		o[i].h =
 		    small_handle(c, v[i].url, protocols, accept, &o[i].b, o[i].errbuf, &o[i].hdr);
 		curl_easy_setopt(o[i].h, CURLOPT_PRIVATE, (void *)&o[i]);

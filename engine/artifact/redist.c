@@ -227,9 +227,13 @@ int redist_resolve(const char *json_path, const char *json_url, const char *plat
 
 	json_t *root = json_load_file(json_path, JSON_REJECT_DUPLICATES, &jerr);
 	if (root == NULL) {
-		*errmsg = xasprintf("%s:%d:%d: cannot parse redist manifest: %s", json_path,
-		                    jerr.line, jerr.column, jerr.text);
-		return TF_EIO;
+		/* A file that cannot be read is I/O; any defect of its text (syntax, a
+		 * number too large, a duplicate key) makes it no redist document: exit 3,
+		 * as every other defect of one is. */
+		int io = json_error_code(&jerr) == json_error_cannot_open_file;
+		*errmsg = xasprintf("%s:%d:%d: %s redist manifest: %s", json_path, jerr.line,
+		                    jerr.column, io ? "cannot read the" : "not a valid", jerr.text);
+		return io ? TF_EIO : TF_EMANIFEST;
 	}
 	if (!json_is_object(root)) {
 		*errmsg = xasprintf("%s: a redist manifest is a JSON object", json_path);

@@ -11,7 +11,7 @@
 #include <string.h>
 
 int tofu_fetch(struct ctx *c, const char *url, int64_t max_bytes, const char *dest,
-               char sha256_hex[65], int64_t *size, char **errmsg)
+               char sha256_hex[65], int64_t *size, struct strvec *chain, char **errmsg)
 {
 	int rc;
 
@@ -31,13 +31,14 @@ int tofu_fetch(struct ctx *c, const char *url, int64_t max_bytes, const char *de
 	char *body = NULL;
 	size_t len = 0;
 	long status = 0;
-	rc = http_get_small(c, url, HTTPGET_HTTPS, NULL, (size_t)max_bytes, &body, &len, &status,
-	                    errmsg);
+	rc = http_get_small_chain(c, url, HTTPGET_HTTPS, NULL, (size_t)max_bytes, &body, &len,
+	                          &status, chain, errmsg);
 	if (rc == TF_EINTEGRITY) {
+		/* Not a redist document, as a JSON that does not parse is not: exit 3. */
 		free(*errmsg);
 		*errmsg = xasprintf("%s: larger than %lld bytes; not a redistrib JSON", url,
 		                    (long long)max_bytes);
-		return rc;
+		return TF_EMANIFEST;
 	}
 	if (rc != 0) {
 		char *why = *errmsg;

@@ -1,7 +1,10 @@
 /*
  * trust.c - loads the signature policy (artifact.h) and checks a signature
- * against it. Files under the root are opened relative to the root's
- * descriptor; the policy is read once per command, before anything is fetched.
+ * against it. Files under the root are read as a process chrooted into the
+ * root would read them (ctx_open_in_root): a policy.yaml or a NAME.pub that
+ * is a symbolic link to /x is <root>/x, and one whose target is not inside
+ * the root is refused, so no key outside the root is ever trusted. The
+ * policy is read once per command, before anything is fetched.
  */
 #include "artifact.h"
 #include "ctx.h"
@@ -12,16 +15,16 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-/* Root-relative, for openat on the root's descriptor; "/" + these in messages. */
-#define POLICY_REL   "etc/tfprov/policy.yaml"
-#define KEYS_DIR_REL "etc/tfprov/trusted-keys.d"
-#define POLICY_PATH  "/" POLICY_REL
-#define KEYS_DIR     "/" KEYS_DIR_REL
-#define POLICY_MAX   (64u << 10)
+/* Root-relative paths, read as in a chroot (ctx_open_in_root). */
+#define POLICY_PATH "/etc/tfprov/policy.yaml"
+#define KEYS_DIR    "/etc/tfprov/trusted-keys.d"
+#define POLICY_MAX  (64u << 10)
 
 static void add_key(struct trust *t, const struct ms_pubkey *pk, const char *src)
 {
@@ -32,21 +35,46 @@ static void add_key(struct trust *t, const struct ms_pubkey *pk, const char *src
 	t->n++;
 }
 
-/* Reads one public key file (dirfd-relative path; `shown` in messages). */
-static int load_key_at(struct ctx *c, struct trust *t, int dirfd, const char *path,
-                       const char *shown)
+/*
+ * Why root-relative `path` cannot be read, for a message: strerror, and when
+ * it is a symbolic link, where the link points and where that is inside the
+ * root (a link out of the root is read there, never followed out). Caller frees.
+ */
+static char *why_unreadable(const struct ctx *c, const char *path, int err)
 {
-	char *text = NULL;
-	size_t len;
+	char *host = ctx_host_path(c, path), target[PATH_MAX], *out;
+	ssize_t n = readlink(host, target, sizeof(target) - 1);
+	if (n <= 0) {
+		out = xstrdup(strerror(err));
+	} else {
+		target[n] = '\0';
+		char *in = ctx_host_dir(c, path);
+		out = xasprintf("a symbolic link to %s, which is %s inside the root: %s (files "
+		                "under --root are read as in a chroot, never outside it)",
+		                target, in, strerror(err));
+		free(in);
+	}
+	free(host);
+	return out;
+}
+
+/* Reads root-relative `path` as in a chroot (ctx_open_in_root). 0 or -errno. */
+static int read_in_root(const struct ctx *c, const char *path, size_t max, char **text, size_t *len)
+{
+	int fd = ctx_open_in_root(c, path, O_RDONLY);
+	if (fd < 0)
+		return fd;
+	int r = read_fd(fd, max, text, len);
+	close(fd);
+	return r;
+}
+
+/* Parses one public key and trusts it; `shown` names it in messages. */
+static int add_key_text(struct ctx *c, struct trust *t, char *text, size_t len, const char *shown)
+{
 	const char *why = NULL;
 	struct ms_pubkey pk;
-	int r = read_file_at(dirfd, path, MS_FILE_MAX, &text, &len);
-	if (r != 0) {
-		ev_log(c, EV_ERROR, "trusted key %s: %s", shown, strerror(-r));
-		return TF_EFAIL;
-	}
-	r = ms_pubkey_parse(text, len, &pk, &why);
-	free(text);
+	int r = ms_pubkey_parse(text, len, &pk, &why);
 	if (r != 0) {
 		ev_log(c, EV_ERROR, "trusted key %s is not a minisign public key: %s", shown, why);
 		return TF_EFAIL;
@@ -55,42 +83,78 @@ static int load_key_at(struct ctx *c, struct trust *t, int dirfd, const char *pa
 	return 0;
 }
 
+/* A --trusted-key FILE: a path of the invoking user's, not under the root. */
+static int load_key_file(struct ctx *c, struct trust *t, const char *path)
+{
+	char *text = NULL;
+	size_t len;
+	int r = read_file_at(AT_FDCWD, path, MS_FILE_MAX, &text, &len);
+	if (r != 0) {
+		ev_log(c, EV_ERROR, "trusted key %s: %s", path, strerror(-r));
+		return TF_EFAIL;
+	}
+	r = add_key_text(c, t, text, len, path);
+	free(text);
+	return r;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Every NAME.pub of ROOT/etc/tfprov/trusted-keys.d, in name order. */
+/*
+ * Every NAME.pub of ROOT/etc/tfprov/trusted-keys.d, in name order, each read
+ * as in a chroot: a key whose link leads out of the root is never trusted.
+ */
 static int load_key_dir(struct ctx *c, struct trust *t)
 {
 	struct strvec names = STRVEC_INIT;
 	int rc = 0;
-	int fd = openat(c->rootfd, KEYS_DIR_REL, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT)
-		return 0;
+	int fd = ctx_open_in_root(c, KEYS_DIR, O_RDONLY | O_DIRECTORY);
+	if (fd == -ENOENT) {
+		struct stat st;
+		char *host = ctx_host_path(c, KEYS_DIR);
+		int link = lstat(host, &st) == 0; /* there, but not inside the root */
+		free(host);
+		if (!link)
+			return 0;
+	}
 	if (fd < 0) {
-		char *shown = ctx_host_path(c, KEYS_DIR);
-		ev_log(c, EV_ERROR, "%s: %s", shown, strerror(errno));
+		char *shown = ctx_host_path(c, KEYS_DIR), *why = why_unreadable(c, KEYS_DIR, -fd);
+		ev_log(c, EV_ERROR, "%s: %s", shown, why);
+		free(why);
 		free(shown);
 		return TF_EFAIL;
 	}
-	DIR *d = fdopendir(dup(fd));
+	DIR *d = fdopendir(fd);
 	struct dirent *e;
 	while (d && (e = readdir(d)) != NULL)
 		if (e->d_name[0] != '.' && str_ends_with(e->d_name, ".pub"))
 			strvec_push(&names, e->d_name);
 	if (d)
 		closedir(d);
+	else
+		close(fd);
 	if (names.n)
 		qsort(names.v, names.n, sizeof(*names.v), cmp_str);
 	for (size_t i = 0; i < names.n && rc == 0; i++) {
 		char *rel = xasprintf(KEYS_DIR "/%s", names.v[i]);
-		char *shown = ctx_host_path(c, rel);
+		char *shown = ctx_host_path(c, rel), *text = NULL;
+		size_t len;
+		int r = read_in_root(c, rel, MS_FILE_MAX, &text, &len);
+		if (r != 0) {
+			char *why = why_unreadable(c, rel, -r);
+			ev_log(c, EV_ERROR, "trusted key %s: %s", shown, why);
+			free(why);
+			rc = TF_EFAIL;
+		} else {
+			rc = add_key_text(c, t, text, len, shown);
+		}
+		free(text);
 		free(rel);
-		rc = load_key_at(c, t, fd, names.v[i], shown);
 		free(shown);
 	}
-	close(fd);
 	strvec_release(&names);
 	return rc;
 }
@@ -104,11 +168,15 @@ static int load_policy(struct ctx *c, struct trust *t)
 	struct ytree_limits lim = {1000, 8};
 	int empty = 0, rc = 0;
 	const char *p = t->policy_path;
-	int r = read_file_at(c->rootfd, POLICY_REL, POLICY_MAX, &text, &len);
-	if (r == -ENOENT)
+	struct stat st;
+	int r = read_in_root(c, POLICY_PATH, POLICY_MAX, &text, &len);
+	/* Absent is no policy; a link whose target is not inside the root is refused. */
+	if (r == -ENOENT && lstat(p, &st) != 0)
 		return 0;
 	if (r != 0) {
-		ev_log(c, EV_ERROR, "%s: %s", p, strerror(-r));
+		char *why = why_unreadable(c, POLICY_PATH, -r);
+		ev_log(c, EV_ERROR, "%s: %s", p, why);
+		free(why);
 		return TF_EFAIL;
 	}
 	struct ynode *root = ytree_parse(p, text, len, &lim, &d, &empty);
@@ -159,7 +227,7 @@ int trust_load(struct ctx *c, struct trust *t)
 		t->require_src = "--require-signature";
 	}
 	for (size_t i = 0; i < c->trusted_keys.n && rc == 0; i++)
-		rc = load_key_at(c, t, AT_FDCWD, c->trusted_keys.v[i], c->trusted_keys.v[i]);
+		rc = load_key_file(c, t, c->trusted_keys.v[i]);
 	if (rc == 0)
 		rc = load_key_dir(c, t);
 	if (rc == 0)

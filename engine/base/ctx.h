@@ -57,6 +57,14 @@ struct ctx {
  */
 char *ctx_host_path(const struct ctx *c, const char *path);
 char *ctx_host_dir(const struct ctx *c, const char *path);
+/*
+ * Opens a root-relative path for reading (flags as open(2)'s, O_RDONLY with
+ * O_DIRECTORY for a directory) with the same chroot semantics: every link on
+ * the way, the last one included, is resolved inside the root, so a file
+ * whose link points out of the root is read at that path under the root, or
+ * not at all. The descriptor (O_CLOEXEC), or -errno.
+ */
+int ctx_open_in_root(const struct ctx *c, const char *path, int flags);
 /* The root-relative path of a host path under the root (a pointer into it), or NULL. */
 const char *ctx_rel(const struct ctx *c, const char *host);
 

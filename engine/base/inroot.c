@@ -251,3 +251,29 @@ const char *ctx_rel(const struct ctx *c, const char *host)
 		return "/";
 	return host[rl] == '/' ? host + rl : NULL;
 }
+
+int ctx_open_in_root(const struct ctx *c, const char *path, int flags)
+{
+	flags |= O_CLOEXEC;
+#ifdef SYS_openat2
+	const char *walk = getenv("TFPROV_INROOT_WALK");
+	if (c->rootfd >= 0 && (walk == NULL || strcmp(walk, "1") != 0)) {
+		const char *rel = path;
+		while (*rel == '/')
+			rel++;
+		struct open_how how = {.flags = (uint64_t)flags,
+		                       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+		int fd = (int)syscall(SYS_openat2, c->rootfd, *rel ? rel : ".", &how, sizeof(how));
+		if (fd >= 0)
+			return fd;
+		if (errno != ENOSYS && errno != EPERM)
+			return -errno;
+	}
+#endif
+	/* No openat2: the walk's symlink-free host path, its last component not followed again. */
+	char *host = ctx_host_dir(c, path);
+	int fd = open(host, flags | O_NOFOLLOW);
+	int rc = fd >= 0 ? fd : -errno;
+	free(host);
+	return rc;
+}

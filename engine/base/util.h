@@ -62,6 +62,16 @@ int str_ends_with(const char *s, const char *suffix);
 int is_hex64(const char *s);
 void hex_encode(const unsigned char *in, size_t n, char *out /* 2n+1 */);
 
+/* Counts in English: plural(1, "path", "paths") is "path"; plural_s(n) the bare "s". */
+static inline const char *plural(long long n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+static inline const char *plural_s(long long n)
+{
+	return plural(n, "", "s");
+}
+
 /* Joins a and b with exactly one '/'; caller frees. */
 char *path_join(const char *a, const char *b);
 /* mkdir -p relative to dirfd (AT_FDCWD allowed). 0 or -errno. */

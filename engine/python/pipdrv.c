@@ -32,7 +32,10 @@
 #include "fs.h"
 #include "spawn.h"
 #include "place.h"
+#include "artifact.h"
+#include "version.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -77,6 +80,10 @@ static const char hashes_src[] =
     "if not idx and not no_index: idx = ['https://pypi.org/simple']\n"
     "s = PipSession()\n"
     "if cert: s.verify = cert\n"
+    "seen = []\n"
+    "def hook(r, *a, **k):\n"
+    "    seen.append((r.url, r.is_redirect))\n"
+    "s.hooks['response'].append(hook)\n"
     "scope = SearchScope.create(find_links=links, index_urls=[] if no_index else idx,\n"
     "                           no_index=no_index)\n"
     "f = PackageFinder.create(link_collector=LinkCollector(session=s, search_scope=scope),\n"
@@ -92,6 +99,13 @@ static const char hashes_src[] =
     "    c = [c for c in f.find_all_candidates(md['name']) if str(c.version) == md['version']]\n"
     "    w = [x for x in c if x.link.is_wheel] or c\n"
     "    out[md['name']] = sorted({h for h in map(lambda x: sha(x.link), w) if h})\n"
+    "chains, cur = [], None\n"
+    "for url, moved in seen:\n"
+    "    if cur is not None: cur.append(url)\n"
+    "    elif moved: cur = [url]\n"
+    "    if cur is not None and not moved:\n"
+    "        chains.append(cur); cur = None\n"
+    "out['@redirects'] = chains\n"
     "print(json.dumps(out))\n";
 
 char *pip_mirror_index(const char *mirror_url)
@@ -669,6 +683,104 @@ static int run_resolver(struct ctx *c, const char *prefix, const char *reqfile, 
 }
 
 /*
+ * The project and version a file of pip's report was fetched as: a wheel's
+ * or an sdist's file name (the name on the project's index page, or of a
+ * direct reference), name PEP 503 normalised. 0, or -EINVAL when the URL names
+ * neither (nothing to compare). The caller frees *file, *name and *version.
+ */
+static int file_identity(const char *url, char **file, char **name, char **version)
+{
+	const char *base = strrchr(url, '/');
+	base = base ? base + 1 : url;
+	char *f = xstrndup(base, strcspn(base, "#?"));
+	int rc = -EINVAL;
+	if (str_ends_with(f, ".whl")) {
+		struct wheel_name wn;
+		if (wheel_name_parse(f, &wn) == 0) {
+			*name = xstrdup(wn.name);
+			*version = xstrdup(wn.version);
+			wheel_name_release(&wn);
+			rc = 0;
+		}
+	} else {
+		size_t el = str_ends_with(f, ".tar.gz") ? 7 : str_ends_with(f, ".zip") ? 4 : 0;
+		char *stem = xstrndup(f, strlen(f) - el), *dash = strrchr(stem, '-');
+		if (el && dash && dash != stem && dash[1]) {
+			*version = xstrdup(dash + 1);
+			*dash = '\0';
+			*name = pip_normalize_name(stem);
+			rc = 0;
+		}
+		free(stem);
+	}
+	if (rc == 0)
+		*file = f;
+	else
+		free(f);
+	return rc;
+}
+
+/*
+ * Whether a file name's version and a METADATA version are one version: equal
+ * as written, as tfprov's version order compares them ("1.0" and "1.0.0"), or
+ * once the '-' a file name must escape as '_' (PEP 427) and case are undone.
+ */
+static int same_version(const char *file_ver, const char *meta_ver)
+{
+	if (strcmp(file_ver, meta_ver) == 0 || version_cmp(file_ver, meta_ver) == 0)
+		return 1;
+	size_t n = strlen(file_ver);
+	if (n != strlen(meta_ver))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char a = (char)tolower((unsigned char)file_ver[i]);
+		char b = (char)tolower((unsigned char)meta_ver[i]);
+		if (a == '_' || a == '-')
+			a = '.';
+		if (b == '_' || b == '-')
+			b = '.';
+		if (a != b)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * A file is the distribution it was fetched for: pip's report takes name and
+ * version from the METADATA inside the file, so a tensorflow-2.15.1 wheel
+ * whose METADATA says `Name: requests` would turn the pin into
+ * requests==2.15.1. TF_EINTEGRITY naming the file, the requirement and the
+ * metadata when they differ (name PEP 503 normalised, version as PEP 440
+ * compares it).
+ */
+static int check_identity(json_t *item, const char *name, const char *ver, char **errmsg)
+{
+	const char *url =
+	    json_string_value(json_object_get(json_object_get(item, "download_info"), "url"));
+	char *file = NULL, *fname = NULL, *fver = NULL, *nm = pip_normalize_name(name);
+	int rc = 0;
+	if (url == NULL || file_identity(url, &file, &fname, &fver) != 0)
+		goto out;
+	if (strcmp(fname, nm) != 0 || !same_version(fver, ver)) {
+		*errmsg = xasprintf(
+		    "%s was fetched for %s %s (%s), but its METADATA says %s %s: refused (a file "
+		    "must be the distribution its index lists it as; lock pins nothing from it)",
+		    file, fname, fver,
+		    json_is_true(json_object_get(item, "requested"))
+		        ? "a requirement of the manifest"
+		        : "a dependency in the closure",
+		    name, ver);
+		rc = TF_EINTEGRITY;
+	}
+out:
+	free(file);
+	free(fname);
+	free(fver);
+	free(nm);
+	return rc;
+}
+
+/*
  * The lock line of one distribution of pip's report: name==version with the
  * hash of the file pip chose, then the others of `all`; its Requires-Dist go
  * to o->requires. TF_EFAIL when the report holds no sha256 for it.
@@ -690,6 +802,9 @@ static int lock_line(json_t *item, json_t *all, const struct pip_opts *o, struct
 		                    name ? name : "an entry");
 		return TF_EFAIL;
 	}
+	int rc = check_identity(item, name, ver, errmsg);
+	if (rc != 0)
+		return rc;
 	char *nm = pip_normalize_name(name);
 	struct strbuf line = STRBUF_INIT;
 	if (o->requires != NULL)
@@ -709,13 +824,51 @@ static int lock_line(json_t *item, json_t *all, const struct pip_opts *o, struct
 	return 0;
 }
 
-/* The lock text: a header, then the lines sorted by name. Caller frees. */
-static char *lock_text(struct strvec *lines)
+/*
+ * The index pages that redirected (hashes_src re-reads each chosen version's
+ * page with pip's own session): each chain, every URL and the host that
+ * answered, printed and written as comments of the lock. NULL when none.
+ */
+static char *redirect_notes(struct ctx *c, json_t *all)
+{
+	struct strbuf sb = STRBUF_INIT;
+	size_t i, k;
+	json_t *ch, *u;
+	json_array_foreach(json_object_get(all, "@redirects"), i, ch)
+	{
+		struct strbuf hops = STRBUF_INIT;
+		const char *last = NULL;
+		json_array_foreach(ch, k, u)
+		{
+			if (json_string_value(u) == NULL || strchr(json_string_value(u), '\n'))
+				continue;
+			last = json_string_value(u);
+			strbuf_addf(&hops, "%s%s", hops.len ? " -> " : "", last);
+		}
+		if (last != NULL) {
+			char *host = url_host(last);
+			if (c != NULL)
+				ev_log(c, EV_WARN,
+				       "pip: index page redirected: %s (served by host %s)",
+				       hops.buf, host);
+			strbuf_addf(&sb, "# index page redirected: %s (served by host %s)\n",
+			            hops.buf, host);
+			free(host);
+		}
+		strbuf_release(&hops);
+	}
+	return sb.len ? strbuf_detach(&sb) : (strbuf_release(&sb), NULL);
+}
+
+/* The lock text: a header, the redirect notes, then the lines sorted by name. Caller frees. */
+static char *lock_text(struct strvec *lines, const char *notes)
 {
 	if (lines->n > 1)
 		qsort(lines->v, lines->n, sizeof(*lines->v), cmp_lines);
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_adds(&sb, "# Generated by tfprov lock via pip's resolver; do not edit.\n");
+	if (notes)
+		strbuf_adds(&sb, notes);
 	for (size_t i = 0; i < lines->n; i++)
 		strbuf_adds(&sb, lines->v[i]);
 	return strbuf_detach(&sb);
@@ -776,7 +929,9 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 		if ((rc = lock_line(item, all, o, &lines, errmsg)) != 0)
 			goto out;
 	}
-	*out = lock_text(&lines);
+	char *notes = redirect_notes(c, all);
+	*out = lock_text(&lines, notes);
+	free(notes);
 out:
 	json_decref(all);
 	json_decref(root);

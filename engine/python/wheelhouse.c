@@ -70,9 +70,11 @@ static int wheelhouse_install(struct ctx *c, const char *wheels, const struct pi
 	if (rc == 0) {
 		*done = 1;
 		ev_log(c, EV_INFO,
-		       "pip: %zu wheels installed natively (%zu files), %zu already there, %zu "
-		       "older versions removed",
-		       st.installed, st.files, st.skipped, st.removed);
+		       "pip: %zu wheel%s installed natively (%zu file%s), %zu already there, %zu "
+		       "older version%s removed",
+		       st.installed, plural_s((long long)st.installed), st.files,
+		       plural_s((long long)st.files), st.skipped, st.removed,
+		       plural_s((long long)st.removed));
 	}
 out:
 	free(src);
@@ -252,8 +254,8 @@ static int wheelhouse_fill(struct ctx *c, const char *prefix, const struct pip_r
 			       o->find_links[0]);
 		else
 			ev_log(c, EV_INFO,
-			       "pip: %zu wheels copied from %s and verified (no pip download)", n,
-			       o->find_links[0]);
+			       "pip: %zu wheel%s copied from %s and verified (no pip download)", n,
+			       plural_s((long long)n), o->find_links[0]);
 	}
 out:
 	for (size_t i = 0; i < n; i++)

@@ -133,9 +133,10 @@ int plan_build(struct ctx *c, struct manifest *m, struct plan *p)
 				s->reason = xstrdup("the manifest changed");
 			} else if (s->drift_missing || s->drift_changed) {
 				s->action = ACT_CHANGE;
-				s->reason = xasprintf("drift: %d missing, %d changed of %lld files",
-				                      s->drift_missing, s->drift_changed,
-				                      (long long)s->nfiles);
+				s->reason =
+				    xasprintf("drift: %d missing, %d changed of %lld file%s",
+				              s->drift_missing, s->drift_changed,
+				              (long long)s->nfiles, plural_s(s->nfiles));
 			} else {
 				s->action = ACT_NOOP;
 				for (size_t k = 0; mod->depends_on && k + 1 < p->n; k++)
@@ -173,8 +174,8 @@ int plan_build(struct ctx *c, struct manifest *m, struct plan *p)
 				s->res_id = res[r].id;
 				s->attrs = res[r].attrs ? xstrdup(res[r].attrs) : NULL;
 				s->nfiles = state_files_count(c->st, s->res_id);
-				s->detail = xasprintf("no longer in the manifest (%lld files)",
-				                      (long long)s->nfiles);
+				s->detail = xasprintf("no longer in the manifest (%lld file%s)",
+				                      (long long)s->nfiles, plural_s(s->nfiles));
 				count(p, s);
 			}
 		}
@@ -202,7 +203,7 @@ int plan_build_destroy(struct ctx *c, const char *stack, struct plan *p)
 		s->res_id = r.id;
 		s->attrs = r.attrs ? xstrdup(r.attrs) : NULL; /* for its remove (pip) */
 		s->nfiles = state_files_count(c->st, r.id);
-		s->detail = xasprintf("%lld files", (long long)s->nfiles);
+		s->detail = xasprintf("%lld file%s", (long long)s->nfiles, plural_s(s->nfiles));
 		state_resource_release(&r);
 		count(p, s);
 	}

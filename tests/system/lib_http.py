@@ -87,6 +87,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         rng = self.headers.get("Range")
         fault = srv._next_fault(path)
         srv._log(self.command, path, rng, fault)
+        if path in srv.redirects:
+            code, location = srv.redirects[path]
+            self.send_response(code)
+            self.send_header("Location", location)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         src = srv._lookup(path)
         if src is None and path.endswith("/"):
             # A directory URL serves its index.html (a static PEP 503 index).
@@ -199,6 +206,7 @@ class HttpServer:
         self.scripts = {}
         self.faults = {}
         self.rate = {}
+        self.redirects = {}
         self.default_rate = rate
         self.requests = []
         self._lock = threading.Lock()
@@ -213,6 +221,10 @@ class HttpServer:
     def add_file(self, path, host_path):
         self.files[path] = ("file", host_path)
         return self.url(path)
+
+    def redirect(self, path, location, code=302):
+        """GET path answers CODE with Location: location."""
+        self.redirects[path] = (code, location)
 
     def script(self, path, faults):
         with self._lock:

@@ -89,12 +89,15 @@ def build_sdist(outdir, name, version, requires=()):
 class Index:
     """Serves every wheel in `wheel_dir` at http://127.0.0.1:PORT/simple/."""
 
-    def __init__(self, wheel_dir, page_delay=0.0):
+    def __init__(self, wheel_dir, page_delay=0.0, moved=False):
         """page_delay: seconds each project page takes to answer (a far
         index); max_pages_at_once then says how many were asked at once."""
         self.wheel_dir = wheel_dir
         self.requests = []
         self.page_delay = page_delay
+        # moved: each project page /simple/NAME/ answers 302 to the same page at
+        # http://localhost:PORT/moved/simple/NAME/ (another host name, one hop)
+        self.moved = moved
         self.pages_at_once = self.max_pages_at_once = 0
         lock = threading.Lock()
         index = self
@@ -106,6 +109,15 @@ class Index:
             def do_GET(self):
                 index.requests.append(self.path)
                 parts = [p for p in self.path.split("?")[0].split("/") if p]
+                if parts[:1] == ["moved"]:
+                    parts = parts[1:]
+                elif index.moved and len(parts) == 2 and parts[0] == "simple":
+                    self.send_response(302)
+                    self.send_header("Location", "http://localhost:%d/moved%s" % (
+                        index.server.server_address[1], self.path))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if len(parts) == 1 and parts[0] == "simple":
                     names = sorted({normalize(f.split("-")[0]) for f in index._wheels()})
                     body = "".join(f'<a href="{n}/">{n}</a>\n' for n in names)

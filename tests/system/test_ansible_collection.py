@@ -311,3 +311,54 @@ def test_stack_default_option_and_default_stack_module(tmp_path):
     r = stack("beta", state="absent", name="beta")
     assert r["changed"] is True and r["default_stack"] is None, r
     assert default_state(root) == (None, None)
+
+
+@need_ansible
+def test_module_rollback_keeps_the_signature_policy_and_reads_config_in_the_root(tmp_path):
+    """The module's rollback path (generation=N runs `tfprov rollback`) meets apply's
+    signature policy: an unsigned generation under require_signature fails with rc 5
+    and nothing changes. The fleet file under root is read as in a chroot: a symlink
+    to /x or to ../../.. never leads out of the root."""
+    root = tmp_path / "host"
+    root.mkdir()
+    m = tmp_path / "alpha.yaml"
+    for x in ("alpha", "beta"):
+        m.write_text(ENV_ONLY.replace('X: "{name}"', 'X: "%s"' % x).format(name="alpha"))
+        r = module(dict(manifest=str(m), root=str(root), binary=TFPROV, verify=False),
+                   cwd=tmp_path)[1]
+        assert r.get("failed") is not True, r
+    etc = root / "etc" / "tfprov"
+    (etc / "trusted-keys.d").mkdir(parents=True)
+    key = tmp_path / "team.key"
+    subprocess.run([TFPROV, "keygen", "--key", str(key)], check=True, capture_output=True)
+    shutil.copy(tmp_path / "team.pub", etc / "trusted-keys.d" / "team.pub")
+    (etc / "policy.yaml").write_text("require_signature: true\n")
+    act = root / "opt" / "tfprov" / "stacks" / "alpha" / "activate.sh"
+    before = act.read_text()
+    r = module(dict(name="alpha", generation=1, root=str(root), binary=TFPROV), cwd=tmp_path)[1]
+    assert r["failed"] is True and r["rc"] == 5, r
+    assert "integrity failure" in r["msg"] and "not signed" in r["msg"], r["msg"]
+    assert act.read_text() == before and r["generation"] == 2, r
+
+    # The fleet file: outside the root it is not JSON (reading it fails the task).
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "fleet.json").write_text("read from outside the root\n")
+    (etc / "policy.yaml").unlink()
+    for target in (str(outside / "fleet.json"), "../../../../../../outside/fleet.json"):
+        link = etc / "fleet.json"
+        if link.is_symlink():
+            link.unlink()
+        os.symlink(target, link)
+        r = module(dict(manifest=str(m), root=str(root), binary=TFPROV, verify=False,
+                        config="/etc/tfprov/fleet.json"), cwd=tmp_path)[1]
+        assert r.get("failed") is not True, (target, r)
+    # Resolved inside the root: <root>/<outside path>/fleet.json is what is read.
+    inside = root / str(outside).lstrip("/")
+    inside.mkdir(parents=True)
+    (inside / "fleet.json").write_text("not JSON either, but inside\n")
+    os.unlink(etc / "fleet.json")
+    os.symlink(str(outside / "fleet.json"), etc / "fleet.json")
+    r = module(dict(manifest=str(m), root=str(root), binary=TFPROV, verify=False,
+                    config="/etc/tfprov/fleet.json"), cwd=tmp_path)[1]
+    assert r["failed"] is True and str(inside / "fleet.json") in r["msg"], r

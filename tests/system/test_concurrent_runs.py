@@ -73,6 +73,8 @@ def test_second_apply_on_fresh_root_exits_4_naming_the_first(tfprov, mirror):
         _wait_for_first_request(mirror, first)
         second = tfprov.run("--no-gpu", "apply", "-y", mirror.manifest, env=no_stub_env())
         destroy = tfprov.run("--lock-timeout", "2", "destroy", "-y", "demo", env=no_stub_env())
+        # status, a reader, says an apply is running rather than "No stacks"
+        status = tfprov.run("status")
         assert first.poll() is None, "the first apply finished too early to prove anything"
     finally:
         o, e = first.communicate(timeout=120)
@@ -81,7 +83,13 @@ def test_second_apply_on_fresh_root_exits_4_naming_the_first(tfprov, mirror):
     assert f"pid {first.pid} on " in second.stderr and " since " in second.stderr, second.stderr
     assert destroy.returncode == 4, out(destroy)
     assert f"pid {first.pid} on " in destroy.stderr, destroy.stderr
+    assert status.returncode == 0, out(status)
+    assert f"An apply is running under {tfprov.root} (pid {first.pid} on " in status.stdout, \
+        out(status)
+    assert "No stacks" not in status.stdout and "No stack is recorded yet" in status.stdout
     assert first.returncode == 0, o + e
+    p = tfprov.run("status")  # finished: no word of a running apply
+    assert "is running" not in p.stdout and "demo" in p.stdout, out(p)
     # Only the first fetched: every archive requested once, whole.
     for a in mirror.archives:
         assert mirror.srv.count(a) == 1, (a, mirror.srv.requests)

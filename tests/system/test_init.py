@@ -343,6 +343,52 @@ def test_lock_pins_a_redist_json_on_first_use(tfprov, tmp_path, servers):
     assert not any(p.endswith(".json") for p in os.listdir(tfprov.path("/"))) 
 
 
+def test_tofu_provenance_names_every_redirect_and_the_final_host(tfprov, tmp_path, servers):
+    """The redist JSON's URL redirects twice, to another host name: the warning and the
+    pin's provenance comment name every URL of the chain and the host that served it."""
+    srv = servers["srv"]
+    first = srv.url("/moved/redistrib_12.5.1.json")  # https://localhost:PORT/...
+    mid = "https://127.0.0.1:%d/mid/redistrib_12.5.1.json" % srv.port
+    final = "https://127.0.0.1:%d/cuda/redist/redistrib_12.5.1.json" % srv.port
+    srv.redirect("/moved/redistrib_12.5.1.json", mid, 301)
+    srv.redirect("/mid/redistrib_12.5.1.json", final, 302)
+    m = tmp_path / "t.yaml"
+    m.write_text(TOFU.format(url=first))
+    r = tfprov.run("--ca-bundle", servers["tls"]["ca"], "lock", m, check=0)
+    out = r.stdout + r.stderr
+    host = "127.0.0.1:%d" % srv.port
+    assert "redirected: %s -> %s -> %s" % (first, mid, final) in out, out
+    assert "certificate of %s vouches" % host in out, out
+    text = m.read_text()
+    assert "redistrib JSON %s\n" % first in text, text
+    assert "#   redirected to %s\n" % mid in text and "#   redirected to %s\n" % final in text
+    assert "#   served by host %s." % host in text, text
+    tfprov.run("lock", "--check", m, check=0)
+
+
+@pytest.mark.parametrize("defect", ["syntax", "huge-number", "bad-relative-path", "too-large"])
+def test_tofu_json_that_is_no_redist_document_exits_3(tfprov, tmp_path, servers, defect):
+    """Whatever makes the JSON no valid redist document (it does not parse, a number
+    too large for any size, a relative_path leaving its directory, a body past the
+    64 MiB cap), lock says so with exit 3 and the manifest is left as it was."""
+    srv = servers["srv"]
+    good = servers["json"].decode()
+    rel = "cuda_cudart/linux-x86_64/cuda_cudart-linux-x86_64-12.5.82-archive.tar.xz"
+    body = {"syntax": good[:-20],
+            "huge-number": good.replace('"size": "1000"', '"size": 1' + "0" * 40, 1),
+            "bad-relative-path": good.replace(rel, "../../etc/passwd", 1),
+            "too-large": good + " " * (64 << 20)}[defect]
+    srv.add("/bad/redistrib_12.5.1.json", body.encode())
+    m = tmp_path / "t.yaml"
+    m.write_text(TOFU.format(url=srv.url("/bad/redistrib_12.5.1.json")))
+    before = m.read_bytes()
+    r = tfprov.run("--ca-bundle", servers["tls"]["ca"], "lock", m, timeout=120, check=3)
+    why = {"syntax": "not a valid redist manifest", "huge-number": "not a valid redist manifest",
+           "bad-relative-path": "bad relative_path", "too-large": "not a redistrib JSON"}
+    assert why[defect] in r.stderr, r.stderr
+    assert m.read_bytes() == before
+
+
 def test_lock_refuses_tofu_over_plain_http(tfprov, tmp_path):
     with HttpServer() as plain:
         plain.add("/redistrib_12.5.1.json", redist_json("12.5.1"))

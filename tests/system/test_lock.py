@@ -231,3 +231,86 @@ def test_lock_pip_without_network_fails_cleanly(index, tfprov, tmp_path):
     r = tfprov.run("--offline", "lock", m, timeout=60, check=1)
     assert "offline" in r.stderr and "not resolved: tensorflow==2.15.1" in r.stderr
     assert m.read_bytes() == before
+
+
+def _renamed_wheel(outdir, file_name, file_version, meta_name, meta_version, requires=()):
+    """A wheel whose file name and .dist-info directory say FILE_NAME-FILE_VERSION but
+    whose METADATA says META_NAME META_VERSION; returns (path, sha256)."""
+    import zipfile
+    di = "%s-%s.dist-info" % (file_name, file_version)
+    meta = ["Metadata-Version: 2.1", "Name: " + meta_name, "Version: " + meta_version]
+    meta += ["Requires-Dist: " + r for r in requires]
+    content = {file_name + "/__init__.py": "",
+               di + "/METADATA": "\n".join(meta) + "\n",
+               di + "/WHEEL": "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\n"
+                              "Tag: py3-none-any\n"}
+    dst = os.path.join(outdir, "%s-%s-py3-none-any.whl" % (file_name, file_version))
+    record = []
+    with zipfile.ZipFile(dst, "w") as z:
+        for name, text in content.items():
+            b = text.encode()
+            z.writestr(name, b)
+            d = hashlib.sha256(b).digest()
+            import base64
+            record.append("%s,sha256=%s,%d" % (
+                name, base64.urlsafe_b64encode(d).rstrip(b"=").decode(), len(b)))
+        z.writestr(di + "/RECORD", "\n".join(record + [di + "/RECORD,,"]) + "\n")
+    return dst, hashlib.sha256(open(dst, "rb").read()).hexdigest()
+
+
+@pytest.mark.parametrize("which", ["requested", "transitive", "version"])
+def test_lock_refuses_a_file_whose_metadata_names_another_project(tfprov, tmp_path, which):
+    """pip's report trusts the METADATA inside a file; lock checks it against the
+    requirement the file was fetched for (its file name on that project's index page):
+    a tensorflow wheel that says `Name: requests`, a dependency alpha that says it is
+    beta, or a version that differs, is refused naming the file, the requirement and
+    the metadata, and the manifest is left as it was."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    if which == "requested":
+        _, tf = _renamed_wheel(str(wheels), "tensorflow", "2.15.1", "requests", "2.15.1")
+        bad, want, got = "tensorflow-2.15.1-py3-none-any.whl", "tensorflow 2.15.1", \
+            "requests 2.15.1"
+    else:
+        _, tf = build_wheel(str(wheels), "tensorflow", "2.15.1", requires=["alpha>=1"])
+        if which == "transitive":
+            _renamed_wheel(str(wheels), "alpha", "1.0", "beta", "1.0")
+            bad, want, got = "alpha-1.0-py3-none-any.whl", "alpha 1.0", "beta 1.0"
+        else:
+            _renamed_wheel(str(wheels), "alpha", "1.0", "alpha", "1.1")
+            bad = None  # pip's resolver itself discards a file whose version differs
+    idx = Index(str(wheels))
+    try:
+        m = pip_manifest(tmp_path / "pip.yaml", idx.url, tf)
+        before = m.read_bytes()
+        r = tfprov.run("lock", m, timeout=240)
+    finally:
+        idx.close()
+    assert m.read_bytes() == before
+    if bad is None:
+        assert r.returncode == 1 and "alpha>=1: no matching distribution" in r.stderr, r.stderr
+        return
+    assert r.returncode == 5, r.stdout + r.stderr
+    assert bad in r.stderr and want in r.stderr and got in r.stderr, r.stderr
+
+
+def test_lock_names_every_redirect_of_an_index_page(tfprov, tmp_path):
+    """The index answers each project page with a redirect to another host name:
+    lock prints each chain with the host that served it and keeps it as comments of
+    the requirements block (validate and lock --check still pass)."""
+    wheels = tmp_path / "wheels"
+    _, tf = build_wheel(str(wheels), "tensorflow", "2.15.1", requires=["alpha>=1"])
+    build_wheel(str(wheels), "alpha", "1.0")
+    idx = Index(str(wheels), moved=True)
+    try:
+        m = pip_manifest(tmp_path / "pip.yaml", idx.url, tf)
+        r = tfprov.run("lock", m, timeout=240, check=0)
+    finally:
+        idx.close()
+    port = idx.url.split(":")[2].split("/")[0]
+    for name in ("tensorflow", "alpha"):
+        hops = "%s%s/ -> http://localhost:%s/moved/simple/%s/ (served by host localhost:%s)" % (
+            idx.url, name, port, name, port)
+        assert "index page redirected: " + hops in r.stderr, r.stderr
+        assert "# index page redirected: " + hops in m.read_text(), m.read_text()
+    tfprov.run("lock", "--check", m, check=0)

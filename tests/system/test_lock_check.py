@@ -179,6 +179,15 @@ def hooks():
         return {h["id"]: h for h in yaml.safe_load(f)}
 
 
+def test_readme_precommit_rev_is_this_release():
+    """The README's example `rev:` is the tag of this version (v + CMake's VERSION)."""
+    cmake = open(os.path.join(REPO, "CMakeLists.txt")).read()
+    version = re.search(r"project\(tfprov VERSION ([0-9.]+)", cmake).group(1)
+    readme = open(os.path.join(REPO, "README.md")).read()
+    revs = re.findall(r"^\s+rev: (\S+)", readme, re.M)
+    assert revs == ["v" + version], revs
+
+
 @pytest.mark.parametrize("hook", ["tfprov-validate", "tfprov-lock-check"])
 def test_precommit_hook_runs_as_pre_commit_would(hook, tfprov, tmp_path):
     """Each hook's entry, run the way pre-commit runs it (entry + the matching changed
@@ -189,6 +198,11 @@ def test_precommit_hook_runs_as_pre_commit_would(hook, tfprov, tmp_path):
     files, exclude = re.compile(hk["files"]), re.compile(hk["exclude"])
     assert all(files.search(m) and not exclude.search(m) for m in STABLE)
     assert exclude.search("data/compat.yaml") and exclude.search(".pre-commit-hooks.yaml")
+    # Only manifests: CI files and other YAML of a repository are not passed to it.
+    for other in (".gitlab-ci.yml", "ci/.gitlab-ci.yml", "docker-compose.yaml",
+                  ".github/workflows/ci.yml", "manifests/data/closure.yaml"):
+        assert not files.search(other) or exclude.search(other), other
+    assert files.search("stacks/manifests/team.yml")
     argv = shlex.split(hk["entry"])
     assert argv[0] == "tfprov"
     cmd = [tfprov.bin] + argv[1:]

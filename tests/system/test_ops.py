@@ -11,6 +11,7 @@ What is run: the real binary, as root and, for the refusals, as `nobody`
 What must hold: exit codes, messages, the files on disk and in the cache.
 """
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -192,8 +193,14 @@ def test_gc_keeps_what_generations_need_and_removes_the_rest(tfprov, tmp_path, m
     # Without -y and a terminal: a dry run that lists, removes nothing, exit 1.
     p = tfprov.run("gc", check=1)
     for f in (stray, part, quar):
-        assert f in p.stdout and os.path.exists(f), out(p)
+        assert os.path.exists(f), out(p)
+    # No name recorded for these: the file under its hash, its size, said plainly.
+    assert "  - %s (6 bytes, name unknown)" % ("ab" * 32) in p.stdout, out(p)
+    assert "  - partial download of %s.part (5 bytes, name unknown)" % ("cd" * 32) in p.stdout
+    assert "  - quarantined %s.1764550000 (4 bytes" % ("ef" * 32) in p.stdout, out(p)
     assert "1 unused artifact, 1 partial download, 1 quarantined file" in p.stdout, out(p)
+    p = tfprov.run("-v", "gc", check=1)
+    assert stray in p.stdout, out(p)  # the path, when asked
     for h in needed:
         assert h not in p.stdout, out(p)
 
@@ -207,9 +214,15 @@ def test_gc_keeps_what_generations_need_and_removes_the_rest(tfprov, tmp_path, m
     tfprov.run("destroy", "-y", "demo", check=0)
     # the prefix's layout directories went once empty; a user's file keeps them
     assert not os.path.exists(tfprov.path("/opt/tfprov")), os.listdir(tfprov.path("/opt"))
-    # destroy forgets the stack and its generations: now nothing is needed
+    # destroy forgets the stack and its generations: now nothing is needed, and gc
+    # names each artifact by the file name it was downloaded as, with its size.
+    p = tfprov.run("gc", check=1)
+    assert re.search(r"  - cuda_cudart-linux-x86_64-12\.3\.101-archive\.tar\.xz "
+                     r"\([0-9.]+ (bytes|KiB|MiB), sha256 [0-9a-f]{12}\.\.\.\)", p.stdout), out(p)
+    assert "sha256/" not in p.stdout, out(p)
     p = tfprov.run("gc", "-y", check=0)
     assert cached(tfprov) == [], out(p)
+    assert os.listdir(tfprov.path("/var/cache/tfprov/names")) == []
 
 
 def test_gc_needs_enough_for_an_offline_rollback(tfprov, tmp_path, mirror):

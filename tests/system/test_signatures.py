@@ -437,3 +437,139 @@ def test_mirror_index_errors(origin, tfprov, keys, tmp_path):
     r = tfprov.run("--mirror", "http://127.0.0.1:1/", "--trusted-key", pub, "--no-gpu",
                    "plan", m, check=0)
     assert "index not checked" in r.stderr
+
+
+ENV_STACK = ("schema: 1\nstack:\n  name: sig\n  platform: linux-x86_64\n"
+             "prefix: /opt/tfprov\nversions:\n  tensorflow: 2.15.1\n  python: \"3.10\"\n"
+             "driver:\n  policy: skip\nenv:\n  vars:\n    X: \"{x}\"\n")
+
+
+def _generations(tfprov):
+    import sqlite3
+    db = sqlite3.connect(tfprov.state_db)
+    try:
+        return db.execute("SELECT id, result FROM generations ORDER BY id").fetchall()
+    finally:
+        db.close()
+
+
+def test_rollback_checks_the_policy_apply_checks(tfprov, keys, tmp_path):
+    """rollback re-applies a generation's recorded manifest: under
+    require_signature it needs that manifest's trusted signature (the one apply
+    kept, or one beside the recorded path that signs exactly those bytes), or it
+    exits 5 as apply does, with nothing changed."""
+    m = tmp_path / "sig.yaml"
+    act = tfprov.path("/opt/tfprov/stacks/sig/activate.sh")
+    for x in ("1", "2"):  # two unsigned generations, applied before any policy
+        m.write_text(ENV_STACK.format(x=x))
+        tfprov.run("apply", "-y", m, check=0)
+    etc = tfprov.path("/etc/tfprov")
+    os.makedirs(os.path.join(etc, "trusted-keys.d"))
+    shutil.copy(keys["a"][0], os.path.join(etc, "trusted-keys.d", "a.pub"))
+    with open(os.path.join(etc, "policy.yaml"), "w") as f:
+        f.write("require_signature: true\n")
+    before, gens = open(act).read(), _generations(tfprov)
+    assert "export X='2'" in before, before
+
+    r = tfprov.run("rollback", "-y", "sig", "--generation", "1", check=5)
+    assert "generation 1" in r.stderr and "not signed" in r.stderr, r.stderr
+    assert "policy.yaml" in r.stderr, r.stderr
+    assert open(act).read() == before and _generations(tfprov) == gens
+
+    # Signed by an untrusted key beside the recorded path: still refused.
+    m.write_text(ENV_STACK.format(x="1"))
+    minisign("-S", "-s", keys["b"][1], "-m", m)
+    r = tfprov.run("rollback", "-y", "sig", "--generation", "1", check=5)
+    assert "not trusted" in r.stderr, r.stderr
+    assert open(act).read() == before and _generations(tfprov) == gens
+    # A trusted signature beside the recorded path that signs exactly those bytes: accepted.
+    minisign("-S", "-s", keys["a"][1], "-m", m)
+    tfprov.run("rollback", "-y", "sig", "--generation", "1", check=0)
+    assert "export X='1'" in open(act).read()
+
+    # Signed generations applied under the policy keep their signature: rollback
+    # works after the files beside the manifest are gone or changed.
+    m2 = tmp_path / "sig3.yaml"
+    m2.write_text(ENV_STACK.format(x="3"))
+    minisign("-S", "-s", keys["a"][1], "-m", m2)
+    tfprov.run("apply", "-y", m2, check=0)
+    m2.write_text(ENV_STACK.format(x="4"))
+    minisign("-S", "-s", keys["a"][1], "-m", m2)
+    tfprov.run("apply", "-y", m2, check=0)
+    n3 = len(_generations(tfprov)) - 1  # generation numbers count from 1
+    os.unlink(str(m2) + ".minisig")
+    m2.write_text("changed after the apply\n")
+    r = tfprov.run("rollback", "-y", "sig", "--generation", str(n3), check=0)
+    assert "signed by trusted key" in r.stdout + r.stderr
+    assert "export X='3'" in open(act).read()
+
+
+def _link(path, target):
+    if os.path.lexists(path):
+        os.unlink(path)
+    os.symlink(target, path)
+
+
+@pytest.mark.parametrize("walk", ["0", "1"], ids=["openat2", "walk"])
+@pytest.mark.parametrize("how", ["absolute", "relative"])
+def test_policy_and_keys_are_read_inside_the_root(tfprov, keys, tmp_path, how, walk):
+    """ROOT/etc/tfprov/policy.yaml, trusted-keys.d/NAME.pub and trusted-keys.d itself as
+    symlinks out of the root (to /X, or ../../../../X climbing past the root) are
+    read as in a chroot: at ROOT/X, or refused when nothing is there. A key outside
+    the root is never trusted and a policy outside it never applies."""
+    env = {"TFPROV_INROOT_WALK": walk}
+    m = tmp_path / "stack.yaml"
+    shutil.copy(SHIPPED, m)
+    minisign("-S", "-s", keys["a"][1], "-m", m)  # signed by a, whose key is outside
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.copy(keys["a"][0], outside / "a.pub")
+    (outside / "policy.yaml").write_text("require_signature: true\n")
+    (outside / "keys").mkdir()
+    shutil.copy(keys["a"][0], outside / "keys" / "a.pub")
+    etc = tfprov.path("/etc/tfprov")
+    os.makedirs(os.path.join(etc, "trusted-keys.d"))
+    up = "../" * (str(tfprov.root).count("/") + 4)  # past the root, whatever its depth
+
+    def target(name):
+        return str(outside / name) if how == "absolute" else up + str(outside / name)[1:]
+
+    # Where the link leads inside the root: ROOT/<outside>/...
+    inside = tfprov.path(str(outside))
+
+    # 1. A key out of the root: refused (exit 1), naming where it was looked for.
+    _link(os.path.join(etc, "trusted-keys.d", "a.pub"), target("a.pub"))
+    r = tfprov.run("validate", "--require-signature", m, env=env, check=1)
+    assert "a.pub: a symbolic link to" in r.stderr and inside in r.stderr, r.stderr
+    assert "signed by trusted key" not in r.stdout + r.stderr
+    # ... resolved inside the root when something is there: key b, so a's signature fails.
+    os.makedirs(inside)
+    shutil.copy(keys["b"][0], os.path.join(inside, "a.pub"))
+    r = tfprov.run("validate", "--require-signature", m, env=env, check=5)
+    assert "which is not trusted" in r.stderr and key_id(keys["b"][0]) in r.stderr, r.stderr
+    os.unlink(os.path.join(etc, "trusted-keys.d", "a.pub"))
+
+    # 2. The key directory itself out of the root: refused, never a's key.
+    os.rmdir(os.path.join(etc, "trusted-keys.d"))
+    _link(os.path.join(etc, "trusted-keys.d"), target("keys"))
+    r = tfprov.run("validate", "--require-signature", m, env=env, check=1)
+    assert "trusted-keys.d: a symbolic link to" in r.stderr, r.stderr
+    os.makedirs(os.path.join(inside, "keys"))  # inside and empty: no key trusted
+    r = tfprov.run("validate", "--require-signature", m, env=env, check=5)
+    assert "no key is trusted" in r.stderr, r.stderr
+    shutil.copy(keys["a"][0], os.path.join(inside, "keys", "a.pub"))
+    r = tfprov.run("validate", "--require-signature", m, env=env, check=0)
+    assert "signed by trusted key %s" % key_id(keys["a"][0]) in r.stdout + r.stderr
+
+    # 3. A policy out of the root is refused, not applied; inside, it applies.
+    os.unlink(str(m) + ".minisig")
+    _link(os.path.join(etc, "policy.yaml"), target("policy.yaml"))
+    r = tfprov.run("validate", m, env=env, check=1)
+    assert "policy.yaml: a symbolic link to" in r.stderr and inside in r.stderr, r.stderr
+    with open(os.path.join(inside, "policy.yaml"), "w") as f:
+        f.write("require_signature: false\n")
+    tfprov.run("validate", m, env=env, check=0)  # the root's policy, not the outside one
+    with open(os.path.join(inside, "policy.yaml"), "w") as f:
+        f.write("require_signature: true\n")
+    r = tfprov.run("validate", m, env=env, check=5)
+    assert "not signed" in r.stderr and "policy.yaml" in r.stderr, r.stderr

@@ -204,6 +204,21 @@ def test_deep_verify_clean_pip_env_passes_and_names_the_package(tfprov, index, t
     assert re.search(r"warning: A \S+/tfprov_alpha/extra.py", p.stderr), out(p)
 
 
+def test_counts_read_in_english(tfprov, index, tmp_path):
+    """One of a thing is singular: "1 pin", "1 wheel", "1 path differs"."""
+    m = py_manifest(tmp_path / "m.yaml", index.url, index.pins[:1])
+    p = tfprov.run("apply", "-y", m, env=no_stub_env(), check=0, timeout=300)
+    text = out(p)
+    assert "pip: 1 pin installed; the env holds" in text, text
+    assert re.search(r"pip: 1 wheel installed natively \(\d+ files\)", text), text
+    assert "1 pins" not in text and "1 wheels" not in text, text
+    init = os.path.join(site_packages(tfprov), "tfprov_alpha", "__init__.py")
+    with open(init, "a") as f:
+        f.write("# changed\n")
+    p = tfprov.run("verify", "--deep", env=no_stub_env(), check=2)
+    assert "files: 1 path differs from what was placed" in out(p), out(p)
+
+
 # ------------------------------------------------------------ (5) options, help, version
 
 
@@ -241,6 +256,18 @@ def test_usage_errors_are_short(tfprov, args):
     p = tfprov.run(*args, check=64)
     lines = p.stderr.strip().splitlines()
     assert len(lines) <= 3 and lines[-1].startswith("usage: tfprov"), p.stderr
+
+
+@pytest.mark.parametrize("typed,meant", [("aply", "apply"), ("stauts", "status"),
+                                         ("help rollbak", "rollback"), ("bogus", None)])
+def test_mistyped_command_gets_did_you_mean(tfprov, typed, meant):
+    """As a mistyped manifest key does: the nearest command, or nothing when none is near."""
+    p = tfprov.run(*typed.split(), check=64)
+    word = typed.split()[-1]
+    if meant:
+        assert "unknown command '%s' (did you mean '%s'?)" % (word, meant) in p.stderr, p.stderr
+    else:
+        assert "unknown command '%s'\n" % word in p.stderr, p.stderr
 
 
 def test_plan_saved_plan_is_refused(tfprov, tmp_path):
@@ -302,6 +329,23 @@ def test_status_after_a_failed_apply_is_not_ok(tfprov, tmp_path):
     os.unlink(tfprov.path("/opt/tfprov/stacks"))
     tfprov.run("apply", "-y", m, check=0)
     tfprov.run("status", check=0)
+
+
+def test_destroy_of_a_failed_stack_says_what_it_removes(tfprov, tmp_path):
+    """A stack whose only apply failed before a step committed has nothing placed:
+    destroy says so and removes its record, never "No changes. The stack matches"."""
+    m = tmp_path / "m.yaml"
+    m.write_text(ENV_ONLY.format(name="f", policy="skip"))
+    os.makedirs(tfprov.path("/opt/tfprov"))
+    with open(tfprov.path("/opt/tfprov/stacks"), "w") as f:
+        f.write("not a directory\n")
+    p = tfprov.run("apply", "-y", m)
+    assert p.returncode not in (0, 2), out(p)
+    p = tfprov.run("destroy", "-y", "f", check=0)
+    assert "No changes" not in out(p) and "matches the manifest" not in out(p), out(p)
+    assert "Stack f has nothing placed" in p.stdout, out(p)
+    p = tfprov.run("status", check=0)
+    assert "No stacks" in p.stdout, out(p)
 
 
 def test_status_on_a_broken_state_is_an_error(tfprov, tmp_path):

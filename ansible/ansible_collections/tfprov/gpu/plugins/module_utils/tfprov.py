@@ -79,9 +79,48 @@ def failure_message(rc, errors, what="tfprov"):
     return "%s: exit %d: %s: %s" % (what, rc, meaning, detail)
 
 
+def in_root(root, path):
+    """The host path of PATH under ROOT as a process chrooted into ROOT sees it, as
+    tfprov resolves every path under --root (engine/base/inroot.c): a symlink to /x
+    means ROOT/x and ".." never climbs above ROOT. What does not exist yet is
+    appended as it is. Without a root (or "/"), PATH itself."""
+    if not root or os.path.abspath(root) == "/":
+        return path
+    root = os.path.abspath(root)
+    todo = [c for c in path.split("/") if c not in ("", ".")][::-1]
+    done = []
+    links = 0
+    while todo:
+        comp = todo.pop()
+        if comp == "..":
+            if done:
+                done.pop()
+            continue
+        done.append(comp)
+        host = os.path.join(root, *done)
+        if not os.path.islink(host):
+            if not os.path.lexists(host):
+                break
+            continue
+        links += 1
+        if links > 40:
+            raise OSError(40, "too many levels of symbolic links", path)
+        target = os.readlink(host)
+        done.pop()
+        if target.startswith("/"):
+            done = []
+        todo.extend([c for c in target.split("/") if c not in ("", ".")][::-1])
+    for comp in todo[::-1]:
+        if comp == "..":
+            if done:
+                done.pop()
+        else:
+            done.append(comp)
+    return os.path.join(root, *done)
+
+
 def state_path(params):
-    root = params.get("root") or "/"
-    return os.path.join(root, "var/lib/tfprov/state.db")
+    return in_root(params.get("root"), "/var/lib/tfprov/state.db")
 
 
 def _connect(params):

@@ -106,6 +106,8 @@ options:
     description:
       - Fleet settings written by the C(tfprov.gpu.node) role (JSON with C(mirror), a list
         of URLs); used when C(mirror) is empty.
+      - With C(root), the path is under C(root), resolved as tfprov resolves every path
+        there (a symlink to C(/x) means C(root/x)); nothing outside C(root) is read.
     type: path
     default: /etc/tfprov/fleet.json
   root:
@@ -257,7 +259,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.tfprov.gpu.plugins.module_utils.tfprov import (
-    failure_message, global_args, read_default, read_stacks, run_json)
+    failure_message, global_args, in_root, read_default, read_stacks, run_json)
 
 
 def _stack_by_manifest(stacks, manifest):
@@ -379,7 +381,7 @@ def _write_content(module, p):
         files[name + ".minisig"] = p["signature"].encode()
     d = p["manifest_dir"]
     if p.get("root"):
-        d = os.path.join(p["root"], d.lstrip("/"))
+        d = in_root(p["root"], d)
     same = True
     for rel, data in files.items():
         try:
@@ -429,12 +431,13 @@ def main():
     if module.get_bin_path(p["binary"]) is None and not os.path.isfile(p["binary"]):
         module.fail_json(msg="tfprov is not installed on this host (%s not found); "
                              "the tfprov.gpu.node role installs it" % p["binary"], rc=127)
-    if not p["mirror"] and p["config"] and os.path.isfile(p["config"]):
+    config = in_root(p["root"], p["config"]) if p["config"] else None
+    if not p["mirror"] and config and os.path.isfile(config):
         try:
-            with open(p["config"]) as f:
+            with open(config) as f:
                 p["mirror"] = list(json.load(f).get("mirror") or [])
         except (OSError, ValueError, AttributeError) as e:
-            module.fail_json(msg="%s: %s" % (p["config"], e), rc=1)
+            module.fail_json(msg="%s: %s" % (config, e), rc=1)
     g = global_args(p)
     before = read_stacks(p)
     before_default, default_chosen = read_default(p)
