@@ -117,6 +117,7 @@ void pip_result_release(struct pip_result *r)
 		free(r->v[i].name);
 		free(r->v[i].version);
 		free(r->v[i].sha256);
+		free(r->v[i].stamp);
 	}
 	free(r->v);
 	free(r->failed_pkg);

@@ -4,6 +4,9 @@
 #include "place.h"
 #include "state.h"
 #include "util.h"
+#include "digest.h"
+
+#include <sys/stat.h>
 
 #include <ctype.h>
 #include <dirent.h>
@@ -238,6 +241,14 @@ int pkgfiles_owned(void *x, const char *path)
 	                                     : 0;
 }
 
+char *pkgfiles_stack_env(struct ctx *c, int64_t stack_id)
+{
+	char *env = NULL;
+	if (c->st != NULL)
+		state_step_top_dir(c->st, stack_id, "pyenv", &env);
+	return env;
+}
+
 static char *recorded_env(struct ctx *c, int64_t sid)
 {
 	char *env = NULL;
@@ -388,5 +399,50 @@ int env_dists(const char *prefix, struct pip_result *res, char **errmsg)
 	free(lib);
 	if (res->n > 1)
 		qsort(res->v, res->n, sizeof(*res->v), cmp_dist);
+	return 0;
+}
+
+int env_dist_stamps(struct ctx *c, const char *env_prefix, struct pip_result *res, char **errmsg)
+{
+	char *host = ctx_host_path(c, env_prefix);
+	struct pkgfiles x = {0};
+	int rc = env_dists(host, res, errmsg);
+	free(host);
+	if (rc != 0)
+		return rc;
+	struct sha256 *sha = xcalloc(res->n ? res->n : 1, sizeof(*sha));
+	for (size_t i = 0; i < res->n; i++)
+		sha256_init(&sha[i]);
+	pkgfiles_load(c, env_prefix, &x);
+	for (size_t i = 0; i < x.n; i++) {
+		const struct pkgfile *f = &x.v[i];
+		struct pip_dist key = {.name = f->norm};
+		struct pip_dist *d = f->src == 'p' ? bsearch(&key, res->v, res->n, sizeof(*res->v),
+		                                             cmp_dist)
+		                                   : NULL;
+		if (d == NULL)
+			continue;
+		char *p = ctx_host_path(c, f->path);
+		struct stat st;
+		char line[96];
+		if (lstat(p, &st) == 0)
+			snprintf(line, sizeof(line), "\t%lld %lld.%09ld %o\n", (long long)st.st_size,
+			         (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+			         (unsigned)(st.st_mode & 07777));
+		else
+			snprintf(line, sizeof(line), "\t-\n");
+		free(p);
+		struct sha256 *h = &sha[d - res->v];
+		sha256_update(h, f->path, strlen(f->path));
+		sha256_update(h, line, strlen(line));
+	}
+	for (size_t i = 0; i < res->n; i++) {
+		char hex[65];
+		sha256_final(&sha[i], hex);
+		sha256_release(&sha[i]);
+		res->v[i].stamp = xstrdup(hex);
+	}
+	free(sha);
+	pkgfiles_release(&x);
 	return 0;
 }
