@@ -65,16 +65,17 @@ static int stack_resources(struct ctx *c, const char *stack, int64_t sid, json_t
 		json_array_append_new(res, o);
 		for (size_t k = 0; k < found.n; k++) {
 			char *msg = xasprintf("  %s: DRIFT: %s", addr, found.v[k]);
-			ev_finding(c, EV_WARN,
-			           &(struct ev_finding){.origin = "status",
-			                                .kind = "drift",
-			                                .severity = "warning",
-			                                .stack = stack,
-			                                .path = addr,
-			                                .expected = "the distributions as installed",
-			                                .actual = found.v[k],
-			                                .fix = "tfprov apply repairs them"},
-			           msg);
+			ev_finding(
+			    c, EV_WARN,
+			    &(struct ev_finding){.origin = "status",
+			                         .kind = "drift",
+			                         .severity = "warning",
+			                         .stack = stack,
+			                         .path = addr,
+			                         .expected = "the distributions as installed",
+			                         .actual = found.v[k],
+			                         .fix = "tfprov apply repairs them"},
+			    msg);
 			free(msg);
 		}
 		size_t nfound = found.n;

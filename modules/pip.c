@@ -205,7 +205,6 @@ static int pip_artifacts(struct ctx *c, const struct manifest *m, struct artset 
 	return rc;
 }
 
-
 /* ------------------------------------------------------------ the env's drift */
 
 /*
@@ -262,6 +261,9 @@ static int env_compare(struct ctx *c, const char *env, const char *attrs, struct
 		if (json_is_true(json_object_get(o, "kept")) && d2) {
 			strvec_push(&d->extra, nm);
 			strvec_pushf(&d->xlabel, "%s %s", nm, d2->version);
+			if (c->flags & CTX_REMOVE_UNPINNED)
+				strvec_pushf(&d->lines, "%s %s not pinned (--remove-unpinned)", nm,
+				             d2->version);
 		}
 		if (d2 == NULL)
 			strvec_pushf(&d->lines, "%s %s removed", nm, ver);
@@ -331,9 +333,8 @@ static int is_pinned(const struct manifest *m, const char *name)
  * ships a file of a pinned one with other bytes (it overwrote it) or, with
  * --remove-unpinned, any the user added. The others are kept (*kept).
  */
-static int repair_sets(struct ctx *c, const struct manifest *m, const char *env,
-                       const char *attrs, struct strvec *redo, struct strvec *drop,
-                       struct strvec *kept, char **err)
+static int repair_sets(struct ctx *c, const struct manifest *m, const char *env, const char *attrs,
+                       struct strvec *redo, struct strvec *drop, struct strvec *kept, char **err)
 {
 	struct envdiff d = {STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT};
 	struct pkgfiles x = {0};
@@ -363,10 +364,13 @@ static int repair_sets(struct ctx *c, const struct manifest *m, const char *env,
 			if (x.v[k].src != 'p' || strcmp(x.v[k].norm, nm) != 0)
 				continue;
 			for (size_t q = k; q-- > 0 && strcmp(x.v[q].path, x.v[k].path) == 0;)
-				if (is_pinned(m, x.v[q].norm) && strcmp(x.v[q].sha256, x.v[k].sha256))
+				if (is_pinned(m, x.v[q].norm) &&
+				    strcmp(x.v[q].sha256, x.v[k].sha256))
 					over = x.v[k].path, whose = x.v[q].pkg;
-			for (size_t q = k + 1; q < x.n && strcmp(x.v[q].path, x.v[k].path) == 0; q++)
-				if (is_pinned(m, x.v[q].norm) && strcmp(x.v[q].sha256, x.v[k].sha256))
+			for (size_t q = k + 1; q < x.n && strcmp(x.v[q].path, x.v[k].path) == 0;
+			     q++)
+				if (is_pinned(m, x.v[q].norm) &&
+				    strcmp(x.v[q].sha256, x.v[k].sha256))
 					over = x.v[k].path, whose = x.v[q].pkg;
 		}
 		if (over) {
@@ -473,7 +477,8 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 		o.reinstall = &redo;
 		o.drop = &drop;
 		for (size_t i = 0; i < redo.n; i++)
-			ev_log(c, EV_INFO, "pip: %s: files changed in place, reinstalled", redo.v[i]);
+			ev_log(c, EV_INFO, "pip: %s: files changed in place, reinstalled",
+			       redo.v[i]);
 	}
 	rc = pip_install(c, host, m->pip.reqs, m->pip.nreqs, &o, &res, &err);
 	if (rc != 0) {

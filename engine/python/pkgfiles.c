@@ -417,18 +417,17 @@ int env_dist_stamps(struct ctx *c, const char *env_prefix, struct pip_result *re
 	for (size_t i = 0; i < x.n; i++) {
 		const struct pkgfile *f = &x.v[i];
 		struct pip_dist key = {.name = f->norm};
-		struct pip_dist *d = f->src == 'p' ? bsearch(&key, res->v, res->n, sizeof(*res->v),
-		                                             cmp_dist)
-		                                   : NULL;
+		struct pip_dist *d =
+		    f->src == 'p' ? bsearch(&key, res->v, res->n, sizeof(*res->v), cmp_dist) : NULL;
 		if (d == NULL)
 			continue;
 		char *p = ctx_host_path(c, f->path);
 		struct stat st;
 		char line[96];
 		if (lstat(p, &st) == 0)
-			snprintf(line, sizeof(line), "\t%lld %lld.%09ld %o\n", (long long)st.st_size,
-			         (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
-			         (unsigned)(st.st_mode & 07777));
+			snprintf(line, sizeof(line), "\t%lld %lld.%09ld %o\n",
+			         (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+			         st.st_mtim.tv_nsec, (unsigned)(st.st_mode & 07777));
 		else
 			snprintf(line, sizeof(line), "\t-\n");
 		free(p);

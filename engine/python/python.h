@@ -385,8 +385,7 @@ int env_dists(const char *prefix, struct pip_result *res, char **errmsg);
  * hashes stay `verify --deep`'s. A distribution without a RECORD has the
  * stamp of no files.
  */
-int env_dist_stamps(struct ctx *c, const char *env_prefix, struct pip_result *res,
-                    char **errmsg);
+int env_dist_stamps(struct ctx *c, const char *env_prefix, struct pip_result *res, char **errmsg);
 /* The env the pyenv step of stack `stack_id` recorded (root-relative; caller frees), or NULL. */
 char *pkgfiles_stack_env(struct ctx *c, int64_t stack_id);
 
