@@ -17,16 +17,12 @@ import pytest
 
 from lib_provision import no_stub_env, out
 from test_python_env import ENV_PREFIX, PYVER, manifest, venv_yaml
-from test_wheel_native import make_wheel, pip, pip_yaml, world  # noqa: F401
+import lib_killpoint
+from test_wheel_native import make_wheel, pip, pip_yaml
 
 
 def site(tfprov):
     return os.path.join(tfprov.path(ENV_PREFIX), "lib", f"python{PYVER}", "site-packages")
-
-
-def apply(tfprov, tmp_path, world, pins, *extra, name="m.yaml"):  # noqa: F811
-    m = manifest(tmp_path / name, venv_yaml(), pip_yaml(world["index"].url, pins))
-    return m, tfprov.run(*extra, "apply", "-y", m, env=no_stub_env(), timeout=600)
 
 
 def small_set(d):
@@ -40,7 +36,9 @@ def small_set(d):
     return pins
 
 
-def test_drift_of_the_env_is_seen_and_repaired(tfprov, tmp_path, world):  # noqa: F811
+def drifted(tfprov, tmp_path):
+    """A venv stack applied, then changed four ways behind tfprov's back; returns
+    (manifest, wheel dir, patched file, its bytes as installed)."""
     d = str(tmp_path / "w")
     m = manifest(tmp_path / "m.yaml", venv_yaml(),
                  pip_yaml("http://127.0.0.1:9/simple/", small_set(d)))
@@ -57,6 +55,26 @@ def test_drift_of_the_env_is_seen_and_repaired(tfprov, tmp_path, world):  # noqa
     orig = open(cli).read()
     with open(cli, "a") as f:
         f.write("PATCHED = 1\n")
+    return m, d, cli, orig
+
+
+def repaired(tfprov, cli, orig):
+    """What holds after the repair: the pins as locked, the added one kept."""
+    env = tfprov.path(ENV_PREFIX)
+    assert open(cli).read() == orig
+    names = {re.sub(r"[-_.]+", "-", d["name"]).lower(): d["version"] for d in
+             json.loads(pip(env, "list", "--format=json").stdout)}
+    assert names["tfprov-core"] == "1.0" and names["tfprov-mixed-name"] == "0.1", names
+    assert names["user-extra"] == "0.3", names
+    st = tfprov.run("status")
+    assert st.returncode == 0, out(st)
+    v = tfprov.run("verify", "--deep", env=no_stub_env())
+    assert v.returncode == 0, out(v)
+
+
+def test_drift_of_the_env_is_seen_and_repaired(tfprov, tmp_path):
+    m, d, cli, orig = drifted(tfprov, tmp_path)
+    env, sp = tfprov.path(ENV_PREFIX), site(tfprov)
     st = tfprov.run("status")
     assert st.returncode == 2, out(st)
     for word in ("tfprov-mixed-name 0.1 removed", "tfprov-core 1.0 replaced by 1.1",
@@ -68,15 +86,7 @@ def test_drift_of_the_env_is_seen_and_repaired(tfprov, tmp_path, world):  # noqa
     p = tfprov.run("--mirror", d, "apply", "-y", m, env=no_stub_env(), timeout=600)
     assert p.returncode == 0, out(p)
     assert "user-extra 0.3 is not pinned by the lock: kept" in out(p), out(p)
-    assert open(cli).read() == orig
-    names = {re.sub(r"[-_.]+", "-", d["name"]).lower(): d["version"] for d in
-             json.loads(pip(env, "list", "--format=json").stdout)}
-    assert names["tfprov-core"] == "1.0" and names["tfprov-mixed-name"] == "0.1", names
-    assert names["user-extra"] == "0.3", names
-    st = tfprov.run("status")
-    assert st.returncode == 0, out(st)
-    v = tfprov.run("verify", "--deep", env=no_stub_env())
-    assert v.returncode == 0, out(v)
+    repaired(tfprov, cli, orig)
     # --remove-unpinned: the added one goes, the pinned ones stay.
     p = tfprov.run("--mirror", d, "apply", "--remove-unpinned", "-y", m, env=no_stub_env(), timeout=600)
     assert p.returncode == 0, out(p)
@@ -96,7 +106,7 @@ def nvidia_pair(d, same=True):
     return pins
 
 
-def test_two_wheels_one_path_different_bytes_refused(tfprov, tmp_path, world):  # noqa: F811
+def test_two_wheels_one_path_different_bytes_refused(tfprov, tmp_path):
     d = str(tmp_path / "w")
     pins = nvidia_pair(d, same=False)
     m = manifest(tmp_path / "n.yaml", venv_yaml(),
@@ -108,7 +118,7 @@ def test_two_wheels_one_path_different_bytes_refused(tfprov, tmp_path, world):  
     assert not os.path.exists(os.path.join(site(tfprov), "nvidia"))
 
 
-def test_two_wheels_one_path_same_bytes_shared(tfprov, tmp_path, world):  # noqa: F811
+def test_two_wheels_one_path_same_bytes_shared(tfprov, tmp_path):
     d = str(tmp_path / "w")
     pins = nvidia_pair(d, same=True)
     m = manifest(tmp_path / "n.yaml", venv_yaml(),
@@ -127,3 +137,24 @@ def test_two_wheels_one_path_same_bytes_shared(tfprov, tmp_path, world):  # noqa
     assert os.path.exists(init)
     v = tfprov.run("verify", "--deep", env=no_stub_env())
     assert v.returncode == 0, out(v)
+
+
+def test_kill_9_in_the_middle_of_the_repair_converges(tfprov, tmp_path):
+    """The repair killed at points spread over its operations (lib_killpoint):
+    the next apply finishes it, and what holds after an unkilled repair holds."""
+    m, d, cli, orig = drifted(tfprov, tmp_path)
+    kp = lib_killpoint.Killer(tmp_path / "kp", skip=[lib_killpoint.scratch(tfprov.root)])
+    restore = lib_killpoint.saved_root(tfprov.root, tmp_path / "saved")
+    argv = [tfprov.bin, "--root", tfprov.root, "--jobs", "1", "--mirror", d, "apply", "-y", m]
+    env = dict(os.environ, **no_stub_env())
+    p, ev = kp.points(argv, env)
+    assert p.returncode == 0, out(p)
+    mine = [e for e in ev if e.role == "tfprov#1"]
+    assert len(mine) > 10, ev
+    for e in (mine[len(mine) // 4], mine[len(mine) // 2], mine[3 * len(mine) // 4]):
+        restore()
+        rc, hit = kp.run_to(argv, env, e.point)
+        assert hit is not None, (e, rc)
+        p = tfprov.run("--mirror", d, "apply", "-y", m, env=no_stub_env(), timeout=600)
+        assert p.returncode == 0, (e, out(p))
+        repaired(tfprov, cli, orig)
