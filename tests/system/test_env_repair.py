@@ -12,12 +12,15 @@ differ; dropping one of two sharing wheels from the lock keeps the shared file.
 import json
 import os
 import re
+import shutil
 
 import pytest
 
 from lib_provision import no_stub_env, out
 from test_python_env import ENV_PREFIX, PYVER, manifest, venv_yaml
+import lib_conda
 import lib_killpoint
+from lib_http import HttpServer
 from test_wheel_native import make_wheel, pip, pip_yaml
 
 
@@ -158,3 +161,87 @@ def test_kill_9_in_the_middle_of_the_repair_converges(tfprov, tmp_path):
         p = tfprov.run("--mirror", d, "apply", "-y", m, env=no_stub_env(), timeout=600)
         assert p.returncode == 0, (e, out(p))
         repaired(tfprov, cli, orig)
+
+
+@pytest.fixture(scope="module")
+def conda_lock(tmp_path_factory):
+    """The demo conda env (lib_conda: a stand-in python, a program, a noarch package)."""
+    d = tmp_path_factory.mktemp("conda")
+    pyver = PYVER
+    # A stand-in conda python that is the env's own interpreter as far as Python
+    # can tell (argv[0] in the env, a pyvenv.cfg at its root): its scheme is the
+    # env's lib/pythonX.Y/site-packages, as a real conda python's is.
+    py = lib_conda.build_package(str(d / "pkgs"), "python", pyver + ".0", "0_stand", {
+        f"bin/python{pyver}": lib_conda.File(
+            f'#!/bin/bash\nexec -a "$0" /usr/bin/python{pyver} "$@"\n', 0o755),
+        "bin/python": lib_conda.File(symlink=f"python{pyver}"),
+        "pyvenv.cfg": lib_conda.File("home = /usr/bin\ninclude-system-site-packages = true\n"),
+        f"lib/python{pyver}/site-packages/.keep": lib_conda.File(""),
+    })
+    pkgs = [py]
+    srv = HttpServer(root=str(d / "pkgs")).start()
+    lines = ["# platform: linux-64", "@EXPLICIT"]
+    lines += [f"{srv.url('/' + os.path.basename(p))}#sha256:{sha}" for p, sha, _, _ in pkgs]
+    body = "".join("    " + ln + "\n" for ln in lines)
+    yield (f"python:\n  manager: conda\n  name: tf\n  version: \"{pyver}\"\n"
+           f"  lock: |\n{body}"), pyver
+    srv.stop()
+
+
+def dist_info(sp, name, ver, files):
+    """A distribution as an installer leaves it (what a user's pip would add)."""
+    di = os.path.join(sp, f"{name.replace('-', '_')}-{ver}.dist-info")
+    os.makedirs(di)
+    rows = []
+    for rel, text in files.items():
+        os.makedirs(os.path.dirname(os.path.join(sp, rel)), exist_ok=True)
+        with open(os.path.join(sp, rel), "w") as f:
+            f.write(text)
+        rows.append(f"{rel},,")
+    open(os.path.join(di, "METADATA"), "w").write(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {ver}\n")
+    rows.append(f"{os.path.basename(di)}/METADATA,,")
+    rows.append(f"{os.path.basename(di)}/RECORD,,")
+    open(os.path.join(di, "RECORD"), "w").write("\n".join(rows) + "\n")
+
+
+def test_conda_env_drift_is_seen_and_repaired(tfprov, tmp_path, conda_lock):
+    """The same four changes in a conda env (its stand-in python has no pip: the
+    changes are made as pip would make them, on the files)."""
+    body, pyver = conda_lock
+    d = str(tmp_path / "w")
+    m = manifest(tmp_path / "c.yaml", body, pip_yaml("http://127.0.0.1:9/simple/", small_set(d)))
+    text = open(m).read().replace(f'python: "{PYVER}"\n', f'python: "{pyver}"\n', 1)
+    open(m, "w").write(text)
+    p = tfprov.run("--mirror", d, "apply", "-y", m, env=no_stub_env(), timeout=600)
+    assert p.returncode == 0, out(p)
+    sp = os.path.join(tfprov.path(ENV_PREFIX), "lib", f"python{pyver}", "site-packages")
+    shutil.rmtree(os.path.join(sp, "tfprov_mixed"))
+    shutil.rmtree(os.path.join(sp, "Tfprov_Mixed_Name-0.1.dist-info"))
+    shutil.rmtree(os.path.join(sp, "tfprov_core"))
+    shutil.rmtree(os.path.join(sp, "tfprov_core-1.0.dist-info"))
+    dist_info(sp, "tfprov-core", "1.1", {"tfprov_core/__init__.py": "V = 11\n"})
+    dist_info(sp, "user-extra", "0.3", {"user_extra.py": "X = 1\n"})
+    cli = os.path.join(sp, "tfprov_tool", "cli.py")
+    orig = open(cli).read()
+    with open(cli, "a") as f:
+        f.write("PATCHED = 1\n")
+    st = tfprov.run("status")
+    assert st.returncode == 2, out(st)
+    for word in ("tfprov-mixed-name 0.1 removed", "tfprov-core 1.0 replaced by 1.1",
+                 "tfprov-tool 2.0: files changed in place", "user-extra 0.3 added"):
+        assert word in out(st), (word, out(st))
+    pl = tfprov.run("--mirror", d, "plan", "--detailed-exitcode", m, env=no_stub_env())
+    assert pl.returncode == 2 and "user-extra 0.3 added" in out(pl), out(pl)
+    p = tfprov.run("--mirror", d, "apply", "-y", m, env=no_stub_env(), timeout=600)
+    assert p.returncode == 0, out(p)
+    assert "user-extra 0.3 is not pinned by the lock: kept" in out(p), out(p)
+    assert open(cli).read() == orig
+    assert open(os.path.join(sp, "tfprov_core", "__init__.py")).read() == "V = 1\n"
+    assert os.path.isdir(os.path.join(sp, "Tfprov_Mixed_Name-0.1.dist-info"))
+    assert os.path.exists(os.path.join(sp, "user_extra.py"))
+    assert not os.path.exists(os.path.join(sp, "tfprov_core-1.1.dist-info"))
+    st = tfprov.run("status")
+    assert st.returncode == 0, out(st)
+    v = tfprov.run("verify", "--deep", env=no_stub_env())
+    assert v.returncode == 0, out(v)
