@@ -459,6 +459,17 @@ void wheel_name_release(struct wheel_name *w);
  */
 int wheel_entry_compiles_early(const char *path);
 
+/*
+ * No distribution overwrites another, checked on the wheel files alone (host
+ * paths of verified .whl files, with their file names, PEP 427, when the
+ * paths are not: NULL to use the paths), before any step changes anything: each
+ * wheel's RECORD read from the archive, a path two wheels ship shared when
+ * their RECORD hashes are equal, else TF_ECONFLICT with *errmsg naming both
+ * distributions and the path. The native installer checks again against
+ * the env's own distributions (private/wheel.h).
+ */
+int wheel_overlaps(const char *const *paths, const char *const *names, size_t n, char **errmsg);
+
 /* RECORD's hash column holds at most "sha256=" and 43 characters. */
 #define RECORD_HASH_MAX 52
 

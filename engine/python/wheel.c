@@ -1422,6 +1422,93 @@ static char *wheel_dest(const struct scheme *sc, const char *libdir, const char 
 	return base ? resolve_rel(base[0] ? base : ".", sub) : NULL;
 }
 
+/* The rows of a wheel file's RECORD, where they will be installed under sc. */
+static void owned_wheel(const struct scheme *sc, const char *path, const char *name,
+                        const char *who, struct owned **v, size_t *n, size_t *cap)
+{
+	char *text = NULL, *wheel = NULL;
+	size_t len = 0;
+	const char *libdir = sc->purelib;
+	if (unpack_zip_member(path, ".dist-info/RECORD", 64u << 20, &text, &len) != 0)
+		return; /* the unpack names what is wrong with it */
+	if (strcmp(sc->platlib, sc->purelib) != 0 &&
+	    unpack_zip_member(path, ".dist-info/WHEEL", 1u << 20, &wheel, &len) == 0) {
+		char *pure = header_value(wheel, "Root-Is-Purelib");
+		if (pure && strcasecmp(pure, "true") != 0)
+			libdir = sc->platlib;
+		free(pure);
+	}
+	free(wheel);
+	for (char *line = text, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		char *f[3] = {NULL, NULL, NULL};
+		size_t nf = record_fields(line, f);
+		char *rel = nf ? wheel_dest(sc, libdir, name, f[0]) : NULL;
+		if (rel)
+			owned_add(v, n, cap, rel, nf > 1 ? f[1] : NULL, who);
+		for (size_t k = 0; k < nf; k++)
+			free(f[k]);
+	}
+	free(text);
+}
+
+/* Sorts v; TF_ECONFLICT naming the first path two owners ship with other bytes. */
+static int owned_conflict(struct owned *v, size_t n, const char *base, char **errmsg)
+{
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_owned);
+	for (size_t i = 1; i < n; i++) {
+		const struct owned *a = &v[i - 1], *b = &v[i];
+		if (strcmp(a->rel, b->rel) != 0 || strcmp(a->who, b->who) == 0)
+			continue;
+		if (a->hex[0] && strcmp(a->hex, b->hex) == 0)
+			continue; /* the same bytes: shared */
+		*errmsg = xasprintf("%s and %s both install %s%s%s with different contents (sha256 "
+		                    "%.12s... and %.12s...): one would overwrite the other; "
+		                    "nothing was changed",
+		                    a->who, b->who, base ? base : "", base ? "/" : "", a->rel,
+		                    a->hex[0] ? a->hex : "(none)", b->hex[0] ? b->hex : "(none)");
+		return TF_ECONFLICT;
+	}
+	return 0;
+}
+
+int wheel_overlaps(const char *const *paths, const char *const *names, size_t n, char **errmsg)
+{
+	/* Where in an env does not matter here: a path is its scheme key and place. */
+	char lib[] = "site-packages", scripts[] = "bin", data[] = "data", headers[] = "include";
+	struct scheme sc = {
+	    .purelib = lib, .platlib = lib, .scripts = scripts, .data = data, .headers = headers};
+	struct owned *v = NULL;
+	size_t nv = 0, cap = 0;
+	struct strvec who = STRVEC_INIT;
+	int rc;
+	for (size_t i = 0; i < n; i++) {
+		const char *f = names && names[i] ? names[i] : paths[i];
+		const char *base = strrchr(f, '/') ? strrchr(f, '/') + 1 : f;
+		struct wheel_name wn;
+		if (wheel_name_parse(base, &wn) != 0) {
+			strvec_push(&who, base);
+			continue;
+		}
+		strvec_pushf(&who, "%s %s", wn.name, wn.version);
+		wheel_name_release(&wn);
+	}
+	for (size_t i = 0; i < n; i++) {
+		char *name = xstrndup(who.v[i], strcspn(who.v[i], " "));
+		owned_wheel(&sc, paths[i], name, who.v[i], &v, &nv, &cap);
+		free(name);
+	}
+	rc = owned_conflict(v, nv, NULL, errmsg);
+	for (size_t i = 0; i < nv; i++)
+		free(v[i].rel);
+	free(v);
+	strvec_release(&who);
+	return rc;
+}
+
 /* Whether `name` (PEP 503) is one of the wheels' distributions or of `drop`. */
 static int leaving(const struct job *j, const char *name)
 {
@@ -1456,36 +1543,8 @@ static int check_overlaps(struct job *j, char **errmsg)
 		strvec_pushf(&who, "%.*s %.*s", (int)(f1 - have.v[k]), have.v[k],
 		             (int)(f2 - f1 - 1), f1 + 1);
 	}
-	for (size_t i = 0; i < j->n && rc == 0; i++) {
-		char *text = NULL, *wheel = NULL;
-		size_t len = 0;
-		const char *libdir = j->sc->purelib;
-		if (unpack_zip_member(j->w[i].src->path, ".dist-info/RECORD", 64u << 20, &text,
-		                      &len) != 0)
-			continue; /* the unpack names what is wrong with it */
-		if (strcmp(j->sc->platlib, j->sc->purelib) != 0 &&
-		    unpack_zip_member(j->w[i].src->path, ".dist-info/WHEEL", 1u << 20, &wheel,
-		                      &len) == 0) {
-			char *pure = header_value(wheel, "Root-Is-Purelib");
-			if (pure && strcasecmp(pure, "true") != 0)
-				libdir = j->sc->platlib;
-			free(pure);
-		}
-		free(wheel);
-		for (char *line = text, *next; line && *line; line = next) {
-			next = strchr(line, '\n');
-			if (next)
-				*next++ = '\0';
-			char *f[3] = {NULL, NULL, NULL};
-			size_t nf = record_fields(line, f);
-			char *rel = nf ? wheel_dest(j->sc, libdir, j->w[i].name, f[0]) : NULL;
-			if (rel)
-				owned_add(&v, &n, &cap, rel, nf > 1 ? f[1] : NULL, who.v[i]);
-			for (size_t k = 0; k < nf; k++)
-				free(f[k]);
-		}
-		free(text);
-	}
+	for (size_t i = 0; i < j->n; i++)
+		owned_wheel(j->sc, j->w[i].src->path, j->w[i].name, who.v[i], &v, &n, &cap);
 	for (size_t k = 0; k < have.n && rc == 0; k++) {
 		char *name = xstrndup(have.v[k], strcspn(have.v[k], "\x1f"));
 		const char *di = strrchr(have.v[k], '\x1f') + 1;
@@ -1498,21 +1557,7 @@ static int check_overlaps(struct job *j, char **errmsg)
 		}
 		free(name);
 	}
-	if (n > 1)
-		qsort(v, n, sizeof(*v), cmp_owned);
-	for (size_t i = 1; i < n && rc == 0; i++) {
-		const struct owned *a = &v[i - 1], *b = &v[i];
-		if (strcmp(a->rel, b->rel) != 0 || strcmp(a->who, b->who) == 0)
-			continue;
-		if (a->hex[0] && strcmp(a->hex, b->hex) == 0)
-			continue; /* the same bytes: shared */
-		*errmsg = xasprintf("%s and %s both install %s/%s with different contents (sha256 "
-		                    "%.12s... and %.12s...): one would overwrite the other; "
-		                    "nothing was changed",
-		                    a->who, b->who, j->final, a->rel, a->hex[0] ? a->hex : "(none)",
-		                    b->hex[0] ? b->hex : "(none)");
-		rc = TF_ECONFLICT;
-	}
+	rc = owned_conflict(v, n, j->final, errmsg);
 	for (size_t i = 0; i < n; i++)
 		free(v[i].rel);
 	free(v);

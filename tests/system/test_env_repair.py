@@ -116,9 +116,11 @@ def test_two_wheels_one_path_different_bytes_refused(tfprov, tmp_path):
                  pip_yaml("http://127.0.0.1:9/simple/", pins))
     p = tfprov.run("--mirror", d, "apply", "-y", m, env=no_stub_env(), timeout=600)
     assert p.returncode == 1, out(p)
-    assert "nvidia-a-cu12 1.0 and nvidia-b-cu12 1.0 both install" in out(p), out(p)
-    assert "nvidia/__init__.py with different contents" in out(p), out(p)
-    assert not os.path.exists(os.path.join(site(tfprov), "nvidia"))
+    assert "nvidia-a-cu12==1.0" in out(p) and "nvidia-b-cu12==1.0" in out(p), out(p)
+    assert "both install site-packages/nvidia/__init__.py" in out(p), out(p)
+    assert "with different contents" in out(p), out(p)
+    # Refused after the downloads, before any step: not even the venv was made.
+    assert not os.path.exists(tfprov.path(ENV_PREFIX)), os.listdir(tfprov.path("/opt/tfprov"))
 
 
 def test_two_wheels_one_path_same_bytes_shared(tfprov, tmp_path):
@@ -245,3 +247,45 @@ def test_conda_env_drift_is_seen_and_repaired(tfprov, tmp_path, conda_lock):
     assert st.returncode == 0, out(st)
     v = tfprov.run("verify", "--deep", env=no_stub_env())
     assert v.returncode == 0, out(v)
+
+
+def test_an_unpinned_distribution_that_overwrote_a_pinned_file_is_uninstalled(tfprov, tmp_path):
+    d = str(tmp_path / "w")
+    m = manifest(tmp_path / "m.yaml", venv_yaml(),
+                 pip_yaml("http://127.0.0.1:9/simple/", small_set(d)))
+    assert tfprov.run("--mirror", d, "apply", "-y", m, env=no_stub_env(),
+                      timeout=600).returncode == 0
+    sp = site(tfprov)
+    cli = os.path.join(sp, "tfprov_tool", "cli.py")
+    orig = open(cli).read()
+    dist_info(sp, "user-clash", "0.1", {"tfprov_tool/cli.py": "CLASH = 1\n"})
+    st = tfprov.run("status")
+    assert st.returncode == 2 and "user-clash 0.1 added" in out(st), out(st)
+    p = tfprov.run("--mirror", d, "apply", "-y", m, env=no_stub_env(), timeout=600)
+    assert p.returncode == 0, out(p)
+    assert "user-clash 0.1 is not pinned and overwrote" in out(p), out(p)
+    assert open(cli).read() == orig
+    assert not os.path.exists(os.path.join(sp, "user_clash-0.1.dist-info"))
+    assert tfprov.run("status").returncode == 0
+    v = tfprov.run("verify", "--deep", env=no_stub_env())
+    assert v.returncode == 0, out(v)
+
+
+def test_a_wheel_that_would_overwrite_a_kept_distribution_is_refused(tfprov, tmp_path):
+    d = str(tmp_path / "w")
+    pins = small_set(d)
+    m = manifest(tmp_path / "m.yaml", venv_yaml(), pip_yaml("http://127.0.0.1:9/simple/", pins))
+    assert tfprov.run("--mirror", d, "apply", "-y", m, env=no_stub_env(),
+                      timeout=600).returncode == 0
+    sp = site(tfprov)
+    dist_info(sp, "user-extra", "0.3", {"extra_mod.py": "MINE = 1\n"})
+    assert tfprov.run("--mirror", d, "apply", "-y", m, env=no_stub_env(),
+                      timeout=600).returncode == 0
+    _, h = make_wheel(d, "new-dist", "1.0", {"extra_mod.py": "THEIRS = 1\n"})
+    m2 = manifest(tmp_path / "m2.yaml", venv_yaml(),
+                  pip_yaml("http://127.0.0.1:9/simple/", pins + [("new-dist", "1.0", h)]))
+    p = tfprov.run("--mirror", d, "apply", "-y", m2, env=no_stub_env(), timeout=600)
+    assert p.returncode == 1, out(p)
+    assert "new-dist 1.0 and user-extra 0.3 both install" in out(p), out(p)
+    assert open(os.path.join(sp, "extra_mod.py")).read() == "MINE = 1\n"
+    assert not os.path.exists(os.path.join(sp, "new_dist-1.0.dist-info"))
