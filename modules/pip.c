@@ -468,7 +468,7 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	}
 	/* A repair (the env drifted from what this step recorded): exactly the
 	 * distributions that differ, by the native installer. */
-	if (s->attrs && o.native && o.complete) {
+	if (s->attrs && o.complete) {
 		rc = repair_sets(c, m, prefix, s->attrs, &redo, &drop, &kept, &err);
 		if (rc != 0) {
 			step_fail(s, "%s", err ? err : tf_strerror(rc));
@@ -476,6 +476,11 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 		}
 		o.reinstall = &redo;
 		o.drop = &drop;
+		for (size_t i = 0; !o.native && i < drop.n; i++)
+			ev_log(c, EV_WARN,
+			       "pip: %s is kept: pip.installer: pip uninstalls nothing (the native "
+			       "installer would)",
+			       drop.v[i]);
 		for (size_t i = 0; i < redo.n; i++)
 			ev_log(c, EV_INFO, "pip: %s: files changed in place, reinstalled",
 			       redo.v[i]);

@@ -315,8 +315,9 @@ struct pip_opts {
 	/* With txn and a complete lock: the installer the pip step chose in
 	 * pip's place (wheelhouse_installer), or NULL for pip alone. */
 	const struct pip_native *native;
-	/* The native installer's repair (PEP 503 names; may be NULL): installed
-	 * again although that version is there, and uninstalled. */
+	/* The repair (PEP 503 names; may be NULL): installed again although that
+	 * version is there (pip: --force-reinstall of every pin), and
+	 * uninstalled (the native installer only). */
 	const struct strvec *reinstall, *drop;
 	/* Set by pip_install while pip changes the env in place: the pip
 	 * processes' stdin, the env's busy file (place.h, PLACE_BUSY_NAME). */

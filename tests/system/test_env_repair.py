@@ -289,3 +289,25 @@ def test_a_wheel_that_would_overwrite_a_kept_distribution_is_refused(tfprov, tmp
     assert "new-dist 1.0 and user-extra 0.3 both install" in out(p), out(p)
     assert open(os.path.join(sp, "extra_mod.py")).read() == "MINE = 1\n"
     assert not os.path.exists(os.path.join(sp, "new_dist-1.0.dist-info"))
+
+
+def test_pip_installer_repairs_a_patched_file_too(tfprov, tmp_path):
+    """pip.installer: pip cannot reinstall one pin of a requirements file: the
+    repair reinstalls every pin (--force-reinstall), and the file is restored."""
+    d = str(tmp_path / "w")
+    m = manifest(tmp_path / "m.yaml", venv_yaml(),
+                 pip_yaml("http://127.0.0.1:9/simple/", small_set(d), installer="pip"))
+    p = tfprov.run("--mirror", d, "apply", "-y", m, env=no_stub_env(), timeout=600)
+    assert p.returncode == 0, out(p)
+    cli = os.path.join(site(tfprov), "tfprov_tool", "cli.py")
+    orig = open(cli).read()
+    with open(cli, "a") as f:
+        f.write("PATCHED = 1\n")
+    st = tfprov.run("status")
+    assert st.returncode == 2 and "tfprov-tool 2.0: files changed in place" in out(st), out(st)
+    p = tfprov.run("--mirror", d, "-v", "apply", "-y", m, env=no_stub_env(), timeout=600)
+    assert p.returncode == 0, out(p)
+    assert open(cli).read() == orig
+    assert tfprov.run("status").returncode == 0
+    v = tfprov.run("verify", "--deep", env=no_stub_env())
+    assert v.returncode == 0, out(v)
