@@ -5,6 +5,7 @@
 #include "state.h"
 #include "util.h"
 #include "digest.h"
+#include "dirwalk.h"
 
 #include <sys/stat.h>
 
@@ -26,6 +27,13 @@ static char *inside(const char *env, const char *base, const char *rel)
 {
 	if (rel[0] == '/' || rel[0] == '\0')
 		return NULL;
+	size_t el = strlen(env);
+	/* The common row (no "." or ".." segment, no "//") under a base inside env: joined as is. */
+	if (strstr(rel, "..") == NULL && strstr(rel, "//") == NULL && strstr(rel, "/./") == NULL &&
+	    strncmp(rel, "./", 2) != 0 && strcmp(rel, ".") != 0 && !str_ends_with(rel, "/.") &&
+	    !str_ends_with(rel, "/") && strncmp(base, env, el) == 0 && base[el] == '/' &&
+	    !str_ends_with(base, "/"))
+		return xasprintf("%s/%s", base, rel);
 	char *joined = path_join(base, rel);
 	struct strvec parts = STRVEC_INIT;
 	char *save = NULL;
@@ -45,7 +53,6 @@ static char *inside(const char *env, const char *base, const char *rel)
 	strvec_release(&parts);
 	free(joined);
 	char *out = sb.buf ? strbuf_detach(&sb) : xstrdup("/");
-	size_t el = strlen(env);
 	if (strncmp(out, env, el) != 0 || out[el] != '/') {
 		free(out);
 		return NULL;
@@ -414,6 +421,10 @@ int env_dist_stamps(struct ctx *c, const char *env_prefix, struct pip_result *re
 	for (size_t i = 0; i < res->n; i++)
 		sha256_init(&sha[i]);
 	pkgfiles_load(c, env_prefix, &x);
+	/* x is sorted by path: dirwalk keeps each directory open for its files
+	 * (resolved inside the root, as drift.c stats recorded files). */
+	struct dirwalk w;
+	dirwalk_init(&w, c);
 	for (size_t i = 0; i < x.n; i++) {
 		const struct pkgfile *f = &x.v[i];
 		struct pip_dist key = {.name = f->norm};
@@ -421,20 +432,19 @@ int env_dist_stamps(struct ctx *c, const char *env_prefix, struct pip_result *re
 		    f->src == 'p' ? bsearch(&key, res->v, res->n, sizeof(*res->v), cmp_dist) : NULL;
 		if (d == NULL)
 			continue;
-		char *p = ctx_host_path(c, f->path);
 		struct stat st;
 		char line[96];
-		if (lstat(p, &st) == 0)
+		if (dirwalk_lstat(&w, f->path, &st) == 0)
 			snprintf(line, sizeof(line), "\t%lld %lld.%09ld %o\n",
 			         (long long)st.st_size, (long long)st.st_mtim.tv_sec,
 			         st.st_mtim.tv_nsec, (unsigned)(st.st_mode & 07777));
 		else
 			snprintf(line, sizeof(line), "\t-\n");
-		free(p);
 		struct sha256 *h = &sha[d - res->v];
 		sha256_update(h, f->path, strlen(f->path));
 		sha256_update(h, line, strlen(line));
 	}
+	dirwalk_release(&w);
 	for (size_t i = 0; i < res->n; i++) {
 		char hex[65];
 		sha256_final(&sha[i], hex);
