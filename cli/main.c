@@ -35,11 +35,11 @@ static const struct cmd commands[] = {
     {"validate", cmd_validate, CMD_MANIFEST, "validate MANIFEST...   check a manifest (no I/O)", "",
      1, -1},
     {"plan", cmd_plan, CMD_MANIFEST | CMD_STATE | CMD_EMPTY_ROOT,
-     "plan MANIFEST          show what apply would do", "detailed-exitcode allow-incomplete-lock",
-     1, 1},
+     "plan MANIFEST          show what apply would do",
+     "detailed-exitcode allow-incomplete-lock remove-unpinned", 1, 1},
     {"apply", cmd_apply, CMD_MANIFEST | CMD_STATE | CMD_LOCK,
      "apply MANIFEST         make the machine match the manifest",
-     "yes allow-incomplete-lock default", 1, 1},
+     "yes allow-incomplete-lock remove-unpinned default", 1, 1},
     {"status", cmd_status, CMD_STATE, "status                 stacks, generations, drift", "", 0,
      0},
     {"verify", cmd_verify, CMD_STATE, "verify [STACK] [--deep]  check what was placed", "deep", 0,
@@ -110,6 +110,7 @@ enum {
 	OPT_GENERATION,
 	OPT_VERSION,
 	OPT_ALLOW_INCOMPLETE,
+	OPT_REMOVE_UNPINNED,
 	OPT_CHECK,
 	OPT_KEY,
 	OPT_TRUSTED_KEY,
@@ -219,6 +220,10 @@ static const struct cmd_opt {
     {"tag", required_argument, OPT_TAG,
      "--tag NAME:TAG       the image's name (index ref name, docker RepoTags)", SET_STRING,
      FIELD(tag)},
+    {"remove-unpinned", no_argument, OPT_REMOVE_UNPINNED,
+     "--remove-unpinned    uninstall the env's distributions that the pip lock does not\n"
+     "                       pin (kept and named otherwise)",
+     SET_CTX_FLAG, CTX_REMOVE_UNPINNED},
 };
 
 /* The global options for getopt_long; parse_options adds cmd_opts to them. */

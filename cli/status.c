@@ -50,11 +50,39 @@ static int stack_resources(struct ctx *c, const char *stack, int64_t sid, json_t
 		if (rc != 0)
 			break;
 		long long n = (long long)drift_check(c, v[i].id, &missing, &changed);
+		struct strvec found = STRVEC_INIT;
+		if (module_drift(c, v[i].kind, sid, v[i].attrs, &found) != 0)
+			strvec_push(&found, "its env's distributions cannot be read");
 		json_t *o = json_pack("{s:s,s:I,s:i,s:i}", "step", addr, "paths", (json_int_t)n,
 		                      "missing", missing, "changed", changed);
 		if (listed)
 			json_object_set_new(o, "distributions", json_integer(dists));
+		if (found.n) {
+			json_t *fa = json_array();
+			for (size_t k = 0; k < found.n; k++)
+				json_array_append_new(fa, json_string(found.v[k]));
+			json_object_set_new(o, "distribution_drift", fa);
+		}
 		json_array_append_new(res, o);
+		for (size_t k = 0; k < found.n; k++) {
+			char *msg = xasprintf("  %s: DRIFT: %s", addr, found.v[k]);
+			ev_finding(
+			    c, EV_WARN,
+			    &(struct ev_finding){.origin = "status",
+			                         .kind = "drift",
+			                         .severity = "warning",
+			                         .stack = stack,
+			                         .path = addr,
+			                         .expected = "the distributions as installed",
+			                         .actual = found.v[k],
+			                         .fix = "tfprov apply repairs them"},
+			    msg);
+			free(msg);
+		}
+		size_t nfound = found.n;
+		if (nfound && !(missing || changed))
+			(*drifted)++;
+		strvec_release(&found);
 		if (missing || changed) {
 			(*drifted)++;
 			char *msg = xasprintf("  %s: DRIFT: %d missing, %d changed of %lld path%s",
@@ -75,6 +103,8 @@ static int stack_resources(struct ctx *c, const char *stack, int64_t sid, json_t
 			free(msg);
 			free(want);
 			free(got);
+		} else if (nfound) {
+			/* named above */
 		} else if (listed) {
 			ev_log(c, EV_INFO, "  %-8s ok, %lld distribution%s recorded in the env",
 			       addr, (long long)dists, plural_s(dists));

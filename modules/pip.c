@@ -205,6 +205,198 @@ static int pip_artifacts(struct ctx *c, const struct manifest *m, struct artset 
 	return rc;
 }
 
+/* ------------------------------------------------------------ the env's drift */
+
+/*
+ * The env's distributions against what the step recorded ({"installed":
+ * [{name, version, stamp, pinned, kept}]}): env_dist_stamps (python.h) for
+ * the distributions there now. A recorded one missing, at another version,
+ * or with another stamp (a file of it patched, removed or replaced) is drift;
+ * one not recorded was added by someone else. Stamps missing from older
+ * records are not compared.
+ */
+struct envdiff {
+	struct strvec lines;  /* one per difference, for plan and status */
+	struct strvec redo;   /* pinned at the same version, files changed: reinstalled */
+	struct strvec extra;  /* not pinned and not the env's own: added, or kept before */
+	struct strvec xlabel; /* "name version" of each of extra */
+};
+
+static void envdiff_release(struct envdiff *d)
+{
+	strvec_release(&d->lines);
+	strvec_release(&d->redo);
+	strvec_release(&d->extra);
+	strvec_release(&d->xlabel);
+}
+
+static const struct pip_dist *find_dist(const struct pip_result *r, const char *name)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (strcmp(r->v[i].name, name) == 0)
+			return &r->v[i];
+	return NULL;
+}
+
+static int env_compare(struct ctx *c, const char *env, const char *attrs, struct envdiff *d,
+                       char **err)
+{
+	struct pip_result now = {0};
+	json_t *j = attrs ? json_loads(attrs, JSON_DECODE_ANY, NULL) : NULL;
+	json_t *inst = json_object_get(j, "installed"), *o;
+	size_t i;
+	int rc = 0;
+	if (!json_is_array(inst))
+		goto out; /* nothing recorded to compare with */
+	if ((rc = env_dist_stamps(c, env, &now, err)) != 0)
+		goto out;
+	json_array_foreach(inst, i, o)
+	{
+		const char *nm = json_string_value(json_object_get(o, "name"));
+		const char *ver = json_string_value(json_object_get(o, "version"));
+		const char *stamp = json_string_value(json_object_get(o, "stamp"));
+		if (nm == NULL || ver == NULL)
+			continue;
+		const struct pip_dist *d2 = find_dist(&now, nm);
+		if (json_is_true(json_object_get(o, "kept")) && d2) {
+			strvec_push(&d->extra, nm);
+			strvec_pushf(&d->xlabel, "%s %s", nm, d2->version);
+			if (c->flags & CTX_REMOVE_UNPINNED)
+				strvec_pushf(&d->lines, "%s %s not pinned (--remove-unpinned)", nm,
+				             d2->version);
+		}
+		if (d2 == NULL)
+			strvec_pushf(&d->lines, "%s %s removed", nm, ver);
+		else if (strcmp(d2->version, ver) != 0)
+			strvec_pushf(&d->lines, "%s %s replaced by %s", nm, ver, d2->version);
+		else if (stamp && d2->stamp && strcmp(stamp, d2->stamp) != 0) {
+			strvec_pushf(&d->lines, "%s %s: files changed in place", nm, ver);
+			strvec_push(&d->redo, nm);
+		}
+	}
+	for (i = 0; i < now.n; i++) {
+		int known = 0;
+		json_t *x;
+		size_t k;
+		json_array_foreach(inst, k, x)
+		{
+			const char *nm = json_string_value(json_object_get(x, "name"));
+			known |= nm && strcmp(nm, now.v[i].name) == 0;
+		}
+		if (known)
+			continue;
+		strvec_pushf(&d->lines, "%s %s added (not recorded)", now.v[i].name,
+		             now.v[i].version);
+		strvec_push(&d->extra, now.v[i].name);
+		strvec_pushf(&d->xlabel, "%s %s", now.v[i].name, now.v[i].version);
+	}
+out:
+	pip_result_release(&now);
+	json_decref(j);
+	return rc;
+}
+
+static int pip_drift(struct ctx *c, int64_t stack_id, const char *attrs, struct strvec *found)
+{
+	struct envdiff d = {STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT};
+	char *env = pkgfiles_stack_env(c, stack_id), *err = NULL;
+	int rc = 0;
+	if (env == NULL || attrs == NULL)
+		goto out;
+	char *host = ctx_host_path(c, env);
+	int there = access(host, F_OK) == 0;
+	free(host);
+	if (!there)
+		goto out; /* the env itself is gone: its own step's drift says so */
+	rc = env_compare(c, env, attrs, &d, &err);
+	for (size_t i = 0; rc == 0 && i < d.lines.n; i++)
+		strvec_push(found, d.lines.v[i]);
+out:
+	envdiff_release(&d);
+	free(err);
+	free(env);
+	return rc;
+}
+
+static int is_pinned(const struct manifest *m, const char *name)
+{
+	for (size_t i = 0; i < m->pip.nreqs; i++)
+		if (m->pip.reqs[i].name && strcmp(m->pip.reqs[i].name, name) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * The repair's sets from the old attrs: pinned distributions whose files
+ * changed are reinstalled; one the lock no longer pins that the step had
+ * installed is uninstalled, and so is an unpinned one the user added that
+ * ships a file of a pinned one with other bytes (it overwrote it) or, with
+ * --remove-unpinned, any the user added. The others are kept (*kept).
+ */
+static int repair_sets(struct ctx *c, const struct manifest *m, const char *env, const char *attrs,
+                       struct strvec *redo, struct strvec *drop, struct strvec *kept, char **err)
+{
+	struct envdiff d = {STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT};
+	struct pkgfiles x = {0};
+	json_t *j = attrs ? json_loads(attrs, JSON_DECODE_ANY, NULL) : NULL, *o;
+	size_t i;
+	int rc = env_compare(c, env, attrs, &d, err);
+	if (rc != 0)
+		goto out;
+	for (i = 0; i < d.redo.n; i++)
+		if (is_pinned(m, d.redo.v[i]))
+			strvec_push(redo, d.redo.v[i]);
+	json_array_foreach(json_object_get(j, "installed"), i, o)
+	{
+		const char *nm = json_string_value(json_object_get(o, "name"));
+		if (nm && json_is_true(json_object_get(o, "pinned")) && !is_pinned(m, nm))
+			strvec_push(drop, nm);
+	}
+	if (d.extra.n)
+		pkgfiles_load(c, env, &x);
+	for (i = 0; i < d.extra.n; i++) {
+		const char *nm = d.extra.v[i];
+		const char *over = NULL, *whose = NULL;
+		if (is_pinned(m, nm))
+			continue;
+		/* x is sorted by path: the owners of one path are neighbours. */
+		for (size_t k = 0; k < x.n && over == NULL; k++) {
+			if (x.v[k].src != 'p' || strcmp(x.v[k].norm, nm) != 0)
+				continue;
+			for (size_t q = k; q-- > 0 && strcmp(x.v[q].path, x.v[k].path) == 0;)
+				if (is_pinned(m, x.v[q].norm) &&
+				    strcmp(x.v[q].sha256, x.v[k].sha256))
+					over = x.v[k].path, whose = x.v[q].pkg;
+			for (size_t q = k + 1; q < x.n && strcmp(x.v[q].path, x.v[k].path) == 0;
+			     q++)
+				if (is_pinned(m, x.v[q].norm) &&
+				    strcmp(x.v[q].sha256, x.v[k].sha256))
+					over = x.v[k].path, whose = x.v[q].pkg;
+		}
+		if (over) {
+			ev_log(c, EV_WARN,
+			       "pip: %s is not pinned and overwrote %s of %s: it is uninstalled",
+			       d.xlabel.v[i], over, whose);
+			strvec_push(drop, nm);
+		} else if (c->flags & CTX_REMOVE_UNPINNED) {
+			ev_log(c, EV_WARN, "pip: %s is not pinned: --remove-unpinned uninstalls it",
+			       d.xlabel.v[i]);
+			strvec_push(drop, nm);
+		} else {
+			strvec_push(kept, nm);
+			ev_log(c, EV_WARN,
+			       "pip: %s is not pinned by the lock: kept (--remove-unpinned "
+			       "uninstalls it)",
+			       d.xlabel.v[i]);
+		}
+	}
+out:
+	pkgfiles_release(&x);
+	envdiff_release(&d);
+	json_decref(j);
+	return rc;
+}
+
 static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
 {
 	char *prefix = stack_env_prefix(m);
@@ -217,6 +409,8 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	char *simple = NULL;
 	const char *links[2] = {NULL, NULL}, *verified[2] = {NULL, NULL};
 	char *house = NULL;
+	struct strvec redo = STRVEC_INIT, drop = STRVEC_INIT, kept = STRVEC_INIT;
+	struct pip_result now = {0};
 	int rc = 0;
 	o.index_url = m->pip.index_url.s;
 	o.complete = m->pip.complete.v;
@@ -272,6 +466,25 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 			goto out;
 		}
 	}
+	/* A repair (the env drifted from what this step recorded): exactly the
+	 * distributions that differ, by the native installer. */
+	if (s->attrs && o.complete) {
+		rc = repair_sets(c, m, prefix, s->attrs, &redo, &drop, &kept, &err);
+		if (rc != 0) {
+			step_fail(s, "%s", err ? err : tf_strerror(rc));
+			goto out;
+		}
+		o.reinstall = &redo;
+		o.drop = &drop;
+		for (size_t i = 0; !o.native && i < drop.n; i++)
+			ev_log(c, EV_WARN,
+			       "pip: %s is kept: pip.installer: pip uninstalls nothing (the native "
+			       "installer would)",
+			       drop.v[i]);
+		for (size_t i = 0; i < redo.n; i++)
+			ev_log(c, EV_INFO, "pip: %s: files changed in place, reinstalled",
+			       redo.v[i]);
+	}
 	rc = pip_install(c, host, m->pip.reqs, m->pip.nreqs, &o, &res, &err);
 	if (rc != 0) {
 		step_fail(s, "%s%s%s", err ? err : tf_strerror(rc),
@@ -281,13 +494,26 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	}
 	ev_log(c, EV_INFO, "pip: %zu pin%s installed; the env holds %zu distribution%s",
 	       m->pip.nreqs, plural_s((long long)m->pip.nreqs), res.n, plural_s((long long)res.n));
+	/* Each distribution's stamp, for the next status and plan (pip_drift). */
+	char *serr = NULL;
+	if (env_dist_stamps(c, prefix, &now, &serr) != 0)
+		pip_result_release(&now);
+	free(serr);
 	json_t *arr = json_array();
 	for (size_t i = 0; i < res.n; i++) {
 		json_t *d = json_object();
+		const struct pip_dist *st = find_dist(&now, res.v[i].name);
 		json_object_set_new(d, "name", json_string(res.v[i].name));
 		json_object_set_new(d, "version", json_string(res.v[i].version));
 		if (res.v[i].sha256)
 			json_object_set_new(d, "sha256", json_string(res.v[i].sha256));
+		if (st && st->stamp && strcmp(st->version, res.v[i].version) == 0)
+			json_object_set_new(d, "stamp", json_string(st->stamp));
+		if (is_pinned(m, res.v[i].name))
+			json_object_set_new(d, "pinned", json_true());
+		for (size_t k = 0; k < kept.n; k++)
+			if (strcmp(kept.v[k], res.v[i].name) == 0)
+				json_object_set_new(d, "kept", json_true());
 		json_array_append_new(arr, d);
 	}
 	json_t *top = json_pack("{s:o}", "installed", arr);
@@ -317,6 +543,10 @@ out:
 	}
 	pip_result_release(&res);
 	pip_result_release(&before);
+	pip_result_release(&now);
+	strvec_release(&redo);
+	strvec_release(&drop);
+	strvec_release(&kept);
 	free(simple);
 	free(prefix);
 	free(host);
@@ -403,4 +633,5 @@ const struct module module_pip = {
     .artifacts = pip_artifacts,
     .depends_on = "pyenv",
     .installed = pip_installed,
+    .drift = pip_drift,
 };

@@ -21,6 +21,15 @@ const struct module *module_find(const char *kind)
 	return NULL;
 }
 
+int module_drift(struct ctx *c, const char *kind, int64_t stack_id, const char *attrs,
+                 struct strvec *found)
+{
+	const struct module *mod = module_find(kind);
+	if (mod == NULL || mod->drift == NULL)
+		return 0;
+	return mod->drift(c, stack_id, attrs, found);
+}
+
 int module_installed(const char *kind, const char *attrs, struct strvec *names, int *listed,
                      int64_t *n)
 {

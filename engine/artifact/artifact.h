@@ -624,6 +624,15 @@ int unpack_zip_parallel(struct ctx *c, const char *archive, const char *dest_dir
                         char **errmsg);
 
 /*
+ * The text of the first entry of zip `archive` named "<x><suffix>" with no
+ * '/' in <x> (suffix ".dist-info/RECORD": a wheel's RECORD), NUL-terminated, at most `max` bytes; nothing is written to disk. 0 and
+ * *text (caller frees), -ENOENT when there is no such entry, -EFBIG when it
+ * is larger than max, -EIO when the archive cannot be read.
+ */
+int unpack_zip_member(const char *archive, const char *suffix, size_t max, char **text,
+                      size_t *len);
+
+/*
  * unpack_archive() of a conda package (conda.c): `is_conda` says the file is
  * a .conda container whatever its name (a cache file may have none); else it
  * is a .tar.bz2. Same refusals, no strip.

@@ -1665,3 +1665,44 @@ int unpack_zip_parallel(struct ctx *c, const char *archive, const char *dest_dir
 	}
 	return rc;
 }
+
+int unpack_zip_member(const char *archive, const char *suffix, size_t max, char **text, size_t *len)
+{
+	int zerr = 0, rc = -ENOENT;
+	zip_t *za = zip_open(archive, ZIP_RDONLY, &zerr);
+	*text = NULL;
+	*len = 0;
+	if (za == NULL)
+		return -EIO;
+	zip_int64_t n = zip_get_num_entries(za, 0);
+	size_t sl = strlen(suffix);
+	for (zip_int64_t i = 0; i < n && rc == -ENOENT; i++) {
+		const char *name = zip_get_name(za, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
+		size_t nl = name ? strlen(name) : 0;
+		zip_stat_t st;
+		/* "<x><suffix>" with no '/' in <x>: a wheel's top-level .dist-info. */
+		if (nl <= sl || strcmp(name + nl - sl, suffix) != 0 ||
+		    memchr(name, '/', nl - sl) != NULL)
+			continue;
+		if (zip_stat_index(za, (zip_uint64_t)i, 0, &st) != 0 || st.size > max) {
+			rc = -EFBIG;
+			break;
+		}
+		zip_file_t *zf = zip_fopen_index(za, (zip_uint64_t)i, 0);
+		char *buf = xmalloc((size_t)st.size + 1);
+		zip_int64_t got = zf ? zip_fread(zf, buf, st.size) : -1;
+		if (zf)
+			zip_fclose(zf);
+		if (got < 0 || (zip_uint64_t)got != st.size) {
+			free(buf);
+			rc = -EIO;
+			break;
+		}
+		buf[got] = '\0';
+		*text = buf;
+		*len = (size_t)got;
+		rc = 0;
+	}
+	zip_discard(za);
+	return rc;
+}

@@ -28,6 +28,8 @@ enum ctx_flags {
 	CTX_REQUIRE_SIG = 1 << 8,       /* --require-signature (artifact.h) */
 	CTX_ALLOW_LOCAL = 1 << 9,       /* --allow-local-urls: file:// and plain-path origins */
 	CTX_ALLOW_INCOMPLETE = 1 << 10, /* --allow-incomplete-lock: pip may resolve unpinned deps */
+	CTX_REMOVE_UNPINNED =
+	    1 << 11, /* --remove-unpinned: distributions the lock does not pin go */
 };
 
 struct ctx {

@@ -65,6 +65,14 @@ struct module {
 	 * (attrs that do not parse). NULL: installs none.
 	 */
 	int (*installed)(const char *attrs, struct strvec *names, int *listed, int64_t *n);
+	/*
+	 * Drift that no recorded file shows (pip: the env's distributions, their
+	 * .dist-info set and each one's stamp, against what its attrs recorded):
+	 * one line per difference pushed to `found` ("numpy 1.26.4 removed").
+	 * Reads only; cheap enough for status and plan (one lstat per file of
+	 * the env's distributions). 0 or TF_E*. NULL: none.
+	 */
+	int (*drift)(struct ctx *c, int64_t stack_id, const char *attrs, struct strvec *found);
 };
 
 struct step {
@@ -104,6 +112,9 @@ const struct module *module_find(const char *kind);
  * has none. 0 or TF_ESTATE. */
 int module_installed(const char *kind, const char *attrs, struct strvec *names, int *listed,
                      int64_t *n);
+/* Step kind `kind`'s drift hook on its recorded attrs; 0 and nothing found when it has none. */
+int module_drift(struct ctx *c, const char *kind, int64_t stack_id, const char *attrs,
+                 struct strvec *found);
 void step_fail(struct step *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*
  * A precondition: step `addr` of another stack placed files under prefix.

@@ -131,6 +131,7 @@ void pip_result_release(struct pip_result *r)
 		free(r->v[i].name);
 		free(r->v[i].version);
 		free(r->v[i].sha256);
+		free(r->v[i].stamp);
 	}
 	free(r->v);
 	free(r->failed_pkg);
@@ -317,6 +318,10 @@ static int pip_phase(struct ctx *c, const char *prefix, const char *verb, const 
 			strvec_push(&argv, "--only-binary=:all:");
 		strvec_push(&argv, "--no-cache-dir");
 		strvec_push(&argv, "--no-warn-script-location");
+		/* pip cannot reinstall only some pins of one requirements file: a
+		 * repair of files changed in place reinstalls them all. */
+		if (o->reinstall && o->reinstall->n)
+			strvec_push(&argv, "--force-reinstall");
 	} else {
 		strvec_pushf(&argv, "--dest=%s", wheels);
 		push_index_opts(&argv, o);

@@ -4,6 +4,10 @@
 #include "place.h"
 #include "state.h"
 #include "util.h"
+#include "digest.h"
+#include "dirwalk.h"
+
+#include <sys/stat.h>
 
 #include <ctype.h>
 #include <dirent.h>
@@ -23,6 +27,13 @@ static char *inside(const char *env, const char *base, const char *rel)
 {
 	if (rel[0] == '/' || rel[0] == '\0')
 		return NULL;
+	size_t el = strlen(env);
+	/* The common row (no "." or ".." segment, no "//") under a base inside env: joined as is. */
+	if (strstr(rel, "..") == NULL && strstr(rel, "//") == NULL && strstr(rel, "/./") == NULL &&
+	    strncmp(rel, "./", 2) != 0 && strcmp(rel, ".") != 0 && !str_ends_with(rel, "/.") &&
+	    !str_ends_with(rel, "/") && strncmp(base, env, el) == 0 && base[el] == '/' &&
+	    !str_ends_with(base, "/"))
+		return xasprintf("%s/%s", base, rel);
 	char *joined = path_join(base, rel);
 	struct strvec parts = STRVEC_INIT;
 	char *save = NULL;
@@ -42,7 +53,6 @@ static char *inside(const char *env, const char *base, const char *rel)
 	strvec_release(&parts);
 	free(joined);
 	char *out = sb.buf ? strbuf_detach(&sb) : xstrdup("/");
-	size_t el = strlen(env);
 	if (strncmp(out, env, el) != 0 || out[el] != '/') {
 		free(out);
 		return NULL;
@@ -238,6 +248,14 @@ int pkgfiles_owned(void *x, const char *path)
 	                                     : 0;
 }
 
+char *pkgfiles_stack_env(struct ctx *c, int64_t stack_id)
+{
+	char *env = NULL;
+	if (c->st != NULL)
+		state_step_top_dir(c->st, stack_id, "pyenv", &env);
+	return env;
+}
+
 static char *recorded_env(struct ctx *c, int64_t sid)
 {
 	char *env = NULL;
@@ -388,5 +406,52 @@ int env_dists(const char *prefix, struct pip_result *res, char **errmsg)
 	free(lib);
 	if (res->n > 1)
 		qsort(res->v, res->n, sizeof(*res->v), cmp_dist);
+	return 0;
+}
+
+int env_dist_stamps(struct ctx *c, const char *env_prefix, struct pip_result *res, char **errmsg)
+{
+	char *host = ctx_host_path(c, env_prefix);
+	struct pkgfiles x = {0};
+	int rc = env_dists(host, res, errmsg);
+	free(host);
+	if (rc != 0)
+		return rc;
+	struct sha256 *sha = xcalloc(res->n ? res->n : 1, sizeof(*sha));
+	for (size_t i = 0; i < res->n; i++)
+		sha256_init(&sha[i]);
+	pkgfiles_load(c, env_prefix, &x);
+	/* x is sorted by path: dirwalk keeps each directory open for its files
+	 * (resolved inside the root, as drift.c stats recorded files). */
+	struct dirwalk w;
+	dirwalk_init(&w, c);
+	for (size_t i = 0; i < x.n; i++) {
+		const struct pkgfile *f = &x.v[i];
+		struct pip_dist key = {.name = f->norm};
+		struct pip_dist *d =
+		    f->src == 'p' ? bsearch(&key, res->v, res->n, sizeof(*res->v), cmp_dist) : NULL;
+		if (d == NULL)
+			continue;
+		struct stat st;
+		char line[96];
+		if (dirwalk_lstat(&w, f->path, &st) == 0)
+			snprintf(line, sizeof(line), "\t%lld %lld.%09ld %o\n",
+			         (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+			         st.st_mtim.tv_nsec, (unsigned)(st.st_mode & 07777));
+		else
+			snprintf(line, sizeof(line), "\t-\n");
+		struct sha256 *h = &sha[d - res->v];
+		sha256_update(h, f->path, strlen(f->path));
+		sha256_update(h, line, strlen(line));
+	}
+	dirwalk_release(&w);
+	for (size_t i = 0; i < res->n; i++) {
+		char hex[65];
+		sha256_final(&sha[i], hex);
+		sha256_release(&sha[i]);
+		res->v[i].stamp = xstrdup(hex);
+	}
+	free(sha);
+	pkgfiles_release(&x);
 	return 0;
 }

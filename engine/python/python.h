@@ -315,6 +315,10 @@ struct pip_opts {
 	/* With txn and a complete lock: the installer the pip step chose in
 	 * pip's place (wheelhouse_installer), or NULL for pip alone. */
 	const struct pip_native *native;
+	/* The repair (PEP 503 names; may be NULL): installed again although that
+	 * version is there (pip: --force-reinstall of every pin), and
+	 * uninstalled (the native installer only). */
+	const struct strvec *reinstall, *drop;
 	/* Set by pip_install while pip changes the env in place: the pip
 	 * processes' stdin, the env's busy file (place.h, PLACE_BUSY_NAME). */
 	int stdin_fd;
@@ -342,6 +346,7 @@ struct pip_dist {
 	char *name; /* PEP 503 normalised */
 	char *version;
 	char *sha256; /* from the requirements when pinned there, else NULL */
+	char *stamp;  /* env_dist_stamps: its files' lstat as a digest, else NULL */
 };
 
 struct pip_result {
@@ -372,6 +377,18 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
  * 0, or an error with *errmsg when the env has no site-packages.
  */
 int env_dists(const char *prefix, struct pip_result *res, char **errmsg);
+/*
+ * env_dists of the env at root-relative env_prefix, each distribution with
+ * its stamp: the sha256 of the lstat (size, mtime, mode; "-" when missing)
+ * of every file its RECORD lists, in path order. A file patched in place,
+ * removed or replaced changes its distribution's stamp; reading it costs one
+ * lstat per file (the fast check of `status` and `plan`), the per-file
+ * hashes stay `verify --deep`'s. A distribution without a RECORD has the
+ * stamp of no files.
+ */
+int env_dist_stamps(struct ctx *c, const char *env_prefix, struct pip_result *res, char **errmsg);
+/* The env the pyenv step of stack `stack_id` recorded (root-relative; caller frees), or NULL. */
+char *pkgfiles_stack_env(struct ctx *c, int64_t stack_id);
 
 /*
  * Completes a partial pin set (requirements text, hashes optional) into the
@@ -442,6 +459,17 @@ void wheel_name_release(struct wheel_name *w);
  * WHEEL file decides).
  */
 int wheel_entry_compiles_early(const char *path);
+
+/*
+ * No distribution overwrites another, checked on the wheel files alone (host
+ * paths of verified .whl files, with their file names, PEP 427, when the
+ * paths are not: NULL to use the paths), before any step changes anything: each
+ * wheel's RECORD read from the archive, a path two wheels ship shared when
+ * their RECORD hashes are equal, else TF_ECONFLICT with *errmsg naming both
+ * distributions and the path. The native installer checks again against
+ * the env's own distributions (private/wheel.h).
+ */
+int wheel_overlaps(const char *const *paths, const char *const *names, size_t n, char **errmsg);
 
 /* RECORD's hash column holds at most "sha256=" and 43 characters. */
 #define RECORD_HASH_MAX 52

@@ -80,13 +80,16 @@ struct job {
 	struct scheme *sc;
 	struct whl *w;
 	size_t n;
-	struct compiler *cc; /* the byte-compiler, fed while unpacking */
-	int ahead;           /* the lib dir is where pycahead.c's .pyc files name */
-	size_t nahead;       /* .pyc files taken from decode-ahead's trees */
+	struct compiler *cc;       /* the byte-compiler, fed while unpacking */
+	int ahead;                 /* the lib dir is where pycahead.c's .pyc files name */
+	size_t nahead;             /* .pyc files taken from decode-ahead's trees */
+	const struct strvec *drop; /* PEP 503 names to uninstall; may be NULL */
+	struct strvec keep; /* sorted: files of the dists that stay (uninstall spares them) */
 };
 
 static void whl_fail(struct whl *w, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static int cmp_str(const void *a, const void *b);
 static void compiler_send(struct compiler *cp, const char *tmp, const char *rel);
 static int parse_filename(struct whl *w);
 static void whl_fail(struct whl *w, int err, const char *fmt, ...)
@@ -300,6 +303,12 @@ static int uninstall(struct job *j, const char *libdir, const char *distinfo, ch
 		char *f[3] = {NULL, NULL, NULL};
 		size_t nf = record_fields(line, f);
 		char *rel = nf ? resolve_rel(libdir, f[0]) : NULL;
+		const char *key = rel;
+		if (rel && j->keep.n &&
+		    bsearch(&key, j->keep.v, j->keep.n, sizeof(*j->keep.v), cmp_str) != NULL) {
+			free(rel); /* another distribution that stays ships it too */
+			rel = NULL;
+		}
 		if (rel) {
 			unlink_prune(j->stage, rel, libdir);
 			size_t rl = strlen(rel);
@@ -1325,7 +1334,243 @@ static int stage_copy(struct txn *t, const char *env_path, const char *final, ch
 	return 0;
 }
 
-/* Uninstalls older versions of the wheels' distributions from the copy; the same one stays. */
+/* One path a distribution ships, for the overlap check and the keep set. */
+struct owned {
+	char *rel;       /* relative to the env */
+	char hex[65];    /* "" when its RECORD row has no hash */
+	const char *who; /* "name version" (borrowed) */
+};
+
+static int cmp_owned(const void *a, const void *b)
+{
+	const struct owned *x = a, *y = b;
+	int r = strcmp(x->rel, y->rel);
+	return r ? r : strcmp(x->who, y->who);
+}
+
+/* A RECORD row's files, relative to the env: `dest` maps a row's path (NULL: skip it). */
+static void owned_add(struct owned **v, size_t *n, size_t *cap, char *rel, const char *hash,
+                      const char *who)
+{
+	if (*n == *cap) {
+		*cap = *cap ? *cap * 2 : 256;
+		*v = xrealloc(*v, *cap * sizeof(**v));
+	}
+	struct owned *o = &(*v)[(*n)++];
+	o->rel = rel;
+	o->who = who;
+	if (hash == NULL || record_hash_decode(hash, o->hex) != 0)
+		o->hex[0] = '\0';
+}
+
+/* The rows of an installed distribution's RECORD (libdir/distinfo under env). */
+static void owned_installed(const char *env, const char *libdir, const char *distinfo,
+                            const char *who, int with_pyc, struct owned **v, size_t *n, size_t *cap)
+{
+	char *rec = xasprintf("%s/%s/%s/RECORD", env, libdir, distinfo), *text = NULL;
+	size_t len = 0;
+	if (read_file_at(AT_FDCWD, rec, 64u << 20, &text, &len) == 0) {
+		for (char *line = text, *next; line && *line; line = next) {
+			next = strchr(line, '\n');
+			if (next)
+				*next++ = '\0';
+			char *f[3] = {NULL, NULL, NULL};
+			size_t nf = record_fields(line, f);
+			char *rel = nf ? resolve_rel(libdir, f[0]) : NULL;
+			/* A .pyc embeds its source's mtime: never compared, never shared. */
+			if (rel && !with_pyc && str_ends_with(rel, ".pyc")) {
+				free(rel);
+				rel = NULL;
+			}
+			if (rel && !strstr(rel, ".dist-info/"))
+				owned_add(v, n, cap, rel, nf > 1 ? f[1] : NULL, who);
+			else
+				free(rel);
+			for (size_t k = 0; k < nf; k++)
+				free(f[k]);
+		}
+	}
+	free(text);
+	free(rec);
+}
+
+/* Where a wheel's RECORD path lands in the env (dest_of without failing); NULL: not compared. */
+static char *wheel_dest(const struct scheme *sc, const char *libdir, const char *name,
+                        const char *p)
+{
+	const char *slash = strchr(p, '/');
+	size_t tl = slash ? (size_t)(slash - p) : 0;
+	if (slash == NULL || (tl > 10 && strncmp(slash - 10, ".dist-info", 10) == 0))
+		return slash ? NULL : resolve_rel(libdir, p);
+	if (!(tl > 5 && strncmp(slash - 5, ".data", 5) == 0))
+		return resolve_rel(libdir, p);
+	const char *key = slash + 1, *sub = strchr(key, '/');
+	if (sub == NULL || !sub[1])
+		return NULL;
+	size_t kl = (size_t)(sub - key);
+	sub++;
+	const char *base = kl == 7 && strncmp(key, "purelib", 7) == 0   ? sc->purelib
+	                   : kl == 7 && strncmp(key, "platlib", 7) == 0 ? sc->platlib
+	                   : kl == 7 && strncmp(key, "scripts", 7) == 0 ? sc->scripts
+	                   : kl == 4 && strncmp(key, "data", 4) == 0    ? sc->data
+	                                                                : NULL;
+	if (kl == 7 && strncmp(key, "headers", 7) == 0) {
+		char *h = path_join(sc->headers, name), *r = resolve_rel(h, sub);
+		free(h);
+		return r;
+	}
+	return base ? resolve_rel(base[0] ? base : ".", sub) : NULL;
+}
+
+/* The rows of a wheel file's RECORD, where they will be installed under sc. */
+static void owned_wheel(const struct scheme *sc, const char *path, const char *name,
+                        const char *who, struct owned **v, size_t *n, size_t *cap)
+{
+	char *text = NULL, *wheel = NULL;
+	size_t len = 0;
+	const char *libdir = sc->purelib;
+	if (unpack_zip_member(path, ".dist-info/RECORD", 64u << 20, &text, &len) != 0)
+		return; /* the unpack names what is wrong with it */
+	if (strcmp(sc->platlib, sc->purelib) != 0 &&
+	    unpack_zip_member(path, ".dist-info/WHEEL", 1u << 20, &wheel, &len) == 0) {
+		char *pure = header_value(wheel, "Root-Is-Purelib");
+		if (pure && strcasecmp(pure, "true") != 0)
+			libdir = sc->platlib;
+		free(pure);
+	}
+	free(wheel);
+	for (char *line = text, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		char *f[3] = {NULL, NULL, NULL};
+		size_t nf = record_fields(line, f);
+		char *rel = nf ? wheel_dest(sc, libdir, name, f[0]) : NULL;
+		if (rel)
+			owned_add(v, n, cap, rel, nf > 1 ? f[1] : NULL, who);
+		for (size_t k = 0; k < nf; k++)
+			free(f[k]);
+	}
+	free(text);
+}
+
+/* Sorts v; TF_ECONFLICT naming the first path two owners ship with other bytes. */
+static int owned_conflict(struct owned *v, size_t n, const char *base, char **errmsg)
+{
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_owned);
+	for (size_t i = 1; i < n; i++) {
+		const struct owned *a = &v[i - 1], *b = &v[i];
+		if (strcmp(a->rel, b->rel) != 0 || strcmp(a->who, b->who) == 0)
+			continue;
+		if (a->hex[0] && strcmp(a->hex, b->hex) == 0)
+			continue; /* the same bytes: shared */
+		*errmsg = xasprintf("%s and %s both install %s%s%s with different contents (sha256 "
+		                    "%.12s... and %.12s...): one would overwrite the other; "
+		                    "nothing was changed",
+		                    a->who, b->who, base ? base : "", base ? "/" : "", a->rel,
+		                    a->hex[0] ? a->hex : "(none)", b->hex[0] ? b->hex : "(none)");
+		return TF_ECONFLICT;
+	}
+	return 0;
+}
+
+int wheel_overlaps(const char *const *paths, const char *const *names, size_t n, char **errmsg)
+{
+	/* Where in an env does not matter here: a path is its scheme key and place. */
+	char lib[] = "site-packages", scripts[] = "bin", data[] = "data", headers[] = "include";
+	struct scheme sc = {
+	    .purelib = lib, .platlib = lib, .scripts = scripts, .data = data, .headers = headers};
+	struct owned *v = NULL;
+	size_t nv = 0, cap = 0;
+	struct strvec who = STRVEC_INIT;
+	int rc;
+	for (size_t i = 0; i < n; i++) {
+		const char *f = names && names[i] ? names[i] : paths[i];
+		const char *base = strrchr(f, '/') ? strrchr(f, '/') + 1 : f;
+		struct wheel_name wn;
+		if (wheel_name_parse(base, &wn) != 0) {
+			strvec_push(&who, base);
+			continue;
+		}
+		strvec_pushf(&who, "%s %s", wn.name, wn.version);
+		wheel_name_release(&wn);
+	}
+	for (size_t i = 0; i < n; i++) {
+		char *name = xstrndup(who.v[i], strcspn(who.v[i], " "));
+		owned_wheel(&sc, paths[i], name, who.v[i], &v, &nv, &cap);
+		free(name);
+	}
+	rc = owned_conflict(v, nv, NULL, errmsg);
+	for (size_t i = 0; i < nv; i++)
+		free(v[i].rel);
+	free(v);
+	strvec_release(&who);
+	return rc;
+}
+
+/* Whether `name` (PEP 503) is one of the wheels' distributions or of `drop`. */
+static int leaving(const struct job *j, const char *name)
+{
+	for (size_t i = 0; i < j->n; i++)
+		if (strcmp(j->w[i].name, name) == 0)
+			return 1;
+	for (size_t i = 0; j->drop && i < j->drop->n; i++)
+		if (strcmp(j->drop->v[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * No distribution overwrites another (wheel.h): the wheels' RECORDs, read
+ * from the wheel files, against each other and against the RECORDs of the
+ * distributions that stay in the live env. Reads only; 0 or TF_ECONFLICT.
+ */
+static int check_overlaps(struct job *j, char **errmsg)
+{
+	struct owned *v = NULL;
+	size_t n = 0, cap = 0;
+	struct strvec have = STRVEC_INIT, who = STRVEC_INIT;
+	int rc = 0;
+	installed_dists(j->final, j->sc->purelib, &have);
+	if (strcmp(j->sc->platlib, j->sc->purelib) != 0)
+		installed_dists(j->final, j->sc->platlib, &have);
+	/* Owner labels first: `who` does not grow while v points into it. */
+	for (size_t i = 0; i < j->n; i++)
+		strvec_pushf(&who, "%s %s", j->w[i].name, j->w[i].version);
+	for (size_t k = 0; k < have.n; k++) {
+		const char *f1 = strchr(have.v[k], '\x1f'), *f2 = strchr(f1 + 1, '\x1f');
+		strvec_pushf(&who, "%.*s %.*s", (int)(f1 - have.v[k]), have.v[k],
+		             (int)(f2 - f1 - 1), f1 + 1);
+	}
+	for (size_t i = 0; i < j->n; i++)
+		owned_wheel(j->sc, j->w[i].src->path, j->w[i].name, who.v[i], &v, &n, &cap);
+	for (size_t k = 0; k < have.n && rc == 0; k++) {
+		char *name = xstrndup(have.v[k], strcspn(have.v[k], "\x1f"));
+		const char *di = strrchr(have.v[k], '\x1f') + 1;
+		if (!leaving(j, name)) {
+			char *probe = xasprintf("%s/%s/%s", j->final, j->sc->purelib, di);
+			const char *lib =
+			    access(probe, F_OK) == 0 ? j->sc->purelib : j->sc->platlib;
+			free(probe);
+			owned_installed(j->final, lib, di, who.v[j->n + k], 0, &v, &n, &cap);
+		}
+		free(name);
+	}
+	rc = owned_conflict(v, n, j->final, errmsg);
+	for (size_t i = 0; i < n; i++)
+		free(v[i].rel);
+	free(v);
+	strvec_release(&have);
+	strvec_release(&who);
+	return rc;
+}
+
+/*
+ * Uninstalls from the copy the older versions of the wheels' distributions,
+ * those marked for reinstall and those in j->drop; the same version stays.
+ * A file a distribution that stays also lists is kept (j->keep).
+ */
 static int remove_older(struct job *j, struct wheel_stats *stats, char **errmsg)
 {
 	const struct scheme *sc = j->sc;
@@ -1335,29 +1580,62 @@ static int remove_older(struct job *j, struct wheel_stats *stats, char **errmsg)
 	installed_dists(j->stage, sc->purelib, &have);
 	if (strcmp(sc->platlib, sc->purelib) != 0)
 		installed_dists(j->stage, sc->platlib, &have);
-	for (size_t i = 0; i < j->n && rc == 0; i++) {
-		for (size_t k = 0; k < have.n && rc == 0; k++) {
-			char *f[3] = {have.v[k], strchr(have.v[k], '\x1f'), NULL};
-			size_t nl = (size_t)(f[1] - f[0]);
+	/* Which go: 'u' uninstall, 's' the same version stays, 0 untouched. */
+	char *fate = xcalloc(have.n ? have.n : 1, 1);
+	for (size_t k = 0; k < have.n; k++) {
+		char *f[3] = {have.v[k], strchr(have.v[k], '\x1f'), NULL};
+		size_t nl = (size_t)(f[1] - f[0]);
+		f[1]++;
+		f[2] = strchr(f[1], '\x1f') + 1;
+		for (size_t i = 0; i < j->n; i++) {
 			if (strncmp(f[0], w[i].name, nl) != 0 || w[i].name[nl] != '\0')
 				continue;
-			f[1]++;
-			f[2] = strchr(f[1], '\x1f') + 1;
-			if ((size_t)(f[2] - f[1] - 1) == strlen(w[i].version) &&
-			    strncmp(f[1], w[i].version, strlen(w[i].version)) == 0) {
+			int same = (size_t)(f[2] - f[1] - 1) == strlen(w[i].version) &&
+			           strncmp(f[1], w[i].version, strlen(w[i].version)) == 0;
+			if (same && !w[i].src->reinstall) {
 				w[i].skip = 1;
 				stats->skipped++;
-				continue;
+				fate[k] = 's';
+			} else {
+				fate[k] = 'u';
 			}
-			const char *lib = sc->purelib;
-			char *probe = xasprintf("%s/%s/%s", j->stage, sc->purelib, f[2]);
-			if (access(probe, F_OK) != 0)
-				lib = sc->platlib;
-			free(probe);
-			rc = uninstall(j, lib, f[2], errmsg);
-			stats->removed++;
 		}
+		for (size_t d = 0; j->drop && d < j->drop->n; d++)
+			if (strlen(j->drop->v[d]) == nl && strncmp(j->drop->v[d], f[0], nl) == 0)
+				fate[k] = 'u';
 	}
+	/* The files of the distributions that stay, sorted: uninstall spares them. */
+	struct owned *v = NULL;
+	size_t n = 0, cap = 0;
+	for (size_t k = 0; k < have.n; k++) {
+		if (fate[k] == 'u')
+			continue;
+		const char *di = strrchr(have.v[k], '\x1f') + 1;
+		char *probe = xasprintf("%s/%s/%s", j->stage, sc->purelib, di);
+		const char *lib = access(probe, F_OK) == 0 ? sc->purelib : sc->platlib;
+		free(probe);
+		owned_installed(j->stage, lib, di, "", 1, &v, &n, &cap);
+	}
+	for (size_t i = 0; i < n; i++)
+		strvec_push(&j->keep, v[i].rel);
+	for (size_t i = 0; i < n; i++)
+		free(v[i].rel);
+	free(v);
+	if (j->keep.n > 1)
+		qsort(j->keep.v, j->keep.n, sizeof(*j->keep.v), cmp_str);
+	for (size_t k = 0; k < have.n && rc == 0; k++) {
+		if (fate[k] != 'u')
+			continue;
+		const char *di = strrchr(have.v[k], '\x1f') + 1;
+		const char *lib = sc->purelib;
+		char *probe = xasprintf("%s/%s/%s", j->stage, sc->purelib, di);
+		if (access(probe, F_OK) != 0)
+			lib = sc->platlib;
+		free(probe);
+		rc = uninstall(j, lib, di, errmsg);
+		stats->removed++;
+	}
+	free(fate);
 	strvec_release(&have);
 	return rc;
 }
@@ -1402,13 +1680,13 @@ static int write_metadata(struct job *j, struct wheel_stats *stats, char **errms
 
 /* wheel_install, or wheel_install_fresh when t is NULL (exe: its scripts' interpreter). */
 static int install_wheels(struct ctx *c, struct txn *t, const char *env_path,
-                          const struct wheel_src *src, size_t n, const char *exe,
-                          struct wheel_stats *stats, char **errmsg)
+                          const struct wheel_src *src, size_t n, const struct strvec *drop,
+                          const char *exe, struct wheel_stats *stats, char **errmsg)
 {
 	struct scheme sc = {0};
 	struct whl *w = xcalloc(n ? n : 1, sizeof(*w));
 	char *final = ctx_host_path(c, env_path), *stage = NULL;
-	struct job j = {c, NULL, final, &sc, w, n, NULL, 0, 0};
+	struct job j = {c, NULL, final, &sc, w, n, NULL, 0, 0, drop, STRVEC_INIT};
 	uint64_t t0 = 0;
 	int rc = 0;
 	memset(stats, 0, sizeof(*stats));
@@ -1420,6 +1698,8 @@ static int install_wheels(struct ctx *c, struct txn *t, const char *env_path,
 		free(sc.exe);
 		sc.exe = xstrdup(exe);
 	}
+	if ((rc = check_overlaps(&j, errmsg)) != 0)
+		goto out;
 	if (t != NULL) {
 		rc = stage_copy(t, env_path, final, &stage, &t0, errmsg);
 	} else {
@@ -1477,6 +1757,7 @@ out:
 		strvec_release(&w[i].late);
 	}
 	free(w);
+	strvec_release(&j.keep);
 	scheme_release(&sc);
 	free(stage);
 	free(final);
@@ -1486,7 +1767,14 @@ out:
 int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *src,
                   size_t n, struct wheel_stats *stats, char **errmsg)
 {
-	return install_wheels(c, t, env_path, src, n, NULL, stats, errmsg);
+	return install_wheels(c, t, env_path, src, n, NULL, NULL, stats, errmsg);
+}
+
+int wheel_install_drop(struct ctx *c, struct txn *t, const char *env_path,
+                       const struct wheel_src *src, size_t n, const struct strvec *drop,
+                       struct wheel_stats *stats, char **errmsg)
+{
+	return install_wheels(c, t, env_path, src, n, drop, NULL, stats, errmsg);
 }
 
 int wheel_install_fresh(struct ctx *c, const char *env_path, const struct wheel_src *src, size_t n,
@@ -1494,7 +1782,7 @@ int wheel_install_fresh(struct ctx *c, const char *env_path, const struct wheel_
 {
 	char *host = ctx_host_path(c, env_path);
 	int busy = pyenv_busy_hold(host);
-	int rc = install_wheels(c, NULL, env_path, src, n, exe, stats, errmsg);
+	int rc = install_wheels(c, NULL, env_path, src, n, NULL, exe, stats, errmsg);
 	pyenv_busy_release(host, busy);
 	free(host);
 	return rc;

@@ -56,6 +56,8 @@ static int wheelhouse_install(struct ctx *c, const char *wheels, const struct pi
 		free(files.v[i]);
 		files.v[i] = path;
 		src[i].path = path;
+		for (size_t k = 0; o->reinstall && k < o->reinstall->n; k++)
+			src[i].reinstall |= strcmp(o->reinstall->v[k], nm) == 0;
 		for (size_t k = 0; k < n; k++) {
 			if (reqs[k].name == NULL || strcmp(reqs[k].name, nm) != 0)
 				continue;
@@ -66,7 +68,7 @@ static int wheelhouse_install(struct ctx *c, const char *wheels, const struct pi
 		}
 		wheel_name_release(&wn);
 	}
-	rc = wheel_install(c, o->txn, o->env_path, src, files.n, &st, errmsg);
+	rc = wheel_install_drop(c, o->txn, o->env_path, src, files.n, o->drop, &st, errmsg);
 	if (rc == 0) {
 		*done = 1;
 		ev_log(c, EV_INFO,

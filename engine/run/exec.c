@@ -8,11 +8,13 @@
  */
 #include "plan.h"
 #include "artifact.h"
+#include "python.h"
 #include "error.h"
 #include "event.h"
 #include "state.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static void step_event(struct ctx *c, const struct step *s, int changed, int failed,
                        const char *msg)
@@ -139,6 +141,26 @@ static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p)
 		/* fetch_all reported what failed (offline: in one error). */
 		ev_log(c, EV_ERROR, "a download failed or did not verify: nothing was changed");
 	}
+	free(err);
+	err = NULL;
+	/* The pip step's wheels: no two ship one path with other bytes (python.h). */
+	struct strvec wheels = STRVEC_INIT, names = STRVEC_INIT;
+	struct step *pip = NULL;
+	for (size_t k = 0; rc == 0 && k < all.n; k++)
+		if (all.v[k].unpack == ART_WHEEL && all.v[k].path &&
+		    strcmp(owner[k]->addr, "pip") == 0) {
+			strvec_push(&wheels, all.v[k].path);
+			strvec_push(&names, all.v[k].name ? all.v[k].name : all.v[k].path);
+			pip = owner[k];
+		}
+	if (rc == 0 && wheels.n > 1 &&
+	    (rc = wheel_overlaps((const char *const *)wheels.v, (const char *const *)names.v,
+	                         wheels.n, &err)) != 0) {
+		step_fail(pip, "%s", err);
+		step_event(c, pip, 0, 1, pip->error);
+	}
+	strvec_release(&wheels);
+	strvec_release(&names);
 	free(err);
 out:
 	free(owner);

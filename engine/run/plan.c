@@ -127,10 +127,26 @@ int plan_build(struct ctx *c, struct manifest *m, struct plan *p)
 			s->action = ACT_CREATE;
 		} else {
 			s->res_id = r.id;
+			/* The step's apply reads what it recorded (pip: its repair). */
+			s->attrs = r.attrs ? xstrdup(r.attrs) : NULL;
 			s->nfiles = drift_check(c, r.id, &s->drift_missing, &s->drift_changed);
+			struct strvec found = STRVEC_INIT;
+			if (module_drift(c, mod->kind, p->stack_id, r.attrs, &found) != 0)
+				strvec_push(&found, "its env's distributions cannot be read");
 			if (strcmp(r.desired, s->desired) != 0) {
 				s->action = ACT_CHANGE;
 				s->reason = xstrdup("the manifest changed");
+			} else if (found.n) {
+				struct strbuf why = STRBUF_INIT;
+				strbuf_adds(&why, "drift: ");
+				for (size_t k = 0; k < found.n; k++)
+					strbuf_addf(&why, "%s%s", k ? ", " : "", found.v[k]);
+				if (s->drift_missing || s->drift_changed)
+					strbuf_addf(&why, "; %d missing, %d changed of %lld files",
+					            s->drift_missing, s->drift_changed,
+					            (long long)s->nfiles);
+				s->action = ACT_CHANGE;
+				s->reason = strbuf_detach(&why);
 			} else if (s->drift_missing || s->drift_changed) {
 				s->action = ACT_CHANGE;
 				s->reason =
@@ -148,6 +164,7 @@ int plan_build(struct ctx *c, struct manifest *m, struct plan *p)
 						    xasprintf("%s is rebuilt", mod->depends_on);
 					}
 			}
+			strvec_release(&found);
 			state_resource_release(&r);
 		}
 		count(p, s);

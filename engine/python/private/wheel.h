@@ -31,6 +31,7 @@
 #include <stddef.h>
 
 struct ctx;
+struct strvec;
 struct txn;
 
 struct wheel_src {
@@ -38,6 +39,8 @@ struct wheel_src {
 	const char *req_name; /* the name as the requirement spelled it, or NULL */
 	const char *url;      /* direct reference "name @ URL", else NULL */
 	const char *sha256;   /* of the .whl, for direct_url.json; may be NULL */
+	int reinstall;        /* installed again even when that version is there (its
+	                       * files changed in place: the pip step's repair) */
 };
 
 struct wheel_stats {
@@ -50,9 +53,23 @@ struct wheel_stats {
  * interpreter is <env>/bin/python). 0, or an error with *errmsg: TF_EINTEGRITY
  * (a file differs from the wheel's RECORD), TF_EUNSAFE (an unsafe entry),
  * TF_EFAIL (an unsupported wheel, a failed compile), TF_EIO.
+ *
+ * No distribution overwrites another: before anything is staged, the paths
+ * each wheel's RECORD lists (where they will be installed) are compared with
+ * those of the other wheels and of the distributions that stay in the env;
+ * a path two of them ship is shared when their RECORD hashes are equal (the
+ * nvidia/__init__.py of every nvidia-*-cu<N> wheel) and TF_ECONFLICT naming
+ * both distributions and the path when they differ. Uninstalling a
+ * distribution (an older version, or one of `drop`) keeps every file that a
+ * distribution staying in the env also lists.
  */
 int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *w,
                   size_t n, struct wheel_stats *stats, char **errmsg);
+/* wheel_install that first uninstalls the distributions named in `drop`
+ * (PEP 503 names; may be NULL), counted in stats->removed. */
+int wheel_install_drop(struct ctx *c, struct txn *t, const char *env_path,
+                       const struct wheel_src *w, size_t n, const struct strvec *drop,
+                       struct wheel_stats *stats, char **errmsg);
 /*
  * The same into an env that is being built in place and holds no
  * distribution yet (a venv made --without-pip, under txn_will_create: a kill
