@@ -424,7 +424,7 @@ static int worse(int a, int b)
 }
 
 static int verify_stack(struct ctx *c, struct opts *o, const char *name, const struct compat *kb,
-                        int *skipped)
+                        int *skipped, int *has_cuda)
 {
 	struct stackinfo si;
 	char *err = NULL;
@@ -453,6 +453,8 @@ static int verify_stack(struct ctx *c, struct opts *o, const char *name, const s
 		       o->deep ? " (rehashed, packages checked against their records)" : "");
 	/* Drift is exit 2 here as in status: apply would change something. */
 	rc = files > 0 ? TF_ECHANGES : files < 0 ? TF_ESTATE : 0;
+	if (has_cuda)
+		*has_cuda = si.has_cuda;
 	if (si.has_cuda) {
 		size_t nfail = verify_libs(c, &si, kb);
 		rc = worse(rc, nfail ? TF_EVERIFY : 0);
@@ -464,6 +466,22 @@ static int verify_stack(struct ctx *c, struct opts *o, const char *name, const s
 	ev_data(c, "verify_result", d);
 	json_decref(d);
 	stackinfo_release(&si);
+	return rc;
+}
+
+int cli_verify_stack(struct ctx *c, const char *name, int *skipped, int *has_cuda)
+{
+	struct compat *kb = NULL;
+	struct diags d = {0};
+	struct opts o = {0};
+	if (compat_load(compat_default_path(), &kb, &d) != 0)
+		ev_log(c, EV_WARN,
+		       "cannot load the knowledge base %s: checking the built-in soname "
+		       "lists only",
+		       compat_default_path());
+	int rc = verify_stack(c, &o, name, kb, skipped, has_cuda);
+	compat_free(kb);
+	diags_release(&d);
 	return rc;
 }
 
@@ -487,7 +505,7 @@ int cmd_verify(struct ctx *c, struct opts *o)
 		if (o->args.n && strcmp(o->args.v[0], names.v[i]) != 0)
 			continue;
 		n++;
-		rc = worse(rc, verify_stack(c, o, names.v[i], kb, &skipped));
+		rc = worse(rc, verify_stack(c, o, names.v[i], kb, &skipped, NULL));
 		if (tf_interrupted)
 			break;
 	}
