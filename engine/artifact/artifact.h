@@ -632,11 +632,14 @@ int unpack_archive_pinned(struct ctx *c, const char *archive, uint64_t unpacked_
  * made an archive, not that it is sane). With an unpacked size declared (the
  * manifest's unpacked_size) that size is the bound. Otherwise the file data
  * may reach UNPACK_BOMB_RATIO times the archive's size, and never less than
- * UNPACK_BOMB_FLOOR: the largest ratio measured over 1,500 real archives of
- * the same kind of content (Debian's packages, NVIDIA's libcudart/libcublas
- * among them, headers the most compressible at 18.7x, and PyPI's wheels:
- * scripts/unpack-ratios.py, ARCHITECTURE.md section 1) is about a fifth of
- * it; zeros reach 1,000x through deflate and far more through xz or zstd.
+ * UNPACK_BOMB_FLOOR. Measured over 1,548 real archives (scripts/unpack-ratios.py
+ * on Debian 12's packages and PyPI's wheels here, ARCHITECTURE.md section 1):
+ * NVIDIA's own (libcudart 4.6x, libcublas 2.1x, libcublasLt 2.8x, NVML 3.1x)
+ * and wheels (pip 3.6x) are far below; the largest of all is 32.5x (a 38 KB
+ * package of headers, under the floor anyway), the largest above 640 KB
+ * 21.8x: the ratio leaves a margin of 3x over every archive measured, 21x
+ * over NVIDIA's. Zeros reach 1,000x through deflate, far more through xz or
+ * zstd.
  * Past the bound the unpack stops with TF_EINTEGRITY (exit 5) and removes
  * what it wrote. Before a byte is written the file system under the target
  * must have room for the expected size (the declared size, a zip's own
