@@ -6,7 +6,8 @@
  * where a GPU checked out and bench.enabled is true, the conv benchmark,
  * recorded in state and summarised in the last lines. A proof that fails is
  * exit 8 (7 for a reboot) with the stack applied and recorded: the files are
- * right, the machine cannot compute with them. A no-change apply without
+ * right, the machine cannot compute with them; a result slower than the
+ * reference by more than bench.margin_pct is a warning. A no-change apply without
  * --bench does none of it.
  */
 #include "cli.h"
@@ -128,20 +129,21 @@ static int prove(struct ctx *c, const struct manifest *m)
 		       "GPU): the stack is NOT proven to compute on a GPU");
 	else
 		ev_log(c, EV_INFO, "  verify: ok (files, libraries, GPU compute)");
-	if (!has_cuda)
-		;
-	else if (v == 0 && skipped)
+	if (has_cuda && v == 0 && skipped)
 		ev_log(c, EV_WARN, "  benchmark: SKIPPED (no GPU): no number was measured");
-	else if (v != 0)
+	else if (has_cuda && v != 0)
 		ev_log(c, EV_ERROR, "  benchmark: not run: verify failed");
-	else if (!bench_on)
+	else if (has_cuda && !bench_on)
 		ev_log(c, EV_INFO,
 		       "  benchmark: not run (bench.enabled is not true; `tfprov bench "
 		       "%s` runs it)",
 		       name);
-	else
+	else if (has_cuda)
 		for (size_t i = 0; i < sum.n; i++)
-			ev_log(c, b && strstr(sum.v[i], "FAILED") ? EV_ERROR : EV_INFO,
+			ev_log(c,
+			       strstr(sum.v[i], "FAILED")   ? EV_ERROR
+			       : strstr(sum.v[i], "SLOWER") ? EV_WARN
+			                                    : EV_INFO,
 			       "  benchmark: %s", sum.v[i]);
 	strvec_release(&sum);
 	int rc = v == TF_EREBOOT ? TF_EREBOOT : v != 0 || b != 0 ? TF_EVERIFY : 0;

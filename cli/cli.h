@@ -67,8 +67,8 @@ int cli_verify_stack(struct ctx *c, const char *name, int *skipped, int *has_cud
  * The conv benchmark of an applied stack whose GPU checked out (bench.c):
  * the native probe and the TensorFlow benchmark per precision, recorded in
  * state; one line per result pushed to summary ("fp32 12.300 ms/step on GPU:
- * ..."). 0 or TF_EVERIFY (a benchmark failed or is slower than a verified
- * reference), TF_EREBOOT.
+ * ..."). 0 or TF_EVERIFY (a benchmark failed), TF_EREBOOT; a result slower
+ * than its reference is a warning here (`tfprov bench` fails on it).
  */
 int cli_bench_stack(struct ctx *c, const char *name, struct strvec *summary);
 int cmd_destroy(struct ctx *c, struct opts *o);

@@ -83,6 +83,19 @@ def test_apply_on_a_gpu_ends_with_verify_and_the_benchmark(tfprov, stack):
     assert p.returncode == 0, out(p)
     assert "No changes" in p.stdout and "Stack demo, proof:" in p.stdout, out(p)
     assert len(rows(tfprov)) == 6
+    # Slower than a verified reference by more than the margin: a warning, exit 0
+    # (`tfprov bench` alone fails on it).
+    ref = os.path.join(os.path.dirname(script), "reference.yaml")
+    with open(ref, "w") as f:
+        f.write("schema: 1\ndefault_margin_pct: 25\nreferences:\n"
+                "  - gpu: \"%s\"\n    precision: fp32\n    ms_per_step: 1.0\n"
+                "    verified: true\n    source: a test\n" % GPU_NAME)
+    env["TFPROV_BENCH_REFERENCE"] = ref
+    p = tfprov.run("apply", "-y", "--bench", m, env=env, timeout=300)
+    assert p.returncode == 0, out(p)
+    assert ("benchmark: fp32 2.500 ms/step, 25600.0 images/s on %s (reference 1.000 ms: "
+            "+150%%, SLOWER than the 25%% margin)" % GPU_NAME) in p.stderr, out(p)
+    assert tfprov.run("bench", "demo", env=env, timeout=300).returncode == 8
 
 
 def test_apply_without_a_gpu_says_skipped(tfprov, stack):
