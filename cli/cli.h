@@ -15,9 +15,9 @@ struct opts {
 	int detailed_exitcode;
 	int deep;
 	int history;
-	int allow_no_gpu;
-	int check; /* lock --check */
-	int all;   /* destroy --all */
+	int allow_no_gpu; /* verify after apply: no GPU is SKIPPED, not a failure */
+	int check;        /* lock --check */
+	int all;          /* destroy --all */
 	long generation;
 	const char *out;
 	const char *key; /* --key: a minisign secret key (sign, keygen, mirror build) */
