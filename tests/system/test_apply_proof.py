@@ -11,7 +11,7 @@ probe convolution on the CPU; TensorFlow is not installable here, so the TF
 benchmark is a stand-in script (TFPROV_BENCH_SCRIPT) printing what
 bench/bench_conv.py prints on a GPU (test_bench_script.py's form).
 Real: the binary, a real venv of the system's Python, SQLite,
-bench/reference.yaml. Takes about 20 s.
+bench/reference.yaml. Takes about 25 s (one venv) on an idle 2-core machine.
 """
 import os
 import sqlite3
@@ -40,17 +40,27 @@ def rows(tfprov):
         c.close()
 
 
-@pytest.fixture
-def stack(tmp_path, mirror):
-    if not os.access("/usr/bin/python" + VER, os.X_OK):
+def _stack(tmp_path, mirror, venv):
+    """The stack; with `venv` a real venv for the TF benchmark (seconds), else none."""
+    if venv and not os.access("/usr/bin/python" + VER, os.X_OK):
         pytest.skip("needs /usr/bin/python" + VER)
     extra = (f"python:\n  manager: venv\n  name: tf\n  version: \"{VER}\"\n"
-             f"  interpreter: /usr/bin/python{VER}\n"
-             "bench:\n  enabled: true\n  precisions: [fp32, mixed_float16]\n")
+             f"  interpreter: /usr/bin/python{VER}\n" if venv else "")
+    extra += "bench:\n  enabled: true\n  precisions: [fp32, mixed_float16]\n"
     script = tmp_path / "fake_bench.py"
     script.write_text(FAKE_BENCH)
     m = make_stack(mirror.root, mirror, tmp_path / "stack.yaml", python=VER, extra_yaml=extra)
     return m, str(script)
+
+
+@pytest.fixture
+def stack(tmp_path, mirror):
+    return _stack(tmp_path, mirror, True)
+
+
+@pytest.fixture
+def bare_stack(tmp_path, mirror):
+    return _stack(tmp_path, mirror, False)
 
 
 def _last(p, n):
@@ -98,8 +108,8 @@ def test_apply_on_a_gpu_ends_with_verify_and_the_benchmark(tfprov, stack):
     assert tfprov.run("bench", "demo", env=env, timeout=300).returncode == 8
 
 
-def test_apply_without_a_gpu_says_skipped(tfprov, stack):
-    m, script = stack
+def test_apply_without_a_gpu_says_skipped(tfprov, bare_stack):
+    m, script = bare_stack
     p = tfprov.run("--no-gpu", "apply", "-y", m,
                    env=real_no_gpu_env(TFPROV_BENCH_SCRIPT=script), timeout=300)
     assert p.returncode == 0, out(p)
@@ -109,10 +119,10 @@ def test_apply_without_a_gpu_says_skipped(tfprov, stack):
     assert rows(tfprov) == []
 
 
-def test_a_proof_that_fails_is_exit_8_with_the_stack_applied(tfprov, stack):
+def test_a_proof_that_fails_is_exit_8_with_the_stack_applied(tfprov, bare_stack):
     """The stand-in cuDNN computes a wrong convolution: verify's GPU layer fails:
     exit 8; the stack is applied and recorded (a second apply has nothing to do)."""
-    m, script = stack
+    m, script = bare_stack
     env = standin_gpu_env(TFPROV_BENCH_SCRIPT=script, TFPROV_STUB_CUDNN_CORRUPT="1")
     p = tfprov.run("apply", "-y", m, env=env, timeout=300)
     assert p.returncode == 8, out(p)

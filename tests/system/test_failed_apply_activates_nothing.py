@@ -13,7 +13,7 @@ What must hold: on a fresh root nothing of the login environment appears; on
 a root whose default stack is this stack the login environment is byte for
 byte what it was, and stays so after a kill -9 of the failing apply in its pip
 step and a later writer's recovery.
-Takes about 25 s (three venvs).
+Takes about 30 s (three venvs).
 """
 import os
 import signal
