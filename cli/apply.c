@@ -1,7 +1,14 @@
 /*
- * apply.c - `tfprov apply MANIFEST`: plan, ask (on a TTY), apply, verify;
- * then the machine's default stack: the first stack applied becomes it, a
- * later one with --default; and how to use what was installed.
+ * apply.c - `tfprov apply MANIFEST`: plan, ask (on a TTY), apply; then the
+ * machine's default stack: the first stack applied becomes it, a later one
+ * with --default; how to use what was installed; and the proof: an apply
+ * that changed something (or `--bench`) ends with `verify` of the stack and,
+ * where a GPU checked out and bench.enabled is true, the conv benchmark,
+ * recorded in state and summarised in the last lines. A proof that fails is
+ * exit 8 (7 for a reboot) with the stack applied and recorded: the files are
+ * right, the machine cannot compute with them; a result slower than the
+ * reference by more than bench.margin_pct is a warning. A no-change apply without
+ * --bench does none of it.
  */
 #include "cli.h"
 #include "error.h"
@@ -96,6 +103,58 @@ static int use_stack(struct ctx *c, const struct opts *o, const struct manifest 
 	return rc;
 }
 
+/* The proof of an applied stack (see the top of this file). 0 or its failure. */
+static int prove(struct ctx *c, const struct manifest *m)
+{
+	const char *name = m->stack.name.s;
+	struct strvec sum = STRVEC_INIT;
+	int skipped = 0, has_cuda = 0, b = 0;
+	int bench_on = m->bench.set && m->bench.enabled.set && m->bench.enabled.v;
+	ev_log(c, EV_INFO, "\nProof of stack %s:", name);
+	int v = cli_verify_stack(c, name, &skipped, &has_cuda);
+	if (v == 0 && has_cuda && !skipped && bench_on)
+		b = cli_bench_stack(c, name, &sum);
+	ev_log(c, EV_INFO, "\nStack %s, proof:", name);
+	if (v == TF_EREBOOT)
+		ev_log(c, EV_ERROR,
+		       "  verify: files and libraries ok; REBOOT required before the GPU "
+		       "can be used");
+	else if (v != 0)
+		ev_log(c, EV_ERROR, "  verify: FAILED (see above)");
+	else if (!has_cuda)
+		ev_log(c, EV_INFO, "  verify: ok (files; no CUDA step: no library or GPU check)");
+	else if (skipped)
+		ev_log(c, EV_WARN,
+		       "  verify: files and libraries ok; GPU compute check SKIPPED (no "
+		       "GPU): the stack is NOT proven to compute on a GPU");
+	else
+		ev_log(c, EV_INFO, "  verify: ok (files, libraries, GPU compute)");
+	if (has_cuda && v == 0 && skipped)
+		ev_log(c, EV_WARN, "  benchmark: SKIPPED (no GPU): no number was measured");
+	else if (has_cuda && v != 0)
+		ev_log(c, EV_ERROR, "  benchmark: not run: verify failed");
+	else if (has_cuda && !bench_on)
+		ev_log(c, EV_INFO,
+		       "  benchmark: not run (bench.enabled is not true; `tfprov bench "
+		       "%s` runs it)",
+		       name);
+	else if (has_cuda)
+		for (size_t i = 0; i < sum.n; i++)
+			ev_log(c,
+			       strstr(sum.v[i], "FAILED")   ? EV_ERROR
+			       : strstr(sum.v[i], "SLOWER") ? EV_WARN
+			                                    : EV_INFO,
+			       "  benchmark: %s", sum.v[i]);
+	strvec_release(&sum);
+	int rc = v == TF_EREBOOT ? TF_EREBOOT : v != 0 || b != 0 ? TF_EVERIFY : 0;
+	if (rc == TF_EVERIFY)
+		ev_log(c, EV_ERROR,
+		       "stack %s is applied and recorded, but it is not proven to work here (see "
+		       "above)",
+		       name);
+	return rc;
+}
+
 int cmd_apply(struct ctx *c, struct opts *o)
 {
 	struct manifest *m = NULL;
@@ -118,6 +177,8 @@ int cmd_apply(struct ctx *c, struct opts *o)
 			rc = use_stack(c, o, m);
 		if (rc == 0)
 			rc = cli_keep_signature(c, m, sigtext);
+		if (rc == 0 && c->st && o->bench)
+			rc = prove(c, m);
 		goto out;
 	}
 	ev_log(c, EV_INFO, "Stack %s (%s) from %s:\n", m->stack.name.s,
@@ -140,6 +201,8 @@ int cmd_apply(struct ctx *c, struct opts *o)
 		rc = cli_keep_signature(c, m, sigtext);
 	if (rc == 0)
 		rc = use_stack(c, o, m);
+	if (rc == 0)
+		rc = prove(c, m);
 	else if (rc == TF_EINTR)
 		ev_log(c, EV_ERROR,
 		       "interrupted; every finished step is recorded, the rest will "

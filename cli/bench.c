@@ -173,7 +173,12 @@ out:
 }
 
 /* Judges one TF result against the reference; TF_EVERIFY when verifiably too slow. */
-static int compare_reference(struct ctx *c, const struct stackinfo *si, const struct bench_row *r)
+/*
+ * ...; `note` (may be NULL) gets the verdict in a few words for apply's summary, and
+ * then a result slower than a verified reference is a warning, not TF_EVERIFY.
+ */
+static int compare_reference(struct ctx *c, const struct stackinfo *si, const struct bench_row *r,
+                             struct strbuf *note)
 {
 	char buf[4096];
 	const char *path =
@@ -186,11 +191,15 @@ static int compare_reference(struct ctx *c, const struct stackinfo *si, const st
 	if (look < 0 && look != -ENOENT) {
 		ev_log(c, EV_WARN, "  %s: the reference numbers %s cannot be read: not compared",
 		       r->precision, path);
+		if (note)
+			strbuf_adds(note, "reference unreadable: not compared");
 		return 0;
 	}
 	if (look == -ENOENT) {
 		ev_log(c, EV_INFO, "  %s: no reference number for %s in %s: not compared",
 		       r->precision, r->gpu, path);
+		if (note)
+			strbuf_addf(note, "no reference for this GPU");
 		return 0;
 	}
 	double limit = ref * (1.0 + margin / 100.0);
@@ -198,6 +207,10 @@ static int compare_reference(struct ctx *c, const struct stackinfo *si, const st
 		ev_log(c, EV_INFO, "  %s: %.3f ms/step is within %d%% of the reference %.3f ms%s",
 		       r->precision, r->ms, margin, ref,
 		       verified ? "" : " (an unverified reference)");
+		if (note)
+			strbuf_addf(note, "reference %.3f ms: %+.0f%%, within %d%%%s", ref,
+			            (r->ms / ref - 1.0) * 100.0, margin,
+			            verified ? "" : " (unverified)");
 		return 0;
 	}
 	if (!verified) {
@@ -206,13 +219,24 @@ static int compare_reference(struct ctx *c, const struct stackinfo *si, const st
 		       "the reference is unverified (its source did not say how it measured), so "
 		       "this is not a failure",
 		       r->precision, r->ms, ref, margin);
+		if (note)
+			strbuf_addf(note,
+			            "reference %.3f ms: %+.0f%%, SLOWER than %d%% (unverified "
+			            "reference: a warning)",
+			            ref, (r->ms / ref - 1.0) * 100.0, margin);
 		return 0;
 	}
-	ev_log(c, EV_ERROR,
+	/* After an apply (note given) slowness is a warning: the stack is applied and works. */
+	ev_log(c, note ? EV_WARN : EV_ERROR,
 	       "  %s: %.3f ms/step is slower than the reference %.3f ms for %s by more than %d%% "
 	       "(limit %.3f ms): check clocks and power limits (nvidia-smi -q -d "
 	       "PERFORMANCE), other processes on the GPU, and the PCIe link",
 	       r->precision, r->ms, ref, r->gpu, margin, limit);
+	if (note) {
+		strbuf_addf(note, "reference %.3f ms: %+.0f%%, SLOWER than the %d%% margin", ref,
+		            (r->ms / ref - 1.0) * 100.0, margin);
+		return 0;
+	}
 	return TF_EVERIFY;
 }
 
@@ -226,7 +250,8 @@ static char *cudnn_version_text(long v)
 }
 
 /* The TF benchmark for each precision. Returns 0 or TF_EVERIFY. */
-static int bench_tf(struct ctx *c, const struct stackinfo *si, int *printed_header)
+static int bench_tf(struct ctx *c, const struct stackinfo *si, int *printed_header,
+                    struct strvec *summary)
 {
 	const struct manifest *m = si->m;
 	struct strvec env = STRVEC_INIT;
@@ -234,11 +259,17 @@ static int bench_tf(struct ctx *c, const struct stackinfo *si, int *printed_head
 	int rc = 0;
 	if (m->bench.set && m->bench.enabled.set && !m->bench.enabled.v) {
 		ev_log(c, EV_INFO, "TensorFlow benchmark: not run (bench.enabled: false)");
+		if (summary)
+			strvec_push(summary,
+			            "TensorFlow benchmark: not run (bench.enabled: false)");
 		return 0;
 	}
 	if (si->python == NULL || access(si->python, X_OK) != 0) {
 		ev_log(c, EV_WARN, "TensorFlow benchmark: not run: the stack has no Python env%s%s",
 		       si->python ? " at " : "", si->python ? si->python : "");
+		if (summary)
+			strvec_push(summary,
+			            "TensorFlow benchmark: not run (the stack has no Python env)");
 		return 0;
 	}
 	const char *script =
@@ -264,10 +295,16 @@ static int bench_tf(struct ctx *c, const struct stackinfo *si, int *printed_head
 		if (bench_run(c, &bo, &r, &err) != 0) {
 			ev_log(c, EV_ERROR, "TensorFlow benchmark (%s) failed: %s", prec,
 			       err ? err : "unknown error");
+			if (summary)
+				strvec_pushf(summary, "%s: FAILED: %s", prec,
+				             err ? err : "unknown error");
 			rc = TF_EVERIFY;
 		} else if (!r.ok) {
 			ev_log(c, EV_ERROR, "TensorFlow benchmark (%s): no GPU number: %s", prec,
 			       r.reason ? r.reason : "no reason given");
+			if (summary)
+				strvec_pushf(summary, "%s: FAILED: no GPU number: %s", prec,
+				             r.reason ? r.reason : "no reason given");
 			rc = TF_EVERIFY;
 		} else {
 			struct bench_row row = {
@@ -287,8 +324,14 @@ static int bench_tf(struct ctx *c, const struct stackinfo *si, int *printed_head
 				*printed_header = 1;
 			}
 			print_row(c, &row);
-			if (compare_reference(c, si, &row) != 0)
+			struct strbuf note = STRBUF_INIT;
+			if (compare_reference(c, si, &row, summary ? &note : NULL) != 0)
 				rc = TF_EVERIFY;
+			if (summary)
+				strvec_pushf(summary, "%s %.3f ms/step, %.1f images/s on %s (%s)",
+				             row.precision, row.ms, row.ips,
+				             row.gpu ? row.gpu : "GPU 0", note.buf ? note.buf : "");
+			strbuf_release(&note);
 		}
 		free(err);
 		bench_result_release(&r);
@@ -339,12 +382,11 @@ static int bench_native(struct ctx *c, const struct stackinfo *si, const struct 
 	return rc;
 }
 
+static int bench_named(struct ctx *c, const char *name, int *printed, struct strvec *summary);
+
 int cmd_bench(struct ctx *c, struct opts *o)
 {
 	struct strvec names = STRVEC_INIT;
-	struct stackinfo si = {0};
-	struct stack_gpu g;
-	char *err = NULL;
 	const char *name = o->args.n ? o->args.v[0] : NULL;
 	int rc = 0, printed = 0;
 	if (o->history) {
@@ -367,7 +409,27 @@ int cmd_bench(struct ctx *c, struct opts *o)
 		}
 		name = names.v[0];
 	}
-	rc = stackinfo_load(c, name, &si, &err);
+	rc = bench_named(c, name, &printed, NULL);
+out:
+	if (rc == TF_EVERIFY && !o->history)
+		ev_log(c, EV_ERROR, "bench: FAILED");
+	strvec_release(&names);
+	return rc;
+}
+
+int cli_bench_stack(struct ctx *c, const char *name, struct strvec *summary)
+{
+	int printed = 0;
+	return bench_named(c, name, &printed, summary);
+}
+
+/* cmd_bench's steps 1-4 for one stack; summary as cli_bench_stack. */
+static int bench_named(struct ctx *c, const char *name, int *printed, struct strvec *summary)
+{
+	struct stackinfo si = {0};
+	struct stack_gpu g;
+	char *err = NULL;
+	int rc = stackinfo_load(c, name, &si, &err);
 	if (rc != 0) {
 		ev_log(c, EV_ERROR, "%s", err ? err : "no such stack");
 		if (rc == -ENOENT)
@@ -412,12 +474,13 @@ int cmd_bench(struct ctx *c, struct opts *o)
 	rc = bench_native(c, &si, &g);
 	if (rc != 0)
 		goto out;
-	rc = bench_tf(c, &si, &printed);
+	if (summary)
+		strvec_pushf(
+		    summary, "native Conv2D probe %.3f ms per forward on %s (not the TF step)",
+		    g.conv.ms_per_forward, g.probe.ngpus > 0 ? g.probe.gpus[0].name : "GPU 0");
+	rc = bench_tf(c, &si, printed, summary);
 out:
-	if (rc == TF_EVERIFY && !o->history)
-		ev_log(c, EV_ERROR, "bench: FAILED");
 	free(err);
 	stackinfo_release(&si);
-	strvec_release(&names);
 	return rc;
 }

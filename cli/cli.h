@@ -15,9 +15,9 @@ struct opts {
 	int detailed_exitcode;
 	int deep;
 	int history;
-	int allow_no_gpu;
-	int check; /* lock --check */
-	int all;   /* destroy --all */
+	int allow_no_gpu; /* verify after apply: no GPU is SKIPPED, not a failure */
+	int check;        /* lock --check */
+	int all;          /* destroy --all */
 	long generation;
 	const char *out;
 	const char *key; /* --key: a minisign secret key (sign, keygen, mirror build) */
@@ -26,6 +26,7 @@ struct opts {
 	const char *tensorflow, *python, *cuda_from, *gpu, *platform;
 	int force;
 	int make_default;   /* apply --default */
+	int bench;          /* apply --bench: the proof even when nothing changed */
 	int none;           /* default --none */
 	int unset;          /* env --unset */
 	const char *shell;  /* env --shell */
@@ -57,6 +58,21 @@ int cmd_plan(struct ctx *c, struct opts *o);
 int cmd_apply(struct ctx *c, struct opts *o);
 int cmd_status(struct ctx *c, struct opts *o);
 int cmd_verify(struct ctx *c, struct opts *o);
+/*
+ * An applied stack's proof, as apply ends (apply.c): `verify` of the stack
+ * (files, libraries, GPU compute), *skipped set when the GPU check was
+ * skipped for want of a GPU, *has_cuda when the stack has libraries and a
+ * GPU layer to check at all. 0, TF_EVERIFY, TF_EREBOOT or TF_ECHANGES.
+ */
+int cli_verify_stack(struct ctx *c, const char *name, int *skipped, int *has_cuda);
+/*
+ * The conv benchmark of an applied stack whose GPU checked out (bench.c):
+ * the native probe and the TensorFlow benchmark per precision, recorded in
+ * state; one line per result pushed to summary ("fp32 12.300 ms/step on GPU:
+ * ..."). 0 or TF_EVERIFY (a benchmark failed), TF_EREBOOT; a result slower
+ * than its reference is a warning here (`tfprov bench` fails on it).
+ */
+int cli_bench_stack(struct ctx *c, const char *name, struct strvec *summary);
 int cmd_destroy(struct ctx *c, struct opts *o);
 int cmd_rollback(struct ctx *c, struct opts *o);
 int cmd_show(struct ctx *c, struct opts *o);

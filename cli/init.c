@@ -567,7 +567,23 @@ static void plan_python(struct init *in)
 		strvec_pushf(&in->notes, "Python %s: a conda explicit lock from the catalog",
 		             in->python);
 	} else {
+		char *py = NULL, *err = NULL;
 		strbuf_addf(sb, "python:\n  manager: venv\n  version: \"%s\"\n", in->python);
+		/* The interpreter plan would choose (every user's), written down so the
+		 * stack does not change with root's PATH. */
+		if (pyenv_find_python(in->c, in->python, NULL, 1, &py, &err) == 0) {
+			strbuf_addf(sb,
+			            "  # chosen by tfprov init: a python%s every user can run "
+			            "(the system's first)\n  interpreter: %s\n",
+			            in->python, py);
+			strvec_pushf(&in->notes, "Python %s: the venv is made of %s", in->python,
+			             py);
+		} else {
+			strvec_pushf(&in->notes, "Python %s: no interpreter found here: %s",
+			             in->python, err ? err : "not found");
+		}
+		free(py);
+		free(err);
 		strbuf_addf(sb,
 		            "  # The host's python%s (apt install python%s-venv, or build it);\n"
 		            "  # tfprov's catalog has no conda lock for Python %s.\n",

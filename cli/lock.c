@@ -668,7 +668,7 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 	}
 	int conda = m->python.manager == PYENV_CONDA && m->python.npkgs > 0;
 	if (!conda) {
-		rc = pyenv_find_python(c, ver, interp, &python, &err);
+		rc = pyenv_find_python(c, ver, interp, 0, &python, &err);
 		if (rc != 0) {
 			char *e = err;
 			err = xasprintf(

@@ -315,7 +315,7 @@ static int pip_wheels(struct ctx *c, struct mset *s, const struct manifest *m, c
 		goto out;
 	}
 	rc = pyenv_find_python(c, ver,
-	                       m->python.manager == PYENV_VENV ? m->python.interpreter.s : NULL,
+	                       m->python.manager == PYENV_VENV ? m->python.interpreter.s : NULL, 0,
 	                       &python, &err);
 	if (rc != 0)
 		goto out;

@@ -346,12 +346,15 @@ out:
 }
 
 /* Layer 3: the GPU. Returns the exit-code contribution (0, TF_EREBOOT, TF_EVERIFY). */
-static int verify_gpu(struct ctx *c, const struct stackinfo *si, size_t lib_failures, int *skipped)
+static int verify_gpu(struct ctx *c, const struct stackinfo *si, size_t lib_failures,
+                      int after_apply, int *skipped)
 {
 	struct stack_gpu g;
-	int allowed = (c->flags & CTX_NO_GPU) || si->m->driver.policy == DRIVER_SKIP;
-	const char *why_allowed =
-	    (c->flags & CTX_NO_GPU) ? "--no-gpu" : "the manifest's driver.policy: skip";
+	int allowed = (c->flags & CTX_NO_GPU) || si->m->driver.policy == DRIVER_SKIP || after_apply;
+	const char *why_allowed = (c->flags & CTX_NO_GPU) ? "--no-gpu"
+	                          : si->m->driver.policy == DRIVER_SKIP
+	                              ? "the manifest's driver.policy: skip"
+	                              : "the apply's driver check passed";
 	if (lib_failures) {
 		ev_log(c, EV_ERROR, "  GPU compute: NOT CHECKED: the libraries above do not load");
 		return TF_EVERIFY;
@@ -424,7 +427,7 @@ static int worse(int a, int b)
 }
 
 static int verify_stack(struct ctx *c, struct opts *o, const char *name, const struct compat *kb,
-                        int *skipped)
+                        int *skipped, int *has_cuda)
 {
 	struct stackinfo si;
 	char *err = NULL;
@@ -453,10 +456,12 @@ static int verify_stack(struct ctx *c, struct opts *o, const char *name, const s
 		       o->deep ? " (rehashed, packages checked against their records)" : "");
 	/* Drift is exit 2 here as in status: apply would change something. */
 	rc = files > 0 ? TF_ECHANGES : files < 0 ? TF_ESTATE : 0;
+	if (has_cuda)
+		*has_cuda = si.has_cuda;
 	if (si.has_cuda) {
 		size_t nfail = verify_libs(c, &si, kb);
 		rc = worse(rc, nfail ? TF_EVERIFY : 0);
-		rc = worse(rc, verify_gpu(c, &si, nfail, skipped));
+		rc = worse(rc, verify_gpu(c, &si, nfail, o->allow_no_gpu, skipped));
 	}
 	json_t *d = json_pack("{s:s,s:I,s:i,s:b,s:i}", "stack", name, "generation",
 	                      (json_int_t)si.gen, "file_findings", files > 0 ? files : 0, "deep",
@@ -464,6 +469,24 @@ static int verify_stack(struct ctx *c, struct opts *o, const char *name, const s
 	ev_data(c, "verify_result", d);
 	json_decref(d);
 	stackinfo_release(&si);
+	return rc;
+}
+
+int cli_verify_stack(struct ctx *c, const char *name, int *skipped, int *has_cuda)
+{
+	struct compat *kb = NULL;
+	struct diags d = {0};
+	/* The apply went ahead (its driver precheck passed): a machine without a GPU
+	 * has its GPU checks SKIPPED, loudly, rather than failed. */
+	struct opts o = {.allow_no_gpu = 1};
+	if (compat_load(compat_default_path(), &kb, &d) != 0)
+		ev_log(c, EV_WARN,
+		       "cannot load the knowledge base %s: checking the built-in soname "
+		       "lists only",
+		       compat_default_path());
+	int rc = verify_stack(c, &o, name, kb, skipped, has_cuda);
+	compat_free(kb);
+	diags_release(&d);
 	return rc;
 }
 
@@ -487,7 +510,7 @@ int cmd_verify(struct ctx *c, struct opts *o)
 		if (o->args.n && strcmp(o->args.v[0], names.v[i]) != 0)
 			continue;
 		n++;
-		rc = worse(rc, verify_stack(c, o, names.v[i], kb, &skipped));
+		rc = worse(rc, verify_stack(c, o, names.v[i], kb, &skipped, NULL));
 		if (tf_interrupted)
 			break;
 	}

@@ -17,6 +17,10 @@
  *    to do with Tensor Cores (the setup guide's claim is wrong); it avoids
  *    one process starving others of GPU memory. A manifest can override it.
  *
+ * The step is applied after every other step of the run has committed
+ * (module.h, `activates`): the scripts a login shell reads change only when
+ * the whole generation did, never for a run that fails or is killed before.
+ *
  * A stack applied by an older tfprov had <profile_dir>/tfprov-<stack>.sh,
  * read by every login shell: the step's update removes it (txn_remove_all of
  * what the resource recorded) and places the new scripts.
@@ -80,4 +84,5 @@ const struct module module_env = {
     .kind = "env",
     .desire = env_desire,
     .apply = env_apply,
+    .activates = 1, /* applied last: a failed generation activates nothing */
 };

@@ -52,10 +52,25 @@ static enum desire pyenv_desire(struct ctx *c, const struct manifest *m, struct 
 		strbuf_addf(detail, "conda env %s from an explicit lock (%zu package%s)", prefix,
 		            m->python.npkgs, plural_s((long long)m->python.npkgs));
 	else
-		strbuf_addf(detail, "venv %s with the system's Python %s", prefix,
+		strbuf_addf(detail, "venv %s with Python %s", prefix,
 		            m->python.version.s ? m->python.version.s : "?");
 	free(prefix);
 	return DESIRE_WANTED;
+}
+
+/*
+ * The interpreter the stack's venv is made of (pyenv_find_python): the one
+ * every user can run when the env is for all users (not inside $HOME).
+ */
+static int venv_python(struct ctx *c, const struct manifest *m, char **python, char **err)
+{
+	char *prefix = stack_env_prefix(m);
+	char *host = ctx_host_path(c, prefix);
+	int rc = pyenv_find_python(c, m->python.version.s, m->python.interpreter.s,
+	                           pyenv_for_all_users(host ? host : prefix), python, err);
+	free(host);
+	free(prefix);
+	return rc;
 }
 
 /* Records every path of an env that was built outside the txn (conda swap, venv). */
@@ -115,7 +130,7 @@ static int venv_apply(struct ctx *c, const struct manifest *m, struct step *s, s
 	char *python = NULL, *err = NULL;
 	char *host = ctx_host_path(c, prefix);
 	int created = 0;
-	int rc = pyenv_find_python(c, m->python.version.s, m->python.interpreter.s, &python, &err);
+	int rc = venv_python(c, m, &python, &err);
 	if (rc == 0 && !venv_reusable(python, host) && (rc = txn_will_create(t, prefix)) != 0)
 		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
 	if (rc == 0)
@@ -247,9 +262,15 @@ static int pyenv_precheck(struct ctx *c, const struct manifest *m, struct step *
 	if (m->python.manager != PYENV_VENV)
 		return 0;
 	char *python = NULL, *err = NULL;
-	int rc = pyenv_find_python(c, m->python.version.s, m->python.interpreter.s, &python, &err);
-	if (rc != 0)
+	int rc = venv_python(c, m, &python, &err);
+	if (rc != 0) {
 		step_fail(s, "%s", err ? err : tf_strerror(rc));
+	} else if (s->action != ACT_NOOP) {
+		/* plan shows it (plan_observe runs this before the plan is drawn). */
+		char *d = xasprintf("%s: %s", s->detail ? s->detail : "venv", python);
+		free(s->detail);
+		s->detail = d;
+	}
 	free(python);
 	free(err);
 	return rc;
@@ -264,9 +285,7 @@ static void venv_ahead(struct ctx *c, const struct manifest *m, struct artset *o
 {
 	char *python = NULL, *err = NULL, *prefix = stack_env_prefix(m);
 	char *host = ctx_host_path(c, prefix);
-	if (pyenv_find_python(c, m->python.version.s, m->python.interpreter.s, &python, &err) ==
-	        0 &&
-	    !venv_reusable(python, host)) {
+	if (venv_python(c, m, &python, &err) == 0 && !venv_reusable(python, host)) {
 		size_t from = out->n;
 		venv_bundled_artifacts(c, python, out);
 		if (out->n > from)

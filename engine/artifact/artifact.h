@@ -653,6 +653,29 @@ int unpack_archive_pinned(struct ctx *c, const char *archive, uint64_t unpacked_
  * this many times its compressed size (NVIDIA's redist archives unpack to 2-4x). */
 #define UNPACK_RATIO 20
 
+/*
+ * The hard bound on every unpack, verified or not (a pinned hash proves who
+ * made an archive, not that it is sane). With an unpacked size declared (the
+ * manifest's unpacked_size) that size is the bound. Otherwise the file data
+ * may reach UNPACK_BOMB_RATIO times the archive's size, and never less than
+ * UNPACK_BOMB_FLOOR. Measured over 1,548 real archives (scripts/unpack-ratios.py
+ * on Debian 12's packages and PyPI's wheels here, ARCHITECTURE.md section 1):
+ * NVIDIA's own (libcudart 4.6x, libcublas 2.1x, libcublasLt 2.8x, NVML 3.1x)
+ * and wheels (pip 3.6x) are far below; the largest of all is 32.5x (a 38 KB
+ * package of headers, under the floor anyway), the largest above 640 KB
+ * 21.8x: the ratio leaves a margin of 3x over every archive measured, 21x
+ * over NVIDIA's. Zeros reach 1,000x through deflate, far more through xz or
+ * zstd.
+ * Past the bound the unpack stops with TF_EINTEGRITY (exit 5) and removes
+ * what it wrote. Before a byte is written the file system under the target
+ * must have room for the expected size (the declared size, a zip's own
+ * directory, else the archive's size): TF_ENOSPC otherwise.
+ */
+#define UNPACK_BOMB_RATIO 100
+#define UNPACK_BOMB_FLOOR (64ull << 20)
+/* The bound above for an archive of `archive_size` bytes; `declared` < 0: none. */
+uint64_t unpack_bound(int64_t declared, int64_t archive_size);
+
 /* A file being downloaded by another thread (fetch_item's stream fields). */
 struct unpack_follow {
 	const uint64_t *bytes; /* bytes written so far, from offset 0 */

@@ -492,6 +492,9 @@ static void decode_one(size_t k, void *arg)
 	struct art *a = &d->s->v[i];
 	if (d->ready[i] || d->parts[i] == NULL || tf_interrupted)
 		return;
+	/* A second pass (decode_verified) over an archive that failed: a new message. */
+	free(d->err[i]);
+	d->err[i] = NULL;
 	if (a->unpack == ART_WHEEL || a->unpack == ART_CONDA) {
 		char *file = download_verified(d, i) ? cache_lookup(d->c, a->sha256) : NULL;
 		if (file == NULL)

@@ -21,6 +21,11 @@
  *  4. On any refusal or error the decoder is stopped, joined, and dest_dir is
  *     removed: the caller never sees a partial tree.
  *  5. Only the caller's thread emits events (the renderer is not thread-safe).
+ *  6. No unpack writes more file data than its bound (unpack_bound): the
+ *     declared unpacked size, else a ratio to the archive's size that no real
+ *     archive reaches; the shares of one zip count against one bound. The
+ *     file system must have room for the expected size before a byte is
+ *     written.
  */
 #include "artifact.h"
 #include "fs.h"
@@ -42,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <zip.h>
@@ -910,6 +916,8 @@ struct writer {
 	 */
 	int corrupt;
 	int pinned;             /* the budget is the recorded unpacked_size */
+	uint64_t bound;         /* not pinned: the hard bound (unpack_bound), 0: none */
+	uint64_t *shared;       /* a share of a zip: the file bytes of every share */
 	unpack_file_fn on_file; /* each regular file once written and closed */
 	void *on_file_arg;
 };
@@ -1052,18 +1060,24 @@ static int clear_leaf(struct writer *w, int pfd, const char *base, const char *e
  */
 static int over_budget(struct writer *w, struct queue *q, size_t len)
 {
+	uint64_t done = w->shared ? __atomic_load_n(w->shared, __ATOMIC_RELAXED) : w->res->bytes;
 	if (w->follow && w->follow->failed && __atomic_load_n(w->follow->failed, __ATOMIC_ACQUIRE))
 		w_fail(w, TF_EFAIL, "the download failed; decoding stopped");
-	else if (w->pinned && w->res->bytes + len > w->budget)
+	else if (w->pinned && done + len > w->budget)
 		w_fail(w, TF_EINTEGRITY,
 		       "unpacks to more than its recorded unpacked_size of %llu bytes; decoding "
 		       "stopped",
 		       (unsigned long long)w->budget);
-	else if (w->budget && w->res->bytes + len > w->budget)
+	else if (w->budget && done + len > w->budget)
 		w_fail(w, TF_EFAIL,
 		       "more than %llu bytes (%dx its size) before its download was verified; "
 		       "decoding stopped",
 		       (unsigned long long)w->budget, UNPACK_RATIO);
+	else if (w->bound && done + len > w->bound)
+		w_fail(w, TF_EINTEGRITY,
+		       "unpacks to more than %llu bytes, %dx its %lld bytes (no real archive "
+		       "expands that far: a decompression bomb); decoding stopped, nothing placed",
+		       (unsigned long long)w->bound, UNPACK_BOMB_RATIO, (long long)w->archive_size);
 	else
 		return 0;
 	queue_abort(q);
@@ -1107,6 +1121,8 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 					       rel, strerror(-werr));
 				total += m.len;
 				w->res->bytes += m.len;
+				if (w->shared)
+					__atomic_add_fetch(w->shared, m.len, __ATOMIC_RELAXED);
 			}
 			buf_give(q, m.buf);
 			continue;
@@ -1359,8 +1375,36 @@ struct unpack_how {
 	 * to remove; symlinks and directory modes are checked after every share. */
 	int part, nparts;
 	uint64_t *zip_in;
-	const int *stop; /* set when another share failed */
+	const int *stop;  /* set when another share failed */
+	uint64_t bound;   /* a share: the zip's bound (unpack_zip_parallel) */
+	uint64_t *shared; /* a share: file bytes written by every share */
 };
+
+uint64_t unpack_bound(int64_t declared, int64_t archive_size)
+{
+	if (declared >= 0)
+		return (uint64_t)declared;
+	uint64_t r = archive_size > 0 ? (uint64_t)archive_size * UNPACK_BOMB_RATIO : 0;
+	return r > UNPACK_BOMB_FLOOR ? r : UNPACK_BOMB_FLOOR;
+}
+
+/*
+ * Room for `expected` bytes on the file system of dirfd (`where` names it in
+ * the message): 0, or TF_ENOSPC with the message set through w.
+ */
+static int check_room(struct writer *w, int dirfd, const char *where, uint64_t expected)
+{
+	struct statvfs vs;
+	if (fstatvfs(dirfd, &vs) != 0)
+		return 0; /* unknown: the writes say so if they fail */
+	uint64_t avail = (uint64_t)vs.f_bavail * (uint64_t)vs.f_frsize;
+	if (avail >= expected)
+		return 0;
+	w_fail(w, TF_ENOSPC,
+	       "needs %llu bytes unpacked and %s has %llu bytes free; nothing was unpacked",
+	       (unsigned long long)expected, where, (unsigned long long)avail);
+	return TF_ENOSPC;
+}
 
 static int unpack_common(struct ctx *c, const char *archive, const struct unpack_how *how,
                          const char *dest_dir, int strip, struct unpack_result *res, char **errmsg);
@@ -1457,6 +1501,14 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 	} else {
 		w.archive_size = st.st_size;
 	}
+	if (share) {
+		w.bound = how->bound;
+		w.shared = how->shared;
+		if (how->bound) /* the zip's own size, for the message */
+			w.archive_size = stat(archive, &st) == 0 ? st.st_size : w.archive_size;
+	} else if (!w.pinned && w.archive_size > 0) {
+		w.bound = unpack_bound(-1, w.archive_size);
+	}
 	if (!share && mkdir(dest_dir, 0755) < 0) {
 		w_fail(&w, errno == EEXIST ? TF_EFAIL : tf_err_from_errno(-errno),
 		       "cannot create staging directory %s: %s", dest_dir, strerror(errno));
@@ -1468,6 +1520,12 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 		w_fail(&w, TF_EIO, "cannot open %s: %s", dest_dir, strerror(errno));
 		goto out;
 	}
+	/* The declared size, else the archive's own: it unpacks to no less. */
+	if (!share && check_room(&w, w.destfd, dest_dir,
+	                         w.pinned             ? w.budget
+	                         : w.archive_size > 0 ? (uint64_t)w.archive_size
+	                                              : 0) != 0)
+		goto out;
 
 	q = xmalloc(sizeof(*q));
 	queue_init(q);
@@ -1560,6 +1618,38 @@ static int cmp_entry_path(const void *a, const void *b)
 	              ((const struct unpack_entry *)b)->path);
 }
 
+/*
+ * What a zip says it unpacks to (its central directory's sizes, which the
+ * decoders hold every entry to) and its bound; a zip that declares more than
+ * its bound is refused before anything is written (TF_EINTEGRITY). A zip
+ * libzip cannot open is left to the decoders to name.
+ */
+static int zip_declared(const char *archive, uint64_t *declared, uint64_t *bound, char **errmsg)
+{
+	struct stat st;
+	long long size = stat(archive, &st) == 0 ? (long long)st.st_size : 0;
+	*bound = unpack_bound(-1, size);
+	int zerr = 0;
+	zip_t *za = zip_open(archive, ZIP_RDONLY, &zerr);
+	if (za == NULL)
+		return 0;
+	zip_int64_t n = zip_get_num_entries(za, 0);
+	for (zip_int64_t i = 0; i < n; i++) {
+		zip_stat_t zs;
+		if (zip_stat_index(za, (zip_uint64_t)i, 0, &zs) == 0 && (zs.valid & ZIP_STAT_SIZE))
+			*declared += zs.size;
+	}
+	zip_discard(za);
+	if (*declared <= *bound)
+		return 0;
+	*errmsg = xasprintf("%s: its directory declares %llu bytes unpacked, more than %llu "
+	                    "(%dx its %lld bytes; no real archive expands that far: a "
+	                    "decompression bomb); nothing unpacked",
+	                    archive, (unsigned long long)*declared, (unsigned long long)*bound,
+	                    UNPACK_BOMB_RATIO, size);
+	return TF_EINTEGRITY;
+}
+
 int unpack_zip_parallel(struct ctx *c, const char *archive, const char *dest_dir, int nparts,
                         unpack_file_fn on_file, void *arg, struct unpack_result *res, char **errmsg)
 {
@@ -1569,12 +1659,28 @@ int unpack_zip_parallel(struct ctx *c, const char *archive, const char *dest_dir
 		nparts = 1;
 	if (nparts > UNPACK_ZIP_PARTS_MAX)
 		nparts = UNPACK_ZIP_PARTS_MAX;
+	uint64_t declared = 0, bound = 0, shared = 0;
+	int rc = zip_declared(archive, &declared, &bound, errmsg);
+	if (rc != 0)
+		return rc;
 	if (mkdir(dest_dir, 0755) < 0) {
 		*errmsg = xasprintf("%s: cannot create staging directory %s: %s", archive, dest_dir,
 		                    strerror(errno));
 		return errno == EEXIST ? TF_EFAIL : tf_err_from_errno(-errno);
 	}
-	int stop = 0, rc = 0;
+	{
+		struct writer rw = {.c = c, .archive = archive, .res = res, .parent_fd = -1};
+		int dfd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		rc = dfd >= 0 ? check_room(&rw, dfd, dest_dir, declared) : 0;
+		if (dfd >= 0)
+			close(dfd);
+		if (rc != 0) {
+			rmdir(dest_dir);
+			*errmsg = rw.errmsg;
+			return rc;
+		}
+	}
+	int stop = 0;
 	uint64_t zip_in = 0;
 	struct zshare_run *r = xcalloc((size_t)nparts, sizeof(*r));
 	int started = 0;
@@ -1589,7 +1695,9 @@ int unpack_zip_parallel(struct ctx *c, const char *archive, const char *dest_dir
 		                                   .part = k,
 		                                   .nparts = nparts,
 		                                   .zip_in = &zip_in,
-		                                   .stop = &stop}};
+		                                   .stop = &stop,
+		                                   .bound = bound,
+		                                   .shared = &shared}};
 		if (k > 0 && pthread_create(&r[k].th, NULL, zshare_main, &r[k]) != 0) {
 			r[k].rc = TF_EFAIL;
 			r[k].err = xstrdup("cannot start a decoder thread");

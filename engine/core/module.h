@@ -57,6 +57,14 @@ struct module {
 	/* Re-apply this step when that step changes (cuDNN merged into a rebuilt CUDA). */
 	const char *depends_on;
 	/*
+	 * What this step places is the stack's activation (the env step's
+	 * activate.sh, which the login script and the envs' hooks source): the
+	 * executor applies it after every other step of the generation has
+	 * committed, so a run that fails or is killed before then leaves login
+	 * shells exactly as they were.
+	 */
+	int activates;
+	/*
 	 * Reads the step's own attrs (what apply recorded in s->attrs) for
 	 * those who never parse them (the front end, the planner, the env's
 	 * file index): *listed 1 with *n the number of distributions the step

@@ -108,7 +108,8 @@ static char *env_python(struct pyc_ahead *a)
 		return py;
 	free(py);
 	py = NULL;
-	if (a->want && pyenv_find_python(a->c, a->want, a->interp, &py, &err) != 0) {
+	if (a->want && pyenv_find_python(a->c, a->want, a->interp, pyenv_for_all_users(a->env), &py,
+	                                 &err) != 0) {
 		free(py);
 		py = NULL;
 	}

@@ -34,14 +34,17 @@
 #include <time.h>
 #include <unistd.h>
 
+/* X.Y, whether it can make venvs, and the real file it runs from (through
+ * a shim that execs it, and symlinks). */
 static const char probe_src[] =
-    "import sys\n"
+    "import os, sys\n"
     "try:\n"
     "    import ensurepip, venv\n"
     "    ok = 1\n"
     "except ImportError:\n"
     "    ok = 0\n"
-    "print('%d.%d %d' % (sys.version_info[0], sys.version_info[1], ok))\n";
+    "print('%d.%d %d %s' % (sys.version_info[0], sys.version_info[1], ok,\n"
+    "                       os.path.realpath(sys.executable)))\n";
 
 int pyenv_run_python_in(struct ctx *c, char *const *argv, double timeout_s, int stdin_fd,
                         struct spawn_result *r)
@@ -79,46 +82,63 @@ int pyenv_run_python(struct ctx *c, char *const *argv, double timeout_s, struct 
  * and an interpreter behind a pyenv shim takes a tenth of a second to answer.
  */
 static struct probed {
-	char *path, *ver;
+	char *path, *ver, *real;
 	int has_venv;
 } * probed;
 static size_t nprobed;
 static pthread_mutex_t probed_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static int probe_run(const char *path, char **ver, int *has_venv);
+struct probe {
+	char *ver;  /* "3.11" */
+	char *real; /* the file it runs from */
+	int has_venv;
+};
 
-/* Asks a candidate for its X.Y (once a run); 0 and *ver (caller frees), *has_venv. */
-static int probe_python(const char *path, char **ver, int *has_venv)
+static void probe_release(struct probe *pr)
+{
+	free(pr->ver);
+	free(pr->real);
+}
+
+static int probe_run(const char *path, struct probe *pr);
+
+/* Asks a candidate what it is (once a run); 0 and *pr (probe_release). */
+static int probe_python(const char *path, struct probe *pr)
 {
 	int rc = -ENOENT;
 	pthread_mutex_lock(&probed_mu);
 	for (size_t i = 0; i < nprobed && rc != 0; i++)
 		if (strcmp(probed[i].path, path) == 0) {
-			*ver = xstrdup(probed[i].ver);
-			*has_venv = probed[i].has_venv;
+			pr->ver = xstrdup(probed[i].ver);
+			pr->real = xstrdup(probed[i].real);
+			pr->has_venv = probed[i].has_venv;
 			rc = 0;
 		}
 	pthread_mutex_unlock(&probed_mu);
-	if (rc == 0 || (rc = probe_run(path, ver, has_venv)) != 0)
+	if (rc == 0 || (rc = probe_run(path, pr)) != 0)
 		return rc;
 	pthread_mutex_lock(&probed_mu);
 	probed = xrealloc(probed, (nprobed + 1) * sizeof(*probed));
-	probed[nprobed++] = (struct probed){xstrdup(path), xstrdup(*ver), *has_venv};
+	probed[nprobed++] =
+	    (struct probed){xstrdup(path), xstrdup(pr->ver), xstrdup(pr->real), pr->has_venv};
 	pthread_mutex_unlock(&probed_mu);
 	return 0;
 }
 
-static int probe_run(const char *path, char **ver, int *has_venv)
+static int probe_run(const char *path, struct probe *pr)
 {
 	char *argv[] = {(char *)path, "-I", "-c", (char *)probe_src, NULL};
 	struct spawn_result r = {0};
 	int rc = pyenv_run_python(NULL, argv, 30, &r);
+	memset(pr, 0, sizeof(*pr));
 	if (rc == 0 && r.status == 0 && r.out.buf) {
 		char v[32];
-		int ok = 0;
-		if (sscanf(r.out.buf, "%31s %d", v, &ok) == 2) {
-			*ver = xstrdup(v);
-			*has_venv = ok;
+		int ok = 0, at = 0;
+		if (sscanf(r.out.buf, "%31s %d %n", v, &ok, &at) == 2 && at > 0 &&
+		    r.out.buf[at] == '/') {
+			pr->ver = xstrdup(v);
+			pr->has_venv = ok;
+			pr->real = xstrndup(r.out.buf + at, strcspn(r.out.buf + at, "\n"));
 		} else {
 			rc = TF_EFAIL;
 		}
@@ -127,6 +147,48 @@ static int probe_run(const char *path, char **ver, int *has_venv)
 	}
 	spawn_result_release(&r);
 	return rc;
+}
+
+/*
+ * Whether every user can run `real`: each directory from / down searchable
+ * by others and the file executable by others. 1, or 0 with *why naming the
+ * first one that is not (caller frees).
+ */
+static int runnable_by_all(const char *real, char **why)
+{
+	char *p = xstrdup(real);
+	struct stat st;
+	int ok = 1;
+	for (char *s = p + 1;; s++) {
+		char c = *s;
+		if (c != '/' && c != '\0')
+			continue;
+		*s = '\0';
+		if (stat(p, &st) != 0) {
+			*why = xasprintf("%s cannot be read: %s", p, strerror(errno));
+			ok = 0;
+		} else if ((st.st_mode & S_IXOTH) == 0) {
+			*why = xasprintf("%s is mode %04o", p, (unsigned)(st.st_mode & 07777));
+			ok = 0;
+		}
+		*s = c;
+		if (!ok || c == '\0')
+			break;
+	}
+	free(p);
+	return ok;
+}
+
+int pyenv_for_all_users(const char *host_prefix)
+{
+	const char *home = getenv("HOME");
+	size_t n = home ? strlen(home) : 0;
+	while (n > 1 && home[n - 1] == '/')
+		n--;
+	if (n <= 1 || host_prefix == NULL)
+		return 1;
+	return !(strncmp(host_prefix, home, n) == 0 &&
+	         (host_prefix[n] == '/' || host_prefix[n] == '\0'));
 }
 
 static char *which(const char *name)
@@ -147,53 +209,80 @@ static char *which(const char *name)
 	return found;
 }
 
-int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_path, char **path,
-                      char **errmsg)
+int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_path, int shared,
+                      char **path, char **errmsg)
 {
 	struct strvec cands = STRVEC_INIT, tried = STRVEC_INIT;
 	char *name = xasprintf("python%s", version);
-	char *no_venv = NULL;
+	char *no_venv = NULL, *locked = NULL;
 	int rc = TF_EPRECOND;
 	*path = NULL;
 
 	if (explicit_path != NULL) {
 		strvec_push(&cands, explicit_path);
 	} else {
+		/* The system's interpreter first: it is every user's, and apt updates it. */
+		const char *sys = getenv("TFPROV_SYSTEM_PYTHON_DIRS"); /* tests only */
+		char *dirs = xstrdup(sys ? sys : "/usr/bin:/usr/local/bin"), *save = NULL;
+		for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save))
+			strvec_pushf(&cands, "%s/%s", d, name);
+		free(dirs);
 		char *w = which(name);
 		if (w != NULL) {
 			strvec_push(&cands, w);
 			free(w);
 		}
-		strvec_pushf(&cands, "/usr/bin/%s", name);
-		strvec_pushf(&cands, "/usr/local/bin/%s", name);
 	}
 	for (size_t i = 0; i < cands.n; i++) {
-		char *ver = NULL;
-		int has_venv = 0;
+		struct probe pr = {0};
+		char *why = NULL;
 		if (access(cands.v[i], X_OK) != 0)
 			continue;
-		if (probe_python(cands.v[i], &ver, &has_venv) != 0) {
+		if (probe_python(cands.v[i], &pr) != 0) {
 			strvec_pushf(&tried, "%s (does not run)", cands.v[i]);
 			continue;
 		}
-		dlog(c, "python candidate %s is %s", cands.v[i], ver);
-		if (strcmp(ver, version) != 0) {
-			strvec_pushf(&tried, "%s (is %s)", cands.v[i], ver);
-		} else if (!has_venv) {
+		dlog(c, "python candidate %s is %s at %s", cands.v[i], pr.ver, pr.real);
+		if (strcmp(pr.ver, version) != 0) {
+			strvec_pushf(&tried, "%s (is %s)", cands.v[i], pr.ver);
+		} else if (!pr.has_venv) {
 			if (no_venv == NULL)
 				no_venv = xstrdup(cands.v[i]);
 			strvec_pushf(&tried, "%s (no venv/ensurepip module)", cands.v[i]);
+		} else if (explicit_path == NULL && shared && !runnable_by_all(pr.real, &why)) {
+			char *t = strcmp(pr.real, cands.v[i]) == 0
+			              ? xasprintf("%s", cands.v[i])
+			              : xasprintf("%s, which runs %s", cands.v[i], pr.real);
+			if (locked == NULL)
+				locked = xasprintf("%s: other users cannot run it (%s)", t, why);
+			strvec_pushf(&tried, "%s (other users cannot run it: %s)", t, why);
+			free(t);
 		} else {
-			*path = xstrdup(cands.v[i]);
+			/* Unset: the real file, so the venv never points through a shim. */
+			*path = xstrdup(explicit_path ? cands.v[i] : pr.real);
 			rc = 0;
-			free(ver);
-			goto out;
 		}
-		free(ver);
+		free(why);
+		probe_release(&pr);
+		if (rc == 0)
+			goto out;
 	}
 
 	struct strbuf sb = STRBUF_INIT;
-	if (no_venv != NULL) {
+	if (locked != NULL && no_venv == NULL) {
+		strbuf_addf(&sb,
+		            "no Python %s that every user can run: %s; the stack is for all users "
+		            "and its venv would point there, so every other user would get "
+		            "\"Permission denied\" (tried ",
+		            version, locked);
+		for (size_t i = 0; i < tried.n; i++)
+			strbuf_addf(&sb, "%s%s", i ? ", " : "", tried.v[i]);
+		strbuf_addf(
+		    &sb,
+		    "); install python%s for everyone (`apt install python%s python%s-venv`) "
+		    "or set python.interpreter to a path every user can run",
+		    version, version, version);
+	} else if (no_venv != NULL) {
 		strbuf_addf(
 		    &sb,
 		    "Python %s at %s cannot create virtual environments (no venv/ensurepip);"
@@ -217,6 +306,7 @@ int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_p
 out:
 	free(name);
 	free(no_venv);
+	free(locked);
 	strvec_release(&cands);
 	strvec_release(&tried);
 	return rc;
@@ -247,13 +337,14 @@ static char *venv_version(const char *prefix)
 
 int venv_reusable(const char *python, const char *prefix)
 {
-	char *want = NULL, *have = NULL, *py = NULL;
-	int has_venv = 0, ok = 0;
-	if (probe_python(python, &want, &has_venv) == 0 && (have = venv_version(prefix)) != NULL) {
+	char *have = NULL, *py = NULL;
+	struct probe pr = {0};
+	int ok = 0;
+	if (probe_python(python, &pr) == 0 && (have = venv_version(prefix)) != NULL) {
 		py = path_join(prefix, "bin/python");
-		ok = strcmp(have, want) == 0 && access(py, X_OK) == 0;
+		ok = strcmp(have, pr.ver) == 0 && access(py, X_OK) == 0;
 	}
-	free(want);
+	probe_release(&pr);
 	free(have);
 	free(py);
 	return ok;

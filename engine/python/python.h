@@ -250,13 +250,21 @@ struct txn;
 
 /*
  * Finds an interpreter of exactly `version` ("3.10"): explicit_path when
- * given, else python3.X on PATH, /usr/bin/python3.X, /usr/local/bin/python3.X.
- * Each candidate is asked for sys.version_info and whether it has ensurepip.
- * 0 and *path (caller frees); TF_EPRECOND and *errmsg naming the version and
- * how to get it otherwise.
+ * given, else the system's /usr/bin/python3.X, then /usr/local/bin/python3.X,
+ * then python3.X on PATH. Each candidate is asked for sys.version_info,
+ * whether it has ensurepip, and the real file it runs (through a shim such
+ * as pyenv's, which execs it, and symlinks); without explicit_path *path is
+ * that real file, so a venv never points through a shim. `shared` (a stack
+ * for all users, pyenv_for_all_users): without explicit_path, an interpreter
+ * that other users cannot run (a directory above it, such as a 0700 home,
+ * or the file not executable by others) is refused, with the reason.
+ * 0 and *path (caller frees); TF_EPRECOND and *errmsg naming the version,
+ * what was tried and how to get it otherwise.
  */
-int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_path, char **path,
-                      char **errmsg);
+int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_path, int shared,
+                      char **path, char **errmsg);
+/* 1 when an env at host_prefix is for all users: not inside $HOME (root's too). */
+int pyenv_for_all_users(const char *host_prefix);
 
 /* 1 when prefix holds a venv of python's X.Y with its bin/python, else 0. */
 int venv_reusable(const char *python, const char *prefix);

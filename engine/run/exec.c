@@ -4,7 +4,8 @@
  * Every precheck runs before the first change, so a failed precondition
  * (exit 6) leaves root and state untouched; every download of every changing
  * step is fetched and verified next (prefetch); then one generation is
- * opened and each changing step runs in its own txn (place.h).
+ * opened and each changing step runs in its own txn (place.h), the step that
+ * activates the stack (the env step's scripts) last.
  */
 #include "plan.h"
 #include "artifact.h"
@@ -73,19 +74,28 @@ static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, s
 	return 0;
 }
 
+/*
+ * The changing steps in dependency order; an apply runs the steps that
+ * activate the stack (module.h) last, once every other step committed, so a
+ * failure anywhere leaves the stack's activation as it was. A destroy (m
+ * NULL) keeps the plan's order.
+ */
 static int execute(struct ctx *c, const struct manifest *m, struct plan *p, int64_t stack_id)
 {
 	int rc = 0;
-	for (size_t i = 0; i < p->n && rc == 0; i++) {
-		struct step *s = &p->steps[i];
-		if (s->action == ACT_NOOP || s->action == ACT_READ)
-			continue;
-		if (tf_interrupted) {
-			rc = TF_EINTR;
-			break;
+	for (int pass = 0; pass < 2 && rc == 0; pass++)
+		for (size_t i = 0; i < p->n && rc == 0; i++) {
+			struct step *s = &p->steps[i];
+			if (s->action == ACT_NOOP || s->action == ACT_READ)
+				continue;
+			if ((m != NULL && s->mod->activates) != (pass == 1))
+				continue;
+			if (tf_interrupted) {
+				rc = TF_EINTR;
+				break;
+			}
+			rc = run_step(c, m, stack_id, s);
 		}
-		rc = run_step(c, m, stack_id, s);
-	}
 	return rc;
 }
 

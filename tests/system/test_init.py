@@ -258,7 +258,9 @@ def test_outside_the_catalog_init_then_lock(tfprov, tmp_path, servers):
                                      "components": COMPONENTS}
     assert "sha256" not in doc["cuda"]["redist"]
     assert doc["cudnn"]["version"] == "9.3.0.75"          # still from the catalog
-    assert doc["python"] == {"manager": "venv", "version": PYVER}
+    # The interpreter plan would choose is written down: the system's, every user's.
+    assert doc["python"] == {"manager": "venv", "version": PYVER,
+                             "interpreter": "/usr/bin/python" + PYVER}
     assert doc["pip"]["complete"] is False
     assert doc["pip"]["requirements"].split() == ["tensorflow==2.20.0"]
     assert any(m.startswith("pip:") for m in doc["missing"])

@@ -211,9 +211,9 @@ exec /usr/bin/python{ver} "$@"
 
 def test_second_apply_runs_no_package_manager(tfprov, index, tmp_path):
     """Second apply of a venv + pip stack: "No changes", and provably no package
-    manager ran: (1) the index saw no request; (2) a python{X.Y} shim first on
-    PATH (how pyenv_find_python finds the interpreter when none is pinned) was
-    not run; (3) a .pth hook planted in the venv's site-packages, which logs
+    manager ran: (1) the index saw no request; (2) a python{X.Y} shim on PATH
+    (how pyenv_find_python finds the interpreter when none is pinned and the
+    system has none) was not run; (3) a .pth hook planted in the venv's site-packages, which logs
     every start of the venv's interpreter (and so of its pip), logged nothing;
     (4) no file of the env changed (paths, hashes and mtimes)."""
     bindir = tmp_path / "shimbin"
@@ -222,7 +222,9 @@ def test_second_apply_runs_no_package_manager(tfprov, index, tmp_path):
     shim = bindir / f"python{PYVER}"
     shim.write_text(SHIM.format(log=shimlog, ver=PYVER))
     shim.chmod(0o755)
-    env = no_stub_env(PATH=f"{bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    # The system's python3.X is looked for first: out of the way, so the shim is found.
+    env = no_stub_env(PATH=f"{bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+                      TFPROV_SYSTEM_PYTHON_DIRS=str(tmp_path / "nowhere"))
     pins = [index.pins["tfprov-alpha"], index.pins["tfprov-beta"]]
     m = manifest(tmp_path / "c.yaml", venv_yaml(), pip_yaml(index.url, pins))
     p = tfprov.run("apply", "-y", m, env=env)
