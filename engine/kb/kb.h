@@ -414,6 +414,11 @@ void compat_lint_cuda_libs(const struct compat *kb, const struct manifest *m,
                            const struct mstr *cuda, const struct mstr *cudnn, struct diags *d);
 /* env.vars against how TensorFlow parses the variables it reads. */
 void compat_lint_env(const struct compat *kb, const struct manifest *m, struct diags *d);
+/*
+ * env.vars against what tfprov derives for the stack (stackenv_build): a value
+ * that drops the stack's own CUDA (or env) or puts another CUDA before it.
+ */
+void compat_lint_env_derived(const struct compat *kb, const struct manifest *m, struct diags *d);
 
 /* The tested build of a TF version (matched by major.minor); NULL if unknown. */
 const struct compat_tf_build *compat_tf_build(const struct compat *kb, const char *tf_version,
