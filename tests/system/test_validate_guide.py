@@ -103,6 +103,10 @@ CASES = [
     ("env-overrides-derived-cuda.yaml", "warning", 50, 20, "compat.env-shadows-stack"),
     ("env-overrides-wheel-cuda.yaml", "warning", 22, 22, "compat.env-shadows-stack"),
     ("env-overrides-wheel-cuda.yaml", "warning", 23, 16, "compat.env-shadows-stack"),
+    # The CUDA wheels (issue 33, item 4): TF's [and-cuda] requirements, one CUDA release.
+    ("pip-and-cuda-curand-outside-tf-2.19.yaml", "error", 49, 5, "compat.and-cuda-range"),
+    ("pip-cuda-wheels-mixed-releases-tf-2.20.yaml", "warning", 35, 5,
+     "compat.cuda-wheels-mixed"),
 ]
 FILES = sorted(set(c[0] for c in CASES))
 CLEAN = "tests/manifests/clean"
