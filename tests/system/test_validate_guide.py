@@ -107,6 +107,8 @@ CASES = [
     ("pip-and-cuda-curand-outside-tf-2.19.yaml", "error", 49, 5, "compat.and-cuda-range"),
     ("pip-cuda-wheels-mixed-releases-tf-2.20.yaml", "warning", 35, 5,
      "compat.cuda-wheels-mixed"),
+    # Declared against known (issue 33, item 3): pip.min_glibc against TF's wheel tag.
+    ("pip-min-glibc-below-tf-2.19-wheel.yaml", "error", 31, 14, "compat.min-glibc-below-wheels"),
 ]
 FILES = sorted(set(c[0] for c in CASES))
 CLEAN = "tests/manifests/clean"
