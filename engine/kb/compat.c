@@ -760,14 +760,49 @@ static void load_env_vars(struct loader *L, const yaml_node_t *root)
 	free(rows);
 }
 
+/* pip.and_cuda: each pin "name<spec>" split into its PEP 503 name and its specifier. */
+static void load_and_cuda(struct loader *L, const yaml_node_t *p, const char *const *keys)
+{
+	yaml_node_t **rows;
+	size_t n;
+
+	L->kb->and_cuda = get_table(L, p, "and_cuda", keys, sizeof(*L->kb->and_cuda), &rows, &n);
+	L->kb->nand_cuda = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_and_cuda *a = &L->kb->and_cuda[i];
+		const char **pins;
+
+		a->tensorflow = get_ver(L, rows[i], "tensorflow", REQ);
+		a->source = get_str(L, rows[i], "source", REQ);
+		a->unverified = a->source != NULL && strncmp(a->source, "unverified", 10) == 0;
+		pins = get_list(L, rows[i], "pins", &a->npins, REQ, 0);
+		a->pins = xcalloc(a->npins ? a->npins : 1, sizeof(*a->pins));
+		for (size_t j = 0; j < a->npins; j++) {
+			size_t k = strcspn(pins[j], "=<>!~ ");
+			char *name = xstrndup(pins[j], k);
+
+			a->pins[j].name = pep503(L, name);
+			a->pins[j].spec = pins[j] + k;
+			if (!compat_spec_valid(a->pins[j].spec))
+				bad(L, rows[i],
+				    "pip.and_cuda: '%s' is not name and version specifier",
+				    pins[j]);
+			free(name);
+		}
+		free(pins);
+	}
+	free(rows);
+}
+
 static void load_pip(struct loader *L, const yaml_node_t *root)
 {
 	/* "caps" is read by pipcaps.c. */
 	static const char *const keys[] = {"removed",         "requires",      "and_cuda",
 	                                   "notes",           "cuda_wheels",   "caps",
 	                                   "import_packages", "cuda_carriers", NULL};
-	static const char *const cw_keys[] = {"prefix",       "major_tag", "runtime", "cudnn",
-	                                      "site_libdirs", "source",    NULL};
+	static const char *const cw_keys[] = {"prefix",         "major_tag",    "runtime",
+	                                      "cudnn",          "site_libdirs", "release_versioned",
+	                                      "release_source", "source",       NULL};
 	static const char *const rm_keys[] = {"name",        "last_real", "identical_since", "stub",
 	                                      "replacement", "quote",     "source",          NULL};
 	static const char *const lr_keys[] = {"linux", "windows", NULL};
@@ -782,7 +817,7 @@ static void load_pip(struct loader *L, const yaml_node_t *root)
 		return;
 	check_keys(L, p, keys);
 	if (map_get(L, p, "and_cuda") != NULL)
-		check_info_rows(L, p, "and_cuda", ac_keys);
+		load_and_cuda(L, p, ac_keys);
 	if (map_get(L, p, "notes") != NULL)
 		check_info_rows(L, p, "notes", note_keys);
 	w = get_node(L, p, "cuda_wheels", YAML_MAPPING_NODE, OPT);
@@ -795,6 +830,10 @@ static void load_pip(struct loader *L, const yaml_node_t *root)
 		L->kb->cuda_wheels.site_libdirs =
 		    get_list(L, w, "site_libdirs", &L->kb->cuda_wheels.nsite_libdirs, REQ, 0);
 		L->kb->cuda_wheels.source = get_str(L, w, "source", REQ);
+		L->kb->cuda_wheels.release_versioned = get_list(
+		    L, w, "release_versioned", &L->kb->cuda_wheels.nrelease_versioned, OPT, 0);
+		if (L->kb->cuda_wheels.release_versioned != NULL)
+			L->kb->cuda_wheels.release_source = get_str(L, w, "release_source", REQ);
 	}
 	L->kb->pip_removed =
 	    get_table(L, p, "removed", rm_keys, sizeof(*L->kb->pip_removed), &rows, &n);
@@ -1060,6 +1099,10 @@ void compat_free(struct compat *kb)
 	pip_caps_free(kb->caps, kb->ncaps);
 	free(kb->tf_glibc);
 	free(kb->cuda_wheels.site_libdirs);
+	free(kb->cuda_wheels.release_versioned);
+	for (size_t i = 0; i < kb->nand_cuda; i++)
+		free(kb->and_cuda[i].pins);
+	free(kb->and_cuda);
 	strvec_release(&kb->pool);
 	free(kb->path);
 	free(kb);

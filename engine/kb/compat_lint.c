@@ -979,6 +979,30 @@ static void lint_pip_cuda(struct lint *L, struct mstr *wheel_cuda)
 		         L->cudnn);
 }
 
+/*
+ * pip.min_glibc against the manylinux tag of TF's own wheel (tf_glibc): a floor
+ * below it says the lock runs where pip finds no installable tensorflow file.
+ */
+static void lint_min_glibc(struct lint *L)
+{
+	const struct mstr *g = &L->m->pip.min_glibc;
+	const struct compat_tf_glibc *row = NULL;
+	char *hint;
+
+	if (!g->set || g->s == NULL || L->tf == NULL || L->windows_native ||
+	    compat_tf_min_glibc(L->kb, L->tf->s, &row) == NULL ||
+	    version_cmp(g->s, row->glibc) >= 0)
+		return;
+	hint = xasprintf("write pip.min_glibc: \"%s\" or higher (`tfprov init` and "
+	                 "scripts/closure-to-requirements.py --glibc "
+	                 "compute it from the wheel tags); source: %s",
+	                 row->glibc, row->source);
+	diags_add(L->d, DIAG_ERROR, L->file, g->pos, "compat.min-glibc-below-wheels", hint,
+	          "pip.min_glibc %s is below glibc %s, which TensorFlow %s's wheel (%s) needs",
+	          g->s, row->glibc, L->tf->s, row->tag);
+	free(hint);
+}
+
 int compat_lint(const struct compat *kb, const struct manifest *m, struct diags *d)
 {
 	struct lint L = {0};
@@ -1039,8 +1063,11 @@ int compat_lint(const struct compat *kb, const struct manifest *m, struct diags 
 		if (m->pip.reqs[i].name != NULL)
 			lint_pip_req(&L, &m->pip.reqs[i]);
 	lint_conda(&L);
+	lint_min_glibc(&L);
 	compat_lint_lock(kb, m, L.python ? L.python->s : NULL, L.windows_native, d);
 	compat_lint_env(kb, m, d);
+	compat_lint_env_derived(kb, m, d);
+	compat_lint_cuda_wheels(kb, m, L.tf ? L.tf->s : NULL, d);
 	compat_lint_cuda_carriers(kb, m, L.cuda, d);
 	compat_lint_cuda_libs(kb, m, L.cuda, L.cudnn, d);
 	return (int)(d->errors - errors);

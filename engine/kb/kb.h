@@ -305,7 +305,24 @@ struct compat_cuda_wheels {
 	const char *prefix, *major_tag, *runtime, *cudnn;
 	const char **site_libdirs;
 	size_t nsite_libdirs;
+	/* Wheels (without -cu<N>) whose version's major.minor is the CUDA release. */
+	const char **release_versioned;
+	size_t nrelease_versioned;
+	const char *release_source;
 	const char *source; /* NULL when compat.yaml has no such table */
+};
+
+/* One nvidia-* requirement of a TF release's [and-cuda] extra: "nvidia-cublas-cu12", ">=12.5.3.2,<13.0". */
+struct compat_and_cuda_pin {
+	const char *name, *spec;
+};
+
+/* pip.and_cuda: the [and-cuda] extra of one TF release. */
+struct compat_and_cuda {
+	const char *tensorflow, *source;
+	struct compat_and_cuda_pin *pins;
+	size_t npins;
+	int unverified; /* its source says "unverified": recorded, never judged by */
 };
 
 struct compat_guide_mistake {
@@ -364,6 +381,8 @@ struct compat {
 	struct compat_tf_glibc *tf_glibc;
 	size_t ntf_glibc;
 	struct compat_cuda_wheels cuda_wheels;
+	struct compat_and_cuda *and_cuda;
+	size_t nand_cuda;
 	struct strvec pool; /* owns every string above */
 };
 
@@ -414,6 +433,11 @@ void compat_lint_cuda_libs(const struct compat *kb, const struct manifest *m,
                            const struct mstr *cuda, const struct mstr *cudnn, struct diags *d);
 /* env.vars against how TensorFlow parses the variables it reads. */
 void compat_lint_env(const struct compat *kb, const struct manifest *m, struct diags *d);
+/*
+ * env.vars against what tfprov derives for the stack (stackenv_build): a value
+ * that drops the stack's own CUDA (or env) or puts another CUDA before it.
+ */
+void compat_lint_env_derived(const struct compat *kb, const struct manifest *m, struct diags *d);
 
 /* The tested build of a TF version (matched by major.minor); NULL if unknown. */
 const struct compat_tf_build *compat_tf_build(const struct compat *kb, const char *tf_version,
@@ -491,6 +515,12 @@ const char *compat_tf_min_glibc(const struct compat *kb, const char *tf_version,
  * wheels ("nvidia-cudnn-cu12" -> 12, PEP 503 names); 0 when it is not one.
  */
 int compat_cuda_wheel_major(const struct compat *kb, const char *name);
+/*
+ * The lock's nvidia-*-cu<N> pins against the [and-cuda] extra of TF version tf
+ * (NULL: not judged) and against each other (one CUDA release).
+ */
+void compat_lint_cuda_wheels(const struct compat *kb, const struct manifest *m, const char *tf,
+                             struct diags *d);
 /* 1 when name is the CUDA runtime wheel ("nvidia-cuda-runtime-cu12"). */
 int compat_cuda_wheel_is_runtime(const struct compat *kb, const char *name);
 

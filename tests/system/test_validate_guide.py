@@ -94,6 +94,21 @@ CASES = [
     # The libraries TF's CUDA generation loads, against what the stack ships.
     ("cuda-libs-missing-nvjitlink.yaml", "error", 20, 3, "compat.cuda-libs-missing"),
     ("pip-cuda-wheels-missing-nvjitlink.yaml", "error", 29, 3, "compat.cuda-libs-missing"),
+    # env.vars over what tfprov derives (issue 33, item 2): the stack's CUDA
+    # dropped or another CUDA put before it, in every variable the env step derives.
+    ("env-overrides-derived-cuda.yaml", "warning", 46, 16, "compat.env-shadows-stack"),
+    ("env-overrides-derived-cuda.yaml", "warning", 47, 22, "compat.env-shadows-stack"),
+    ("env-overrides-derived-cuda.yaml", "warning", 48, 16, "compat.env-shadows-stack"),
+    ("env-overrides-derived-cuda.yaml", "warning", 49, 11, "compat.env-shadows-stack"),
+    ("env-overrides-derived-cuda.yaml", "warning", 50, 20, "compat.env-shadows-stack"),
+    ("env-overrides-wheel-cuda.yaml", "warning", 22, 22, "compat.env-shadows-stack"),
+    ("env-overrides-wheel-cuda.yaml", "warning", 23, 16, "compat.env-shadows-stack"),
+    # The CUDA wheels (issue 33, item 4): TF's [and-cuda] requirements, one CUDA release.
+    ("pip-and-cuda-curand-outside-tf-2.19.yaml", "error", 49, 5, "compat.and-cuda-range"),
+    ("pip-cuda-wheels-mixed-releases-tf-2.20.yaml", "warning", 35, 5,
+     "compat.cuda-wheels-mixed"),
+    # Declared against known (issue 33, item 3): pip.min_glibc against TF's wheel tag.
+    ("pip-min-glibc-below-tf-2.19-wheel.yaml", "error", 31, 14, "compat.min-glibc-below-wheels"),
 ]
 FILES = sorted(set(c[0] for c in CASES))
 CLEAN = "tests/manifests/clean"
@@ -280,3 +295,19 @@ def test_requirement_met_by_the_conda_lock_or_not(tmp_path):
                     "compat.pip-requires-unsatisfied")], out
     assert "tensorboard 1.15.0 requires setuptools>=82, but the conda lock has setuptools " \
            "81.0.0" in out, out
+
+
+def test_env_override_names_what_is_shadowed_and_by_what():
+    # Issue 33, item 2: the warning names the stack's own value and the one that
+    # shadows it, and the hint says how to keep both.
+    rc, out = validate("%s/env-overrides-derived-cuda.yaml" % GUIDE)
+    assert rc == 0, out
+    assert ('LD_LIBRARY_PATH="/usr/local/cuda-11.8/lib64:/opt/tfprov/cuda/12.2.2/lib64" puts '
+            "another CUDA (/usr/local/cuda-11.8/lib64) before the stack's "
+            "/opt/tfprov/cuda/12.2.2/lib64") in out, out
+    assert ("drops the stack's --xla_gpu_cuda_data_dir=/opt/tfprov/cuda/12.2.2" in out), out
+    assert ('e.g. "--xla_gpu_cuda_data_dir=/opt/tfprov/cuda/12.2.2 '
+            '--xla_gpu_enable_fast_min_max"') in out, out
+    assert ("drops the stack's /opt/tfprov/envs/tf/bin, /opt/tfprov/cuda/12.2.2/bin" in out), out
+    assert "($NAME is not expanded)" in out, out
+    assert 'CUDA_HOME="/usr/local/cuda" replaces the stack\'s /opt/tfprov/cuda/12.2.2' in out, out

@@ -483,6 +483,17 @@ static const struct expect guide[] = {
      5},
     {"cuda-libs-missing-nvjitlink.yaml", "compat.cuda-libs-missing", DIAG_ERROR, 20, 3},
     {"pip-cuda-wheels-missing-nvjitlink.yaml", "compat.cuda-libs-missing", DIAG_ERROR, 29, 3},
+    {"env-overrides-derived-cuda.yaml", "compat.env-shadows-stack", DIAG_WARNING, 46, 16},
+    {"env-overrides-derived-cuda.yaml", "compat.env-shadows-stack", DIAG_WARNING, 47, 22},
+    {"env-overrides-derived-cuda.yaml", "compat.env-shadows-stack", DIAG_WARNING, 48, 16},
+    {"env-overrides-derived-cuda.yaml", "compat.env-shadows-stack", DIAG_WARNING, 49, 11},
+    {"env-overrides-derived-cuda.yaml", "compat.env-shadows-stack", DIAG_WARNING, 50, 20},
+    {"env-overrides-wheel-cuda.yaml", "compat.env-shadows-stack", DIAG_WARNING, 22, 22},
+    {"env-overrides-wheel-cuda.yaml", "compat.env-shadows-stack", DIAG_WARNING, 23, 16},
+    {"pip-and-cuda-curand-outside-tf-2.19.yaml", "compat.and-cuda-range", DIAG_ERROR, 49, 5},
+    {"pip-cuda-wheels-mixed-releases-tf-2.20.yaml", "compat.cuda-wheels-mixed", DIAG_WARNING, 35,
+     5},
+    {"pip-min-glibc-below-tf-2.19-wheel.yaml", "compat.min-glibc-below-wheels", DIAG_ERROR, 31, 14},
 };
 
 /* Parses and lints; the manifest itself must be valid (no schema errors). */
