@@ -81,15 +81,33 @@ static char *rel_of(char *const *v, size_t n)
 	return r;
 }
 
+#ifdef SYS_openat2
+/*
+ * openat2(2) with RESOLVE_IN_ROOT. The kernel answers EAGAIN when a rename
+ * or a mount anywhere on the system raced with a resolution that went
+ * through "..", and asks the caller to try again (openat2(2), ERRORS): so it
+ * does, a bounded number of times. -1 with errno set, as the syscall.
+ */
+static int openat2_in_root(int rootfd, const char *rel, uint64_t flags)
+{
+	struct open_how how = {.flags = flags, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	int fd = -1;
+	for (int tries = 0; tries < 256; tries++) {
+		fd = (int)syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
+		if (fd >= 0 || errno != EAGAIN)
+			break;
+	}
+	return fd;
+}
+#endif
+
 /* The kernel's way: the longest existing prefix opened with RESOLVE_IN_ROOT. NULL: not available. */
 static char *resolve_openat2(int rootfd, const char *root, const struct strvec *comps)
 {
 #ifdef SYS_openat2
 	for (size_t k = comps->n + 1; k-- > 0;) {
 		char *rel = rel_of(comps->v, k);
-		struct open_how how = {.flags = O_PATH | O_CLOEXEC,
-		                       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-		int fd = (int)syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
+		int fd = openat2_in_root(rootfd, rel, O_PATH | O_CLOEXEC);
 		free(rel);
 		if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
 			continue;
@@ -261,9 +279,7 @@ int ctx_open_in_root(const struct ctx *c, const char *path, int flags)
 		const char *rel = path;
 		while (*rel == '/')
 			rel++;
-		struct open_how how = {.flags = (uint64_t)flags,
-		                       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
-		int fd = (int)syscall(SYS_openat2, c->rootfd, *rel ? rel : ".", &how, sizeof(how));
+		int fd = openat2_in_root(c->rootfd, *rel ? rel : ".", (uint64_t)flags);
 		if (fd >= 0)
 			return fd;
 		if (errno != ENOSYS && errno != EPERM)
