@@ -17,7 +17,7 @@ struct opts {
 	int history;
 	int allow_no_gpu;
 	int check; /* lock --check */
-	int all;   /* destroy --all */
+	int all;   /* destroy --all, sbom --all */
 	long generation;
 	const char *out;
 	const char *key; /* --key: a minisign secret key (sign, keygen, mirror build) */
@@ -31,6 +31,8 @@ struct opts {
 	const char *shell;  /* env --shell */
 	const char *base;   /* image build --base */
 	const char *tag;    /* image build --tag */
+	int files;          /* sbom --files */
+	const char *format; /* sbom --format */
 	int dashdash;       /* a `--` was given: what follows it is in cmdv */
 	struct strvec args; /* positional arguments after the subcommand (before `--`) */
 	struct strvec cmdv; /* run: the command after `--` */
@@ -79,6 +81,8 @@ int cmd_shell(struct ctx *c, struct opts *o);
 int cmd_default(struct ctx *c, struct opts *o);
 /* image.c: image build, image inspect */
 int cmd_image(struct ctx *c, struct opts *o);
+/* sbom.c: a stack's bill of materials */
+int cmd_sbom(struct ctx *c, struct opts *o);
 
 /*
  * A stack's in-use mark (stackuse.c): cli_stack_mark creates it (apply),
