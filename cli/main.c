@@ -85,8 +85,7 @@ static const struct cmd commands[] = {
      "catalog",
      "tensorflow python cuda-from gpu platform output force", 0, 0},
     {"sbom", cmd_sbom, CMD_STATE,
-     "sbom STACK | sbom --all  [--files] [-o FILE]  the stack's bill of materials "
-     "(CycloneDX 1.6 JSON)",
+     "sbom STACK | sbom --all [--files]  the stack's bill of materials (CycloneDX 1.6 JSON)",
      "all files format output", 0, 1}, /* sbom.c checks STACK against --all */
     {"image", cmd_image, 0,
      "image build MANIFEST --base BASE -o OUT [--tag NAME:TAG]  write the stack as a "
