@@ -198,8 +198,9 @@ static void nv_from_artifact(const struct artifact *a, struct nv **v, size_t *n)
 static void add_nv(struct sb *b, const struct nv *e, const char *step)
 {
 	char *url = pct(e->url);
-	char *purl = xasprintf("pkg:generic/%s@%s?checksum=sha256:%s&download_url=%s", e->component,
-	                       e->version ? e->version : "", e->sha256, url);
+	char *purl = xasprintf("pkg:generic/%s%s%s?checksum=sha256:%s%s%s", e->component,
+	                       e->version ? "@" : "", e->version ? e->version : "", e->sha256,
+	                       url[0] ? "&download_url=" : "", url);
 	json_t *o = component("library", e->component, e->version, purl);
 	json_object_set_new(o, "supplier",
 	                    json_pack("{s:s,s:[s]}", "name", NVIDIA_SUPPLIER, "url", NVIDIA_URL));
@@ -256,19 +257,44 @@ static void add_nvidia_step(struct sb *b, const char *step, const struct redist_
 	for (size_t i = 0; i < narts; i++)
 		nv_from_artifact(&arts[i], &v, &n);
 	qsort(v, n, sizeof(*v), nv_cmp);
+	json_t *seen = json_object();
+	const char *k;
+	json_t *val;
 	for (size_t i = 0; i < n; i++) {
 		int keep = placed == NULL;
-		const char *k;
-		json_t *val;
 		json_object_foreach(placed, k, val)
 		{
 			if (strcmp(json_string_value(val) ? json_string_value(val) : "",
 			           v[i].sha256) == 0)
 				keep = 1;
 		}
-		if (keep)
+		if (keep && json_object_get(seen, v[i].sha256) == NULL) {
 			add_nv(b, &v[i], step);
+			json_object_set_new(seen, v[i].sha256, json_true());
+		}
 	}
+	/* A placed archive the manifest and the cache no longer describe (a redist
+	 * JSON pruned by gc): still listed, by the name and hash the state records. */
+	json_object_foreach(placed, k, val)
+	{
+		const char *h = json_string_value(val);
+		if (h == NULL || json_object_get(seen, h) ||
+		    (r->set && r->json.sha256.s && strcmp(h, r->json.sha256.s) == 0))
+			continue;
+		struct nv e = {0};
+		e.component = xstrndup(k, strcspn(k, "-"));
+		e.version = version_from_archive(k);
+		e.url = xstrdup("");
+		snprintf(e.sha256, sizeof(e.sha256), "%s", h);
+		add_nv(b, &e, step);
+		add_prop(json_array_get(b->components, json_array_size(b->components) - 1),
+		         "tfprov:described-by", "state");
+		json_object_set_new(seen, h, json_true());
+		free(e.component);
+		free(e.version);
+		free(e.url);
+	}
+	json_decref(seen);
 	nv_free(v, n);
 	json_decref(a);
 }

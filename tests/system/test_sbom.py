@@ -224,3 +224,28 @@ def test_conda_stack_sbom(tfprov, tmp_path):
     deps = {d["ref"]: d.get("dependsOn", []) for d in doc["dependencies"]}
     assert deps[comps["nolic"]["bom-ref"]] == [comps["hello"]["bom-ref"]]
     assert deps[comps["hello"]["bom-ref"]] == [comps["python"]["bom-ref"]]
+
+
+def test_archives_stay_listed_when_the_cached_redist_json_is_gone(demo):
+    """gc may prune a redist JSON: each archive the cuda step records is still a
+    component, named and hashed as the state records it, its license unknown
+    (not carried over from a file no longer there); the document validates."""
+    con = sqlite3.connect(demo.state_db)
+    attrs = json.loads(con.execute("select attrs from resources where kind = 'cuda'")
+                       .fetchone()[0])
+    con.close()
+    rj = attrs["archives"]["redistrib_12.3.2.json"]
+    cached = demo.path(f"/var/cache/tfprov/sha256/{rj}")
+    os.rename(cached, cached + ".away")
+    try:
+        doc = json.loads(sbom(demo, "demo").stdout)
+    finally:
+        os.rename(cached + ".away", cached)
+    assert lib_cyclonedx.errors(doc) == []
+    comps = {sha(c): c for c in doc["components"]}
+    for name, h in attrs["archives"].items():
+        assert h in comps, name
+        if h != rj:
+            assert unknown_license(comps[h])
+            assert {"name": "tfprov:described-by", "value": "state"} in comps[h]["properties"]
+            assert name.startswith(comps[h]["name"] + "-linux-x86_64-" + comps[h]["version"])
