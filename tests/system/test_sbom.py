@@ -170,7 +170,8 @@ def test_sbom_is_deterministic_and_files_lists_what_was_placed(demo, tmp_path):
 
 def test_sbom_bad_input(demo, tmp_path):
     """Unknown stack, a root with no state, an unknown --format, a bad
-    SOURCE_DATE_EPOCH, STACK with --all, none: each named, with its exit code."""
+    SOURCE_DATE_EPOCH, an -o that cannot be written, STACK with --all, none:
+    each named, with its exit code."""
     p = sbom(demo, "nosuch", rc=1)
     assert "no stack named 'nosuch'" in p.stderr
     empty = tmp_path / "empty"
@@ -181,6 +182,8 @@ def test_sbom_bad_input(demo, tmp_path):
     assert "unknown --format 'spdx-json'" in p.stderr
     p = sbom(demo, "demo", env={"SOURCE_DATE_EPOCH": "yesterday"}, rc=64)
     assert "SOURCE_DATE_EPOCH 'yesterday'" in p.stderr
+    p = sbom(demo, "demo", "-o", tmp_path / "no" / "such" / "dir" / "bom.json", rc=1)
+    assert "cannot write" in p.stderr and not (tmp_path / "no").exists()
     for args in (("demo", "--all"), ()):
         p = sbom(demo, *args, rc=64)
         assert "usage: tfprov sbom" in p.stderr
