@@ -83,6 +83,9 @@ int cmd_default(struct ctx *c, struct opts *o);
 int cmd_image(struct ctx *c, struct opts *o);
 /* sbom.c: a stack's bill of materials */
 int cmd_sbom(struct ctx *c, struct opts *o);
+/* Writes the document `sbom STACK` writes, timestamped epoch, to host_path (image build).
+ * 0 or an error (said). */
+int cli_sbom_write(struct ctx *c, const char *stack, int64_t epoch, const char *host_path);
 
 /*
  * A stack's in-use mark (stackuse.c): cli_stack_mark creates it (apply),

@@ -58,6 +58,22 @@ static int sbom_one(struct ctx *c, const char *name, int64_t epoch, unsigned fla
 	return rc;
 }
 
+int cli_sbom_write(struct ctx *c, const char *stack, int64_t epoch, const char *host_path)
+{
+	json_t *doc = NULL;
+	int rc = sbom_one(c, stack, epoch, 0, &doc);
+	if (rc != 0)
+		return rc;
+	char *text = json_dumps(doc, JSON_PRESERVE_ORDER | JSON_INDENT(2));
+	struct strbuf b = STRBUF_INIT;
+	strbuf_addf(&b, "%s\n", text);
+	rc = cli_write_file(c, host_path, b.buf, 0644, 0);
+	strbuf_release(&b);
+	free(text);
+	json_decref(doc);
+	return rc;
+}
+
 int cmd_sbom(struct ctx *c, struct opts *o)
 {
 	json_t *doc = NULL;
