@@ -256,7 +256,8 @@ static void add_nvidia_step(struct sb *b, const char *step, const struct redist_
 	}
 	for (size_t i = 0; i < narts; i++)
 		nv_from_artifact(&arts[i], &v, &n);
-	qsort(v, n, sizeof(*v), nv_cmp);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), nv_cmp);
 	json_t *seen = json_object();
 	const char *k;
 	json_t *val;
