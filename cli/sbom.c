@@ -124,6 +124,8 @@ int cmd_sbom(struct ctx *c, struct opts *o)
 		strbuf_addf(&b, "%s\n", text);
 		rc = cli_write_file(c, o->out, b.buf, 0644, 0);
 		strbuf_release(&b);
+	} else if (c->flags & CTX_JSON) {
+		ev_data(c, "sbom", doc); /* one JSON object per line, as every --json output */
 	} else {
 		fputs(text, stdout);
 		fputc('\n', stdout);

