@@ -17,7 +17,7 @@ struct opts {
 	int history;
 	int allow_no_gpu; /* verify after apply: no GPU is SKIPPED, not a failure */
 	int check;        /* lock --check */
-	int all;          /* destroy --all */
+	int all;          /* destroy --all, sbom --all */
 	long generation;
 	const char *out;
 	const char *key; /* --key: a minisign secret key (sign, keygen, mirror build) */
@@ -32,6 +32,8 @@ struct opts {
 	const char *shell;  /* env --shell */
 	const char *base;   /* image build --base */
 	const char *tag;    /* image build --tag */
+	int files;          /* sbom --files */
+	const char *format; /* sbom --format */
 	int dashdash;       /* a `--` was given: what follows it is in cmdv */
 	struct strvec args; /* positional arguments after the subcommand (before `--`) */
 	struct strvec cmdv; /* run: the command after `--` */
@@ -95,6 +97,11 @@ int cmd_shell(struct ctx *c, struct opts *o);
 int cmd_default(struct ctx *c, struct opts *o);
 /* image.c: image build, image inspect */
 int cmd_image(struct ctx *c, struct opts *o);
+/* sbom.c: a stack's bill of materials */
+int cmd_sbom(struct ctx *c, struct opts *o);
+/* Writes the document `sbom STACK` writes, timestamped epoch, to host_path (image build).
+ * 0 or an error (said). */
+int cli_sbom_write(struct ctx *c, const char *stack, int64_t epoch, const char *host_path);
 
 /*
  * A stack's in-use mark (stackuse.c): cli_stack_mark creates it (apply),

@@ -827,6 +827,14 @@ static int image_build(struct ctx *c, struct opts *o)
 	}
 	if (rc == 0)
 		rc = state_image_seal(c->st, b.epoch, mpath);
+	/* Its bill of materials beside it: the bytes `tfprov sbom` gives inside the image. */
+	char *spath = xasprintf("%s/stacks/%s/sbom.cdx.json",
+	                        m->prefix.s ? m->prefix.s : "/opt/tfprov", m->stack.name.s);
+	char *shost = ctx_host_path(c, spath);
+	if (rc == 0)
+		rc = cli_sbom_write(c, m->stack.name.s, b.epoch, shost);
+	free(shost);
+	free(spath);
 	free(mtext);
 	free(mhost);
 	free(mpath);

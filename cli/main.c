@@ -84,6 +84,9 @@ static const struct cmd commands[] = {
      "init --tensorflow X.Y [-o FILE]  write a new manifest from the knowledge base and "
      "catalog",
      "tensorflow python cuda-from gpu platform output force", 0, 0},
+    {"sbom", cmd_sbom, CMD_STATE,
+     "sbom STACK | sbom --all [--files]  the stack's bill of materials (CycloneDX 1.6 JSON)",
+     "all files format output", 0, 1}, /* sbom.c checks STACK against --all */
     {"image", cmd_image, 0,
      "image build MANIFEST --base BASE -o OUT [--tag NAME:TAG]  write the stack as a "
      "reproducible OCI image\n"
@@ -130,6 +133,8 @@ enum {
 	OPT_TAG,
 	OPT_UNSET,
 	OPT_SHELL,
+	OPT_FILES,
+	OPT_FORMAT,
 };
 
 /* Where a command option's value lands (struct cmd_opt). */
@@ -217,6 +222,12 @@ static const struct cmd_opt {
      "--allow-incomplete-lock  let pip resolve what a `complete: false` lock leaves\n"
      "                       unpinned (named and recorded as unhashed)",
      SET_CTX_FLAG, CTX_ALLOW_INCOMPLETE},
+    {"files", no_argument, OPT_FILES,
+     "--files              list the files each step placed, with their sha256", SET_FLAG,
+     FIELD(files)},
+    {"format", required_argument, OPT_FORMAT,
+     "--format F           the document's format: cyclonedx-json (the only one)", SET_STRING,
+     FIELD(format)},
     {"base", required_argument, OPT_BASE,
      "--base BASE          the image to build on: oci:DIR[:TAG], docker-archive:FILE,\n"
      "                       or a path (a directory: OCI layout; a file: docker archive)",

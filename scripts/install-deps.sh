@@ -13,6 +13,8 @@ set -eu
 # test_power_loss.py) mounts a FUSE filesystem that drops every write not made
 # durable.
 # zsh and fish: test_stack_env.py evals `tfprov env --shell zsh|fish` in them.
+# python3-jsonschema: test_sbom.py validates `tfprov sbom` against the CycloneDX
+# 1.6 schema (tests/fixtures/cyclonedx), offline.
 PKGS="ansible-lint python3-voluptuous pycodestyle debootstrap
 build-essential cmake pkg-config clang-format
 libyaml-dev libcurl4-openssl-dev libarchive-dev libssl-dev libsqlite3-dev
@@ -21,7 +23,7 @@ python3 python3-venv python3-pip python3-pytest python3-wheel python3-setuptools
 python3-setuptools-whl python3-wheel-whl
 curl xz-utils zstd bzip2 gzip zip unzip sqlite3 openssl ansible-core hyperfine tmux
 openssh-server openssh-client nginx strace lintian dpkg-dev fakeroot
-clang libclang-rt-14-dev minisign fuse3 python3-fusepy zsh fish"
+clang libclang-rt-14-dev minisign fuse3 python3-fusepy zsh fish python3-jsonschema"
 
 # skopeo and oci-image-tool: test_image.py reads and validates the OCI images
 # `tfprov image build` writes.

@@ -72,12 +72,15 @@ def _tar_bytes(members, compress=None):
 
 
 def build_package(outdir, name, version, build, files, fmt="tar.bz2", depends=(),
-                  noarch=None, entry_points=None, legacy=False, subdir=None, extra_members=None):
-    """Writes the package; returns (path, sha256, md5, size)."""
+                  noarch=None, entry_points=None, legacy=False, subdir=None, extra_members=None,
+                  license="MIT"):
+    """Writes the package; returns (path, sha256, md5, size). license None: index.json has none."""
     subdir = subdir or ("noarch" if noarch else "linux-64")
     index = {"name": name, "version": version, "build": build, "build_number": 0,
              "depends": list(depends), "constrains": [], "subdir": subdir,
-             "license": "MIT", "timestamp": 1700000000000}
+             "timestamp": 1700000000000}
+    if license is not None:
+        index["license"] = license
     if noarch:
         index["noarch"] = noarch
     info = {"info/index.json": File(json.dumps(index, indent=2))}

@@ -25,11 +25,12 @@ def _record_hash(data):
 
 
 def build_wheel(outdir, name, version, files=None, requires=(), entry_points=None,
-                tag="py3-none-any"):
+                tag="py3-none-any", metadata=()):
     """Writes NAME-VERSION-TAG.whl; returns (path, sha256 hex).
 
     files maps archive paths to str/bytes; a module NAME/__init__.py with
-    __version__ is added when files is None.
+    __version__ is added when files is None. metadata: more METADATA header
+    lines ("License: MIT").
     """
     dist = re.sub(r"[-.]+", "_", name)
     if files is None:
@@ -37,6 +38,7 @@ def build_wheel(outdir, name, version, files=None, requires=(), entry_points=Non
     di = f"{dist}-{version}.dist-info"
     meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
     meta += [f"Requires-Dist: {r}" for r in requires]
+    meta += list(metadata)
     content = dict(files)
     content[f"{di}/METADATA"] = "\n".join(meta) + "\n"
     content[f"{di}/WHEEL"] = ("Wheel-Version: 1.0\nGenerator: tfprov-tests\n"

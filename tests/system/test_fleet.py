@@ -577,6 +577,11 @@ def test_7_report(world):
     assert by["h19"]["gpu"] == "NVIDIA GeForce RTX 4070 Ti (8.9)" and by["h19"]["fp32_ms"] > 0
     md = open(w.base / "rep" / "report.md").read()
     assert len(re.findall(r"^\| h\d\d \|", md, re.M)) == N and "FP32 ms/step" in md
+    # Each host's `tfprov sbom --all`: one CycloneDX document, for its stack fleet.
+    for h in w.fleet.hosts:
+        boms = json.load(open(w.base / "rep" / "sbom" / f"{h.name}.json"))
+        assert [b["metadata"]["component"]["name"] for b in boms] == ["fleet"], h.name
+        assert boms[0]["specVersion"] == "1.6" and boms[0]["components"], h.name
 
 
 NEXT = "fleet-next"

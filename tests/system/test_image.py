@@ -23,6 +23,7 @@ import tarfile
 
 import pytest
 
+import lib_cyclonedx
 import lib_pyindex
 from lib_provision import Mirror, no_stub_env, out
 
@@ -183,6 +184,12 @@ def test_build_layers_state_and_reproducible(tfprov, world, tmp_path):
     assert v.returncode == 0, out(v)
     s = tfprov.run("--root", root, "status", root=False, env=ENV)
     assert s.returncode == 0 and "drift" not in out(s).lower().replace("no drift", ""), out(s)
+    # Its bill of materials: valid CycloneDX, the bytes `tfprov sbom` gives inside it.
+    bom = open(os.path.join(root, "opt/tfprov/stacks/full/sbom.cdx.json")).read()
+    assert lib_cyclonedx.errors(json.loads(bom)) == []
+    sb = tfprov.run("--root", root, "sbom", "full", root=False,
+                    env={**ENV, "SOURCE_DATE_EPOCH": "1"})
+    assert sb.returncode == 0 and sb.stdout == bom, out(sb)
 
     # Twice: same digest, whatever the umask, the OUT path and the cache.
     b = str(tmp_path / "b")

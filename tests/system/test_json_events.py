@@ -64,7 +64,7 @@ def test_apply_downloads_verifies_and_places(tfprov, tmp_path, mirror):
     m = make_stack(mirror.root, mirror, tmp_path / "stack.yaml")
     files = served(mirror)
     evs = events(apply_json(tfprov, m))
-    assert evs[0]["type"] == "version" and evs[0]["data"]["ui"] == "1.3"
+    assert evs[0]["type"] == "version" and evs[0]["data"]["ui"] == "1.4"
 
     # An artifact's event names it as the manifest does; its source is the URL of
     # the file the server serves, whose sha256 and size the fields must have.
@@ -260,7 +260,7 @@ def test_docs_name_every_event_type_and_field(tfprov, tmp_path, mirror):
     rows = documented_rows()
     missing = emitted_types() - set(rows)
     assert not missing, f"event types without a row in docs/json-events.md: {missing}"
-    assert re.search(r"UI schema 1\.3\b", open(DOCS).read())
+    assert re.search(r"UI schema 1\.4\b", open(DOCS).read())
     ver = re.search(r'TFPROV_JSON_UI_VERSION "([\d.]+)"',
                     open(os.path.join(REPO, "engine", "base", "event.h")).read()).group(1)
     assert f"**{ver}**" in open(DOCS).read(), "no changelog line for " + ver
