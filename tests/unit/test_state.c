@@ -142,18 +142,26 @@ static const char schema_v2[] =
     "INSERT INTO bench_results(stack_id, at, gpu) VALUES (1, 1, 'H100');"
     "PRAGMA user_version = 2;";
 
-static void test_version_2_database_loses_the_cache_table_and_keeps_the_rest(void **unused)
+/* A fresh directory holding schema_v2 as a database, opened (so migrated): *dir and *db. */
+static struct state *open_v2(char **dir, char **db)
 {
-	(void)unused;
-	char *d = tmpdir();
-	char *db = path_join(d, "state.db");
+	*dir = tmpdir();
+	*db = path_join(*dir, "state.db");
 	sqlite3 *h = NULL;
-	assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+	assert_int_equal(sqlite3_open(*db, &h), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(h, schema_v2, NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(h);
 	struct state *st = NULL;
 	char *err = NULL;
-	assert_int_equal(state_open(d, 0, &st, &err), 0);
+	assert_int_equal(state_open(*dir, 0, &st, &err), 0);
+	return st;
+}
+
+static void test_version_2_database_loses_the_cache_table_and_keeps_the_rest(void **unused)
+{
+	(void)unused;
+	char *d = NULL, *db = NULL;
+	struct state *st = open_v2(&d, &db);
 	struct state_gen g;
 	assert_int_equal(state_gen_current(st, "old", &g), 0);
 	assert_string_equal(g.manifest_text, "schema: 1");
@@ -178,15 +186,8 @@ static void test_version_2_database_loses_the_cache_table_and_keeps_the_rest(voi
 static void test_a_path_may_have_several_owners_after_migration_5(void **unused)
 {
 	(void)unused;
-	char *d = tmpdir();
-	char *db = path_join(d, "state.db");
-	sqlite3 *h = NULL;
-	assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
-	assert_int_equal(sqlite3_exec(h, schema_v2, NULL, NULL, NULL), SQLITE_OK);
-	sqlite3_close(h);
-	struct state *st = NULL;
-	char *err = NULL;
-	assert_int_equal(state_open(d, 0, &st, &err), 0);
+	char *d = NULL, *db = NULL;
+	struct state *st = open_v2(&d, &db);
 	assert_int_equal(state_file_owner(st, "/etc/x.sh"), 1);
 	int64_t other = state_resource_put(st, state_stack_ensure(st, "new", "/n.yaml"), "env",
 	                                   "env", "d2", NULL);
