@@ -426,6 +426,27 @@ static int rerecord(struct build *b)
 	return rc;
 }
 
+/* Each step's restamp hook (module.h) over its recorded attrs, written back. */
+static int restamp(struct build *b, int64_t sid)
+{
+	struct state_resource *v = NULL;
+	size_t n = 0;
+	int rc = state_resources_list(b->c->st, sid, &v, &n);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		char *attrs = NULL;
+		rc = module_restamp(b->c, v[i].kind, sid, v[i].attrs, &attrs);
+		if (rc == 0 && attrs &&
+		    state_resource_put(b->c->st, sid, v[i].addr, v[i].kind, v[i].desired, attrs) ==
+		        0)
+			rc = TF_ESTATE;
+		if (rc != 0 && b->errmsg == NULL)
+			b->errmsg = xasprintf("cannot record the %s step's files again", v[i].addr);
+		free(attrs);
+	}
+	state_resources_free(v, n);
+	return rc;
+}
+
 /* Every entry's mtime set to the epoch (links themselves, not their targets). */
 static int stamp_cb(void *ud, const char *rel, const char *host, const struct stat *st)
 {
@@ -815,6 +836,12 @@ static int image_build(struct ctx *c, struct opts *o)
 		rc = recompile(&b);
 	if (rc == 0)
 		rc = rerecord(&b);
+	/* The times as the image will have them, then what the steps recorded about
+	 * the rewritten files (the pip step's stamps) taken again from the disk. */
+	if (rc == 0)
+		rc = fs_walk(b.stage, stamp_cb, &b);
+	if (rc == 0)
+		rc = restamp(&b, sid);
 	/* The manifest goes with the image, where its state says it is. */
 	char *mpath = xasprintf("%s/stacks/%s/manifest.yaml",
 	                        m->prefix.s ? m->prefix.s : "/opt/tfprov", m->stack.name.s);

@@ -318,6 +318,38 @@ out:
 	return rc;
 }
 
+/* The recorded attrs with each distribution's stamp taken again from the env. */
+static int pip_restamp(struct ctx *c, int64_t stack_id, const char *attrs, char **out)
+{
+	struct pip_result now = {0};
+	char *env = pkgfiles_stack_env(c, stack_id), *err = NULL;
+	json_t *j = attrs ? json_loads(attrs, JSON_DECODE_ANY, NULL) : NULL;
+	json_t *inst = json_object_get(j, "installed"), *o;
+	size_t i;
+	int rc = 0;
+	*out = NULL;
+	if (env == NULL || !json_is_array(inst))
+		goto out;
+	if ((rc = env_dist_stamps(c, env, &now, &err)) != 0)
+		goto out;
+	json_array_foreach(inst, i, o)
+	{
+		const struct pip_dist *d =
+		    find_dist(&now, json_string_value(json_object_get(o, "name")));
+		const char *ver = json_string_value(json_object_get(o, "version"));
+		if (d && d->stamp && ver && strcmp(d->version, ver) == 0 &&
+		    json_object_get(o, "stamp") != NULL)
+			json_object_set_new(o, "stamp", json_string(d->stamp));
+	}
+	*out = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+out:
+	pip_result_release(&now);
+	json_decref(j);
+	free(err);
+	free(env);
+	return rc;
+}
+
 static int is_pinned(const struct manifest *m, const char *name)
 {
 	for (size_t i = 0; i < m->pip.nreqs; i++)
@@ -634,4 +666,5 @@ const struct module module_pip = {
     .depends_on = "pyenv",
     .installed = pip_installed,
     .drift = pip_drift,
+    .restamp = pip_restamp,
 };

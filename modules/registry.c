@@ -30,6 +30,15 @@ int module_drift(struct ctx *c, const char *kind, int64_t stack_id, const char *
 	return mod->drift(c, stack_id, attrs, found);
 }
 
+int module_restamp(struct ctx *c, const char *kind, int64_t stack_id, const char *attrs, char **out)
+{
+	const struct module *mod = module_find(kind);
+	*out = NULL;
+	if (mod == NULL || mod->restamp == NULL)
+		return 0;
+	return mod->restamp(c, stack_id, attrs, out);
+}
+
 int module_installed(const char *kind, const char *attrs, struct strvec *names, int *listed,
                      int64_t *n)
 {

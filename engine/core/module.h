@@ -81,6 +81,14 @@ struct module {
 	 * the env's distributions). 0 or TF_E*. NULL: none.
 	 */
 	int (*drift)(struct ctx *c, int64_t stack_id, const char *attrs, struct strvec *found);
+	/*
+	 * The step's files were rewritten in place on purpose (an image build
+	 * relocates a venv: shebangs, .pyc, mtimes): *out is its attrs with what
+	 * they say about those files taken again from the disk (pip: each
+	 * distribution's stamp), so the drift hook finds nothing. *out malloc'd.
+	 * 0 or TF_E*. NULL: the attrs say nothing about the files.
+	 */
+	int (*restamp)(struct ctx *c, int64_t stack_id, const char *attrs, char **out);
 };
 
 struct step {
@@ -123,6 +131,9 @@ int module_installed(const char *kind, const char *attrs, struct strvec *names, 
 /* Step kind `kind`'s drift hook on its recorded attrs; 0 and nothing found when it has none. */
 int module_drift(struct ctx *c, const char *kind, int64_t stack_id, const char *attrs,
                  struct strvec *found);
+/* Step kind `kind`'s restamp hook: *out its new attrs, or NULL when it has none. 0 or TF_E*. */
+int module_restamp(struct ctx *c, const char *kind, int64_t stack_id, const char *attrs,
+                   char **out);
 void step_fail(struct step *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*
  * A precondition: step `addr` of another stack placed files under prefix.
