@@ -118,7 +118,12 @@ def test_runfile_toolkit_and_legacy_cudnn_merge(tfprov, tmp_path):
     with lib_http.HttpServer(root=str(d)) as srv:
         m = _manifest(tmp_path, srv.url(""), run, tgz)
         r = tfprov.run("apply", "-y", m)
-        assert r.returncode == 0, r.stdout + r.stderr
+        # The runfile and archive hold text stand-ins, not libraries: the proof
+        # the apply ends with (verify's dlopen) fails, so exit 8 with the stack
+        # applied and recorded; what is checked here is the placement.
+        assert r.returncode == 8, r.stdout + r.stderr
+        assert "is applied and recorded, but it is not proven" in r.stdout + r.stderr
+        assert "libcudart.so.10.0: load-failed" in r.stderr, r.stderr
         assert "runfile" in r.stdout
         cuda = tfprov.path("/opt/tfprov/cuda/10.0.130")
         # The runfile's tree, recorded file by file.
