@@ -57,6 +57,7 @@ struct txn {
 	size_t ndevs;
 	struct strvec refresh;  /* resources of this stack to re-read at the commit */
 	struct strvec releases; /* paths whose record of this resource goes (others keep theirs) */
+	int64_t res_id;         /* my_resource's answer once asked (-1: not yet) */
 	struct event *said;     /* EV_PLACED/EV_REMOVED, emitted once committed (said_add) */
 	size_t nsaid;
 };
@@ -172,6 +173,7 @@ int txn_begin(struct ctx *c, int64_t stack_id, const char *addr, const char *kin
 	t->stack_id = stack_id;
 	t->addr = xstrdup(addr);
 	t->kind = xstrdup(kind);
+	t->res_id = -1;
 	*out = t;
 	return 0;
 }
@@ -188,15 +190,18 @@ static void add_record(struct txn *t, const struct state_file *f)
 	d->link = f->link ? xstrdup(f->link) : NULL;
 }
 
-/* This txn's resource as recorded before it (0: a new one). */
+/* This txn's resource as recorded before it (0: a new one); asked of the store once. */
 static int64_t my_resource(struct txn *t)
 {
 	struct state_resource r;
-	if (state_resource_get(t->c->st, t->stack_id, t->addr, &r) != 0)
-		return 0;
-	int64_t id = r.id;
-	state_resource_release(&r);
-	return id;
+	if (t->res_id >= 0)
+		return t->res_id;
+	t->res_id = 0;
+	if (state_resource_get(t->c->st, t->stack_id, t->addr, &r) == 0) {
+		t->res_id = r.id;
+		state_resource_release(&r);
+	}
+	return t->res_id;
 }
 
 /* Who owns path: 0 nobody, 1 this resource (or this txn), 2 someone else only. */
