@@ -37,6 +37,7 @@
  */
 #include "cli.h"
 #include "kb.h"
+#include "datadir.h"
 #include "error.h"
 #include "event.h"
 #include "gpu.h"
@@ -173,6 +174,95 @@ out:
 	free(what);
 }
 
+/* The GPUs NVML reports with a known compute capability: "8.6" and "GPU 0 (name)". */
+static void machine_gpus(const struct doctor *d, struct strvec *ccs, struct strvec *names)
+{
+	for (int i = 0; i < d->gpu.ngpus; i++) {
+		if (d->gpu.gpus[i].cc_major < 0)
+			continue;
+		strvec_pushf(ccs, "%d.%d", d->gpu.gpus[i].cc_major, d->gpu.gpus[i].cc_minor);
+		if (names)
+			strvec_pushf(names, "GPU %d (%s)", i, d->gpu.gpus[i].name);
+	}
+}
+
+/* A candidate stack that runs here, if it does: appended to sb. */
+static void fits_here(const struct doctor *d, const struct strvec *ccs, const char *tf,
+                      const char *cuda, int windows, const char *label, struct strbuf *sb)
+{
+	if (!compat_stack_fits(d->kb, tf, cuda, windows, d->gpu.driver_version,
+	                       (const char *const *)ccs->v, ccs->n))
+		return;
+	strbuf_addf(sb, "%s%s", sb->len ? "; " : "", label);
+}
+
+/*
+ * When the machine cannot serve a stack as it is: the shipped stacks
+ * (manifests/ of the data directory) and the knowledge base's tested builds
+ * (what `tfprov init` writes from the catalog) that run cleanly on this
+ * driver and these GPUs, by the same rule (compat_stack_fits), newest first.
+ */
+static void suggest_stacks(struct doctor *d, const struct stackinfo *si)
+{
+	struct strvec ccs = STRVEC_INIT;
+	struct strbuf shipped = STRBUF_INIT, built = STRBUF_INIT;
+	char *dir = path_join(datadir(), "manifests");
+	struct dirent **ents = NULL;
+	int n = scandir(dir, &ents, NULL, alphasort), nbuilt = 0;
+
+	machine_gpus(d, &ccs, NULL);
+	for (int i = n - 1; i >= 0; i--) {
+		const char *f = ents[i]->d_name;
+		char *path = str_ends_with(f, ".yaml") ? path_join(dir, f) : NULL;
+		struct manifest *m = NULL;
+		struct diags dg = {0};
+		if (path && manifest_load(path, &m, &dg) == 0 && m->versions.tensorflow.s &&
+		    (si->m->path == NULL || strcmp(si->m->path, path) != 0)) {
+			const char *cuda = compat_stack_cuda(d->kb, m, NULL);
+			char *label = xasprintf("manifests/%s (TF %s, CUDA %s)", f,
+			                        m->versions.tensorflow.s, cuda ? cuda : "?");
+			fits_here(d, &ccs, m->versions.tensorflow.s, cuda,
+			          m->stack.platform == PLATFORM_WINDOWS_X86_64, label, &shipped);
+			free(label);
+		}
+		manifest_free(m);
+		diags_release(&dg);
+		free(path);
+		free(ents[i]);
+	}
+	free(ents);
+	/* tf_linux is newest first; three suggestions are enough to choose from. */
+	for (size_t i = 0; i < d->kb->ntf_linux && nbuilt < 3; i++) {
+		const struct compat_tf_build *b = &d->kb->tf_linux[i];
+		const char *rel = compat_cuda_release(d->kb, b->cuda);
+		size_t before = built.len;
+		char *label = xasprintf("`tfprov init --tensorflow %ld.%ld` (CUDA %s, cuDNN %s)",
+		                        version_component(b->version, 0),
+		                        version_component(b->version, 1), rel ? rel : b->cuda,
+		                        b->cudnn);
+		if (strstr(built.buf ? built.buf : "", label) == NULL)
+			fits_here(d, &ccs, b->version, rel ? rel : b->cuda, 0, label, &built);
+		nbuilt += built.len != before;
+		free(label);
+	}
+	char *what = xasprintf(
+	    "stacks that run on driver %s and %s here: %s%s%s", d->gpu.driver_version,
+	    ccs.n == 1 ? "this GPU" : "these GPUs", shipped.len ? shipped.buf : "",
+	    shipped.len && built.len ? "; or " : "", built.len ? built.buf : "");
+	if (shipped.len || built.len)
+		finding(d, SEV_NOTE, what, NULL, NULL);
+	else
+		finding(d, SEV_NOTE,
+		        "no shipped stack and no tested TensorFlow build runs cleanly on this "
+		        "driver and these GPUs: upgrade the driver",
+		        NULL, NULL);
+	free(what);
+	free(dir);
+	strbuf_release(&shipped);
+	strbuf_release(&built);
+	strvec_release(&ccs);
+}
+
 static void check_driver_version(struct doctor *d, const struct stackinfo *si)
 {
 	d->check = "driver";
@@ -180,13 +270,15 @@ static void check_driver_version(struct doctor *d, const struct stackinfo *si)
 	if (!g->found || d->kb == NULL || si->cuda == NULL)
 		return;
 	int windows = si->m->stack.platform != PLATFORM_LINUX_X86_64;
-	const char *min = compat_cuda_min_driver(d->kb, si->cuda, windows);
-	const char *floor = compat_cuda_compat_driver(d->kb, si->cuda, windows);
-	if (min == NULL || version_cmp(g->driver_version, min) >= 0)
+	const char *min = NULL, *floor = NULL;
+	/* The rule validate, plan and init apply (compat_gpu.c). */
+	enum compat_driver_fit fit =
+	    compat_judge_driver(d->kb, si->cuda, g->driver_version, windows, &min, &floor);
+	if (fit != COMPAT_DRIVER_MINOR_COMPAT && fit != COMPAT_DRIVER_TOO_OLD)
 		return;
 	char *what = xasprintf("driver %s is older than CUDA %s's minimum %s", g->driver_version,
 	                       si->cuda, min);
-	if (floor && version_cmp(g->driver_version, floor) >= 0) {
+	if (fit == COMPAT_DRIVER_MINOR_COMPAT) {
 		finding(d, SEV_WARN, what,
 		        "it is above the minor-version-compatibility floor, so the runtime starts, "
 		        "but PTX built by the newer compiler cannot be JIT-compiled by this driver",
@@ -195,66 +287,65 @@ static void check_driver_version(struct doctor *d, const struct stackinfo *si)
 		finding(d, SEV_BLOCKER, what,
 		        "the CUDA runtime refuses to start: cudaGetDeviceCount returns 35 \"CUDA "
 		        "driver version is insufficient for CUDA runtime version\"",
-		        "upgrade the NVIDIA driver, or choose a stack with an older CUDA");
+		        "upgrade the NVIDIA driver, or choose a stack with an older CUDA (below)");
 	}
 	free(what);
 }
 
-static void check_kernels(struct doctor *d, const struct stackinfo *si)
+/* Returns how many GPUs the stack cannot serve cleanly (a problem or a warning). */
+static int check_kernels(struct doctor *d, const struct stackinfo *si)
 {
 	d->check = "kernels";
 	struct strvec ccs = STRVEC_INIT, names = STRVEC_INIT;
+	int bad = 0;
 	if (d->kb == NULL || si->tf == NULL)
-		return;
-	for (int i = 0; i < d->gpu.ngpus; i++) {
-		if (d->gpu.gpus[i].cc_major < 0)
-			continue;
-		strvec_pushf(&ccs, "%d.%d", d->gpu.gpus[i].cc_major, d->gpu.gpus[i].cc_minor);
-		strvec_pushf(&names, "GPU %d (%s)", i, d->gpu.gpus[i].name);
-	}
+		return 0;
+	machine_gpus(d, &ccs, &names);
 	for (size_t i = 0; i < si->m->driver.ngpus; i++) {
 		strvec_push(&ccs, si->m->driver.gpus[i].s);
 		strvec_push(&names, "a GPU listed in driver.gpus");
 	}
 	for (size_t i = 0; i < ccs.n; i++) {
-		const struct compat_tf_kernels *row = NULL;
-		enum compat_kernel k = compat_tf_kernels_for(d->kb, si->tf, ccs.v[i], &row);
-		char *what = NULL;
-		if (k == COMPAT_KERNEL_NONE) {
-			what = xasprintf("%s, compute capability %s: TensorFlow %s has no kernels "
-			                 "for it",
-			                 names.v[i], ccs.v[i], si->tf);
-			finding(
-			    d, SEV_PROBLEM, what,
-			    "every GPU op fails with \"CUDA_ERROR_INVALID_IMAGE\" / \"device "
-			    "kernel image is invalid\" (or TF ignores the GPU as too old)",
-			    "use a TensorFlow release built for this compute capability (see "
-			    "`tfprov validate` and the knowledge base's tf_kernels), or another "
-			    "GPU");
-		} else if (k == COMPAT_KERNEL_PTX) {
-			what = xasprintf("%s, compute capability %s: TensorFlow %s has only PTX "
-			                 "for it",
-			                 names.v[i], ccs.v[i], si->tf);
-			finding(
-			    d, SEV_WARN, what,
-			    "the driver JIT-compiles every kernel from PTX at first use: the "
-			    "first start takes minutes (the log says \"TensorFlow was not "
-			    "built with CUDA kernel binaries compatible with compute capability "
-			    "...\") and the compiled kernels are lost when the JIT cache is too "
-			    "small",
-			    "set CUDA_CACHE_MAXSIZE=4294967296 in the manifest's env.vars so the "
-			    "JIT cache keeps them, or use a TF release with native (SASS) kernels "
-			    "for this GPU");
-		} else if (k == COMPAT_KERNEL_SASS) {
+		struct compat_verdict v;
+		char *what = NULL, *why = NULL;
+		/* The rule validate applies to driver.gpus and plan to NVML's GPUs. */
+		if (compat_judge_gpu(d->kb, si->tf, si->cuda, ccs.v[i], &v) != 0)
+			continue;
+		if (v.code == NULL && v.kernels == COMPAT_KERNEL_SASS) {
 			what = xasprintf("%s, compute capability %s: native kernels in TensorFlow "
 			                 "%s",
 			                 names.v[i], ccs.v[i], si->tf);
 			finding(d, SEV_OK, what, NULL, NULL);
+		} else if (v.code != NULL) {
+			int none = strcmp(v.code, "compat.gpu-no-kernels") == 0;
+			int ptx = v.kernels == COMPAT_KERNEL_PTX && v.sev != DIAG_ERROR;
+			what = xasprintf("%s, compute capability %s: %s [%s]", names.v[i], ccs.v[i],
+			                 v.msg, v.code);
+			why = xasprintf(
+			    "%s; %s", v.hint,
+			    none ? "every GPU op fails with \"CUDA_ERROR_INVALID_IMAGE\" / \"device "
+			           "kernel image is invalid\" (or TF ignores the GPU as too old)"
+			    : ptx ? "the driver JIT-compiles every kernel from PTX at first use: the "
+			            "first start takes minutes (the log says \"TensorFlow was not "
+			            "built with CUDA kernel binaries compatible with compute "
+			            "capability ...\") and the compiled kernels are lost when the JIT "
+			            "cache is too small"
+			          : "the stack's CUDA libraries carry no native code for this GPU");
+			finding(d, v.sev == DIAG_ERROR ? SEV_PROBLEM : SEV_WARN, what, why,
+			        ptx ? "set CUDA_CACHE_MAXSIZE=4294967296 in the manifest's env.vars "
+			              "so the JIT cache keeps them, or use a stack with native (SASS) "
+			              "kernels for this GPU (below)"
+			            : "use a stack built for this compute capability (below, and "
+			              "`tfprov validate` with driver.gpus), or another GPU");
+			bad++;
 		}
 		free(what);
+		free(why);
+		compat_verdict_release(&v);
 	}
 	strvec_release(&ccs);
 	strvec_release(&names);
+	return bad;
 }
 
 static void check_libraries(struct doctor *d, const struct stackinfo *si)
@@ -634,8 +725,12 @@ static void check_stack(struct doctor *d, const struct stackinfo *si)
 	    si->tf ? si->tf : "-", si->cuda ? si->cuda : "-", si->cudnn ? si->cudnn : "-",
 	    si->stack_id ? "" : ", from the manifest");
 	check_windows(d, si);
+	int before = d->problems + d->warnings + d->blockers;
 	check_driver_version(d, si);
-	check_kernels(d, si);
+	if (check_kernels(d, si) > 0 || d->problems + d->warnings + d->blockers > before) {
+		if (d->gpu.found && d->kb != NULL)
+			suggest_stacks(d, si);
+	}
 	check_libraries(d, si);
 	check_pip_cuda(d, si);
 	check_memory(d, si);

@@ -198,36 +198,32 @@ static void add_gpu(struct init *in, const char *cc)
 }
 
 /*
- * How TF's kernels reach a GPU. Explicit (--gpu CC|NAME): no kernels at all
- * is refused (exit 3); auto: every problem is a warning, since the machine
- * that runs init need not be the one that applies.
+ * A GPU by the rule validate, plan and doctor apply (compat_judge_gpu), for
+ * the TF and CUDA this manifest gets. Explicit (--gpu CC|NAME): a GPU TF has
+ * no kernels for is refused (exit 3); auto: every finding is a warning, since
+ * the machine that runs init need not be the one that applies.
  */
 static int judge_gpu(struct init *in, const char *label, const char *cc, int refuse)
 {
-	const struct compat_tf_kernels *row = NULL;
-	enum compat_kernel k = compat_tf_kernels_for(in->kb, in->tf, cc, &row);
-	char *src = row ? source_text(in, row->source) : NULL;
+	struct compat_verdict v;
 	int rc = 0;
-	if (k == COMPAT_KERNEL_NONE && refuse) {
+	if (compat_judge_gpu(in->kb, in->tf, in->cuda[0] ? in->cuda : NULL, cc, &v) != 0)
+		return 0;
+	char *src = v.source ? source_text(in, v.source) : NULL;
+	if (v.code != NULL && v.sev == DIAG_ERROR && refuse) {
 		ev_log(in->c, EV_ERROR,
-		       "TensorFlow %s has no kernels for %s (compute capability %s): it would "
-		       "fail with 'device kernel image is invalid' (source: %s)",
-		       in->series, label, cc, src ? src : "data/compat.yaml gpus.tf_kernels");
+		       "%s (compute capability %s): %s; %s [%s] (source: %s); nothing was written",
+		       label, cc, v.msg, v.hint, v.code, src ? src : "data/compat.yaml gpus");
 		rc = TF_EMANIFEST;
-	} else if (k == COMPAT_KERNEL_NONE) {
-		ev_log(in->c, EV_WARN,
-		       "%s (compute capability %s) cannot run TensorFlow %s: no kernels for it "
-		       "(source: %s)",
-		       label, cc, in->series, src ? src : "data/compat.yaml gpus.tf_kernels");
-	} else if (k == COMPAT_KERNEL_PTX) {
-		ev_log(in->c, EV_WARN,
-		       "%s (compute capability %s): TensorFlow %s carries only PTX for it; the "
-		       "driver compiles it at first use, which can take many minutes (source: %s)",
-		       label, cc, in->series, src ? src : "data/compat.yaml gpus.tf_kernels");
+	} else if (v.code != NULL) {
+		ev_log(in->c, EV_WARN, "%s (compute capability %s): %s; %s [%s] (source: %s)", label,
+		       cc, v.msg, v.hint, v.code, src ? src : "data/compat.yaml gpus");
 	}
 	free(src);
-	if (k != COMPAT_KERNEL_NONE)
-		add_gpu(in, cc); /* a GPU it cannot serve is not one the stack is for */
+	/* A GPU the stack cannot serve is not one it is for (validate would refuse it). */
+	if (v.code == NULL || v.sev != DIAG_ERROR)
+		add_gpu(in, cc);
+	compat_verdict_release(&v);
 	return rc;
 }
 
@@ -281,27 +277,26 @@ static void gpu_auto(struct init *in, const char *cuda_for_driver)
 		       p.error[0] ? p.error : "no driver");
 		return;
 	}
-	const char *min =
-	    cuda_for_driver ? compat_cuda_min_driver(in->kb, cuda_for_driver, in->windows) : NULL;
-	const char *compat = cuda_for_driver
-	                         ? compat_cuda_compat_driver(in->kb, cuda_for_driver, in->windows)
-	                         : NULL;
-	if (min && version_cmp(p.driver_version, min) < 0) {
-		if (compat && version_cmp(p.driver_version, compat) >= 0)
-			ev_log(in->c, EV_WARN,
-			       "driver %s is below CUDA %s's minimum %s; it runs it only through "
-			       "minor-version compatibility (>= %s, a limited feature set)",
-			       p.driver_version, cuda_for_driver, min, compat);
-		else
-			ev_log(
-			    in->c, EV_WARN,
-			    "driver %s cannot run CUDA %s: it needs %s or newer (data/compat.yaml "
-			    "cuda.min_driver); apply will stop at the driver step (exit 6)",
-			    p.driver_version, cuda_for_driver, min);
-	} else {
+	/* A series ("12.5", what the wheels carry): its newest release's floor. */
+	const char *rel = cuda_for_driver && version_component(cuda_for_driver, 2) < 0
+	                      ? compat_cuda_release(in->kb, cuda_for_driver)
+	                      : cuda_for_driver;
+	const char *min = NULL, *compat = NULL;
+	enum compat_driver_fit fit = compat_judge_driver(in->kb, rel ? rel : cuda_for_driver,
+	                                                 p.driver_version, in->windows, &min, &compat);
+	if (fit == COMPAT_DRIVER_MINOR_COMPAT)
+		ev_log(in->c, EV_WARN,
+		       "driver %s is below CUDA %s's minimum %s; it runs it only through "
+		       "minor-version compatibility (>= %s, a limited feature set)",
+		       p.driver_version, cuda_for_driver, min, compat);
+	else if (fit == COMPAT_DRIVER_TOO_OLD)
+		ev_log(in->c, EV_WARN,
+		       "driver %s cannot run CUDA %s: it needs %s or newer (data/compat.yaml "
+		       "cuda.min_driver); apply will stop at the driver step (exit 6)",
+		       p.driver_version, cuda_for_driver, min);
+	else
 		ev_log(in->c, EV_INFO, "driver %s (%s)%s%s", p.driver_version, p.source,
 		       min ? ": at or above CUDA's minimum " : "", min ? min : "");
-	}
 	for (int i = 0; i < p.ngpus; i++) {
 		char cc[16];
 		if (p.gpus[i].cc_major < 0) {
@@ -360,18 +355,6 @@ static void add_artifact(struct strbuf *sb, int ind, const struct redist_artifac
 	strbuf_addf(sb, "%*sstrip: %d\n", ind, "", a->strip);
 }
 
-/* The newest CUDA release of a series the knowledge base's driver table lists. */
-static const char *kb_cuda_release(const struct compat *kb, const char *series)
-{
-	const char *best = NULL;
-	for (size_t i = 0; i < kb->ndrivers; i++)
-		if (version_has_prefix(kb->drivers[i].cuda, series) &&
-		    version_component(kb->drivers[i].cuda, 2) >= 0 &&
-		    (best == NULL || version_cmp(kb->drivers[i].cuda, best) > 0))
-			best = kb->drivers[i].cuda;
-	return best;
-}
-
 static int plan_cuda(struct init *in)
 {
 	const char *series = in->build->cuda;
@@ -425,9 +408,9 @@ static int plan_cuda(struct init *in)
 		strvec_pushf(&in->notes, "CUDA %s: NVIDIA's redist archives, from the catalog",
 		             label);
 	} else if (have_comps && version_cmp_n(series, "11.4", 2) >= 0 &&
-	           kb_cuda_release(in->kb, series)) {
+	           compat_cuda_release(in->kb, series)) {
 		/* The redist era, but the catalog has no JSON: lock pins it on first use. */
-		const char *rel = kb_cuda_release(in->kb, series);
+		const char *rel = compat_cuda_release(in->kb, series);
 		snprintf(in->cuda, sizeof(in->cuda), "%s", rel);
 		in->complete = 0;
 		strbuf_addf(sb, "cuda:\n  version: %s\n", rel);
@@ -886,7 +869,7 @@ static char *render(struct init *in)
 	/* A series ("12.9", what [and-cuda] wheels carry): its newest release's floor. */
 	const char *rel = strchr(strchr(in->cuda, '.') ? strchr(in->cuda, '.') + 1 : "", '.')
 	                      ? in->cuda
-	                      : kb_cuda_release(in->kb, in->cuda);
+	                      : compat_cuda_release(in->kb, in->cuda);
 	const char *min = compat_cuda_min_driver(in->kb, rel ? rel : in->cuda, in->windows);
 	char *ranges = python_ranges(in->build);
 	strbuf_addf(&sb, "# %s: TensorFlow %s GPU on %s, written by `tfprov init`.\n", in->name,
@@ -1014,8 +997,6 @@ int cmd_init(struct ctx *c, struct opts *o)
 	if ((rc = choose_tf(&in)) != 0 || (rc = choose_python(&in)) != 0)
 		goto out;
 	choose_name(&in);
-	if (o->gpu && strcmp(o->gpu, "auto") != 0 && (rc = gpu_explicit(&in, o->gpu)) != 0)
-		goto out;
 	if (!in.pip_cuda) {
 		if ((rc = plan_cuda(&in)) != 0)
 			goto out;
@@ -1033,6 +1014,9 @@ int cmd_init(struct ctx *c, struct opts *o)
 		strvec_pushf(&in.notes, "CUDA and cuDNN: the nvidia-*-cu12 wheels of "
 		                        "tensorflow[and-cuda] (no redist archives)");
 	}
+	/* After the CUDA is chosen: the GPU rule judges TF's kernels and the CUDA. */
+	if (o->gpu && strcmp(o->gpu, "auto") != 0 && (rc = gpu_explicit(&in, o->gpu)) != 0)
+		goto out;
 	if (o->gpu && strcmp(o->gpu, "auto") == 0)
 		gpu_auto(&in, in.cuda);
 	text = render(&in);

@@ -50,26 +50,25 @@ static int driver_check(struct ctx *c, const struct manifest *m, struct step *s)
 		free(what);
 		goto report;
 	}
-	const char *min = compat_cuda_min_driver(kb, cuda, windows);
-	const char *floor = compat_cuda_compat_driver(kb, cuda, windows);
-	if (min && version_cmp(g.driver_version, min) < 0) {
-		if (floor && version_cmp(g.driver_version, floor) >= 0) {
-			ev_log(c, EV_WARN,
-			       "driver %s is older than CUDA %s's minimum %s but at or above the "
-			       "minor-version-compatibility floor %s: it runs, without features "
-			       "that need the newer driver (e.g. PTX built by the newer compiler)",
-			       g.driver_version, what, min, floor);
-		} else {
-			step_fail(s,
-			          "NVIDIA driver %s is too old for CUDA %s: the minimum is %s%s%s "
-			          "(source: CUDA release notes). Upgrade the driver, or choose a "
-			          "stack with an older CUDA",
-			          g.driver_version, what, min, floor ? ", or at least " : "",
-			          floor ? floor : "");
-			rc = TF_EPRECOND;
-			free(what);
-			goto out;
-		}
+	const char *min = NULL, *floor = NULL;
+	enum compat_driver_fit fit =
+	    compat_judge_driver(kb, cuda, g.driver_version, windows, &min, &floor);
+	if (fit == COMPAT_DRIVER_MINOR_COMPAT) {
+		ev_log(c, EV_WARN,
+		       "driver %s is older than CUDA %s's minimum %s but at or above the "
+		       "minor-version-compatibility floor %s: it runs, without features "
+		       "that need the newer driver (e.g. PTX built by the newer compiler)",
+		       g.driver_version, what, min, floor);
+	} else if (fit == COMPAT_DRIVER_TOO_OLD) {
+		step_fail(s,
+		          "NVIDIA driver %s is too old for CUDA %s: the minimum is %s%s%s "
+		          "(source: CUDA release notes). Upgrade the driver, or choose a "
+		          "stack with an older CUDA",
+		          g.driver_version, what, min, floor ? ", or at least " : "",
+		          floor ? floor : "");
+		rc = TF_EPRECOND;
+		free(what);
+		goto out;
 	}
 	free(what);
 	if (m->driver.min_version.set &&
@@ -79,27 +78,28 @@ static int driver_check(struct ctx *c, const struct manifest *m, struct step *s)
 		rc = TF_EPRECOND;
 		goto out;
 	}
+	/* Each GPU NVML reports, by the rule validate applies to driver.gpus (compat_gpu.c). */
 	for (int i = 0; i < g.ngpus; i++) {
 		char cc[16];
+		struct compat_verdict v;
 		if (g.gpus[i].cc_major < 0)
 			continue;
 		snprintf(cc, sizeof(cc), "%d.%d", g.gpus[i].cc_major, g.gpus[i].cc_minor);
-		enum compat_kernel k =
-		    compat_tf_kernels_for(kb, m->versions.tensorflow.s, cc, NULL);
-		if (k == COMPAT_KERNEL_NONE) {
-			step_fail(
-			    s,
-			    "GPU %d (%s, compute capability %s) has no kernels in "
-			    "TensorFlow %s: it would fail with 'device kernel image is invalid'",
-			    i, g.gpus[i].name, cc, m->versions.tensorflow.s);
+		if (compat_judge_gpu(kb, m->versions.tensorflow.s, cuda, cc, &v) != 0 ||
+		    v.code == NULL) {
+			compat_verdict_release(&v);
+			continue;
+		}
+		if (v.sev == DIAG_ERROR) {
+			step_fail(s, "GPU %d (%s, compute capability %s): %s; %s [%s]", i,
+			          g.gpus[i].name, cc, v.msg, v.hint, v.code);
 			rc = TF_EPRECOND;
+			compat_verdict_release(&v);
 			goto out;
 		}
-		if (k == COMPAT_KERNEL_PTX)
-			ev_log(c, EV_WARN,
-			       "GPU %d (%s, compute capability %s): TensorFlow %s has only PTX for "
-			       "it; the first run JIT-compiles kernels (minutes)",
-			       i, g.gpus[i].name, cc, m->versions.tensorflow.s);
+		ev_log(c, EV_WARN, "GPU %d (%s, compute capability %s): %s; %s [%s]", i,
+		       g.gpus[i].name, cc, v.msg, v.hint, v.code);
+		compat_verdict_release(&v);
 	}
 report:
 	ev_log(c, EV_INFO, "driver: NVIDIA %s via %s, %d GPU%s%s", g.driver_version, g.source,

@@ -178,29 +178,26 @@ static void lint_driver(struct lint *L)
 	const struct manifest *m = L->m;
 	const struct mstr *floor = &m->driver.min_version;
 	const char *c = L->cuda->s, *col = L->windows_driver ? "Windows" : "Linux";
-	const char *need = compat_cuda_min_driver(L->kb, c, L->windows_driver);
-	const char *mvc = compat_cuda_compat_driver(L->kb, c, L->windows_driver);
+	const char *need = NULL, *mvc = NULL;
 	char hint[512];
 
-	if (!floor->set || floor->s == NULL || need == NULL)
+	if (!floor->set || floor->s == NULL)
 		return;
-	if (version_cmp(floor->s, need) >= 0)
+	/* The rule every command applies (compat_gpu.c), to the declared floor. */
+	switch (compat_judge_driver(L->kb, c, floor->s, L->windows_driver, &need, &mvc)) {
+	case COMPAT_DRIVER_UNKNOWN:
+	case COMPAT_DRIVER_OK:
 		return;
-	/* A family floor above the toolkit's own minimum (CUDA 11.0) offers nothing below it. */
-	if (mvc == NULL && compat_cuda_family_floor(L->kb, c, L->windows_driver) != NULL) {
-		snprintf(hint, sizeof(hint),
-		         "raise driver.min_version to %s, CUDA %s's own minimum", need, c);
-		diags_add(L->d, DIAG_ERROR, L->file, floor->pos, "compat.driver-below-cuda-min",
-		          hint, "driver floor %s is below the %s minimum %s of CUDA %s", floor->s,
-		          col, need, c);
-		return;
-	}
-	if (mvc == NULL || version_cmp(floor->s, mvc) < 0) {
+	case COMPAT_DRIVER_TOO_OLD:
 		if (mvc != NULL)
 			snprintf(hint, sizeof(hint),
 			         "raise driver.min_version to %s (CUDA %s's own minimum); %s is "
 			         "the least any CUDA %ld needs (minor-version compatibility)",
 			         need, c, mvc, version_component(c, 0));
+		else if (compat_cuda_family_floor(L->kb, c, L->windows_driver) != NULL)
+			/* A family floor above the toolkit's own minimum (CUDA 11.0). */
+			snprintf(hint, sizeof(hint),
+			         "raise driver.min_version to %s, CUDA %s's own minimum", need, c);
 		else
 			snprintf(hint, sizeof(hint),
 			         "raise driver.min_version to %s; CUDA %s has no minor-version "
@@ -210,6 +207,8 @@ static void lint_driver(struct lint *L)
 		          hint, "driver floor %s is below the %s minimum %s of CUDA %s", floor->s,
 		          col, need, c);
 		return;
+	case COMPAT_DRIVER_MINOR_COMPAT:
+		break;
 	}
 	snprintf(hint, sizeof(hint),
 	         "CUDA %s wants %s driver >= %s; between %s and that it runs through minor-version "
@@ -272,146 +271,16 @@ static void lint_python(struct lint *L)
 	strbuf_release(&sb);
 }
 
-/* The row of a compute capability, by its number or its former one. */
-static const struct compat_cc *cc_row(const struct compat *kb, const char *cc)
-{
-	int c = compat_cc_parse(cc);
-
-	for (size_t i = 0; i < kb->nccs; i++)
-		if (compat_cc_parse(kb->ccs[i].cc) == c ||
-		    (kb->ccs[i].formerly != NULL && compat_cc_parse(kb->ccs[i].formerly) == c))
-			return &kb->ccs[i];
-	return NULL;
-}
-
-/* The newest known row of cc's major when cc is newer than all of them, else NULL. */
-static const struct compat_cc *cc_family_top(const struct compat *kb, const char *cc)
-{
-	const struct compat_cc *top = NULL;
-	int c = compat_cc_parse(cc);
-
-	for (size_t i = 0; c >= 0 && i < kb->nccs; i++) {
-		int r = compat_cc_parse(kb->ccs[i].cc);
-		if (r / 10 == c / 10 && (top == NULL || r > compat_cc_parse(top->cc)))
-			top = &kb->ccs[i];
-	}
-	return top != NULL && compat_cc_parse(top->cc) < c ? top : NULL;
-}
-
-static void kernel_list(struct strbuf *sb, const struct compat_tf_kernels *k)
-{
-	for (size_t i = 0; i < k->nsass; i++)
-		strbuf_addf(sb, "%ssm_%d", i ? "," : "", compat_cc_parse(k->sass[i]));
-	for (size_t i = 0; i < k->nptx; i++)
-		strbuf_addf(sb, "%scompute_%d", sb->len ? "," : "", compat_cc_parse(k->ptx[i]));
-	if (sb->len == 0)
-		strbuf_addf(sb, "compute capability >= %s", k->min_cc);
-}
-
-/*
- * A compute capability the table does not list: newer than every GPU of a
- * known family it can only get PTX (or nothing); otherwise it is unknown.
- */
-static void lint_gpu_unlisted(struct lint *L, const struct mstr *g, enum compat_kernel kern,
-                              const struct compat_tf_kernels *k, const char *tf)
-{
-	const struct compat_cc *top = cc_family_top(L->kb, g->s);
-	struct strbuf sb = STRBUF_INIT;
-	char *hint;
-
-	if (top == NULL) {
-		diags_add(L->d, DIAG_WARNING, L->file, g->pos, "compat.gpu-cc-unknown",
-		          "compute capabilities are listed at developer.nvidia.com/cuda-gpus",
-		          "compute capability %s is not a known NVIDIA GPU", g->s);
-		return;
-	}
-	if (k != NULL)
-		kernel_list(&sb, k);
-	if (kern == COMPAT_KERNEL_NONE) {
-		hint = xasprintf("TF %s carries %s: no PTX it could JIT-compile for a %s GPU", tf,
-		                 sb.buf, top->arch);
-		diags_add(L->d, DIAG_ERROR, L->file, g->pos, "compat.gpu-no-kernels", hint,
-		          "TensorFlow %s has no kernels for compute capability %s (%s): "
-		          "\"device kernel image is invalid\"",
-		          tf, g->s, top->arch);
-	} else {
-		if (k != NULL)
-			hint =
-			    xasprintf("TF %s carries %s; the driver JIT-compiles PTX at first use, "
-			              "which can take 30 minutes or longer; add the GPU's row "
-			              "(developer.nvidia.com/cuda-gpus) to data/compat.yaml",
-			              tf, sb.buf);
-		else
-			hint = xasprintf("add the GPU's row (developer.nvidia.com/cuda-gpus) to "
-			                 "data/compat.yaml");
-		diags_add(L->d, DIAG_WARNING, L->file, g->pos, "compat.gpu-cc-newer", hint,
-		          "compute capability %s is newer than every %s GPU the knowledge base "
-		          "knows (up to %s): newer than the TF build's kernels, PTX JIT at best",
-		          g->s, top->arch, top->cc);
-	}
-	free(hint);
-	strbuf_release(&sb);
-}
-
+/* A GPU of driver.gpus: the one rule of compat_gpu.c, at the GPU's line. */
 static void lint_gpu(struct lint *L, const struct mstr *g)
 {
-	const struct compat_cc *row = cc_row(L->kb, g->s);
-	const char *tf = L->tf ? L->tf->s : NULL, *cuda = L->cuda ? L->cuda->s : NULL;
-	const struct compat_tf_kernels *k = NULL;
-	enum compat_kernel kern = COMPAT_KERNEL_UNKNOWN;
-	struct strbuf sb = STRBUF_INIT;
-	char *hint = NULL;
-	char s[32] = "";
+	struct compat_verdict v;
 
-	if (L->build != NULL) {
-		kern = compat_tf_kernels_for(L->kb, tf, g->s, &k);
-		series(tf, s);
-	}
-	if (row == NULL) {
-		lint_gpu_unlisted(L, g, kern, k, s);
-		return;
-	}
-	if (kern == COMPAT_KERNEL_NONE) {
-		kernel_list(&sb, k);
-		hint = xasprintf("TF %s carries %s; a %s GPU (%s) needs an older TF or another GPU",
-		                 s, sb.buf, row->arch, row->examples ? row->examples : "");
-		diags_add(L->d, DIAG_ERROR, L->file, g->pos, "compat.gpu-no-kernels", hint,
-		          "TensorFlow %s has no kernels for compute capability %s (%s): "
-		          "\"device kernel image is invalid\"",
-		          s, g->s, row->arch);
-		goto out;
-	}
-	if (cuda != NULL && row->dropped_in != NULL &&
-	    version_cmp_n(cuda, row->dropped_in, 2) >= 0) {
-		hint = xasprintf("CUDA %s and later no longer target %s GPUs", row->dropped_in,
-		                 row->arch);
-		diags_add(L->d, DIAG_ERROR, L->file, g->pos, "compat.gpu-dropped-by-cuda", hint,
-		          "CUDA %s cannot build or run kernels for compute capability %s (%s)",
-		          cuda, g->s, row->arch);
-		goto out;
-	}
-	if (cuda != NULL && row->first_cuda != NULL &&
-	    version_cmp_n(cuda, row->first_cuda, 2) < 0) {
-		hint = xasprintf("CUDA %s is the first to target compute capability %s; older "
-		                 "toolkits reach it only through PTX JIT, if at all",
-		                 row->first_cuda, g->s);
-		diags_add(L->d, DIAG_WARNING, L->file, g->pos, "compat.gpu-newer-than-cuda", hint,
-		          "CUDA %s predates compute capability %s (%s)", cuda, g->s, row->arch);
-		goto out;
-	}
-	if (kern == COMPAT_KERNEL_PTX) {
-		kernel_list(&sb, k);
-		hint =
-		    xasprintf("TF %s carries %s: the driver JIT-compiles PTX at first use, which "
-		              "can take 30 minutes or longer",
-		              s, sb.buf);
-		diags_add(L->d, DIAG_WARNING, L->file, g->pos, "compat.gpu-ptx-jit", hint,
-		          "TensorFlow %s has no native kernels for compute capability %s (%s)", s,
-		          g->s, row->arch);
-	}
-out:
-	free(hint);
-	strbuf_release(&sb);
+	if (compat_judge_gpu(L->kb, L->build != NULL ? L->tf->s : NULL, L->cuda ? L->cuda->s : NULL,
+	                     g->s, &v) == 0 &&
+	    v.code != NULL)
+		diags_add(L->d, v.sev, L->file, g->pos, v.code, v.hint, "%s", v.msg);
+	compat_verdict_release(&v);
 }
 
 static void lint_pip_req(struct lint *L, const struct pip_req *r)
@@ -897,7 +766,7 @@ static void lint_mixed_precision(struct lint *L)
 		}
 		for (size_t j = 0; j < m->driver.ngpus; j++) {
 			const struct mstr *g = &m->driver.gpus[j];
-			const struct compat_cc *row = g->s ? cc_row(kb, g->s) : NULL;
+			const struct compat_cc *row = g->s ? compat_cc_row(kb, g->s) : NULL;
 			int c = g->s ? compat_cc_parse(g->s) : -1;
 
 			if (c < 0 || c >= compat_cc_parse(min_cc))

@@ -486,6 +486,50 @@ enum compat_kernel compat_tf_kernels_for(const struct compat *kb, const char *tf
                                          const char *cc, const struct compat_tf_kernels **row);
 
 /*
+ * The one rule for a GPU, a driver and a CUDA release (compat_gpu.c), applied
+ * by validate (driver.gpus), plan/apply (the driver step), doctor and init
+ * --gpu alike; each words the verdict for its own surface.
+ */
+struct compat_verdict {
+	const char *code;       /* "compat.gpu-no-kernels", ...; NULL when nothing is wrong */
+	enum diag_severity sev; /* DIAG_ERROR or DIAG_WARNING when code is set */
+	char *msg, *hint;       /* owned; NULL when code is NULL */
+	enum compat_kernel kernels;
+	const char *arch;   /* the GPU's architecture when the table lists it */
+	const char *source; /* the source of TF's kernel row, when one was read */
+};
+/* The row of a compute capability, by its number or its former one; NULL if unlisted. */
+const struct compat_cc *compat_cc_row(const struct compat *kb, const char *cc);
+/*
+ * A GPU of compute capability cc under TF version tf and CUDA release cuda
+ * (either may be NULL: not judged): TF's kernels for it, then the CUDA release
+ * against the GPU's row. 0, or TF_EUSAGE when cc is malformed.
+ */
+int compat_judge_gpu(const struct compat *kb, const char *tf, const char *cuda, const char *cc,
+                     struct compat_verdict *v);
+void compat_verdict_release(struct compat_verdict *v);
+
+enum compat_driver_fit {
+	COMPAT_DRIVER_UNKNOWN,      /* the CUDA release or the driver is unknown */
+	COMPAT_DRIVER_OK,           /* at or above CUDA's own minimum */
+	COMPAT_DRIVER_MINOR_COMPAT, /* below it, at or above the family's floor */
+	COMPAT_DRIVER_TOO_OLD,      /* below both: the runtime refuses to start */
+};
+/* A driver version against a CUDA release; *min and *floor (may be NULL) get the two floors. */
+enum compat_driver_fit compat_judge_driver(const struct compat *kb, const char *cuda,
+                                           const char *driver, int windows, const char **min,
+                                           const char **floor);
+/* The newest release of a CUDA series the driver table lists ("11.2" -> "11.2.2"), or NULL. */
+const char *compat_cuda_release(const struct compat *kb, const char *series);
+/*
+ * 1 when a stack of TF tf and CUDA cuda runs cleanly on this driver and these
+ * GPUs: the driver at or above CUDA's own minimum, native kernels and no
+ * finding for every GPU.
+ */
+int compat_stack_fits(const struct compat *kb, const char *tf, const char *cuda, int windows,
+                      const char *driver, const char *const *ccs, size_t nccs);
+
+/*
  * Appends to out the library names TF loads for a CUDA and a cuDNN version
  * (either may be NULL) on Linux or Windows. Returns how many were appended;
  * 0 when the knowledge base has no entry.
