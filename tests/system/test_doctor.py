@@ -19,6 +19,7 @@ from lib_pyindex import build_wheel
 from lib_stack import applied_stack, out, real_no_gpu_env, standin_gpu_env
 
 PATH = "/usr/bin:/bin"
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CUDNN_FILE = "/opt/tfprov/cuda/12.3.2/lib/libcudnn.so.8.9.7"
 
 real_machine = pytest.mark.skipif(
@@ -76,12 +77,54 @@ def test_standin_gpus_without_kernels_and_ptx_only(tfprov, tmp_path, mirror):
     env = standin_gpu_env(gpus="NVIDIA B200:10.0;Tesla K80:3.7;" +
                           "NVIDIA GeForce RTX 4070 Ti:8.9;NVIDIA H100:9.0", PATH=PATH)
     p = tfprov.run("doctor", env=env, check=8)
-    assert "[warning] GPU 0 (NVIDIA B200), compute capability 10.0: TensorFlow 2.15.1 has only PTX" in p.stdout
+    # The rule validate applies to driver.gpus (one finding per GPU: CUDA 12.3 before the
+    # B200's first CUDA speaks for its PTX-only kernels too).
+    assert ("[warning] GPU 0 (NVIDIA B200), compute capability 10.0: CUDA 12.3.2 predates "
+            "compute capability 10.0 (Blackwell) [compat.gpu-newer-than-cuda]") in p.stdout
     assert "CUDA_CACHE_MAXSIZE" in p.stdout
-    assert "[PROBLEM] GPU 1 (Tesla K80), compute capability 3.7: TensorFlow 2.15.1 has no kernels" in p.stdout
+    assert ("[PROBLEM] GPU 1 (Tesla K80), compute capability 3.7: TensorFlow 2.15 has no "
+            "kernels for compute capability 3.7 (Kepler)") in p.stdout
+    # no stack of the knowledge base serves a K80 and a B200 on driver 545 together
+    assert "[note] no shipped stack and no tested TensorFlow build runs cleanly" in p.stdout
     assert "[ok] GPU 2 (NVIDIA GeForce RTX 4070 Ti), compute capability 8.9: native kernels" in p.stdout
     assert "[ok] GPU 3 (NVIDIA H100), compute capability 9.0: native kernels" in p.stdout
     assert "doctor: 1 problem" in p.stdout
+
+
+def test_rtx3090_driver470_legacy_names_the_stacks_that_run(tfprov):
+    """STAND-IN NVML: an RTX 3090 (8.6) on driver 470 and the shipped legacy-1.15 (CUDA
+    10.0): the rule validate applies to driver.gpus reports CUDA 10.0 before Ampere, and
+    doctor names the shipped stack and the tested builds that run on this driver and GPU
+    (stable-2.12's CUDA 11.8 wants driver 520: only minor-version compatibility here).
+    The same rule in plan's driver step: a warning, as validate's."""
+    m = os.path.join(REPO, "manifests", "legacy-1.15.yaml")
+    env = standin_gpu_env(gpus="NVIDIA GeForce RTX 3090:8.6", TFPROV_STUB_DRIVER="470.256.02",
+                          TFPROV_STUB_CUDA="11040", PATH=PATH)
+    p = tfprov.run("doctor", m, env=env, check=0)
+    assert ("[warning] GPU 0 (NVIDIA GeForce RTX 3090), compute capability 8.6: CUDA "
+            "10.0.130 predates compute capability 8.6 (Ampere) "
+            "[compat.gpu-newer-than-cuda]") in p.stdout, p.stdout
+    note = [l for l in p.stdout.splitlines() if "stacks that run on driver" in l]
+    assert note == ["  [note] stacks that run on driver 470.256.02 and this GPU here: "
+                    "manifests/stable-2.9.yaml (TF 2.9.0, CUDA 11.2.2); or `tfprov init "
+                    "--tensorflow 2.11` (CUDA 11.2.2, cuDNN 8.1); `tfprov init --tensorflow "
+                    "2.10` (CUDA 11.2.2, cuDNN 8.1); `tfprov init --tensorflow 2.9` (CUDA "
+                    "11.2.2, cuDNN 8.1)"], p.stdout
+    pl = tfprov.run("plan", m, env=env)
+    assert ("GPU 0 (NVIDIA GeForce RTX 3090, compute capability 8.6): CUDA 10.0.130 predates "
+            "compute capability 8.6 (Ampere)") in pl.stderr, pl.stderr
+    # the same GPU in driver.gpus: validate says it at the GPU's line
+    g = tfprov.root + "/g.yaml"
+    with open(m) as f, open(g, "w") as o:
+        o.write(f.read().replace("driver:\n", 'driver:\n  gpus: ["8.6"]\n', 1))
+    v = tfprov.run("validate", g, root=False, check=0)
+    assert "predates compute capability 8.6 (Ampere) [compat.gpu-newer-than-cuda]" in v.stderr
+    # a healthy pairing (stable-2.9 on the same machine): nothing to suggest
+    p = tfprov.run("doctor", os.path.join(REPO, "manifests", "stable-2.9.yaml"), env=env,
+                   check=0)
+    assert "stacks that run on driver" not in p.stdout
+    assert ("[ok] GPU 0 (NVIDIA GeForce RTX 3090), compute capability 8.6: native kernels "
+            "in TensorFlow 2.9") in p.stdout, p.stdout
 
 
 def test_other_cuda_shadowing_the_stack(tfprov, tmp_path, mirror):
@@ -150,7 +193,7 @@ pip:
     assert "pip uninstall tensorflow-gpu and pin tensorflow==2.15.1" in p.stdout
     assert "[warning] memory growth is off" in p.stdout
     assert "ResourceExhaustedError" in p.stdout
-    assert "compute capability 3.7: TensorFlow 2.15.1 has no kernels" in p.stdout
+    assert "compute capability 3.7: TensorFlow 2.15 has no kernels for compute capability 3.7" in p.stdout
     assert "from the manifest" in o
 
 
