@@ -236,19 +236,19 @@ static void suggest_stacks(struct doctor *d, const struct stackinfo *si)
 		const struct compat_tf_build *b = &d->kb->tf_linux[i];
 		const char *rel = compat_cuda_release(d->kb, b->cuda);
 		size_t before = built.len;
-		char *label = xasprintf("`tfprov init --tensorflow %ld.%ld` (CUDA %s, cuDNN %s)",
-		                        version_component(b->version, 0),
-		                        version_component(b->version, 1), rel ? rel : b->cuda,
-		                        b->cudnn);
+		char *label =
+		    xasprintf("`tfprov init --tensorflow %ld.%ld` (CUDA %s, cuDNN %s)",
+		              version_component(b->version, 0), version_component(b->version, 1),
+		              rel ? rel : b->cuda, b->cudnn);
 		if (strstr(built.buf ? built.buf : "", label) == NULL)
 			fits_here(d, &ccs, b->version, rel ? rel : b->cuda, 0, label, &built);
 		nbuilt += built.len != before;
 		free(label);
 	}
-	char *what = xasprintf(
-	    "stacks that run on driver %s and %s here: %s%s%s", d->gpu.driver_version,
-	    ccs.n == 1 ? "this GPU" : "these GPUs", shipped.len ? shipped.buf : "",
-	    shipped.len && built.len ? "; or " : "", built.len ? built.buf : "");
+	char *what =
+	    xasprintf("stacks that run on driver %s and %s here: %s%s%s", d->gpu.driver_version,
+	              ccs.n == 1 ? "this GPU" : "these GPUs", shipped.len ? shipped.buf : "",
+	              shipped.len && built.len ? "; or " : "", built.len ? built.buf : "");
 	if (shipped.len || built.len)
 		finding(d, SEV_NOTE, what, NULL, NULL);
 	else
@@ -323,20 +323,24 @@ static int check_kernels(struct doctor *d, const struct stackinfo *si)
 			                 v.msg, v.code);
 			why = xasprintf(
 			    "%s; %s", v.hint,
-			    none ? "every GPU op fails with \"CUDA_ERROR_INVALID_IMAGE\" / \"device "
-			           "kernel image is invalid\" (or TF ignores the GPU as too old)"
-			    : ptx ? "the driver JIT-compiles every kernel from PTX at first use: the "
-			            "first start takes minutes (the log says \"TensorFlow was not "
-			            "built with CUDA kernel binaries compatible with compute "
-			            "capability ...\") and the compiled kernels are lost when the JIT "
-			            "cache is too small"
-			          : "the stack's CUDA libraries carry no native code for this GPU");
-			finding(d, v.sev == DIAG_ERROR ? SEV_PROBLEM : SEV_WARN, what, why,
-			        ptx ? "set CUDA_CACHE_MAXSIZE=4294967296 in the manifest's env.vars "
-			              "so the JIT cache keeps them, or use a stack with native (SASS) "
-			              "kernels for this GPU (below)"
-			            : "use a stack built for this compute capability (below, and "
-			              "`tfprov validate` with driver.gpus), or another GPU");
+			    none
+			        ? "every GPU op fails with \"CUDA_ERROR_INVALID_IMAGE\" / \"device "
+			          "kernel image is invalid\" (or TF ignores the GPU as too old)"
+			    : ptx
+			        ? "the driver JIT-compiles every kernel from PTX at first use: the "
+			          "first start takes minutes (the log says \"TensorFlow was not "
+			          "built with CUDA kernel binaries compatible with compute "
+			          "capability ...\") and the compiled kernels are lost when the "
+			          "JIT "
+			          "cache is too small"
+			        : "the stack's CUDA libraries carry no native code for this GPU");
+			finding(
+			    d, v.sev == DIAG_ERROR ? SEV_PROBLEM : SEV_WARN, what, why,
+			    ptx ? "set CUDA_CACHE_MAXSIZE=4294967296 in the manifest's env.vars "
+			          "so the JIT cache keeps them, or use a stack with native (SASS) "
+			          "kernels for this GPU (below)"
+			        : "use a stack built for this compute capability (below, and "
+			          "`tfprov validate` with driver.gpus), or another GPU");
 			bad++;
 		}
 		free(what);

@@ -216,8 +216,8 @@ static int judge_gpu(struct init *in, const char *label, const char *cc, int ref
 		       label, cc, v.msg, v.hint, v.code, src ? src : "data/compat.yaml gpus");
 		rc = TF_EMANIFEST;
 	} else if (v.code != NULL) {
-		ev_log(in->c, EV_WARN, "%s (compute capability %s): %s; %s [%s] (source: %s)", label,
-		       cc, v.msg, v.hint, v.code, src ? src : "data/compat.yaml gpus");
+		ev_log(in->c, EV_WARN, "%s (compute capability %s): %s; %s [%s] (source: %s)",
+		       label, cc, v.msg, v.hint, v.code, src ? src : "data/compat.yaml gpus");
 	}
 	free(src);
 	/* A GPU the stack cannot serve is not one it is for (validate would refuse it). */
@@ -282,8 +282,8 @@ static void gpu_auto(struct init *in, const char *cuda_for_driver)
 	                      ? compat_cuda_release(in->kb, cuda_for_driver)
 	                      : cuda_for_driver;
 	const char *min = NULL, *compat = NULL;
-	enum compat_driver_fit fit = compat_judge_driver(in->kb, rel ? rel : cuda_for_driver,
-	                                                 p.driver_version, in->windows, &min, &compat);
+	enum compat_driver_fit fit = compat_judge_driver(
+	    in->kb, rel ? rel : cuda_for_driver, p.driver_version, in->windows, &min, &compat);
 	if (fit == COMPAT_DRIVER_MINOR_COMPAT)
 		ev_log(in->c, EV_WARN,
 		       "driver %s is below CUDA %s's minimum %s; it runs it only through "
@@ -635,6 +635,31 @@ static int plan_pip(struct init *in)
 		if (bad)
 			rc = -ENOENT; /* as if the catalog had no closure */
 	}
+	/* [and-cuda]: TF's tested CUDA and cuDNN, not the newest wheels a resolve took. */
+	const struct compat_and_cuda *tested =
+	    in->pip_cuda ? compat_and_cuda_tested(in->kb, in->tf) : NULL;
+	char *untested = NULL;
+	if (rc == 0 && in->pip_cuda) {
+		struct versions cv = {&cl, NULL};
+		const char *rt = closure_version("nvidia-cuda-runtime-cu12", &cv);
+		const char *dnn = closure_version("nvidia-cudnn-cu12", &cv);
+		if ((rt && version_cmp_n(rt, in->build->cuda, 2) != 0) ||
+		    (dnn && version_cmp_n(dnn, in->build->cudnn, 2) != 0)) {
+			ev_log(
+			    in->c, EV_WARN,
+			    "the catalog's closure %s carries CUDA %s and cuDNN %s, not TensorFlow "
+			    "%s's tested CUDA %s and cuDNN %s: written as pins of the tested "
+			    "wheels for `tfprov lock` instead",
+			    cl.path, rt ? rt : "?", dnn ? dnn : "?", in->series, in->build->cuda,
+			    in->build->cudnn);
+			untested =
+			    xasprintf("pip: the catalog's closure of tensorflow[and-cuda] %s "
+			              "carries CUDA %s wheels, not the tested CUDA %s ones: "
+			              "run tfprov lock",
+			              cl.tf_version, rt ? rt : "?", in->build->cuda);
+			rc = -ENOENT;
+		}
+	}
 	const char *base = cl.path ? strrchr(cl.path, '/') : NULL;
 	strbuf_adds(sb, "pip:\n  index_url: https://pypi.org/simple\n");
 	if (rc == 0) {
@@ -686,15 +711,38 @@ static int plan_pip(struct init *in)
 		            "  # Not in tfprov's catalog: `tfprov lock` resolves these pins with "
 		            "pip's own\n  # resolver, for this Python, and writes the whole "
 		            "closure with every hash.\n");
+		if (tested)
+			strbuf_addf(
+			    sb,
+			    "  # The nvidia-*-cu12 wheels of TensorFlow %s's tested CUDA %s and "
+			    "cuDNN %s:\n  # the [and-cuda] extra of tensorflow %s "
+			    "(data/compat.yaml pip.and_cuda).\n",
+			    in->series, in->build->cuda, in->build->cudnn, tested->tensorflow);
 		strbuf_adds(sb, "  complete: false\n  requirements: |\n");
 		strbuf_addf(sb, "    %s%s==%s\n", pkg, in->pip_cuda ? "[and-cuda]" : "", in->tf);
-		strvec_pushf(
-		    &in->missing,
-		    "pip: the closure of %s %s for Python %s is not in tfprov's catalog: run "
-		    "tfprov lock",
-		    pkg, in->tf, in->python);
+		for (size_t i = 0; tested && i < tested->npins; i++) {
+			char v[64];
+			const char *ver =
+			    compat_and_cuda_tested_version(&tested->pins[i], v, sizeof(v));
+			if (ver == NULL ||
+			    compat_cuda_wheel_major(in->kb, tested->pins[i].name) == 0)
+				continue;
+			strbuf_addf(sb, "    %s==%s\n", tested->pins[i].name, ver);
+			if (compat_cuda_wheel_is_runtime(in->kb, tested->pins[i].name))
+				series_of(ver, in->cuda, sizeof(in->cuda));
+			else if (strcmp(tested->pins[i].name, "nvidia-cudnn-cu12") == 0)
+				snprintf(in->cudnn, sizeof(in->cudnn), "%s", ver);
+		}
+		if (untested)
+			strvec_push(&in->missing, untested);
+		else
+			strvec_pushf(&in->missing,
+			             "pip: the closure of %s %s for Python %s is not in tfprov's "
+			             "catalog: run tfprov lock",
+			             pkg, in->tf, in->python);
 	}
 	catalog_closure_release(&cl);
+	free(untested);
 	return 0;
 }
 

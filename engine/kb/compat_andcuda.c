@@ -36,6 +36,44 @@ static const struct compat_and_cuda *row_for(const struct compat *kb, const char
 	return best;
 }
 
+const struct compat_and_cuda *compat_and_cuda_tested(const struct compat *kb, const char *tf)
+{
+	const struct compat_and_cuda *a = row_for(kb, tf), *best = NULL;
+	const struct compat_tf_build *b = compat_tf_build(kb, tf, 0);
+
+	if (a != NULL && !a->unverified)
+		return a;
+	for (size_t i = 0; b != NULL && i < kb->nand_cuda; i++) {
+		const struct compat_and_cuda *r = &kb->and_cuda[i];
+		const struct compat_tf_build *rb = r->unverified || r->tensorflow == NULL
+		                                       ? NULL
+		                                       : compat_tf_build(kb, r->tensorflow, 0);
+
+		if (rb == NULL || version_cmp_n(rb->cuda, b->cuda, 2) != 0 ||
+		    version_cmp_n(rb->cudnn, b->cudnn, 2) != 0)
+			continue;
+		if (best == NULL || version_cmp(r->tensorflow, best->tensorflow) > 0)
+			best = r;
+	}
+	return best;
+}
+
+const char *compat_and_cuda_tested_version(const struct compat_and_cuda_pin *p, char *buf,
+                                           size_t size)
+{
+	/* "==12.5.82" or ">=12.5.82,<13.0": the first clause names the tested wheel. */
+	size_t n;
+
+	if (p->spec == NULL || (strncmp(p->spec, "==", 2) != 0 && strncmp(p->spec, ">=", 2) != 0))
+		return NULL;
+	n = strcspn(p->spec + 2, ",");
+	if (n == 0 || n >= size)
+		return NULL;
+	memcpy(buf, p->spec + 2, n);
+	buf[n] = '\0';
+	return version_valid(buf) ? buf : NULL;
+}
+
 static const struct compat_and_cuda_pin *pin_of(const struct compat_and_cuda *a, const char *name)
 {
 	for (size_t i = 0; i < a->npins; i++)

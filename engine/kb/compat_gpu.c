@@ -30,10 +30,10 @@ void compat_verdict_release(struct compat_verdict *v)
 	memset(v, 0, sizeof(*v));
 }
 
-static void verdict(struct compat_verdict *v, enum diag_severity sev, const char *code,
-                    char *hint, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void verdict(struct compat_verdict *v, enum diag_severity sev, const char *code,
-                    char *hint, const char *fmt, ...)
+static void verdict(struct compat_verdict *v, enum diag_severity sev, const char *code, char *hint,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void verdict(struct compat_verdict *v, enum diag_severity sev, const char *code, char *hint,
+                    const char *fmt, ...)
 {
 	va_list ap;
 
@@ -88,9 +88,10 @@ static void judge_unlisted(const struct compat *kb, const char *s, const char *c
 	struct strbuf sb = STRBUF_INIT;
 
 	if (top == NULL) {
-		verdict(v, DIAG_WARNING, "compat.gpu-cc-unknown",
-		        xstrdup("compute capabilities are listed at developer.nvidia.com/cuda-gpus"),
-		        "compute capability %s is not a known NVIDIA GPU", cc);
+		verdict(
+		    v, DIAG_WARNING, "compat.gpu-cc-unknown",
+		    xstrdup("compute capabilities are listed at developer.nvidia.com/cuda-gpus"),
+		    "compute capability %s is not a known NVIDIA GPU", cc);
 		return;
 	}
 	if (k != NULL)
@@ -133,7 +134,8 @@ int compat_judge_gpu(const struct compat *kb, const char *tf, const char *cuda, 
 	if (tf != NULL && compat_tf_build(kb, tf, 0) != NULL) {
 		v->kernels = compat_tf_kernels_for(kb, tf, cc, &k);
 		v->source = k != NULL ? k->source : NULL;
-		snprintf(s, sizeof(s), "%ld.%ld", version_component(tf, 0), version_component(tf, 1));
+		snprintf(s, sizeof(s), "%ld.%ld", version_component(tf, 0),
+		         version_component(tf, 1));
 	}
 	if (row == NULL) {
 		judge_unlisted(kb, s, cc, k, v);
@@ -142,12 +144,13 @@ int compat_judge_gpu(const struct compat *kb, const char *tf, const char *cuda, 
 	v->arch = row->arch;
 	if (v->kernels == COMPAT_KERNEL_NONE) {
 		kernel_list(&sb, k);
-		verdict(v, DIAG_ERROR, "compat.gpu-no-kernels",
-		        xasprintf("TF %s carries %s; a %s GPU (%s) needs an older TF or another GPU",
-		                  s, sb.buf, row->arch, row->examples ? row->examples : ""),
-		        "TensorFlow %s has no kernels for compute capability %s (%s): \"device "
-		        "kernel image is invalid\"",
-		        s, cc, row->arch);
+		verdict(
+		    v, DIAG_ERROR, "compat.gpu-no-kernels",
+		    xasprintf("TF %s carries %s; a %s GPU (%s) needs an older TF or another GPU", s,
+		              sb.buf, row->arch, row->examples ? row->examples : ""),
+		    "TensorFlow %s has no kernels for compute capability %s (%s): \"device "
+		    "kernel image is invalid\"",
+		    s, cc, row->arch);
 	} else if (cuda != NULL && row->dropped_in != NULL &&
 	           version_cmp_n(cuda, row->dropped_in, 2) >= 0) {
 		v->source = NULL; /* a fact of the GPU's row, not of TF's kernels */

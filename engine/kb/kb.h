@@ -565,6 +565,16 @@ int compat_cuda_wheel_major(const struct compat *kb, const char *name);
  */
 void compat_lint_cuda_wheels(const struct compat *kb, const struct manifest *m, const char *tf,
                              struct diags *d);
+/*
+ * The [and-cuda] extra whose lower bounds are the wheels of TF version tf's
+ * tested CUDA and cuDNN: the verified row of tf's minor, else the newest
+ * verified row of a release with the same tested CUDA and cuDNN series (2.21
+ * shares 2.20's 12.5 / 9.3). NULL when none is recorded.
+ */
+const struct compat_and_cuda *compat_and_cuda_tested(const struct compat *kb, const char *tf);
+/* The version a pin of that row names ("==V" or ">=V,..."): V in buf, else NULL. */
+const char *compat_and_cuda_tested_version(const struct compat_and_cuda_pin *p, char *buf,
+                                           size_t size);
 /* 1 when name is the CUDA runtime wheel ("nvidia-cuda-runtime-cu12"). */
 int compat_cuda_wheel_is_runtime(const struct compat *kb, const char *name);
 

@@ -98,16 +98,25 @@ def test_init_picks_the_python_the_catalog_serves(tfprov, tmp_path):
 
 
 def test_init_cuda_from_pip_takes_the_wheels_cuda(tfprov, tmp_path):
+    """--cuda-from pip takes the wheels of TF's tested CUDA and cuDNN (12.5 / 9.3 for 2.21:
+    the lower bounds of 2.20's [and-cuda] ranges, the newest recorded extra with the same
+    tested build), not the newest ones of the catalog's closure (CUDA 12.9, cuDNN 9.23):
+    pins for `tfprov lock`, since the catalog has no hashes of those wheels."""
     out = tmp_path / "p.yaml"
-    tfprov.run("--offline", "init", "--tensorflow", "2.21", "--cuda-from", "pip", "-o", out,
-               check=0)
+    r = tfprov.run("--offline", "init", "--tensorflow", "2.21", "--cuda-from", "pip", "-o", out,
+                   check=0)
+    assert "carries CUDA 12.9.79 and cuDNN 9.23.2.1, not TensorFlow 2.21's tested CUDA 12.5" \
+        in r.stderr, r.stderr
     doc = yaml.safe_load(out.read_text())
     assert "cuda" not in doc and "cudnn" not in doc
     req = doc["pip"]["requirements"]
-    assert "nvidia-cuda-runtime-cu12==" in req and "nvidia-cudnn-cu12==" in req
-    rt = re.search(r"nvidia-cuda-runtime-cu12==(\d+\.\d+)", req).group(1)
-    assert str(doc["versions"]["cuda"]) == rt
-    tfprov.run("--offline", "lock", "--check", out, check=0)
+    assert doc["pip"]["complete"] is False
+    assert "nvidia-cuda-runtime-cu12==12.5.82\n" in req and "nvidia-cudnn-cu12==9.3.0.75\n" in req
+    assert str(doc["versions"]["cuda"]) == "12.5" and doc["versions"]["cudnn"] == "9.3.0.75"
+    assert any("not the tested CUDA 12.5 ones" in m for m in doc["missing"])
+    v = tfprov.run("validate", out, root=False, check=0)
+    assert "compat." not in v.stderr, v.stderr
+    tfprov.run("--offline", "lock", "--check", out, check=3)  # lock.incomplete until `lock`
 
 
 def test_init_gpu_name_and_stand_in_nvml(tfprov, tmp_path, build_dir):
@@ -129,7 +138,10 @@ def test_init_gpu_name_and_stand_in_nvml(tfprov, tmp_path, build_dir):
                    env=env, check=0)
     assert "driver 545.23.08 is below CUDA 12.5.1's minimum 555.42.06" in r.stderr, r.stderr
     assert "minor-version compatibility (>= 525.60.13" in r.stderr
-    assert "Tesla K80 (compute capability 3.7) cannot run TensorFlow 2.20" in r.stderr
+    # the rule validate applies to driver.gpus, in the same words
+    assert ("Tesla K80 (compute capability 3.7): TensorFlow 2.20 has no kernels for compute "
+            "capability 3.7 (Kepler)") in r.stderr, r.stderr
+    assert "[compat.gpu-no-kernels]" in r.stderr
     assert yaml.safe_load(auto.read_text())["driver"]["gpus"] == ["8.9"]
 
 
@@ -156,7 +168,8 @@ BAD = [
     (["--tensorflow", "2.12", "--platform", "windows-x86_64"], 3,
      ["native Windows GPU support ended with TF 2.10", "source_windows.md"]),
     (["--tensorflow", "2.12", "--cuda-from", "pip"], 3, ["no tensorflow[and-cuda] extra", "#61993"]),
-    (["--tensorflow", "2.20", "--gpu", "3.5"], 3, ["no kernels for Kepler", ".bazelrc"]),
+    (["--tensorflow", "2.20", "--gpu", "3.5"], 3,
+     ["no kernels for compute capability 3.5 (Kepler)", "[compat.gpu-no-kernels]", ".bazelrc"]),
     (["--tensorflow", "2.99"], 64, ["unknown TensorFlow version", "1.15.0 to 2.21.0"]),
     (["--tensorflow", "two"], 64, ["not a TensorFlow version"]),
     (["--tensorflow", "2.20", "--gpu", "Voodoo 5 6000"], 64, ["unknown GPU name"]),
@@ -463,3 +476,35 @@ def test_installed_binary_finds_the_catalog(relocated, tmp_path):  # noqa: F811
                            env=env, cwd="/", timeout=120)
         assert p.returncode == 0, (args, p.stdout, p.stderr)
     assert yaml.safe_load(out.read_text())["pip"]["complete"] is True
+
+
+def _kb_series():
+    """Every TF minor of the knowledge base's Linux tested builds, 1.15 to 2.21."""
+    kb = yaml.safe_load(open(os.path.join(REPO, "data", "compat.yaml")))
+    rows = kb["tensorflow"]["linux_gpu"]["builds"]
+    out = {".".join(str(r["version"]).split(".")[:2]) for r in rows}
+    return sorted(out, key=lambda s: tuple(int(x) for x in s.split(".")))
+
+
+def test_init_output_has_no_compat_diagnostic_for_every_minor(tfprov, tmp_path):
+    """init's file for every TF minor 1.15..2.21, NVIDIA's archives and (2.14 on, the first
+    [and-cuda] extra) the pip wheels: validate says nothing of the knowledge base about it
+    (no compat.* diagnostic, no error). What the catalog lacks stays a pins.missing /
+    pip.lock-input warning for `tfprov lock`."""
+    series = _kb_series()
+    assert series[0] == "1.15" and "2.21" in series and len(series) >= 23
+    bad = []
+    for s in series:
+        forms = ["redist"] + (["pip"] if tuple(map(int, s.split("."))) >= (2, 14) else [])
+        for cf in forms:
+            out = tmp_path / ("%s-%s.yaml" % (s, cf))
+            r = tfprov.run("--offline", "-q", "init", "--tensorflow", s, "--cuda-from", cf,
+                           "-o", out)
+            if r.returncode != 0:
+                bad.append((s, cf, "init exit %d" % r.returncode, r.stderr[-300:]))
+                continue
+            v = tfprov.run("validate", out, root=False)
+            diags = [l for l in v.stderr.splitlines() if "[compat." in l or ": error:" in l]
+            if v.returncode != 0 or diags:
+                bad.append((s, cf, v.returncode, diags))
+    assert bad == []
