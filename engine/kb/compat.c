@@ -717,6 +717,33 @@ static void load_lib_components(struct loader *L, const yaml_node_t *root)
 	free(rows);
 }
 
+/* platforms: which platform an artifact's name says, and the stacks each serves. */
+static void load_platforms(struct loader *L, const yaml_node_t *root)
+{
+	static const char *const keys[] = {
+	    "name", "stacks", "conda_subdirs", "wheel_tags", "files", "source", NULL};
+	yaml_node_t **rows;
+	size_t n;
+
+	if (map_get(L, root, "platforms") == NULL)
+		return;
+	L->kb->platforms =
+	    get_table(L, root, "platforms", keys, sizeof(*L->kb->platforms), &rows, &n);
+	L->kb->nplatforms = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_platform *p = &L->kb->platforms[i];
+
+		p->name = get_str(L, rows[i], "name", REQ);
+		p->stacks = get_list(L, rows[i], "stacks", &p->nstacks, OPT, 0);
+		p->conda_subdirs =
+		    get_list(L, rows[i], "conda_subdirs", &p->nconda_subdirs, OPT, 0);
+		p->wheel_tags = get_list(L, rows[i], "wheel_tags", &p->nwheel_tags, OPT, 0);
+		p->files = get_list(L, rows[i], "files", &p->nfiles, OPT, 0);
+		p->source = get_str(L, rows[i], "source", REQ);
+	}
+	free(rows);
+}
+
 /* env_vars: what TensorFlow accepts in the environment variables it reads. */
 static void load_env_vars(struct loader *L, const yaml_node_t *root)
 {
@@ -979,6 +1006,7 @@ int compat_load(const char *path, struct compat **out, struct diags *d)
 	                                   "guide_mistakes",
 	                                   "library_components",
 	                                   "library_components_source",
+	                                   "platforms",
 	                                   NULL};
 	struct loader L = {0};
 	yaml_parser_t parser;
@@ -1036,6 +1064,7 @@ int compat_load(const char *path, struct compat **out, struct diags *d)
 	load_sonames(&L, root);
 	load_env_vars(&L, root);
 	load_lib_components(&L, root);
+	load_platforms(&L, root);
 	load_guide(&L, root);
 	/* The known-bad table has one loader, shared with lock and lock --check. */
 	if (!L.bad && pip_caps_load(path, &L.kb->caps, &L.kb->ncaps, d) != 0)
@@ -1093,6 +1122,13 @@ void compat_free(struct compat *kb)
 	for (size_t i = 0; i < kb->nlib_components; i++)
 		free(kb->lib_components[i].libs);
 	free(kb->lib_components);
+	for (size_t i = 0; i < kb->nplatforms; i++) {
+		free(kb->platforms[i].stacks);
+		free(kb->platforms[i].conda_subdirs);
+		free(kb->platforms[i].wheel_tags);
+		free(kb->platforms[i].files);
+	}
+	free(kb->platforms);
 	for (size_t i = 0; i < kb->nenv_vars; i++)
 		free(kb->env_vars[i].values);
 	free(kb->env_vars);

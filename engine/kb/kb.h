@@ -250,6 +250,23 @@ struct compat_import_pkg {
 	const char *fix, *source;
 };
 
+/*
+ * platforms: how an artifact's name says which platform it is for, and which
+ * stack.platform values each platform serves (compat_platform.c).
+ */
+struct compat_platform {
+	const char *name;
+	const char **stacks; /* stack.platform values it serves; empty: none */
+	size_t nstacks;
+	const char **conda_subdirs; /* a conda package's channel subdir */
+	size_t nconda_subdirs;
+	const char **wheel_tags; /* fnmatch patterns of a wheel's platform tag */
+	size_t nwheel_tags;
+	const char **files; /* fnmatch patterns of a runfile's or archive's file name */
+	size_t nfiles;
+	const char *source;
+};
+
 /* The component that ships a library TF loads (library_components). */
 struct compat_lib_component {
 	const char **libs; /* soname stems: "libcublas", "libcublasLt" */
@@ -375,6 +392,8 @@ struct compat {
 	size_t ncarriers;
 	struct compat_lib_component *lib_components;
 	size_t nlib_components;
+	struct compat_platform *platforms;
+	size_t nplatforms;
 	const char *lib_components_source;
 	struct pip_cap *caps; /* pip.caps, the known-bad table (pipcaps.c loads it) */
 	size_t ncaps;
@@ -438,6 +457,8 @@ void compat_lint_env(const struct compat *kb, const struct manifest *m, struct d
  * that drops the stack's own CUDA (or env) or puts another CUDA before it.
  */
 void compat_lint_env_derived(const struct compat *kb, const struct manifest *m, struct diags *d);
+/* Every artifact whose name says another platform than stack.platform (compat_platform.c). */
+void compat_lint_platform(const struct compat *kb, const struct manifest *m, struct diags *d);
 
 /* The tested build of a TF version (matched by major.minor); NULL if unknown. */
 const struct compat_tf_build *compat_tf_build(const struct compat *kb, const char *tf_version,

@@ -311,3 +311,84 @@ def test_env_override_names_what_is_shadowed_and_by_what():
     assert ("drops the stack's /opt/tfprov/envs/tf/bin, /opt/tfprov/cuda/12.2.2/bin" in out), out
     assert "($NAME is not expanded)" in out, out
     assert 'CUDA_HOME="/usr/local/cuda" replaces the stack\'s /opt/tfprov/cuda/12.2.2' in out, out
+
+
+def _variant(tmp_path, src, name, *subs):
+    """A copy of a shipped manifest with (old, new) text replacements, each required."""
+    text = open(os.path.join(REPO, src)).read()
+    for old, new in subs:
+        assert old in text, (src, old)
+        text = text.replace(old, new)
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def _platform_diags(path):
+    rc, out = validate(path)
+    return rc, [(int(m.group("line")), int(m.group("col")), m.group("sev"))
+                for m in compat_diags(out) if m.group("code") == "compat.artifact-platform"], out
+
+
+PLATFORM_CASES = [
+    # a redist archive of NVIDIA's windows-x86_64 key in a linux-x86_64 stack, at its url
+    ("manifests/stable-2.12.yaml", [(
+        "cuda_cupti/linux-x86_64/cuda_cupti-linux-x86_64-",
+        "cuda_cupti/windows-x86_64/cuda_cupti-windows-x86_64-")], [(69, 12, "error")]),
+    # a conda package of the win-64 subdir in a linux stack, at its lock line
+    ("manifests/stable-2.15.yaml", [("conda-forge/linux-64/python-3", "conda-forge/win-64/python-3")],
+     [(171, 5, "error")]),
+    # a Windows runfile and a Windows cuDNN zip in the legacy Linux stack
+    ("manifests/legacy-1.15.yaml", [
+        ("cuda_10.0.130_410.48_linux", "cuda_10.0.130_411.31_win10.exe"),
+        ("cudnn-10.0-linux-x64-v7.6.5.32.tgz", "cudnn-10.0-windows10-x64-v7.6.5.32.zip")],
+     [(80, 10, "error"), (87, 10, "error")]),
+    # a linux stack declared windows: its linux-64 conda packages and archives are named
+    ("manifests/stable-2.9.yaml", [("platform: linux-x86_64", "platform: windows-x86_64")],
+     "many"),
+    # correct stacks stay clean: WSL2 runs the Linux artifacts
+    ("manifests/stable-2.12.yaml", [("platform: linux-x86_64", "platform: wsl2")], []),
+    ("manifests/stable-2.20.yaml", [], []),
+]
+
+
+@pytest.mark.parametrize("src,subs,want", PLATFORM_CASES,
+                         ids=["redist-key", "conda-subdir", "runfile-tarball", "declared-windows",
+                              "wsl2-clean", "clean"])
+def test_artifact_platform_against_stack_platform(tmp_path, src, subs, want):
+    path = _variant(tmp_path, src, "p.yaml", *subs)
+    rc, got, out = _platform_diags(path)
+    if want == "many":
+        assert rc == 3 and len(got) > 3, out
+        assert "is for linux-x86_64, but stack.platform is windows-x86_64" in out
+        return
+    assert got == want, out
+    if want:
+        assert rc == 3 and "but stack.platform is linux-x86_64" in out, out
+
+
+def test_wheel_platform_tag_of_a_direct_reference(tmp_path):
+    """A wheel pinned by URL carries its platform tag: win_amd64 in a Linux stack is an
+    error at its line; the manylinux and pure-Python ones are not judged wrong."""
+    src = "manifests/stable-2.12.yaml"
+    text = open(os.path.join(REPO, src)).read()
+    anchor = "  requirements: |\n"
+    assert anchor in text
+    line = text[:text.index(anchor)].count("\n") + 2
+    url = "https://files.pythonhosted.org/packages/xx/"
+    wheels = ("    six @ %ssix-1.16.0-py2.py3-none-any.whl --hash=sha256:%s\n"
+              "    wrapt @ %swrapt-1.14.1-cp39-cp39-win_amd64.whl --hash=sha256:%s\n"
+              "    grpcio @ %sgrpcio-1.60.0-cp39-cp39-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+              " --hash=sha256:%s\n") % (url, "a" * 64, url, "b" * 64, url, "c" * 64)
+    path = tmp_path / "w.yaml"
+    path.write_text(text.replace(anchor, anchor + wheels, 1))
+    rc, got, out = _platform_diags(str(path))
+    assert got == [(line + 1, 5, "error")], out
+    assert "the wheel wrapt-1.14.1-cp39-cp39-win_amd64.whl is for windows-x86_64" in out
+
+
+def test_shipped_manifests_have_no_platform_diagnostic():
+    for f in sorted(os.listdir(os.path.join(REPO, "manifests"))):
+        if f.endswith(".yaml"):
+            rc, got, out = _platform_diags("manifests/" + f)
+            assert got == [], out
