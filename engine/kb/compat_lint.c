@@ -736,6 +736,65 @@ static void lint_python_sources(struct lint *L)
 	}
 }
 
+/*
+ * A wheel pinned by URL names its release and the Python it is built for:
+ * "tensorflow-2.15.1-cp310-cp310-manylinux_2_17_x86_64.whl". Its version
+ * against versions.tensorflow (for tensorflow's own wheel) and its CPython tag
+ * against versions.python (an abi3 tag is a floor), at the requirement's line.
+ */
+static void lint_wheel_names(struct lint *L)
+{
+	const struct manifest *m = L->m;
+	const char *pkey =
+	    L->python ? key_of(L->python, &m->versions.python, "versions.python", "python.version")
+	              : NULL;
+
+	for (size_t i = 0; i < m->pip.nreqs; i++) {
+		const struct pip_req *r = &m->pip.reqs[i];
+		const char *base = r->url ? url_base(r->url) : NULL;
+		char *f[8], *copy, *save = NULL;
+		size_t n = 0;
+
+		if (base == NULL || !str_ends_with(base, ".whl") || r->name == NULL)
+			continue;
+		copy = xstrndup(base, strlen(base) - 4);
+		for (char *t = strtok_r(copy, "-", &save); t && n < 8;
+		     t = strtok_r(NULL, "-", &save))
+			f[n++] = t;
+		if (n != 5 && n != 6) { /* name-ver(-build)-py-abi-plat */
+			free(copy);
+			continue;
+		}
+		char *what = xasprintf("the wheel %s", base);
+		if (L->tf != NULL && L->tf != &L->tf_from_pip &&
+		    strcmp(r->name, "tensorflow") == 0 && version_valid(f[1]) &&
+		    !agree(f[1], L->tf->s))
+			disagree(L, r->pos, what, f[1], "versions.tensorflow", L->tf);
+		if (L->python != NULL) {
+			int abi3 = strcmp(f[n - 2], "abi3") == 0, fits = 0, judged = 0;
+			char *tags = xstrdup(f[n - 3]), *s2 = NULL, got[16] = "";
+			for (char *t = strtok_r(tags, ".", &s2); t; t = strtok_r(NULL, ".", &s2)) {
+				if (strncmp(t, "cp", 2) != 0 || strlen(t) < 4 || strlen(t) > 5 ||
+				    strspn(t + 2, "0123456789") != strlen(t + 2))
+					continue;
+				snprintf(got, sizeof(got), "%c.%s", t[2], t + 3);
+				judged = 1;
+				fits |= abi3 ? version_cmp_n(L->python->s, got, 2) >= 0
+				             : version_cmp_n(L->python->s, got, 2) == 0;
+			}
+			free(tags);
+			if (judged && !fits) {
+				char *g =
+				    xasprintf("for CPython %s%s", got, abi3 ? " and later" : "");
+				disagree(L, r->pos, what, g, pkey, L->python);
+				free(g);
+			}
+		}
+		free(what);
+		free(copy);
+	}
+}
+
 /* ---- the bench step's mixed precision ---- */
 
 static void lint_mixed_precision(struct lint *L)
@@ -924,6 +983,7 @@ int compat_lint(const struct compat *kb, const struct manifest *m, struct diags 
 		lint_cuda_sources(&L);
 	lint_cudnn_sources(&L);
 	lint_python_sources(&L);
+	lint_wheel_names(&L);
 	lint_mixed_precision(&L);
 	for (size_t i = 0; i < m->driver.ngpus; i++)
 		if (m->driver.gpus[i].s != NULL)

@@ -392,3 +392,41 @@ def test_shipped_manifests_have_no_platform_diagnostic():
         if f.endswith(".yaml"):
             rc, got, out = _platform_diags("manifests/" + f)
             assert got == [], out
+
+
+WHEEL_URL = "https://files.pythonhosted.org/packages/xx/"
+
+
+@pytest.mark.parametrize("wheel,want", [
+    # built for another CPython than versions.python (3.9): at the requirement's line
+    ("wrapt @ %swrapt-1.14.1-cp310-cp310-manylinux_2_17_x86_64.whl",
+     "the wheel wrapt-1.14.1-cp310-cp310-manylinux_2_17_x86_64.whl is for CPython 3.10, "
+     "but versions.python says 3.9"),
+    # an abi3 wheel is a floor: cp311-abi3 needs 3.11 or later
+    ("cryptography @ %scryptography-42.0.5-cp311-abi3-manylinux_2_28_x86_64.whl",
+     "is for CPython 3.11 and later, but versions.python says 3.9"),
+    # TensorFlow's own wheel of another release than versions.tensorflow
+    ("tensorflow @ %stensorflow-2.11.0-cp39-cp39-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+     "the wheel tensorflow-2.11.0-cp39-cp39-manylinux_2_17_x86_64.manylinux2014_x86_64.whl is "
+     "2.11.0, but versions.tensorflow says 2.12.0"),
+    # correct ones stay clean: the stack's CPython, an abi3 floor below it, pure Python
+    ("wrapt @ %swrapt-1.14.1-cp39-cp39-manylinux_2_17_x86_64.whl", None),
+    ("cryptography @ %scryptography-42.0.5-cp37-abi3-manylinux_2_28_x86_64.whl", None),
+    ("six @ %ssix-1.16.0-py2.py3-none-any.whl", None),
+], ids=["cp310-in-3.9", "abi3-floor-above", "tf-wheel-release", "cp39-clean", "abi3-clean",
+        "pure-clean"])
+def test_wheel_name_against_declared_versions(tmp_path, wheel, want):
+    text = open(os.path.join(REPO, "manifests/stable-2.12.yaml")).read()
+    anchor = "  requirements: |\n"
+    line = text[:text.index(anchor)].count("\n") + 2
+    req = "    " + (wheel % WHEEL_URL) + " --hash=sha256:" + "d" * 64 + "\n"
+    path = tmp_path / "w.yaml"
+    path.write_text(text.replace(anchor, anchor + req, 1))
+    rc, out = validate(str(path))
+    got = [(int(m.group("line")), int(m.group("col")), m.group("sev"))
+           for m in compat_diags(out) if m.group("code") == "compat.version-disagrees"]
+    if want is None:
+        assert got == [], out
+        return
+    assert got == [(line, 5, "error")] and rc == 3, out
+    assert want in out, out
