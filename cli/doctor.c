@@ -17,6 +17,9 @@
  *              shell: the ResourceExhaustedError (OOM) advice
  *   pip        tensorflow-gpu pinned in the manifest or installed in the env
  *   windows    native Windows with TF above the last Windows GPU build
+ *   alternatives  when the driver or a GPU cannot serve the stack cleanly: the
+ *              shipped stacks and tested TF builds that run on this driver and
+ *              these GPUs (the same rule, compat_stack_fits)
  *   shadowing  CUDA installs tfprov did not make (/usr/local/cuda*, /opt/cuda*)
  *              and entries of PATH / LD_LIBRARY_PATH that put another CUDA's
  *              nvcc/ptxas or libraries in front of the stack's
@@ -206,6 +209,7 @@ static void suggest_stacks(struct doctor *d, const struct stackinfo *si)
 {
 	struct strvec ccs = STRVEC_INIT;
 	struct strbuf shipped = STRBUF_INIT, built = STRBUF_INIT;
+	d->check = "alternatives";
 	char *dir = path_join(datadir(), "manifests");
 	struct dirent **ents = NULL;
 	int n = scandir(dir, &ents, NULL, alphasort), nbuilt = 0;
