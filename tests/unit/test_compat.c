@@ -1035,6 +1035,80 @@ static void test_kb_errors(void **state)
 	diags_release(&d);
 }
 
+/*
+ * The one GPU / driver rule every command applies (compat_gpu.c): the verdicts
+ * validate turns into diagnostics, plan into a step failure or warning, doctor
+ * into findings, init into log lines.
+ */
+static void expect_gpu(const char *tf, const char *cuda, const char *cc, const char *code,
+                       enum diag_severity sev)
+{
+	struct compat_verdict v;
+
+	assert_int_equal(compat_judge_gpu(kb, tf, cuda, cc, &v), 0);
+	if (code == NULL) {
+		if (v.code != NULL)
+			fail_msg("%s/%s/%s: unexpected %s: %s", tf, cuda, cc, v.code, v.msg);
+	} else {
+		if (v.code == NULL || strcmp(v.code, code) != 0)
+			fail_msg("%s/%s/%s: want %s, got %s", tf, cuda, cc, code,
+			         v.code ? v.code : "nothing");
+		assert_int_equal(v.sev, sev);
+		assert_non_null(v.msg);
+		assert_non_null(v.hint);
+	}
+	compat_verdict_release(&v);
+}
+
+static void test_one_gpu_rule(void **state)
+{
+	struct compat_verdict v;
+	const char *min = NULL, *floor = NULL;
+	const char *ampere[] = {"8.6"}, *kepler_ada[] = {"3.7", "8.9"};
+
+	(void)state;
+	/* TF 1.15 with CUDA 10.0 on an RTX 3090: CUDA 10.0 predates Ampere (CUDA 11.1). */
+	expect_gpu("1.15.4", "10.0.130", "8.6", "compat.gpu-newer-than-cuda", DIAG_WARNING);
+	expect_gpu("1.15.4", "10.0.130", "8.9", "compat.gpu-newer-than-cuda", DIAG_WARNING);
+	expect_gpu("2.15.1", "12.3.2", "3.7", "compat.gpu-no-kernels", DIAG_ERROR);
+	expect_gpu("2.9.0", "11.2.2", "8.6", NULL, DIAG_ERROR);
+	expect_gpu("2.20.0", "12.5.1", "8.9", NULL, DIAG_ERROR);
+	expect_gpu(NULL, NULL, "9.9", "compat.gpu-cc-newer", DIAG_WARNING);
+	expect_gpu(NULL, NULL, "4.0", "compat.gpu-cc-unknown", DIAG_WARNING);
+	assert_int_equal(compat_judge_gpu(kb, "2.15.1", NULL, "x.y", &v), TF_EUSAGE);
+	compat_verdict_release(&v);
+	/* A driver: own minimum, minor-version compatibility, too old. */
+	assert_int_equal(compat_judge_driver(kb, "12.5.1", "555.42.06", 0, &min, &floor),
+	                 COMPAT_DRIVER_OK);
+	assert_string_equal(min, "555.42.06");
+	assert_int_equal(compat_judge_driver(kb, "12.5.1", "545.23.08", 0, NULL, &floor),
+	                 COMPAT_DRIVER_MINOR_COMPAT);
+	assert_string_equal(floor, "525.60.13");
+	assert_int_equal(compat_judge_driver(kb, "12.5.1", "470.256.02", 0, NULL, NULL),
+	                 COMPAT_DRIVER_TOO_OLD);
+	assert_int_equal(compat_judge_driver(kb, "10.0.130", "400.1", 0, NULL, NULL),
+	                 COMPAT_DRIVER_TOO_OLD);
+	assert_int_equal(compat_judge_driver(kb, NULL, "470.256.02", 0, NULL, NULL),
+	                 COMPAT_DRIVER_UNKNOWN);
+	/* A stack fits a machine when both are clean. */
+	assert_string_equal(compat_cuda_release(kb, "11.2"), "11.2.2");
+	assert_true(compat_stack_fits(kb, "2.9.0", "11.2.2", 0, "470.256.02", ampere, 1));
+	assert_false(compat_stack_fits(kb, "1.15.4", "10.0.130", 0, "470.256.02", ampere, 1));
+	assert_false(compat_stack_fits(kb, "2.12.0", "11.8.0", 0, "470.256.02", ampere, 1));
+	assert_false(compat_stack_fits(kb, "2.9.0", "11.2.2", 0, "560.35.03", kepler_ada, 2));
+	/* init --cuda-from pip: 2.21's tested wheels are 2.20's [and-cuda] lower bounds. */
+	const struct compat_and_cuda *a = compat_and_cuda_tested(kb, "2.21.0");
+	assert_non_null(a);
+	assert_string_equal(a->tensorflow, "2.20.0");
+	char buf[64];
+	for (size_t i = 0; i < a->npins; i++)
+		if (strcmp(a->pins[i].name, "nvidia-cuda-runtime-cu12") == 0)
+			assert_string_equal(
+			    compat_and_cuda_tested_version(&a->pins[i], buf, sizeof(buf)),
+			    "12.5.82");
+	assert_null(compat_and_cuda_tested(kb, "2.13.0"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1055,6 +1129,7 @@ int main(void)
 	    cmocka_unit_test(test_hand_built_model),
 	    cmocka_unit_test(test_kb_errors),
 	    cmocka_unit_test(test_current_rows),
+	    cmocka_unit_test(test_one_gpu_rule),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
