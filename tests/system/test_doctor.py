@@ -119,6 +119,12 @@ def test_rtx3090_driver470_legacy_names_the_stacks_that_run(tfprov):
         o.write(f.read().replace("driver:\n", 'driver:\n  gpus: ["8.6"]\n', 1))
     v = tfprov.run("validate", g, root=False, check=0)
     assert "predates compute capability 8.6 (Ampere) [compat.gpu-newer-than-cuda]" in v.stderr
+    # a driver too old for the stack's CUDA (2.21's 12.9 wheels need 575): plan's exit 6,
+    # and the same stacks named
+    p = tfprov.run("doctor", os.path.join(REPO, "manifests", "stable-2.21.yaml"), env=env,
+                   check=6)
+    assert "[PROBLEM] driver 470.256.02 is older than CUDA 12.9.79's minimum" in p.stdout
+    assert "here: manifests/stable-2.9.yaml (TF 2.9.0, CUDA 11.2.2); or" in p.stdout, p.stdout
     # a healthy pairing (stable-2.9 on the same machine): nothing to suggest
     p = tfprov.run("doctor", os.path.join(REPO, "manifests", "stable-2.9.yaml"), env=env,
                    check=0)
