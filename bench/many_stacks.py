@@ -49,6 +49,7 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", default="/tmp/tfprov-many")
+    ap.add_argument("--keep", action="store_true", help="keep the roots (for a profiler)")
     args = ap.parse_args()
     exe = os.path.abspath(args.tfprov)
     counts = [int(x) for x in args.counts.split(",")]
@@ -117,7 +118,8 @@ def main():
             base = statistics.median(res[(counts[0], w)])
             cells += [f"{m * 1000:.0f} ms", f"{m / base:.2f}"]
         print(f"| {n} | " + " | ".join(cells) + " |")
-    shutil.rmtree(args.work, ignore_errors=True)
+    if not args.keep:
+        shutil.rmtree(args.work, ignore_errors=True)
 
 
 if __name__ == "__main__":
