@@ -150,7 +150,7 @@ static void window_diag(const struct compat_companion *c,
                         const struct compat_companion_release *line, const struct pip_req *q,
                         const struct mstr *tf, const char *file, struct diags *d)
 {
-	static const char *const verbs[] = {"", "is tested with", "requires at import",
+	static const char *const verbs[] = {"", "is tested with", "imports only with",
 	                                    "is built for"};
 	const struct compat_companion_release *fit = line_for_tf(c, tf->s), *last = newest_line(c);
 	char *fix, *hint;
