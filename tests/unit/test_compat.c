@@ -17,6 +17,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -953,6 +954,58 @@ static void test_companion_lint(void **state)
 	diags_release(&d);
 }
 
+static int load_text(const char *text, struct diags *d, struct compat **out);
+
+/* A malformed companion_packages table is refused at its nodes, like any other table. */
+static void test_companion_kb_errors(void **state)
+{
+	static const char broken[] =
+	    "companion_packages:\n"
+	    "  - {name: a, coupling: loose, why: w, source: s, releases: [{release: \"1.0\", tf: "
+	    "\">=2.1\", source: s}]}\n"
+	    "  - {name: b, coupling: abi, why: w, source: s}\n"
+	    "  - {name: c, coupling: abi, why: w, source: s, releases: [{release: \"1.0\", tf: "
+	    "\"2.1\", source: s}]}\n"
+	    "  - {name: C, coupling: tested, why: w, source: s, ended: {date: \"2024-05\"}}\n";
+	struct compat *bad = NULL;
+	struct diags d = {0};
+	char *text = NULL, *all;
+	size_t len = 0;
+	const char *from, *to;
+	int seen[4] = {0};
+
+	(void)state;
+	assert_int_equal(read_file_at(AT_FDCWD, compat_default_path(), 1u << 22, &text, &len), 0);
+	from = strstr(text, "\ncompanion_packages:\n");
+	to = strstr(text,
+	            "\n# -----------------------------------------------------------------------"
+	            "----\n# 7.");
+	assert_non_null(from);
+	assert_non_null(to);
+	all = xasprintf("%.*s\n%s%s", (int)(from - text), text, broken, to);
+	assert_int_equal(load_text(all, &d, &bad), TF_EFAIL);
+	assert_null(bad);
+	for (size_t i = 0; i < d.n; i++) {
+		assert_string_equal(d.v[i].code, "compat.kb-invalid");
+		seen[0] |=
+		    strstr(d.v[i].msg, "coupling must be none, tested, import or abi") != NULL;
+		seen[1] |= strstr(d.v[i].msg, "has releases, or has ended") != NULL;
+		seen[2] |= strstr(d.v[i].msg, "must be a specifier") != NULL;
+		seen[3] |= strstr(d.v[i].msg, "'c' is listed twice") != NULL;
+	}
+	for (int k = 0; k < 4; k++)
+		if (!seen[k]) {
+			char *out = diags_format(&d, 0);
+			fputs(out, stderr);
+			free(out);
+			fail_msg("companion table error %d not reported", k);
+		}
+	assert_true(diags_has(&d, "compat.kb-invalid"));
+	diags_release(&d);
+	free(all);
+	free(text);
+}
+
 /* ---- errors in compat.yaml are diagnostics too ---- */
 
 static int load_text(const char *text, struct diags *d, struct compat **out)
@@ -1188,6 +1241,7 @@ int main(void)
 	    cmocka_unit_test(test_current_rows),
 	    cmocka_unit_test(test_companions),
 	    cmocka_unit_test(test_companion_lint),
+	    cmocka_unit_test(test_companion_kb_errors),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
