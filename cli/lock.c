@@ -613,23 +613,20 @@ static char *companion_constraint(const struct compat *kb, const struct locked_s
 static int lock_capped(struct ctx *c, const char *env, const char *input, const struct pip_opts *o,
                        char **locked, char **err)
 {
-	struct pip_cap *caps = NULL;
-	size_t ncaps = 0, rounds;
+	const struct pip_cap *caps;
+	size_t ncaps, rounds;
 	struct diags d = {0};
 	struct strbuf in = STRBUF_INIT;
 	struct compat *kb = NULL;
-	int rc = pip_caps_load(compat_default_path(), &caps, &ncaps, &d);
-	if (rc != 0) {
-		diags_print(&d, stderr, 0);
-		*err = xasprintf("cannot load the pip caps of %s", compat_default_path());
-		goto out;
-	}
-	rc = compat_load(compat_default_path(), &kb, &d);
+	/* The knowledge base owns the caps (kb->caps) and the companion packages. */
+	int rc = compat_load(compat_default_path(), &kb, &d);
 	if (rc != 0) {
 		diags_print(&d, stderr, 0);
 		*err = xasprintf("cannot load the knowledge base %s", compat_default_path());
 		goto out;
 	}
+	caps = kb->caps;
+	ncaps = kb->ncaps;
 	rounds = ncaps + kb->ncompanion_pkgs;
 	strbuf_adds(&in, input);
 	for (size_t round = 0; round <= rounds; round++) {
@@ -673,7 +670,6 @@ static int lock_capped(struct ctx *c, const char *env, const char *input, const 
 out:
 	diags_release(&d);
 	strbuf_release(&in);
-	pip_caps_free(caps, ncaps);
 	compat_free(kb);
 	return rc;
 }
