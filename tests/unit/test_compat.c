@@ -878,6 +878,9 @@ static void test_companions(void **state)
 	assert_string_equal(compat_companion_line(df, "1.10.1")->release, "1.10.1");
 	assert_string_equal(compat_companion_line(df, "1.10.0")->release, "1.10.0");
 	assert_string_equal(compat_companion_line(df, "1.8.1")->release, "1.8");
+	assert_string_equal(compat_companion_line(df, "0.1.5")->release, "0.1");
+	assert_string_equal(compat_companion_line(df, "0.1.9")->release, "0.1.9");
+	assert_null(compat_companion_line(df, "0.10.0")); /* "0.1" is not a prefix of it */
 	assert_string_equal(compat_companion_line(tfa, "0.17.1")->release, "0.17.1");
 	assert_null(compat_companion_line(tfa, "0.17.0")); /* not in the matrix */
 
