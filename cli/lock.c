@@ -651,10 +651,13 @@ static int lock_capped(struct ctx *c, const char *env, const char *input, const 
 			       cap->below);
 			strbuf_addf(&in, "%s<%s\n", cap->package, cap->below);
 		} else if ((constraint = companion_constraint(kb, &s, &cname, &cversion)) != NULL) {
+			const struct compat_companion_release *line =
+			    compat_companion_line(compat_companion(kb, cname), cversion);
 			ev_log(c, EV_INFO,
-			       "pip: %s %s is not made for tensorflow %s (companion_packages of "
-			       "the knowledge base): resolving again with %s",
-			       cname, cversion, locked_version("tensorflow", &s), constraint);
+			       "pip: %s %s is not made for tensorflow %s (its release line is for "
+			       "tensorflow%s; source: %s): resolving again with %s",
+			       cname, cversion, locked_version("tensorflow", &s), line->tf,
+			       line->source, constraint);
 			strbuf_addf(&in, "%s\n", constraint);
 		}
 		reqs_free(s.r, s.n);

@@ -247,6 +247,8 @@ def test_lock_takes_the_companion_line_made_for_the_tf(tfprov, tmp_path):
         idx.close()
     assert p.returncode == 0, out(p)
     assert "tensorflow-io 0.37.1 is not made for tensorflow 2.15.1" in p.stdout, out(p)
+    assert "its release line is for tensorflow>=2.16,<2.17; source: " \
+        "https://github.com/tensorflow/io/blob/" in p.stdout, out(p)
     assert "resolving again with tensorflow-io==0.36.*" in p.stdout, out(p)
     _, pins = lock_block(str(m))
     assert pins["tensorflow-io"] == ("0.36.0", {io36[1]}), pins
