@@ -575,20 +575,28 @@ def run_stack(args, mirror, ver):
               f"load at the end {' '.join(loadavg())}", flush=True)
 
 
-def run_wheels(args, mirror, ver):
-    """pip against tfprov's pip step alone (both byte-compiling), and --jobs 1."""
+def wheel_manifests(work, mirror, scale, ver):
+    """The wheels-alone contenders' inputs: an env-only manifest (a venv), the same
+    with the complete pip lock, pip's requirements file, and the pins."""
     wdir = os.path.join(mirror, "wheels")
-    reqs = os.path.join(args.work, "wreqs.txt")
-    pins = [(n, v, sha_file(os.path.join(wdir, fn))) for n, v, fn, _, _ in wheel_set(args.scale)]
+    reqs = os.path.join(work, "wreqs.txt")
+    pins = [(n, v, sha_file(os.path.join(wdir, fn))) for n, v, fn, _, _ in wheel_set(scale)]
     open(reqs, "w").write("".join(f"{n}=={v} --hash=sha256:{h}\n" for n, v, h in pins))
     base = ("schema: 1\nstack:\n  name: wheels\n  platform: linux-x86_64\nprefix: /opt/tfprov\n"
             f"versions:\n  tensorflow: 2.20.0\n  python: \"{ver}\"\ndriver:\n  policy: skip\n"
             f"python:\n  manager: venv\n  name: tf\n  version: \"{ver}\"\n"
             f"  interpreter: {INTERP}\n")
-    m_env, m_pip = os.path.join(args.work, "env.yaml"), os.path.join(args.work, "pip.yaml")
+    m_env, m_pip = os.path.join(work, "env.yaml"), os.path.join(work, "pip.yaml")
     open(m_env, "w").write(base)
     open(m_pip, "w").write(base + "pip:\n  complete: true\n  requirements: |\n" + "".join(
         f"    {n}=={v} \\\n        --hash=sha256:{h}\n" for n, v, h in pins))
+    return m_env, m_pip, reqs, pins
+
+
+def run_wheels(args, mirror, ver):
+    """pip against tfprov's pip step alone (both byte-compiling), and --jobs 1."""
+    wdir = os.path.join(mirror, "wheels")
+    m_env, m_pip, reqs, pins = wheel_manifests(args.work, mirror, args.scale, ver)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON"))}
     res = {"pip": [], "tfprov": [], "tfprov --jobs 1": [], "floor": []}
     print(f"\n== wheels: {len(pins)}, {sum(os.path.getsize(os.path.join(wdir, f)) for f in os.listdir(wdir)) / 1e6:.0f} MB, load {' '.join(loadavg())}", flush=True)

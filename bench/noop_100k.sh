@@ -42,28 +42,7 @@ env:
     TF_CPP_MIN_LOG_LEVEL: "1"
 EOF
 "$TFPROV_BIN" --root "$ROOT" -q apply -y "$WORK/m.yaml" >/dev/null 2>&1
-"$PY" - "$ROOT" "$N" <<'EOF'
-import hashlib, os, sqlite3, sys
-root, n = sys.argv[1], int(sys.argv[2])
-db = sqlite3.connect(os.path.join(root, "var/lib/tfprov/state.db"))
-rid = db.execute("SELECT r.id FROM resources r JOIN stacks s ON s.id = r.stack_id "
-                 "WHERE s.name = 'bench-100k' AND r.addr = 'env'").fetchone()[0]
-rows = []
-for i in range(n):
-    rel = "/opt/tfprov/big/pkg%02d/sub%03d/m%06d.py" % (i % 20, i // 20 % 20, i)
-    host = root + rel
-    os.makedirs(os.path.dirname(host), exist_ok=True)
-    data = (b"# %d\n" % i) * (200 + i % 600)
-    with open(host, "wb") as f:
-        f.write(data)
-    os.chmod(host, 0o644)
-    st = os.stat(host)
-    rows.append((rel, rid, "f", hashlib.sha256(data).hexdigest(), st.st_size, 0o644,
-                 st.st_mtime_ns))
-with db:
-    db.executemany("INSERT INTO files(path, resource_id, type, sha256, size, mode, mtime_ns) "
-                   "VALUES (?,?,?,?,?,?,?)", rows)
-EOF
+"$PY" "$REPO/bench/recorded_tree.py" "$ROOT" "$N"
 out=$("$TFPROV_BIN" --root "$ROOT" apply "$WORK/m.yaml" 2>&1)
 grep -q "No changes" <<<"$out" || { echo "not a no-op:"; echo "$out"; exit 1; }
 "$TFPROV_BIN" --root "$ROOT" -q status >/dev/null 2>&1 || { echo "status failed"; exit 1; }

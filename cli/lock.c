@@ -583,25 +583,53 @@ static const char *locked_version(const char *name, void *arg)
 }
 
 /*
+ * A resolved companion package (data/compat.yaml companion_packages) outside the
+ * window of its release line for the resolved TF: the constraint that takes the
+ * line made for that TF ("tensorflow-io==0.36.*"), or NULL. *name gets the package.
+ */
+static char *companion_constraint(const struct compat *kb, const struct locked_set *s,
+                                  const char **name, const char **version)
+{
+	const char *tf = locked_version("tensorflow", (void *)s);
+
+	for (size_t i = 0; kb != NULL && tf != NULL && i < s->n; i++) {
+		char *c = compat_companion_constraint(kb, s->r[i].name, s->r[i].version, tf);
+		if (c != NULL) {
+			*name = s->r[i].name;
+			*version = s->r[i].version;
+			return c;
+		}
+	}
+	return NULL;
+}
+
+/*
  * pip_lock, then the knowledge base's caps (data/compat.yaml pip.caps): while
  * the closure breaks one (setuptools 82 with a TensorBoard before 2.21, h5py 3
  * with TF 1.x), the cap joins pip's input as a constraint and pip resolves again.
+ * Likewise a companion package outside the TF window of its release line
+ * (companion_packages): the line made for the resolved TF joins the input.
  */
 static int lock_capped(struct ctx *c, const char *env, const char *input, const struct pip_opts *o,
                        char **locked, char **err)
 {
-	struct pip_cap *caps = NULL;
-	size_t ncaps = 0;
+	const struct pip_cap *caps;
+	size_t ncaps, rounds;
 	struct diags d = {0};
 	struct strbuf in = STRBUF_INIT;
-	int rc = pip_caps_load(compat_default_path(), &caps, &ncaps, &d);
+	struct compat *kb = NULL;
+	/* The knowledge base owns the caps (kb->caps) and the companion packages. */
+	int rc = compat_load(compat_default_path(), &kb, &d);
 	if (rc != 0) {
 		diags_print(&d, stderr, 0);
-		*err = xasprintf("cannot load the pip caps of %s", compat_default_path());
+		*err = xasprintf("cannot load the knowledge base %s", compat_default_path());
 		goto out;
 	}
+	caps = kb->caps;
+	ncaps = kb->ncaps;
+	rounds = ncaps + kb->ncompanion_pkgs;
 	strbuf_adds(&in, input);
-	for (size_t round = 0; round <= ncaps; round++) {
+	for (size_t round = 0; round <= rounds; round++) {
 		free(*locked);
 		*locked = NULL;
 		rc = pip_lock(c, env, in.buf, o, locked, err);
@@ -609,6 +637,8 @@ static int lock_capped(struct ctx *c, const char *env, const char *input, const 
 			break;
 		struct locked_set s = {0};
 		struct diags pd = {0};
+		const char *cname = NULL, *cversion = NULL;
+		char *constraint = NULL;
 		pip_requirements_parse("pip lock output", *locked, (struct pos){1, 1}, 0, &s.r,
 		                       &s.n, &pd);
 		const struct pip_cap *cap = pip_caps_broken(caps, ncaps, locked_version, &s, NULL);
@@ -620,12 +650,22 @@ static int lock_capped(struct ctx *c, const char *env, const char *input, const 
 			       locked_version(cap->when, &s), cap->fact, cap->source, cap->package,
 			       cap->below);
 			strbuf_addf(&in, "%s<%s\n", cap->package, cap->below);
+		} else if ((constraint = companion_constraint(kb, &s, &cname, &cversion)) != NULL) {
+			const struct compat_companion_release *line =
+			    compat_companion_line(compat_companion(kb, cname), cversion);
+			ev_log(c, EV_INFO,
+			       "pip: %s %s is not made for tensorflow %s (its release line is for "
+			       "tensorflow%s; source: %s): resolving again with %s",
+			       cname, cversion, locked_version("tensorflow", &s), line->tf,
+			       line->source, constraint);
+			strbuf_addf(&in, "%s\n", constraint);
 		}
 		reqs_free(s.r, s.n);
 		diags_release(&pd);
-		if (cap == NULL)
+		if (cap == NULL && constraint == NULL)
 			break;
-		if (round == ncaps) {
+		free(constraint);
+		if (round == rounds) {
 			*err = xstrdup("the knowledge base's caps cannot all be met");
 			rc = TF_EFAIL;
 		}
@@ -633,7 +673,7 @@ static int lock_capped(struct ctx *c, const char *env, const char *input, const 
 out:
 	diags_release(&d);
 	strbuf_release(&in);
-	pip_caps_free(caps, ncaps);
+	compat_free(kb);
 	return rc;
 }
 

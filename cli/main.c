@@ -40,8 +40,8 @@ static const struct cmd commands[] = {
     {"apply", cmd_apply, CMD_MANIFEST | CMD_STATE | CMD_LOCK,
      "apply MANIFEST         make the machine match the manifest",
      "yes allow-incomplete-lock remove-unpinned default bench", 1, 1},
-    {"status", cmd_status, CMD_STATE, "status                 stacks, generations, drift", "", 0,
-     0},
+    {"status", cmd_status, CMD_STATE, "status [STACK]         stacks, generations, drift", "", 0,
+     1},
     {"verify", cmd_verify, CMD_STATE, "verify [STACK] [--deep]  check what was placed", "deep", 0,
      1},
     {"destroy", cmd_destroy, CMD_STATE | CMD_LOCK,
@@ -273,7 +273,8 @@ static const char global_help[] =
     "  --offline            never touch the network\n"
     "  --mirror URL|DIR     try this source before the origin (repeatable)\n"
     "  --jobs N             parallel downloads, archive decoders and wheel installers\n"
-    "                       (default: 4 downloads; decoders: one per core, 4 to 8)\n"
+    "                       (default: 4 downloads; 4 to 8 archives open, decoding\n"
+    "                       on as many cores as the machine has)\n"
     "  --ca-bundle FILE     CA certificates for HTTPS\n"
     "  --lock-timeout SEC   wait this long for another run (default 0)\n"
     "  --no-gpu             allow provisioning without a GPU (checks reported as skipped)\n"

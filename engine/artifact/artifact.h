@@ -676,33 +676,4 @@ int unpack_archive_pinned(struct ctx *c, const char *archive, uint64_t unpacked_
 /* The bound above for an archive of `archive_size` bytes; `declared` < 0: none. */
 uint64_t unpack_bound(int64_t declared, int64_t archive_size);
 
-/* A file being downloaded by another thread (fetch_item's stream fields). */
-struct unpack_follow {
-	const uint64_t *bytes; /* bytes written so far, from offset 0 */
-	const int *restarts;   /* changes when the file is cut to start over */
-	const int *done;       /* set once the writer has finished (ok or not) */
-	const int *failed;     /* set when this download failed (hash, size, error), or NULL */
-	int64_t size;          /* the expected size, -1 if unknown */
-	const char *label;     /* name in progress events and messages, or NULL */
-	uint64_t budget;       /* most file bytes to write before verification, 0: none */
-	int budget_pinned;     /* budget is the recorded unpacked_size (see below) */
-};
-
-/*
- * unpack_archive() of a file that is still being written: decoding overlaps
- * the download. The bytes are not verified yet: the caller places nothing
- * until the download's sha256 is checked. Fails (and removes dest_dir) when
- * the download starts over, ends early or fails; the caller then unpacks the
- * final, verified file with unpack_archive().
- *
- * Unverified bytes are decoded on a budget: writing more than `budget` file
- * bytes stops the decoder at once and removes dest_dir. A pinned budget (the
- * lock's unpacked_size) exceeded is TF_EINTEGRITY; otherwise (a ratio of
- * the compressed size) it is TF_EFAIL, and the caller waits for the
- * verification before unpacking anything.
- */
-int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_follow *follow,
-                          const char *dest_dir, int strip, struct unpack_result *res,
-                          char **errmsg);
-
 #endif

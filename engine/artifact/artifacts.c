@@ -8,6 +8,7 @@
  * the caller got from txn_stage_dir(); placement is the caller's.
  */
 #include "artifact.h"
+#include "unpack_pool.h"
 #include "fs.h"
 #include "error.h"
 #include "event.h"
@@ -306,12 +307,17 @@ static void *fetch_job_run(void *arg)
 }
 
 /*
- * Archive decoders at once: --jobs, else one per core up to DECODERS_MAX,
+ * Archives open at once: --jobs, else one per core up to DECODERS_MAX,
  * and at least DECODERS_MIN: a decoder that follows a download over a slow
  * link waits on the network, not on a core, and with only one per core the
  * smaller archives of a stack wait for the largest downloads to end before
  * anyone decodes them (bench/current_stack.py at 100 Mbit/s on 2 cores: the
  * prefetch ended 1.7 s after the last byte with 2 decoders, 1.2 s with 4).
+ * They decode on the machine's cores only (cores.h): a decoder holds a core
+ * while it decodes and lets it go while it waits for bytes, and the largest
+ * archive waiting gets the next free core. Four decoders on two cores each
+ * decoding cost the fast-link CUDA apply 20% (issue 31: libcublas, a third of
+ * the work, shared its core with smaller archives).
  * Each decoder holds its decompressor's window and unpack.c's buffer pool:
  * measured with bench/cold_apply.py --rss-jobs on NVIDIA's CUDA 11.8 archives
  * (xz -6), peak RSS 36 MiB with one decoder, 61 with 2, 77 with 4, 117 with 8
@@ -343,12 +349,14 @@ struct decode {
 	size_t norder;
 	char **parts; /* where each archive is unpacked; NULL: not decoded here */
 	struct unpack_result *res;
-	int *ready;     /* unpacked completely */
-	int *rc;        /* after the download: unpack_archive's result */
-	char **err;     /* ... and its message */
-	char **stopped; /* before: why decoding on a pinned budget stopped */
-	int verified;   /* 0: follow the downloads; 1: from the verified files */
-	size_t jobs;    /* decoders */
+	int *ready;          /* unpacked completely */
+	int *rc;             /* after the download: unpack_archive's result */
+	char **err;          /* ... and its message */
+	char **stopped;      /* before: why decoding on a pinned budget stopped */
+	int verified;        /* 0: follow the downloads; 1: from the verified files */
+	size_t jobs;         /* decoders */
+	struct cores *cores; /* the cores they share (cores.h) */
+	size_t *rank;        /* each archive's place in `order`: its claim on a core */
 	pthread_mutex_t mu;
 	int *taken;            /* decode_pick gave it to a decoder */
 	int64_t *known;        /* size of the verified file, when the lock has none */
@@ -358,8 +366,9 @@ struct decode {
 /* The verified file (or the cache's copy), on the lock's unpacked_size if any. */
 static int unpack_verified(struct decode *d, struct art *a, const char *file, size_t i, char **err)
 {
-	return unpack_archive_named(d->c, file, a->name, a->unpacked >= 0 ? a->unpacked : -1,
-	                            d->parts[i], a->strip, &d->res[i], err);
+	struct unpack_share sh = {.cores = d->cores, .rank = d->rank[i]};
+	return unpack_pool_archive(d->c, file, a->name, a->unpacked >= 0 ? a->unpacked : -1,
+	                           d->parts[i], a->strip, &sh, &d->res[i], err);
 }
 
 /* A Python artifact's download verified (in the cache), or never to be. */
@@ -445,20 +454,21 @@ static int unpack_python(struct decode *d, size_t i, const char *file, char **er
 		}
 	}
 	const char *src = named ? named : file;
+	struct unpack_share sh = {.cores = d->cores, .rank = d->rank[i]};
 	int rc;
 	if (a->unpack == ART_WHEEL) {
-		/* A large wheel on every decoder, as wheel.c does it. */
+		/* A large wheel on every core, as wheel.c does it. */
+		size_t ncpu = pool_ncpu();
 		int parts =
 		    a->size > PREDECODE_ZIP_SHARE_MIN || d->known[i] > PREDECODE_ZIP_SHARE_MIN
-		        ? (int)d->jobs
+		        ? (int)(d->jobs < ncpu ? d->jobs : ncpu)
 		        : 1;
-		rc =
-		    unpack_zip_parallel(d->c, src, d->parts[i], parts, NULL, NULL, &d->res[i], err);
+		rc = unpack_pool_zip(d->c, src, d->parts[i], parts, &sh, &d->res[i], err);
 		if (rc == 0 && d->s->hook.tree && !tf_interrupted)
 			d->s->hook.tree(d->s->hook.arg, d->parts[i], &d->res[i]);
 	} else {
-		rc = unpack_conda_package(d->c, src, str_ends_with(base, ".conda"), d->parts[i],
-		                          &d->res[i], err);
+		rc = unpack_pool_conda(d->c, src, str_ends_with(base, ".conda"), d->parts[i], &sh,
+		                       &d->res[i], err);
 	}
 	/* Complete: any change to the tree after this moment is seen (tree_damage). */
 	if (rc == 0)
@@ -540,7 +550,8 @@ static void decode_one(size_t k, void *arg)
 		                          .size = a->size,
 		                          .label = a->name,
 		                          .budget = budget,
-		                          .budget_pinned = a->unpacked >= 0};
+		                          .budget_pinned = a->unpacked >= 0,
+		                          .share = {.cores = d->cores, .rank = d->rank[i]}};
 		ev_log(d->c, EV_DEBUG, "unpacking %s while it downloads", a->name);
 		rc = unpack_archive_follow(d->c, part_file, &f, d->parts[i], a->strip, &d->res[i],
 		                           &err);
@@ -605,6 +616,8 @@ static void decode_init(struct decode *d, struct ctx *c, struct artset *s, struc
 	d->known = xcalloc(one, sizeof(int64_t));
 	d->done = xcalloc(one, sizeof(struct timespec));
 	d->jobs = decoders(c);
+	d->rank = xcalloc(one, sizeof(size_t));
+	d->cores = cores_new(pool_ncpu(), one);
 	pthread_mutex_init(&d->mu, NULL);
 }
 
@@ -618,6 +631,8 @@ static void decode_plan(struct decode *d)
 			d->taken[i] = 0;
 		}
 	qsort_r(d->order, d->norder, sizeof(*d->order), cmp_art_size, d->s->v);
+	for (size_t k = 0; k < d->norder; k++)
+		d->rank[d->order[k]] = k;
 }
 
 /*
@@ -678,6 +693,11 @@ static void decode_release(struct decode *d, const char *keep)
 	free(d->taken);
 	free(d->known);
 	free(d->done);
+	free(d->rank);
+	if (cores_starved(d->cores))
+		ev_log(d->c, EV_DEBUG, "decoders let a core go %llu times waiting for bytes",
+		       (unsigned long long)cores_starved(d->cores));
+	cores_free(d->cores);
 	pthread_mutex_destroy(&d->mu);
 	free(d->fj->items);
 }

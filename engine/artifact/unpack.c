@@ -28,6 +28,7 @@
  *     written.
  */
 #include "artifact.h"
+#include "unpack_pool.h"
 #include "fs.h"
 #include "ctx.h"
 #include "digest.h"
@@ -104,12 +105,14 @@ struct decoder {
 	const struct unpack_follow *follow; /* non-NULL: read a .part as it grows */
 	int part, nparts;                   /* nparts > 0: this share of a zip (libzip) */
 	uint64_t *zip_in;                   /* compressed bytes decoded by all the shares */
+	struct core_claim claim;            /* the pool's core this decoder holds, if any */
 };
 
 /* Reads a file that another thread is still appending to (unpack_follow). */
 struct follow_src {
 	const char *path;
 	const struct unpack_follow *f;
+	struct core_claim *claim;
 	int fd;
 	int restarts0;
 	uint64_t off;
@@ -137,6 +140,8 @@ static la_ssize_t follow_read(struct archive *a, void *ud, const void **out)
 		if (s->fd < 0)
 			s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
 		if (s->fd >= 0 && avail > s->off) {
+			claim_take(s->claim);
+			claim_yield(s->claim);
 			size_t want = avail - s->off < sizeof(s->buf) ? (size_t)(avail - s->off)
 			                                              : sizeof(s->buf);
 			ssize_t n = pread(s->fd, s->buf, want, (off_t)s->off);
@@ -162,6 +167,8 @@ static la_ssize_t follow_read(struct archive *a, void *ud, const void **out)
 			archive_set_error(a, EAGAIN, "the download ended before the archive did");
 			return ARCHIVE_FATAL;
 		}
+		/* Waiting for bytes holds no core: another decoder may use it. */
+		claim_give(s->claim, 1);
 		usleep(2000);
 	}
 }
@@ -293,7 +300,8 @@ static void set_formats(struct archive *a)
 
 /* Pushes the entries of an open archive. 0 at EOF, TF_EFAIL (error pushed) or
  * -ECANCELED (consumer aborted). */
-static int decode_stream(struct queue *q, struct archive *a, struct archive *outer)
+static int decode_stream(struct queue *q, struct archive *a, struct archive *outer,
+                         struct core_claim *claim)
 {
 	struct archive_entry *ae;
 	for (;;) {
@@ -362,6 +370,7 @@ static int decode_stream(struct queue *q, struct archive *a, struct archive *out
 					sha256_release(&sha); /* the writer stopped */
 				return -ECANCELED;
 			}
+			claim_yield(claim);
 			la_ssize_t n = archive_read_data(a, b, UNPACK_BUFSZ);
 			if (n < 0) {
 				buf_give(q, b);
@@ -407,7 +416,7 @@ static la_ssize_t inner_read(struct archive *a, void *ud, const void **out)
 	return archive_read_data(s->outer, s->buf, sizeof(s->buf));
 }
 
-static int decode_conda(struct queue *q, struct archive *outer)
+static int decode_conda(struct queue *q, struct archive *outer, struct core_claim *claim)
 {
 	struct archive_entry *ae;
 	struct inner_src *src = xmalloc(sizeof(*src));
@@ -433,7 +442,7 @@ static int decode_conda(struct queue *q, struct archive *outer)
 			archive_read_free(in);
 			break;
 		}
-		ret = decode_stream(q, in, outer);
+		ret = decode_stream(q, in, outer, claim);
 		archive_read_free(in);
 		if (ret < 0)
 			break;
@@ -651,6 +660,7 @@ static int decode_zip_part(struct decoder *d)
 	for (zip_int64_t i = 0; i < n && ret == 0; i++) {
 		if (own[i] != d->part)
 			continue;
+		claim_yield(&d->claim);
 		zip_stat_t st;
 		zip_uint8_t opsys = 0;
 		zip_uint32_t attr = 0;
@@ -744,10 +754,12 @@ static void *decoder_main(void *arg)
 	if (utf8 != (locale_t)0)
 		uselocale(utf8);
 	if (d->nparts > 0) {
+		claim_take(&d->claim);
 		if (decode_zip_part(d) == 0) {
 			struct msg m = {.kind = M_EOF};
 			queue_push(q, m);
 		}
+		claim_give(&d->claim, 0);
 		if (utf8 != (locale_t)0) {
 			uselocale(LC_GLOBAL_LOCALE);
 			freelocale(utf8);
@@ -769,21 +781,24 @@ static void *decoder_main(void *arg)
 		fs->fd = -1;
 		fs->off = 0;
 		fs->restarts0 = __atomic_load_n(d->follow->restarts, __ATOMIC_ACQUIRE);
+		fs->claim = &d->claim; /* taken when bytes are there */
 		r = archive_read_open(a, fs, NULL, follow_read, NULL);
 	} else {
+		claim_take(&d->claim);
 		r = archive_read_open_filename(a, d->archive, 1u << 20);
 	}
 	if (r != ARCHIVE_OK) {
 		push_error(q, "cannot open archive", a);
 		goto out;
 	}
-	r = d->conda ? decode_conda(q, a) : decode_stream(q, a, a);
+	r = d->conda ? decode_conda(q, a, &d->claim) : decode_stream(q, a, a, &d->claim);
 	if (r == 0) {
 		struct msg m = {.kind = M_EOF};
 		queue_push(q, m);
 	}
 out:
 	archive_read_free(a);
+	claim_give(&d->claim, 0);
 	if (utf8 != (locale_t)0) {
 		uselocale(LC_GLOBAL_LOCALE);
 		freelocale(utf8);
@@ -1375,9 +1390,10 @@ struct unpack_how {
 	 * to remove; symlinks and directory modes are checked after every share. */
 	int part, nparts;
 	uint64_t *zip_in;
-	const int *stop;  /* set when another share failed */
-	uint64_t bound;   /* a share: the zip's bound (unpack_zip_parallel) */
-	uint64_t *shared; /* a share: file bytes written by every share */
+	const int *stop;           /* set when another share failed */
+	uint64_t bound;            /* a share: the zip's bound (unpack_zip_parallel) */
+	uint64_t *shared;          /* a share: file bytes written by every share */
+	struct unpack_share share; /* a decoder of a pool sharing cores */
 };
 
 uint64_t unpack_bound(int64_t declared, int64_t archive_size)
@@ -1444,6 +1460,21 @@ int unpack_archive_each(struct ctx *c, const char *archive, const char *dest_dir
 	return unpack_common(c, archive, &how, dest_dir, 0, res, errmsg);
 }
 
+int unpack_pool_archive(struct ctx *c, const char *archive, const char *label, int64_t pinned,
+                        const char *dest_dir, int strip, const struct unpack_share *share,
+                        struct unpack_result *res, char **errmsg)
+{
+	struct unpack_how how = {.label = label, .pinned = pinned, .share = *share};
+	return unpack_common(c, archive, &how, dest_dir, strip, res, errmsg);
+}
+
+int unpack_pool_conda(struct ctx *c, const char *file, int is_conda, const char *dest_dir,
+                      const struct unpack_share *share, struct unpack_result *res, char **errmsg)
+{
+	struct unpack_how how = {.pinned = -1, .conda = is_conda, .share = *share};
+	return unpack_common(c, file, &how, dest_dir, 0, res, errmsg);
+}
+
 int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_follow *follow,
                           const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
@@ -1475,6 +1506,8 @@ static int unpack_common(struct ctx *c, const char *archive, const struct unpack
 	                    .part = how->part,
 	                    .nparts = how->nparts,
 	                    .zip_in = how->zip_in};
+	const struct unpack_share *sh = follow ? &follow->share : &how->share;
+	d.claim = (struct core_claim){.k = sh->cores, .rank = sh->rank};
 	int share = how->nparts > 0;
 	pthread_t th;
 	int started = 0, created = 0;
@@ -1650,8 +1683,26 @@ static int zip_declared(const char *archive, uint64_t *declared, uint64_t *bound
 	return TF_EINTEGRITY;
 }
 
+static int zip_parallel(struct ctx *c, const char *archive, const char *dest_dir, int nparts,
+                        unpack_file_fn on_file, void *arg, const struct unpack_share *share,
+                        struct unpack_result *res, char **errmsg);
+
 int unpack_zip_parallel(struct ctx *c, const char *archive, const char *dest_dir, int nparts,
                         unpack_file_fn on_file, void *arg, struct unpack_result *res, char **errmsg)
+{
+	struct unpack_share none = {0};
+	return zip_parallel(c, archive, dest_dir, nparts, on_file, arg, &none, res, errmsg);
+}
+
+int unpack_pool_zip(struct ctx *c, const char *archive, const char *dest_dir, int nparts,
+                    const struct unpack_share *share, struct unpack_result *res, char **errmsg)
+{
+	return zip_parallel(c, archive, dest_dir, nparts, NULL, NULL, share, res, errmsg);
+}
+
+static int zip_parallel(struct ctx *c, const char *archive, const char *dest_dir, int nparts,
+                        unpack_file_fn on_file, void *arg, const struct unpack_share *share,
+                        struct unpack_result *res, char **errmsg)
 {
 	memset(res, 0, sizeof(*res));
 	*errmsg = NULL;
@@ -1697,7 +1748,8 @@ int unpack_zip_parallel(struct ctx *c, const char *archive, const char *dest_dir
 		                                   .zip_in = &zip_in,
 		                                   .stop = &stop,
 		                                   .bound = bound,
-		                                   .shared = &shared}};
+		                                   .shared = &shared,
+		                                   .share = *share}};
 		if (k > 0 && pthread_create(&r[k].th, NULL, zshare_main, &r[k]) != 0) {
 			r[k].rc = TF_EFAIL;
 			r[k].err = xstrdup("cannot start a decoder thread");

@@ -968,6 +968,71 @@ static void load_sonames(struct loader *L, const yaml_node_t *root)
 	free(rows);
 }
 
+/* companion_packages: packages tied to a TF release, or ended (compat_companion.c). */
+static void load_companion_pkgs(struct loader *L, const yaml_node_t *root)
+{
+	static const char *const keys[] = {"name", "coupling", "why",      "source",
+	                                   "note", "ended",    "releases", NULL};
+	static const char *const ended_keys[] = {"date", "what", "replaced_by", "source", NULL};
+	static const char *const rel_keys[] = {"release", "tf", "source", "note", NULL};
+	static const char *const couplings[] = {"none", "tested", "import", "abi", NULL};
+	yaml_node_t **rows;
+	size_t n;
+
+	if (map_get(L, root, "companion_packages") == NULL)
+		return;
+	L->kb->companion_pkgs = get_table(L, root, "companion_packages", keys,
+	                                  sizeof(*L->kb->companion_pkgs), &rows, &n);
+	L->kb->ncompanion_pkgs = n;
+	for (size_t i = 0; i < n; i++) {
+		struct compat_companion *c = &L->kb->companion_pkgs[i];
+		const char *name = get_str(L, rows[i], "name", REQ);
+		yaml_node_t *k = get_node(L, rows[i], "coupling", YAML_SCALAR_NODE, REQ);
+		yaml_node_t *e, **rel;
+		size_t nrel;
+		int coupling = -1;
+
+		c->name = name ? pep503(L, name) : NULL;
+		for (int j = 0; k != NULL && couplings[j] != NULL; j++)
+			if (is_scalar(k, couplings[j]))
+				coupling = j;
+		if (k != NULL && coupling < 0)
+			bad(L, k, "coupling must be none, tested, import or abi");
+		c->coupling = coupling < 0 ? COMPAT_COUPLING_NONE : (enum compat_coupling)coupling;
+		c->why = get_str(L, rows[i], "why", REQ);
+		c->source = get_str(L, rows[i], "source", REQ);
+		for (size_t j = 0; c->name != NULL && j < i; j++)
+			if (L->kb->companion_pkgs[j].name != NULL &&
+			    strcmp(L->kb->companion_pkgs[j].name, c->name) == 0)
+				bad(L, rows[i], "companion package '%s' is listed twice", c->name);
+		if ((e = get_node(L, rows[i], "ended", YAML_MAPPING_NODE, OPT)) != NULL) {
+			check_keys(L, e, ended_keys);
+			c->ended = get_str(L, e, "date", REQ);
+			c->ended_what = get_str(L, e, "what", REQ);
+			c->replaced_by = get_str(L, e, "replaced_by", REQ);
+			c->ended_source = get_str(L, e, "source", REQ);
+		}
+		if (map_get(L, rows[i], "releases") == NULL) {
+			if (c->ended == NULL)
+				bad(L, rows[i], "a companion package has releases, or has ended");
+			continue;
+		}
+		c->releases =
+		    get_table(L, rows[i], "releases", rel_keys, sizeof(*c->releases), &rel, &nrel);
+		c->nreleases = nrel;
+		for (size_t j = 0; j < nrel; j++) {
+			struct compat_companion_release *r = &c->releases[j];
+			yaml_node_t *tf = get_node(L, rel[j], "tf", YAML_SCALAR_NODE, REQ);
+
+			r->release = get_ver(L, rel[j], "release", REQ);
+			r->tf = tf ? get_spec(L, tf, "a companion's tf") : NULL;
+			r->source = get_str(L, rel[j], "source", REQ);
+		}
+		free(rel);
+	}
+	free(rows);
+}
+
 static void load_guide(struct loader *L, const yaml_node_t *root)
 {
 	static const char *const keys[] = {"id",     "claim", "verdict", "correction",
@@ -1007,6 +1072,7 @@ int compat_load(const char *path, struct compat **out, struct diags *d)
 	                                   "library_components",
 	                                   "library_components_source",
 	                                   "platforms",
+	                                   "companion_packages",
 	                                   NULL};
 	struct loader L = {0};
 	yaml_parser_t parser;
@@ -1065,6 +1131,7 @@ int compat_load(const char *path, struct compat **out, struct diags *d)
 	load_env_vars(&L, root);
 	load_lib_components(&L, root);
 	load_platforms(&L, root);
+	load_companion_pkgs(&L, root);
 	load_guide(&L, root);
 	/* The known-bad table has one loader, shared with lock and lock --check. */
 	if (!L.bad && pip_caps_load(path, &L.kb->caps, &L.kb->ncaps, d) != 0)
@@ -1139,6 +1206,9 @@ void compat_free(struct compat *kb)
 	for (size_t i = 0; i < kb->nand_cuda; i++)
 		free(kb->and_cuda[i].pins);
 	free(kb->and_cuda);
+	for (size_t i = 0; i < kb->ncompanion_pkgs; i++)
+		free(kb->companion_pkgs[i].releases);
+	free(kb->companion_pkgs);
 	strvec_release(&kb->pool);
 	free(kb->path);
 	free(kb);

@@ -998,6 +998,7 @@ int compat_lint(const struct compat *kb, const struct manifest *m, struct diags 
 	compat_lint_env_derived(kb, m, d);
 	compat_lint_platform(kb, m, d);
 	compat_lint_cuda_wheels(kb, m, L.tf ? L.tf->s : NULL, d);
+	compat_lint_companions(kb, m, d);
 	compat_lint_cuda_carriers(kb, m, L.cuda, d);
 	compat_lint_cuda_libs(kb, m, L.cuda, L.cudnn, d);
 	return (int)(d->errors - errors);

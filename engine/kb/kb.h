@@ -342,6 +342,34 @@ struct compat_and_cuda {
 	int unverified; /* its source says "unverified": recorded, never judged by */
 };
 
+/*
+ * companion_packages: a package installed beside TensorFlow that is tied to its
+ * release (release lines, each with the TF versions it was built or tested for)
+ * or has ended.
+ */
+enum compat_coupling {
+	COMPAT_COUPLING_NONE,   /* recorded, not judged */
+	COMPAT_COUPLING_TESTED, /* its project's tested window: a warning outside it */
+	COMPAT_COUPLING_IMPORT, /* its import refuses another TF: an error */
+	COMPAT_COUPLING_ABI,    /* binary ops built against one TF: an error */
+};
+
+struct compat_companion_release {
+	const char *release; /* a version prefix: "2.20" is every 2.20.x */
+	const char *tf;      /* PEP 440 specifier on the TF version: ">=2.20.0,<2.21" */
+	const char *source;
+};
+
+struct compat_companion {
+	const char *name; /* PEP 503 */
+	enum compat_coupling coupling;
+	const char *why, *source;
+	const char *ended; /* "2024-05", or NULL while maintained */
+	const char *ended_what, *replaced_by, *ended_source;
+	struct compat_companion_release *releases; /* newest first, as the table lists them */
+	size_t nreleases;
+};
+
 struct compat_guide_mistake {
 	const char *id;
 	const char *claim, *verdict, *correction, *source;
@@ -402,6 +430,8 @@ struct compat {
 	struct compat_cuda_wheels cuda_wheels;
 	struct compat_and_cuda *and_cuda;
 	size_t nand_cuda;
+	struct compat_companion *companion_pkgs;
+	size_t ncompanion_pkgs;
 	struct strvec pool; /* owns every string above */
 };
 
@@ -617,5 +647,27 @@ size_t compat_pip_cuda(const struct compat *kb, const struct manifest *m,
  */
 const char *compat_stack_cuda(const struct compat *kb, const struct manifest *m,
                               const struct pip_req **from_wheel);
+
+/*
+ * Companion packages (compat_companion.c). The row of a PEP 503 name, or NULL;
+ * the release line of version in it (the longest matching prefix), or NULL.
+ */
+const struct compat_companion *compat_companion(const struct compat *kb, const char *name);
+const struct compat_companion_release *compat_companion_line(const struct compat_companion *c,
+                                                             const char *version);
+/*
+ * The constraint `tfprov lock` adds when a resolved companion pin (name ==
+ * version) is outside the window of its release line for TF tf: "name==2.16.*",
+ * the newest line made for tf (malloc'd); NULL when the pin is fine, is not
+ * judged, or no line is made for tf.
+ */
+char *compat_companion_constraint(const struct compat *kb, const char *name, const char *version,
+                                  const char *tf);
+/*
+ * The lock's companion pins against the stack's TF (its pip pin, else
+ * versions.tensorflow): compat.companion-window outside a release line's
+ * window, compat.companion-ended for an ended project.
+ */
+void compat_lint_companions(const struct compat *kb, const struct manifest *m, struct diags *d);
 
 #endif

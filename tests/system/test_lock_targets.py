@@ -223,3 +223,36 @@ def test_lock_caps_numpy_for_tensorflow_gpu(tfprov, tmp_path):
     assert pins["numpy"] == ("1.26.4", {np1[1]}), pins
     p = tfprov.run("validate", str(m), root=False)
     assert "compat.pip-known-bad" not in p.stderr, out(p)
+
+
+def test_lock_takes_the_companion_line_made_for_the_tf(tfprov, tmp_path):
+    """A project pinned beside TF 2.15.1 requires tensorflow-io with no bound (io's own
+    TF requirement is an extra, so pip never sees it); the index offers 0.37.1 (built
+    for TF 2.16) and 0.36.0 (for 2.15). pip picks 0.37.1; lock says why that is wrong
+    (companion_packages of the knowledge base), resolves again with
+    tensorflow-io==0.36.*, and the result validates and passes lock --check."""
+    d = tmp_path / "wheels"
+    tf = build_wheel(str(d), "tensorflow", "2.15.1")
+    app = build_wheel(str(d), "tfprov-app", "1.0", requires=["tensorflow-io"])
+    build_wheel(str(d), "tensorflow-io", "0.37.1")
+    io36 = build_wheel(str(d), "tensorflow-io", "0.36.0")
+    idx = Index(str(d))
+    m = tmp_path / "io.yaml"
+    try:
+        write_manifest(m, "python:\n  manager: venv\n  name: io\n  version: \"3.11\"\n"
+                       "  interpreter: /usr/bin/python3\n", idx.url, tf[1], python="3.11")
+        m.write_text(m.read_text() + f"    tfprov-app==1.0 \\\n        --hash=sha256:{app[1]}\n")
+        p = tfprov.run("lock", str(m), timeout=300)
+    finally:
+        idx.close()
+    assert p.returncode == 0, out(p)
+    assert "tensorflow-io 0.37.1 is not made for tensorflow 2.15.1" in p.stdout, out(p)
+    assert "its release line is for tensorflow>=2.16,<2.17; source: " \
+        "https://github.com/tensorflow/io/blob/" in p.stdout, out(p)
+    assert "resolving again with tensorflow-io==0.36.*" in p.stdout, out(p)
+    _, pins = lock_block(str(m))
+    assert pins["tensorflow-io"] == ("0.36.0", {io36[1]}), pins
+    p = tfprov.run("lock", "--check", str(m), root=False)
+    assert p.returncode == 0, out(p)
+    p = tfprov.run("validate", str(m), root=False)
+    assert "compat.companion" not in p.stdout + p.stderr, out(p)

@@ -15,6 +15,7 @@ What must hold: each consumer gets exactly its own stack's environment; leaving 
 stack restores what was there before, variable by variable; `run` exits with the
 command's status; a stack in use is not destroyed under the command.
 """
+import glob
 import os
 import shutil
 import signal
@@ -191,6 +192,34 @@ def test_run_and_env_bad_input(machine):
     p = t.run("default", "nope", env=ENV)
     assert p.returncode == 1 and "no stack named 'nope'" in p.stderr
     assert t.run("default", env=ENV, check=0).stdout == before
+
+
+def test_status_of_one_stack(machine):
+    """`status a` checks stack a alone: a changed file of b does not reach it, while
+    `status` (every stack) and `status b` report it (exit 2); an unknown name is exit 1."""
+    t = machine
+    heads = sorted(glob.glob(os.path.join(str(t.root), "opt/tfprov/cuda/12.3*/include/*.h")))
+    assert heads, "stack b's CUDA headers"
+    hdr = heads[0]
+    st = os.stat(hdr)
+    data = open(hdr, "rb").read()
+    try:
+        with open(hdr, "ab") as f:
+            f.write(b"/* changed by hand */\n")
+        p = t.run("status", "a", env=ENV)
+        assert p.returncode == 0, out(p)
+        assert "stack a:" in out(p) and "stack b:" not in out(p)
+        p = t.run("status", "b", env=ENV)
+        assert p.returncode == 2 and "stack b:" in out(p) and "stack a:" not in out(p), out(p)
+        p = t.run("status", env=ENV)
+        assert p.returncode == 2 and "stack a:" in out(p) and "stack b:" in out(p), out(p)
+    finally:
+        with open(hdr, "wb") as f:
+            f.write(data)
+        os.utime(hdr, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert t.run("status", env=ENV).returncode == 0
+    p = t.run("status", "nope", env=ENV)
+    assert p.returncode == 1 and "no stack named 'nope'" in p.stderr
 
 
 # ------------------------------------------------------------------ env

@@ -109,6 +109,14 @@ CASES = [
      "compat.cuda-wheels-mixed"),
     # Declared against known (issue 33, item 3): pip.min_glibc against TF's wheel tag.
     ("pip-min-glibc-below-tf-2.19-wheel.yaml", "error", 31, 14, "compat.min-glibc-below-wheels"),
+    # Companion packages (issue 33, item 1): a release line built (abi), importable
+    # (import) or tested (tested) for other TF versions; a project that has ended.
+    ("companion-text-2.15-tf-2.16.yaml", "error", 59, 5, "compat.companion-window"),
+    ("companion-io-0.37-tf-2.17.yaml", "error", 60, 5, "compat.companion-window"),
+    ("companion-probability-0.25-tf-2.16.yaml", "error", 58, 5, "compat.companion-window"),
+    ("companion-addons-0.22-tf-2.16.yaml", "warning", 59, 5, "compat.companion-window"),
+    ("companion-addons-0.22-tf-2.16.yaml", "warning", 59, 5, "compat.companion-ended"),
+    ("companion-keras-nlp-ended.yaml", "warning", 58, 5, "compat.companion-ended"),
 ]
 FILES = sorted(set(c[0] for c in CASES))
 CLEAN = "tests/manifests/clean"
@@ -430,3 +438,46 @@ def test_wheel_name_against_declared_versions(tmp_path, wheel, want):
         return
     assert got == [(line, 5, "error")] and rc == 3, out
     assert want in out, out
+def test_companion_names_the_release_line_for_the_stacks_tf_and_its_source():
+    rc, out = validate("%s/companion-text-2.15-tf-2.16.yaml" % GUIDE)
+    assert rc == 3, out
+    want = ("%s/companion-text-2.15-tf-2.16.yaml:59:5: error: tensorflow-text 2.15.0 is built "
+            "for TensorFlow >=2.15.0,<2.16, but the stack's TensorFlow is 2.16.1 (line 57) "
+            "[compat.companion-window]" % GUIDE)
+    assert want in out, out
+    hint = out.split(want, 1)[1].splitlines()[1]
+    assert hint.startswith("  hint: take tensorflow-text==2.16.*, the release line for "
+                           "TensorFlow 2.16.1"), out
+    assert "https://github.com/tensorflow/text/blob/0f59980efb0f1c8af44ded04147b30a1d1cc0a6b/" \
+        "oss_scripts/pip_package/setup.py" in hint, out
+    # No release line made for the TF: said so, with the newest line's window.
+    rc, out = validate("%s/companion-io-0.37-tf-2.17.yaml" % GUIDE)
+    assert "no tensorflow-io release line is made for TensorFlow 2.17.0 (the newest, 0.37, " \
+        "is for TensorFlow >=2.16,<2.17)" in out, out
+
+
+def test_companion_ended_names_its_end_and_what_replaced_it():
+    rc, out = validate("%s/companion-addons-0.22-tf-2.16.yaml" % GUIDE)
+    assert rc == 0, out
+    assert "tensorflow-addons 0.22.0 has ended (2024-05)" in out, out
+    assert "hint: replaced by Keras and TF core" in out, out
+    assert "tensorflow/addons#2807" in out, out
+    rc, out = validate("%s/companion-keras-nlp-ended.yaml" % GUIDE)
+    assert "keras-nlp 0.15.1 has ended (2024-09)" in out and "keras-hub" in out, out
+
+
+def test_lock_check_reports_a_companion_outside_its_window():
+    p = subprocess.run([tfprov_bin(), "lock", "--check",
+                        "%s/companion-probability-0.25-tf-2.16.yaml" % GUIDE],
+                       cwd=REPO, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, NO_COLOR="1"))
+    out = p.stdout + p.stderr
+    assert p.returncode == 3, out
+    assert ("%s/companion-probability-0.25-tf-2.16.yaml:58:5: error: tensorflow-probability "
+            "0.25.0 imports only with TensorFlow >=2.18, but the stack's TensorFlow is 2.16.1 "
+            "(line 56) [compat.companion-window]" % GUIDE) in out, out
+    assert "take tensorflow-probability==0.24.*" in out, out
+    p = subprocess.run([tfprov_bin(), "lock", "--check", "%s/companions-tf-2.16.yaml" % CLEAN],
+                       cwd=REPO, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, NO_COLOR="1"))
+    assert p.returncode == 0, p.stdout + p.stderr

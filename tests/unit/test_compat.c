@@ -17,6 +17,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -494,6 +495,13 @@ static const struct expect guide[] = {
     {"pip-cuda-wheels-mixed-releases-tf-2.20.yaml", "compat.cuda-wheels-mixed", DIAG_WARNING, 35,
      5},
     {"pip-min-glibc-below-tf-2.19-wheel.yaml", "compat.min-glibc-below-wheels", DIAG_ERROR, 31, 14},
+    /* Companion packages (issue 33, item 1): outside their release line's TF window, ended. */
+    {"companion-text-2.15-tf-2.16.yaml", "compat.companion-window", DIAG_ERROR, 59, 5},
+    {"companion-io-0.37-tf-2.17.yaml", "compat.companion-window", DIAG_ERROR, 60, 5},
+    {"companion-probability-0.25-tf-2.16.yaml", "compat.companion-window", DIAG_ERROR, 58, 5},
+    {"companion-addons-0.22-tf-2.16.yaml", "compat.companion-window", DIAG_WARNING, 59, 5},
+    {"companion-addons-0.22-tf-2.16.yaml", "compat.companion-ended", DIAG_WARNING, 59, 5},
+    {"companion-keras-nlp-ended.yaml", "compat.companion-ended", DIAG_WARNING, 58, 5},
 };
 
 /* Parses and lints; the manifest itself must be valid (no schema errors). */
@@ -822,6 +830,185 @@ static void test_hand_built_model(void **state)
 	diags_release(&d);
 }
 
+/* companion_packages: the table as loaded, the release line of a pin, lock's constraint. */
+static void test_companions(void **state)
+{
+	const struct compat_companion *text, *io, *gcs, *tfa, *df, *tfp, *nlp;
+	const struct compat_companion_release *r;
+	char *c;
+
+	(void)state;
+	text = compat_companion(kb, "tensorflow-text");
+	io = compat_companion(kb, "tensorflow-io");
+	gcs = compat_companion(kb, "tensorflow-io-gcs-filesystem");
+	tfa = compat_companion(kb, "tensorflow-addons");
+	df = compat_companion(kb, "tensorflow-decision-forests");
+	tfp = compat_companion(kb, "tensorflow-probability");
+	nlp = compat_companion(kb, "keras-nlp");
+	assert_non_null(text);
+	assert_non_null(io);
+	assert_non_null(gcs);
+	assert_non_null(tfa);
+	assert_non_null(df);
+	assert_non_null(tfp);
+	assert_non_null(nlp);
+	assert_non_null(compat_companion(kb, "tf-keras"));
+	assert_null(compat_companion(kb, "numpy"));
+	assert_int_equal(text->coupling, COMPAT_COUPLING_ABI);
+	assert_int_equal(gcs->coupling, COMPAT_COUPLING_NONE);
+	assert_int_equal(tfa->coupling, COMPAT_COUPLING_TESTED);
+	assert_int_equal(tfp->coupling, COMPAT_COUPLING_IMPORT);
+	assert_string_equal(tfa->ended, "2024-05");
+	assert_non_null(tfa->replaced_by);
+	assert_null(io->ended); /* no public end of life: not invented */
+	assert_null(text->ended);
+	assert_non_null(nlp->ended);
+	assert_int_equal(nlp->nreleases, 0);
+	for (size_t i = 0; i < kb->ncompanion_pkgs; i++)
+		for (size_t j = 0; j < kb->companion_pkgs[i].nreleases; j++)
+			assert_true(strstr(kb->companion_pkgs[i].releases[j].source, "https://") !=
+			            NULL);
+
+	/* The release line: the longest matching prefix; "2.16" is not "2.1". */
+	r = compat_companion_line(text, "2.16.1");
+	assert_non_null(r);
+	assert_string_equal(r->release, "2.16");
+	assert_string_equal(compat_companion_line(text, "2.1.4")->release, "2.1");
+	assert_null(compat_companion_line(text, "3.0.0"));
+	assert_string_equal(compat_companion_line(df, "1.10.1")->release, "1.10.1");
+	assert_string_equal(compat_companion_line(df, "1.10.0")->release, "1.10.0");
+	assert_string_equal(compat_companion_line(df, "1.8.1")->release, "1.8");
+	assert_string_equal(compat_companion_line(df, "0.1.5")->release, "0.1");
+	assert_string_equal(compat_companion_line(df, "0.1.9")->release, "0.1.9");
+	assert_null(compat_companion_line(df, "0.10.0")); /* "0.1" is not a prefix of it */
+	assert_string_equal(compat_companion_line(tfa, "0.17.1")->release, "0.17.1");
+	assert_null(compat_companion_line(tfa, "0.17.0")); /* not in the matrix */
+
+	/* The constraint lock adds: the newest line made for the TF, only when outside. */
+	c = compat_companion_constraint(kb, "tensorflow-text", "2.15.0", "2.16.1");
+	assert_non_null(c);
+	assert_string_equal(c, "tensorflow-text==2.16.*");
+	free(c);
+	assert_null(compat_companion_constraint(kb, "tensorflow-text", "2.16.1", "2.16.2"));
+	c = compat_companion_constraint(kb, "tensorflow-io", "0.37.1", "2.15.1");
+	assert_string_equal(c, "tensorflow-io==0.36.*");
+	free(c);
+	/* No line for TF 2.17: nothing to constrain to (validate reports it). */
+	assert_null(compat_companion_constraint(kb, "tensorflow-io", "0.37.1", "2.17.0"));
+	c = compat_companion_constraint(kb, "tensorflow-decision-forests", "1.9.2", "2.16.1");
+	assert_string_equal(c, "tensorflow-decision-forests==1.9.1.*");
+	free(c);
+	c = compat_companion_constraint(kb, "tensorflow-probability", "0.25.0", "2.15.1");
+	assert_string_equal(c, "tensorflow-probability==0.23.*");
+	free(c);
+	assert_null(compat_companion_constraint(kb, "tensorflow-probability", "0.25.0", "2.21.0"));
+	/* Recorded, not judged: TF requires tensorflow-io-gcs-filesystem>=0.23.1 only. */
+	assert_null(
+	    compat_companion_constraint(kb, "tensorflow-io-gcs-filesystem", "0.37.1", "2.15.1"));
+	assert_null(compat_companion_constraint(kb, "numpy", "2.0.0", "2.15.1"));
+}
+
+/* The check on a hand-built lock: versions.tensorflow when TF is not pinned by pip. */
+static void test_companion_lint(void **state)
+{
+	struct pip_req reqs[3] = {0};
+	struct manifest m = {0};
+	struct diags d = {0};
+
+	(void)state;
+	m.path = "hand.yaml";
+	m.versions.tensorflow.s = "2.18.0";
+	m.versions.tensorflow.set = 1;
+	m.versions.tensorflow.pos = (struct pos){9, 15};
+	reqs[0].name = "tf-keras";
+	reqs[0].version = "2.17.0";
+	reqs[0].pos = (struct pos){20, 5};
+	reqs[1].name = "tensorflow-text";
+	reqs[1].version = "2.18.1";
+	reqs[1].pos = (struct pos){22, 5};
+	reqs[2].name = "tensorflow-addons";
+	reqs[2].version = "0.23.0"; /* not in the matrix: only its end is said */
+	reqs[2].pos = (struct pos){24, 5};
+	m.pip.reqs = reqs;
+	m.pip.nreqs = 3;
+	compat_lint_companions(kb, &m, &d);
+	assert_int_equal(d.n, 2);
+	assert_string_equal(d.v[0].code, "compat.companion-window");
+	assert_int_equal(d.v[0].sev, DIAG_ERROR);
+	assert_int_equal(d.v[0].pos.line, 20);
+	assert_int_equal(d.v[0].pos.col, 5);
+	assert_non_null(strstr(d.v[0].msg, "tf-keras 2.17.0 is built for TensorFlow >=2.17,<2.18, "
+	                                   "but the stack's TensorFlow is 2.18.0 (line 9)"));
+	assert_non_null(strstr(d.v[0].hint, "take tf-keras==2.18.*"));
+	assert_non_null(strstr(d.v[0].hint, "https://github.com/keras-team/tf-keras/blob/"));
+	assert_string_equal(d.v[1].code, "compat.companion-ended");
+	assert_int_equal(d.v[1].sev, DIAG_WARNING);
+	assert_int_equal(d.v[1].pos.line, 24);
+	assert_non_null(strstr(d.v[1].msg, "tensorflow-addons 0.23.0 has ended (2024-05)"));
+	assert_non_null(strstr(d.v[1].hint, "replaced by Keras and TF core"));
+	diags_release(&d);
+
+	/* Without any TF version only the ended project is said. */
+	m.versions.tensorflow.set = 0;
+	m.versions.tensorflow.s = NULL;
+	compat_lint_companions(kb, &m, &d);
+	assert_int_equal(d.n, 1);
+	assert_string_equal(d.v[0].code, "compat.companion-ended");
+	diags_release(&d);
+}
+
+static int load_text(const char *text, struct diags *d, struct compat **out);
+
+/* A malformed companion_packages table is refused at its nodes, like any other table. */
+static void test_companion_kb_errors(void **state)
+{
+	static const char broken[] =
+	    "companion_packages:\n"
+	    "  - {name: a, coupling: loose, why: w, source: s, releases: [{release: \"1.0\", tf: "
+	    "\">=2.1\", source: s}]}\n"
+	    "  - {name: b, coupling: abi, why: w, source: s}\n"
+	    "  - {name: c, coupling: abi, why: w, source: s, releases: [{release: \"1.0\", tf: "
+	    "\"2.1\", source: s}]}\n"
+	    "  - {name: C, coupling: tested, why: w, source: s, ended: {date: \"2024-05\"}}\n";
+	struct compat *bad = NULL;
+	struct diags d = {0};
+	char *text = NULL, *all;
+	size_t len = 0;
+	const char *from, *to;
+	int seen[4] = {0};
+
+	(void)state;
+	assert_int_equal(read_file_at(AT_FDCWD, compat_default_path(), 1u << 22, &text, &len), 0);
+	from = strstr(text, "\ncompanion_packages:\n");
+	to = strstr(text,
+	            "\n# -----------------------------------------------------------------------"
+	            "----\n# 7.");
+	assert_non_null(from);
+	assert_non_null(to);
+	all = xasprintf("%.*s\n%s%s", (int)(from - text), text, broken, to);
+	assert_int_equal(load_text(all, &d, &bad), TF_EFAIL);
+	assert_null(bad);
+	for (size_t i = 0; i < d.n; i++) {
+		assert_string_equal(d.v[i].code, "compat.kb-invalid");
+		seen[0] |=
+		    strstr(d.v[i].msg, "coupling must be none, tested, import or abi") != NULL;
+		seen[1] |= strstr(d.v[i].msg, "has releases, or has ended") != NULL;
+		seen[2] |= strstr(d.v[i].msg, "must be a specifier") != NULL;
+		seen[3] |= strstr(d.v[i].msg, "'c' is listed twice") != NULL;
+	}
+	for (int k = 0; k < 4; k++)
+		if (!seen[k]) {
+			char *out = diags_format(&d, 0);
+			fputs(out, stderr);
+			free(out);
+			fail_msg("companion table error %d not reported", k);
+		}
+	assert_true(diags_has(&d, "compat.kb-invalid"));
+	diags_release(&d);
+	free(all);
+	free(text);
+}
+
 /* ---- errors in compat.yaml are diagnostics too ---- */
 
 static int load_text(const char *text, struct diags *d, struct compat **out)
@@ -1130,6 +1317,9 @@ int main(void)
 	    cmocka_unit_test(test_kb_errors),
 	    cmocka_unit_test(test_current_rows),
 	    cmocka_unit_test(test_one_gpu_rule),
+	    cmocka_unit_test(test_companions),
+	    cmocka_unit_test(test_companion_lint),
+	    cmocka_unit_test(test_companion_kb_errors),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
