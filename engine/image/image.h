@@ -92,6 +92,19 @@ int oci_image_has_paths(const struct oci_image *im, const char *blobdir, char *c
                         size_t npaths, int *found, char **errmsg);
 
 /*
+ * The contents of the first of paths (absolute, in the image; symlinks
+ * followed) that names an entry in the filesystem im's layers (in blobdir)
+ * make: the last layer's entry of that name, which must be a regular file.
+ * At most max bytes are read; *data is NUL-terminated (caller frees), *len
+ * its length, *resolved (may be NULL) the name reached ("/lib/..."; caller
+ * frees). 0 (*data NULL when none of them names a regular file) or TF_EFAIL
+ * (a layer that does not read).
+ */
+int oci_image_read_file(const struct oci_image *im, const char *blobdir, char *const *paths,
+                        size_t npaths, size_t max, char **data, size_t *len, char **resolved,
+                        char **errmsg);
+
+/*
  * Writes layout (an existing directory holding blobs/sha256/…) as an OCI
  * image layout: the config and manifest blobs, index.json naming the
  * manifest (ref_name in org.opencontainers.image.ref.name when non-NULL),

@@ -594,9 +594,10 @@ static const struct fs_entry *find_entry(const struct fs_entry *v, size_t n, con
 
 /*
  * path resolved in the base's filesystem, following symlinks (a merged
- * /usr's /bin -> usr/bin too): 1 when it names an entry, 0 when not.
+ * /usr's /bin -> usr/bin too): the name of the entry it reaches (no leading
+ * '/'; caller frees), or NULL when it names none.
  */
-static int resolve_in(const struct fs_entry *v, size_t n, const char *path, int depth)
+static char *resolve_in(const struct fs_entry *v, size_t n, const char *path, int depth)
 {
 	char *cur = xstrdup("");
 	const char *p = path;
@@ -613,7 +614,8 @@ static int resolve_in(const struct fs_entry *v, size_t n, const char *path, int 
 		free(cur);
 		cur = next; /* owned by cur from here on */
 		if (e == NULL) {
-			found = 0;
+			/* A parent a layer does not list is a plain directory (tar needs none). */
+			found = *p != '\0';
 		} else if (e->link) {
 			/* cur's parent + the link, then what is left of path. */
 			char *slash = strrchr(cur, '/');
@@ -623,42 +625,77 @@ static int resolve_in(const struct fs_entry *v, size_t n, const char *path, int 
 				cur[0] = '\0';
 			char *target = e->link[0] == '/' ? xasprintf("%s/%s", e->link, p)
 			                                 : xasprintf("/%s/%s/%s", cur, e->link, p);
-			found = resolve_in(v, n, target, depth + 1);
+			free(cur);
+			cur = resolve_in(v, n, target, depth + 1);
 			free(target);
-			break;
+			return cur;
 		}
 	}
-	free(cur);
-	return found;
+	if (!found) {
+		free(cur);
+		return NULL;
+	}
+	return cur;
 }
 
-int oci_image_has_paths(const struct oci_image *im, const char *blobdir, char *const *paths,
-                        size_t npaths, int *found, char **errmsg)
+/* Opens the tar blob of layer i for reading. 0 or TF_EFAIL (errmsg set). */
+static int open_layer(const struct oci_image *im, const char *blobdir, size_t i,
+                      struct archive **out, char **errmsg)
+{
+	char *f = xasprintf("%s/sha256/%s", blobdir, im->layers[i].digest + 7);
+	struct archive *a = archive_read_new();
+	int rc = 0;
+	archive_read_support_format_tar(a);
+	archive_read_support_filter_all(a);
+	if (archive_read_open_filename(a, f, 1 << 16) != ARCHIVE_OK) {
+		*errmsg = xasprintf("%s: %s", f, archive_error_string(a));
+		archive_read_free(a);
+		a = NULL;
+		rc = TF_EFAIL;
+	}
+	free(f);
+	*out = a;
+	return rc;
+}
+
+/* An entry's name without "./", leading or trailing '/' (caller frees); NULL for the root. */
+static char *entry_name(struct archive_entry *e)
+{
+	const char *name = archive_entry_pathname(e);
+	while (name[0] == '.' && name[1] == '/')
+		name += 2;
+	while (name[0] == '/')
+		name++;
+	size_t l = strlen(name);
+	while (l > 0 && name[l - 1] == '/')
+		l--;
+	return l ? xstrndup(name, l) : NULL;
+}
+
+static void entries_free(struct fs_entry *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].link);
+	}
+	free(v);
+}
+
+/* Every entry of every layer, sorted by name. 0 or TF_EFAIL (a layer that does not read). */
+static int load_entries(const struct oci_image *im, const char *blobdir, struct fs_entry **out,
+                        size_t *nout, char **errmsg)
 {
 	struct fs_entry *v = NULL;
 	size_t n = 0, cap = 0;
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < im->nlayers; i++) {
-		char *f = xasprintf("%s/sha256/%s", blobdir, im->layers[i].digest + 7);
-		struct archive *a = archive_read_new();
+		struct archive *a = NULL;
 		struct archive_entry *e;
 		int r = ARCHIVE_EOF;
-		archive_read_support_format_tar(a);
-		archive_read_support_filter_all(a);
-		if (archive_read_open_filename(a, f, 1 << 16) != ARCHIVE_OK) {
-			*errmsg = xasprintf("%s: %s", f, archive_error_string(a));
-			rc = TF_EFAIL;
-		}
+		rc = open_layer(im, blobdir, i, &a, errmsg);
 		while (rc == 0 && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
-			const char *name = archive_entry_pathname(e);
-			while (name[0] == '.' && name[1] == '/')
-				name += 2;
-			while (name[0] == '/')
-				name++;
-			size_t l = strlen(name);
-			while (l > 0 && name[l - 1] == '/')
-				l--;
-			if (l == 0)
+			char *name = entry_name(e);
+			if (name == NULL)
 				continue;
 			if (n == cap) {
 				cap = cap ? 2 * cap : 4096;
@@ -667,23 +704,92 @@ int oci_image_has_paths(const struct oci_image *im, const char *blobdir, char *c
 			const char *ln =
 			    archive_entry_filetype(e) == AE_IFLNK ? archive_entry_symlink(e) : NULL;
 			/* Whiteouts are kept as plain names: a base rarely deletes its interpreter. */
-			v[n++] = (struct fs_entry){xstrndup(name, l), ln ? xstrdup(ln) : NULL};
+			v[n++] = (struct fs_entry){name, ln ? xstrdup(ln) : NULL};
 		}
 		if (rc == 0 && r != ARCHIVE_EOF) {
-			*errmsg = xasprintf("%s: %s", f, archive_error_string(a));
+			*errmsg = xasprintf("layer %s: %s", im->layers[i].digest,
+			                    archive_error_string(a));
 			rc = TF_EFAIL;
 		}
-		archive_read_free(a);
-		free(f);
+		if (a)
+			archive_read_free(a);
 	}
 	if (n)
 		qsort(v, n, sizeof(*v), cmp_entry);
-	for (size_t i = 0; rc == 0 && i < npaths; i++)
-		found[i] = resolve_in(v, n, paths[i], 0);
-	for (size_t i = 0; i < n; i++) {
-		free(v[i].name);
-		free(v[i].link);
+	*out = v;
+	*nout = n;
+	return rc;
+}
+
+int oci_image_has_paths(const struct oci_image *im, const char *blobdir, char *const *paths,
+                        size_t npaths, int *found, char **errmsg)
+{
+	struct fs_entry *v = NULL;
+	size_t n = 0;
+	int rc = load_entries(im, blobdir, &v, &n, errmsg);
+	for (size_t i = 0; rc == 0 && i < npaths; i++) {
+		char *r = resolve_in(v, n, paths[i], 0);
+		found[i] = r != NULL;
+		free(r);
 	}
-	free(v);
+	entries_free(v, n);
+	return rc;
+}
+
+int oci_image_read_file(const struct oci_image *im, const char *blobdir, char *const *paths,
+                        size_t npaths, size_t max, char **data, size_t *len, char **resolved,
+                        char **errmsg)
+{
+	struct fs_entry *v = NULL;
+	size_t n = 0;
+	char *name = NULL;
+	int rc = load_entries(im, blobdir, &v, &n, errmsg);
+	*data = NULL;
+	*len = 0;
+	if (resolved)
+		*resolved = NULL;
+	for (size_t i = 0; rc == 0 && name == NULL && i < npaths; i++)
+		name = resolve_in(v, n, paths[i], 0);
+	/* The last layer that holds the name has the file the image shows. */
+	for (size_t i = im->nlayers; rc == 0 && name && *data == NULL && i-- > 0;) {
+		struct archive *a = NULL;
+		struct archive_entry *e;
+		int r = ARCHIVE_EOF, hit = 0;
+		rc = open_layer(im, blobdir, i, &a, errmsg);
+		while (rc == 0 && !hit && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+			char *en = entry_name(e);
+			hit = en && strcmp(en, name) == 0;
+			free(en);
+		}
+		if (rc == 0 && hit && archive_entry_filetype(e) != AE_IFREG) {
+			i = 0; /* a directory or a device: no contents to read */
+		} else if (rc == 0 && hit) {
+			size_t want = (size_t)archive_entry_size(e) < max
+			                  ? (size_t)archive_entry_size(e)
+			                  : max;
+			char *buf = xmalloc(want + 1);
+			la_ssize_t got = want ? archive_read_data(a, buf, want) : 0;
+			if (got < 0) {
+				*errmsg = xasprintf("layer %s: /%s: %s", im->layers[i].digest, name,
+				                    archive_error_string(a));
+				free(buf);
+				rc = TF_EFAIL;
+			} else {
+				buf[got] = '\0';
+				*data = buf;
+				*len = (size_t)got;
+			}
+		} else if (rc == 0 && r != ARCHIVE_EOF) {
+			*errmsg = xasprintf("layer %s: %s", im->layers[i].digest,
+			                    archive_error_string(a));
+			rc = TF_EFAIL;
+		}
+		if (a)
+			archive_read_free(a);
+	}
+	if (rc == 0 && *data && resolved)
+		*resolved = xasprintf("/%s", name);
+	free(name);
+	entries_free(v, n);
 	return rc;
 }
