@@ -658,10 +658,25 @@ static int open_layer(const struct oci_image *im, const char *blobdir, size_t i,
 	return rc;
 }
 
+/*
+ * The next header of a layer: ARCHIVE_OK, ARCHIVE_EOF or a failure. A warning
+ * is an entry read whole: a PAX name that does not convert to the C locale
+ * (a Debian root holds UTF-8 file names) is one, its bytes kept as they are.
+ */
+static int next_header(struct archive *a, struct archive_entry **e)
+{
+	int r = archive_read_next_header(a, e);
+	return r == ARCHIVE_WARN ? ARCHIVE_OK : r;
+}
+
 /* An entry's name without "./", leading or trailing '/' (caller frees); NULL for the root. */
 static char *entry_name(struct archive_entry *e)
 {
 	const char *name = archive_entry_pathname(e);
+	if (name == NULL)
+		name = archive_entry_pathname_utf8(e);
+	if (name == NULL)
+		return NULL;
 	while (name[0] == '.' && name[1] == '/')
 		name += 2;
 	while (name[0] == '/')
@@ -693,7 +708,7 @@ static int load_entries(const struct oci_image *im, const char *blobdir, struct 
 		struct archive_entry *e;
 		int r = ARCHIVE_EOF;
 		rc = open_layer(im, blobdir, i, &a, errmsg);
-		while (rc == 0 && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+		while (rc == 0 && (r = next_header(a, &e)) == ARCHIVE_OK) {
 			char *name = entry_name(e);
 			if (name == NULL)
 				continue;
@@ -701,8 +716,14 @@ static int load_entries(const struct oci_image *im, const char *blobdir, struct 
 				cap = cap ? 2 * cap : 4096;
 				v = xrealloc(v, cap * sizeof(*v));
 			}
-			const char *ln =
-			    archive_entry_filetype(e) == AE_IFLNK ? archive_entry_symlink(e) : NULL;
+			const char *ln = NULL;
+			if (archive_entry_filetype(e) == AE_IFLNK) {
+				ln = archive_entry_symlink(e);
+				if (ln == NULL)
+					ln = archive_entry_symlink_utf8(e);
+				if (ln == NULL)
+					ln = "";
+			}
 			/* Whiteouts are kept as plain names: a base rarely deletes its interpreter. */
 			v[n++] = (struct fs_entry){name, ln ? xstrdup(ln) : NULL};
 		}
@@ -756,7 +777,7 @@ int oci_image_read_file(const struct oci_image *im, const char *blobdir, char *c
 		struct archive_entry *e;
 		int r = ARCHIVE_EOF, hit = 0;
 		rc = open_layer(im, blobdir, i, &a, errmsg);
-		while (rc == 0 && !hit && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+		while (rc == 0 && !hit && (r = next_header(a, &e)) == ARCHIVE_OK) {
 			char *en = entry_name(e);
 			hit = en && strcmp(en, name) == 0;
 			free(en);
