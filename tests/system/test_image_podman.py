@@ -233,8 +233,8 @@ def test_image_runs_in_podman(tfprov, bookworm_base, podman, tmp_path):
                       "localhost/tfprov-test/pod:1", *argv, timeout=300)
 
     v = run("tfprov", "--no-gpu", "verify", "--deep", "pod")
-    if v.returncode != 0 and re.search(r"cgroup|OCI runtime|setrlimit|permission denied",
-                                       v.stderr, re.I) and "tfprov" not in v.stdout:
+    # 125: podman's own error (the container never started), not tfprov's.
+    if v.returncode == 125 and re.search(r"cgroup|OCI runtime|setrlimit|runc", v.stderr, re.I):
         pytest.skip("podman cannot start a container here: " + v.stderr[-500:])
     assert v.returncode == 0, v.stdout + v.stderr
     imp = run("python", "-c", "import tfprov_alpha, sys; print(tfprov_alpha.__file__, sys.prefix)")
