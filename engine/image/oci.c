@@ -648,7 +648,8 @@ static int open_layer(const struct oci_image *im, const char *blobdir, size_t i,
 	archive_read_support_format_tar(a);
 	archive_read_support_filter_all(a);
 	if (archive_read_open_filename(a, f, 1 << 16) != ARCHIVE_OK) {
-		*errmsg = xasprintf("%s: %s", f, archive_error_string(a));
+		/* Named by its digest: f is in the build's temporary directory. */
+		*errmsg = xasprintf("layer %s: %s", im->layers[i].digest, archive_error_string(a));
 		archive_read_free(a);
 		a = NULL;
 		rc = TF_EFAIL;

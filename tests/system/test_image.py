@@ -54,7 +54,7 @@ def make_base(layout, arch="amd64", python=True, glibc="2.36", files=()):
     (python) a stand-in /usr/bin/python3 -> python3.X, the interpreter the
     fixture venv links to, and (glibc) a stand-in libc.so.6 of that version
     behind the merged-/usr symlink /lib -> usr/lib (their contents are never
-    run here); files: more (name, bytes) entries."""
+    run here); files: more (name, bytes) entries, (name, str) a symlink."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
         for d in ("etc", "usr", "usr/bin", "usr/lib", "usr/lib/x86_64-linux-gnu", "tmp", "var"):
@@ -69,8 +69,13 @@ def make_base(layout, arch="amd64", python=True, glibc="2.36", files=()):
             more.append(("usr/lib/x86_64-linux-gnu/libc.so.6", libc_stand_in(glibc)))
         for name, data in more:
             ti = tarfile.TarInfo(name)
-            ti.size, ti.mode, ti.mtime = len(data), 0o755, 1
-            t.addfile(ti, io.BytesIO(data))
+            ti.mode, ti.mtime = 0o755, 1
+            if isinstance(data, str):  # a symlink to data
+                ti.type, ti.linkname = tarfile.SYMTYPE, data
+                t.addfile(ti)
+            else:
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
         if python:
             ti = tarfile.TarInfo(f"usr/bin/python{PYVER}")
             ti.size, ti.mode, ti.mtime = 0, 0o755, 1
@@ -284,6 +289,20 @@ def test_bad_inputs_leave_no_out(tfprov, world, tmp_path):
     p = build(tfprov, world.full, make_base(tmp_path / "dpkg", glibc=None, files=[
         ("var/lib/dpkg/status", status)]), dest, rc=6)
     assert "has glibc 2.11.3 (the libc6 package in /var/lib/dpkg/status)" in out(p), out(p)
+    # An older glibc's libc.so.6 -> libc-2.X.so, without the version string in it.
+    p = build(tfprov, world.full, make_base(tmp_path / "oldlink", glibc=None, files=[
+        ("lib64", "usr/lib64"), ("usr/lib64/libc-2.12.so", b"\x7fELF"),
+        ("usr/lib64/libc.so.6", "libc-2.12.so")]), dest, rc=6)
+    assert "has glibc 2.12 (/usr/lib64/libc-2.12.so)" in out(p), out(p)
+    # A base whose layer is not a tar: its glibc cannot be read (exit 1, which layer).
+    bad = make_base(tmp_path / "badlayer")
+    _, bman, _ = read_image(bad)
+    junk = os.path.join(bad, "blobs", "sha256", bman["layers"][0]["digest"].split(":")[1])
+    os.chmod(junk, 0o644)
+    with open(junk, "wb") as f:
+        f.write(b"\0not a tar" * 100)
+    p = build(tfprov, world.full, bad, dest, rc=1)
+    assert "base %s: layer %s" % (bad, bman["layers"][0]["digest"]) in out(p), out(p)
     # pip.min_glibc above TF's floor: the higher one counts.
     hi = tmp_path / "min-glibc.yaml"
     hi.write_text(open(world.full).read().replace("pip:\n", "pip:\n  min_glibc: \"2.99\"\n", 1))
