@@ -76,8 +76,10 @@ char *oci_json_dump(const json_t *json);
  * path, a directory taken as an OCI layout and a file as a docker archive.
  * Other transports ("docker://…") are refused with TF_EUSAGE: a registry
  * reference is reserved for later. scratch: an empty directory this call may
- * fill (a docker archive is unpacked there). 0, TF_ENOENT (it does not exist),
- * TF_EFAIL (not an image: errmsg says why) or TF_EIO.
+ * fill (a docker archive is unpacked there). Each blob brought into blobdir
+ * is hashed against its digest first. 0, TF_EFAIL (it does not exist, or is
+ * not an image: errmsg says why), TF_EINTEGRITY (a blob whose bytes do not
+ * match its digest) or TF_EIO.
  */
 int oci_image_read(const char *ref, const char *scratch, const char *blobdir, struct oci_image *out,
                    char **errmsg);

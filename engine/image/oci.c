@@ -80,18 +80,37 @@ out:
 	return rc;
 }
 
-/* Brings blob hex of dir (an OCI layout) into blobdir: a hard link, else a copy. */
+/*
+ * Brings blob hex of dir (an OCI layout) into blobdir: a hard link, else a
+ * copy; first its bytes hashed against the digest that names it, as every
+ * input of a build is verified before use (a blob that does not match would
+ * go into the new image under a digest it does not have).
+ */
 static int take_blob(const char *dir, const char *hex, const char *blobdir, char **errmsg)
 {
 	char *src = xasprintf("%s/blobs/sha256/%s", dir, hex);
 	char *sub = path_join(blobdir, "sha256");
 	char *dst = xasprintf("%s/%s", sub, hex);
+	char got[65];
+	int64_t size = 0;
 	int rc = 0;
 	struct stat st;
 	if (stat(src, &st) != 0) {
 		*errmsg = xasprintf("%s: %s (the image names a blob it does not hold)", src,
 		                    strerror(errno));
 		rc = TF_EFAIL;
+		goto out;
+	}
+	if (sha256_file(src, got, &size) != 0) {
+		*errmsg = xasprintf("%s: %s", src, strerror(errno));
+		rc = TF_EIO;
+		goto out;
+	}
+	if (strcmp(got, hex) != 0) {
+		*errmsg = xasprintf("%s: its bytes hash to sha256:%s, not to the digest that names "
+		                    "it: the image is corrupt",
+		                    src, got);
+		rc = TF_EINTEGRITY;
 		goto out;
 	}
 	if (mkdirs_at(AT_FDCWD, sub, 0755) != 0 ||

@@ -49,12 +49,13 @@ def libc_stand_in(version):
             % (version.encode(), version.encode()))
 
 
-def make_base(layout, arch="amd64", python=True, glibc="2.36", files=()):
+def make_base(layout, arch="amd64", python=True, glibc="2.36", files=(), layer_bytes=None):
     """A one-layer OCI image layout: a tiny rootfs with an os-release,
     (python) a stand-in /usr/bin/python3 -> python3.X, the interpreter the
     fixture venv links to, and (glibc) a stand-in libc.so.6 of that version
     behind the merged-/usr symlink /lib -> usr/lib (their contents are never
-    run here); files: more (name, bytes) entries, (name, str) a symlink."""
+    run here); files: more (name, bytes) entries, (name, str) a symlink;
+    layer_bytes: the layer's bytes instead of that rootfs."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
         for d in ("etc", "usr", "usr/bin", "usr/lib", "usr/lib/x86_64-linux-gnu", "tmp", "var"):
@@ -87,7 +88,7 @@ def make_base(layout, arch="amd64", python=True, glibc="2.36", files=()):
         ti = tarfile.TarInfo("etc/os-release")
         ti.size, ti.mode, ti.mtime = len(data), 0o644, 1
         t.addfile(ti, io.BytesIO(data))
-    layer = _blob(layout, buf.getvalue())
+    layer = _blob(layout, buf.getvalue() if layer_bytes is None else layer_bytes)
     cfg = {"architecture": arch, "os": "linux",
            "config": {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin"], "Cmd": ["/bin/sh"]},
            "rootfs": {"type": "layers", "diff_ids": [layer["digest"]]},
@@ -295,14 +296,20 @@ def test_bad_inputs_leave_no_out(tfprov, world, tmp_path):
         ("usr/lib64/libc.so.6", "libc-2.12.so")]), dest, rc=6)
     assert "has glibc 2.12 (/usr/lib64/libc-2.12.so)" in out(p), out(p)
     # A base whose layer is not a tar: its glibc cannot be read (exit 1, which layer).
-    bad = make_base(tmp_path / "badlayer")
+    bad = make_base(tmp_path / "badlayer", layer_bytes=b"\0not a tar" * 100)
     _, bman, _ = read_image(bad)
-    junk = os.path.join(bad, "blobs", "sha256", bman["layers"][0]["digest"].split(":")[1])
-    os.chmod(junk, 0o644)
-    with open(junk, "wb") as f:
-        f.write(b"\0not a tar" * 100)
     p = build(tfprov, world.full, bad, dest, rc=1)
-    assert "base %s: layer %s" % (bad, bman["layers"][0]["digest"]) in out(p), out(p)
+    assert "base %s: layer %s: Unrecognized archive format" % (
+        bad, bman["layers"][0]["digest"]) in out(p), out(p)
+    # A base blob whose bytes are not those its digest names: integrity, exit 5.
+    bad = make_base(tmp_path / "corrupt")
+    _, bman, _ = read_image(bad)
+    blob = os.path.join(bad, "blobs", "sha256", bman["layers"][0]["digest"].split(":")[1])
+    with open(blob, "r+b") as f:
+        f.seek(600)
+        f.write(b"X")
+    p = build(tfprov, world.full, bad, dest, rc=5)
+    assert blob + ": its bytes hash to sha256:" in out(p) and "image is corrupt" in out(p), out(p)
     # pip.min_glibc above TF's floor: the higher one counts.
     hi = tmp_path / "min-glibc.yaml"
     hi.write_text(open(world.full).read().replace("pip:\n", "pip:\n  min_glibc: \"2.99\"\n", 1))
