@@ -625,6 +625,16 @@ static char *resolve_in(const struct fs_entry *v, size_t n, const char *path, in
 		p++;
 	while (found && *p) {
 		size_t l = strcspn(p, "/");
+		if ((l == 1 && p[0] == '.') || (l == 2 && p[0] == '.' && p[1] == '.')) {
+			/* "." stays, ".." goes up (not above the root) */
+			char *slash = strrchr(cur, '/');
+			if (l == 2)
+				*(slash ? slash : cur) = '\0';
+			p += l;
+			while (*p == '/')
+				p++;
+			continue;
+		}
 		char *next = xasprintf("%s%s%.*s", cur, cur[0] ? "/" : "", (int)l, p);
 		p += l;
 		while (*p == '/')
