@@ -5,12 +5,13 @@ tiny base this test makes itself, then checked from the outside.
 STAND-INS, said plainly: the CUDA/cuDNN archives hold stub libraries with
 NVIDIA's sonames (tests/fixtures/make_stack.py); the wheel is built here
 (lib_pyindex); the base is a one-layer OCI layout written by this test (an
-os-release and the directories a rootfs has), not a Debian bookworm rootfs:
-a debootstrap costs minutes on this 2-core machine. Nothing runs the image
-(no podman here): instead its layers are unpacked in order into a directory
-and `tfprov --root DIR verify` / `status` run against it, which read the
-same state and files the container would. skopeo and oci-image-tool
-validate the layout when they are installed (scripts/install-deps.sh).
+os-release, the directories a rootfs has, a stand-in python3 and a stand-in
+libc.so.6 carrying glibc's version string), not a Debian bookworm rootfs:
+test_image_podman.py builds on a real bookworm base and runs the image in
+podman. Here its layers are unpacked in order into a directory and `tfprov
+--root DIR verify` / `status` run against it, which read the same state and
+files the container would. skopeo and oci-image-tool validate the layout
+when they are installed (scripts/install-deps.sh).
 """
 import hashlib
 import io
