@@ -1,7 +1,8 @@
 """`tfprov image build` on a real Debian bookworm base, run by podman: the
 fixture stack (stub CUDA + cuDNN archives, a venv, a wheel) as an image,
 `podman load` of its docker-archive, and `podman run --network=none` of
-`tfprov verify` and a Python import of the fixture wheel inside the container.
+`tfprov verify`, `tfprov status` and a Python import of the fixture wheel
+inside the container.
 
 The base: the bookworm root test_deb_lifecycle.py caches (debootstrap
 --variant=minbase, scripts/make-bookworm-root.sh, with tfprov's package
@@ -226,9 +227,10 @@ def test_image_runs_in_podman(tfprov, bookworm_base, podman, tmp_path):
     assert "tfprov-test/pod:1" in ld.stdout + ld.stderr, ld.stdout + ld.stderr
 
     def run(*argv):
+        # This build's binary, and its knowledge base where TFPROV_DATADIR says.
         return podman("run", "--rm", "--network=none",
                       "-v", os.path.realpath(tfprov.bin) + ":/usr/local/bin/tfprov:ro",
-                      "-v", os.path.join(REPO, "data") + ":/usr/share/tfprov:ro",
+                      "-v", os.path.join(REPO, "data") + ":/usr/share/tfprov/data:ro",
                       "-e", "TFPROV_DATADIR=/usr/share/tfprov",
                       "localhost/tfprov-test/pod:1", *argv, timeout=300)
 
@@ -237,6 +239,8 @@ def test_image_runs_in_podman(tfprov, bookworm_base, podman, tmp_path):
     if v.returncode == 125 and re.search(r"cgroup|OCI runtime|setrlimit|runc", v.stderr, re.I):
         pytest.skip("podman cannot start a container here: " + v.stderr[-500:])
     assert v.returncode == 0, v.stdout + v.stderr
+    st = run("tfprov", "status")
+    assert st.returncode == 0 and "pod" in st.stdout, st.stdout + st.stderr
     imp = run("python", "-c", "import tfprov_alpha, sys; print(tfprov_alpha.__file__, sys.prefix)")
     assert imp.returncode == 0, imp.stdout + imp.stderr
     assert imp.stdout.split() == [
