@@ -79,7 +79,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tfprov", default=os.path.join(REPO, "build", "tfprov"))
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--work", default=None, help="a directory for every output (default: a temp dir)")
+    ap.add_argument("--work", default=None,
+                    help="a directory for every output (default: a temp dir)")
     ap.add_argument("--base", default=None, help="an OCI layout (default: a stand-in rootfs)")
     ap.add_argument("--filler", type=int, default=4000, help="filler headers in the CUDA archive")
     ap.add_argument("--wheel-mb", type=int, default=96)
@@ -156,7 +157,8 @@ def main():
         res["image_bytes"] = d["size"]
         res["stack_layer_bytes"] = sum(layer["size"] for layer in d["layers"][nbase:])
         res["shared_bytes_with_two"] = d["shared_bytes"]
-        res["layers"] = [(layer["step"], layer["size"], layer.get("shared")) for layer in d["layers"]]
+        res["layers"] = [(layer["step"], layer["size"], layer.get("shared"))
+                         for layer in d["layers"]]
 
         if not a.no_podman and shutil.which("podman") and os.geteuid() == 0:
             res["podman_s"] = podman_build(work, base, a.runs)
