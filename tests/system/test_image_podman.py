@@ -6,7 +6,8 @@ inside the container.
 
 The base: the bookworm root test_deb_lifecycle.py caches (debootstrap
 --variant=minbase, scripts/make-bookworm-root.sh, with tfprov's package
-dependencies in its apt cache), with python3, python3-venv and the libraries
+dependencies in its apt cache; made here the same way, under the same flock,
+when that test has not made it yet), with python3, python3-venv and the libraries
 tfprov links installed from that apt cache (no network), written as a one-layer
 OCI layout and cached beside it (TFPROV_TEST_CACHE_DIR/bookworm-image-base,
 keyed by the root tarball's size and mtime; flock against a concurrent ctest
@@ -65,8 +66,9 @@ def sanitized_build():
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0 or not all(shutil.which(t) for t in (
-        "podman", "runc", "zstd", "unshare", "tar")),
-        reason="needs root, podman, runc, zstd, unshare (scripts/install-deps.sh)"),
+        "podman", "runc", "zstd", "unshare", "tar", "debootstrap", "cpack", "dpkg-deb")),
+        reason="needs root, podman, runc, zstd, unshare, debootstrap, cpack "
+               "(scripts/install-deps.sh)"),
     pytest.mark.skipif(sanitized_build(), reason="normal pass only (see sanitized_build)")]
 
 
@@ -140,16 +142,32 @@ def make_base(dest):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def make_root_tarball(tmp):
+    """The bookworm root as test_deb_lifecycle.py makes it (the same file and key:
+    its apt cache holding the package's dependencies), when neither test has yet."""
+    p = sh(["cpack", "-G", "DEB", "-B", tmp], cwd=BUILD, timeout=300)
+    debs = [f for f in os.listdir(tmp) if re.match(r"tfprov_[0-9.]+_amd64\.deb$", f)]
+    if p.returncode != 0 or len(debs) != 1:
+        pytest.skip("no bookworm root, and no package to make one with: " + p.stderr[-300:])
+    deb = os.path.join(tmp, debs[0])
+    p = sh([MAKE_ROOT, ROOT_TARBALL, deb], timeout=1800)
+    if p.returncode != 0:
+        pytest.skip("no bookworm root: debootstrap from Debian's archive failed: %s"
+                    % p.stderr[-500:])
+    with open(ROOT_TARBALL + ".depends", "w") as f:
+        f.write(sh(["dpkg-deb", "-f", deb, "Depends", "Recommends"]).stdout)
+
+
 @pytest.fixture(scope="module")
-def bookworm_base():
-    if not os.path.exists(ROOT_TARBALL):
-        pytest.skip("no cached bookworm root %s: tests/system/test_deb_lifecycle.py makes it "
-                    "(debootstrap from Debian's archive)" % ROOT_TARBALL)
+def bookworm_base(tmp_path_factory):
     os.makedirs(CACHE_DIR, exist_ok=True)
     with open(os.path.join(CACHE_DIR, "bookworm-image-base.lock"), "w") as lk, \
             open(ROOT_TARBALL + ".lock", "w") as rlk:
         fcntl.flock(lk, fcntl.LOCK_EX)
-        fcntl.flock(rlk, fcntl.LOCK_SH)  # test_deb_lifecycle.py remakes it under LOCK_EX
+        # test_deb_lifecycle.py (re)makes the root under the same lock.
+        fcntl.flock(rlk, fcntl.LOCK_EX)
+        if not os.path.exists(ROOT_TARBALL):
+            make_root_tarball(str(tmp_path_factory.mktemp("deb")))
         st = os.stat(ROOT_TARBALL)
         key = "%d %d %s\n" % (st.st_size, st.st_mtime_ns, " ".join(BASE_PKGS))
         keyfile = BASE_DIR + ".key"
