@@ -73,34 +73,21 @@ static int pip_glibc_precheck(const struct manifest *m, struct step *s)
 {
 	struct compat *kb = NULL;
 	struct diags d = {0};
-	const struct compat_tf_glibc *row = NULL;
-	const char *tf = m->versions.tensorflow.s, *need = NULL, *why = NULL;
+	const char *need, *why = NULL, *tf = NULL;
 	const char *host = getenv("TFPROV_GLIBC_VERSION");
-	int rc = 0, from_tf = 0;
+	int rc = 0;
 	if (m->stack.platform != PLATFORM_LINUX_X86_64 && m->stack.platform != PLATFORM_WSL2)
 		return 0;
 	if (host == NULL || *host == '\0')
 		host = gnu_get_libc_version();
-	for (size_t i = 0; tf == NULL && i < m->pip.nreqs; i++)
-		if (m->pip.reqs[i].name && strcmp(m->pip.reqs[i].name, "tensorflow") == 0)
-			tf = m->pip.reqs[i].version;
-	if (compat_load(compat_default_path(), &kb, &d) == 0 && compat_tf_min_glibc(kb, tf, &row)) {
-		need = row->glibc;
-		why = row->tag;
-		from_tf = 1;
-	}
-	if (m->pip.min_glibc.set && (need == NULL || version_cmp(m->pip.min_glibc.s, need) > 0)) {
-		need = m->pip.min_glibc.s;
-		why = "pip.min_glibc";
-		from_tf = 0;
-	}
+	int loaded = compat_load(compat_default_path(), &kb, &d) == 0;
+	need = compat_manifest_min_glibc(loaded ? kb : NULL, m, &why, &tf);
 	if (need != NULL && version_valid(host) && version_cmp(host, need) < 0) {
 		step_fail(s,
 		          "this machine's glibc %s is older than %s, which the pip lock's wheels "
 		          "need (%s%s%s): pip would find no installable file for them. Use a "
 		          "distribution with glibc >= %s, or a stack whose wheels need less",
-		          host, need, why, from_tf ? " of TensorFlow " : "", from_tf ? tf : "",
-		          need);
+		          host, need, why, tf ? " of TensorFlow " : "", tf ? tf : "", need);
 		rc = TF_EPRECOND;
 	}
 	compat_free(kb);

@@ -26,8 +26,10 @@ openssh-server openssh-client nginx strace lintian dpkg-dev fakeroot
 clang libclang-rt-14-dev minisign fuse3 python3-fusepy zsh fish python3-jsonschema"
 
 # skopeo and oci-image-tool: test_image.py reads and validates the OCI images
-# `tfprov image build` writes.
-PKGS="$PKGS skopeo oci-image-tool"
+# `tfprov image build` writes. podman and runc: test_image_podman.py loads one
+# and runs it (runc: crun fails on these machines with "cgroups in hybrid mode
+# not supported").
+PKGS="$PKGS skopeo oci-image-tool podman runc"
 
 # debootstrap and rpm (rpmbuild): scripts/build-release.sh and its test
 # (the Debian 11 build root, the Debian 11/13 test roots, the .rpm).

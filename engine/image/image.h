@@ -76,8 +76,10 @@ char *oci_json_dump(const json_t *json);
  * path, a directory taken as an OCI layout and a file as a docker archive.
  * Other transports ("docker://…") are refused with TF_EUSAGE: a registry
  * reference is reserved for later. scratch: an empty directory this call may
- * fill (a docker archive is unpacked there). 0, TF_ENOENT (it does not exist),
- * TF_EFAIL (not an image: errmsg says why) or TF_EIO.
+ * fill (a docker archive is unpacked there). Each blob brought into blobdir
+ * is hashed against its digest first. 0, TF_EFAIL (it does not exist, or is
+ * not an image: errmsg says why), TF_EINTEGRITY (a blob whose bytes do not
+ * match its digest) or TF_EIO.
  */
 int oci_image_read(const char *ref, const char *scratch, const char *blobdir, struct oci_image *out,
                    char **errmsg);
@@ -90,6 +92,19 @@ int oci_image_read(const char *ref, const char *scratch, const char *blobdir, st
  */
 int oci_image_has_paths(const struct oci_image *im, const char *blobdir, char *const *paths,
                         size_t npaths, int *found, char **errmsg);
+
+/*
+ * The contents of the first of paths (absolute, in the image; symlinks
+ * followed) that names an entry in the filesystem im's layers (in blobdir)
+ * make: the last layer's entry of that name, which must be a regular file.
+ * At most max bytes are read; *data is NUL-terminated (caller frees), *len
+ * its length, *resolved (may be NULL) the name reached ("/lib/..."; caller
+ * frees). 0 (*data NULL when none of them names a regular file) or TF_EFAIL
+ * (a layer that does not read).
+ */
+int oci_image_read_file(const struct oci_image *im, const char *blobdir, char *const *paths,
+                        size_t npaths, size_t max, char **data, size_t *len, char **resolved,
+                        char **errmsg);
 
 /*
  * Writes layout (an existing directory holding blobs/sha256/…) as an OCI

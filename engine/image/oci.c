@@ -80,18 +80,37 @@ out:
 	return rc;
 }
 
-/* Brings blob hex of dir (an OCI layout) into blobdir: a hard link, else a copy. */
+/*
+ * Brings blob hex of dir (an OCI layout) into blobdir: a hard link, else a
+ * copy; first its bytes hashed against the digest that names it, as every
+ * input of a build is verified before use (a blob that does not match would
+ * go into the new image under a digest it does not have).
+ */
 static int take_blob(const char *dir, const char *hex, const char *blobdir, char **errmsg)
 {
 	char *src = xasprintf("%s/blobs/sha256/%s", dir, hex);
 	char *sub = path_join(blobdir, "sha256");
 	char *dst = xasprintf("%s/%s", sub, hex);
+	char got[65];
+	int64_t size = 0;
 	int rc = 0;
 	struct stat st;
 	if (stat(src, &st) != 0) {
 		*errmsg = xasprintf("%s: %s (the image names a blob it does not hold)", src,
 		                    strerror(errno));
 		rc = TF_EFAIL;
+		goto out;
+	}
+	if (sha256_file(src, got, &size) != 0) {
+		*errmsg = xasprintf("%s: %s", src, strerror(errno));
+		rc = TF_EIO;
+		goto out;
+	}
+	if (strcmp(got, hex) != 0) {
+		*errmsg = xasprintf("%s: its bytes hash to sha256:%s, not to the digest that names "
+		                    "it: the image is corrupt",
+		                    src, got);
+		rc = TF_EINTEGRITY;
 		goto out;
 	}
 	if (mkdirs_at(AT_FDCWD, sub, 0755) != 0 ||
@@ -594,9 +613,10 @@ static const struct fs_entry *find_entry(const struct fs_entry *v, size_t n, con
 
 /*
  * path resolved in the base's filesystem, following symlinks (a merged
- * /usr's /bin -> usr/bin too): 1 when it names an entry, 0 when not.
+ * /usr's /bin -> usr/bin too): the name of the entry it reaches (no leading
+ * '/'; caller frees), or NULL when it names none.
  */
-static int resolve_in(const struct fs_entry *v, size_t n, const char *path, int depth)
+static char *resolve_in(const struct fs_entry *v, size_t n, const char *path, int depth)
 {
 	char *cur = xstrdup("");
 	const char *p = path;
@@ -605,6 +625,16 @@ static int resolve_in(const struct fs_entry *v, size_t n, const char *path, int 
 		p++;
 	while (found && *p) {
 		size_t l = strcspn(p, "/");
+		if ((l == 1 && p[0] == '.') || (l == 2 && p[0] == '.' && p[1] == '.')) {
+			/* "." stays, ".." goes up (not above the root) */
+			char *slash = strrchr(cur, '/');
+			if (l == 2)
+				*(slash ? slash : cur) = '\0';
+			p += l;
+			while (*p == '/')
+				p++;
+			continue;
+		}
 		char *next = xasprintf("%s%s%.*s", cur, cur[0] ? "/" : "", (int)l, p);
 		p += l;
 		while (*p == '/')
@@ -613,7 +643,8 @@ static int resolve_in(const struct fs_entry *v, size_t n, const char *path, int 
 		free(cur);
 		cur = next; /* owned by cur from here on */
 		if (e == NULL) {
-			found = 0;
+			/* A parent a layer does not list is a plain directory (tar needs none). */
+			found = *p != '\0';
 		} else if (e->link) {
 			/* cur's parent + the link, then what is left of path. */
 			char *slash = strrchr(cur, '/');
@@ -623,67 +654,193 @@ static int resolve_in(const struct fs_entry *v, size_t n, const char *path, int 
 				cur[0] = '\0';
 			char *target = e->link[0] == '/' ? xasprintf("%s/%s", e->link, p)
 			                                 : xasprintf("/%s/%s/%s", cur, e->link, p);
-			found = resolve_in(v, n, target, depth + 1);
+			free(cur);
+			cur = resolve_in(v, n, target, depth + 1);
 			free(target);
-			break;
+			return cur;
 		}
 	}
-	free(cur);
-	return found;
+	if (!found) {
+		free(cur);
+		return NULL;
+	}
+	return cur;
+}
+
+/* Opens the tar blob of layer i for reading. 0 or TF_EFAIL (errmsg set). */
+static int open_layer(const struct oci_image *im, const char *blobdir, size_t i,
+                      struct archive **out, char **errmsg)
+{
+	char *f = xasprintf("%s/sha256/%s", blobdir, im->layers[i].digest + 7);
+	struct archive *a = archive_read_new();
+	int rc = 0;
+	archive_read_support_format_tar(a);
+	archive_read_support_filter_all(a);
+	if (archive_read_open_filename(a, f, 1 << 16) != ARCHIVE_OK) {
+		/* Named by its digest: f is in the build's temporary directory. */
+		*errmsg = xasprintf("layer %s: %s", im->layers[i].digest, archive_error_string(a));
+		archive_read_free(a);
+		a = NULL;
+		rc = TF_EFAIL;
+	}
+	free(f);
+	*out = a;
+	return rc;
+}
+
+/*
+ * The next header of a layer: ARCHIVE_OK, ARCHIVE_EOF or a failure. A warning
+ * is an entry read whole: a PAX name that does not convert to the C locale
+ * (a Debian root holds UTF-8 file names) is one, its bytes kept as they are.
+ */
+static int next_header(struct archive *a, struct archive_entry **e)
+{
+	int r = archive_read_next_header(a, e);
+	return r == ARCHIVE_WARN ? ARCHIVE_OK : r;
+}
+
+/* An entry's name without "./", leading or trailing '/' (caller frees); NULL for the root. */
+static char *entry_name(struct archive_entry *e)
+{
+	const char *name = archive_entry_pathname(e);
+	if (name == NULL)
+		name = archive_entry_pathname_utf8(e);
+	if (name == NULL)
+		return NULL;
+	while (name[0] == '.' && name[1] == '/')
+		name += 2;
+	while (name[0] == '/')
+		name++;
+	size_t l = strlen(name);
+	while (l > 0 && name[l - 1] == '/')
+		l--;
+	return l ? xstrndup(name, l) : NULL;
+}
+
+static void entries_free(struct fs_entry *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].link);
+	}
+	free(v);
+}
+
+/* Every entry of every layer, sorted by name. 0 or TF_EFAIL (a layer that does not read). */
+static int load_entries(const struct oci_image *im, const char *blobdir, struct fs_entry **out,
+                        size_t *nout, char **errmsg)
+{
+	struct fs_entry *v = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < im->nlayers; i++) {
+		struct archive *a = NULL;
+		struct archive_entry *e;
+		int r = ARCHIVE_EOF;
+		rc = open_layer(im, blobdir, i, &a, errmsg);
+		while (rc == 0 && (r = next_header(a, &e)) == ARCHIVE_OK) {
+			char *name = entry_name(e);
+			if (name == NULL)
+				continue;
+			if (n == cap) {
+				cap = cap ? 2 * cap : 4096;
+				v = xrealloc(v, cap * sizeof(*v));
+			}
+			const char *ln = NULL;
+			if (archive_entry_filetype(e) == AE_IFLNK) {
+				ln = archive_entry_symlink(e);
+				if (ln == NULL)
+					ln = archive_entry_symlink_utf8(e);
+				if (ln == NULL)
+					ln = "";
+			}
+			/* Whiteouts are kept as plain names: a base rarely deletes its interpreter. */
+			v[n++] = (struct fs_entry){name, ln ? xstrdup(ln) : NULL};
+		}
+		if (rc == 0 && r != ARCHIVE_EOF) {
+			*errmsg = xasprintf("layer %s: %s", im->layers[i].digest,
+			                    archive_error_string(a));
+			rc = TF_EFAIL;
+		}
+		if (a)
+			archive_read_free(a);
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_entry);
+	*out = v;
+	*nout = n;
+	return rc;
 }
 
 int oci_image_has_paths(const struct oci_image *im, const char *blobdir, char *const *paths,
                         size_t npaths, int *found, char **errmsg)
 {
 	struct fs_entry *v = NULL;
-	size_t n = 0, cap = 0;
-	int rc = 0;
-	for (size_t i = 0; rc == 0 && i < im->nlayers; i++) {
-		char *f = xasprintf("%s/sha256/%s", blobdir, im->layers[i].digest + 7);
-		struct archive *a = archive_read_new();
+	size_t n = 0;
+	int rc = load_entries(im, blobdir, &v, &n, errmsg);
+	for (size_t i = 0; rc == 0 && i < npaths; i++) {
+		char *r = resolve_in(v, n, paths[i], 0);
+		found[i] = r != NULL;
+		free(r);
+	}
+	entries_free(v, n);
+	return rc;
+}
+
+int oci_image_read_file(const struct oci_image *im, const char *blobdir, char *const *paths,
+                        size_t npaths, size_t max, char **data, size_t *len, char **resolved,
+                        char **errmsg)
+{
+	struct fs_entry *v = NULL;
+	size_t n = 0;
+	char *name = NULL;
+	int rc = load_entries(im, blobdir, &v, &n, errmsg);
+	*data = NULL;
+	*len = 0;
+	if (resolved)
+		*resolved = NULL;
+	for (size_t i = 0; rc == 0 && name == NULL && i < npaths; i++)
+		name = resolve_in(v, n, paths[i], 0);
+	/* The last layer that holds the name has the file the image shows. */
+	for (size_t i = im->nlayers; rc == 0 && name && *data == NULL && i-- > 0;) {
+		struct archive *a = NULL;
 		struct archive_entry *e;
-		int r = ARCHIVE_EOF;
-		archive_read_support_format_tar(a);
-		archive_read_support_filter_all(a);
-		if (archive_read_open_filename(a, f, 1 << 16) != ARCHIVE_OK) {
-			*errmsg = xasprintf("%s: %s", f, archive_error_string(a));
-			rc = TF_EFAIL;
+		int r = ARCHIVE_EOF, hit = 0;
+		rc = open_layer(im, blobdir, i, &a, errmsg);
+		while (rc == 0 && !hit && (r = next_header(a, &e)) == ARCHIVE_OK) {
+			char *en = entry_name(e);
+			hit = en && strcmp(en, name) == 0;
+			free(en);
 		}
-		while (rc == 0 && (r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
-			const char *name = archive_entry_pathname(e);
-			while (name[0] == '.' && name[1] == '/')
-				name += 2;
-			while (name[0] == '/')
-				name++;
-			size_t l = strlen(name);
-			while (l > 0 && name[l - 1] == '/')
-				l--;
-			if (l == 0)
-				continue;
-			if (n == cap) {
-				cap = cap ? 2 * cap : 4096;
-				v = xrealloc(v, cap * sizeof(*v));
+		if (rc == 0 && hit && archive_entry_filetype(e) != AE_IFREG) {
+			i = 0; /* a directory or a device: no contents to read */
+		} else if (rc == 0 && hit) {
+			size_t want = (size_t)archive_entry_size(e) < max
+			                  ? (size_t)archive_entry_size(e)
+			                  : max;
+			char *buf = xmalloc(want + 1);
+			la_ssize_t got = want ? archive_read_data(a, buf, want) : 0;
+			if (got < 0) {
+				*errmsg = xasprintf("layer %s: /%s: %s", im->layers[i].digest, name,
+				                    archive_error_string(a));
+				free(buf);
+				rc = TF_EFAIL;
+			} else {
+				buf[got] = '\0';
+				*data = buf;
+				*len = (size_t)got;
 			}
-			const char *ln =
-			    archive_entry_filetype(e) == AE_IFLNK ? archive_entry_symlink(e) : NULL;
-			/* Whiteouts are kept as plain names: a base rarely deletes its interpreter. */
-			v[n++] = (struct fs_entry){xstrndup(name, l), ln ? xstrdup(ln) : NULL};
-		}
-		if (rc == 0 && r != ARCHIVE_EOF) {
-			*errmsg = xasprintf("%s: %s", f, archive_error_string(a));
+		} else if (rc == 0 && r != ARCHIVE_EOF) {
+			*errmsg = xasprintf("layer %s: %s", im->layers[i].digest,
+			                    archive_error_string(a));
 			rc = TF_EFAIL;
 		}
-		archive_read_free(a);
-		free(f);
+		if (a)
+			archive_read_free(a);
 	}
-	if (n)
-		qsort(v, n, sizeof(*v), cmp_entry);
-	for (size_t i = 0; rc == 0 && i < npaths; i++)
-		found[i] = resolve_in(v, n, paths[i], 0);
-	for (size_t i = 0; i < n; i++) {
-		free(v[i].name);
-		free(v[i].link);
-	}
-	free(v);
+	if (rc == 0 && *data && resolved)
+		*resolved = xasprintf("/%s", name);
+	free(name);
+	entries_free(v, n);
 	return rc;
 }

@@ -606,6 +606,17 @@ const char *compat_tf_min_glibc(const struct compat *kb, const char *tf_version,
                                 const struct compat_tf_glibc **row);
 
 /*
+ * The glibc a manifest's pip lock needs on Linux: the higher of the floor of
+ * TensorFlow's own wheel (its series' row; the TF version from versions or the
+ * lock's tensorflow pin) and pip.min_glibc. NULL when neither says. *why: the
+ * row's wheel tag or "pip.min_glibc"; *tf: the row's TF version, NULL when the
+ * floor is pip.min_glibc. kb may be NULL (pip.min_glibc only). Shared by apply's
+ * host check (modules/pip.c) and image build's check of the base.
+ */
+const char *compat_manifest_min_glibc(const struct compat *kb, const struct manifest *m,
+                                      const char **why, const char **tf);
+
+/*
  * The CUDA major a pip distribution name carries when it is one of NVIDIA's CUDA
  * wheels ("nvidia-cudnn-cu12" -> 12, PEP 503 names); 0 when it is not one.
  */

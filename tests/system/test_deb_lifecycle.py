@@ -20,6 +20,7 @@ records) is exactly the list README.Debian gives; a purge without destroy
 removes the login script tfprov generated (not a user's own) and the cache,
 and keeps the state and the stacks, as README.Debian says.
 """
+import fcntl
 import os
 import re
 import shutil
@@ -80,13 +81,16 @@ def root_tarball(deb):
     tarball = os.path.join(CACHE_DIR, "bookworm-lifecycle.tar.zst")
     key = tarball + ".depends"
     deps = sh(["dpkg-deb", "-f", deb, "Depends", "Recommends"]).stdout
-    if not (os.path.exists(tarball) and os.path.exists(key) and open(key).read() == deps):
-        p = sh([MAKE_ROOT, tarball, deb], timeout=1800)
-        if p.returncode != 0:
-            pytest.skip("no bookworm root: debootstrap from Debian's archive failed: %s"
-                        % (p.stderr[-500:]))
-        with open(key, "w") as f:
-            f.write(deps)
+    # Exclusive while it is (re)made: test_image_podman.py reads it under a shared lock.
+    with open(tarball + ".lock", "w") as lk:
+        fcntl.flock(lk, fcntl.LOCK_EX)
+        if not (os.path.exists(tarball) and os.path.exists(key) and open(key).read() == deps):
+            p = sh([MAKE_ROOT, tarball, deb], timeout=1800)
+            if p.returncode != 0:
+                pytest.skip("no bookworm root: debootstrap from Debian's archive failed: %s"
+                            % (p.stderr[-500:]))
+            with open(key, "w") as f:
+                f.write(deps)
     return tarball
 
 

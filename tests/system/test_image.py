@@ -5,12 +5,13 @@ tiny base this test makes itself, then checked from the outside.
 STAND-INS, said plainly: the CUDA/cuDNN archives hold stub libraries with
 NVIDIA's sonames (tests/fixtures/make_stack.py); the wheel is built here
 (lib_pyindex); the base is a one-layer OCI layout written by this test (an
-os-release and the directories a rootfs has), not a Debian bookworm rootfs:
-a debootstrap costs minutes on this 2-core machine. Nothing runs the image
-(no podman here): instead its layers are unpacked in order into a directory
-and `tfprov --root DIR verify` / `status` run against it, which read the
-same state and files the container would. skopeo and oci-image-tool
-validate the layout when they are installed (scripts/install-deps.sh).
+os-release, the directories a rootfs has, a stand-in python3 and a stand-in
+libc.so.6 carrying glibc's version string), not a Debian bookworm rootfs:
+test_image_podman.py builds on a real bookworm base and runs the image in
+podman. Here its layers are unpacked in order into a directory and `tfprov
+--root DIR verify` / `status` run against it, which read the same state and
+files the container would. skopeo and oci-image-tool validate the layout
+when they are installed (scripts/install-deps.sh).
 """
 import hashlib
 import io
@@ -41,16 +42,42 @@ def _blob(layout, data):
     return {"digest": "sha256:" + d, "size": len(data)}
 
 
-def make_base(layout, arch="amd64", python=True):
-    """A one-layer OCI image layout: a tiny rootfs with an os-release and
+def libc_stand_in(version):
+    """The bytes of a stand-in libc.so.6: the version string glibc's own
+    carries ("GNU C Library (Debian GLIBC 2.36-9+deb12u4) stable release
+    version 2.36.", what `/lib/x86_64-linux-gnu/libc.so.6` prints on Debian 12)."""
+    return (b"\x7fELF stand-in\0GNU C Library (Debian GLIBC %s-1) stable release version %s.\n"
+            % (version.encode(), version.encode()))
+
+
+def make_base(layout, arch="amd64", python=True, glibc="2.36", files=(), layer_bytes=None):
+    """A one-layer OCI image layout: a tiny rootfs with an os-release,
     (python) a stand-in /usr/bin/python3 -> python3.X, the interpreter the
-    fixture venv links to (its content is never run here)."""
+    fixture venv links to, and (glibc) a stand-in libc.so.6 of that version
+    behind the merged-/usr symlink /lib -> usr/lib (their contents are never
+    run here); files: more (name, bytes) entries, (name, str) a symlink;
+    layer_bytes: the layer's bytes instead of that rootfs."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
-        for d in ("etc", "usr", "usr/bin", "tmp", "var"):
+        for d in ("etc", "usr", "usr/bin", "usr/lib", "usr/lib/x86_64-linux-gnu", "tmp", "var"):
             ti = tarfile.TarInfo(d)
             ti.type, ti.mode, ti.mtime = tarfile.DIRTYPE, 0o755, 1
             t.addfile(ti)
+        ti = tarfile.TarInfo("lib")
+        ti.type, ti.linkname, ti.mtime = tarfile.SYMTYPE, "usr/lib", 1
+        t.addfile(ti)
+        more = list(files)
+        if glibc:
+            more.append(("usr/lib/x86_64-linux-gnu/libc.so.6", libc_stand_in(glibc)))
+        for name, data in more:
+            ti = tarfile.TarInfo(name)
+            ti.mode, ti.mtime = 0o755, 1
+            if isinstance(data, str):  # a symlink to data
+                ti.type, ti.linkname = tarfile.SYMTYPE, data
+                t.addfile(ti)
+            else:
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
         if python:
             ti = tarfile.TarInfo(f"usr/bin/python{PYVER}")
             ti.size, ti.mode, ti.mtime = 0, 0o755, 1
@@ -62,7 +89,7 @@ def make_base(layout, arch="amd64", python=True):
         ti = tarfile.TarInfo("etc/os-release")
         ti.size, ti.mode, ti.mtime = len(data), 0o644, 1
         t.addfile(ti, io.BytesIO(data))
-    layer = _blob(layout, buf.getvalue())
+    layer = _blob(layout, buf.getvalue() if layer_bytes is None else layer_bytes)
     cfg = {"architecture": arch, "os": "linux",
            "config": {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin"], "Cmd": ["/bin/sh"]},
            "rootfs": {"type": "layers", "diff_ids": [layer["digest"]]},
@@ -252,6 +279,43 @@ def test_bad_inputs_leave_no_out(tfprov, world, tmp_path):
     # The venv links to /usr/bin/python3: a base without it is refused (exit 6).
     p = build(tfprov, world.full, make_base(tmp_path / "nopy", python=False), dest, rc=6)
     assert "runs /usr/bin/python3, which the base" in out(p), out(p)
+    # The base's glibc against the wheels' floor (TF 2.15's manylinux2014: 2.17), read
+    # from its layers before anything is fetched: older, none, or only dpkg's word.
+    p = build(tfprov, world.full, make_base(tmp_path / "old", glibc="2.12"), dest, rc=6)
+    assert ("has glibc 2.12 (/usr/lib/x86_64-linux-gnu/libc.so.6), older than 2.17, which "
+            "the pip lock's wheels need (manylinux_2_17") in out(p), out(p)
+    p = build(tfprov, world.full, make_base(tmp_path / "musl", glibc=None), dest, rc=6)
+    assert "has no glibc" in out(p) and "need glibc >= 2.17" in out(p), out(p)
+    status = (b"Package: libc-bin\nVersion: 2.36-9\n\nPackage: libc6\nStatus: install ok "
+              b"installed\nVersion: 2.11.3-4\n\n")
+    p = build(tfprov, world.full, make_base(tmp_path / "dpkg", glibc=None, files=[
+        ("var/lib/dpkg/status", status)]), dest, rc=6)
+    assert "has glibc 2.11.3 (the libc6 package in /var/lib/dpkg/status)" in out(p), out(p)
+    # An older glibc's libc.so.6 -> libc-2.X.so, without the version string in it.
+    p = build(tfprov, world.full, make_base(tmp_path / "oldlink", glibc=None, files=[
+        ("lib64", "usr/lib64"), ("usr/lib64/libc-2.12.so", b"\x7fELF"),
+        ("usr/lib64/libc.so.6", "libc-2.12.so")]), dest, rc=6)
+    assert "has glibc 2.12 (/usr/lib64/libc-2.12.so)" in out(p), out(p)
+    # A base whose layer is not a tar: its glibc cannot be read (exit 1, which layer).
+    bad = make_base(tmp_path / "badlayer", layer_bytes=b"\0not a tar" * 100)
+    _, bman, _ = read_image(bad)
+    p = build(tfprov, world.full, bad, dest, rc=1)
+    assert "base %s: layer %s: Unrecognized archive format" % (
+        bad, bman["layers"][0]["digest"]) in out(p), out(p)
+    # A base blob whose bytes are not those its digest names: integrity, exit 5.
+    bad = make_base(tmp_path / "corrupt")
+    _, bman, _ = read_image(bad)
+    blob = os.path.join(bad, "blobs", "sha256", bman["layers"][0]["digest"].split(":")[1])
+    with open(blob, "r+b") as f:
+        f.seek(600)
+        f.write(b"X")
+    p = build(tfprov, world.full, bad, dest, rc=5)
+    assert blob + ": its bytes hash to sha256:" in out(p) and "image is corrupt" in out(p), out(p)
+    # pip.min_glibc above TF's floor: the higher one counts.
+    hi = tmp_path / "min-glibc.yaml"
+    hi.write_text(open(world.full).read().replace("pip:\n", "pip:\n  min_glibc: \"2.99\"\n", 1))
+    p = build(tfprov, str(hi), world.base, dest, rc=6)
+    assert "has glibc 2.36" in out(p) and "(pip.min_glibc)" in out(p), out(p)
     arm = make_base(tmp_path / "arm", arch="arm64")
     p = build(tfprov, world.other, arm, dest, rc=6)
     assert "linux/arm64" in out(p).replace("is linux/arm64", "linux/arm64")

@@ -4,7 +4,8 @@
  * was made in, its modes and mtimes; entries are sorted with their parents,
  * owned by 0, stamped with the epoch, set-id and group/other write dropped;
  * what is not a file, directory or symlink fails and leaves no blob; a base
- * that is missing, not an image or a registry reference is refused.
+ * that is missing, not an image or a registry reference is refused; a file
+ * read from a base's layers as the build's checks read it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -194,12 +195,104 @@ static void test_bad_bases(void **state)
 	free(missing);
 }
 
+/* A symlink at root/rel to target, its parents made. */
+static void put_link(const char *root, const char *rel, const char *target)
+{
+	char *p = path_join(root, rel);
+	char *d = xstrdup(p);
+	*strrchr(d, '/') = '\0';
+	assert_int_equal(mkdirs_at(AT_FDCWD, d, 0777), 0);
+	assert_int_equal(symlink(target, p), 0);
+	free(d);
+	free(p);
+}
+
+/* The contents of the first of paths in im, or NULL; *res the name reached. */
+static char *cat(const struct oci_image *im, const char *blobs, const char *a, const char *b,
+                 size_t max, char **res)
+{
+	char *paths[] = {(char *)a, (char *)b}, *data = NULL, *err = NULL;
+	size_t len = 0;
+	assert_int_equal(
+	    oci_image_read_file(im, blobs, paths, b ? 2 : 1, max, &data, &len, res, &err), 0);
+	assert_null(err);
+	if (data)
+		assert_int_equal(len, strlen(data));
+	return data;
+}
+
+/*
+ * A base's merged filesystem read as the build's checks read it: the last
+ * layer's file wins, absolute and relative symlinks (a merged /usr's /lib)
+ * are followed, a parent a layer does not list is a directory, a directory
+ * or a missing name has no contents, max truncates; a layer that is not a
+ * tar fails naming its digest.
+ */
+static void test_read_file_across_layers(void **state)
+{
+	(void)state;
+	char *one = path_join(dir, "one"), *two = path_join(dir, "two");
+	char *blobs = path_join(dir, "blobs"), *err = NULL, *res = NULL, *d;
+	struct oci_desc l[2] = {{0}};
+	put(one, "usr/lib/x86_64-linux-gnu/libc.so.6", "glibc 2.36", 0755);
+	put(one, "etc/a", "old", 0644);
+	put_link(one, "lib", "usr/lib");
+	put(two, "etc/a", "new", 0644);
+	put_link(two, "usr/bin/py", "../lib/x86_64-linux-gnu/libc.so.6");
+	put_link(two, "usr/bin/abs", "/lib/x86_64-linux-gnu/libc.so.6");
+	char *p1[] = {"usr/lib/x86_64-linux-gnu/libc.so.6", "etc/a", "lib"};
+	char *p2[] = {"etc/a", "usr/bin/py", "usr/bin/abs"};
+	assert_int_equal(oci_layer_write(one, p1, 3, 1, blobs, &l[0], &err), 0);
+	assert_int_equal(oci_layer_write(two, p2, 3, 1, blobs, &l[1], &err), 0);
+	struct oci_image im = {.layers = l, .nlayers = 2};
+
+	d = cat(&im, blobs, "/nope", "/lib/x86_64-linux-gnu/libc.so.6", 1 << 20, &res);
+	assert_string_equal(d, "glibc 2.36");
+	assert_string_equal(res, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+	free(d);
+	free(res);
+	d = cat(&im, blobs, "/etc/a", NULL, 1 << 20, NULL);
+	assert_string_equal(d, "new");
+	free(d);
+	d = cat(&im, blobs, "/usr/bin/py", NULL, 5, NULL);
+	assert_string_equal(d, "glibc");
+	free(d);
+	d = cat(&im, blobs, "/usr/bin/abs", NULL, 1 << 20, NULL);
+	assert_string_equal(d, "glibc 2.36");
+	free(d);
+	assert_null(cat(&im, blobs, "/etc", "/usr/lib/nope", 1 << 20, &res));
+	assert_null(res);
+	char *paths[] = {"/usr/bin/py", "/usr/lib/x86_64-linux-gnu", "/bin/sh"};
+	int found[3] = {0};
+	assert_int_equal(oci_image_has_paths(&im, blobs, paths, 3, found, &err), 0);
+	assert_true(found[0] && found[1] && !found[2]);
+
+	/* A layer that is not a tar: TF_EFAIL naming it by its digest. */
+	struct oci_desc junk = {0};
+	assert_int_equal(oci_blob_write(blobs, OCI_MT_LAYER, "not a tar", 9, &junk, &err), 0);
+	struct oci_image bad = {.layers = &junk, .nlayers = 1};
+	char *data = NULL, *one_path[] = {"/etc/a"};
+	size_t len = 0;
+	assert_int_equal(oci_image_read_file(&bad, blobs, one_path, 1, 64, &data, &len, NULL, &err),
+	                 TF_EFAIL);
+	assert_null(data);
+	assert_non_null(strstr(err, junk.digest));
+	free(err);
+	free(junk.media_type);
+	free(l[0].media_type);
+	free(l[1].media_type);
+	free(blobs);
+	free(one);
+	free(two);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_same_tree_same_bytes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fifo_fails_and_leaves_no_blob, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_bases, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_read_file_across_layers, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
