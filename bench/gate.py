@@ -120,6 +120,13 @@ class Shape:
         os.makedirs(d)
         return d
 
+    def once(self, exe, n):
+        """A cold `apply -y` of self.man into a fresh root (the cuda and stack shapes)."""
+        d = self.fresh(n)
+        r = run_rss([exe, "--root", d, "-q", "apply", "-y", self.man])
+        shutil.rmtree(d, ignore_errors=True)
+        return r
+
 
 class Cuda(Shape):
     def setup(self):
@@ -128,12 +135,6 @@ class Cuda(Shape):
         self.man = os.path.join(self.work, "cuda.yaml")
         cold_apply.cuda_manifest(self.man, self.srv.url("/compute/cuda/redist/redistrib_11.8.0.json"),
                                  json_path)
-
-    def once(self, exe, n):
-        d = self.fresh(n)
-        r = run_rss([exe, "--root", d, "-q", "apply", "-y", self.man])
-        shutil.rmtree(d, ignore_errors=True)
-        return r
 
     def close(self):
         self.srv.stop()
@@ -149,12 +150,6 @@ class Stack(Shape):
         self.srv, base = current_stack.serve(mirror, current_stack.Link(self.mbit * 1e6 / 8))
         self.man = os.path.join(self.work, "stack.yaml")
         current_stack.manifest(self.man, base, mirror, a.scale, a.pyver, current_stack.INTERP)
-
-    def once(self, exe, n):
-        d = self.fresh(n)
-        r = run_rss([exe, "--root", d, "-q", "apply", "-y", self.man])
-        shutil.rmtree(d, ignore_errors=True)
-        return r
 
     def close(self):
         self.srv.shutdown()
@@ -181,18 +176,6 @@ class Wheels(Shape):
         return r
 
 
-NOOP_MANIFEST = """schema: 1
-stack:
-  name: bench-100k
-  platform: linux-x86_64
-versions:
-  tensorflow: 2.15.1
-driver:
-  policy: skip
-env:
-  vars:
-    TF_CPP_MIN_LOG_LEVEL: "1"
-"""
 
 
 class Noop(Shape):
@@ -205,7 +188,7 @@ class Noop(Shape):
         if not os.path.exists(os.path.join(self.root, ".made")):
             shutil.rmtree(self.root, ignore_errors=True)
             os.makedirs(self.root)
-            open(self.man, "w").write(NOOP_MANIFEST)
+            open(self.man, "w").write(recorded_tree.MANIFEST)
             subprocess.run([self.args.old, "--root", self.root, "-q", "apply", "-y", self.man],
                            check=True, capture_output=True)
             recorded_tree.add(self.root, self.args.noop_files)

@@ -28,19 +28,7 @@ WORK=$(mktemp -d /tmp/tfprov-noop100k.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 ROOT="$WORK/root"
 mkdir -p "$ROOT"
-cat >"$WORK/m.yaml" <<'EOF'
-schema: 1
-stack:
-  name: bench-100k
-  platform: linux-x86_64
-versions:
-  tensorflow: 2.15.1
-driver:
-  policy: skip
-env:
-  vars:
-    TF_CPP_MIN_LOG_LEVEL: "1"
-EOF
+"$PY" "$REPO/bench/recorded_tree.py" --manifest >"$WORK/m.yaml"
 "$TFPROV_BIN" --root "$ROOT" -q apply -y "$WORK/m.yaml" >/dev/null 2>&1
 "$PY" "$REPO/bench/recorded_tree.py" "$ROOT" "$N"
 out=$("$TFPROV_BIN" --root "$ROOT" apply "$WORK/m.yaml" 2>&1)

@@ -2,6 +2,7 @@
 """Adds N recorded files to an applied stack's env resource (the no-op benches).
 
     /usr/bin/python3 bench/recorded_tree.py ROOT N [STACK]
+    /usr/bin/python3 bench/recorded_tree.py --manifest    # the env-only manifest to apply first
 
 Creates N files under ROOT/opt/tfprov/big/ in the shape of a large
 site-packages (files of 0.8-3.2 KiB, 20 x 20 directories) and INSERTs one
@@ -13,6 +14,19 @@ import hashlib
 import os
 import sqlite3
 import sys
+
+MANIFEST = """schema: 1
+stack:
+  name: bench-100k
+  platform: linux-x86_64
+versions:
+  tensorflow: 2.15.1
+driver:
+  policy: skip
+env:
+  vars:
+    TF_CPP_MIN_LOG_LEVEL: "1"
+"""
 
 
 def add(root, n, stack="bench-100k"):
@@ -38,4 +52,7 @@ def add(root, n, stack="bench-100k"):
 
 
 if __name__ == "__main__":
-    add(sys.argv[1], int(sys.argv[2]), *(sys.argv[3:4]))
+    if sys.argv[1:] == ["--manifest"]:
+        sys.stdout.write(MANIFEST)
+    else:
+        add(sys.argv[1], int(sys.argv[2]), *(sys.argv[3:4]))
