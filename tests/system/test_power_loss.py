@@ -41,8 +41,9 @@ The conda variants (issue 35, item 4) do the same for a manager: conda env
 installed natively from an explicit lock of packages built by lib_conda.py
 (served by the loopback mirror): `conda-create`, A has no Python env and B creates
 it; `conda-replace`, A's env (lock 1) is replaced by B's (lock 2: another python
-build, a package at another version, one dropped, one added). They explore 4
-event points, 1 torn and 1 double each (TFPROV_POWERLOSS_CONDA_POINTS); measured
+build, a package at another version, one dropped, one added). They explore 5
+event points each (TFPROV_POWERLOSS_CONDA_POINTS: the last three of the steps'
+syncfs and commits, two renames under the env's prefix), 1 torn and 1 double; measured
 on the shared 2-core machine (load 8-11): see the issue's closing note.
 Skips (saying why) when FUSE cannot be mounted here (no /dev/fuse, no fusepy).
 """
@@ -75,10 +76,18 @@ ENV_PREFIX = "/opt/tfprov/envs/tf"
 CUDA_PREFIX = "opt/tfprov/cuda"
 STACKS_DIR = "opt/tfprov/stacks"  # the env step: activate.sh, deactivate.sh
 
-# Known failures owned elsewhere (issue 19 items 1-3, the Python steps): a FAIL
+# Known failures owned elsewhere: a FAIL
 # message containing a key is reported as KNOWN with the value's reason, and the
 # test is marked xfail (not passed) while any is found. Empty: none known.
-KNOWN = {}
+KNOWN = {
+    # Found by the conda variants (issue 35, item 4), not fixed there: reported to the lead.
+    "var/cache/tfprov/names/": "a torn crash during the downloads leaves a "
+                               "names/<sha>.tfprov-tmp.* file of the download cache that "
+                               "recovery does not remove",
+    "envs/tf/etc/conda/activate.d": "a second power loss during the recovery of a crash at "
+                                    "the env step's hook rename into a conda env leaves the "
+                                    "state recording the hook (and its directory) missing",
+}
 
 
 def fuse_usable():
@@ -141,8 +150,8 @@ def sha(path):
 
 
 def area_listing(root, rel):
-    """{path: content sha | link target} of the files under root/rel; .pyc, INSTALLER and
-    RECORD (they embed times, or list .pyc files) by name only."""
+    """{path: content sha | link target} of the files under root/rel; .pyc, INSTALLER,
+    RECORD and conda-meta/history (they embed times, or list .pyc files) by name only."""
     res = {}
     base = os.path.join(root, rel)
     if not os.path.lexists(base):
@@ -157,7 +166,7 @@ def area_listing(root, rel):
                 res[r] = "-> " + os.readlink(p)
             elif os.path.isdir(p):
                 continue  # directories: their files say it all
-            elif n.endswith((".pyc", "INSTALLER", "RECORD")):
+            elif n.endswith((".pyc", "INSTALLER", "RECORD")) or r.endswith("conda-meta/history"):
                 res[r] = "file"
             else:
                 res[r] = sha(p)
@@ -204,7 +213,7 @@ def resources(root):
     return dict(state_rows(root, "SELECT addr, desired FROM resources"))
 
 
-CONDA_POINTS = int(os.environ.get("TFPROV_POWERLOSS_CONDA_POINTS", "4"))
+CONDA_POINTS = int(os.environ.get("TFPROV_POWERLOSS_CONDA_POINTS", "5"))
 
 
 def conda_yaml(tmp_path, mirror, gen):
@@ -333,9 +342,10 @@ def desc_of(events, n):
     return next(f"{e[1]} {e[2]}" for e in events if e[0] == n)
 
 
-def choose_points(events, n):
+def choose_points(events, n, focus=None):
     """n event numbers: every syncfs (a step's pre-commit sync) and the first sync of
-    the state's WAL after it (the step's commit), then events spread evenly."""
+    the state's WAL after it (the step's commit), then events spread evenly. With
+    focus (a path), the last steps' pairs and two renames under focus instead."""
     chosen = []
     for i, e in enumerate(events):
         if e[1] == "syncfs":
@@ -343,7 +353,12 @@ def choose_points(events, n):
             nxt = [f[0] for f in events[i + 1:] if f[2].endswith("state.db-wal")]
             if nxt:
                 chosen.append(nxt[0])
-    chosen = list(dict.fromkeys(chosen))[:n]
+    chosen = list(dict.fromkeys(chosen))
+    if focus is not None:
+        mine = [e[0] for e in events if e[1] == "rename" and e[2].startswith(focus)]
+        mine = [mine[len(mine) // 3], mine[-1]] if mine else []
+        chosen = chosen[-(n - len(mine)):] + mine
+    chosen = chosen[:n]
     rest = [e[0] for e in events if e[0] not in chosen]
     k = n - len(chosen)
     if k > 0 and rest:
@@ -420,13 +435,14 @@ def test_power_loss_during_apply(tmp_path, capsys, variant):
             if conda:
                 assert any("conda-meta/pl-data-2.0-h0.json" in k for k in ref_b["pyenv"])
                 assert (variant == "conda-create") == (ref_a["pyenv"] == {}), ref_a["pyenv"]
+            focus = ENV_PREFIX if conda else None
             points = [("event", e, rng.randrange(1 << 30))
-                      for e in choose_points(events, n_points)]
+                      for e in choose_points(events, n_points, focus)]
             points += [("op", rng.randrange(1, total[0] + 1), rng.randrange(1 << 30))
                        for _ in range(n_random)]
             # The first crash points inside a step (a rename in a stage) crash again
             # during their recovery.
-            doubles = {e for e in choose_points(events, n_points)
+            doubles = {e for e in choose_points(events, n_points, focus)
                        if desc_of(events, e).startswith("rename")}
             doubles = set(sorted(doubles)[:n_double])
             found = []
