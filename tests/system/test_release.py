@@ -143,6 +143,28 @@ def test_binary_needs_only_glibc_2_31(release, build_dir):
         host
 
 
+def test_version_lists_linked_libraries_of_supported_lines(release):
+    """The portable binary links every library in: --version --verbose says so for
+    each, and scripts/check-eol.py judges its OpenSSL by data/support-lines.tsv."""
+    _, _, top = release
+    binary = os.path.join(top, "bin", "tfprov")
+    out = subprocess.run([binary, "--version", "--verbose"], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    rows = {m[0]: (m[1], m[2]) for m in re.findall(r"^  (\S+)\s+(\S+)\s+(.*)$", out, re.M)}
+    for lib in ("openssl", "libssl", "libcurl", "libarchive", "libzip", "sqlite", "libyaml",
+                "jansson", "libdeflate", "zlib"):
+        assert lib in rows, (lib, out)
+    for lib in ("libcurl", "libarchive", "libzip"):
+        assert rows[lib][1] == "linked in", out
+    p = subprocess.run(["/usr/bin/python3", os.path.join(REPO, "scripts", "check-eol.py"),
+                        "--binary", binary], capture_output=True, text=True, timeout=60)
+    if p.returncode == 1 and rows["openssl"][0].startswith("1.1.1"):
+        # Issue 35, item 1 (c): build-release.sh still links bullseye's OpenSSL 1.1.1.
+        pytest.xfail("the release links OpenSSL %s: %s" % (rows["openssl"][0], p.stdout))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert rows["openssl"][0].startswith("3."), out
+
+
 class Root:
     """A cached minimal Debian root and a per-test directory inside it."""
 
