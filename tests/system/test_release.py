@@ -129,7 +129,7 @@ def test_tarball_has_binary_data_licences_and_checksums(release):
     assert _tree(os.path.join(share, "manifests")) == shipped
     assert os.access(os.path.join(top, "bin", "tfprov"), os.X_OK)
     third = os.path.join(top, "share", "doc", "tfprov", "third-party")
-    for lib in ("curl", "libssl1.1", "libarchive", "sqlite3", "libjansson4", "libyaml-0-2"):
+    for lib in ("curl", "openssl", "libarchive", "sqlite3", "libjansson4", "libyaml-0-2"):
         assert os.path.isfile(os.path.join(third, lib, "copyright")), lib
 
 
