@@ -125,7 +125,13 @@ from_source() {
 	echo "build-release: building a static $pkg from Debian's $SRC_SUITE source (once)"
 	in_root sh -ec "
 		rm -rf /build/$dir /opt/$dir && mkdir -p /build/$dir && cd /build/$dir
-		apt-get source -qq $pkg/$SRC_SUITE
+		# A second build of a package (curl over another OpenSSL) unpacks the
+		# source the first one fetched: the same version, no mirror needed.
+		if [ $dir != $pkg ] && ls /build/$pkg/${pkg}_*.dsc >/dev/null 2>&1; then
+			cp /build/$pkg/${pkg}_* . && dpkg-source -q -x ${pkg}_*.dsc >/dev/null
+		else
+			apt-get source -qq $pkg/$SRC_SUITE
+		fi
 		cd $pkg-*/
 		$prepare
 		$NICE ./configure -q --prefix=/opt/$dir --disable-shared --enable-static $*
@@ -158,7 +164,11 @@ if [ ! -e "$ROOT/opt/openssl/.tfprov-ready" ]; then
 	t0=$(date +%s)
 	in_root sh -ec "
 		rm -rf /build/openssl /opt/openssl && mkdir -p /build/openssl && cd /build/openssl
-		apt-get source -qq openssl/trixie
+		# The newest 3.5 the indexes list whose files the mirror serves (a
+		# mirror may list a security update before its pool has it).
+		for v in \$(apt-cache showsrc openssl | sed -n 's/^Version: \\(3\\.5\\..*\\)/\\1/p' | sort -rV); do
+			apt-get source -qq openssl=\$v && break
+		done
 		cd openssl-3.5*/
 		$NICE ./Configure linux-x86_64 --prefix=/opt/openssl --libdir=lib \
 			--openssldir=/usr/lib/ssl no-shared no-tests no-docs no-apps no-module \
