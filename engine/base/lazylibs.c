@@ -26,6 +26,8 @@
  */
 #include "lazylibs.h"
 
+#include <stddef.h>
+
 #ifdef TFPROV_LAZY_LIBS
 
 #define CURL_DISABLE_TYPECHECK
