@@ -158,11 +158,9 @@ def test_version_lists_linked_libraries_of_supported_lines(release):
         assert rows[lib][1] == "linked in", out
     p = subprocess.run(["/usr/bin/python3", os.path.join(REPO, "scripts", "check-eol.py"),
                         "--binary", binary], capture_output=True, text=True, timeout=60)
-    if p.returncode == 1 and rows["openssl"][0].startswith("1.1.1"):
-        # Issue 35, item 1 (c): build-release.sh still links bullseye's OpenSSL 1.1.1.
-        pytest.xfail("the release links OpenSSL %s: %s" % (rows["openssl"][0], p.stdout))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert rows["openssl"][0].startswith("3."), out
+    assert rows["openssl"][0].startswith("3.5."), out  # the LTS build-release.sh builds
+    assert rows["libssl"][0] == rows["openssl"][0], out  # libcurl's TLS is that one
 
 
 class Root:
