@@ -4,6 +4,7 @@
  * that need it, signal handling (SIGINT finishes the current atomic unit).
  */
 #include "cli.h"
+#include "artifact.h"
 #include "kb.h"
 #include "error.h"
 #include "event.h"
@@ -785,6 +786,8 @@ static int run_command(const struct cmd *cmd, struct ctx *c, struct opts *o)
 			rc = place_open_state(c);
 			if (rc != 0)
 				return rc;
+			/* A killed run's half-written cache names (not journaled: hints). */
+			cache_sweep_temps(c->cache_dir);
 		}
 	}
 	rc = cmd->fn(c, o);

@@ -81,9 +81,6 @@ STACKS_DIR = "opt/tfprov/stacks"  # the env step: activate.sh, deactivate.sh
 # test is marked xfail (not passed) while any is found. Empty: none known.
 KNOWN = {
     # Found by the conda variants (issue 35, item 4), not fixed there: reported to the lead.
-    "var/cache/tfprov/names/": "a torn crash during the downloads leaves a "
-                               "names/<sha>.tfprov-tmp.* file of the download cache that "
-                               "recovery does not remove",
     "envs/tf/etc/conda/activate.d": "a second power loss during the recovery of a crash at "
                                     "the env step's hook rename into a conda env leaves the "
                                     "state recording the hook (and its directory) missing",
