@@ -43,8 +43,9 @@ installed natively from an explicit lock of packages built by lib_conda.py
 it; `conda-replace`, A's env (lock 1) is replaced by B's (lock 2: another python
 build, a package at another version, one dropped, one added). They explore 5
 event points each (TFPROV_POWERLOSS_CONDA_POINTS: the last three of the steps'
-syncfs and commits, two renames under the env's prefix), 1 torn and 1 double; measured
-on the shared 2-core machine (load 8-11): see the issue's closing note.
+syncfs and commits, two renames under the env's prefix), 1 torn and 1 double;
+measured on the shared 2-core machine: both variants in 55 s at load 10-11, one in
+10 s at a lower load.
 Skips (saying why) when FUSE cannot be mounted here (no /dev/fuse, no fusepy).
 """
 import hashlib
