@@ -55,6 +55,8 @@ struct cmd {
 	signed char min_args, max_args; /* positional arguments; max -1: no bound */
 };
 
+/* `tfprov --version`; verbose: every library and its run-time version (version.c). */
+int print_version(int verbose);
 int cmd_validate(struct ctx *c, struct opts *o);
 int cmd_plan(struct ctx *c, struct opts *o);
 int cmd_apply(struct ctx *c, struct opts *o);

@@ -53,7 +53,7 @@ struct edit {
 };
 
 struct edits {
-	struct edit v[8];
+	struct edit v[12];
 	size_t n;
 };
 
@@ -679,7 +679,8 @@ out:
 
 /* Runs pip's resolver in a throwaway venv; *locked gets its requirements text. */
 static int pip_resolve(struct ctx *c, const struct manifest *m, const char *input, char **locked,
-                       char **where, struct strvec *requires)
+                       char **where, struct strvec *requires, struct strvec *requires_python,
+                       struct strvec *files)
 {
 	const char *ver = m->python.version.set ? m->python.version.s : m->versions.python.s;
 	const char *interp = m->python.manager == PYENV_VENV ? m->python.interpreter.s : NULL;
@@ -690,6 +691,8 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 
 	o.index_url = m->pip.index_url.s;
 	o.requires = requires;
+	o.requires_python = requires_python;
+	o.files = files;
 	if (c->mirrors.n)
 		pip_opts_mirror(&o, c->mirrors.v[0], links, &simple);
 	*where = xstrdup(o.no_index    ? links[0]
@@ -809,14 +812,74 @@ static void requires_block(struct strbuf *sb, int ind, const struct strvec *requ
 }
 
 /*
- * A `requires:` block the manifest already has (an older lock) is replaced: when
- * it follows the requirements block, the edit grows over it; elsewhere it is
- * removed by an edit of its own. Returns the last line the requirements edit covers.
+ * pip.requires_python: each locked distribution's Requires-Python (its
+ * METADATA, else the index's data-requires-python), for validate and lock
+ * --check to judge against the stack's Python. Lines are "name\tspecifier".
  */
-static int requires_replace(const struct ynode *pip, const struct lines *l, struct edits *e,
-                            int first, int rend)
+static void requires_python_block(struct strbuf *sb, int ind, const struct strvec *rp)
 {
-	const struct ynode *qk = ymap_key(pip, "requires");
+	if (rp->n == 0)
+		return;
+	strbuf_addf(sb, "%*srequires_python:   # Requires-Python of each pin that declares one\n",
+	            ind, "");
+	for (size_t i = 0; i < rp->n; i++) {
+		const char *line = rp->v[i], *tab = strchr(line, '\t');
+		if (tab == NULL)
+			continue;
+		strbuf_addf(sb, "%*s%.*s: '", ind + 2, "", (int)(tab - line), line);
+		for (const char *p = tab + 1; *p; p++)
+			strbuf_adds(sb, *p == '\'' ? "''" : (char[2]){*p, '\0'});
+		strbuf_adds(sb, "'\n");
+	}
+}
+
+/*
+ * The glibc the lock's Linux wheels need (SCHEMA.md, pip.min_glibc): per
+ * distribution the lowest manylinux floor among the files its line pins (a
+ * file that needs none, pure Python or an sdist, makes it 0), then the
+ * highest over the lock; major * 1000 + minor, 0 when none needs one. files
+ * holds "name\tfile name" lines (pip_opts.files).
+ */
+static int lock_glibc_floor(const struct strvec *files)
+{
+	struct strvec names = STRVEC_INIT;
+	int need = 0;
+
+	for (size_t i = 0; i < files->n; i++) {
+		const char *tab = strchr(files->v[i], '\t');
+		int seen = 0, floor = -1;
+		if (tab == NULL)
+			continue;
+		size_t nlen = (size_t)(tab - files->v[i]);
+		for (size_t k = 0; k < names.n && !seen; k++)
+			seen = strlen(names.v[k]) == nlen &&
+			       strncmp(names.v[k], files->v[i], nlen) == 0;
+		if (seen)
+			continue;
+		strvec_pushf(&names, "%.*s", (int)nlen, files->v[i]);
+		for (size_t j = i; j < files->n; j++) {
+			if (strncmp(files->v[j], files->v[i], nlen + 1) != 0)
+				continue;
+			int g = wheel_glibc_floor(files->v[j] + nlen + 1);
+			floor = floor < 0 || g < floor ? g : floor;
+		}
+		if (floor > need)
+			need = floor;
+	}
+	strvec_release(&names);
+	return need;
+}
+
+/*
+ * A block the manifest already has (`requires:`, `requires_python:` of an older
+ * lock) is replaced: when it follows the requirements block, the edit grows
+ * over it; elsewhere it is removed by an edit of its own. Returns the last line
+ * the requirements edit covers.
+ */
+static int requires_replace(const struct ynode *pip, const char *key, const struct lines *l,
+                            struct edits *e, int first, int rend)
+{
+	const struct ynode *qk = ymap_key(pip, key);
 	int qend;
 
 	if (qk == NULL || !key_is_block(l, qk))
@@ -835,15 +898,17 @@ static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode 
 	const struct ynode *pip = ymap_get(root, "pip");
 	const struct ynode *rk = ymap_key(pip, "requirements");
 	const struct ynode *ck = ymap_key(pip, "complete");
+	const struct ynode *gk = ymap_key(pip, "min_glibc");
 	char *seed = NULL, *input = NULL, *locked = NULL, *where = NULL;
 	struct strbuf sb = STRBUF_INIT;
-	struct strvec requires = STRVEC_INIT;
+	struct strvec requires = STRVEC_INIT, requires_python = STRVEC_INIT, files = STRVEC_INIT;
 	size_t count = 0;
-	int rc = 0;
+	int rc = 0, glibc;
 
 	if (!m->pip.set || (m->pip.complete.set && m->pip.complete.v))
 		return 0;
-	if (rk == NULL || !key_is_block(l, rk) || (ck && !key_is_block(l, ck))) {
+	if (rk == NULL || !key_is_block(l, rk) || (ck && !key_is_block(l, ck)) ||
+	    (gk && !key_is_block(l, gk))) {
 		ev_log(c, EV_ERROR,
 		       "pip: lock completes inline `requirements:` in a block mapping%s",
 		       m->pip.requirements_file.set
@@ -853,7 +918,7 @@ static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode 
 		return TF_EMANIFEST;
 	}
 	input = pip_input(m, &seed);
-	rc = pip_resolve(c, m, input, &locked, &where, &requires);
+	rc = pip_resolve(c, m, input, &locked, &where, &requires, &requires_python, &files);
 	if (rc != 0) {
 		for (size_t i = 0; i < m->pip.nreqs; i++)
 			ev_log(c, EV_ERROR, "  not resolved: %s", m->pip.reqs[i].spec);
@@ -871,8 +936,21 @@ static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode 
 		goto out;
 	int rend = block_end(l, rk->pos.line, ind);
 	requires_block(&sb, ind, &requires);
-	rend = requires_replace(pip, l, e, rk->pos.line, rend);
+	requires_python_block(&sb, ind, &requires_python);
+	glibc = lock_glibc_floor(&files);
+	if (gk == NULL && glibc > 0)
+		strbuf_addf(&sb, "%*smin_glibc: \"%d.%d\"   # the lock's manylinux floor\n", ind,
+		            "", glibc / 1000, glibc % 1000);
+	rend = requires_replace(pip, "requires", l, e, rk->pos.line, rend);
+	rend = requires_replace(pip, "requires_python", l, e, rk->pos.line, rend);
 	edits_add(e, rk->pos.line, rend, strbuf_detach(&sb));
+	if (gk)
+		/* A floor an older lock wrote follows the wheels locked now (none: removed). */
+		edits_add(e, gk->pos.line, block_end(l, gk->pos.line, gk->pos.col - 1),
+		          glibc > 0 ? xasprintf("%*smin_glibc: \"%d.%d\"   # the lock's manylinux "
+		                                "floor\n",
+		                                gk->pos.col - 1, "", glibc / 1000, glibc % 1000)
+		                    : xstrdup(""));
 	if (ck)
 		edits_add(e, ck->pos.line, block_end(l, ck->pos.line, ck->pos.col - 1),
 		          xasprintf("%*scomplete: true\n", ck->pos.col - 1, ""));
@@ -885,6 +963,8 @@ static int lock_pip(struct ctx *c, const struct manifest *m, const struct ynode 
 out:
 	strbuf_release(&sb);
 	strvec_release(&requires);
+	strvec_release(&requires_python);
+	strvec_release(&files);
 	free(seed);
 	free(input);
 	free(locked);

@@ -4,6 +4,7 @@
  * that need it, signal handling (SIGINT finishes the current atomic unit).
  */
 #include "cli.h"
+#include "artifact.h"
 #include "kb.h"
 #include "error.h"
 #include "event.h"
@@ -283,7 +284,8 @@ static const char global_help[] =
     "  --trusted-key FILE   trust this minisign public key (repeatable)\n"
     "  --require-signature  refuse a manifest without a trusted signature\n"
     "  -h, --help           this help; with a command, that command's\n"
-    "  --version            print the version and exit\n";
+    "  --version            print the version and exit; with -v, every library linked\n"
+    "                       in or dlopen()ed and its version at run time\n";
 
 static void usage(FILE *f)
 {
@@ -785,6 +787,8 @@ static int run_command(const struct cmd *cmd, struct ctx *c, struct opts *o)
 			rc = place_open_state(c);
 			if (rc != 0)
 				return rc;
+			/* A killed run's half-written cache names (not journaled: hints). */
+			cache_sweep_temps(c->cache_dir);
 		}
 	}
 	rc = cmd->fn(c, o);
@@ -829,9 +833,13 @@ int main(int argc, char **argv)
 			break;
 		}
 	int rc = parse_options(argc, argv, &c, &o, &l);
-	if (rc == 0 && l.version)
-		printf("tfprov %s (commit %s)\n", TFPROV_VERSION, TFPROV_COMMIT);
-	else if (rc == 0)
+	if (rc == 0 && l.version) {
+		/* Parsing stops at --version: a -v after it still asks for the libraries. */
+		int verbose = (c.flags & CTX_VERBOSE) != 0;
+		for (int i = optind; i < argc; i++)
+			verbose |= strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0;
+		print_version(verbose);
+	} else if (rc == 0)
 		rc = lookup_command(argc, argv, &o, &l);
 	if (rc == 0 && l.cmd)
 		rc = open_root(l.cmd, &l, &c, &empty_root);

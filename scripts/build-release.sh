@@ -14,9 +14,11 @@
 # RHEL/Rocky/Alma 9 (2.34), Fedora 32+; not RHEL 8 or Debian 10 (2.28), nor
 # Ubuntu 18.04 (2.27). README.md "Portable binary" has the sources.
 #
-# What is linked in: libyaml, OpenSSL (1.1.1), jansson, zlib, zstd, xz, bzip2
-# and lz4 from bullseye's static Debian builds (-dev packages, security
-# updates applied). Built here from Debian 12's source packages, static, as
+# What is linked in: libyaml, jansson, zlib, zstd, xz, bzip2 and lz4 from
+# bullseye's static Debian builds (-dev packages, security updates applied);
+# OpenSSL 3.5 LTS built here from Debian 13's source package (bullseye's
+# 1.1.1 has had no upstream support since 2023-09-11; see below). Built here
+# from Debian 12's source packages, static, as
 # little as tfprov uses: libcurl (HTTP and HTTPS over that OpenSSL; bullseye's
 # libcurl.a needs krb5, LDAP, RTMP, SSH, PSL and IDN, which have no static
 # builds, and its 7.74 lacks CURLOPT_PROTOCOLS_STR), libarchive (bullseye's
@@ -98,7 +100,7 @@ fi
 # Packages added to the build after roots were first cached: installed on top
 # of a cached root once (a marker per list), so adding one does not rebuild
 # the root and its static libraries from nothing.
-EXTRA_PKGS="cmake libdeflate-dev"
+EXTRA_PKGS="cmake libdeflate-dev perl"
 extra=$(printf '%s\n' "$EXTRA_PKGS" | sha256sum | cut -c1-16)
 if [ ! -e "$ROOT/.tfprov-extra-$extra" ]; then
 	# shellcheck disable=SC2086
@@ -112,23 +114,71 @@ fi
 # source of PKG (Debian's patches applied), prepared, configured static into
 # /opt/PKG of the root, then built and installed by the commands given; once
 # (the cache keeps it).
+# PKG may be PKG:DIR, built in /build/DIR into /opt/DIR.
 from_source() {
-	pkg=$1
+	pkg=${1%%:*}
+	dir=${1#*:}
 	prepare=$2
 	make_cmds=$3
 	shift 3
-	[ -e "$ROOT/opt/$pkg/.tfprov-ready" ] && return 0
+	[ -e "$ROOT/opt/$dir/.tfprov-ready" ] && return 0
 	echo "build-release: building a static $pkg from Debian's $SRC_SUITE source (once)"
 	in_root sh -ec "
-		rm -rf /build/$pkg /opt/$pkg && mkdir -p /build/$pkg && cd /build/$pkg
-		apt-get source -qq $pkg
+		rm -rf /build/$dir /opt/$dir && mkdir -p /build/$dir && cd /build/$dir
+		# A second build of a package (curl over another OpenSSL) unpacks the
+		# source the first one fetched: the same version, no mirror needed.
+		if [ $dir != $pkg ] && ls /build/$pkg/${pkg}_*.dsc >/dev/null 2>&1; then
+			cp /build/$pkg/${pkg}_* . && dpkg-source -q -x ${pkg}_*.dsc >/dev/null
+		else
+			apt-get source -qq $pkg/$SRC_SUITE
+		fi
 		cd $pkg-*/
 		$prepare
-		$NICE ./configure -q --prefix=/opt/$pkg --disable-shared --enable-static $*
+		$NICE ./configure -q --prefix=/opt/$dir --disable-shared --enable-static $*
 		$make_cmds
-		touch /opt/$pkg/.tfprov-ready
-	" >"$CACHE/$pkg.log" 2>&1 || { tail -n 30 "$CACHE/$pkg.log" >&2; exit 1; }
+		touch /opt/$dir/.tfprov-ready
+	" >"$CACHE/$dir.log" 2>&1 || { tail -n 30 "$CACHE/$dir.log" >&2; exit 1; }
 }
+
+# OpenSSL 3.5 (LTS, supported to 2030-04-08: data/support-lines.tsv) from
+# Debian 13's source package (https://packages.debian.org/source/trixie/openssl),
+# Debian's patches applied: bullseye's 1.1.1 has had no upstream support since
+# 2023-09-11. Built static and minimal, as much as libcurl's TLS client and
+# tfprov's digests and signatures (EVP, Ed25519) need: no shared libraries,
+# apps, tests, docs, loadable modules or legacy provider. OPENSSLDIR is
+# Debian's (/usr/lib/ssl); tfprov finds the host's CA bundle itself. Installed
+# in /opt/openssl, and libcurl over it in /opt/curl-openssl3, beside the
+# 1.1.1 builds of cached roots (a tree built before this one keeps working).
+TRIXIE_SRC=/etc/apt/sources.list.d/tfprov-trixie-src.list
+if [ ! -e "$ROOT$TRIXIE_SRC" ]; then
+	cp /usr/share/keyrings/debian-archive-keyring.gpg "$ROOT/etc/apt/trixie-archive-keyring.gpg"
+	cat >"$ROOT$TRIXIE_SRC.tmp" <<SRCS
+deb-src [signed-by=/etc/apt/trixie-archive-keyring.gpg] $MIRROR trixie main
+deb-src [signed-by=/etc/apt/trixie-archive-keyring.gpg] $SECURITY trixie-security main
+SRCS
+	mv "$ROOT$TRIXIE_SRC.tmp" "$ROOT$TRIXIE_SRC"
+	in_root apt-get update -qq
+fi
+if [ ! -e "$ROOT/opt/openssl/.tfprov-ready" ]; then
+	echo "build-release: building a static OpenSSL 3.5 from Debian's trixie source (once)"
+	t0=$(date +%s)
+	in_root sh -ec "
+		rm -rf /build/openssl /opt/openssl && mkdir -p /build/openssl && cd /build/openssl
+		# The newest 3.5 the indexes list whose files the mirror serves (a
+		# mirror may list a security update before its pool has it).
+		for v in \$(apt-cache showsrc openssl | sed -n 's/^Version: \\(3\\.5\\..*\\)/\\1/p' | sort -rV); do
+			apt-get source -qq openssl=\$v && break
+		done
+		cd openssl-3.5*/
+		$NICE ./Configure linux-x86_64 --prefix=/opt/openssl --libdir=lib \
+			--openssldir=/usr/lib/ssl no-shared no-tests no-docs no-apps no-module \
+			no-legacy no-dso no-engine no-comp no-ssl3 >/dev/null
+		$NICE make -s -j\$(nproc) build_libs >/dev/null
+		make -s install_dev >/dev/null
+		touch /opt/openssl/.tfprov-ready
+	" >"$CACHE/openssl.log" 2>&1 || { tail -n 30 "$CACHE/openssl.log" >&2; exit 1; }
+	echo "build-release: OpenSSL built in $(($(date +%s) - t0)) s" | tee -a "$CACHE/openssl.log"
+fi
 
 # libcurl: only HTTP and HTTPS over OpenSSL: bullseye's libcurl.a pulls in
 # krb5, LDAP, RTMP, SSH, PSL and IDN, which have no static builds, and
@@ -138,11 +188,12 @@ from_source() {
 # (engine/artifact/private/cabundle.h), so Debian's and RHEL's paths both work.
 # Debian's last two patches (90_gnutls, 99_nss) make its GnuTLS and NSS
 # flavours; debian/rules pops them for the OpenSSL one, and so do we.
-from_source curl "for p in 99_nss 90_gnutls; do patch -R -s -p1 <debian/patches/\$p.patch; done" \
+from_source curl:curl-openssl3 "for p in 99_nss 90_gnutls; do patch -R -s -p1 <debian/patches/\$p.patch; done
+		export PKG_CONFIG_PATH=/opt/openssl/lib/pkgconfig LIBS=-pthread" \
 	"$NICE make -s -j\$(nproc) -C lib >/dev/null
 		make -s -C lib install >/dev/null && make -s -C include install >/dev/null
 		make -s install-pkgconfigDATA >/dev/null" \
-	--with-openssl --without-ca-bundle --without-ca-path --with-ca-fallback \
+	--with-openssl=/opt/openssl --without-ca-bundle --without-ca-path --with-ca-fallback \
 	--disable-ftp --disable-file --disable-ldap --disable-ldaps --disable-rtsp \
 	--disable-dict --disable-telnet --disable-tftp --disable-pop3 --disable-imap \
 	--disable-smtp --disable-gopher --disable-mqtt --disable-smb --disable-manual \
@@ -169,7 +220,7 @@ if [ ! -e "$ROOT/opt/libzip/.tfprov-ready" ]; then
 	echo "build-release: building a static libzip from Debian's $SRC_SUITE source (once)"
 	in_root sh -ec "
 		rm -rf /build/libzip /opt/libzip && mkdir -p /build/libzip && cd /build/libzip
-		apt-get source -qq libzip
+		apt-get source -qq libzip/$SRC_SUITE
 		cd libzip-*/
 		mkdir b && cd b
 		$NICE cmake .. -DCMAKE_INSTALL_PREFIX=/opt/libzip -DCMAKE_INSTALL_LIBDIR=lib \
@@ -217,7 +268,7 @@ cmake -DSRC="$SRC" -DOUT="$B/gen/tfprov_commit.h" -P scripts/commit-header.cmake
 echo "build-release: compiling tfprov $VERSION ($(sed 's/.*"\(.*\)"/\1/' "$B/gen/tfprov_commit.h")) in the $SUITE root"
 in_root sh -ec "
 	cd /build/tfprov
-	export PKG_CONFIG_PATH=/opt/curl/lib/pkgconfig:/opt/libarchive/lib/pkgconfig:/opt/sqlite3/lib/pkgconfig:/opt/libzip/lib/pkgconfig
+	export PKG_CONFIG_PATH=/opt/openssl/lib/pkgconfig:/opt/curl-openssl3/lib/pkgconfig:/opt/libarchive/lib/pkgconfig:/opt/sqlite3/lib/pkgconfig:/opt/libzip/lib/pkgconfig
 	pcs='yaml-0.1 libcurl libarchive libcrypto sqlite3 jansson libzip'
 	# Every library static except glibc's own (libc, libm, libdl, libpthread, librt).
 	static=''; glibc=''
@@ -256,18 +307,22 @@ python3 scripts/gen-docs.py "$B/tfprov" "$PWD" "$B/gen"
 cp "$B/gen/tfprov.1" "$S/share/man/man1/"
 cp "$B/gen/tfprov.bash-completion" "$S/share/bash-completion/completions/tfprov"
 cp README.md packaging/copyright "$S/share/doc/tfprov/"
-for p in libyaml-0-2 libssl1.1 libjansson4 libdeflate0 zlib1g libzstd1 liblzma5 libbz2-1.0 \
+for p in libyaml-0-2 libjansson4 libdeflate0 zlib1g libzstd1 liblzma5 libbz2-1.0 \
 	liblz4-1 libc6; do
 	mkdir -p "$S/share/doc/tfprov/third-party/$p"
 	cp "$ROOT/usr/share/doc/$p/copyright" "$S/share/doc/tfprov/third-party/$p/"
 done
 BW=$S/share/doc/tfprov/third-party/BUILT-WITH
 in_root sh -c "dpkg-query -W -f='\${Package} \${Version} (Debian $SUITE)\n' $(echo $PKGS $EXTRA_PKGS) | sort" >"$BW"
-for pkg in curl libarchive sqlite3 libzip; do
+for pd in curl:curl-openssl3:$SRC_SUITE libarchive:libarchive:$SRC_SUITE sqlite3:sqlite3:$SRC_SUITE \
+	libzip:libzip:$SRC_SUITE openssl:openssl:trixie; do
+	pkg=${pd%%:*}
+	rest=${pd#*:}
+	dir=${rest%%:*}
 	mkdir -p "$S/share/doc/tfprov/third-party/$pkg"
-	cp "$ROOT/build/$pkg/$pkg"-*/debian/copyright "$S/share/doc/tfprov/third-party/$pkg/"
-	dsc=$(basename "$ROOT/build/$pkg/$pkg"_*.dsc .dsc)
-	echo "$pkg ${dsc#*_} (Debian $SRC_SUITE source, built static here)" >>"$BW"
+	cp "$ROOT/build/$dir/$pkg"-*/debian/copyright "$S/share/doc/tfprov/third-party/$pkg/"
+	dsc=$(basename "$ROOT/build/$dir/$pkg"_*.dsc .dsc)
+	echo "$pkg ${dsc#*_} (Debian ${rest#*:} source, built static here)" >>"$BW"
 done
 
 mkdir -p "$OUT"

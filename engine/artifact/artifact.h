@@ -184,6 +184,12 @@ int cache_commit(const char *dir, const char *sha256, const char *tmp, char **ou
 char *cache_name_path(const char *dir, const char *sha256);
 /* Writes names/<hex> with url's basename unless a name is there already; best effort. */
 void cache_name_hint(const char *dir, const char *sha256, const char *url);
+/*
+ * Removes the temporary files of names/ (fs_write_atomic's <hex>.tfprov-tmp.<pid>)
+ * that a killed run left: those whose process no longer exists. Best effort;
+ * the writer calls it after recovery. Returns how many it removed.
+ */
+int cache_sweep_temps(const char *dir);
 /* The file name names/<hex> records, or NULL. */
 char *cache_name_of(const char *dir, const char *sha256);
 /* Moves a bad file to quarantine/<hex>.<unixtime>; *out gets its new path. 0 or -errno. */

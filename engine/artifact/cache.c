@@ -13,8 +13,10 @@
 #include "fs.h"
 #include "util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +116,34 @@ void cache_name_hint(const char *dir, const char *sha256, const char *url)
 	free(p);
 	free(names);
 	free(base);
+}
+
+int cache_sweep_temps(const char *dir)
+{
+	char *names = path_join(dir, "names");
+	DIR *d = opendir(names);
+	struct dirent *e;
+	int n = 0;
+
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		const char *t = strstr(e->d_name, ".tfprov-tmp.");
+		char *end = NULL;
+		long pid;
+
+		if (t == NULL)
+			continue;
+		errno = 0;
+		pid = strtol(t + strlen(".tfprov-tmp."), &end, 10);
+		if (errno != 0 || end == NULL || *end != '\0' || pid <= 0 ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue; /* its writer may still run */
+		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+			n++;
+	}
+	if (d != NULL)
+		closedir(d);
+	free(names);
+	return n;
 }
 
 char *cache_name_of(const char *dir, const char *sha256)

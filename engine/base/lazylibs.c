@@ -24,6 +24,10 @@
  * pointer, all one 8-byte word on the LP64 ABIs tfprov builds for (asserted
  * below). archive_set_error formats its message here and passes it as "%s".
  */
+#include "lazylibs.h"
+
+#include <stddef.h>
+
 #ifdef TFPROV_LAZY_LIBS
 
 #define CURL_DISABLE_TYPECHECK
@@ -37,6 +41,8 @@
 #include <zip.h>
 
 #include "error.h"
+
+#include <string.h>
 
 _Static_assert(sizeof(long) == sizeof(void *) && sizeof(curl_off_t) == sizeof(void *),
                "curl option arguments are forwarded as one pointer-sized word");
@@ -245,6 +251,27 @@ LAZY(L_ZIP, int, zip_stat_index, (zip_t * z, zip_uint64_t i, zip_flags_t fl, zip
      (z, i, fl, st))
 LAZY(L_ZIP, const char *, zip_strerror, (zip_t * z), (z))
 
+/* The version calls of `tfprov --version --verbose`. */
+LAZY(L_CURL, curl_version_info_data *, curl_version_info, (CURLversion v), (v))
+LAZY(L_ARCHIVE, const char *, archive_version_string, (void), ())
+LAZY(L_ARCHIVE, const char *, archive_version_details, (void), ())
+LAZY(L_ZIP, const char *, zip_libzip_version, (void), ())
+
+const char *lazylibs_soname(const char *lib)
+{
+	if (strcmp(lib, "libcurl") == 0)
+		return sonames[L_CURL];
+	if (strcmp(lib, "libarchive") == 0)
+		return sonames[L_ARCHIVE];
+	if (strcmp(lib, "libzip") == 0)
+		return sonames[L_ZIP];
+	return NULL;
+}
+
 #else
-typedef int tfprov_lazylibs_off; /* the portable build links them statically */
+const char *lazylibs_soname(const char *lib)
+{
+	(void)lib; /* the portable build links them statically */
+	return NULL;
+}
 #endif /* TFPROV_LAZY_LIBS */

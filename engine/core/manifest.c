@@ -1158,11 +1158,36 @@ static void parse_pip_requires(struct pctx *p, const struct ynode *n, struct man
 	}
 }
 
+/*
+ * pip.requires_python: {distribution: specifier}, each pin's Requires-Python
+ * as `tfprov lock` recorded it; judged against the stack's Python by the
+ * static lock check (its PEP 440 form too: the knowledge base's grammar).
+ */
+static void parse_pip_requires_python(struct pctx *p, const struct ynode *n, struct manifest *m)
+{
+	if (n == NULL || !want_type(p, n, Y_MAP, "pip.requires_python"))
+		return;
+	m->pip.requires_python = xcalloc(n->n ? n->n : 1, sizeof(*m->pip.requires_python));
+	for (size_t i = 0; i < n->n; i++) {
+		const struct ynode *k = n->keys[i], *v = n->items[i];
+		struct pip_requires *r;
+
+		if (!want_type(p, k, Y_SCALAR, "a pip.requires_python key") ||
+		    !want_type(p, v, Y_SCALAR, "a Requires-Python specifier"))
+			continue;
+		r = &m->pip.requires_python[m->pip.nrequires_python++];
+		r->pos = k->pos;
+		r->name = pip_normalize_name(k->str);
+		r->reqs = xcalloc(1, sizeof(*r->reqs));
+		r->reqs[r->nreqs++] = (struct mstr){xstrdup(v->str), v->pos, 1};
+	}
+}
+
 static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 {
-	static const char *const keys[] = {
-	    "requirements", "requirements_file", "index_url", "complete",
-	    "installer",    "requires",          "min_glibc", NULL};
+	static const char *const keys[] = {"requirements",    "requirements_file", "index_url",
+	                                   "complete",        "installer",         "requires",
+	                                   "requires_python", "min_glibc",         NULL};
 	static const char *const installers[] = {"native", "pip", NULL};
 	m->pip.pos = n->pos;
 	if (!want_type(p, n, Y_MAP, "pip"))
@@ -1185,6 +1210,7 @@ static void parse_pip(struct pctx *p, const struct ynode *n, struct manifest *m)
 		err(p, n->pos, "schema.required", NULL,
 		    "pip needs requirements or requirements_file");
 	parse_pip_requires(p, ymap_get(n, "requires"), m);
+	parse_pip_requires_python(p, ymap_get(n, "requires_python"), m);
 }
 
 static void parse_bench(struct pctx *p, const struct ynode *n, struct manifest *m)
@@ -1566,6 +1592,13 @@ void manifest_free(struct manifest *m)
 		free(m->pip.requires[i].name);
 	}
 	free(m->pip.requires);
+	for (size_t i = 0; i < m->pip.nrequires_python; i++) {
+		for (size_t j = 0; j < m->pip.requires_python[i].nreqs; j++)
+			free(m->pip.requires_python[i].reqs[j].s);
+		free(m->pip.requires_python[i].reqs);
+		free(m->pip.requires_python[i].name);
+	}
+	free(m->pip.requires_python);
 	for (size_t i = 0; i < m->ngaps; i++)
 		mstr_free(&m->gaps[i].what);
 	free(m->gaps);

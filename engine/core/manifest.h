@@ -215,6 +215,11 @@ struct manifest {
 		struct pip_requires *requires; /* pip.requires, in file order */
 		size_t nrequires;
 		struct pos requires_pos;
+		/* pip.requires_python: {distribution: Requires-Python}, `tfprov lock`
+		 * writes it; name PEP 503 normalised in pip_requires.name, the
+		 * specifier (at its value's position) in the first of reqs. */
+		struct pip_requires *requires_python;
+		size_t nrequires_python;
 	} pip;
 
 	struct gap *gaps; /* `missing:` entries: known holes in the pins */

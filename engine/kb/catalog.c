@@ -8,6 +8,7 @@
 #include "datadir.h"
 #include "error.h"
 #include "artifact.h"
+#include "python.h"
 #include "util.h"
 #include "version.h"
 
@@ -242,33 +243,6 @@ static int cmp_dist(const void *a, const void *b)
 	              ((const struct catalog_dist *)b)->name);
 }
 
-/* The glibc floor of a wheel file name (see struct catalog_dist); 0 for none. */
-static int file_glibc(const char *filename)
-{
-	static const struct {
-		const char *tag;
-		int floor;
-	} legacy[] = {{"manylinux1", 2005}, {"manylinux2010", 2012}, {"manylinux2014", 2017}};
-	const char *dash = strrchr(filename, '-');
-	int best = 0;
-	if (!str_ends_with(filename, ".whl") || dash == NULL)
-		return 0;
-	char *plat = xstrndup(dash + 1, strlen(dash + 1) - 4);
-	for (char *save = NULL, *t = strtok_r(plat, ".", &save); t;
-	     t = strtok_r(NULL, ".", &save)) {
-		int f = 0, maj = 0, min = 0;
-		if (sscanf(t, "manylinux_%d_%d_", &maj, &min) == 2)
-			f = maj * 1000 + min;
-		for (size_t i = 0; i < sizeof(legacy) / sizeof(legacy[0]) && f == 0; i++)
-			if (str_starts_with(t, legacy[i].tag) && t[strlen(legacy[i].tag)] == '_')
-				f = legacy[i].floor;
-		if (f && (best == 0 || f < best))
-			best = f;
-	}
-	free(plat);
-	return best;
-}
-
 static int closure_read(const char *path, struct catalog_closure *out)
 {
 	char *buf = NULL;
@@ -301,7 +275,7 @@ static int closure_read(const char *path, struct catalog_closure *out)
 		for (size_t h = 0; d && h < d->nsha256; h++)
 			dup |= strcmp(d->sha256[h], f[3]) == 0;
 		if (d) {
-			int g = file_glibc(f[2]);
+			int g = wheel_glibc_floor(f[2]);
 			d->glibc = d->glibc < 0                ? g
 			           : (g == 0 || d->glibc == 0) ? 0
 			           : g < d->glibc              ? g

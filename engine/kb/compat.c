@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <regex.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1261,23 +1262,73 @@ static int spec_each(const char *spec, int (*fn)(const char *clause, const char 
 	return ok;
 }
 
+/*
+ * PEP 440's version grammar (https://peps.python.org/pep-0440/#appendix-b-parsing-version-strings-with-regular-expressions),
+ * case-insensitive, with the spellings it normalises (alpha, pre, rev, '-'/'_'
+ * separators, implicit numbers, a leading 'v'), in POSIX ERE; and the prefix
+ * form of == and != ("2.15.*": a release then ".*").
+ */
+static const char pep440_version_re[] = "^v?([0-9]+!)?[0-9]+(\\.[0-9]+)*"
+                                        "([-_.]?(alpha|a|beta|b|preview|pre|c|rc)[-_.]?[0-9]*)?"
+                                        "((-[0-9]+)|([-_.]?(post|rev|r)[-_.]?[0-9]*))?"
+                                        "([-_.]?dev[-_.]?[0-9]*)?"
+                                        "(\\+[a-z0-9]+([-_.][a-z0-9]+)*)?$";
+static const char pep440_prefix_re[] = "^v?([0-9]+!)?[0-9]+(\\.[0-9]+)*\\.\\*$";
+
+static int re_matches(const char *re, const char *s)
+{
+	regex_t r;
+	int ok;
+
+	if (regcomp(&r, re, REG_EXTENDED | REG_ICASE | REG_NOSUB) != 0)
+		return 0;
+	ok = regexec(&r, s, 0, NULL, 0) == 0;
+	regfree(&r);
+	return ok;
+}
+
+/* The release components of a valid version ("1!2.3rc1" -> 2). */
+static int release_components(const char *v)
+{
+	const char *p = v + (tolower((unsigned char)*v) == 'v'), *bang = strchr(p, '!');
+	int n = 1;
+
+	if (bang != NULL)
+		p = bang + 1;
+	for (; *p != '\0'; p++) {
+		if (*p == '.' && isdigit((unsigned char)p[1]))
+			n++;
+		else if (!isdigit((unsigned char)*p))
+			break;
+	}
+	return n;
+}
+
+/*
+ * One clause as PEP 440's version specifiers allow it
+ * (https://peps.python.org/pep-0440/#version-specifiers): a local label
+ * ("+cu121") and a ".*" prefix only after == and !=, ~= with two release
+ * components at least, === with any string; any other tail ("1.0foo",
+ * "1.0-", "2.x") is refused, not taken for a pre-release.
+ */
 static int clause_valid(const char *clause, const char *unused)
 {
-	const char *rhs, *p;
+	const char *rhs;
 	size_t op = spec_op(clause, &rhs);
+	int eq = strncmp(clause, "==", 2) == 0 || strncmp(clause, "!=", 2) == 0;
 
 	(void)unused;
-	if (op == 0 || !isdigit((unsigned char)*rhs))
+	if (op == 0 || *rhs == '\0')
 		return 0;
-	for (p = rhs; *p != '\0'; p++)
-		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '*')
-			return 0;
-	/* A wildcard ends a == or != version: "2.15.*". */
-	p = strchr(rhs, '*');
-	if (p != NULL && (p[1] != '\0' || p[-1] != '.' ||
-	                  (strncmp(clause, "==", 2) != 0 && strncmp(clause, "!=", 2) != 0)))
+	if (op == 3) /* ===: arbitrary equality, any string without blanks */
+		return strpbrk(rhs, " \t") == NULL;
+	if (str_ends_with(rhs, ".*"))
+		return eq && re_matches(pep440_prefix_re, rhs);
+	if (!re_matches(pep440_version_re, rhs))
 		return 0;
-	return strncmp(clause, "~=", 2) != 0 || strchr(rhs, '.') != NULL;
+	if (strchr(rhs, '+') != NULL && !eq)
+		return 0;
+	return strncmp(clause, "~=", 2) != 0 || release_components(rhs) >= 2;
 }
 
 int compat_spec_valid(const char *spec)

@@ -326,6 +326,60 @@ static void check_known_bad(struct lock *k)
 	}
 }
 
+/*
+ * A pin's Requires-Python (pip.requires_python) against the stack's Python, as
+ * pip would refuse the file ("requires a different Python"): the full version
+ * when it is known (the conda lock's python, or a python given as X.Y.Z), else
+ * X.Y, refused only when no X.Y.z release meets it. At the pin's line.
+ */
+static void check_requires_python(struct lock *k, const struct dist *x, const char *python,
+                                  const char *full)
+{
+	const struct pip_requires *rp = NULL;
+	const struct mstr *spec;
+	char *hint, *shown;
+	int ok = 0;
+
+	for (size_t i = 0; i < k->m->pip.nrequires_python && rp == NULL; i++)
+		if (strcmp(k->m->pip.requires_python[i].name, x->name) == 0)
+			rp = &k->m->pip.requires_python[i];
+	if (rp == NULL || rp->nreqs == 0 || python == NULL)
+		return;
+	spec = &rp->reqs[0];
+	if (!compat_spec_valid(spec->s)) {
+		diags_add(k->d, DIAG_WARNING, k->file, spec->pos,
+		          "compat.pip-requires-python-unreadable",
+		          "record Requires-Python as the wheel's METADATA writes it (PEP 440)",
+		          "%s's Requires-Python '%s' cannot be judged: not a PEP 440 specifier",
+		          x->name, spec->s);
+		return;
+	}
+	if (full == NULL && strchr(strchr(python, '.') ? strchr(python, '.') + 1 : "", '.'))
+		full = python;
+	if (full != NULL) {
+		ok = compat_spec_allows(spec->s, full);
+		shown = xstrdup(full);
+	} else {
+		for (int z = 0; z < 100 && !ok; z++) {
+			char *v = xasprintf("%s.%d", python, z);
+			ok = compat_spec_allows(spec->s, v);
+			free(v);
+		}
+		shown = xasprintf("%s (no %s.z release meets it)", python, python);
+	}
+	if (!ok) {
+		hint = xasprintf("pip refuses it for this interpreter; pin a %s release whose "
+		                 "Requires-Python admits the stack's Python, or change the stack's "
+		                 "Python (Requires-Python recorded at line %d)",
+		                 x->name, spec->pos.line);
+		diags_add(k->d, DIAG_ERROR, k->file, x->pos, "compat.pip-requires-python", hint,
+		          "%s %s requires Python %s, but the stack's Python is %s", x->name,
+		          x->version ? x->version : "", spec->s, shown);
+		free(hint);
+	}
+	free(shown);
+}
+
 void compat_lint_lock(const struct compat *kb, const struct manifest *m, const char *python,
                       int windows, struct diags *d)
 {
@@ -365,8 +419,10 @@ void compat_lint_lock(const struct compat *kb, const struct manifest *m, const c
 		x->req = &m->pip.requires[j];
 	}
 	spread_extras(&k);
-	for (size_t i = 0; i < k.n; i++)
+	for (size_t i = 0; i < k.n; i++) {
 		check_dist(&k, &k.v[i]);
+		check_requires_python(&k, &k.v[i], python, full);
+	}
 	check_imports(&k);
 	check_known_bad(&k);
 	for (size_t i = 0; i < k.n; i++)

@@ -513,9 +513,11 @@ int compat_cuda_in_family(const struct compat *kb, const char *cuda);
 
 /*
  * PEP 440 specifier sets as the knowledge base writes them: clauses joined by
- * ',', each an operator (>=, <=, >, <, ==, !=, ~=) and a version; == and !=
- * take a trailing ".*"; a pre-release tail ("5.0.0dev", "2.9.0rc0") sorts
- * before its release. "" allows everything.
+ * ',', each an operator (>=, <=, >, <, ==, !=, ~=, ===) and a version PEP 440
+ * allows (its grammar and spellings; == and != may take a trailing ".*" or a
+ * local label, ~= needs two release components); a pre-release tail
+ * ("5.0.0dev", "2.9.0rc0") sorts before its release. Any other tail is
+ * invalid. "" allows everything.
  */
 int compat_spec_valid(const char *spec);
 int compat_spec_allows(const char *spec, const char *version);

@@ -55,8 +55,10 @@
  * version in pip's report. Wheels when the version has any, else its sdist.
  * Hashes come from the index's #sha256= fragments, or from the bytes of a
  * find-links file. argv: report.json, then pip's index options. Prints
- * {"name": ["hex", ...]}; on an unknown pip internal API it fails, and the lock
- * keeps pip's one hash per package with a warning.
+ * {"name": ["hex", ...]}, with "@files" {"name": [file name, ...]} of those
+ * files and "@requires_python" {"name": [the index's data-requires-python of
+ * them]}; on an unknown pip internal API it fails, and the lock keeps pip's
+ * one hash (and file) per package with a warning.
  */
 static const char hashes_src[] =
     "import hashlib, json, sys\n"
@@ -94,11 +96,14 @@ static const char hashes_src[] =
     "    if getattr(link, 'hash_name', None) == 'sha256': return link.hash\n"
     "    if link.scheme == 'file':\n"
     "        with open(link.file_path, 'rb') as fh: return hashlib.sha256(fh.read()).hexdigest()\n"
+    "files, rp = {}, {}\n"
     "for it in json.load(open(report))['install']:\n"
     "    md = it['metadata']\n"
     "    c = [c for c in f.find_all_candidates(md['name']) if str(c.version) == md['version']]\n"
     "    w = [x for x in c if x.link.is_wheel] or c\n"
     "    out[md['name']] = sorted({h for h in map(lambda x: sha(x.link), w) if h})\n"
+    "    files[md['name']] = sorted({x.link.filename for x in w if sha(x.link)})\n"
+    "    rp[md['name']] = sorted({x.link.requires_python for x in w if x.link.requires_python})\n"
     "chains, cur = [], None\n"
     "for url, moved in seen:\n"
     "    if cur is not None: cur.append(url)\n"
@@ -106,6 +111,7 @@ static const char hashes_src[] =
     "    if cur is not None and not moved:\n"
     "        chains.append(cur); cur = None\n"
     "out['@redirects'] = chains\n"
+    "out['@files'], out['@requires_python'] = files, rp\n"
     "print(json.dumps(out))\n";
 
 char *pip_mirror_index(const char *mirror_url)
@@ -670,6 +676,40 @@ static void record_requires(struct strvec *out, const char *name, json_t *list)
 		strvec_pushf(out, "%s\t", name);
 }
 
+/*
+ * The Requires-Python of one distribution: its METADATA's (pip's report), else
+ * the index's data-requires-python when all its files give the same one.
+ */
+static void record_requires_python(struct strvec *out, const char *name, json_t *md, json_t *index)
+{
+	const char *rp = json_string_value(json_object_get(md, "requires_python"));
+
+	if ((rp == NULL || *rp == '\0') && json_array_size(index) == 1)
+		rp = json_string_value(json_array_get(index, 0));
+	if (rp != NULL && *rp != '\0' && strpbrk(rp, "\n\t") == NULL)
+		strvec_pushf(out, "%s\t%s", name, rp);
+}
+
+/* The file names of one lock line: the file pip chose, then the others of `all`. */
+static void record_files(struct strvec *out, const char *name, json_t *item, json_t *others)
+{
+	const char *url =
+	    json_string_value(json_object_get(json_object_get(item, "download_info"), "url"));
+	size_t k;
+	json_t *x;
+
+	if (url != NULL) {
+		const char *base = strrchr(url, '/');
+		base = base ? base + 1 : url;
+		strvec_pushf(out, "%s\t%.*s", name, (int)strcspn(base, "#?"), base);
+	}
+	json_array_foreach(others, k, x)
+	{
+		if (json_string_value(x) != NULL && strchr(json_string_value(x), '\n') == NULL)
+			strvec_pushf(out, "%s\t%s", name, json_string_value(x));
+	}
+}
+
 /* pip's resolver, nothing installed: install --dry-run --report of reqfile. */
 static int run_resolver(struct ctx *c, const char *prefix, const char *reqfile, const char *report,
                         const struct pip_opts *o, char **errmsg)
@@ -814,6 +854,13 @@ static int lock_line(json_t *item, json_t *all, const struct pip_opts *o, struct
 	struct strbuf line = STRBUF_INIT;
 	if (o->requires != NULL)
 		record_requires(o->requires, nm, json_object_get(md, "requires_dist"));
+	if (o->requires_python != NULL)
+		record_requires_python(
+		    o->requires_python, nm, md,
+		    json_object_get(json_object_get(all, "@requires_python"), name));
+	if (o->files != NULL)
+		record_files(o->files, nm, item,
+		             json_object_get(json_object_get(all, "@files"), name));
 	strbuf_addf(&line, "%s==%s \\\n    --hash=sha256:%s", nm, ver, h);
 	size_t k;
 	json_t *x;
@@ -906,6 +953,14 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 	if (o->requires != NULL) {
 		strvec_release(o->requires);
 		*o->requires = (struct strvec)STRVEC_INIT;
+	}
+	if (o->requires_python != NULL) {
+		strvec_release(o->requires_python);
+		*o->requires_python = (struct strvec)STRVEC_INIT;
+	}
+	if (o->files != NULL) {
+		strvec_release(o->files);
+		*o->files = (struct strvec)STRVEC_INIT;
 	}
 	if ((rc = run_resolver(c, prefix, reqfile, report, o, errmsg)) != 0)
 		goto out;

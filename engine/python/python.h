@@ -316,6 +316,13 @@ struct pip_opts {
 	 * chosen distribution ("name\t" for one without any), from its METADATA as
 	 * pip's report gives it, markers kept. */
 	struct strvec *requires;
+	/* pip_lock: when set, receives "name\tRequires-Python" for each chosen
+	 * distribution that declares one (its METADATA, else the index's
+	 * data-requires-python). */
+	struct strvec *requires_python;
+	/* pip_lock: when set, receives "name\tfile name" for each file whose hash
+	 * the distribution's lock line holds (the file pip chose may repeat). */
+	struct strvec *files;
 	/* Set: the work directory (the wheelhouse) is journaled in this txn, so
 	 * a kill leaves nothing behind; env_path is the env, root-relative. */
 	struct txn *txn;
@@ -459,6 +466,12 @@ struct wheel_name {
  */
 int wheel_name_parse(const char *filename, struct wheel_name *out);
 void wheel_name_release(struct wheel_name *w);
+/*
+ * The lowest glibc a wheel file name's platform tags allow, major * 1000 +
+ * minor (PEP 600 manylinux_X_Y = glibc X.Y; manylinux1/2010/2014 = 2.5/2.12/2.17,
+ * PEPs 513, 571, 599); 0 when it needs none (pure Python, an sdist).
+ */
+int wheel_glibc_floor(const char *filename);
 
 /*
  * 1 when a wheel entry is a module the installer byte-compiles as soon as it

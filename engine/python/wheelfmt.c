@@ -159,3 +159,29 @@ int wheel_entry_compiles_early(const char *p)
 	size_t first = (size_t)(slash - p);
 	return !(first > 5 && strncmp(p + first - 5, ".data", 5) == 0);
 }
+
+int wheel_glibc_floor(const char *filename)
+{
+	static const struct {
+		const char *tag;
+		int floor;
+	} legacy[] = {{"manylinux1", 2005}, {"manylinux2010", 2012}, {"manylinux2014", 2017}};
+	const char *dash = strrchr(filename, '-');
+	int best = 0;
+	if (!str_ends_with(filename, ".whl") || dash == NULL)
+		return 0;
+	char *plat = xstrndup(dash + 1, strlen(dash + 1) - 4);
+	for (char *save = NULL, *t = strtok_r(plat, ".", &save); t;
+	     t = strtok_r(NULL, ".", &save)) {
+		int f = 0, maj = 0, min = 0;
+		if (sscanf(t, "manylinux_%d_%d_", &maj, &min) == 2)
+			f = maj * 1000 + min;
+		for (size_t i = 0; i < sizeof(legacy) / sizeof(legacy[0]) && f == 0; i++)
+			if (str_starts_with(t, legacy[i].tag) && t[strlen(legacy[i].tag)] == '_')
+				f = legacy[i].floor;
+		if (f && (best == 0 || f < best))
+			best = f;
+	}
+	free(plat);
+	return best;
+}

@@ -84,3 +84,31 @@ def test_syncfs_failure_fails_the_step_and_records_nothing(tfprov, tmp_path, fai
     p = tfprov.run("apply", "-y", str(m1), env=no_stub_env())
     assert p.returncode == 0, out(p)
     assert b"ITERATION='1'" in open(profile, "rb").read()
+
+
+def test_writer_sweeps_cache_name_temps_of_dead_runs(tfprov, tmp_path):
+    """A run killed inside fs_write_atomic leaves names/<hex>.tfprov-tmp.<pid> in the
+    download cache (found by test_power_loss's conda variants): the next writer
+    removes those whose process is gone, and keeps one whose writer still runs."""
+    m = tmp_path / "m.yaml"
+    m.write_text(MANIFEST.format(i=1))
+    tfprov.run("apply", "-y", m, check=0, env=no_stub_env())
+    names = tfprov.path("/var/cache/tfprov/names")
+    os.makedirs(names, exist_ok=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that no process holds now
+    gone = os.path.join(names, "a" * 64 + ".tfprov-tmp.%d" % dead.pid)
+    live = os.path.join(names, "b" * 64 + ".tfprov-tmp.%d" % os.getpid())
+    kept = os.path.join(names, "c" * 64)
+    for p in (gone, live, kept):
+        with open(p, "w") as f:
+            f.write("x.whl\n")
+    p = tfprov.run("destroy", "-y", "no-such-stack", env=no_stub_env())
+    assert not os.path.exists(gone), out(p)
+    assert os.path.exists(live) and os.path.exists(kept), os.listdir(names)
+    # A reader (status) takes no writer lock and removes nothing.
+    os.unlink(live)
+    with open(gone, "w") as f:
+        f.write("x.whl\n")
+    tfprov.run("status", env=no_stub_env())
+    assert os.path.exists(gone)

@@ -314,3 +314,51 @@ def test_lock_names_every_redirect_of_an_index_page(tfprov, tmp_path):
         assert "index page redirected: " + hops in r.stderr, r.stderr
         assert "# index page redirected: " + hops in m.read_text(), m.read_text()
     tfprov.run("lock", "--check", m, check=0)
+
+
+def test_lock_writes_min_glibc_and_requires_python(tfprov, tmp_path):
+    """lock writes pip.min_glibc from the files it locked (per distribution the
+    lowest manylinux floor among its files, a pure-Python file needing none; the
+    highest over the lock) and each pin's Requires-Python from its METADATA;
+    validate and lock --check judge the latter against the stack's Python at the
+    pin's line."""
+    wheels = tmp_path / "wheels"
+    _, tf = build_wheel(str(wheels), "tensorflow", "2.15.1", requires=["alpha", "beta"],
+                        tag="py3-none-manylinux_2_17_x86_64",
+                        metadata=["Requires-Python: >=3.8, !=3.0.*"])
+    build_wheel(str(wheels), "alpha", "1.0", tag="py3-none-manylinux_2_24_x86_64",
+                metadata=["Requires-Python: >=3"])
+    build_wheel(str(wheels), "alpha", "1.0", tag="py3-none-manylinux_2_28_x86_64",
+                metadata=["Requires-Python: >=3"])
+    build_wheel(str(wheels), "beta", "2.0", tag="py3-none-manylinux_2_31_x86_64")
+    build_wheel(str(wheels), "beta", "2.0")  # pure Python: beta needs no glibc
+    idx = Index(str(wheels))
+    try:
+        m = pip_manifest(tmp_path / "pip.yaml", idx.url, tf)
+        tfprov.run("lock", m, timeout=240, check=0)
+    finally:
+        idx.close()
+    text = m.read_text()
+    doc = yaml.safe_load(text)
+    assert doc["pip"]["min_glibc"] == "2.24", text  # alpha's lowest; beta has a pure file
+    assert doc["pip"]["requires_python"] == {"tensorflow": ">=3.8, !=3.0.*",
+                                             "alpha": ">=3"}, text
+    assert len(re.findall(r"--hash=sha256:", text.split("alpha==")[1].split("beta==")[0])) == 2
+    tfprov.run("validate", m, check=0)
+    tfprov.run("lock", "--check", m, check=0)
+    # A Requires-Python the stack's Python does not meet: an error at the pin's line.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace("tensorflow: '>=3.8, !=3.0.*'", "tensorflow: '>=3.8,<%s'" % PYVER))
+    line = [i + 1 for i, l in enumerate(text.splitlines())
+            if l.strip().startswith("tensorflow==")][0]
+    want = (f"{bad}:{line}:5: error: tensorflow 2.15.1 requires Python >=3.8,<{PYVER}, but the "
+            f"stack's Python is {PYVER} (no {PYVER}.z release meets it) "
+            "[compat.pip-requires-python]")
+    for cmd in (("validate", bad), ("lock", "--check", bad)):
+        p = tfprov.run(*cmd, check=3)
+        assert want in p.stdout + p.stderr, p.stdout + p.stderr
+    # One that is not PEP 440 cannot be judged: a warning at its value, nothing refused.
+    odd = tmp_path / "odd.yaml"
+    odd.write_text(text.replace("alpha: '>=3'", "alpha: '>=3.x'"))
+    p = tfprov.run("validate", odd, check=0)
+    assert "warning: alpha's Requires-Python '>=3.x' cannot be judged" in p.stdout + p.stderr

@@ -129,7 +129,7 @@ def test_tarball_has_binary_data_licences_and_checksums(release):
     assert _tree(os.path.join(share, "manifests")) == shipped
     assert os.access(os.path.join(top, "bin", "tfprov"), os.X_OK)
     third = os.path.join(top, "share", "doc", "tfprov", "third-party")
-    for lib in ("curl", "libssl1.1", "libarchive", "sqlite3", "libjansson4", "libyaml-0-2"):
+    for lib in ("curl", "openssl", "libarchive", "sqlite3", "libjansson4", "libyaml-0-2"):
         assert os.path.isfile(os.path.join(third, lib, "copyright")), lib
 
 
@@ -141,6 +141,26 @@ def test_binary_needs_only_glibc_2_31(release, build_dir):
     host = _needs(os.path.join(build_dir, "tfprov"))
     assert "NEEDED libsqlite3.so.0" in host and any(p.startswith("GLIBC_2.3") for p in host), \
         host
+
+
+def test_version_lists_linked_libraries_of_supported_lines(release):
+    """The portable binary links every library in: --version --verbose says so for
+    each, and scripts/check-eol.py judges its OpenSSL by data/support-lines.tsv."""
+    _, _, top = release
+    binary = os.path.join(top, "bin", "tfprov")
+    out = subprocess.run([binary, "--version", "--verbose"], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    rows = {m[0]: (m[1], m[2]) for m in re.findall(r"^  (\S+)\s+(\S+)\s+(.*)$", out, re.M)}
+    for lib in ("openssl", "libssl", "libcurl", "libarchive", "libzip", "sqlite", "libyaml",
+                "jansson", "libdeflate", "zlib"):
+        assert lib in rows, (lib, out)
+    for lib in ("libcurl", "libarchive", "libzip"):
+        assert rows[lib][1] == "linked in", out
+    p = subprocess.run(["/usr/bin/python3", os.path.join(REPO, "scripts", "check-eol.py"),
+                        "--binary", binary], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert rows["openssl"][0].startswith("3.5."), out  # the LTS build-release.sh builds
+    assert rows["libssl"][0] == rows["openssl"][0], out  # libcurl's TLS is that one
 
 
 class Root:

@@ -235,6 +235,25 @@ static void test_specifiers(void **state)
 	assert_false(compat_spec_valid("~=1"));       /* ~= needs two components */
 	assert_false(compat_spec_valid(">=1.*"));     /* wildcards only after == or != */
 	assert_false(compat_spec_valid(">=1.2; os")); /* markers are not data here */
+	/* PEP 440's grammar: its spellings are valid, junk tails are not pre-releases. */
+	assert_true(compat_spec_valid(">=2.9.0rc0,<2.10.0"));
+	assert_true(compat_spec_valid(">=1.0a1,<1!2.0.post1.dev3"));
+	assert_true(compat_spec_valid(">=1.0-1,<2.0.Preview-2,!=1.5_rev"));
+	assert_true(compat_spec_valid("==2.1.0+cu121"));
+	assert_true(compat_spec_valid("!=2.15.*,>=v2.14"));
+	assert_true(compat_spec_valid("~=2.2.0rc1"));
+	assert_true(compat_spec_valid("===2.1-foo"));
+	assert_false(compat_spec_valid(">=1.0foo"));   /* not a pre-release label */
+	assert_false(compat_spec_valid("<5.0.0junk")); /* accepted as a pre-release before */
+	assert_false(compat_spec_valid(">=1.0-"));
+	assert_false(compat_spec_valid(">=1..0"));
+	assert_false(compat_spec_valid(">=1.0rc1rc2"));
+	assert_false(compat_spec_valid(">=2.1.0+cu121")); /* a local label only after == and != */
+	assert_false(compat_spec_valid("==2.15.*.1"));
+	assert_false(compat_spec_valid("==2.15rc1.*"));
+	assert_false(compat_spec_valid("~=1.0+x"));
+	assert_false(compat_spec_valid("~=1rc1"));
+	assert_false(compat_spec_valid("==1.0+"));
 }
 
 /* The pip ranges of each release, as data: the group that applies decides. */

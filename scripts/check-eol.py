@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Fails when a library tfprov carries is of a release line with no support.
+
+    check-eol.py [--table data/support-lines.tsv] [--date YYYY-MM-DD] LISTING
+    check-eol.py [--table ...] [--date ...] --binary PATH
+
+LISTING is what `tfprov --version --verbose` prints (a file, or - for stdin);
+--binary runs that command itself. Each library line of the listing ("  NAME
+VERSION  how") is judged against the table (data/support-lines.tsv: library,
+line, end, source): its line is the longest row whose line is the version or a
+prefix of it up to a component boundary ("3.0" for "3.0.19", "1.1.1" for
+"1.1.1w"). The listing fails when such a line ended before --date (default:
+today, UTC), or when the table has rows for the library but none for its line
+(a line nobody vouched for). libssl is judged by OpenSSL's rows. A library the
+table has no rows for is named as not judged. Exit 0: every judged library is
+supported; 1: one is not (each named with its line, end and source); 2: usage,
+or a listing with no library lines.
+"""
+import argparse
+import datetime
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TABLE = os.path.join(os.path.dirname(HERE), "data", "support-lines.tsv")
+ALIASES = {"libssl": "openssl", "libcrypto": "openssl"}
+
+
+def load_table(path):
+    rows = {}
+    with open(path) as f:
+        lines = [ln.rstrip("\n") for ln in f if ln.strip() and not ln.startswith("#")]
+    if not lines or lines[0].split("\t") != ["library", "line", "end", "source"]:
+        sys.exit(f"{path}: the header must be: library, line, end, source (tab-separated)")
+    for n, ln in enumerate(lines[1:], 2):
+        f = ln.split("\t")
+        if len(f) != 4 or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", f[2]) or not f[3].startswith(
+                "http"):
+            sys.exit(f"{path}: row {n}: want library, line, YYYY-MM-DD, source URL: {ln!r}")
+        rows.setdefault(f[0], []).append((f[1], datetime.date.fromisoformat(f[2]), f[3]))
+    return rows
+
+
+def parse_listing(text):
+    """[(name, version)] of the library lines after the 'libraries' header."""
+    libs, on = [], False
+    for ln in text.splitlines():
+        if ln.startswith("libraries"):
+            on = True
+        elif on and ln.startswith("  "):
+            w = ln.split()
+            if len(w) >= 2:
+                libs.append((w[0], w[1]))
+        elif on:
+            break
+    return libs
+
+
+def line_of(version, lines):
+    best = None
+    for row in lines:
+        line = row[0]
+        if version == line or (version.startswith(line) and not version[len(line)].isdigit()):
+            if best is None or len(line) > len(best[0]):
+                best = row
+    return best
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("listing", nargs="?")
+    ap.add_argument("--binary")
+    ap.add_argument("--table", default=TABLE)
+    ap.add_argument("--date", type=datetime.date.fromisoformat,
+                    default=datetime.datetime.now(datetime.timezone.utc).date())
+    a = ap.parse_args(argv)
+    if (a.listing is None) == (a.binary is None):
+        ap.error("give a LISTING or --binary PATH")
+    if a.binary:
+        text = subprocess.run([a.binary, "--version", "--verbose"], capture_output=True,
+                              text=True, check=True).stdout
+    elif a.listing == "-":
+        text = sys.stdin.read()
+    else:
+        with open(a.listing) as f:
+            text = f.read()
+    table = load_table(a.table)
+    libs = parse_listing(text)
+    if not libs:
+        print("check-eol: the listing names no library (want `tfprov --version --verbose`)",
+              file=sys.stderr)
+        return 2
+    bad = 0
+    for name, version in libs:
+        key = ALIASES.get(name, name)
+        if key not in table:
+            print(f"not judged  {name} {version}: no support lines in the table")
+            continue
+        row = line_of(version, table[key])
+        if row is None:
+            bad += 1
+            print(f"FAIL  {name} {version}: a line {a.table} does not know; add its row with "
+                  "the date its support ends and the source")
+        elif row[1] < a.date:
+            bad += 1
+            print(f"FAIL  {name} {version}: line {row[0]} has had no support since "
+                  f"{row[1].isoformat()} ({row[2]})")
+        else:
+            print(f"ok    {name} {version}: line {row[0]} supported until {row[1].isoformat()} "
+                  f"({row[2]})")
+    print(f"check-eol: {len(libs)} libraries, {bad} of a line without support on "
+          f"{a.date.isoformat()}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
