@@ -263,6 +263,9 @@ void state_journal_entry_release(struct state_journal_entry *e);
 void state_journal_free(struct state_journal_entry *v, size_t n);
 /* Removes entry `id`. 0 or TF_ESTATE. */
 int state_journal_delete(struct state *st, int64_t id);
+/* Removes every entry newer than `id` but the "rmdir" ones (the recovery's
+ * progress, place_recover). 0 or TF_ESTATE. */
+int state_journal_delete_newer(struct state *st, int64_t id);
 /* Removes every entry of operation `op` (all when NULL). 0 or TF_ESTATE. */
 int state_journal_clear(struct state *st, const char *op);
 /* Entry `id`'s change is committed: its backup, if any, is left as a "gc" entry to remove;

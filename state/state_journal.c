@@ -106,6 +106,14 @@ int state_journal_delete(struct state *st, int64_t id)
 	return state_run(s);
 }
 
+int state_journal_delete_newer(struct state *st, int64_t id)
+{
+	struct state_stmt *s = NULL;
+	state_prepare(st, "DELETE FROM journal WHERE id > ? AND op <> 'rmdir'", &s);
+	state_bind_int64(s, 1, id);
+	return state_run(s);
+}
+
 int state_journal_clear(struct state *st, const char *op)
 {
 	struct state_stmt *s = NULL;

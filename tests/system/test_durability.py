@@ -112,3 +112,54 @@ def test_writer_sweeps_cache_name_temps_of_dead_runs(tfprov, tmp_path):
         f.write("x.whl\n")
     tfprov.run("status", env=no_stub_env())
     assert os.path.exists(gone)
+
+
+def test_recovery_killed_after_it_restored_an_env_runs_again(tfprov, tmp_path):
+    """Recovery is itself killed and runs again. Generation B replaces a conda env
+    (a 'tree' row whose backup is A's env) and then puts the env step's hook into
+    the new env (a 'put' without backup, 'mkdir' rows for etc/conda/activate.d).
+    Killed right after that hook's rename, the recovery undoes the hook, puts A's
+    env back, and is killed right after that restore: the next recovery must not
+    undo the hook again, which would now delete A's own hook (found by
+    test_power_loss.py's conda-replace variant as a second power loss). The kills
+    land on operations of the run itself (lib_killpoint, an LD_PRELOAD shim); the
+    conda packages are lib_conda.py's, served by a loopback mirror."""
+    from test_power_loss import conda_fixtures
+
+    import lib_killpoint
+    from lib_provision import Mirror
+
+    env = dict(os.environ, **no_stub_env())
+    hook = tfprov.path("/opt/tfprov/envs/tf/etc/conda/activate.d/tfprov-demo.sh")
+    with Mirror(tmp_path / "www") as mirror:
+        man_a, man_b, _ = conda_fixtures(tmp_path, mirror, "conda-replace")
+        tfprov.run("apply", "-y", man_a, check=0, env=env, timeout=300)
+        hook_a = open(hook, "rb").read()
+        k = lib_killpoint.Killer(tmp_path / "kp", skip=[lib_killpoint.scratch(tfprov.root)])
+        apply_b = [tfprov.bin, "--root", str(tfprov.root), "-y", "apply", str(man_b)]
+        saved = lib_killpoint.saved_root(tfprov.root, tmp_path / "saved-a")
+        p, ref = k.points(apply_b, env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        main = [e for e in ref if e.role == "tfprov#1"]
+        at = next(i for i, e in enumerate(main)
+                  if e.op == "rename" and "/envs/tf/etc/conda/activate.d/.tfprov-tmp" in e.arg)
+        saved()
+        rc, hit = k.run_to(apply_b, env, main[at + 1].point)
+        assert hit is not None and rc != 0, "the apply was not killed after the hook's rename"
+        assert os.path.exists(hook), "the kill came before the hook was in place"
+    recover = [tfprov.bin, "--root", str(tfprov.root), "destroy", "-y", "no-such-stack"]
+    saved = lib_killpoint.saved_root(tfprov.root, tmp_path / "saved-crash")
+    p, ref = k.points(recover, env)  # recovers, then: no such stack (exit 1)
+    assert p.returncode == 1 and "recovered from an interrupted run" in p.stderr, p.stderr
+    main = [e for e in ref if e.role == "tfprov#1"]
+    at = next(i for i, e in enumerate(main) if e.op == "rename" and "/envs/.tfprov-bak-" in e.arg)
+    saved()
+    rc, hit = k.run_to(recover, env, main[at + 1].point)
+    assert hit is not None and rc != 0, "the recovery was not killed after the env's restore"
+    p = tfprov.run("destroy", "-y", "no-such-stack", env=env)
+    assert p.returncode == 1 and "no stack named" in p.stderr, out(p)
+    assert os.path.exists(hook) and open(hook, "rb").read() == hook_a, \
+        "the second recovery undid the hook again: " + out(p)
+    assert db_rows(tfprov, "SELECT op, path FROM journal") == []
+    p = tfprov.run("verify", "--deep", env=env)
+    assert p.returncode == 0, out(p)

@@ -80,12 +80,7 @@ STACKS_DIR = "opt/tfprov/stacks"  # the env step: activate.sh, deactivate.sh
 # Known failures owned elsewhere: a FAIL
 # message containing a key is reported as KNOWN with the value's reason, and the
 # test is marked xfail (not passed) while any is found. Empty: none known.
-KNOWN = {
-    # Found by the conda variants (issue 35, item 4), not fixed there: reported to the lead.
-    "envs/tf/etc/conda/activate.d": "a second power loss during the recovery of a crash at "
-                                    "the env step's hook rename into a conda env leaves the "
-                                    "state recording the hook (and its directory) missing",
-}
+KNOWN = {}
 
 
 def fuse_usable():
