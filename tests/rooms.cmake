@@ -1,16 +1,16 @@
 # Tests by room: which tests exercise which folder or command, so that someone
 # changing engine/python/ runs `ctest -L engine-python` (a regex: `-L cli`
 # selects every cli-* label, `-LE system` leaves the system tests out).
-# One line per test file (tests/unit/test_NAME.c, tests/system/test_NAME.py):
-# "NAME label...". Rooms are the folders of ARCHITECTURE.md §2 (engine-base,
+# One line per test file, "NAME label...": TFPROV_UNIT_ROOMS for
+# tests/unit/test_NAME.c, TFPROV_SYSTEM_ROOMS for tests/system/test_NAME.py.
+# Rooms are the folders of ARCHITECTURE.md §2 (engine-base,
 # state, engine-core, engine-artifact, engine-gpu, engine-image,
 # engine-python, engine-kb, modules, engine-run), cli-COMMAND for a command's
 # own tests, cli for the front end at large; packaging, manifests and tree
 # (the repository's own rules) for the rest. Every test also carries `unit`
 # or `system`. A test file missing here gets the label `unfiled`, and
 # tests/system/test_layout.py fails naming it.
-set(TFPROV_TEST_ROOMS
-  # unit tests (tests/unit/)
+set(TFPROV_UNIT_ROOMS
   "cabundle engine-artifact"
   "compat engine-kb"
   "cores engine-artifact"
@@ -27,8 +27,8 @@ set(TFPROV_TEST_ROOMS
   "state state"
   "state_store state"
   "version engine-base"
-  "wheelfmt engine-python"
-  # system tests (tests/system/)
+  "wheelfmt engine-python")
+set(TFPROV_SYSTEM_ROOMS
   "ansible_collection packaging"
   "apply_proof engine-run engine-gpu cli-apply"
   "artifact_safety engine-artifact engine-core"
@@ -103,12 +103,14 @@ set(TFPROV_TEST_ROOMS
   "wheel_kill engine-python engine-core"
   "wheel_native engine-python")
 
-# tfprov_test_labels(TEST KIND NAME): the labels of test file NAME (test_ dropped).
+# tfprov_test_labels(TEST KIND NAME): the labels of test file NAME of KIND
+# (unit or system).
 function(tfprov_test_labels test kind name)
   string(REGEX REPLACE "^test_" "" short ${name})
   set(labels ${kind})
   set(found FALSE)
-  foreach(row ${TFPROV_TEST_ROOMS})
+  string(TOUPPER ${kind} up)
+  foreach(row ${TFPROV_${up}_ROOMS})
     string(REPLACE " " ";" row "${row}")
     list(POP_FRONT row who)
     if(who STREQUAL short)

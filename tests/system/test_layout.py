@@ -378,10 +378,10 @@ def test_only_the_store_speaks_sqlite():
     assert not planted("cli/x.c", 'row("sqlite", state_sqlite_version(), "linked in");\n', SQLITE)
 
 
-def rooms_table():
-    """Test file name -> labels, from tests/rooms.cmake."""
+def rooms_table(kind):
+    """Test file name -> labels, from tests/rooms.cmake's list for kind."""
     text = open(os.path.join(SRC, "tests", "rooms.cmake"), encoding="utf-8").read()
-    body = text[text.index("set(TFPROV_TEST_ROOMS"):]
+    body = text[text.index(f"set(TFPROV_{kind.upper()}_ROOMS"):]
     body = body[:body.index('")') + 1]
     return {row.split()[0]: row.split()[1:] for row in re.findall(r'"([^"]+)"', body)}
 
@@ -393,14 +393,14 @@ def unfiled(table, names):
 def test_every_test_has_a_room():
     """Tests by room (tests/rooms.cmake, `ctest -L engine-python`): every test
     file is filed under at least one room, and no row names a test that is gone."""
-    table = rooms_table()
-    names = [os.path.basename(p)[5:-2] for p in os.listdir(os.path.join(SRC, "tests", "unit"))
-             if p.startswith("test_") and p.endswith(".c")]
-    names += [os.path.basename(p)[5:-3] for p in os.listdir(os.path.join(SRC, "tests", "system"))
-              if p.startswith("test_") and p.endswith(".py")]
-    assert unfiled(table, names) == [], "tests/rooms.cmake files no room for these tests"
-    assert sorted(set(table) - set(names)) == [], "tests/rooms.cmake names tests that do not exist"
-    labels = {lab for labs in table.values() for lab in labs}
+    labels = set()
+    for kind, ext in (("unit", ".c"), ("system", ".py")):
+        table = rooms_table(kind)
+        names = [p[5:-len(ext)] for p in os.listdir(os.path.join(SRC, "tests", kind))
+                 if p.startswith("test_") and p.endswith(ext)]
+        assert unfiled(table, names) == [], f"tests/rooms.cmake files no room for these {kind} tests"
+        assert sorted(set(table) - set(names)) == [], f"tests/rooms.cmake names {kind} tests that do not exist"
+        labels |= {lab for labs in table.values() for lab in labs}
     rooms = {"engine-" + f for f in FOLDERS if f not in ("state", "modules", "cli")}
     assert rooms | {"state", "modules"} <= labels, sorted(rooms - labels)
     assert unfiled(table, names + ["planted_new_test"]) == ["planted_new_test"]
