@@ -17,6 +17,7 @@
  */
 #include "cli.h"
 #include "lazylibs.h"
+#include "state.h"
 #include "tfprov_commit.h" /* TFPROV_COMMIT, generated at build time */
 
 #include <archive.h>
@@ -24,7 +25,6 @@
 #include <jansson.h>
 #include <libdeflate.h>
 #include <openssl/crypto.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 #include <yaml.h>
@@ -126,7 +126,7 @@ int print_version(int verbose)
 				row(libs[i].name, a, "through libarchive");
 	}
 	row("libzip", zip_libzip_version(), how_loaded("libzip", c, sizeof(c)));
-	row("sqlite", sqlite3_libversion(), "linked in");
+	row("sqlite", state_sqlite_version(), "linked in");
 	row("libyaml", yaml_get_version_string(), "linked in");
 	row("jansson", jansson_version_str(), "linked in");
 	row("libdeflate", LIBDEFLATE_VERSION_STRING,

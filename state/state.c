@@ -159,6 +159,11 @@ int sq_step(sqlite3_stmt *s)
 	return rc;
 }
 
+const char *state_sqlite_version(void)
+{
+	return sqlite3_libversion();
+}
+
 const char *state_failure(void)
 {
 	return failure[0] ? failure : NULL;

@@ -39,6 +39,9 @@ int state_open(const char *dir, int create, struct state **out, char **errmsg);
 void state_close(struct state *st);
 /* The last SQLite error message of this connection (borrowed). */
 const char *state_errmsg(struct state *st);
+/* The version of the SQLite library linked in, as it reports it at run time
+ * (`tfprov --version --verbose`: the store is the one part that speaks SQLite). */
+const char *state_sqlite_version(void);
 
 /*
  * Takes the writer lock, waiting up to timeout seconds. TF_ELOCKED with

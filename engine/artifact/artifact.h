@@ -170,11 +170,8 @@ struct ctx;
 /* Creates sha256/, partial/ and quarantine/ under dir. 0 or TF_EIO (errmsg set). */
 int cache_init(const char *dir, char **errmsg);
 char *cache_final_path(const char *dir, const char *sha256);
-char *cache_part_path(const char *dir, const char *sha256);
 /* Host path of a cached artifact if present, else NULL. */
 char *cache_lookup(struct ctx *c, const char *sha256);
-/* Same, on an explicit cache dir. */
-char *cache_lookup_dir(const char *dir, const char *sha256);
 /*
  * Makes `tmp` (a verified file on the cache filesystem) the cache entry for
  * sha256: chmod 0444 and rename. *out gets the final path. 0 or -errno.
@@ -182,8 +179,6 @@ char *cache_lookup_dir(const char *dir, const char *sha256);
 int cache_commit(const char *dir, const char *sha256, const char *tmp, char **out);
 /* names/<hex>: the file name a verified hash had where it came from (a hint). */
 char *cache_name_path(const char *dir, const char *sha256);
-/* Writes names/<hex> with url's basename unless a name is there already; best effort. */
-void cache_name_hint(const char *dir, const char *sha256, const char *url);
 /*
  * Removes the temporary files of names/ (fs_write_atomic's <hex>.tfprov-tmp.<pid>)
  * that a killed run left: those whose process no longer exists. Best effort;
@@ -192,8 +187,6 @@ void cache_name_hint(const char *dir, const char *sha256, const char *url);
 int cache_sweep_temps(const char *dir);
 /* The file name names/<hex> records, or NULL. */
 char *cache_name_of(const char *dir, const char *sha256);
-/* Moves a bad file to quarantine/<hex>.<unixtime>; *out gets its new path. 0 or -errno. */
-int cache_quarantine(const char *dir, const char *sha256, const char *bad, char **out);
 
 /* The last path component of a URL, without query or fragment ("" never: "download"). */
 char *url_basename(const char *url);
@@ -205,11 +198,6 @@ char *url_local_path(const char *url);
 char *url_host(const char *url);
 /* Looks an artifact up in a mirror directory: sha256/<hex>, then <basename>. */
 char *mirror_dir_lookup(const char *dir, const char *sha256, const char *url);
-/*
- * Puts the verified file src into mirror dir as sha256/<hex> and <basename(url)>
- * (hard links when possible, else copies). 0 or -errno.
- */
-int mirror_put(const char *dir, const char *src, const char *sha256, const char *url);
 
 /* Copies src to dst (created O_EXCL, mode 0644), hashing on the way. 0 or -errno. */
 int copy_file_hashing(const char *src, const char *dst, char hex[65], int64_t *size);
@@ -270,15 +258,6 @@ struct fetch_opts {
 };
 
 /*
- * Defaults: jobs = c->jobs or 4, stall 30 s below 1 KiB/s, connect 15 s,
- * 3 retries from 500 ms, 3 errors per host, not durable (cache hits are
- * re-hashed; the step's syncfs makes downloads durable). The environment may
- * override (tests): TFPROV_FETCH_STALL_S, TFPROV_FETCH_RETRIES,
- * TFPROV_FETCH_BACKOFF_MS, TFPROV_FETCH_HOST_ERRORS, TFPROV_FETCH_DURABLE.
- */
-void fetch_opts_default(struct fetch_opts *o, const struct ctx *c);
-
-/*
  * Downloads every item not already in c->cache_dir, in parallel (largest
  * first). Honours CTX_OFFLINE: no network at all, and a failure names what is
  * missing. A hash or size mismatch quarantines the bytes and fails the item
@@ -287,7 +266,6 @@ void fetch_opts_default(struct fetch_opts *o, const struct ctx *c);
  * err is filled). Emits EV_PROGRESS events (step "fetch").
  */
 int fetch_all(struct ctx *c, struct fetch_item *items, size_t n);
-int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const struct fetch_opts *o);
 void fetch_item_release(struct fetch_item *it);
 
 /*
@@ -319,13 +297,6 @@ struct ctx;
  */
 int http_get_small(const struct ctx *c, const char *url, const char *protocols, const char *accept,
                    size_t max, char **out, size_t *len, long *status, char **err);
-/*
- * The same, keeping in chain (when not NULL) every URL asked in order: url,
- * then each redirect's target; the last is the URL that answered.
- */
-int http_get_small_chain(const struct ctx *c, const char *url, const char *protocols,
-                         const char *accept, size_t max, char **out, size_t *len, long *status,
-                         struct strvec *chain, char **err);
 
 /* One GET of http_get_small_many: url in; the rest out, as http_get_small's. */
 struct http_small {
@@ -408,7 +379,6 @@ struct ms_sig {
 /* The key id as minisign prints it: the key number as little-endian hex. */
 void ms_keyid(const unsigned char keynum[MS_KEYNUM_BYTES], char out[MS_KEYID_SIZE]);
 
-int ms_pubkey_parse(const char *text, size_t len, struct ms_pubkey *pk, const char **why);
 /*
  * Parses a secret key file; an encrypted one is decrypted with password
  * (MS_NEED_PASSWORD when it is NULL). 0, MS_NEED_PASSWORD or TF_EINTEGRITY
@@ -548,9 +518,6 @@ int trust_verify(const struct trust *t, const void *msg, size_t len, const char 
                  const char *sigtext, size_t siglen, struct ms_sig *sig, size_t *signer,
                  char **why);
 
-/* "ID (source), ID (source)": the trusted keys, for messages; caller frees. */
-char *trust_describe(const struct trust *t);
-
 /*
  * unpack (engine/artifact/unpack.c) - safe, streaming extraction of artifacts with libarchive.
  *
@@ -599,21 +566,11 @@ struct unpack_result {
  */
 int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
                    struct unpack_result *res, char **errmsg);
-/*
- * unpack_archive(), naming the archive `label` (the artifact, not its cache
- * path) in events; with pinned >= 0 as unpack_archive_pinned() below.
- */
-int unpack_archive_named(struct ctx *c, const char *archive, const char *label, int64_t pinned,
-                         const char *dest_dir, int strip, struct unpack_result *res, char **errmsg);
 void unpack_result_release(struct unpack_result *res);
 
 /* Called on the writing thread for each regular file once it is written,
  * closed and hashed (e->path relative to dest_dir; e is valid for the call). */
 typedef void (*unpack_file_fn)(void *arg, const struct unpack_entry *e);
-/* unpack_archive() (no strip) calling on_file(arg, e) for every file written. */
-int unpack_archive_each(struct ctx *c, const char *archive, const char *dest_dir,
-                        unpack_file_fn on_file, void *arg, struct unpack_result *res,
-                        char **errmsg);
 
 /*
  * unpack_archive_each() of a zip (a wheel) by `nparts` decoders at once
@@ -646,15 +603,6 @@ int unpack_zip_member(const char *archive, const char *suffix, size_t max, char 
 int unpack_conda_package(struct ctx *c, const char *file, int is_conda, const char *dest_dir,
                          struct unpack_result *res, char **errmsg);
 
-/*
- * unpack_archive() with a hard limit: an archive whose files add up to more
- * than its recorded unpacked_size is refused with TF_EINTEGRITY (and
- * dest_dir removed) the moment the limit would be passed.
- */
-int unpack_archive_pinned(struct ctx *c, const char *archive, uint64_t unpacked_size,
-                          const char *dest_dir, int strip, struct unpack_result *res,
-                          char **errmsg);
-
 /* Budget for an archive not verified yet whose unpacked size is not recorded:
  * this many times its compressed size (NVIDIA's redist archives unpack to 2-4x). */
 #define UNPACK_RATIO 20
@@ -679,7 +627,5 @@ int unpack_archive_pinned(struct ctx *c, const char *archive, uint64_t unpacked_
  */
 #define UNPACK_BOMB_RATIO 100
 #define UNPACK_BOMB_FLOOR (64ull << 20)
-/* The bound above for an archive of `archive_size` bytes; `declared` < 0: none. */
-uint64_t unpack_bound(int64_t declared, int64_t archive_size);
 
 #endif

@@ -8,6 +8,7 @@
  * the caller got from txn_stage_dir(); placement is the caller's.
  */
 #include "artifact.h"
+#include "artifact_int.h"
 #include "unpack_pool.h"
 #include "fs.h"
 #include "error.h"

@@ -7,6 +7,7 @@
  * so repeated failures of one artifact never overwrite the evidence.
  */
 #include "artifact.h"
+#include "artifact_int.h"
 #include "ctx.h"
 #include "digest.h"
 #include "error.h"

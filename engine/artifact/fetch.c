@@ -27,6 +27,7 @@
  *     failed or died, resumes its .part.
  */
 #include "artifact.h"
+#include "artifact_int.h"
 #include "cabundle.h"
 #include "ctx.h"
 #include "digest.h"

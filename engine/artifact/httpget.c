@@ -1,5 +1,6 @@
 /* httpget.c - GETs of small files into memory, one or many at once (see artifact.h). */
 #include "artifact.h"
+#include "artifact_int.h"
 
 #include "cabundle.h"
 #include "ctx.h"

@@ -8,6 +8,7 @@
  * every temporary buffer before return.
  */
 #include "artifact.h"
+#include "artifact_int.h"
 #include "error.h"
 #include "util.h"
 

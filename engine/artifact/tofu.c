@@ -1,5 +1,6 @@
 /* tofu.c - trust on first use over TLS (see artifact.h). */
 #include "artifact.h"
+#include "artifact_int.h"
 
 #include "ctx.h"
 #include "digest.h"

@@ -7,6 +7,7 @@
  * policy is read once per command, before anything is fetched.
  */
 #include "artifact.h"
+#include "artifact_int.h"
 #include "ctx.h"
 #include "error.h"
 #include "event.h"

@@ -28,6 +28,7 @@
  *     written.
  */
 #include "artifact.h"
+#include "artifact_int.h"
 #include "unpack_pool.h"
 #include "fs.h"
 #include "ctx.h"

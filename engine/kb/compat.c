@@ -13,6 +13,7 @@
  *    (the lints live in compat_lint.c).
  */
 #include "kb.h"
+#include "kb_int.h"
 #include "datadir.h"
 #include "error.h"
 #include "version.h"

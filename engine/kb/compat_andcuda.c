@@ -14,6 +14,7 @@
  *    first pin of another release than the runtime's (compat.cuda-wheels-mixed).
  */
 #include "kb.h"
+#include "kb_int.h"
 #include "version.h"
 
 #include <stdlib.h>

@@ -21,6 +21,7 @@
  * tensorflow, compat.pip-requires-unsatisfied) gets no second error here.
  */
 #include "kb.h"
+#include "kb_int.h"
 #include "version.h"
 
 #include <stdlib.h>

@@ -20,6 +20,7 @@
  * Each is a warning (compat.env-shadows-stack) at the value's position.
  */
 #include "kb.h"
+#include "kb_int.h"
 #include "stackenv.h"
 #include "module.h"
 

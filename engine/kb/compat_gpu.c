@@ -15,6 +15,7 @@
  *    below (an error: the runtime refuses to start).
  */
 #include "kb.h"
+#include "kb_int.h"
 #include "error.h"
 #include "version.h"
 

@@ -16,6 +16,7 @@
  *    that the checks above judge what will be installed.
  */
 #include "kb.h"
+#include "kb_int.h"
 #include "error.h"
 #include "version.h"
 

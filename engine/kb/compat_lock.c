@@ -24,6 +24,7 @@
  * line.
  */
 #include "kb.h"
+#include "kb_int.h"
 #include "pep508.h"
 #include "version.h"
 

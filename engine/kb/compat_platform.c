@@ -14,6 +14,7 @@
  * noarch package, a name of another form) is not judged.
  */
 #include "kb.h"
+#include "kb_int.h"
 
 #include <fnmatch.h>
 #include <stdlib.h>

@@ -12,6 +12,7 @@
 #include "pep508.h"
 
 #include "kb.h"
+#include "kb_int.h"
 #include "error.h"
 #include "util.h"
 #include "version.h"

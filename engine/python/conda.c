@@ -13,6 +13,7 @@
  * Nothing at `prefix` changes before step 5, which is one rename.
  */
 #include "python.h"
+#include "python_int.h"
 
 #include "artifact.h"
 #include "ctx.h"

@@ -23,6 +23,7 @@
  * it in pip's place. This file knows no installer but pip.
  */
 #include "python.h"
+#include "python_int.h"
 #include "pyenv_int.h"
 
 #include "ctx.h"

@@ -1,5 +1,6 @@
 /* pkgfiles.c - the file lists of pip dist-info RECORDs and conda-meta records (python.h). */
 #include "python.h"
+#include "python_int.h"
 #include "error.h"
 #include "place.h"
 #include "state.h"

@@ -22,6 +22,7 @@
  * parent-death signal), and write only into this run's scratch.
  */
 #include "python.h"
+#include "python_int.h"
 
 #include "artifact.h"
 #include "ctx.h"

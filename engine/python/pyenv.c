@@ -10,6 +10,7 @@
  * this file shares with pipdrv.c.
  */
 #include "python.h"
+#include "python_int.h"
 #include "pyenv_int.h"
 
 #include "artifact.h"

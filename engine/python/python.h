@@ -61,18 +61,6 @@ struct conda_result {
 void conda_result_release(struct conda_result *r);
 
 /*
- * Installs pkgs[i] (package file files[i]) into prefix, in the given
- * (topological) order. With `stage` (a host path that does not exist yet,
- * e.g. from txn_stage_dir) the env is built there, files carrying `prefix`,
- * and left for the caller to place (txn_replace_dir); without, it is built
- * in a sibling of prefix, synced and swapped in (a throwaway env: tfprov
- * lock). 0, or a TF_E* code with *errmsg (caller frees).
- */
-int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
-                  const struct conda_pkg *pkgs, char *const *files, size_t n, const char *stage,
-                  struct conda_result *res, char **errmsg);
-
-/*
  * Fetches pkgs (verified by sha256 into the download cache) and installs them
  * into prefix with conda_install. prefix is root-relative, or a host path when
  * prefix_is_host (a throwaway env outside --root, e.g. for `tfprov lock`).
@@ -81,13 +69,6 @@ int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
 int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
                         const struct conda_pkg *pkgs, size_t n, const char *stage,
                         struct conda_result *res, char **errmsg);
-
-/*
- * Extracts one package file into <pkgs_dir>/<dist>/ unless a complete entry
- * for the same hash is there (*reused = 1). *dir gets the entry's path.
- */
-int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p, const char *file,
-                  char **dir, int *reused, char **errmsg);
 
 /*
  * 1 when the package cache of c (<cache>/pkgs) holds a complete entry of p
@@ -219,8 +200,6 @@ char *pkgfiles_load_stack(struct ctx *c, int64_t stack_id, const struct strvec *
 
 /* The record of exactly `path`, or NULL. */
 const struct pkgfile *pkgfiles_find(const struct pkgfiles *x, const char *path);
-/* Whether some recorded file lies under directory `path`. */
-int pkgfiles_has_under(const struct pkgfiles *x, const char *path);
 /* place_owned_fn (place.h) over the struct pkgfiles x: PLACE_OWNED, PLACE_OWNS_BELOW or 0. */
 int pkgfiles_owned(void *x, const char *path);
 
@@ -373,9 +352,6 @@ struct pip_result {
 
 void pip_result_release(struct pip_result *r);
 
-/* Writes requirements text (one "spec --hash=sha256:..." line each); caller frees. */
-char *pip_requirements_text(const struct pip_req *reqs, size_t n);
-
 /*
  * Installs reqs into the env at prefix with <prefix>/bin/python -m pip:
  * --require-hashes, --no-deps when o->complete, --no-input, isolated.
@@ -416,9 +392,6 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
              char **out, char **errmsg);
 
 struct spawn_result;
-/* Runs argv (the env's interpreter first) with the hardened Python
- * environment, output captured in r; 0 when it ran (see spawn_run). */
-int pyenv_run_python(struct ctx *c, char *const *argv, double timeout_s, struct spawn_result *r);
 
 /* The PEP 503 index of an http(s) mirror built by `mirror build`: URL/simple/. */
 char *pip_mirror_index(const char *mirror_url);
@@ -449,9 +422,6 @@ void pip_opts_mirror(struct pip_opts *o, const char *mirror, const char *links[2
 
 struct strbuf;
 
-/* 1 when the file name is a valid wheel name (PEP 427 characters, 4 or 5 dashes, .whl). */
-int wheel_name_ok(const char *filename);
-
 struct wheel_name {
 	char *name; /* the project, PEP 503 normalised */
 	char *raw;  /* the project as the file spells it */
@@ -474,14 +444,6 @@ void wheel_name_release(struct wheel_name *w);
 int wheel_glibc_floor(const char *filename);
 
 /*
- * 1 when a wheel entry is a module the installer byte-compiles as soon as it
- * is unpacked (wheel.c) or ahead of it (pycahead.c): a .py file below a
- * directory of the lib dir's root, not from <dist>.data/ (whose place the
- * WHEEL file decides).
- */
-int wheel_entry_compiles_early(const char *path);
-
-/*
  * No distribution overwrites another, checked on the wheel files alone (host
  * paths of verified .whl files, with their file names, PEP 427, when the
  * paths are not: NULL to use the paths), before any step changes anything: each
@@ -494,18 +456,5 @@ int wheel_overlaps(const char *const *paths, const char *const *names, size_t n,
 
 /* RECORD's hash column holds at most "sha256=" and 43 characters. */
 #define RECORD_HASH_MAX 52
-
-/* A sha256 in hex as RECORD's "sha256=<urlsafe base64, no padding>". */
-void record_hash_encode(const char *hex, char out[RECORD_HASH_MAX]);
-/* RECORD's "sha256=..." column to hex; 0, or -EINVAL for another algorithm or a bad digest. */
-int record_hash_decode(const char *field, char hex[65]);
-
-/*
- * Splits one RECORD line (up to its line break) into at most three fields,
- * each allocated (the caller frees them); returns how many it found.
- */
-size_t record_fields(const char *line, char *f[3]);
-/* Appends one RECORD row "path,hash,size\r\n", the path quoted when it needs it. */
-void record_put_row(struct strbuf *sb, const char *path, const char *hash, const char *size);
 
 #endif

@@ -30,6 +30,7 @@
 #include "place.h"
 #include "pool.h"
 #include "python.h"
+#include "python_int.h"
 #include "fs.h"
 #include "spawn.h"
 #include "util.h"

@@ -3,6 +3,7 @@
  * parser of each, shared by every reader and writer of wheels in tfprov.
  */
 #include "python.h"
+#include "python_int.h"
 
 #include "util.h"
 

@@ -7,6 +7,7 @@
  * either part may decline (*done = 0), and pip does that part instead.
  */
 #include "python.h"
+#include "python_int.h"
 
 #include "artifact.h"
 #include "ctx.h"

@@ -7,6 +7,7 @@
  */
 #include "error.h"
 #include "artifact.h"
+#include "artifact_int.h"
 
 #include <stddef.h>
 #include <stdint.h>

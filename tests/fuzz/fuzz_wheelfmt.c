@@ -9,6 +9,7 @@
  */
 #include "util.h"
 #include "python.h"
+#include "python_int.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -244,8 +244,9 @@ def compile_command(source):
     pytest.fail(f"{source} is not in {db}")
 
 
-def try_compile(tmp_path, folder_source, text):
-    """Compiles `text` as if it were a file of folder_source's library."""
+def try_compile(tmp_path, folder_source, text, syntax_only=False):
+    """Compiles `text` as if it were a file of folder_source's library (with
+    syntax_only, -fsyntax-only: every include and declaration, no object)."""
     args, cwd = compile_command(folder_source)
     src = tmp_path / "planted.c"
     src.write_text(text)
@@ -266,6 +267,8 @@ def try_compile(tmp_path, folder_source, text):
             out.append(a)
     if "-c" not in out:
         out.append("-c")
+    if syntax_only:
+        out.append("-fsyntax-only")
     return subprocess.run(out, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
@@ -289,6 +292,118 @@ def test_a_forbidden_include_or_call_fails_to_build(tmp_path, where, text, what)
     else:
         assert r.returncode != 0, f"{where}'s library compiled a planted {what}"
         assert what in r.stderr, r.stderr
+
+
+# Every wall between the folders, planted: for each folder, a file of its
+# library (whose compile command the planted source borrows) and its public
+# header; REACH is what each folder may include (ARCHITECTURE.md §2: the
+# folders it links, and what their public headers need). Every other
+# folder's public header must fail to build there, and each one in REACH
+# must build, so the build's links and this table agree both ways.
+FOLDERS = {
+    "base": ("engine/base/fs.c", "util.h"),
+    "state": ("state/state.c", "state.h"),
+    "core": ("engine/core/place.c", "manifest.h"),
+    "artifact": ("engine/artifact/fetch.c", "artifact.h"),
+    "gpu": ("engine/gpu/gpu_probe.c", "gpu.h"),
+    "image": ("engine/image/oci.c", "image.h"),
+    "python": ("engine/python/pyenv.c", "python.h"),
+    "kb": ("engine/kb/catalog.c", "kb.h"),
+    "modules": ("modules/pip.c", None),  # no public header: reached through module.h's table
+    "run": ("engine/run/plan.c", "plan.h"),
+    "cli": ("cli/main.c", "cli.h"),
+}
+REACH = {
+    "base": set(),
+    "state": {"base"},
+    "core": {"base", "state"},
+    "artifact": {"base", "core"},
+    "gpu": {"base"},
+    "image": {"base"},
+    "python": {"base", "core", "state", "artifact"},
+    "kb": {"base", "core", "artifact", "python"},
+    "modules": {"base", "core", "artifact", "gpu", "python", "kb"},
+    "run": {"base", "core", "state", "artifact", "gpu", "python", "kb"},
+    "cli": {"base", "core", "state", "artifact", "gpu", "image", "python", "kb", "run"},
+}
+PRIVATE = {"artifact": "cabundle.h", "gpu": "isolate.h", "image": "oci_int.h", "kb": "pep508.h",
+           "python": "wheel.h", "state": "state_private.h"}
+
+
+def wall_cases():
+    for me, (where, _) in FOLDERS.items():
+        for other, (_, header) in FOLDERS.items():
+            if other != me and header is not None:
+                yield pytest.param(where, header, other in REACH[me], id=f"{me}-includes-{other}")
+        for other, header in PRIVATE.items():
+            if other != me:
+                yield pytest.param(where, header, False, id=f"{me}-includes-{other}-private")
+
+
+@pytest.mark.parametrize("where,header,allowed", list(wall_cases()))
+def test_every_wall_between_folders_is_held_by_the_build(tmp_path, where, header, allowed):
+    r = try_compile(tmp_path, where, f'#include "{header}"\nint planted;\n', syntax_only=True)
+    if allowed:
+        assert r.returncode == 0, f"{where}'s library cannot include {header}:\n{r.stderr}"
+    else:
+        assert r.returncode != 0, f"{where}'s library compiled a planted {header}"
+        assert header in r.stderr, r.stderr
+
+
+SQLITE_WALL = "only state/ speaks SQLite"
+
+
+@pytest.mark.parametrize("where", [w for w, _ in FOLDERS.values()])
+def test_only_the_store_reaches_sqlite(tmp_path, where):
+    """The SQLite wall of the build (cmake/walls/sqlite3.h first on the include
+    path of every folder but state/): an include fails there, a call without
+    it fails as an implicit declaration; the store's own file builds both."""
+    inc = "#include <sqlite3.h>\nint planted(void)\n{\n\treturn sqlite3_libversion_number();\n}\n"
+    call = "int planted(void)\n{\n\treturn sqlite3_libversion_number();\n}\n"
+    r = try_compile(tmp_path, where, inc, syntax_only=True)
+    if where.startswith("state/"):
+        assert r.returncode == 0, r.stderr
+        return
+    assert r.returncode != 0 and SQLITE_WALL in r.stderr, r.stderr
+    r = try_compile(tmp_path, where, call, syntax_only=True)
+    assert r.returncode != 0 and "sqlite3_libversion_number" in r.stderr, r.stderr
+
+
+def test_only_the_store_speaks_sqlite():
+    """The same rule on the text, for what the compiler cannot see (a
+    prototype declared by hand): no sqlite3 name outside state/."""
+    assert violations(list(sources(FRONT, ENGINE, STEPS)), SQLITE) == []
+    assert planted("engine/python/x.c", "int sqlite3_open(const char *, void **);\n", SQLITE)
+    assert planted("cli/x.c", "#include <sqlite3.h>\n", SQLITE)
+    assert not planted("cli/x.c", 'row("sqlite", state_sqlite_version(), "linked in");\n', SQLITE)
+
+
+def rooms_table(kind):
+    """Test file name -> labels, from tests/rooms.cmake's list for kind."""
+    text = open(os.path.join(SRC, "tests", "rooms.cmake"), encoding="utf-8").read()
+    body = text[text.index(f"set(TFPROV_{kind.upper()}_ROOMS"):]
+    body = body[:body.index('")') + 1]
+    return {row.split()[0]: row.split()[1:] for row in re.findall(r'"([^"]+)"', body)}
+
+
+def unfiled(table, names):
+    return sorted(n for n in names if not table.get(n))
+
+
+def test_every_test_has_a_room():
+    """Tests by room (tests/rooms.cmake, `ctest -L engine-python`): every test
+    file is filed under at least one room, and no row names a test that is gone."""
+    labels = set()
+    for kind, ext in (("unit", ".c"), ("system", ".py")):
+        table = rooms_table(kind)
+        names = [p[5:-len(ext)] for p in os.listdir(os.path.join(SRC, "tests", kind))
+                 if p.startswith("test_") and p.endswith(ext)]
+        assert unfiled(table, names) == [], f"tests/rooms.cmake files no room for these {kind} tests"
+        assert sorted(set(table) - set(names)) == [], f"tests/rooms.cmake names {kind} tests that do not exist"
+        labels |= {lab for labs in table.values() for lab in labs}
+    rooms = {"engine-" + f for f in FOLDERS if f not in ("state", "modules", "cli")}
+    assert rooms | {"state", "modules"} <= labels, sorted(rooms - labels)
+    assert unfiled(table, names + ["planted_new_test"]) == ["planted_new_test"]
 
 
 UNCHECKED_SYNC = r"^\s*(\(void\)\s*)?(syncfs|fsync|fdatasync)\s*\("

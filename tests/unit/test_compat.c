@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "kb.h"
+#include "kb_int.h"
 #include "pep508.h"
 #include "error.h"
 #include "manifest.h"

@@ -17,6 +17,7 @@
 
 #include "error.h"
 #include "artifact.h"
+#include "artifact_int.h"
 #include "util.h"
 
 #define PUB                                                                                        \

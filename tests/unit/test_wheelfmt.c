@@ -19,6 +19,7 @@
 
 #include "util.h"
 #include "python.h"
+#include "python_int.h"
 
 #define EMPTY_HEX    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define EMPTY_RECORD "sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"
