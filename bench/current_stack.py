@@ -88,6 +88,9 @@ def sha_file(p):
     return h.hexdigest()
 
 
+UNPROVEN = "is applied and recorded, but it is not proven to work here"
+
+
 def timed(argv, **kw):
     t0 = time.monotonic()
     p = subprocess.run(["/usr/bin/time", "-f", "TIME %M %U %S", *argv], capture_output=True,
@@ -525,7 +528,11 @@ def run_stack(args, mirror, ver):
                     cpu = rss = 0
                     if who == "tfprov":
                         wall, rss, p = timed([args.tfprov, "--root", d, "apply", "-y", man])
-                        assert p.returncode == 0, p.stdout + p.stderr
+                        # Exit 8: applied, but verify finds no libcudart.so.12 and
+                        # the rest (the archives carry filler shared objects, not
+                        # NVIDIA's sonames); every step before verify ran.
+                        assert p.returncode == 0 or (p.returncode == 8 and UNPROVEN in p.stderr), \
+                            p.stdout + p.stderr
                         cpu = CPU[-1]
                     elif who == "shell":
                         wall, rss, p = timed(["bash", "-c", shell_script(

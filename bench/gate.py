@@ -63,15 +63,24 @@ def run(argv, **kw):
     return time.monotonic() - t0, p, out, err
 
 
-def run_rss(argv, **kw):
-    """Runs argv, which must succeed; returns (wall seconds, the process's own peak
-    RSS in MiB from wait4)."""
+# current_stack.py's archives carry filler shared objects, not NVIDIA's sonames, so
+# the apply's last step (verify) reports libcudart.so.12 and the rest missing and the
+# run exits 8 ("applied and recorded, but not proven"): every step before it ran.
+UNPROVEN = (8, b"is applied and recorded, but it is not proven to work here")
+
+
+def run_rss(argv, unproven_ok=False, **kw):
+    """Runs argv, which must succeed (or, with unproven_ok, end in exit 8 with
+    every step applied); returns (wall seconds, the process's own peak RSS in MiB
+    from wait4)."""
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
     err = p.stderr.read()
     _, status, ru = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - t0
+    if unproven_ok and p.returncode == UNPROVEN[0] and UNPROVEN[1] in err:
+        return wall, ru.ru_maxrss / 1024
     if p.returncode != 0:
         raise SystemExit(f"{' '.join(argv)}: exit {p.returncode}\n{err.decode(errors='replace')}")
     return wall, ru.ru_maxrss / 1024
@@ -120,10 +129,13 @@ class Shape:
         os.makedirs(d)
         return d
 
+    unproven_ok = False
+
     def once(self, exe, n):
         """A cold `apply -y` of self.man into a fresh root (the cuda and stack shapes)."""
         d = self.fresh(n)
-        r = run_rss([exe, "--root", d, "-q", "apply", "-y", self.man])
+        r = run_rss([exe, "--root", d, "-q", "apply", "-y", self.man],
+                    unproven_ok=self.unproven_ok)
         shutil.rmtree(d, ignore_errors=True)
         return r
 
@@ -143,6 +155,7 @@ class Cuda(Shape):
 
 class Stack(Shape):
     mbit = 1000
+    unproven_ok = True  # UNPROVEN above
 
     def setup(self):
         a = self.args
