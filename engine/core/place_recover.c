@@ -192,14 +192,15 @@ static int undo_restores(const struct state_journal_entry *e)
 	                             strcmp(e->op, "rm") == 0 || strcmp(e->op, "snap") == 0);
 }
 
-/* The undo so far made durable, then its rows (newer than `id`) removed. */
+/* The undo so far made durable, then its rows (newer than `id`) removed. 0, or
+ * TF_EIO / TF_ESTATE (the recovery goes on without the checkpoint). */
 static int recover_checkpoint(struct ctx *c, int64_t id)
 {
 	if (c->rootfd >= 0 && syncfs(c->rootfd) != 0) {
 		ev_log(c, EV_WARN, "recovery: cannot sync %s: %s", c->root, strerror(errno));
-		return -1;
+		return TF_EIO;
 	}
-	return state_journal_delete_newer(c->st, id) == 0 ? 0 : -1;
+	return state_journal_delete_newer(c->st, id) == 0 ? 0 : TF_ESTATE;
 }
 
 int place_recover(struct ctx *c)
