@@ -99,6 +99,8 @@ int cmd_shell(struct ctx *c, struct opts *o);
 int cmd_default(struct ctx *c, struct opts *o);
 /* image.c: image build, image inspect */
 int cmd_image(struct ctx *c, struct opts *o);
+/* image_inspect.c: image inspect IMAGE [OTHER] */
+int image_inspect(struct ctx *c, struct opts *o);
 /* sbom.c: a stack's bill of materials */
 int cmd_sbom(struct ctx *c, struct opts *o);
 /* Writes the document `sbom STACK` writes, timestamped epoch, to host_path (image build).

@@ -50,6 +50,81 @@ static int all_stacks(struct ctx *c, struct strvec *out)
 	return c->st == NULL ? 0 : state_stack_names(c->st, out);
 }
 
+/* Each stack's plan, shown; what tfprov will keep gathered in foreign. 0, TF_EFAIL (no
+ * such stack) or plan_foreign's error. */
+static int destroy_plan(struct ctx *c, const struct strvec *names, struct plan *p,
+                        struct strvec *foreign)
+{
+	for (size_t i = 0; i < names->n; i++) {
+		plan_build_destroy(c, names->v[i], &p[i]);
+		if (p[i].stack_id == 0) {
+			ev_log(c, EV_ERROR, "no stack named '%s' under %s", names->v[i], c->root);
+			return TF_EFAIL;
+		}
+		if (names->n > 1 && p[i].n > 0)
+			ev_log(c, EV_INFO, "Stack %s:", names->v[i]);
+		/* A stack whose applies placed nothing (the first failed before a step
+		 * committed): no plan to show, and "No changes" would be wrong. */
+		if (p[i].n == 0)
+			ev_log(c, EV_INFO,
+			       "Stack %s has nothing placed (no step of its applies committed): "
+			       "destroy removes its record only.",
+			       names->v[i]);
+		else
+			plan_emit(c, &p[i]);
+		int rc = plan_foreign(c, p[i].stack_id, foreign);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* The destroyed stack was the default: none now, and the ones left are named. */
+static int destroy_default(struct ctx *c, const char *name)
+{
+	struct strvec left = STRVEC_INIT;
+	int rc = cli_set_default(c, NULL, NULL);
+	state_stack_names(c->st, &left);
+	struct strbuf sb = STRBUF_INIT;
+	for (size_t k = 0; k < left.n; k++)
+		strbuf_addf(&sb, "%s%s", k ? ", " : "", left.v[k]);
+	if (rc == 0)
+		ev_log(c, EV_INFO,
+		       "%s was the default stack: login shells get no tfprov stack "
+		       "now%s%s%s",
+		       name, left.n ? "; `tfprov default STACK` picks one of: " : ".",
+		       left.n ? sb.buf : "", left.n ? "." : "");
+	strbuf_release(&sb);
+	strvec_release(&left);
+	return rc;
+}
+
+/* One claimed stack destroyed: its plan applied, its empty layout, its in-use mark and
+ * its place as the default (def) gone. */
+static int destroy_one(struct ctx *c, const char *name, struct plan *p, const char *def,
+                       int kept_foreign)
+{
+	struct stackinfo si;
+	char *err = NULL, *prefix = NULL;
+	if (stackinfo_load(c, name, &si, &err) == 0) {
+		prefix = si.m->prefix.s ? xstrdup(si.m->prefix.s) : NULL;
+		stackinfo_release(&si);
+	}
+	free(err);
+	int rc = plan_apply_destroy(c, name, p);
+	if (rc == 0)
+		remove_empty_layout(c, prefix, name);
+	free(prefix);
+	if (rc == 0)
+		ev_log(c, EV_INFO, "Destroyed stack %s%s.", name,
+		       kept_foreign ? "; what tfprov did not place was kept (listed above)" : "");
+	if (rc == 0)
+		cli_stack_unmark(c, name);
+	if (rc == 0 && def && strcmp(def, name) == 0)
+		rc = destroy_default(c, name);
+	return rc;
+}
+
 int cmd_destroy(struct ctx *c, struct opts *o)
 {
 	struct strvec names = STRVEC_INIT, foreign = STRVEC_INIT;
@@ -71,28 +146,9 @@ int cmd_destroy(struct ctx *c, struct opts *o)
 		strvec_push(&names, o->args.v[0]);
 	}
 	p = xcalloc(names.n, sizeof(*p));
-	for (size_t i = 0; i < names.n; i++) {
-		plan_build_destroy(c, names.v[i], &p[i]);
-		if (p[i].stack_id == 0) {
-			ev_log(c, EV_ERROR, "no stack named '%s' under %s", names.v[i], c->root);
-			rc = TF_EFAIL;
-			goto out;
-		}
-		if (names.n > 1 && p[i].n > 0)
-			ev_log(c, EV_INFO, "Stack %s:", names.v[i]);
-		/* A stack whose applies placed nothing (the first failed before a step
-		 * committed): no plan to show, and "No changes" would be wrong. */
-		if (p[i].n == 0)
-			ev_log(c, EV_INFO,
-			       "Stack %s has nothing placed (no step of its applies committed): "
-			       "destroy removes its record only.",
-			       names.v[i]);
-		else
-			plan_emit(c, &p[i]);
-		rc = plan_foreign(c, p[i].stack_id, &foreign);
-		if (rc != 0)
-			goto out;
-	}
+	rc = destroy_plan(c, &names, p, &foreign);
+	if (rc != 0)
+		goto out;
 	for (size_t i = 0; i < foreign.n; i++)
 		ev_log(c, EV_WARN, "will keep %s: not placed by tfprov", foreign.v[i]);
 	char *q = o->all ? xasprintf("Do you really want to destroy all %zu stack%s under %s?\n  "
@@ -114,42 +170,8 @@ int cmd_destroy(struct ctx *c, struct opts *o)
 	if (rc != 0)
 		goto out;
 	char *def = cli_default_stack(c);
-	for (size_t i = 0; i < names.n && rc == 0; i++) {
-		struct stackinfo si;
-		char *err = NULL, *prefix = NULL;
-		if (stackinfo_load(c, names.v[i], &si, &err) == 0) {
-			prefix = si.m->prefix.s ? xstrdup(si.m->prefix.s) : NULL;
-			stackinfo_release(&si);
-		}
-		free(err);
-		rc = plan_apply_destroy(c, names.v[i], &p[i]);
-		if (rc == 0)
-			remove_empty_layout(c, prefix, names.v[i]);
-		free(prefix);
-		if (rc == 0)
-			ev_log(c, EV_INFO, "Destroyed stack %s%s.", names.v[i],
-			       foreign.n ? "; what tfprov did not place was kept (listed above)"
-			                 : "");
-		if (rc == 0)
-			cli_stack_unmark(c, names.v[i]);
-		if (rc == 0 && def && strcmp(def, names.v[i]) == 0) {
-			struct strvec left = STRVEC_INIT;
-			rc = cli_set_default(c, NULL, NULL);
-			state_stack_names(c->st, &left);
-			struct strbuf sb = STRBUF_INIT;
-			for (size_t k = 0; k < left.n; k++)
-				strbuf_addf(&sb, "%s%s", k ? ", " : "", left.v[k]);
-			if (rc == 0)
-				ev_log(c, EV_INFO,
-				       "%s was the default stack: login shells get no tfprov stack "
-				       "now%s%s%s",
-				       names.v[i],
-				       left.n ? "; `tfprov default STACK` picks one of: " : ".",
-				       left.n ? sb.buf : "", left.n ? "." : "");
-			strbuf_release(&sb);
-			strvec_release(&left);
-		}
-	}
+	for (size_t i = 0; i < names.n && rc == 0; i++)
+		rc = destroy_one(c, names.v[i], &p[i], def, foreign.n != 0);
 	free(def);
 	if (rc == 0 && o->all)
 		ev_log(c, EV_INFO,

@@ -1,8 +1,8 @@
 /*
  * image.c - `tfprov image build MANIFEST --base BASE -o OUT`: the stack as a
  * reproducible OCI image, without a daemon and without root; `tfprov image
- * inspect IMAGE [OTHER]`: its layers, the step each holds, and which it
- * shares with another image.
+ * inspect IMAGE [OTHER]` (image_inspect.c): its layers, the step each holds,
+ * and which it shares with another image.
  *
  * A build is an apply into a private root, then that root cut into layers:
  *  1. The manifest is loaded, linted and signature-checked exactly as
@@ -93,6 +93,17 @@ struct build {
 	struct strvec venvs;   /* root-relative venv dirs (a pyvenv.cfg in them) */
 	char *driver_lib;      /* the first driver library found, if any */
 	char *errmsg;
+	/* image_build's stages: what they build and image_build releases */
+	char *layout, *scratch, *blobs; /* tmp/layout, tmp/scratch, tmp/layout/blobs */
+	struct oci_image base;
+	struct state_writer *wl; /* the private root's state lock while it is applied */
+	char *holder;
+	struct plan p;
+	int planned;
+	struct oci_desc *ls; /* the stack's layers: nl of them, of kinds[] */
+	int kinds[L_N];
+	size_t nl;
+	char *err; /* engine/image's message */
 };
 
 static int64_t image_epoch(void)
@@ -849,20 +860,252 @@ static char *make_tmp(const char *out)
 	return t;
 }
 
+/* 1. What apply checks, with apply's functions and exit codes; then the
+ * temporary directory beside out, and the base read and checked. */
+static int build_prepare(struct build *b, const char *base, const char *out)
+{
+	struct ctx *c = b->c;
+	int rc;
+	b->tmp = make_tmp(out);
+	if (b->tmp == NULL) {
+		ev_log(c, EV_ERROR, "cannot create a directory beside %s: %s", out,
+		       strerror(errno));
+		return errno == ENOSPC ? TF_ENOSPC : TF_EIO;
+	}
+	b->stage = path_join(b->tmp, "root");
+	b->layout = path_join(b->tmp, "layout");
+	b->scratch = path_join(b->tmp, "scratch");
+	b->blobs = path_join(b->layout, "blobs");
+	if (mkdir(b->stage, 0755) != 0 || mkdir(b->layout, 0755) != 0 ||
+	    mkdir(b->scratch, 0755) != 0) {
+		ev_log(c, EV_ERROR, "%s: %s", b->tmp, strerror(errno));
+		return errno == ENOSPC ? TF_ENOSPC : TF_EIO;
+	}
+	rc = oci_image_read(base, b->scratch, b->blobs, &b->base, &b->err);
+	if (rc != 0) {
+		ev_log(c, EV_ERROR, "base %s: %s", base, b->err ? b->err : tf_strerror(rc));
+		return rc;
+	}
+	rc = check_base(c, b->m, &b->base, base);
+	if (rc == 0)
+		rc = check_base_glibc(c, b->m, &b->base, b->blobs, base);
+	return rc;
+}
+
+/* 2. The stack applied into the private root, under its own state lock. */
+static int build_apply(struct build *b, struct manifest *m, const char *base)
+{
+	struct ctx *c = b->c;
+	int rc;
+	free(c->root);
+	c->root = xstrdup(b->stage);
+	if (c->rootfd >= 0)
+		close(c->rootfd);
+	c->rootfd = open(c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	free(c->state_dir);
+	c->state_dir = ctx_host_dir(c, "/var/lib/tfprov");
+	if (mkdirs_at(AT_FDCWD, c->state_dir, 0755) != 0 ||
+	    state_writer_lock(c->state_dir, 0, &b->wl, &b->holder) != 0) {
+		ev_log(c, EV_ERROR, "%s: cannot take the state lock", c->state_dir);
+		return TF_EIO;
+	}
+	c->wlock = b->wl;
+	ev_log(c, EV_INFO, "Stack %s (%s) from %s into an image on %s:\n", m->stack.name.s,
+	       platform_name(m->stack.platform), m->path, base);
+	rc = plan_build(c, m, &b->p);
+	b->planned = 1;
+	if (rc == 0)
+		rc = plan_apply(c, m, &b->p);
+	return rc;
+}
+
+/* The manifest goes with the image, where its state says it is; the state is
+ * sealed, and the bill of materials written beside the manifest: the bytes
+ * `tfprov sbom` gives inside the image. */
+static int build_keep_manifest(struct build *b)
+{
+	struct ctx *c = b->c;
+	const struct manifest *m = b->m;
+	int rc = 0;
+	char *mpath = xasprintf("%s/stacks/%s/manifest.yaml",
+	                        m->prefix.s ? m->prefix.s : "/opt/tfprov", m->stack.name.s);
+	char *mhost = ctx_host_path(c, mpath), *mtext = NULL;
+	size_t mlen = 0;
+	if (read_file_at(AT_FDCWD, m->path, 16 << 20, &mtext, &mlen) != 0 ||
+	    fs_write_atomic(mhost, mtext, mlen, 0644, 0) != 0) {
+		b->errmsg = xasprintf("%s: cannot copy the manifest: %s", mhost, strerror(errno));
+		rc = TF_EIO;
+	}
+	if (rc == 0)
+		rc = state_image_seal(c->st, b->epoch, mpath);
+	char *spath = xasprintf("%s/stacks/%s/sbom.cdx.json",
+	                        m->prefix.s ? m->prefix.s : "/opt/tfprov", m->stack.name.s);
+	char *shost = ctx_host_path(c, spath);
+	if (rc == 0)
+		rc = cli_sbom_write(c, m->stack.name.s, b->epoch, shost);
+	free(shost);
+	free(spath);
+	free(mtext);
+	free(mhost);
+	free(mpath);
+	return rc;
+}
+
+/* 3. The root made independent of this build (4: no driver library in it);
+ * the state closed and unlocked. */
+static int build_detach(struct build *b, const char *base)
+{
+	struct ctx *c = b->c;
+	int64_t sid = state_stack_id(c->st, b->m->stack.name.s);
+	int rc = load_records(b, sid);
+	if (rc == 0)
+		rc = fs_walk(b->stage, walk_cb, b);
+	if (rc == 0 && b->driver_lib) {
+		/* 4. */
+		ev_log(c, EV_ERROR,
+		       "the stack places %s: a driver library never goes into an image (the "
+		       "NVIDIA Container Toolkit mounts the host's; an image holding one fails to "
+		       "start with \"file exists\")",
+		       b->driver_lib);
+		return TF_EPRECOND;
+	}
+	if (rc == 0)
+		rc = check_interpreters(b, &b->base, b->blobs, base);
+	if (rc == TF_EPRECOND)
+		return rc;
+	if (rc == 0)
+		rc = recompile(b);
+	if (rc == 0)
+		rc = rerecord(b);
+	/* The times as the image will have them, then what the steps recorded about
+	 * the rewritten files (the pip step's stamps) taken again from the disk. */
+	if (rc == 0)
+		rc = fs_walk(b->stage, stamp_cb, b);
+	if (rc == 0)
+		rc = restamp(b, sid);
+	if (rc == 0)
+		rc = build_keep_manifest(b);
+	state_close(c->st);
+	c->st = NULL;
+	state_writer_unlock(b->wl, 0);
+	c->wlock = b->wl = NULL;
+	if (rc == 0)
+		rc = fs_walk(b->stage, stamp_cb, b);
+	if (rc != 0 && b->errmsg)
+		ev_log(c, EV_ERROR, "%s", b->errmsg);
+	return rc;
+}
+
+/* 5. One layer per step. */
+static int build_layers(struct build *b)
+{
+	struct ctx *c = b->c;
+	int rc = fs_walk(b->stage, sort_cb, b);
+	b->ls = xcalloc(L_N, sizeof(*b->ls));
+	for (int k = 0; rc == 0 && k < L_N; k++) {
+		if (b->layer_paths[k].n == 0)
+			continue;
+		struct oci_desc *l = &b->ls[b->nl];
+		rc = oci_layer_write(b->stage, b->layer_paths[k].v, b->layer_paths[k].n, b->epoch,
+		                     b->blobs, l, &b->err);
+		if (rc == 0) {
+			ev_log(c, EV_INFO, "  layer %-10s %s  %lld bytes, %zu entries",
+			       layer_names[k], l->digest, (long long)l->size, b->layer_paths[k].n);
+			b->kinds[b->nl++] = k;
+		} else {
+			ev_log(c, EV_ERROR, "layer %s: %s", layer_names[k], b->err ? b->err : "");
+		}
+	}
+	return rc;
+}
+
+/* The image's labels (OCI annotations): title, created, description, version. */
+static json_t *build_labels(const struct build *b)
+{
+	const struct manifest *m = b->m;
+	json_t *labels = json_pack(
+	    "{s:s,s:s,s:s,s:s,s:s}", "org.opencontainers.image.title", m->stack.name.s,
+	    "org.opencontainers.image.created", "", "org.opencontainers.image.description",
+	    m->stack.description.s ? m->stack.description.s : "a tfprov stack",
+	    "dev.tfprov.manifest.sha256", m->sha256, "dev.tfprov.version", TFPROV_VERSION);
+	char created[32];
+	rfc3339(b->epoch, created);
+	json_object_set_new(labels, "org.opencontainers.image.created", json_string(created));
+	if (m->versions.tensorflow.s)
+		json_object_set_new(labels, "org.opencontainers.image.version",
+		                    json_string(m->versions.tensorflow.s));
+	return labels;
+}
+
+/* 6. Config, manifest, index into the layout; *md is the image manifest's. */
+static int build_layout(struct build *b, const char *tag, json_t *labels, struct oci_desc *md)
+{
+	struct ctx *c = b->c;
+	const struct oci_image *base = &b->base;
+	size_t nl = b->nl;
+	char *require = require_cuda(c, b->m);
+	json_t *cfg = image_config(b, base, b->ls, b->kinds, nl, labels, require);
+	struct oci_desc *every = xcalloc(base->nlayers + nl + 1, sizeof(*every));
+	for (size_t i = 0; i < base->nlayers; i++)
+		every[i] = base->layers[i];
+	for (size_t i = 0; i < nl; i++)
+		every[base->nlayers + i] = b->ls[i];
+	json_t *ann = json_deep_copy(labels);
+	for (size_t i = 0; i < nl; i++) {
+		char key[64];
+		snprintf(key, sizeof(key), "dev.tfprov.layer.%zu", base->nlayers + i);
+		json_object_set_new(ann, key, json_string(layer_names[b->kinds[i]]));
+	}
+	int rc =
+	    oci_layout_finish(b->layout, cfg, every, base->nlayers + nl, ann, tag, md, &b->err);
+	json_decref(ann);
+	free(every);
+	if (rc != 0)
+		ev_log(c, EV_ERROR, "%s", b->err ? b->err : tf_strerror(rc));
+	json_decref(cfg);
+	free(require);
+	return rc;
+}
+
+/* 6, then OUT: the layout renamed to out, or written as a docker-archive when
+ * out ends in .tar. */
+static int build_write(struct build *b, struct opts *o, const char *out)
+{
+	struct ctx *c = b->c;
+	struct oci_desc md = {0};
+	json_t *labels = build_labels(b);
+	int rc = build_layout(b, o->tag, labels, &md);
+	if (rc == 0 && str_ends_with(out, ".tar")) {
+		char *tar = path_join(b->tmp, "image.tar");
+		rc = oci_archive_write(b->layout, tar, o->tag, b->epoch, &b->err);
+		if (rc == 0)
+			rc = install_out(c, tar, out, o->force, b->tmp);
+		else
+			ev_log(c, EV_ERROR, "%s: %s", out, b->err ? b->err : tf_strerror(rc));
+		free(tar);
+	} else if (rc == 0) {
+		rc = install_out(c, b->layout, out, o->force, b->tmp);
+	}
+	if (rc == 0) {
+		size_t nbase = b->base.nlayers;
+		ev_log(c, EV_INFO, "\nImage %s: %s (%zu layers: %zu of the base, %zu of the stack)",
+		       out, md.digest, nbase + b->nl, nbase, b->nl);
+		json_t *j = json_pack("{s:s,s:s,s:I}", "path", out, "digest", md.digest, "size",
+		                      (json_int_t)md.size);
+		ev_data(c, "image", j);
+		json_decref(j);
+		c->changed = 1;
+	}
+	free(md.media_type);
+	json_decref(labels);
+	return rc;
+}
+
 static int image_build(struct ctx *c, struct opts *o)
 {
 	struct manifest *m = NULL;
 	struct build b = {0};
-	struct oci_image base = {0};
-	struct plan p = {0};
-	struct state_writer *wl = NULL;
-	struct oci_desc *ls = NULL, md = {0};
-	int kinds[L_N];
-	size_t nl = 0;
-	json_t *labels = NULL, *cfg = NULL;
-	char *layout = NULL, *scratch = NULL, *blobs = NULL, *require = NULL, *holder = NULL;
-	char *err = NULL;
-	int rc = 0, planned = 0;
+	int rc = 0;
 	char *out_buf = o->out ? xstrdup(o->out) : NULL;
 	const char *out = out_buf;
 	for (size_t l = out_buf ? strlen(out_buf) : 0; l > 1 && out_buf[l - 1] == '/'; l--)
@@ -880,321 +1123,49 @@ static int image_build(struct ctx *c, struct opts *o)
 	setenv("SOURCE_DATE_EPOCH", epoch_s, 1);
 	c->flags |= CTX_NO_GPU; /* the image runs on another machine's driver */
 
-	/* 1. What apply checks, with apply's functions and exit codes. */
 	rc = cli_load_manifest(c, o->args.v[1], &m, 1);
 	if (rc == 0)
 		rc = cli_check_signature(c, m, 1);
-	if (rc != 0)
-		goto out;
-	b.m = m;
-	b.tmp = make_tmp(out);
-	if (b.tmp == NULL) {
-		ev_log(c, EV_ERROR, "cannot create a directory beside %s: %s", out,
-		       strerror(errno));
-		rc = errno == ENOSPC ? TF_ENOSPC : TF_EIO;
-		goto out;
-	}
-	b.stage = path_join(b.tmp, "root");
-	layout = path_join(b.tmp, "layout");
-	scratch = path_join(b.tmp, "scratch");
-	blobs = path_join(layout, "blobs");
-	if (mkdir(b.stage, 0755) != 0 || mkdir(layout, 0755) != 0 || mkdir(scratch, 0755) != 0) {
-		ev_log(c, EV_ERROR, "%s: %s", b.tmp, strerror(errno));
-		rc = errno == ENOSPC ? TF_ENOSPC : TF_EIO;
-		goto out;
-	}
-	rc = oci_image_read(o->base, scratch, blobs, &base, &err);
-	if (rc != 0) {
-		ev_log(c, EV_ERROR, "base %s: %s", o->base, err ? err : tf_strerror(rc));
-		goto out;
-	}
-	rc = check_base(c, m, &base, o->base);
-	if (rc == 0)
-		rc = check_base_glibc(c, m, &base, blobs, o->base);
-	if (rc != 0)
-		goto out;
-
-	/* 2. The stack applied into the private root. */
-	free(c->root);
-	c->root = xstrdup(b.stage);
-	if (c->rootfd >= 0)
-		close(c->rootfd);
-	c->rootfd = open(c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	free(c->state_dir);
-	c->state_dir = ctx_host_dir(c, "/var/lib/tfprov");
-	if (mkdirs_at(AT_FDCWD, c->state_dir, 0755) != 0 ||
-	    state_writer_lock(c->state_dir, 0, &wl, &holder) != 0) {
-		ev_log(c, EV_ERROR, "%s: cannot take the state lock", c->state_dir);
-		rc = TF_EIO;
-		goto out;
-	}
-	c->wlock = wl;
-	ev_log(c, EV_INFO, "Stack %s (%s) from %s into an image on %s:\n", m->stack.name.s,
-	       platform_name(m->stack.platform), m->path, o->base);
-	rc = plan_build(c, m, &p);
-	planned = 1;
-	if (rc == 0)
-		rc = plan_apply(c, m, &p);
-	if (rc != 0)
-		goto out;
-
-	/* 3. The root made independent of this build. */
-	int64_t sid = state_stack_id(c->st, m->stack.name.s);
-	rc = load_records(&b, sid);
-	if (rc == 0)
-		rc = fs_walk(b.stage, walk_cb, &b);
-	if (rc == 0 && b.driver_lib) {
-		/* 4. */
-		ev_log(c, EV_ERROR,
-		       "the stack places %s: a driver library never goes into an image (the "
-		       "NVIDIA Container Toolkit mounts the host's; an image holding one fails to "
-		       "start with \"file exists\")",
-		       b.driver_lib);
-		rc = TF_EPRECOND;
-		goto out;
-	}
-	if (rc == 0)
-		rc = check_interpreters(&b, &base, blobs, o->base);
-	if (rc == TF_EPRECOND)
-		goto out;
-	if (rc == 0)
-		rc = recompile(&b);
-	if (rc == 0)
-		rc = rerecord(&b);
-	/* The times as the image will have them, then what the steps recorded about
-	 * the rewritten files (the pip step's stamps) taken again from the disk. */
-	if (rc == 0)
-		rc = fs_walk(b.stage, stamp_cb, &b);
-	if (rc == 0)
-		rc = restamp(&b, sid);
-	/* The manifest goes with the image, where its state says it is. */
-	char *mpath = xasprintf("%s/stacks/%s/manifest.yaml",
-	                        m->prefix.s ? m->prefix.s : "/opt/tfprov", m->stack.name.s);
-	char *mhost = ctx_host_path(c, mpath), *mtext = NULL;
-	size_t mlen = 0;
-	if (rc == 0 && (read_file_at(AT_FDCWD, m->path, 16 << 20, &mtext, &mlen) != 0 ||
-	                fs_write_atomic(mhost, mtext, mlen, 0644, 0) != 0)) {
-		b.errmsg = xasprintf("%s: cannot copy the manifest: %s", mhost, strerror(errno));
-		rc = TF_EIO;
-	}
-	if (rc == 0)
-		rc = state_image_seal(c->st, b.epoch, mpath);
-	/* Its bill of materials beside it: the bytes `tfprov sbom` gives inside the image. */
-	char *spath = xasprintf("%s/stacks/%s/sbom.cdx.json",
-	                        m->prefix.s ? m->prefix.s : "/opt/tfprov", m->stack.name.s);
-	char *shost = ctx_host_path(c, spath);
-	if (rc == 0)
-		rc = cli_sbom_write(c, m->stack.name.s, b.epoch, shost);
-	free(shost);
-	free(spath);
-	free(mtext);
-	free(mhost);
-	free(mpath);
-	state_close(c->st);
-	c->st = NULL;
-	state_writer_unlock(wl, 0);
-	c->wlock = wl = NULL;
-	if (rc == 0)
-		rc = fs_walk(b.stage, stamp_cb, &b);
-	if (rc != 0) {
-		if (b.errmsg)
-			ev_log(c, EV_ERROR, "%s", b.errmsg);
-		goto out;
-	}
-
-	/* 5. One layer per step. */
-	rc = fs_walk(b.stage, sort_cb, &b);
-	ls = xcalloc(L_N, sizeof(*ls));
-	for (int k = 0; rc == 0 && k < L_N; k++) {
-		if (b.layer_paths[k].n == 0)
-			continue;
-		rc = oci_layer_write(b.stage, b.layer_paths[k].v, b.layer_paths[k].n, b.epoch,
-		                     blobs, &ls[nl], &err);
-		if (rc == 0) {
-			ev_log(c, EV_INFO, "  layer %-10s %s  %lld bytes, %zu entries",
-			       layer_names[k], ls[nl].digest, (long long)ls[nl].size,
-			       b.layer_paths[k].n);
-			kinds[nl++] = k;
-		} else {
-			ev_log(c, EV_ERROR, "layer %s: %s", layer_names[k], err ? err : "");
-		}
-	}
-	if (rc != 0)
-		goto out;
-
-	/* 6. Config, manifest, index; then OUT. */
-	require = require_cuda(c, m);
-	labels = json_pack(
-	    "{s:s,s:s,s:s,s:s,s:s}", "org.opencontainers.image.title", m->stack.name.s,
-	    "org.opencontainers.image.created", "", "org.opencontainers.image.description",
-	    m->stack.description.s ? m->stack.description.s : "a tfprov stack",
-	    "dev.tfprov.manifest.sha256", m->sha256, "dev.tfprov.version", TFPROV_VERSION);
-	char created[32];
-	rfc3339(b.epoch, created);
-	json_object_set_new(labels, "org.opencontainers.image.created", json_string(created));
-	if (m->versions.tensorflow.s)
-		json_object_set_new(labels, "org.opencontainers.image.version",
-		                    json_string(m->versions.tensorflow.s));
-	cfg = image_config(&b, &base, ls, kinds, nl, labels, require);
-	struct oci_desc *every = xcalloc(base.nlayers + nl + 1, sizeof(*every));
-	for (size_t i = 0; i < base.nlayers; i++)
-		every[i] = base.layers[i];
-	for (size_t i = 0; i < nl; i++)
-		every[base.nlayers + i] = ls[i];
-	json_t *ann = json_deep_copy(labels);
-	for (size_t i = 0; i < nl; i++) {
-		char key[64];
-		snprintf(key, sizeof(key), "dev.tfprov.layer.%zu", base.nlayers + i);
-		json_object_set_new(ann, key, json_string(layer_names[kinds[i]]));
-	}
-	rc = oci_layout_finish(layout, cfg, every, base.nlayers + nl, ann, o->tag, &md, &err);
-	json_decref(ann);
-	free(every);
-	if (rc != 0) {
-		ev_log(c, EV_ERROR, "%s", err ? err : tf_strerror(rc));
-		goto out;
-	}
-	if (str_ends_with(out, ".tar")) {
-		char *tar = path_join(b.tmp, "image.tar");
-		rc = oci_archive_write(layout, tar, o->tag, b.epoch, &err);
-		if (rc == 0)
-			rc = install_out(c, tar, out, o->force, b.tmp);
-		else
-			ev_log(c, EV_ERROR, "%s: %s", out, err ? err : tf_strerror(rc));
-		free(tar);
-	} else {
-		rc = install_out(c, layout, out, o->force, b.tmp);
-	}
 	if (rc == 0) {
-		ev_log(c, EV_INFO, "\nImage %s: %s (%zu layers: %zu of the base, %zu of the stack)",
-		       out, md.digest, base.nlayers + nl, base.nlayers, nl);
-		json_t *j = json_pack("{s:s,s:s,s:I}", "path", out, "digest", md.digest, "size",
-		                      (json_int_t)md.size);
-		ev_data(c, "image", j);
-		json_decref(j);
-		c->changed = 1;
+		b.m = m;
+		rc = build_prepare(&b, o->base, out);
 	}
-out:
+	if (rc == 0)
+		rc = build_apply(&b, m, o->base);
+	if (rc == 0)
+		rc = build_detach(&b, o->base);
+	if (rc == 0)
+		rc = build_layers(&b);
+	if (rc == 0)
+		rc = build_write(&b, o, out);
+
 	if (rc != 0 && b.errmsg && rc != TF_EPRECOND)
 		ev_log(c, EV_DEBUG, "%s", b.errmsg);
 	if (c->st) {
 		state_close(c->st);
 		c->st = NULL;
 	}
-	if (wl)
-		state_writer_unlock(wl, 0);
+	if (b.wl)
+		state_writer_unlock(b.wl, 0);
 	c->wlock = NULL;
-	if (planned)
-		plan_release(&p);
+	if (b.planned)
+		plan_release(&b.p);
 	if (b.tmp)
 		fs_rmtree(b.tmp);
-	free(md.media_type);
-	for (size_t i = 0; i < nl; i++)
-		free(ls[i].media_type);
-	free(ls);
-	json_decref(cfg);
-	json_decref(labels);
-	oci_image_release(&base);
+	for (size_t i = 0; i < b.nl; i++)
+		free(b.ls[i].media_type);
+	free(b.ls);
+	oci_image_release(&b.base);
 	build_release(&b);
 	free(b.tmp);
 	free(b.stage);
-	free(layout);
-	free(scratch);
-	free(blobs);
-	free(require);
-	free(holder);
-	free(err);
+	free(b.layout);
+	free(b.scratch);
+	free(b.blobs);
+	free(b.holder);
+	free(b.err);
 	free(out_buf);
 	manifest_free(m);
-	return rc;
-}
-
-/* The step a layer holds, from the config's history (empty layers skipped). */
-static const char *layer_step(const struct oci_image *im, size_t idx)
-{
-	json_t *h;
-	size_t i, k = 0;
-	json_array_foreach(json_object_get(im->config, "history"), i, h)
-	{
-		if (json_is_true(json_object_get(h, "empty_layer")))
-			continue;
-		if (k++ == idx) {
-			const char *s = json_string_value(json_object_get(h, "created_by"));
-			return s ? s : "";
-		}
-	}
-	return "";
-}
-
-static int image_inspect(struct ctx *c, struct opts *o)
-{
-	struct oci_image im = {0}, other = {0};
-	char *err = NULL, *scratch = NULL, *tmpl = NULL;
-	int rc = 0, have_other = o->args.n == 3;
-	if (o->args.n < 2 || o->args.n > 3) {
-		fprintf(stderr, "usage: tfprov image inspect IMAGE [OTHER]\n");
-		return TF_EUSAGE;
-	}
-	tmpl = xstrdup("/tmp/tfprov-inspect-XXXXXX");
-	if (mkdtemp(tmpl) == NULL) {
-		ev_log(c, EV_ERROR, "cannot create a scratch directory: %s", strerror(errno));
-		free(tmpl);
-		return TF_EIO;
-	}
-	scratch = path_join(tmpl, "a");
-	mkdir(scratch, 0700);
-	rc = oci_image_read(o->args.v[1], scratch, NULL, &im, &err);
-	if (rc == 0 && have_other) {
-		free(scratch);
-		scratch = path_join(tmpl, "b");
-		mkdir(scratch, 0700);
-		free(err);
-		err = NULL;
-		rc = oci_image_read(o->args.v[2], scratch, NULL, &other, &err);
-	}
-	if (rc != 0) {
-		ev_log(c, EV_ERROR, "%s", err ? err : tf_strerror(rc));
-		goto out;
-	}
-	json_t *layers = json_array();
-	int64_t total = 0, shared_bytes = 0;
-	ev_log(c, EV_INFO, "Image %s: manifest %s", o->args.v[1], im.manifest.digest);
-	for (size_t i = 0; i < im.nlayers; i++) {
-		int shared = 0;
-		for (size_t k = 0; have_other && k < other.nlayers; k++)
-			shared |= strcmp(im.layers[i].digest, other.layers[k].digest) == 0;
-		const char *step = layer_step(&im, i);
-		total += im.layers[i].size;
-		if (shared)
-			shared_bytes += im.layers[i].size;
-		ev_log(c, EV_INFO, "  %2zu %-12s %s %12lld%s", i, step[0] ? step : "-",
-		       im.layers[i].digest, (long long)im.layers[i].size, shared ? "  shared" : "");
-		json_t *l =
-		    json_pack("{s:i,s:s,s:s,s:I,s:s}", "index", (int)i, "step", step, "digest",
-		              im.layers[i].digest, "size", (json_int_t)im.layers[i].size,
-		              "media_type", im.layers[i].media_type);
-		if (have_other)
-			json_object_set_new(l, "shared", json_boolean(shared));
-		json_array_append_new(layers, l);
-	}
-	ev_log(c, EV_INFO, "%zu layers, %lld bytes%s", im.nlayers, (long long)total, "");
-	if (have_other)
-		ev_log(c, EV_INFO, "shared with %s: %lld bytes", o->args.v[2],
-		       (long long)shared_bytes);
-	json_t *j = json_pack("{s:s,s:s,s:o,s:I}", "image", o->args.v[1], "manifest",
-	                      im.manifest.digest, "layers", layers, "size", (json_int_t)total);
-	json_object_set(j, "config", json_object_get(im.config, "config"));
-	if (have_other)
-		json_object_set_new(j, "shared_bytes", json_integer(shared_bytes));
-	ev_data(c, "image_inspect", j);
-	json_decref(j);
-out:
-	fs_rmtree(tmpl);
-	free(tmpl);
-	free(scratch);
-	free(err);
-	oci_image_release(&im);
-	oci_image_release(&other);
 	return rc;
 }
 

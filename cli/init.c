@@ -603,144 +603,161 @@ static int from_conda(const struct init *in, const char *name)
 	       conda_has(in->conda_text, name);
 }
 
+/* 1 when the closure breaks a cap of the knowledge base (a package the conda lock
+ * supplies aside), the first such cap said; else 0. */
+static int closure_breaks_cap(struct init *in, struct catalog_closure *cl)
+{
+	struct pip_cap *caps = NULL;
+	size_t ncaps = 0;
+	struct diags d = {0};
+	struct versions v = {cl, in->conda_text};
+	const struct pip_cap *bad = NULL;
+	if (pip_caps_load(compat_default_path(), &caps, &ncaps, &d) == 0)
+		for (const struct pip_cap *p =
+		         pip_caps_broken(caps, ncaps, closure_version, &v, NULL);
+		     p && bad == NULL; p = pip_caps_broken(caps, ncaps, closure_version, &v, p))
+			if (!from_conda(in, p->package))
+				bad = p;
+	if (bad)
+		ev_log(in->c, EV_WARN,
+		       "the catalog's closure %s breaks a cap of the knowledge base (%s; "
+		       "source: %s): written as pins for `tfprov lock` instead",
+		       cl->path, bad->fact, bad->source);
+	diags_release(&d);
+	pip_caps_free(caps, ncaps);
+	return bad != NULL;
+}
+
+/* [and-cuda]: a closure whose CUDA or cuDNN wheels are not TF's tested ones, said; the
+ * note for `missing` (malloc'd), or NULL when they are. */
+static char *closure_untested(struct init *in, struct catalog_closure *cl)
+{
+	struct versions cv = {cl, NULL};
+	const char *rt = closure_version("nvidia-cuda-runtime-cu12", &cv);
+	const char *dnn = closure_version("nvidia-cudnn-cu12", &cv);
+	if (!((rt && version_cmp_n(rt, in->build->cuda, 2) != 0) ||
+	      (dnn && version_cmp_n(dnn, in->build->cudnn, 2) != 0)))
+		return NULL;
+	ev_log(in->c, EV_WARN,
+	       "the catalog's closure %s carries CUDA %s and cuDNN %s, not TensorFlow "
+	       "%s's tested CUDA %s and cuDNN %s: written as pins of the tested "
+	       "wheels for `tfprov lock` instead",
+	       cl->path, rt ? rt : "?", dnn ? dnn : "?", in->series, in->build->cuda,
+	       in->build->cudnn);
+	return xasprintf("pip: the catalog's closure of tensorflow[and-cuda] %s "
+	                 "carries CUDA %s wheels, not the tested CUDA %s ones: "
+	                 "run tfprov lock",
+	                 cl->tf_version, rt ? rt : "?", in->build->cuda);
+}
+
+/* The pip section from the catalog's closure: complete, every hash. */
+static void pip_write_closure(struct init *in, struct catalog_closure *cl, const char *pkg)
+{
+	struct strbuf *sb = &in->pip_sec;
+	const char *base = cl->path ? strrchr(cl->path, '/') : NULL;
+	size_t n = 0;
+	snprintf(in->tf, sizeof(in->tf), "%s", cl->tf_version);
+	/* [and-cuda]: the CUDA and cuDNN the wheels carry are the stack's. */
+	struct versions cv = {cl, NULL};
+	const char *rt = closure_version("nvidia-cuda-runtime-cu12", &cv);
+	const char *dnn = closure_version("nvidia-cudnn-cu12", &cv);
+	if (in->pip_cuda && rt)
+		series_of(rt, in->cuda, sizeof(in->cuda));
+	if (in->pip_cuda && dnn)
+		snprintf(in->cudnn, sizeof(in->cudnn), "%s", dnn);
+	strbuf_addf(sb,
+	            "  # The complete closure of %s%s %s for CPython %s on linux x86_64,\n"
+	            "  # every hash of each package's files (pip picks one); catalog: %s%s.\n",
+	            pkg, in->pip_cuda ? "[and-cuda]" : "", cl->tf_version, in->python,
+	            base ? base + 1 : cl->path,
+	            in->conda_text ? "\n  # setuptools, wheel and pip come from the conda lock"
+	                           : "");
+	int glibc = 0;
+	for (size_t i = 0; i < cl->n; i++)
+		if (!from_conda(in, cl->v[i].name) && cl->v[i].glibc > glibc)
+			glibc = cl->v[i].glibc;
+	strbuf_adds(sb, "  complete: true\n");
+	if (glibc > 0)
+		strbuf_addf(sb,
+		            "  # The highest manylinux floor of the set (each package's lowest "
+		            "among its\n  # files); checked against the host at plan time.\n"
+		            "  min_glibc: \"%d.%d\"\n",
+		            glibc / 1000, glibc % 1000);
+	strbuf_adds(sb, "  requirements: |\n");
+	for (size_t i = 0; i < cl->n; i++) {
+		if (from_conda(in, cl->v[i].name))
+			continue;
+		strbuf_addf(sb, "    %s==%s", cl->v[i].name, cl->v[i].version);
+		for (size_t h = 0; h < cl->v[i].nsha256; h++)
+			strbuf_addf(sb, " \\\n        --hash=sha256:%s", cl->v[i].sha256[h]);
+		strbuf_adds(sb, "\n");
+		n++;
+	}
+	strvec_pushf(&in->notes, "pip: the complete closure from the catalog (%zu pins)", n);
+}
+
+/* The pip section as pins for `tfprov lock` to complete: TF, and with [and-cuda] the
+ * nvidia wheels of its tested CUDA and cuDNN. */
+static void pip_write_pins(struct init *in, const char *pkg, const struct compat_and_cuda *tested,
+                           const char *untested)
+{
+	struct strbuf *sb = &in->pip_sec;
+	in->complete = 0;
+	strbuf_adds(sb, "  # Not in tfprov's catalog: `tfprov lock` resolves these pins with "
+	                "pip's own\n  # resolver, for this Python, and writes the whole "
+	                "closure with every hash.\n");
+	if (tested)
+		strbuf_addf(sb,
+		            "  # The nvidia-*-cu12 wheels of TensorFlow %s's tested CUDA %s and "
+		            "cuDNN %s:\n  # the [and-cuda] extra of tensorflow %s "
+		            "(data/compat.yaml pip.and_cuda).\n",
+		            in->series, in->build->cuda, in->build->cudnn, tested->tensorflow);
+	strbuf_adds(sb, "  complete: false\n  requirements: |\n");
+	strbuf_addf(sb, "    %s%s==%s\n", pkg, in->pip_cuda ? "[and-cuda]" : "", in->tf);
+	for (size_t i = 0; tested && i < tested->npins; i++) {
+		char v[64];
+		const char *ver = compat_and_cuda_tested_version(&tested->pins[i], v, sizeof(v));
+		if (ver == NULL || compat_cuda_wheel_major(in->kb, tested->pins[i].name) == 0)
+			continue;
+		strbuf_addf(sb, "    %s==%s\n", tested->pins[i].name, ver);
+		if (compat_cuda_wheel_is_runtime(in->kb, tested->pins[i].name))
+			series_of(ver, in->cuda, sizeof(in->cuda));
+		else if (strcmp(tested->pins[i].name, "nvidia-cudnn-cu12") == 0)
+			snprintf(in->cudnn, sizeof(in->cudnn), "%s", ver);
+	}
+	if (untested)
+		strvec_push(&in->missing, untested);
+	else
+		strvec_pushf(&in->missing,
+		             "pip: the closure of %s %s for Python %s is not in tfprov's "
+		             "catalog: run tfprov lock",
+		             pkg, in->tf, in->python);
+}
+
 static int plan_pip(struct init *in)
 {
 	struct catalog_closure cl = {0};
-	struct strbuf *sb = &in->pip_sec;
 	const char *pkg = version_component(in->tf, 0) == 1 ? "tensorflow-gpu" : "tensorflow";
 	int rc = catalog_closure(in->cat, in->tf, in->python, in->pip_cuda, &cl);
 	if (rc < 0 && rc != -ENOENT)
 		return rc;
-	if (rc == 0) {
-		/* A cap of the knowledge base broken by the closure: not complete then. */
-		struct pip_cap *caps = NULL;
-		size_t ncaps = 0;
-		struct diags d = {0};
-		struct versions v = {&cl, in->conda_text};
-		const struct pip_cap *bad = NULL;
-		if (pip_caps_load(compat_default_path(), &caps, &ncaps, &d) == 0)
-			for (const struct pip_cap *p =
-			         pip_caps_broken(caps, ncaps, closure_version, &v, NULL);
-			     p && bad == NULL;
-			     p = pip_caps_broken(caps, ncaps, closure_version, &v, p))
-				if (!from_conda(in, p->package))
-					bad = p;
-		if (bad)
-			ev_log(in->c, EV_WARN,
-			       "the catalog's closure %s breaks a cap of the knowledge base (%s; "
-			       "source: %s): written as pins for `tfprov lock` instead",
-			       cl.path, bad->fact, bad->source);
-		diags_release(&d);
-		pip_caps_free(caps, ncaps);
-		if (bad)
-			rc = -ENOENT; /* as if the catalog had no closure */
-	}
+	/* A cap of the knowledge base broken by the closure: not complete then. */
+	if (rc == 0 && closure_breaks_cap(in, &cl))
+		rc = -ENOENT; /* as if the catalog had no closure */
 	/* [and-cuda]: TF's tested CUDA and cuDNN, not the newest wheels a resolve took. */
 	const struct compat_and_cuda *tested =
 	    in->pip_cuda ? compat_and_cuda_tested(in->kb, in->tf) : NULL;
 	char *untested = NULL;
 	if (rc == 0 && in->pip_cuda) {
-		struct versions cv = {&cl, NULL};
-		const char *rt = closure_version("nvidia-cuda-runtime-cu12", &cv);
-		const char *dnn = closure_version("nvidia-cudnn-cu12", &cv);
-		if ((rt && version_cmp_n(rt, in->build->cuda, 2) != 0) ||
-		    (dnn && version_cmp_n(dnn, in->build->cudnn, 2) != 0)) {
-			ev_log(
-			    in->c, EV_WARN,
-			    "the catalog's closure %s carries CUDA %s and cuDNN %s, not TensorFlow "
-			    "%s's tested CUDA %s and cuDNN %s: written as pins of the tested "
-			    "wheels for `tfprov lock` instead",
-			    cl.path, rt ? rt : "?", dnn ? dnn : "?", in->series, in->build->cuda,
-			    in->build->cudnn);
-			untested =
-			    xasprintf("pip: the catalog's closure of tensorflow[and-cuda] %s "
-			              "carries CUDA %s wheels, not the tested CUDA %s ones: "
-			              "run tfprov lock",
-			              cl.tf_version, rt ? rt : "?", in->build->cuda);
-			rc = -ENOENT;
-		}
-	}
-	const char *base = cl.path ? strrchr(cl.path, '/') : NULL;
-	strbuf_adds(sb, "pip:\n  index_url: https://pypi.org/simple\n");
-	if (rc == 0) {
-		size_t n = 0;
-		snprintf(in->tf, sizeof(in->tf), "%s", cl.tf_version);
-		/* [and-cuda]: the CUDA and cuDNN the wheels carry are the stack's. */
-		struct versions cv = {&cl, NULL};
-		const char *rt = closure_version("nvidia-cuda-runtime-cu12", &cv);
-		const char *dnn = closure_version("nvidia-cudnn-cu12", &cv);
-		if (in->pip_cuda && rt)
-			series_of(rt, in->cuda, sizeof(in->cuda));
-		if (in->pip_cuda && dnn)
-			snprintf(in->cudnn, sizeof(in->cudnn), "%s", dnn);
-		strbuf_addf(
-		    sb,
-		    "  # The complete closure of %s%s %s for CPython %s on linux x86_64,\n"
-		    "  # every hash of each package's files (pip picks one); catalog: %s%s.\n",
-		    pkg, in->pip_cuda ? "[and-cuda]" : "", cl.tf_version, in->python,
-		    base ? base + 1 : cl.path,
-		    in->conda_text ? "\n  # setuptools, wheel and pip come from the conda lock"
-		                   : "");
-		int glibc = 0;
-		for (size_t i = 0; i < cl.n; i++)
-			if (!from_conda(in, cl.v[i].name) && cl.v[i].glibc > glibc)
-				glibc = cl.v[i].glibc;
-		strbuf_adds(sb, "  complete: true\n");
-		if (glibc > 0)
-			strbuf_addf(
-			    sb,
-			    "  # The highest manylinux floor of the set (each package's lowest "
-			    "among its\n  # files); checked against the host at plan time.\n"
-			    "  min_glibc: \"%d.%d\"\n",
-			    glibc / 1000, glibc % 1000);
-		strbuf_adds(sb, "  requirements: |\n");
-		for (size_t i = 0; i < cl.n; i++) {
-			if (from_conda(in, cl.v[i].name))
-				continue;
-			strbuf_addf(sb, "    %s==%s", cl.v[i].name, cl.v[i].version);
-			for (size_t h = 0; h < cl.v[i].nsha256; h++)
-				strbuf_addf(sb, " \\\n        --hash=sha256:%s", cl.v[i].sha256[h]);
-			strbuf_adds(sb, "\n");
-			n++;
-		}
-		strvec_pushf(&in->notes, "pip: the complete closure from the catalog (%zu pins)",
-		             n);
-	} else {
-		in->complete = 0;
-		strbuf_adds(sb,
-		            "  # Not in tfprov's catalog: `tfprov lock` resolves these pins with "
-		            "pip's own\n  # resolver, for this Python, and writes the whole "
-		            "closure with every hash.\n");
-		if (tested)
-			strbuf_addf(
-			    sb,
-			    "  # The nvidia-*-cu12 wheels of TensorFlow %s's tested CUDA %s and "
-			    "cuDNN %s:\n  # the [and-cuda] extra of tensorflow %s "
-			    "(data/compat.yaml pip.and_cuda).\n",
-			    in->series, in->build->cuda, in->build->cudnn, tested->tensorflow);
-		strbuf_adds(sb, "  complete: false\n  requirements: |\n");
-		strbuf_addf(sb, "    %s%s==%s\n", pkg, in->pip_cuda ? "[and-cuda]" : "", in->tf);
-		for (size_t i = 0; tested && i < tested->npins; i++) {
-			char v[64];
-			const char *ver =
-			    compat_and_cuda_tested_version(&tested->pins[i], v, sizeof(v));
-			if (ver == NULL ||
-			    compat_cuda_wheel_major(in->kb, tested->pins[i].name) == 0)
-				continue;
-			strbuf_addf(sb, "    %s==%s\n", tested->pins[i].name, ver);
-			if (compat_cuda_wheel_is_runtime(in->kb, tested->pins[i].name))
-				series_of(ver, in->cuda, sizeof(in->cuda));
-			else if (strcmp(tested->pins[i].name, "nvidia-cudnn-cu12") == 0)
-				snprintf(in->cudnn, sizeof(in->cudnn), "%s", ver);
-		}
+		untested = closure_untested(in, &cl);
 		if (untested)
-			strvec_push(&in->missing, untested);
-		else
-			strvec_pushf(&in->missing,
-			             "pip: the closure of %s %s for Python %s is not in tfprov's "
-			             "catalog: run tfprov lock",
-			             pkg, in->tf, in->python);
+			rc = -ENOENT;
 	}
+	strbuf_adds(&in->pip_sec, "pip:\n  index_url: https://pypi.org/simple\n");
+	if (rc == 0)
+		pip_write_closure(in, &cl, pkg);
+	else
+		pip_write_pins(in, pkg, tested, untested);
 	catalog_closure_release(&cl);
 	free(untested);
 	return 0;

@@ -339,6 +339,48 @@ static int resolve_ref(struct ctx *c, const struct redist_ref *r, const char *js
 	return rc;
 }
 
+/* cuda's `artifacts:`, one per component of its redist JSON. */
+static void add_cuda_artifacts(struct strbuf *sb, int ind, const struct redist_ref *ref,
+                               const struct redist_artifact *ra, size_t nra, struct strvec *done)
+{
+	strbuf_addf(sb, "%*sartifacts:\n", ind, "");
+	for (size_t a = 0; a < nra; a++) {
+		strbuf_addf(sb, "%*s- name: %s", ind + 2, "", ra[a].component);
+		if (ra[a].version && yaml_plain_ok(ra[a].version))
+			strbuf_addf(sb, "   # %s", ra[a].version);
+		strbuf_adds(sb, "\n");
+		add_artifact_fields(sb, ind + 4, &ra[a]);
+	}
+	strvec_pushf(done, "cuda: %zu components inline from %s", nra, ref->json.url.s);
+}
+
+/* cudnn's one `artifact:`: the JSON's only component, or the one named cudnn (a cuDNN
+ * JSON may list samples or tests next to the library). 0 or TF_EMANIFEST. */
+static int add_cudnn_artifact(struct ctx *c, struct strbuf *sb, int ind,
+                              const struct redist_ref *ref, const struct redist_artifact *ra,
+                              size_t nra, struct strvec *done)
+{
+	size_t pick = nra;
+	for (size_t a = 0; a < nra; a++)
+		if (nra == 1 || strcmp(ra[a].component, "cudnn") == 0)
+			pick = a;
+	if (pick == nra) {
+		ev_log(c, EV_ERROR,
+		       "%s: %zu components and none named cudnn; cudnn "
+		       "takes one artifact",
+		       ref->json.url.s, nra);
+		return TF_EMANIFEST;
+	}
+	strbuf_addf(sb, "%*sartifact:\n", ind, "");
+	strbuf_addf(sb, "%*sname: %s", ind + 2, "", ra[pick].component);
+	if (ra[pick].version && yaml_plain_ok(ra[pick].version))
+		strbuf_addf(sb, "   # %s", ra[pick].version);
+	strbuf_adds(sb, "\n");
+	add_artifact_fields(sb, ind + 2, &ra[pick]);
+	strvec_pushf(done, "cudnn: %s inline from %s", ra[pick].component, ref->json.url.s);
+	return 0;
+}
+
 /*
  * Fetches both redist JSONs (one fetch_all: a failure names every one that is
  * missing) and adds the edits that replace the `redist:` blocks.
@@ -398,39 +440,13 @@ static int lock_redist(struct ctx *c, const struct manifest *m, const struct yno
 		int ind = k->pos.col - 1;
 		struct strbuf sb = STRBUF_INIT;
 		add_provenance(&sb, ind, refs[i], platform, tofu[i].path ? &tofu[i] : NULL);
-		if (i == 0) {
-			strbuf_addf(&sb, "%*sartifacts:\n", ind, "");
-			for (size_t a = 0; a < nra; a++) {
-				strbuf_addf(&sb, "%*s- name: %s", ind + 2, "", ra[a].component);
-				if (ra[a].version && yaml_plain_ok(ra[a].version))
-					strbuf_addf(&sb, "   # %s", ra[a].version);
-				strbuf_adds(&sb, "\n");
-				add_artifact_fields(&sb, ind + 4, &ra[a]);
-			}
-			strvec_pushf(done, "cuda: %zu components inline from %s", nra,
-			             refs[i]->json.url.s);
-		} else {
-			/* A cuDNN JSON may list samples or tests next to the library. */
-			size_t pick = nra;
-			for (size_t a = 0; a < nra; a++)
-				if (nra == 1 || strcmp(ra[a].component, "cudnn") == 0)
-					pick = a;
-			if (pick == nra) {
-				ev_log(c, EV_ERROR,
-				       "%s: %zu components and none named cudnn; cudnn "
-				       "takes one artifact",
-				       refs[i]->json.url.s, nra);
-				rc = TF_EMANIFEST;
-				goto out;
-			}
-			strbuf_addf(&sb, "%*sartifact:\n", ind, "");
-			strbuf_addf(&sb, "%*sname: %s", ind + 2, "", ra[pick].component);
-			if (ra[pick].version && yaml_plain_ok(ra[pick].version))
-				strbuf_addf(&sb, "   # %s", ra[pick].version);
-			strbuf_adds(&sb, "\n");
-			add_artifact_fields(&sb, ind + 2, &ra[pick]);
-			strvec_pushf(done, "cudnn: %s inline from %s", ra[pick].component,
-			             refs[i]->json.url.s);
+		if (i == 0)
+			add_cuda_artifacts(&sb, ind, refs[i], ra, nra, done);
+		else
+			rc = add_cudnn_artifact(c, &sb, ind, refs[i], ra, nra, done);
+		if (rc != 0) {
+			strbuf_release(&sb);
+			goto out;
 		}
 		edits_add(e, k->pos.line, block_end(l, k->pos.line, ind), strbuf_detach(&sb));
 		redist_artifacts_free(ra, nra);

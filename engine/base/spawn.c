@@ -214,18 +214,185 @@ static void kill_group(pid_t pid, int sig)
 		kill(pid, sig);
 }
 
+/* One child of spawn_run: its descriptors (-1 when closed) and where its wait stands. */
+struct child {
+	pid_t pid; /* > 0 until reaped: an error before then kills it */
+	int in_fd;
+	int out_pipe[2], err_pipe[2], rep_pipe[2];
+	int wstatus;
+	uint64_t t0, kill_at;
+	int killed;
+};
+
+/* stdin, the pipes and the fork; the child execs prog (child_exec). 0 or TF_EFAIL. */
+static int spawn_start(const struct spawn_opts *o, char *const *envp, const char *prog,
+                       struct child *ch, struct spawn_result *r)
+{
+	int capture_out = !(o->flags & SPAWN_INHERIT_OUTPUT);
+	ch->in_fd = o->stdin_fd > 0
+	                ? fcntl(o->stdin_fd, F_DUPFD_CLOEXEC, 3)
+	                : open(o->stdin_path ? o->stdin_path : "/dev/null", O_RDONLY | O_CLOEXEC);
+	if (ch->in_fd < 0) {
+		r->errmsg = xasprintf("%s: %s", o->stdin_path ? o->stdin_path : "/dev/null",
+		                      strerror(errno));
+		return TF_EFAIL;
+	}
+	if (pipe2(ch->rep_pipe, O_CLOEXEC) != 0 ||
+	    (capture_out &&
+	     (pipe2(ch->out_pipe, O_CLOEXEC) != 0 ||
+	      (!(o->flags & SPAWN_MERGE_STDERR) && pipe2(ch->err_pipe, O_CLOEXEC) != 0)))) {
+		r->errmsg = xasprintf("pipe: %s", strerror(errno));
+		return TF_EFAIL;
+	}
+	pid_t self = getpid();
+	ch->pid = fork();
+	if (ch->pid < 0) {
+		r->errmsg = xasprintf("fork: %s", strerror(errno));
+		return TF_EFAIL;
+	}
+	if (ch->pid == 0) {
+		int cout = capture_out ? ch->out_pipe[1] : -1;
+		int cerr =
+		    capture_out ? (ch->err_pipe[1] >= 0 ? ch->err_pipe[1] : ch->out_pipe[1]) : -1;
+		child_exec(prog, o, envp, ch->in_fd, cout, cerr, ch->rep_pipe[1], self);
+	}
+	/* Also from the parent, so that no signal can race the child's setpgid. */
+	setpgid(ch->pid, ch->pid);
+	close(ch->rep_pipe[1]);
+	ch->rep_pipe[1] = -1;
+	if (ch->out_pipe[1] >= 0) {
+		close(ch->out_pipe[1]);
+		ch->out_pipe[1] = -1;
+	}
+	if (ch->err_pipe[1] >= 0) {
+		close(ch->err_pipe[1]);
+		ch->err_pipe[1] = -1;
+	}
+	return 0;
+}
+
+/* Reads what poll found ready into the captures (and on_output); a pipe at its end is
+ * closed. */
+static void spawn_drain(const struct spawn_opts *o, struct child *ch, struct spawn_result *r,
+                        const struct pollfd *pfd, int nfd, int n)
+{
+	size_t max = o->max_output ? o->max_output : SPAWN_DEFAULT_MAX;
+	for (int i = 0; n > 0 && i < nfd; i++) {
+		if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		char buf[65536];
+		ssize_t k = read(pfd[i].fd, buf, sizeof(buf));
+		if (k < 0 && errno == EINTR)
+			continue;
+		int is_out = pfd[i].fd == ch->out_pipe[0];
+		if (k <= 0) {
+			close(pfd[i].fd);
+			if (is_out)
+				ch->out_pipe[0] = -1;
+			else
+				ch->err_pipe[0] = -1;
+			continue;
+		}
+		if (is_out)
+			capture(&r->out, &r->out_truncated, max, buf, (size_t)k);
+		else
+			capture(&r->err, &r->err_truncated, max, buf, (size_t)k);
+		if (o->on_output)
+			o->on_output(o->arg, is_out ? 1 : 2, buf, (size_t)k);
+	}
+}
+
+/* A timeout or an interrupt: SIGTERM to the group, SIGKILL after the grace. */
+static void spawn_watch(const struct spawn_opts *o, struct child *ch, struct spawn_result *r)
+{
+	uint64_t now = now_ns();
+	if (!ch->killed && o->timeout_s > 0 && (double)(now - ch->t0) / 1e9 > o->timeout_s) {
+		r->timed_out = 1;
+		ch->killed = 1;
+	}
+	if (!ch->killed && tf_interrupted && (o->flags & SPAWN_KILL_ON_INTR)) {
+		r->interrupted = 1;
+		ch->killed = 1;
+	}
+	if (ch->killed && ch->kill_at == 0) {
+		kill_group(ch->pid, SIGTERM);
+		ch->kill_at = now + SPAWN_KILL_GRACE_NS;
+	} else if (ch->killed && ch->kill_at > 1 && now > ch->kill_at) {
+		kill_group(ch->pid, SIGKILL);
+		ch->kill_at = 1;
+	}
+}
+
+/* Until the child is reaped and its pipes drained. 0 or TF_EFAIL (ch->pid still set). */
+static int spawn_wait(const struct spawn_opts *o, struct child *ch, struct spawn_result *r)
+{
+	int reaped = 0;
+	uint64_t reaped_at = 0;
+	for (;;) {
+		struct pollfd pfd[2];
+		int nfd = 0;
+		if (!reaped) {
+			pid_t w = waitpid(ch->pid, &ch->wstatus, WNOHANG);
+			if (w == ch->pid) {
+				reaped = 1;
+				reaped_at = now_ns();
+			} else if (w < 0 && errno != EINTR) {
+				r->errmsg = xasprintf("waitpid: %s", strerror(errno));
+				return TF_EFAIL;
+			}
+		}
+		if (ch->out_pipe[0] >= 0)
+			pfd[nfd++] = (struct pollfd){.fd = ch->out_pipe[0], .events = POLLIN};
+		if (ch->err_pipe[0] >= 0)
+			pfd[nfd++] = (struct pollfd){.fd = ch->err_pipe[0], .events = POLLIN};
+		/* Done when reaped and the pipes are drained; a grandchild that keeps
+		 * them open gets one more second, then is ignored. */
+		if (reaped && (nfd == 0 || now_ns() - reaped_at > 1000000000ull))
+			break;
+		int n = poll(nfd ? pfd : NULL, (nfds_t)nfd, reaped ? 50 : 20);
+		if (n < 0 && errno != EINTR) {
+			r->errmsg = xasprintf("poll: %s", strerror(errno));
+			return TF_EFAIL;
+		}
+		spawn_drain(o, ch, r, pfd, nfd, n);
+		if (!reaped)
+			spawn_watch(o, ch, r);
+	}
+	ch->pid = -1;
+	return 0;
+}
+
+/* The reaped child's answer: an exec failure (its errno on the report pipe), else its
+ * status or signal. */
+static int spawn_status(const struct child *ch, const char *prog, struct spawn_result *r)
+{
+	int child_errno = 0;
+	if (read(ch->rep_pipe[0], &child_errno, sizeof(child_errno)) ==
+	    (ssize_t)sizeof(child_errno)) {
+		r->errmsg = xasprintf("%s: cannot run: %s", prog, strerror(child_errno));
+		return TF_EFAIL;
+	}
+	if (WIFEXITED(ch->wstatus)) {
+		r->status = WEXITSTATUS(ch->wstatus);
+	} else if (WIFSIGNALED(ch->wstatus)) {
+		r->term_sig = WTERMSIG(ch->wstatus);
+		r->status = 128 + r->term_sig;
+	}
+	return r->interrupted ? TF_EINTR : 0;
+}
+
 int spawn_run(const struct spawn_opts *o, struct spawn_result *r)
 {
 	static char *const empty_env[] = {NULL};
 	char *const *envp = o->envp ? o->envp : empty_env;
-	size_t max = o->max_output ? o->max_output : SPAWN_DEFAULT_MAX;
-	int capture_out = !(o->flags & SPAWN_INHERIT_OUTPUT);
-	int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, rep_pipe[2] = {-1, -1};
-	int in_fd = -1, rc = 0, wstatus = 0;
-	pid_t pid = -1;
+	struct child ch = {.pid = -1,
+	                   .in_fd = -1,
+	                   .out_pipe = {-1, -1},
+	                   .err_pipe = {-1, -1},
+	                   .rep_pipe = {-1, -1},
+	                   .t0 = now_ns()};
 	char *prog = NULL;
-	uint64_t t0 = now_ns(), kill_at = 0;
-	int killed = 0;
+	int rc = 0;
 
 	if (o->argv == NULL || o->argv[0] == NULL) {
 		r->errmsg = xstrdup("no program to run");
@@ -235,149 +402,22 @@ int spawn_run(const struct spawn_opts *o, struct spawn_result *r)
 	if (prog == NULL) {
 		r->errmsg = xasprintf("%s: not found on PATH", o->argv[0]);
 		rc = TF_EFAIL;
-		goto out;
 	}
-	in_fd = o->stdin_fd > 0
-	            ? fcntl(o->stdin_fd, F_DUPFD_CLOEXEC, 3)
-	            : open(o->stdin_path ? o->stdin_path : "/dev/null", O_RDONLY | O_CLOEXEC);
-	if (in_fd < 0) {
-		r->errmsg = xasprintf("%s: %s", o->stdin_path ? o->stdin_path : "/dev/null",
-		                      strerror(errno));
-		rc = TF_EFAIL;
-		goto out;
-	}
-	if (pipe2(rep_pipe, O_CLOEXEC) != 0 ||
-	    (capture_out &&
-	     (pipe2(out_pipe, O_CLOEXEC) != 0 ||
-	      (!(o->flags & SPAWN_MERGE_STDERR) && pipe2(err_pipe, O_CLOEXEC) != 0)))) {
-		r->errmsg = xasprintf("pipe: %s", strerror(errno));
-		rc = TF_EFAIL;
-		goto out;
-	}
-	pid_t self = getpid();
-	pid = fork();
-	if (pid < 0) {
-		r->errmsg = xasprintf("fork: %s", strerror(errno));
-		rc = TF_EFAIL;
-		goto out;
-	}
-	if (pid == 0) {
-		int cout = capture_out ? out_pipe[1] : -1;
-		int cerr = capture_out ? (err_pipe[1] >= 0 ? err_pipe[1] : out_pipe[1]) : -1;
-		child_exec(prog, o, envp, in_fd, cout, cerr, rep_pipe[1], self);
-	}
-	/* Also from the parent, so that no signal can race the child's setpgid. */
-	setpgid(pid, pid);
-	close(rep_pipe[1]);
-	rep_pipe[1] = -1;
-	if (out_pipe[1] >= 0) {
-		close(out_pipe[1]);
-		out_pipe[1] = -1;
-	}
-	if (err_pipe[1] >= 0) {
-		close(err_pipe[1]);
-		err_pipe[1] = -1;
-	}
-
-	int reaped = 0;
-	uint64_t reaped_at = 0;
-	for (;;) {
-		struct pollfd pfd[2];
-		int nfd = 0;
-		if (!reaped) {
-			pid_t w = waitpid(pid, &wstatus, WNOHANG);
-			if (w == pid) {
-				reaped = 1;
-				reaped_at = now_ns();
-			} else if (w < 0 && errno != EINTR) {
-				r->errmsg = xasprintf("waitpid: %s", strerror(errno));
-				rc = TF_EFAIL;
-				goto out;
-			}
-		}
-		if (out_pipe[0] >= 0)
-			pfd[nfd++] = (struct pollfd){.fd = out_pipe[0], .events = POLLIN};
-		if (err_pipe[0] >= 0)
-			pfd[nfd++] = (struct pollfd){.fd = err_pipe[0], .events = POLLIN};
-		/* Done when reaped and the pipes are drained; a grandchild that keeps
-		 * them open gets one more second, then is ignored. */
-		if (reaped && (nfd == 0 || now_ns() - reaped_at > 1000000000ull))
-			break;
-		int n = poll(nfd ? pfd : NULL, (nfds_t)nfd, reaped ? 50 : 20);
-		if (n < 0 && errno != EINTR) {
-			r->errmsg = xasprintf("poll: %s", strerror(errno));
-			rc = TF_EFAIL;
-			goto out;
-		}
-		for (int i = 0; n > 0 && i < nfd; i++) {
-			if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			char buf[65536];
-			ssize_t k = read(pfd[i].fd, buf, sizeof(buf));
-			if (k < 0 && errno == EINTR)
-				continue;
-			int is_out = pfd[i].fd == out_pipe[0];
-			if (k <= 0) {
-				close(pfd[i].fd);
-				if (is_out)
-					out_pipe[0] = -1;
-				else
-					err_pipe[0] = -1;
-				continue;
-			}
-			if (is_out)
-				capture(&r->out, &r->out_truncated, max, buf, (size_t)k);
-			else
-				capture(&r->err, &r->err_truncated, max, buf, (size_t)k);
-			if (o->on_output)
-				o->on_output(o->arg, is_out ? 1 : 2, buf, (size_t)k);
-		}
-		if (reaped)
-			continue;
-		uint64_t now = now_ns();
-		if (!killed && o->timeout_s > 0 && (double)(now - t0) / 1e9 > o->timeout_s) {
-			r->timed_out = 1;
-			killed = 1;
-		}
-		if (!killed && tf_interrupted && (o->flags & SPAWN_KILL_ON_INTR)) {
-			r->interrupted = 1;
-			killed = 1;
-		}
-		if (killed && kill_at == 0) {
-			kill_group(pid, SIGTERM);
-			kill_at = now + SPAWN_KILL_GRACE_NS;
-		} else if (killed && kill_at > 1 && now > kill_at) {
-			kill_group(pid, SIGKILL);
-			kill_at = 1;
-		}
-	}
-	pid = -1;
-
-	/* Did execve() fail? The report pipe carries its errno. */
-	int child_errno = 0;
-	if (read(rep_pipe[0], &child_errno, sizeof(child_errno)) == (ssize_t)sizeof(child_errno)) {
-		r->errmsg = xasprintf("%s: cannot run: %s", prog, strerror(child_errno));
-		rc = TF_EFAIL;
-		goto out;
-	}
-	if (WIFEXITED(wstatus)) {
-		r->status = WEXITSTATUS(wstatus);
-	} else if (WIFSIGNALED(wstatus)) {
-		r->term_sig = WTERMSIG(wstatus);
-		r->status = 128 + r->term_sig;
-	}
-	if (r->interrupted)
-		rc = TF_EINTR;
-out:
-	r->wall_s = (double)(now_ns() - t0) / 1e9;
-	if (pid > 0) {
+	if (rc == 0)
+		rc = spawn_start(o, envp, prog, &ch, r);
+	if (rc == 0)
+		rc = spawn_wait(o, &ch, r);
+	if (rc == 0)
+		rc = spawn_status(&ch, prog, r);
+	r->wall_s = (double)(now_ns() - ch.t0) / 1e9;
+	if (ch.pid > 0) {
 		/* An error after fork: never leave a child behind. */
-		kill_group(pid, SIGKILL);
-		while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR)
+		kill_group(ch.pid, SIGKILL);
+		while (waitpid(ch.pid, &ch.wstatus, 0) < 0 && errno == EINTR)
 			;
 	}
-	int fds[] = {in_fd,       out_pipe[0], out_pipe[1], err_pipe[0],
-	             err_pipe[1], rep_pipe[0], rep_pipe[1]};
+	int fds[] = {ch.in_fd,       ch.out_pipe[0], ch.out_pipe[1], ch.err_pipe[0],
+	             ch.err_pipe[1], ch.rep_pipe[0], ch.rep_pipe[1]};
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

@@ -13,8 +13,13 @@
  *   rmdir  - committed; the directory `path` goes when empty
  * Undo never touches a path that the files table says is recorded, except to
  * restore a backup over it, so an undo can never delete committed work.
+ *
+ * This file is the txn itself; a tree shared by several stacks is placed by
+ * place_share.c and journal rows are undone by place_recover.c, both on the
+ * insides in private/place_txn.h.
  */
 #include "place.h"
+#include "place_txn.h"
 #include "fs.h"
 #include "digest.h"
 #include "error.h"
@@ -28,7 +33,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,35 +40,9 @@ struct pending_file {
 	struct state_file f;
 };
 
-struct txn {
-	struct ctx *c;
-	int64_t stack_id;
-	char *addr;
-	char *kind;
-	int64_t *jids; /* journal rows of this txn */
-	size_t njids, capj;
-	struct state_file *adds;
-	size_t nadds, capa;
-	struct strvec dels;   /* record paths (and their subtrees) to forget */
-	struct strvec rmdirs; /* directories to remove after the commit if empty */
-	struct strvec kept;   /* what the removal found and kept (not placed by tfprov) */
-	char *err;
-	unsigned seq;
-	int forget_all;
-	struct strvec jpaths;   /* the path of each journal row of this txn (jids order) */
-	struct strvec syncdirs; /* a directory on each filesystem this txn wrote to */
-	dev_t *devs;
-	size_t ndevs;
-	struct strvec refresh;  /* resources of this stack to re-read at the commit */
-	struct strvec releases; /* paths whose record of this resource goes (others keep theirs) */
-	int64_t res_id;         /* my_resource's answer once asked (-1: not yet) */
-	struct event *said;     /* EV_PLACED/EV_REMOVED, emitted once committed (said_add) */
-	size_t nsaid;
-};
-
 /* Notes a placement (path borrowed until the txn ends) for the commit to report. */
-static void said_add(struct txn *t, enum ev_kind kind, const char *what, const char *path,
-                     uint64_t count, int replaced)
+void txn_said_add(struct txn *t, enum ev_kind kind, const char *what, const char *path,
+                  uint64_t count, int replaced)
 {
 	t->said = xrealloc(t->said, (t->nsaid + 1) * sizeof(*t->said));
 	t->said[t->nsaid++] = (struct event){
@@ -127,8 +105,8 @@ out:
 }
 
 /* Writes the journal's intent row before the change it describes. 0 or TF_ESTATE. */
-static int journal_add(struct txn *t, const char *op, const char *path, const char *tmp,
-                       const char *backup)
+int txn_journal_add(struct txn *t, const char *op, const char *path, const char *tmp,
+                    const char *backup)
 {
 	int64_t id = 0;
 	state_journal_add(t->c->st, op, path, tmp, backup, &id);
@@ -144,8 +122,7 @@ static int journal_add(struct txn *t, const char *op, const char *path, const ch
 	return id ? 0 : TF_ESTATE;
 }
 
-static int fail(struct txn *t, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(struct txn *t, int rc, const char *fmt, ...)
+int txn_fail(struct txn *t, int rc, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -160,7 +137,7 @@ const char *txn_error(const struct txn *t)
 	return t->err;
 }
 
-static int exists(const char *host)
+int place_exists(const char *host)
 {
 	struct stat st;
 	return lstat(host, &st) == 0;
@@ -178,7 +155,7 @@ int txn_begin(struct ctx *c, int64_t stack_id, const char *addr, const char *kin
 	return 0;
 }
 
-static void add_record(struct txn *t, const struct state_file *f)
+void txn_add_record(struct txn *t, const struct state_file *f)
 {
 	if (t->nadds == t->capa) {
 		t->capa = t->capa ? t->capa * 2 : 64;
@@ -191,7 +168,7 @@ static void add_record(struct txn *t, const struct state_file *f)
 }
 
 /* This txn's resource as recorded before it (0: a new one); asked of the store once. */
-static int64_t my_resource(struct txn *t)
+int64_t txn_my_resource(struct txn *t)
 {
 	struct state_resource r;
 	if (t->res_id >= 0)
@@ -213,7 +190,7 @@ static int owner_class(struct txn *t, const char *path)
 			return 1;
 	if (state_file_owner(t->c->st, path) == 0)
 		return 0;
-	int64_t mine = my_resource(t);
+	int64_t mine = txn_my_resource(t);
 	return mine && state_file_recorded_by(t->c->st, path, mine) ? 1 : 2;
 }
 
@@ -226,7 +203,7 @@ static int shared_with_others(struct txn *t, const char *path, char **stack)
 {
 	struct state_file o;
 	char *who = NULL;
-	if (state_file_other(t->c->st, path, my_resource(t), &o, &who) != 0)
+	if (state_file_other(t->c->st, path, txn_my_resource(t), &o, &who) != 0)
 		return 0;
 	free(o.path);
 	free(o.link);
@@ -237,7 +214,7 @@ static int shared_with_others(struct txn *t, const char *path, char **stack)
 	return o.resource_id != 0;
 }
 
-static char *sibling(struct txn *t, const char *host, const char *tag)
+char *txn_sibling(struct txn *t, const char *host, const char *tag)
 {
 	const char *slash = strrchr(host, '/');
 	size_t dl = slash ? (size_t)(slash - host) : 0;
@@ -245,7 +222,7 @@ static char *sibling(struct txn *t, const char *host, const char *tag)
 	                 slash ? slash + 1 : host);
 }
 
-static void stat_record(struct state_file *f, const char *host)
+void place_stat_record(struct state_file *f, const char *host)
 {
 	struct stat st;
 	if (lstat(host, &st) == 0) {
@@ -255,8 +232,6 @@ static void stat_record(struct state_file *f, const char *host)
 	}
 }
 
-static int mkdirs_journaled(struct txn *t, const char *path);
-
 /*
  * Before writing `path`: it must be absent or placed by this resource (a
  * foreign file is a conflict, reported before any write), and its missing
@@ -265,11 +240,11 @@ static int mkdirs_journaled(struct txn *t, const char *path);
 static int claim_path(struct txn *t, const char *path, const char *host)
 {
 	int oc = owner_class(t, path);
-	if (exists(host) && oc != 1)
-		return fail(t, TF_ECONFLICT, "%s exists and %s", path,
-		            oc == 0 ? "was not placed by tfprov (move it away, or remove it)"
-		                    : "belongs to another tfprov resource");
-	return mkdirs_journaled(t, path);
+	if (place_exists(host) && oc != 1)
+		return txn_fail(t, TF_ECONFLICT, "%s exists and %s", path,
+		                oc == 0 ? "was not placed by tfprov (move it away, or remove it)"
+		                        : "belongs to another tfprov resource");
+	return txn_mkdirs_journaled(t, path);
 }
 
 int txn_will_create(struct txn *t, const char *path)
@@ -277,12 +252,12 @@ int txn_will_create(struct txn *t, const char *path)
 	char *host = ctx_host_path(t->c, path);
 	char *backup = NULL;
 	int rc = claim_path(t, path, host);
-	if (rc == 0 && exists(host))
-		backup = sibling(t, host, "bak");
-	if (rc == 0 && journal_add(t, "tree", path, NULL, backup) != 0)
-		rc = fail(t, TF_ESTATE, "cannot write the journal");
+	if (rc == 0 && place_exists(host))
+		backup = txn_sibling(t, host, "bak");
+	if (rc == 0 && txn_journal_add(t, "tree", path, NULL, backup) != 0)
+		rc = txn_fail(t, TF_ESTATE, "cannot write the journal");
 	else if (rc == 0 && backup && rename(host, backup) != 0)
-		rc = fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
+		rc = txn_fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
 	free(backup);
 	free(host);
 	return rc;
@@ -295,35 +270,36 @@ int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, 
 	int fd = -1, rc = 0;
 	if ((rc = claim_path(t, path, host)) != 0)
 		goto out;
-	tmp = sibling(t, host, "tmp");
-	backup = exists(host) ? sibling(t, host, "bak") : NULL;
-	if (journal_add(t, "put", path, tmp, backup) != 0) {
-		rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(t->c->st));
+	tmp = txn_sibling(t, host, "tmp");
+	backup = place_exists(host) ? txn_sibling(t, host, "bak") : NULL;
+	if (txn_journal_add(t, "put", path, tmp, backup) != 0) {
+		rc = txn_fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(t->c->st));
 		goto out;
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode & 07777);
 	if (fd < 0) {
-		rc = fail(t, tf_err_from_errno(-errno), "cannot create %s: %s", tmp,
-		          strerror(errno));
+		rc = txn_fail(t, tf_err_from_errno(-errno), "cannot create %s: %s", tmp,
+		              strerror(errno));
 		goto out;
 	}
 	int werr = fs_write_all(fd, data, len);
 	if (werr != 0) {
-		rc = fail(t, tf_err_from_errno(werr), "cannot write %s: %s", path, strerror(-werr));
+		rc = txn_fail(t, tf_err_from_errno(werr), "cannot write %s: %s", path,
+		              strerror(-werr));
 		goto out;
 	}
 	if (fchmod(fd, mode & 07777) != 0 || fsync(fd) != 0) {
-		rc = fail(t, TF_EIO, "cannot sync %s: %s", path, strerror(errno));
+		rc = txn_fail(t, TF_EIO, "cannot sync %s: %s", path, strerror(errno));
 		goto out;
 	}
 	close(fd);
 	fd = -1;
 	if (backup && rename(host, backup) != 0) {
-		rc = fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
+		rc = txn_fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
 		goto out;
 	}
 	if (rename(tmp, host) != 0) {
-		rc = fail(t, TF_EIO, "cannot rename into %s: %s", path, strerror(errno));
+		rc = txn_fail(t, TF_EIO, "cannot rename into %s: %s", path, strerror(errno));
 		goto out;
 	}
 	struct state_file f;
@@ -333,9 +309,9 @@ int txn_put_file(struct txn *t, const char *path, const void *data, size_t len, 
 	f.size = (int64_t)len;
 	f.mode = mode & 07777;
 	sha256_buf(data, len, f.sha256);
-	stat_record(&f, host);
-	add_record(t, &f);
-	said_add(t, EV_PLACED, "file", path, 1, backup != NULL);
+	place_stat_record(&f, host);
+	txn_add_record(t, &f);
+	txn_said_add(t, EV_PLACED, "file", path, 1, backup != NULL);
 out:
 	if (fd >= 0) {
 		close(fd);
@@ -363,9 +339,9 @@ static void record_entries(struct txn *t, const char *path, const struct place_e
 		f.mode = e[i].mode;
 		f.link = (char *)e[i].link;
 		char *host = ctx_host_path(t->c, f.path);
-		stat_record(&f, host);
+		place_stat_record(&f, host);
 		free(host);
-		add_record(t, &f);
+		txn_add_record(t, &f);
 		free(f.path);
 	}
 }
@@ -450,36 +426,37 @@ int txn_put_tree(struct txn *t, const char *staged, const char *path,
 	 * change; the user moves it out (or keeps the old tree).
 	 */
 	struct strvec foreign = STRVEC_INIT;
-	if (exists(host))
+	if (place_exists(host))
 		place_foreign(t->c, path, NULL, NULL, &foreign);
 	if (foreign.n) {
 		struct strbuf sb = STRBUF_INIT;
 		for (size_t i = 0; i < foreign.n; i++)
 			strbuf_addf(&sb, "%s%s", i ? ", " : "", foreign.v[i]);
-		rc = fail(t, TF_ECONFLICT,
-		          "%s holds what tfprov did not place (%s); replacing the tree would lose "
-		          "it: move it elsewhere, then apply again",
-		          path, sb.buf);
+		rc = txn_fail(
+		    t, TF_ECONFLICT,
+		    "%s holds what tfprov did not place (%s); replacing the tree would lose "
+		    "it: move it elsewhere, then apply again",
+		    path, sb.buf);
 		strbuf_release(&sb);
 		strvec_release(&foreign);
 		goto out;
 	}
-	backup = exists(host) ? sibling(t, host, "bak") : NULL;
-	if (journal_add(t, "tree", path, staged, backup) != 0) {
-		rc = fail(t, TF_ESTATE, "cannot write the journal");
+	backup = place_exists(host) ? txn_sibling(t, host, "bak") : NULL;
+	if (txn_journal_add(t, "tree", path, staged, backup) != 0) {
+		rc = txn_fail(t, TF_ESTATE, "cannot write the journal");
 		goto out;
 	}
 	if (backup) {
 		if (rename(host, backup) != 0) {
-			rc = fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
+			rc = txn_fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
 			goto out;
 		}
 		/* Forget the old records; the new tree's are added below. */
 		strvec_push(&t->dels, path);
 	}
 	if (rename(staged, host) != 0) {
-		rc = fail(t, TF_EIO, "cannot rename the staged tree into %s: %s", path,
-		          strerror(errno));
+		rc = txn_fail(t, TF_EIO, "cannot rename the staged tree into %s: %s", path,
+		              strerror(errno));
 		goto out;
 	}
 	struct place_entry root = {"", 'd', NULL, 0, 0755, NULL};
@@ -488,10 +465,10 @@ int txn_put_tree(struct txn *t, const char *staged, const char *path,
 	f.path = (char *)path;
 	f.type = 'd';
 	f.mode = root.mode;
-	stat_record(&f, host);
-	add_record(t, &f);
+	place_stat_record(&f, host);
+	txn_add_record(t, &f);
 	record_entries(t, path, entries, n, 1);
-	said_add(t, EV_PLACED, "tree", path, n, backup != NULL);
+	txn_said_add(t, EV_PLACED, "tree", path, n, backup != NULL);
 out:
 	free(host);
 	free(backup);
@@ -501,40 +478,35 @@ out:
 int txn_replace_dir(struct txn *t, const char *staged, const char *path)
 {
 	char *host = ctx_host_path(t->c, path);
-	char *backup = sibling(t, host, "bak");
+	char *backup = txn_sibling(t, host, "bak");
 	struct stat st;
 	int rc = 0, existed = 1;
 	if (lstat(host, &st) != 0 && errno == ENOENT) {
 		existed = 0;
 		/* Nothing there yet: the staged tree is renamed in, journaled. */
 		if ((rc = claim_path(t, path, host)) == 0 &&
-		    journal_add(t, "tree", path, staged, NULL) != 0)
-			rc = fail(t, TF_ESTATE, "cannot write the journal");
+		    txn_journal_add(t, "tree", path, staged, NULL) != 0)
+			rc = txn_fail(t, TF_ESTATE, "cannot write the journal");
 		else if (rc == 0 && rename(staged, host) != 0)
-			rc = fail(t, TF_EIO, "cannot rename the staged tree into %s: %s", path,
-			          strerror(errno));
+			rc = txn_fail(t, TF_EIO, "cannot rename the staged tree into %s: %s", path,
+			              strerror(errno));
 	} else if (!S_ISDIR(st.st_mode) || owner_class(t, path) == 0)
-		rc = fail(t, TF_ECONFLICT, "%s is not a directory tfprov placed", path);
-	else if (journal_add(t, "tree", path, staged, backup) != 0)
-		rc = fail(t, TF_ESTATE, "cannot write the journal");
+		rc = txn_fail(t, TF_ECONFLICT, "%s is not a directory tfprov placed", path);
+	else if (txn_journal_add(t, "tree", path, staged, backup) != 0)
+		rc = txn_fail(t, TF_ESTATE, "cannot write the journal");
 	else if (rename(host, backup) != 0)
-		rc = fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
+		rc = txn_fail(t, TF_EIO, "cannot move %s aside: %s", path, strerror(errno));
 	else if (rename(staged, host) != 0)
-		rc = fail(t, TF_EIO, "cannot rename the staged tree into %s: %s", path,
-		          strerror(errno));
+		rc = txn_fail(t, TF_EIO, "cannot rename the staged tree into %s: %s", path,
+		              strerror(errno));
 	if (rc == 0)
-		said_add(t, EV_PLACED, "tree", path, 0, existed);
+		txn_said_add(t, EV_PLACED, "tree", path, 0, existed);
 	free(host);
 	free(backup);
 	return rc;
 }
 
-struct collect {
-	struct strvec paths;
-	struct strvec types;
-};
-
-static int collect_cb(const struct state_file *f, void *arg)
+int place_collect_cb(const struct state_file *f, void *arg)
 {
 	struct collect *c = arg;
 	strvec_push(&c->paths, f->path);
@@ -543,314 +515,26 @@ static int collect_cb(const struct state_file *f, void *arg)
 	return 0;
 }
 
-/* Whether a record and a staged entry describe the same file, link or directory. */
-static int same_entry(const struct state_file *r, const struct place_entry *e)
-{
-	char et = e->type == 'h' ? 'f' : e->type;
-	if (r->type != et)
-		return 0;
-	if (et == 'f')
-		return e->sha256 && strcmp(r->sha256, e->sha256) == 0 &&
-		       (r->mode & 07777) == (e->mode & 07777);
-	if (et == 'l')
-		return r->link && e->link && strcmp(r->link, e->link) == 0;
-	return 1;
-}
-
-/* Whether the file at host is still what record r says (the drift check's test). */
-static int disk_matches(const struct state_file *r, const struct stat *sb)
-{
-	if (r->type == 'f')
-		return S_ISREG(sb->st_mode) && sb->st_size == r->size &&
-		       (int64_t)sb->st_mtim.tv_sec * 1000000000ll + sb->st_mtim.tv_nsec ==
-		           r->mtime_ns &&
-		       (sb->st_mode & 07777) == (r->mode & 07777);
-	if (r->type == 'l')
-		return S_ISLNK(sb->st_mode);
-	return S_ISDIR(sb->st_mode);
-}
-
-/* Creates directory `path` (root-relative) and its missing parents, each journaled first. */
-static int mkdir_journaled(struct txn *t, const char *path)
-{
-	int rc = mkdirs_journaled(t, path);
-	char *host = ctx_host_path(t->c, path);
-	if (rc == 0 && !exists(host)) {
-		if (journal_add(t, "mkdir", path, NULL, NULL) != 0)
-			rc = fail(t, TF_ESTATE, "cannot write the journal");
-		else if (mkdir(host, 0755) != 0 && errno != EEXIST)
-			rc = fail(t, TF_EIO, "cannot create %s: %s", path, strerror(errno));
-	}
-	free(host);
-	return rc;
-}
-
-/* KEEP: shared as it is; PLACE, REPLACE: written; SKIP: not this resource's (a
- * directory reached through another stack's symlink); ADOPT: a top-level
- * document (LICENSE) another stack placed from its own first archive, kept and
- * shared as it is, as the archives of one stack keep their first one's. */
-enum share_act { SHARE_KEEP, SHARE_PLACE, SHARE_REPLACE, SHARE_SKIP, SHARE_ADOPT };
-
-/*
- * Pass 1 of txn_share_tree for one entry at dst: what to do, or a conflict
- * (TF_ECONFLICT, its reason appended to why). Reads only.
- */
-static int share_decide(struct txn *t, int64_t mine, const char *dst, const struct place_entry *e,
-                        enum share_act *act, struct strbuf *why)
-{
-	char *host = ctx_host_path(t->c, dst);
-	struct stat sb;
-	struct state_file any, other;
-	char *stack = NULL;
-	int rc = 0;
-	memset(&any, 0, sizeof(any));
-	memset(&other, 0, sizeof(other));
-	*act = SHARE_PLACE;
-	if (lstat(host, &sb) != 0)
-		goto out;
-	if (e->type == 'd') {
-		struct stat tgt;
-		*act = S_ISDIR(sb.st_mode) ? SHARE_KEEP
-		       : S_ISLNK(sb.st_mode) && stat(host, &tgt) == 0 && S_ISDIR(tgt.st_mode)
-		           ? SHARE_SKIP
-		           : SHARE_PLACE;
-		if (*act == SHARE_PLACE) {
-			strbuf_addf(why, "%s%s is not a directory", why->len ? "; " : "", dst);
-			rc = TF_ECONFLICT;
-		}
-		goto out;
-	}
-	state_file_other(t->c->st, dst, 0, &any, NULL);
-	state_file_other(t->c->st, dst, mine, &other, &stack);
-	int me = mine && state_file_recorded_by(t->c->st, dst, mine);
-	if (any.resource_id == 0 && !me) {
-		strbuf_addf(why, "%s%s exists and was not placed by tfprov", why->len ? "; " : "",
-		            dst);
-		rc = TF_ECONFLICT;
-	} else if (other.resource_id && !same_entry(&other, e) && e->type != 'd' &&
-	           strchr(e->path, '/') == NULL && other.type == 'f' && disk_matches(&other, &sb)) {
-		*act = SHARE_ADOPT;
-	} else if (other.resource_id && !same_entry(&other, e)) {
-		strbuf_addf(why, "%s%s belongs to stack '%s' with other content",
-		            why->len ? "; " : "", dst, stack ? stack : "?");
-		rc = TF_ECONFLICT;
-	} else {
-		/* Same bytes as recorded, still on disk as recorded: nothing to write. A
-		 * shared file that drifted is put back to the bytes every owner wants. */
-		const struct state_file *r = other.resource_id ? &other : &any;
-		*act = r->resource_id && same_entry(r, e) && disk_matches(r, &sb) ? SHARE_KEEP
-		                                                                  : SHARE_REPLACE;
-	}
-out:
-	free(any.path);
-	free(any.link);
-	free(other.path);
-	free(other.link);
-	free(stack);
-	free(host);
-	return rc;
-}
-
-static int cmp_cstr(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/*
- * The entries with every directory that holds one of them (a merged cuDNN
- * lists its files, not always lib/ and include/), so that a shared directory
- * is recorded by each owner and goes with the last. *out is malloc'd
- * (paths of the added directories in *dirs); returns the new count.
- */
-static size_t with_parents(const struct place_entry *e, size_t n, struct place_entry **out,
-                           struct strvec *dirs)
-{
-	struct strvec have = STRVEC_INIT;
-	for (size_t i = 0; i < n; i++)
-		if (e[i].type == 'd')
-			strvec_push(&have, e[i].path);
-	for (size_t i = 0; i < n; i++) {
-		char *d = xstrdup(e[i].path);
-		for (char *sl = strrchr(d, '/'); sl; sl = strrchr(d, '/')) {
-			*sl = '\0';
-			int known = 0;
-			for (size_t k = 0; k < have.n && !known; k++)
-				known = strcmp(have.v[k], d) == 0;
-			if (known)
-				break;
-			strvec_push(&have, d);
-			strvec_push(dirs, d);
-		}
-		free(d);
-	}
-	*out = xcalloc(n + dirs->n + 1, sizeof(**out));
-	/* The added directories first (mkdir_journaled makes any missing parent anyway). */
-	for (size_t i = 0; i < dirs->n; i++)
-		(*out)[i] =
-		    (struct place_entry){dirs->v[dirs->n - 1 - i], 'd', NULL, 0, 0755, NULL};
-	if (n)
-		memcpy(*out + dirs->n, e, n * sizeof(*e));
-	strvec_release(&have);
-	return n + dirs->n;
-}
-
-int txn_share_tree(struct txn *t, const char *staged, const char *path,
-                   const struct place_entry *given, size_t ngiven)
-{
-	struct state *st = t->c->st;
-	int64_t mine = my_resource(t);
-	struct place_entry *e = NULL;
-	struct strvec implied = STRVEC_INIT;
-	size_t n = with_parents(given, ngiven, &e, &implied);
-	/* Entry n is the tree's root, recorded too, so that its last owner removes it. */
-	struct place_entry root = {"", 'd', NULL, 0, 0755, NULL};
-	enum share_act *act = xcalloc(n + 1, sizeof(*act));
-	char **dst = xcalloc(n + 1, sizeof(*dst));
-	struct strbuf why = STRBUF_INIT;
-	struct strvec backups = STRVEC_INIT, relf = STRVEC_INIT, reld = STRVEC_INIT;
-	struct collect col = {STRVEC_INIT, STRVEC_INIT};
-	int rc = 0, nconf = 0, more = 0;
-	size_t placed = 0;
-	/* Pass 1: decide every entry, before any write; a conflict stops here (the
-	 * first five are named). */
-	for (size_t i = 0; i <= n && !more; i++) {
-		const struct place_entry *x = i < n ? &e[i] : &root;
-		dst[i] = i < n ? path_join(path, x->path) : xstrdup(path);
-		if (share_decide(t, mine, dst[i], x, &act[i], &why) != 0)
-			more = ++nconf == 5 && i < n;
-	}
-	if (nconf) {
-		rc = fail(t, TF_ECONFLICT, "%s%s: nothing was changed", why.buf,
-		          more ? " (and maybe more)" : "");
-		goto out;
-	}
-	/* What this resource recorded that the tree no longer holds is released. */
-	if (mine)
-		state_files_foreach(st, mine, collect_cb, &col);
-	char **sorted = xcalloc(n + 2, sizeof(*sorted));
-	memcpy(sorted, dst, (n + 1) * sizeof(*sorted));
-	qsort(sorted, n + 1, sizeof(*sorted), cmp_cstr);
-	for (size_t i = 0; i < col.paths.n; i++) {
-		const char *p = col.paths.v[i];
-		if (bsearch(&p, sorted, n + 1, sizeof(*sorted), cmp_cstr) == NULL)
-			strvec_push(col.types.v[i][0] == 'd' ? &reld : &relf, p);
-	}
-	free(sorted);
-	if (relf.n || reld.n)
-		rc = txn_remove_paths(t, &relf, &reld);
-	/* Pass 2: the missing directories, each journaled; then every file move in one
-	 * journal transaction; then the moves. */
-	for (size_t i = 0; i <= n && rc == 0; i++)
-		if (act[i] == SHARE_PLACE && (i == n || e[i].type == 'd'))
-			rc = mkdir_journaled(t, dst[i]);
-	if (rc == 0 && state_begin(st) != 0)
-		rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		strvec_push(&backups, "");
-		if (e[i].type == 'd' || (act[i] != SHARE_PLACE && act[i] != SHARE_REPLACE))
-			continue;
-		char *host = ctx_host_path(t->c, dst[i]);
-		char *src = path_join(staged, e[i].path);
-		char *bak = act[i] == SHARE_REPLACE ? sibling(t, host, "bak") : NULL;
-		if (journal_add(t, "put", dst[i], src, bak) != 0)
-			rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
-		if (bak) {
-			free(backups.v[i]);
-			backups.v[i] = bak;
-		}
-		free(src);
-		free(host);
-	}
-	if (rc == 0 && state_commit(st) != 0)
-		rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
-	if (rc != 0) {
-		state_rollback(st);
-		goto out;
-	}
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		if (e[i].type == 'd' || (act[i] != SHARE_PLACE && act[i] != SHARE_REPLACE))
-			continue;
-		char *host = ctx_host_path(t->c, dst[i]);
-		char *src = path_join(staged, e[i].path);
-		if ((rc = mkdirs_journaled(t, dst[i])) != 0)
-			;
-		else if (backups.v[i][0] && rename(host, backups.v[i]) != 0)
-			rc = fail(t, TF_EIO, "cannot move %s aside: %s", dst[i], strerror(errno));
-		else if (rename(src, host) != 0)
-			rc = fail(t, TF_EIO, "cannot place %s: %s", dst[i], strerror(errno));
-		else
-			placed++;
-		free(src);
-		free(host);
-	}
-	if (rc != 0)
-		goto out;
-	/* Every entry is recorded for this resource: kept, placed or replaced. */
-	for (size_t i = 0; i <= n; i++) {
-		if (act[i] == SHARE_SKIP)
-			continue;
-		const struct place_entry *x = i < n ? &e[i] : &root;
-		struct state_file f, o;
-		memset(&f, 0, sizeof(f));
-		memset(&o, 0, sizeof(o));
-		f.path = dst[i];
-		f.type = x->type == 'h' ? 'f' : x->type;
-		if (x->sha256)
-			snprintf(f.sha256, sizeof(f.sha256), "%s", x->sha256);
-		f.size = f.type == 'f' ? x->size : 0;
-		f.mode = x->mode;
-		f.link = (char *)x->link;
-		if (act[i] == SHARE_ADOPT && state_file_other(st, dst[i], mine, &o, NULL) == 0 &&
-		    o.resource_id) {
-			memcpy(f.sha256, o.sha256, sizeof(f.sha256));
-			f.size = o.size;
-			f.mode = o.mode;
-		}
-		char *host = ctx_host_path(t->c, f.path);
-		stat_record(&f, host);
-		free(host);
-		add_record(t, &f);
-		free(o.path);
-		free(o.link);
-	}
-	fs_rmtree(staged);
-	said_add(t, EV_PLACED, "share", path, placed, 0);
-out:
-	for (size_t i = 0; i <= n; i++)
-		free(dst[i]);
-	free(dst);
-	free(act);
-	strbuf_release(&why);
-	strvec_release(&backups);
-	strvec_release(&relf);
-	strvec_release(&reld);
-	strvec_release(&col.paths);
-	strvec_release(&col.types);
-	strvec_release(&implied);
-	free(e);
-	return rc;
-}
-
 int txn_remove(struct txn *t, const char *path)
 {
 	char *host = ctx_host_path(t->c, path);
 	char *backup = NULL;
 	int rc = 0;
-	if (!exists(host)) {
+	if (!place_exists(host)) {
 		strvec_push(&t->dels, path);
 		goto out;
 	}
-	backup = sibling(t, host, "del");
-	if (journal_add(t, "rm", path, NULL, backup) != 0) {
-		rc = fail(t, TF_ESTATE, "cannot write the journal");
+	backup = txn_sibling(t, host, "del");
+	if (txn_journal_add(t, "rm", path, NULL, backup) != 0) {
+		rc = txn_fail(t, TF_ESTATE, "cannot write the journal");
 		goto out;
 	}
 	if (rename(host, backup) != 0) {
-		rc = fail(t, TF_EIO, "cannot remove %s: %s", path, strerror(errno));
+		rc = txn_fail(t, TF_EIO, "cannot remove %s: %s", path, strerror(errno));
 		goto out;
 	}
 	strvec_push(&t->dels, path);
-	said_add(t, EV_REMOVED, NULL, path, 1, 0);
+	txn_said_add(t, EV_REMOVED, NULL, path, 1, 0);
 out:
 	free(host);
 	free(backup);
@@ -891,19 +575,20 @@ int txn_remove_paths(struct txn *t, const struct strvec *paths, const struct str
 	if (state_begin(st) != 0) {
 		free(keep);
 		free(sharer);
-		return fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
+		return txn_fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
 	}
 	for (size_t i = 0; i < paths->n && rc == 0; i++) {
 		char *host = ctx_host_path(t->c, paths->v[i]);
-		char *bak = !keep[i] && exists(host) ? sibling(t, host, "del") : NULL;
-		if (bak && journal_add(t, "rm", paths->v[i], NULL, bak) != 0)
-			rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
+		char *bak = !keep[i] && place_exists(host) ? txn_sibling(t, host, "del") : NULL;
+		if (bak && txn_journal_add(t, "rm", paths->v[i], NULL, bak) != 0)
+			rc = txn_fail(t, TF_ESTATE, "cannot write the journal: %s",
+			              state_errmsg(st));
 		strvec_push(&backups, bak ? bak : "");
 		free(bak);
 		free(host);
 	}
 	if (rc == 0 && state_commit(st) != 0)
-		rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
+		rc = txn_fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
 	if (rc != 0) {
 		state_rollback(st);
 		t->njids = 0;
@@ -918,7 +603,8 @@ int txn_remove_paths(struct txn *t, const struct strvec *paths, const struct str
 		if (keep[i])
 			; /* released at the commit, left on disk */
 		else if (backups.v[i][0] && rename(host, backups.v[i]) != 0)
-			rc = fail(t, TF_EIO, "cannot remove %s: %s", paths->v[i], strerror(errno));
+			rc = txn_fail(t, TF_EIO, "cannot remove %s: %s", paths->v[i],
+			              strerror(errno));
 		else
 			strvec_push(&t->dels, paths->v[i]);
 		free(host);
@@ -934,7 +620,7 @@ int txn_remove_paths(struct txn *t, const struct strvec *paths, const struct str
 	strvec_release(&backups);
 	free(keep);
 	if (rc == 0 && paths->n > nshared)
-		said_add(t, EV_REMOVED, NULL, top_path(paths, dirs), paths->n - nshared, 0);
+		txn_said_add(t, EV_REMOVED, NULL, top_path(paths, dirs), paths->n - nshared, 0);
 	if (rc == 0 && nshared)
 		said_shared(t, top_path(paths, dirs), nshared, sharer);
 	free(sharer);
@@ -943,12 +629,12 @@ int txn_remove_paths(struct txn *t, const struct strvec *paths, const struct str
 
 int txn_remove_outside(struct txn *t, const char *keep)
 {
-	int64_t mine = my_resource(t);
+	int64_t mine = txn_my_resource(t);
 	if (mine == 0)
 		return 0;
 	struct collect col = {STRVEC_INIT, STRVEC_INIT};
 	struct strvec files = STRVEC_INIT, dirs = STRVEC_INIT;
-	state_files_foreach(t->c->st, mine, collect_cb, &col);
+	state_files_foreach(t->c->st, mine, place_collect_cb, &col);
 	size_t kl = strlen(keep);
 	for (size_t i = 0; i < col.paths.n; i++) {
 		const char *p = col.paths.v[i];
@@ -971,7 +657,7 @@ int txn_remove_all(struct txn *t)
 		return 0;
 	struct collect col = {STRVEC_INIT, STRVEC_INIT};
 	struct strvec files = STRVEC_INIT, dirs = STRVEC_INIT;
-	state_files_foreach(t->c->st, r.id, collect_cb, &col);
+	state_files_foreach(t->c->st, r.id, place_collect_cb, &col);
 	/* Files and links one by one; a directory only once nothing is left in it. */
 	for (size_t i = 0; i < col.paths.n; i++)
 		strvec_push(col.types.v[i][0] == 'd' ? &dirs : &files, col.paths.v[i]);
@@ -994,7 +680,7 @@ const struct strvec *txn_kept(const struct txn *t)
 	return &t->kept;
 }
 
-static int path_desc(const void *a, const void *b)
+int place_path_desc(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)b, *(char *const *)a);
 }
@@ -1010,7 +696,7 @@ static void remove_dirs(struct txn *t)
 	if (t->rmdirs.n == 0)
 		return;
 	if (t->rmdirs.n > 1)
-		qsort(t->rmdirs.v, t->rmdirs.n, sizeof(char *), path_desc);
+		qsort(t->rmdirs.v, t->rmdirs.n, sizeof(char *), place_path_desc);
 	for (size_t i = 0; i < t->rmdirs.n; i++) {
 		if (i && strcmp(t->rmdirs.v[i], t->rmdirs.v[i - 1]) == 0)
 			continue;
@@ -1050,19 +736,20 @@ int txn_record_tree(struct txn *t, const char *path, const struct place_entry *e
 		known = strcmp(t->jpaths.v[i], path) == 0 ||
 		        (strncmp(t->jpaths.v[i], path, pl) == 0 && t->jpaths.v[i][pl] == '/');
 	if (!known && owner_class(t, path) != 1)
-		return fail(t, TF_ECONFLICT,
-		            "%s was not built through the journal: refusing to record it", path);
+		return txn_fail(t, TF_ECONFLICT,
+		                "%s was not built through the journal: refusing to record it",
+		                path);
 	struct state_file f;
 	memset(&f, 0, sizeof(f));
 	f.path = (char *)path;
 	f.type = 'd';
 	f.mode = 0755;
 	char *host = ctx_host_path(t->c, path);
-	stat_record(&f, host);
+	place_stat_record(&f, host);
 	free(host);
-	add_record(t, &f);
+	txn_add_record(t, &f);
 	record_entries(t, path, entries, n, 1);
-	said_add(t, EV_PLACED, "tree", path, n, 0);
+	txn_said_add(t, EV_PLACED, "tree", path, n, 0);
 	return 0;
 }
 
@@ -1091,7 +778,7 @@ static int refresh_now(struct txn *t, const char *addr)
 	int rc = 0;
 	if (state_resource_get(st, t->stack_id, addr, &r) != 0)
 		return 0;
-	state_files_foreach(st, r.id, collect_cb, &col);
+	state_files_foreach(st, r.id, place_collect_cb, &col);
 	for (size_t i = 0; i < col.paths.n && rc == 0; i++) {
 		char *host = ctx_host_path(t->c, col.paths.v[i]);
 		struct stat sb;
@@ -1107,7 +794,7 @@ static int refresh_now(struct txn *t, const char *addr)
 			int64_t size = 0;
 			sha256_file(host, f.sha256, &size);
 			f.size = size;
-			stat_record(&f, host);
+			place_stat_record(&f, host);
 			rc = state_file_put(st, r.id, &f);
 		}
 		free(host);
@@ -1119,7 +806,7 @@ static int refresh_now(struct txn *t, const char *addr)
 }
 
 /* fsync of the directory that holds host: its entries (a removal) are durable. 0 or -errno. */
-static int sync_parent(const char *host)
+int place_sync_parent(const char *host)
 {
 	char *dir = xstrndup(host, (size_t)(strrchr(host, '/') - host));
 	int fd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1144,7 +831,7 @@ static void gc_rows(struct state *st)
 		 * would otherwise keep the backup and lose the row that names it
 		 * (test_power_loss.py). A row kept is removed by the next recovery.
 		 */
-		if (v[i].backup && sync_parent(v[i].backup) != 0)
+		if (v[i].backup && place_sync_parent(v[i].backup) != 0)
 			continue;
 		state_journal_delete(st, v[i].id);
 	}
@@ -1159,9 +846,9 @@ static int path_asc(const void *a, const void *b)
 static int sync_one(struct txn *t, int fd, const char *what)
 {
 	if (syncfs(fd) != 0)
-		return fail(t, tf_err_from_errno(-errno),
-		            "cannot make %s durable (syncfs): %s; nothing was recorded", what,
-		            strerror(errno));
+		return txn_fail(t, tf_err_from_errno(-errno),
+		                "cannot make %s durable (syncfs): %s; nothing was recorded", what,
+		                strerror(errno));
 	return 0;
 }
 
@@ -1177,8 +864,8 @@ static int sync_all(struct txn *t)
 	} else {
 		int fd = open(t->c->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (fd < 0)
-			return fail(t, TF_EIO, "cannot open %s to make it durable: %s", t->c->root,
-			            strerror(errno));
+			return txn_fail(t, TF_EIO, "cannot open %s to make it durable: %s",
+			                t->c->root, strerror(errno));
 		rc = sync_one(t, fd, t->c->root);
 		if (rc == 0 && fstat(fd, &st) == 0)
 			rootdev = st.st_dev;
@@ -1208,12 +895,13 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 	if ((rc = sync_all(t)) != 0)
 		return rc;
 	if (state_begin(st) != 0)
-		return fail(t, TF_ESTATE, "cannot begin: %s", state_errmsg(st));
+		return txn_fail(t, TF_ESTATE, "cannot begin: %s", state_errmsg(st));
 	int64_t rid = 0;
 	if (desired) {
 		rid = state_resource_put(st, t->stack_id, t->addr, t->kind, desired, attrs);
 		if (rid == 0) {
-			rc = fail(t, TF_ESTATE, "cannot record the resource: %s", state_errmsg(st));
+			rc = txn_fail(t, TF_ESTATE, "cannot record the resource: %s",
+			              state_errmsg(st));
 			goto out;
 		}
 	}
@@ -1224,7 +912,7 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 	for (size_t i = 0; i < t->rmdirs.n && rc == 0; i++)
 		rc = state_file_delete(st, t->rmdirs.v[i]);
 	if (t->releases.n && rc == 0) {
-		int64_t me = rid ? rid : my_resource(t);
+		int64_t me = rid ? rid : txn_my_resource(t);
 		for (size_t i = 0; i < t->releases.n && rc == 0; i++)
 			rc = state_file_release(st, me, t->releases.v[i]);
 	}
@@ -1245,12 +933,13 @@ int txn_commit(struct txn *t, const char *desired, const char *attrs)
 		qsort(t->rmdirs.v, t->rmdirs.n, sizeof(char *), path_asc);
 	for (size_t i = 0; i < t->rmdirs.n && rc == 0; i++)
 		if (state_journal_add(st, "rmdir", t->rmdirs.v[i], NULL, NULL, NULL) != 0)
-			rc = fail(t, TF_ESTATE, "cannot write the journal: %s", state_errmsg(st));
+			rc = txn_fail(t, TF_ESTATE, "cannot write the journal: %s",
+			              state_errmsg(st));
 	for (size_t i = 0; i < t->njids && rc == 0; i++)
 		rc = state_journal_settle(st, t->jids[i]);
 out:
 	if (rc == 0 && state_commit(st) != 0)
-		rc = fail(t, TF_ESTATE, "cannot commit: %s", state_errmsg(st));
+		rc = txn_fail(t, TF_ESTATE, "cannot commit: %s", state_errmsg(st));
 	if (rc != 0) {
 		state_rollback(st);
 		return rc;
@@ -1264,117 +953,6 @@ out:
 	return 0;
 }
 
-/*
- * Waits (10 s at most) until no process of the run that made a stage still
- * uses it. The wheel installer's byte-compiler and its workers hold a shared
- * flock on their stage directory while they live (wheel.c); a kill -9 of
- * tfprov takes them along through parent-death signals, but not in the same
- * instant, and a recovery that removed the stage meanwhile could find files
- * written into it after its walk.
- */
-static void stage_wait_idle(const char *host)
-{
-	int fd = open(host, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	for (int i = 0; i < 1000 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK; i++)
-		usleep(10000);
-	close(fd);
-}
-
-/*
- * Waits (PLACE_BUSY_NAME, place.h; 120 s at most: ensurepip on a loaded
- * machine) until no orphan of a killed run still writes into a tree built in
- * place.
- */
-static void tree_wait_idle(const char *host)
-{
-	char *busy = path_join(host, PLACE_BUSY_NAME);
-	int fd = open(busy, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	free(busy);
-	if (fd < 0)
-		return;
-	for (int i = 0; i < 12000 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK; i++)
-		usleep(10000);
-	close(fd);
-}
-
-/*
- * Puts a journaled snapshot (txn_snapshot_dir) back in place of host, in a
- * way that a kill at any instant of it leaves for the next recovery to
- * finish: the snapshot carries PLACE_SNAP_MARK from its creation on, so the
- * marker says which side of the exchange the snapshot is on. Not yet swapped
- * (the marker in backup): exchange the two names, and make that durable.
- * Swapped (the marker in host): remove what pip left (now at backup), then
- * the marker. Without the marker anywhere the restore had already finished.
- */
-static void snap_restore(const char *host, const char *backup)
-{
-	char *mark_b = path_join(backup, PLACE_SNAP_MARK);
-	char *mark_h = path_join(host, PLACE_SNAP_MARK);
-	if (!exists(mark_h) && exists(mark_b)) {
-		int e = exists(host) ? fs_swap_in_keep(backup, host) : 0;
-		if (!exists(host) && rename(backup, host) != 0)
-			e = -errno;
-		if (e != 0 || sync_parent(host) != 0)
-			goto out; /* the row stays; the next recovery tries again */
-	}
-	if (exists(mark_h)) {
-		fs_rmtree(backup);
-		unlink(mark_h);
-	}
-out:
-	free(mark_b);
-	free(mark_h);
-}
-
-/* Undoes one journal row. */
-static void undo_row(struct ctx *c, const char *op, const char *path, const char *tmp,
-                     const char *backup)
-{
-	char *host = ctx_host_path(c, path);
-	if (strcmp(op, "stage") == 0) {
-		stage_wait_idle(host);
-		fs_rmtree(host);
-	} else if (strcmp(op, "mkdir") == 0 || strcmp(op, "rmdir") == 0) {
-		/* Only when empty: anything inside is someone's. (rmdir: the
-		 * directory of a committed removal, journaled with the commit.) */
-		rmdir(host);
-	} else if (strcmp(op, "put") == 0 || strcmp(op, "tree") == 0) {
-		if (strcmp(op, "tree") == 0)
-			tree_wait_idle(host);
-		if (tmp && exists(tmp) && strcmp(op, "put") == 0)
-			fs_rmtree(tmp);
-		if (tmp && strcmp(op, "tree") == 0)
-			fs_rmtree(tmp);
-		/*
-		 * No backup means the path did not exist when the intent was
-		 * journaled (we hold the lock), so whatever is there now is this
-		 * unfinished operation's and goes; even if an older record names
-		 * the path (an update that removed, then re-created it).
-		 */
-		if (backup && exists(backup)) {
-			fs_rmtree(host);
-			rename(backup, host);
-		} else if (backup == NULL && exists(host)) {
-			fs_rmtree(host);
-		}
-	} else if (strcmp(op, "rm") == 0) {
-		if (backup && exists(backup)) {
-			fs_rmtree(host);
-			rename(backup, host);
-		}
-	} else if (strcmp(op, "snap") == 0) {
-		tree_wait_idle(host);
-		if (backup)
-			snap_restore(host, backup); /* the directory as it was before the txn */
-	} else if (strcmp(op, "gc") == 0) {
-		if (backup)
-			fs_rmtree(backup);
-	}
-	free(host);
-}
-
 void txn_abort(struct txn *t)
 {
 	if (t == NULL)
@@ -1384,7 +962,7 @@ void txn_abort(struct txn *t)
 		struct state_journal_entry e;
 		state_journal_get(st, t->jids[i], &e);
 		if (e.id)
-			undo_row(t->c, e.op, e.path, e.tmp, e.backup);
+			place_undo_row(t->c, e.op, e.path, e.tmp, e.backup);
 		state_journal_entry_release(&e);
 		state_journal_delete(st, t->jids[i]);
 	}
@@ -1416,7 +994,7 @@ void txn_abort(struct txn *t)
  * resolved inside the root first (a symlinked /opt leads to where it points
  * in the root); the directories journaled are the resolved ones.
  */
-static int mkdirs_journaled(struct txn *t, const char *path)
+int txn_mkdirs_journaled(struct txn *t, const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	if (slash == NULL || slash == path)
@@ -1425,7 +1003,7 @@ static int mkdirs_journaled(struct txn *t, const char *path)
 	char *host = ctx_host_dir(t->c, parent);
 	const char *rel = ctx_rel(t->c, host);
 	char *p = rel ? xstrdup(rel) : NULL;
-	int rc = p ? 0 : fail(t, TF_EIO, "%s leads out of the root", parent);
+	int rc = p ? 0 : txn_fail(t, TF_EIO, "%s leads out of the root", parent);
 	for (char *s = p ? p + 1 : NULL; s && rc == 0; s++) {
 		char saved = *s;
 		if (saved != '/' && saved != '\0')
@@ -1434,10 +1012,11 @@ static int mkdirs_journaled(struct txn *t, const char *path)
 		char *h = ctx_host_path(t->c, p);
 		struct stat st;
 		if (lstat(h, &st) != 0) {
-			if (journal_add(t, "mkdir", p, NULL, NULL) != 0)
-				rc = fail(t, TF_ESTATE, "cannot write the journal");
+			if (txn_journal_add(t, "mkdir", p, NULL, NULL) != 0)
+				rc = txn_fail(t, TF_ESTATE, "cannot write the journal");
 			else if (mkdir(h, 0755) != 0 && errno != EEXIST)
-				rc = fail(t, TF_EIO, "cannot create %s: %s", p, strerror(errno));
+				rc =
+				    txn_fail(t, TF_EIO, "cannot create %s: %s", p, strerror(errno));
 		}
 		free(h);
 		*s = saved;
@@ -1452,187 +1031,21 @@ static int mkdirs_journaled(struct txn *t, const char *path)
 
 int txn_stage_dir(struct txn *t, const char *near_path, char **host_out)
 {
-	int rc = mkdirs_journaled(t, near_path);
+	int rc = txn_mkdirs_journaled(t, near_path);
 	if (rc != 0)
 		return rc;
 	char *host = ctx_host_path(t->c, near_path);
 	char *dir = xstrndup(host, (size_t)(strrchr(host, '/') - host));
-	char *stage = sibling(t, host, "stage");
+	char *stage = txn_sibling(t, host, "stage");
 	const char *rel = ctx_rel(t->c, stage);
-	int jr = rel ? journal_add(t, "stage", rel, NULL, NULL) : TF_ESTATE;
+	int jr = rel ? txn_journal_add(t, "stage", rel, NULL, NULL) : TF_ESTATE;
 	free(dir);
 	free(host);
 	if (jr != 0) {
 		free(stage);
-		return fail(t, TF_ESTATE, "cannot write the journal");
+		return txn_fail(t, TF_ESTATE, "cannot write the journal");
 	}
 	*host_out = stage;
-	return 0;
-}
-
-/*
- * Recovery runs again after a kill or a power cut in the middle of it, and
- * an undo is not idempotent once an older row has put a backup back: the
- * undo of a newer 'put' without backup ("whatever is at the path now is
- * ours") or 'mkdir' ("remove it if empty") would then hit the restored
- * generation's file or directory (a conda env's activate.d hook, put into the
- * new env after the env was swapped: test_power_loss.py's conda-replace
- * variant, test_durability.py). So before such a restore, the undo done so
- * far is made durable and its rows go: a second recovery starts at the
- * restore.
- */
-struct undo_ref {
-	const char *path;
-	size_t i; /* index in the rows, newest first */
-};
-
-static int undo_ref_cmp(const void *a, const void *b)
-{
-	const struct undo_ref *x = a, *y = b;
-	int d = strcmp(x->path, y->path);
-	return d ? d : (x->i > y->i) - (x->i < y->i);
-}
-
-/* The first ref whose path is not below key in byte order. */
-static size_t undo_ref_lower(const struct undo_ref *r, size_t n, const char *key)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (strcmp(r[mid].path, key) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-/* Whether a row undone since the last checkpoint (index in [from, i)) lies at
- * or under path (the refs sorted by path). */
-static int undone_under(const struct undo_ref *r, size_t n, const char *path, size_t from, size_t i)
-{
-	size_t len = strlen(path);
-	char *dir = xmalloc(len + 2);
-	memcpy(dir, path, len);
-	memcpy(dir + len, "/", 2);
-	int hit = 0;
-	for (size_t k = undo_ref_lower(r, n, path); !hit && k < n && strcmp(r[k].path, path) == 0;
-	     k++)
-		hit = r[k].i >= from && r[k].i < i;
-	for (size_t k = undo_ref_lower(r, n, dir);
-	     !hit && k < n && strncmp(r[k].path, dir, len + 1) == 0; k++)
-		hit = r[k].i >= from && r[k].i < i;
-	free(dir);
-	return hit;
-}
-
-static int undo_restores(const struct state_journal_entry *e)
-{
-	return e->backup != NULL && (strcmp(e->op, "put") == 0 || strcmp(e->op, "tree") == 0 ||
-	                             strcmp(e->op, "rm") == 0 || strcmp(e->op, "snap") == 0);
-}
-
-/* The undo so far made durable, then its rows (newer than `id`) removed.
- * 0, TF_EIO (the sync failed: the rows stay) or TF_ESTATE. */
-static int recover_checkpoint(struct ctx *c, int64_t id)
-{
-	if (c->rootfd >= 0 && syncfs(c->rootfd) != 0) {
-		ev_log(c, EV_WARN, "recovery: cannot sync %s: %s", c->root, strerror(errno));
-		return TF_EIO;
-	}
-	return state_journal_delete_newer(c->st, id);
-}
-
-int place_recover(struct ctx *c)
-{
-	struct state *st = c->st;
-	int n = 0;
-	struct state_journal_entry *rows = NULL; /* newest first */
-	size_t n_rows = 0;
-	struct strvec rmdirs = STRVEC_INIT;
-	state_journal_list(st, NULL, &rows, &n_rows);
-	struct undo_ref *refs = xcalloc(n_rows ? n_rows : 1, sizeof(*refs));
-	size_t n_refs = 0;
-	for (size_t i = 0; i < n_rows; i++)
-		if (strcmp(rows[i].op, "rmdir") != 0 && strcmp(rows[i].op, "gc") != 0)
-			refs[n_refs++] = (struct undo_ref){rows[i].path, i};
-	qsort(refs, n_refs, sizeof(*refs), undo_ref_cmp);
-	size_t from = 0; /* rows before it are undone and gone from the journal */
-	for (size_t i = 0; i < n_rows; i++) {
-		const struct state_journal_entry *e = &rows[i];
-		if (strcmp(e->op, "rmdir") == 0) {
-			strvec_push(&rmdirs, e->path);
-			continue;
-		}
-		if (undo_restores(e) && undone_under(refs, n_refs, e->path, from, i) &&
-		    recover_checkpoint(c, e->id) == 0)
-			from = i;
-		undo_row(c, e->op, e->path, e->tmp, e->backup);
-		if (strcmp(e->op, "gc") != 0)
-			n++;
-	}
-	free(refs);
-	/* Last, once the garbage in them is gone: a committed removal's
-	 * directories, deepest first, each only when empty. */
-	if (rmdirs.n > 1)
-		qsort(rmdirs.v, rmdirs.n, sizeof(char *), path_desc);
-	for (size_t i = 0; i < rmdirs.n; i++)
-		undo_row(c, "rmdir", rmdirs.v[i], NULL, NULL);
-	strvec_release(&rmdirs);
-	state_journal_free(rows, n_rows);
-	/*
-	 * The undo is durable before the journal that describes it goes (a power
-	 * cut would otherwise keep half an undo that no row names). A failed sync
-	 * is said; the rows go anyway, since this run goes on to write its own.
-	 */
-	if (n_rows && c->rootfd >= 0 && syncfs(c->rootfd) != 0)
-		ev_log(c, EV_WARN, "recovery: cannot sync %s: %s", c->root, strerror(errno));
-	/* We hold the writer lock: any generation still 'running' was killed.
-	 * Nothing to recover writes nothing: a run that changes nothing (exit 6,
-	 * "No changes") must leave state.db byte-for-byte as it was. */
-	if (n_rows)
-		state_journal_clear(st, NULL);
-	state_gens_interrupted(st);
-	if (n)
-		ev_log(c, EV_WARN,
-		       "recovered from an interrupted run: undid %d unfinished operation%s", n,
-		       n == 1 ? "" : "s");
-	else if (n_rows)
-		ev_log(c, EV_WARN,
-		       "recovered from an interrupted run: its change was committed; removed %zu "
-		       "leftover backup%s",
-		       n_rows, n_rows == 1 ? "" : "s");
-	return n;
-}
-
-int place_open_state(struct ctx *c)
-{
-	char *err = NULL, *holder = NULL;
-	int rc = state_open(c->state_dir, 1, &c->st, &err);
-	if (rc != 0) {
-		ev_log(c, EV_ERROR, "%s (%s)", err ? err : "cannot open the state", c->state_dir);
-		free(err);
-		return rc < 0 ? rc : TF_ESTATE;
-	}
-	rc = c->wlock ? 0 : state_lock(c->st, c->lock_timeout, &holder); /* main holds it */
-	if (rc != 0 && tf_interrupted) {
-		/* SIGINT/SIGTERM during the wait: nothing was changed; 130, not 4. */
-		ev_log(c, EV_ERROR, "interrupted while waiting for the state lock (%s)",
-		       holder ? holder : "unknown");
-		rc = TF_EINTR;
-	} else if (rc != 0) {
-		ev_log(c, EV_ERROR,
-		       "the state in %s is locked by another tfprov run (%s); waited %.0f s "
-		       "(--lock-timeout)",
-		       c->state_dir, holder ? holder : "unknown", c->lock_timeout);
-	}
-	free(holder);
-	if (rc != 0) {
-		state_close(c->st);
-		c->st = NULL;
-		return rc;
-	}
-	place_recover(c);
 	return 0;
 }
 
@@ -1653,23 +1066,24 @@ int place_foreign_step_file(struct ctx *c, const char *addr, const char *stack, 
 int txn_snapshot_dir(struct txn *t, const char *path, char **snap_out)
 {
 	char *host = ctx_host_path(t->c, path);
-	char *snap = sibling(t, host, "snap");
+	char *snap = txn_sibling(t, host, "snap");
 	char *mark = path_join(snap, PLACE_SNAP_MARK);
 	const char *rel = ctx_rel(t->c, snap);
 	int rc = 0, e;
 	/* A kill while the links are made: the stage row removes the partial tree. */
-	if (rel == NULL || journal_add(t, "stage", rel, NULL, NULL) != 0)
-		rc = fail(t, TF_ESTATE, "cannot write the journal");
+	if (rel == NULL || txn_journal_add(t, "stage", rel, NULL, NULL) != 0)
+		rc = txn_fail(t, TF_ESTATE, "cannot write the journal");
 	else if ((e = fs_link_tree(host, snap)) != 0)
-		rc = fail(t, tf_err_from_errno(e), "cannot snapshot %s: %s", path, strerror(-e));
+		rc =
+		    txn_fail(t, tf_err_from_errno(e), "cannot snapshot %s: %s", path, strerror(-e));
 	else if ((e = fs_write_atomic(mark, "", 0, 0600, FS_NO_REPLACE)) != 0)
-		rc = fail(t, tf_err_from_errno(e), "cannot write %s: %s", mark, strerror(-e));
+		rc = txn_fail(t, tf_err_from_errno(e), "cannot write %s: %s", mark, strerror(-e));
 	/* Durable before the row that names it: a power cut must not leave a
 	 * row that swaps half a snapshot in. */
 	else if ((rc = sync_all(t)) != 0)
 		;
-	else if (journal_add(t, "snap", path, NULL, snap) != 0)
-		rc = fail(t, TF_ESTATE, "cannot write the journal");
+	else if (txn_journal_add(t, "snap", path, NULL, snap) != 0)
+		rc = txn_fail(t, TF_ESTATE, "cannot write the journal");
 	free(host);
 	free(mark);
 	if (rc != 0) {

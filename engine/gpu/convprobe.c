@@ -253,130 +253,138 @@ void convprobe_reference(const struct convprobe_params *p, const float *x, const
 				}
 }
 
-static int probe_child(void *arg, void *shared)
-{
-	const struct job *job = arg;
-	struct convprobe_result *o = shared;
-	const struct convprobe_params *p = &o->params;
+/* One probe in the child: the libraries, what was made with them, freed by probe_release. */
+struct probe {
+	struct convprobe_result *o;
+	const struct convprobe_params *p;
 	struct cudart rt;
 	struct cudnn dn;
-	void *hrt = NULL, *hdn = NULL;
-	tfp_cudnnHandle_t handle = NULL;
-	tfp_cudnnTensorDescriptor_t xd = NULL, yd = NULL;
-	tfp_cudnnFilterDescriptor_t fd = NULL;
-	tfp_cudnnConvolutionDescriptor_t cd = NULL;
-	tfp_cudaEvent_t ev0 = NULL, ev1 = NULL;
-	void *dx = NULL, *df = NULL, *dy = NULL, *dws = NULL;
-	float *x = NULL, *f = NULL, *y = NULL, *yref = NULL;
-	size_t nx, nf, ny, i;
-	tfp_cudaError_t ce;
-	tfp_cudnnStatus_t cs;
-	int on, oc, oh, ow, ok = 0;
-	float ms = 0, alpha = 1.0f, beta = 0.0f;
+	tfp_cudnnHandle_t handle;
+	tfp_cudnnTensorDescriptor_t xd, yd;
+	tfp_cudnnFilterDescriptor_t fd;
+	tfp_cudnnConvolutionDescriptor_t cd;
+	tfp_cudaEvent_t ev0, ev1;
+	void *dx, *df, *dy, *dws;
+	float *x, *f, *y, *yref;
+	size_t nx, nf, ny;
+};
 
-	memset(&rt, 0, sizeof(rt));
-	memset(&dn, 0, sizeof(dn));
-	hrt = load(job->cudart_path, cudart_syms, ARRAY_SIZE(cudart_syms), &rt, "runtime", o);
-	if (hrt == NULL)
-		goto out;
-	hdn = load(job->cudnn_path, cudnn_syms, ARRAY_SIZE(cudnn_syms), &dn, "cudnn", o);
-	if (hdn == NULL)
-		goto out;
-	o->cudnn_version = (long)dn.GetVersion();
-	rt.RuntimeGetVersion(&o->runtime_version);
-	rt.DriverGetVersion(&o->driver_version);
-
-#define RT_CALL(layer, name, expr)                                                                 \
+/* A runtime or cuDNN call of a probe stage: on failure, said (fail) and the stage ends (1). */
+#define RT_CALL(P, layer, name, expr)                                                              \
 	do {                                                                                       \
-		ce = (expr);                                                                       \
-		if (ce != TFP_cudaSuccess) {                                                       \
-			fail(o, layer, name, ce, "%s: %s (%d)", name, rt_str(&rt, ce), ce);        \
-			goto out;                                                                  \
+		tfp_cudaError_t ce_ = (expr);                                                      \
+		if (ce_ != TFP_cudaSuccess) {                                                      \
+			fail((P)->o, layer, name, ce_, "%s: %s (%d)", name, rt_str(&(P)->rt, ce_), \
+			     ce_);                                                                 \
+			return 1;                                                                  \
 		}                                                                                  \
 	} while (0)
-#define DN_CALL(name, expr)                                                                        \
+#define DN_CALL(P, name, expr)                                                                     \
 	do {                                                                                       \
-		cs = (expr);                                                                       \
-		if (cs != TFP_CUDNN_STATUS_SUCCESS) {                                              \
-			fail(o, "cudnn", name, cs, "%s: %s (%d)", name, dn_str(&dn, cs), cs);      \
-			goto out;                                                                  \
+		tfp_cudnnStatus_t cs_ = (expr);                                                    \
+		if (cs_ != TFP_CUDNN_STATUS_SUCCESS) {                                             \
+			fail((P)->o, "cudnn", name, cs_, "%s: %s (%d)", name,                      \
+			     dn_str(&(P)->dn, cs_), cs_);                                          \
+			return 1;                                                                  \
 		}                                                                                  \
 	} while (0)
 
-	/* Driver: the runtime asks the driver for devices first. */
-	ce = rt.GetDeviceCount(&o->device_count);
+/* cudnnCreate, its status kept in the result whatever it is; 0 with a handle. */
+static int probe_create_handle(struct probe *P)
+{
+	struct convprobe_result *o = P->o;
+	tfp_cudnnStatus_t cs = P->dn.Create(&P->handle);
+	o->cudnn_create_status = cs;
+	snprintf(o->cudnn_create_error, sizeof(o->cudnn_create_error), "%s", dn_str(&P->dn, cs));
+	if (cs != TFP_CUDNN_STATUS_SUCCESS)
+		P->handle = NULL;
+	return cs != TFP_CUDNN_STATUS_SUCCESS;
+}
+
+/* Driver: the runtime asks the driver for devices first; device 0 is used. */
+static int probe_device(struct probe *P)
+{
+	struct convprobe_result *o = P->o;
+	tfp_cudaError_t ce = P->rt.GetDeviceCount(&o->device_count);
 	if (ce != TFP_cudaSuccess || o->device_count <= 0) {
 		if (ce != TFP_cudaSuccess)
 			fail(o, "driver", "cudaGetDeviceCount", ce, "cudaGetDeviceCount: %s (%d)",
-			     rt_str(&rt, ce), ce);
+			     rt_str(&P->rt, ce), ce);
 		else
 			fail(o, "driver", "cudaGetDeviceCount", 0,
 			     "cudaGetDeviceCount: no CUDA device (0 devices)");
 		o->device_count = 0;
 		/* Still ask cuDNN, so the report shows what a TF user would see from it. */
-		cs = dn.Create(&handle);
-		o->cudnn_create_status = cs;
-		snprintf(o->cudnn_create_error, sizeof(o->cudnn_create_error), "%s",
-		         dn_str(&dn, cs));
-		if (cs != TFP_CUDNN_STATUS_SUCCESS)
-			handle = NULL;
-		goto out;
+		probe_create_handle(P);
+		return 1;
 	}
-	RT_CALL("driver", "cudaSetDevice", rt.SetDevice(0));
-	rt.DeviceGetAttribute(&o->cc_major, TFP_cudaDevAttrComputeCapabilityMajor, 0);
-	rt.DeviceGetAttribute(&o->cc_minor, TFP_cudaDevAttrComputeCapabilityMinor, 0);
+	RT_CALL(P, "driver", "cudaSetDevice", P->rt.SetDevice(0));
+	P->rt.DeviceGetAttribute(&o->cc_major, TFP_cudaDevAttrComputeCapabilityMajor, 0);
+	P->rt.DeviceGetAttribute(&o->cc_minor, TFP_cudaDevAttrComputeCapabilityMinor, 0);
+	return 0;
+}
 
-	/* cuDNN: handle and descriptors. */
-	cs = dn.Create(&handle);
-	o->cudnn_create_status = cs;
-	snprintf(o->cudnn_create_error, sizeof(o->cudnn_create_error), "%s", dn_str(&dn, cs));
-	if (cs != TFP_CUDNN_STATUS_SUCCESS) {
-		handle = NULL;
-		fail(o, "cudnn", "cudnnCreate", cs, "cudnnCreate: %s (%d)", dn_str(&dn, cs), cs);
-		goto out;
+/* cuDNN: handle and descriptors, the output's shape checked. */
+static int probe_describe(struct probe *P)
+{
+	struct convprobe_result *o = P->o;
+	const struct convprobe_params *p = P->p;
+	struct cudnn *dn = &P->dn;
+	int on, oc, oh, ow;
+	if (probe_create_handle(P) != 0) {
+		fail(o, "cudnn", "cudnnCreate", o->cudnn_create_status, "cudnnCreate: %s (%d)",
+		     dn_str(dn, o->cudnn_create_status), o->cudnn_create_status);
+		return 1;
 	}
-	DN_CALL("cudnnCreateTensorDescriptor", dn.CreateTensorDescriptor(&xd));
-	DN_CALL("cudnnCreateTensorDescriptor", dn.CreateTensorDescriptor(&yd));
-	DN_CALL("cudnnCreateFilterDescriptor", dn.CreateFilterDescriptor(&fd));
-	DN_CALL("cudnnCreateConvolutionDescriptor", dn.CreateConvolutionDescriptor(&cd));
-	DN_CALL("cudnnSetTensor4dDescriptor",
-	        dn.SetTensor4dDescriptor(xd, TFP_CUDNN_TENSOR_NCHW, TFP_CUDNN_DATA_FLOAT, p->n,
-	                                 p->c, p->h, p->w));
-	DN_CALL("cudnnSetFilter4dDescriptor",
-	        dn.SetFilter4dDescriptor(fd, TFP_CUDNN_DATA_FLOAT, TFP_CUDNN_TENSOR_NCHW, p->k,
-	                                 p->c, p->r, p->s));
-	DN_CALL("cudnnSetConvolution2dDescriptor",
-	        dn.SetConvolution2dDescriptor(cd, 0, 0, 1, 1, 1, 1, TFP_CUDNN_CROSS_CORRELATION,
-	                                      TFP_CUDNN_DATA_FLOAT));
+	DN_CALL(P, "cudnnCreateTensorDescriptor", dn->CreateTensorDescriptor(&P->xd));
+	DN_CALL(P, "cudnnCreateTensorDescriptor", dn->CreateTensorDescriptor(&P->yd));
+	DN_CALL(P, "cudnnCreateFilterDescriptor", dn->CreateFilterDescriptor(&P->fd));
+	DN_CALL(P, "cudnnCreateConvolutionDescriptor", dn->CreateConvolutionDescriptor(&P->cd));
+	DN_CALL(P, "cudnnSetTensor4dDescriptor",
+	        dn->SetTensor4dDescriptor(P->xd, TFP_CUDNN_TENSOR_NCHW, TFP_CUDNN_DATA_FLOAT, p->n,
+	                                  p->c, p->h, p->w));
+	DN_CALL(P, "cudnnSetFilter4dDescriptor",
+	        dn->SetFilter4dDescriptor(P->fd, TFP_CUDNN_DATA_FLOAT, TFP_CUDNN_TENSOR_NCHW, p->k,
+	                                  p->c, p->r, p->s));
+	DN_CALL(P, "cudnnSetConvolution2dDescriptor",
+	        dn->SetConvolution2dDescriptor(P->cd, 0, 0, 1, 1, 1, 1, TFP_CUDNN_CROSS_CORRELATION,
+	                                       TFP_CUDNN_DATA_FLOAT));
 	/* Plain FP32 FMA (no TF32), so the CPU reference can be held to tol. */
-	if (dn.SetConvolutionMathType != NULL)
-		DN_CALL("cudnnSetConvolutionMathType",
-		        dn.SetConvolutionMathType(cd, TFP_CUDNN_FMA_MATH));
-	DN_CALL("cudnnGetConvolution2dForwardOutputDim",
-	        dn.GetConvolution2dForwardOutputDim(cd, xd, fd, &on, &oc, &oh, &ow));
+	if (dn->SetConvolutionMathType != NULL)
+		DN_CALL(P, "cudnnSetConvolutionMathType",
+		        dn->SetConvolutionMathType(P->cd, TFP_CUDNN_FMA_MATH));
+	DN_CALL(P, "cudnnGetConvolution2dForwardOutputDim",
+	        dn->GetConvolution2dForwardOutputDim(P->cd, P->xd, P->fd, &on, &oc, &oh, &ow));
 	if (on != p->n || oc != p->k || oh != p->h - p->r + 1 || ow != p->w - p->s + 1) {
 		fail(o, "cudnn", "cudnnGetConvolution2dForwardOutputDim", 0,
 		     "cuDNN computes an output of %dx%dx%dx%d, expected %dx%dx%dx%d", on, oc, oh,
 		     ow, p->n, p->k, p->h - p->r + 1, p->w - p->s + 1);
-		goto out;
+		return 1;
 	}
 	o->out_n = on;
 	o->out_c = oc;
 	o->out_h = oh;
 	o->out_w = ow;
-	DN_CALL("cudnnSetTensor4dDescriptor",
-	        dn.SetTensor4dDescriptor(yd, TFP_CUDNN_TENSOR_NCHW, TFP_CUDNN_DATA_FLOAT, on, oc,
-	                                 oh, ow));
+	DN_CALL(P, "cudnnSetTensor4dDescriptor",
+	        dn->SetTensor4dDescriptor(P->yd, TFP_CUDNN_TENSOR_NCHW, TFP_CUDNN_DATA_FLOAT, on,
+	                                  oc, oh, ow));
+	return 0;
+}
 
+/* The algorithm (cuDNN's heuristic order, the first within the workspace cap) and its
+ * workspace. */
+static int probe_algo(struct probe *P)
+{
+	struct convprobe_result *o = P->o;
+	struct cudnn *dn = &P->dn;
 	o->algo = TFP_CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-	if (dn.GetConvolutionForwardAlgorithm_v7 != NULL) {
+	if (dn->GetConvolutionForwardAlgorithm_v7 != NULL) {
 		tfp_cudnnConvolutionFwdAlgoPerf_t perf[16];
 		int nperf = 0, j;
 
-		DN_CALL("cudnnGetConvolutionForwardAlgorithm_v7",
-		        dn.GetConvolutionForwardAlgorithm_v7(handle, xd, fd, cd, yd,
-		                                             (int)ARRAY_SIZE(perf), &nperf, perf));
-		/* Heuristic order; take the first that works within the workspace cap. */
+		DN_CALL(P, "cudnnGetConvolutionForwardAlgorithm_v7",
+		        dn->GetConvolutionForwardAlgorithm_v7(P->handle, P->xd, P->fd, P->cd, P->yd,
+		                                              (int)ARRAY_SIZE(perf), &nperf, perf));
 		for (j = 0; j < nperf; j++) {
 			if (perf[j].status == TFP_CUDNN_STATUS_SUCCESS &&
 			    perf[j].memory <= MAX_WORKSPACE) {
@@ -385,59 +393,73 @@ static int probe_child(void *arg, void *shared)
 			}
 		}
 	}
-	DN_CALL(
-	    "cudnnGetConvolutionForwardWorkspaceSize",
-	    dn.GetConvolutionForwardWorkspaceSize(handle, xd, fd, cd, yd, o->algo, &o->workspace));
+	DN_CALL(P, "cudnnGetConvolutionForwardWorkspaceSize",
+	        dn->GetConvolutionForwardWorkspaceSize(P->handle, P->xd, P->fd, P->cd, P->yd,
+	                                               o->algo, &o->workspace));
+	return 0;
+}
 
-	/* Runtime: memory, copies, events. */
-	nx = (size_t)p->n * p->c * p->h * p->w;
-	nf = (size_t)p->k * p->c * p->r * p->s;
-	ny = (size_t)on * oc * oh * ow;
-	x = xmalloc(nx * sizeof(float));
-	f = xmalloc(nf * sizeof(float));
-	y = xcalloc(ny, sizeof(float));
-	yref = xmalloc(ny * sizeof(float));
-	fill(x, nx, 12345);
-	fill(f, nf, 777);
-	RT_CALL("runtime", "cudaMalloc", rt.Malloc(&dx, nx * sizeof(float)));
-	RT_CALL("runtime", "cudaMalloc", rt.Malloc(&df, nf * sizeof(float)));
-	RT_CALL("runtime", "cudaMalloc", rt.Malloc(&dy, ny * sizeof(float)));
+/* Runtime: memory, copies, events; the warm-up and the timed loop, the result back. */
+static int probe_forward(struct probe *P)
+{
+	struct convprobe_result *o = P->o;
+	const struct convprobe_params *p = P->p;
+	struct cudart *rt = &P->rt;
+	float ms = 0, alpha = 1.0f, beta = 0.0f;
+	size_t nx = P->nx, nf = P->nf, ny = P->ny;
+
+	P->x = xmalloc(nx * sizeof(float));
+	P->f = xmalloc(nf * sizeof(float));
+	P->y = xcalloc(ny, sizeof(float));
+	P->yref = xmalloc(ny * sizeof(float));
+	fill(P->x, nx, 12345);
+	fill(P->f, nf, 777);
+	RT_CALL(P, "runtime", "cudaMalloc", rt->Malloc(&P->dx, nx * sizeof(float)));
+	RT_CALL(P, "runtime", "cudaMalloc", rt->Malloc(&P->df, nf * sizeof(float)));
+	RT_CALL(P, "runtime", "cudaMalloc", rt->Malloc(&P->dy, ny * sizeof(float)));
 	if (o->workspace > 0)
-		RT_CALL("runtime", "cudaMalloc", rt.Malloc(&dws, o->workspace));
-	RT_CALL("runtime", "cudaMemcpy",
-	        rt.Memcpy(dx, x, nx * sizeof(float), TFP_cudaMemcpyHostToDevice));
-	RT_CALL("runtime", "cudaMemcpy",
-	        rt.Memcpy(df, f, nf * sizeof(float), TFP_cudaMemcpyHostToDevice));
-	RT_CALL("runtime", "cudaEventCreate", rt.EventCreate(&ev0));
-	RT_CALL("runtime", "cudaEventCreate", rt.EventCreate(&ev1));
+		RT_CALL(P, "runtime", "cudaMalloc", rt->Malloc(&P->dws, o->workspace));
+	RT_CALL(P, "runtime", "cudaMemcpy",
+	        rt->Memcpy(P->dx, P->x, nx * sizeof(float), TFP_cudaMemcpyHostToDevice));
+	RT_CALL(P, "runtime", "cudaMemcpy",
+	        rt->Memcpy(P->df, P->f, nf * sizeof(float), TFP_cudaMemcpyHostToDevice));
+	RT_CALL(P, "runtime", "cudaEventCreate", rt->EventCreate(&P->ev0));
+	RT_CALL(P, "runtime", "cudaEventCreate", rt->EventCreate(&P->ev1));
 
 	/* Warm-up (lazy module loading, autotuning caches), then the timed loop;
 	 * the events bracket device work, not the launch calls. */
-	DN_CALL("cudnnConvolutionForward",
-	        dn.ConvolutionForward(handle, &alpha, xd, dx, fd, df, cd, o->algo, dws,
-	                              o->workspace, &beta, yd, dy));
-	RT_CALL("runtime", "cudaDeviceSynchronize", rt.DeviceSynchronize());
-	RT_CALL("runtime", "cudaEventRecord", rt.EventRecord(ev0, NULL));
-	for (i = 0; i < (size_t)p->iters; i++)
-		DN_CALL("cudnnConvolutionForward",
-		        dn.ConvolutionForward(handle, &alpha, xd, dx, fd, df, cd, o->algo, dws,
-		                              o->workspace, &beta, yd, dy));
-	RT_CALL("runtime", "cudaEventRecord", rt.EventRecord(ev1, NULL));
-	RT_CALL("runtime", "cudaEventSynchronize", rt.EventSynchronize(ev1));
-	RT_CALL("runtime", "cudaEventElapsedTime", rt.EventElapsedTime(&ms, ev0, ev1));
-	RT_CALL("runtime", "cudaMemcpy",
-	        rt.Memcpy(y, dy, ny * sizeof(float), TFP_cudaMemcpyDeviceToHost));
+	DN_CALL(P, "cudnnConvolutionForward",
+	        P->dn.ConvolutionForward(P->handle, &alpha, P->xd, P->dx, P->fd, P->df, P->cd,
+	                                 o->algo, P->dws, o->workspace, &beta, P->yd, P->dy));
+	RT_CALL(P, "runtime", "cudaDeviceSynchronize", rt->DeviceSynchronize());
+	RT_CALL(P, "runtime", "cudaEventRecord", rt->EventRecord(P->ev0, NULL));
+	for (size_t i = 0; i < (size_t)p->iters; i++)
+		DN_CALL(P, "cudnnConvolutionForward",
+		        P->dn.ConvolutionForward(P->handle, &alpha, P->xd, P->dx, P->fd, P->df,
+		                                 P->cd, o->algo, P->dws, o->workspace, &beta, P->yd,
+		                                 P->dy));
+	RT_CALL(P, "runtime", "cudaEventRecord", rt->EventRecord(P->ev1, NULL));
+	RT_CALL(P, "runtime", "cudaEventSynchronize", rt->EventSynchronize(P->ev1));
+	RT_CALL(P, "runtime", "cudaEventElapsedTime", rt->EventElapsedTime(&ms, P->ev0, P->ev1));
+	RT_CALL(P, "runtime", "cudaMemcpy",
+	        rt->Memcpy(P->y, P->dy, ny * sizeof(float), TFP_cudaMemcpyDeviceToHost));
 	o->ms_per_forward = p->iters > 0 ? ms / p->iters : 0;
 	if (o->ms_per_forward > 0) {
 		o->images_per_s = p->n * 1000.0 / o->ms_per_forward;
 		o->gflops = 2.0 * ny * p->c * p->r * p->s / (o->ms_per_forward * 1e6);
 	}
+	return 0;
+}
 
-	/* Compare with the CPU. NaN never compares greater, so test it explicitly. */
-	convprobe_reference(p, x, f, yref);
+/* Compare with the CPU. NaN never compares greater, so test it explicitly. */
+static int probe_compare(struct probe *P)
+{
+	struct convprobe_result *o = P->o;
+	const struct convprobe_params *p = P->p;
+	convprobe_reference(p, P->x, P->f, P->yref);
 	o->max_abs_err = 0;
-	for (i = 0; i < ny; i++) {
-		double d = fabs((double)y[i] - yref[i]);
+	for (size_t i = 0; i < P->ny; i++) {
+		double d = fabs((double)P->y[i] - P->yref[i]);
 		if (isnan(d) || d > o->max_abs_err)
 			o->max_abs_err = isnan(d) ? INFINITY : d;
 	}
@@ -445,43 +467,79 @@ static int probe_child(void *arg, void *shared)
 		fail(o, "compare", "cudnnConvolutionForward", 0,
 		     "output differs from the CPU reference: max abs error %g > tolerance %g",
 		     o->max_abs_err, p->tol);
-		goto out;
+		return 1;
 	}
-	ok = 1;
+	return 0;
+}
+
 #undef RT_CALL
 #undef DN_CALL
-out:
-	if (ev1 != NULL)
-		rt.EventDestroy(ev1);
-	if (ev0 != NULL)
-		rt.EventDestroy(ev0);
-	if (dws != NULL)
-		rt.Free(dws);
-	if (dy != NULL)
-		rt.Free(dy);
-	if (df != NULL)
-		rt.Free(df);
-	if (dx != NULL)
-		rt.Free(dx);
-	if (cd != NULL)
-		dn.DestroyConvolutionDescriptor(cd);
-	if (fd != NULL)
-		dn.DestroyFilterDescriptor(fd);
-	if (yd != NULL)
-		dn.DestroyTensorDescriptor(yd);
-	if (xd != NULL)
-		dn.DestroyTensorDescriptor(xd);
-	if (handle != NULL)
-		dn.Destroy(handle);
-	free(yref);
-	free(y);
-	free(f);
-	free(x);
+
+static void probe_release(struct probe *P)
+{
+	struct cudart *rt = &P->rt;
+	struct cudnn *dn = &P->dn;
+	if (P->ev1 != NULL)
+		rt->EventDestroy(P->ev1);
+	if (P->ev0 != NULL)
+		rt->EventDestroy(P->ev0);
+	if (P->dws != NULL)
+		rt->Free(P->dws);
+	if (P->dy != NULL)
+		rt->Free(P->dy);
+	if (P->df != NULL)
+		rt->Free(P->df);
+	if (P->dx != NULL)
+		rt->Free(P->dx);
+	if (P->cd != NULL)
+		dn->DestroyConvolutionDescriptor(P->cd);
+	if (P->fd != NULL)
+		dn->DestroyFilterDescriptor(P->fd);
+	if (P->yd != NULL)
+		dn->DestroyTensorDescriptor(P->yd);
+	if (P->xd != NULL)
+		dn->DestroyTensorDescriptor(P->xd);
+	if (P->handle != NULL)
+		dn->Destroy(P->handle);
+	free(P->yref);
+	free(P->y);
+	free(P->f);
+	free(P->x);
+}
+
+static int probe_child(void *arg, void *shared)
+{
+	const struct job *job = arg;
+	struct probe P;
+	void *hrt = NULL, *hdn = NULL;
+	int ok = 0;
+
+	memset(&P, 0, sizeof(P));
+	P.o = shared;
+	P.p = &P.o->params;
+	hrt = load(job->cudart_path, cudart_syms, ARRAY_SIZE(cudart_syms), &P.rt, "runtime", P.o);
+	if (hrt != NULL)
+		hdn =
+		    load(job->cudnn_path, cudnn_syms, ARRAY_SIZE(cudnn_syms), &P.dn, "cudnn", P.o);
+	if (hdn != NULL) {
+		P.o->cudnn_version = (long)P.dn.GetVersion();
+		P.rt.RuntimeGetVersion(&P.o->runtime_version);
+		P.rt.DriverGetVersion(&P.o->driver_version);
+		ok = probe_device(&P) == 0 && probe_describe(&P) == 0 && probe_algo(&P) == 0;
+	}
+	if (ok) {
+		const struct convprobe_params *p = P.p;
+		P.nx = (size_t)p->n * p->c * p->h * p->w;
+		P.nf = (size_t)p->k * p->c * p->r * p->s;
+		P.ny = (size_t)P.o->out_n * P.o->out_c * P.o->out_h * P.o->out_w;
+		ok = probe_forward(&P) == 0 && probe_compare(&P) == 0;
+	}
+	if (hdn != NULL)
+		probe_release(&P);
 	/* No dlclose: the child exits next, and unloading GPU libraries at exit
 	 * is a known source of crashes that would hide the real answer. */
 	(void)hrt;
-	(void)hdn;
-	o->ok = ok;
+	P.o->ok = ok;
 	return ok ? 0 : PROBE_FAILED;
 }
 

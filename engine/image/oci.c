@@ -246,26 +246,15 @@ out:
 }
 
 /*
- * Unpacks the docker archive file into scratch/archive as an OCI layout
- * (blobs/sha256/<hex> for every member, hashed as it is written) and writes
- * scratch/archive/index.json naming the manifest its manifest.json
- * describes; the archive then reads as a layout.
+ * Every regular member of the opened docker archive: manifest.json read into
+ * *text, every other member streamed into blobs (never held in memory) and
+ * named in names (member name -> "sha256:<hex>"). 0 or an error (*errmsg).
  */
-static int unpack_docker_archive(const char *file, const char *scratch, char **errmsg)
+static int archive_take_members(struct archive *a, const char *file, const char *blobs,
+                                json_t *names, char **text, char **errmsg)
 {
-	struct archive *a = archive_read_new();
 	struct archive_entry *e;
-	char *dir = path_join(scratch, "archive"), *blobs = path_join(dir, "blobs");
-	json_t *names = json_object(), *dman = NULL, *layers = json_array(), *cfg = NULL;
-	char *text = NULL;
 	int rc = 0, r;
-	archive_read_support_format_tar(a);
-	archive_read_support_filter_all(a);
-	if (archive_read_open_filename(a, file, 1 << 16) != ARCHIVE_OK) {
-		*errmsg = xasprintf("%s is not an image: %s", file, archive_error_string(a));
-		rc = TF_EFAIL;
-		goto out;
-	}
 	while ((r = archive_read_next_header(a, &e)) == ARCHIVE_OK) {
 		const char *name = archive_entry_pathname(e);
 		if (archive_entry_filetype(e) != AE_IFREG)
@@ -279,13 +268,12 @@ static int unpack_docker_archive(const char *file, const char *scratch, char **e
 			while ((k = archive_read_data(a, buf, sizeof(buf))) > 0 &&
 			       sb.len < (4u << 20))
 				strbuf_add(&sb, buf, (size_t)k);
-			free(text);
-			text = strbuf_detach(&sb);
+			free(*text);
+			*text = strbuf_detach(&sb);
 		} else {
-			/* Streamed: a layer is never held in memory. */
 			rc = blob_open(blobs, &b, errmsg);
 			if (rc != 0)
-				goto out;
+				return rc;
 			while ((k = archive_read_data(a, buf, sizeof(buf))) > 0)
 				blob_add(&b, buf, (size_t)k);
 			if (k < 0)
@@ -301,13 +289,87 @@ static int unpack_docker_archive(const char *file, const char *scratch, char **e
 			rc = TF_EFAIL;
 		}
 		if (rc != 0)
-			goto out;
+			return rc;
 	}
 	if (r != ARCHIVE_EOF) {
+		*errmsg = xasprintf("%s is not an image: %s", file, archive_error_string(a));
+		return TF_EFAIL;
+	}
+	return 0;
+}
+
+/* The descriptor of layer blob dg: compressed or not, as the bytes say (docker save
+ * writes plain tars). */
+static json_t *archive_layer_desc(const char *blobs, const char *dg)
+{
+	char *lp = xasprintf("%s/sha256/%s", blobs, dg + 7);
+	unsigned char magic[2] = {0};
+	int fd = open(lp, O_RDONLY | O_CLOEXEC);
+	struct stat st = {0};
+	if (fd >= 0) {
+		if (read(fd, magic, 2) != 2)
+			magic[0] = 0;
+		fstat(fd, &st);
+		close(fd);
+	}
+	free(lp);
+	int gz = magic[0] == 0x1f && magic[1] == 0x8b;
+	return json_pack("{s:s,s:s,s:I}", "mediaType", gz ? OCI_MT_LAYER_GZIP : OCI_MT_LAYER,
+	                 "digest", dg, "size", (json_int_t)st.st_size);
+}
+
+/* The OCI manifest of cfg and layers written as a blob, and dir/index.json naming it. */
+static int archive_write_index(const char *dir, const char *blobs, json_t *cfg, json_t *layers,
+                               char **errmsg)
+{
+	json_t *man = json_pack("{s:i,s:s,s:O,s:O}", "schemaVersion", 2, "mediaType",
+	                        OCI_MT_MANIFEST, "config", cfg, "layers", layers);
+	struct oci_desc md = {0};
+	char *mtext = oci_json_dump(man);
+	json_decref(man);
+	int rc = oci_blob_write(blobs, OCI_MT_MANIFEST, mtext, strlen(mtext), &md, errmsg);
+	free(mtext);
+	if (rc == 0) {
+		json_t *idx = json_pack("{s:i,s:[{s:s,s:s,s:I}]}", "schemaVersion", 2, "manifests",
+		                        "mediaType", OCI_MT_MANIFEST, "digest", md.digest, "size",
+		                        (json_int_t)md.size);
+		char *itext = oci_json_dump(idx);
+		char *ip = path_join(dir, "index.json");
+		json_decref(idx);
+		if (fs_write_atomic(ip, itext, strlen(itext), 0644, 0) != 0) {
+			*errmsg = xasprintf("%s: cannot write", ip);
+			rc = TF_EIO;
+		}
+		free(ip);
+		free(itext);
+	}
+	free(md.media_type);
+	return rc;
+}
+
+/*
+ * Unpacks the docker archive file into scratch/archive as an OCI layout
+ * (blobs/sha256/<hex> for every member, hashed as it is written) and writes
+ * scratch/archive/index.json naming the manifest its manifest.json
+ * describes; the archive then reads as a layout.
+ */
+static int unpack_docker_archive(const char *file, const char *scratch, char **errmsg)
+{
+	struct archive *a = archive_read_new();
+	char *dir = path_join(scratch, "archive"), *blobs = path_join(dir, "blobs");
+	json_t *names = json_object(), *dman = NULL, *layers = json_array(), *cfg = NULL;
+	char *text = NULL;
+	int rc = 0;
+	archive_read_support_format_tar(a);
+	archive_read_support_filter_all(a);
+	if (archive_read_open_filename(a, file, 1 << 16) != ARCHIVE_OK) {
 		*errmsg = xasprintf("%s is not an image: %s", file, archive_error_string(a));
 		rc = TF_EFAIL;
 		goto out;
 	}
+	rc = archive_take_members(a, file, blobs, names, &text, errmsg);
+	if (rc != 0)
+		goto out;
 	json_error_t je;
 	dman = text ? json_loads(text, 0, &je) : NULL;
 	json_t *m0 = json_array_get(dman, 0);
@@ -330,23 +392,7 @@ static int unpack_docker_archive(const char *file, const char *scratch, char **e
 			rc = TF_EFAIL;
 			goto out;
 		}
-		/* Compressed or not, as the bytes say (docker save writes plain tars). */
-		char *lp = xasprintf("%s/sha256/%s", blobs, dg + 7);
-		unsigned char magic[2] = {0};
-		int fd = open(lp, O_RDONLY | O_CLOEXEC);
-		struct stat st = {0};
-		if (fd >= 0) {
-			if (read(fd, magic, 2) != 2)
-				magic[0] = 0;
-			fstat(fd, &st);
-			close(fd);
-		}
-		free(lp);
-		int gz = magic[0] == 0x1f && magic[1] == 0x8b;
-		json_array_append_new(layers,
-		                      json_pack("{s:s,s:s,s:I}", "mediaType",
-		                                gz ? OCI_MT_LAYER_GZIP : OCI_MT_LAYER, "digest", dg,
-		                                "size", (json_int_t)st.st_size));
+		json_array_append_new(layers, archive_layer_desc(blobs, dg));
 	}
 	char *cp = xasprintf("%s/sha256/%s", blobs, cdig + 7);
 	struct stat cst = {0};
@@ -354,28 +400,7 @@ static int unpack_docker_archive(const char *file, const char *scratch, char **e
 	free(cp);
 	cfg = json_pack("{s:s,s:s,s:I}", "mediaType", OCI_MT_CONFIG, "digest", cdig, "size",
 	                (json_int_t)cst.st_size);
-	json_t *man = json_pack("{s:i,s:s,s:O,s:O}", "schemaVersion", 2, "mediaType",
-	                        OCI_MT_MANIFEST, "config", cfg, "layers", layers);
-	struct oci_desc md = {0};
-	char *mtext = oci_json_dump(man);
-	json_decref(man);
-	rc = oci_blob_write(blobs, OCI_MT_MANIFEST, mtext, strlen(mtext), &md, errmsg);
-	free(mtext);
-	if (rc == 0) {
-		json_t *idx = json_pack("{s:i,s:[{s:s,s:s,s:I}]}", "schemaVersion", 2, "manifests",
-		                        "mediaType", OCI_MT_MANIFEST, "digest", md.digest, "size",
-		                        (json_int_t)md.size);
-		char *itext = oci_json_dump(idx);
-		char *ip = path_join(dir, "index.json");
-		json_decref(idx);
-		if (fs_write_atomic(ip, itext, strlen(itext), 0644, 0) != 0) {
-			*errmsg = xasprintf("%s: cannot write", ip);
-			rc = TF_EIO;
-		}
-		free(ip);
-		free(itext);
-	}
-	free(md.media_type);
+	rc = archive_write_index(dir, blobs, cfg, layers, errmsg);
 out:
 	json_decref(cfg);
 	json_decref(layers);
