@@ -416,7 +416,9 @@ out:
 	return rc;
 }
 
-static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
+/* prep: the files of a complete lock, as pip_artifacts named them (module.h). */
+static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
+                     struct prepared *prep)
 {
 	char *prefix = stack_env_prefix(m);
 	char *host = ctx_host_path(c, prefix);
@@ -441,6 +443,7 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	o.txn = t;
 	o.env_path = prefix;
 	o.native = m->pip.use_pip ? NULL : &wheelhouse_installer;
+	o.ahead = &prep->arts;
 	/* A mirror: a directory of wheels (find-links only) or, served over http(s),
 	 * the PEP 503 pages `mirror build` writes under its simple/. */
 	if (c->mirrors.n)

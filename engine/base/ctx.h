@@ -14,7 +14,6 @@
 
 struct state;
 struct state_writer;
-struct predecoded;
 
 enum ctx_flags {
 	CTX_JSON = 1 << 0,
@@ -46,7 +45,6 @@ struct ctx {
 	struct state *st;              /* open state db, or NULL */
 	struct state_writer *wlock;    /* the writer lock of a writing command, or NULL */
 	int changed;                   /* a step changed something during this run */
-	struct predecoded *predecoded; /* decode-ahead's archives (artifact.h), or NULL */
 };
 
 /*

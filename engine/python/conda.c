@@ -182,13 +182,14 @@ int conda_pkg_extracted(struct ctx *c, const struct conda_pkg *p)
 
 /*
  * The package's files into tmp (created): the tree decode-ahead made of the
- * same verified file during the downloads (artifact.h), else decoded now.
+ * same verified file during the downloads (`ahead`, the step's prepared
+ * artifact of this package: artifact.h), else decoded now.
  */
 static int unpack_package(struct ctx *c, const struct conda_pkg *p, const char *file,
-                          const char *tmp, struct unpack_result *ur, char **errmsg)
+                          struct art *ahead, const char *tmp, struct unpack_result *ur,
+                          char **errmsg)
 {
-	if (c && artset_take_predecoded(c, ART_CONDA, p->sha256[0] ? p->sha256 : NULL, NULL, tmp,
-	                                ur) == 0)
+	if (c && ahead && art_take_tree(c, ahead, tmp, ur) == 0)
 		return 0;
 	/* One extractor for every archive (unpack.c, the one the fuzzer covers):
 	 * it creates tmp itself, with the same refusals as for NVIDIA's archives. */
@@ -198,7 +199,7 @@ static int unpack_package(struct ctx *c, const struct conda_pkg *p, const char *
 }
 
 int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p, const char *file,
-                  char **dir, int *reused, char **errmsg)
+                  struct art *ahead, char **dir, int *reused, char **errmsg)
 {
 	char *dist = dist_name(p), *final = path_join(pkgs_dir, dist), *tmp = NULL;
 	char sha[65], md5[33];
@@ -252,7 +253,7 @@ int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p
 	}
 	rmdir(tmp);
 	struct unpack_result ur = {0};
-	rc = unpack_package(c, p, file, tmp, &ur, errmsg);
+	rc = unpack_package(c, p, file, ahead, tmp, &ur, errmsg);
 	unpack_result_release(&ur);
 	if (rc)
 		goto out;
@@ -847,8 +848,8 @@ static int write_history(struct linker *L, const char *host_prefix, const struct
 }
 
 int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
-                        const struct conda_pkg *pkgs, size_t n, const char *stage,
-                        struct conda_result *res, char **errmsg)
+                        const struct conda_pkg *pkgs, size_t n, struct art *ahead,
+                        const char *stage, struct conda_result *res, char **errmsg)
 {
 	struct fetch_item *items = xcalloc(n ? n : 1, sizeof(*items));
 	char **files = xcalloc(n ? n : 1, sizeof(*files));
@@ -879,8 +880,8 @@ int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
 	}
 	if (rc == 0) {
 		mkdirs_at(AT_FDCWD, dir, 0755);
-		rc = conda_install(prefix_is_host ? NULL : c, prefix, dir, pkgs, files, n, stage,
-		                   res, errmsg);
+		rc = conda_install(prefix_is_host ? NULL : c, prefix, dir, pkgs, files, n, ahead,
+		                   stage, res, errmsg);
 	}
 out:
 	for (size_t i = 0; i < n; i++) {
@@ -893,9 +894,85 @@ out:
 	return rc;
 }
 
+/* Each package extracted into the package cache (or found there): dirs[i]. */
+static int extract_all(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *pkgs,
+                       char *const *files, size_t n, struct art *ahead, char **dirs,
+                       struct conda_result *res, char **errmsg)
+{
+	for (size_t i = 0; i < n; i++) {
+		int reused = 0, rc;
+		if (tf_interrupted) {
+			*errmsg = xstrdup("interrupted");
+			return TF_EINTR;
+		}
+		rc = conda_extract(c, pkgs_dir, &pkgs[i], files[i], ahead ? &ahead[i] : NULL,
+		                   &dirs[i], &reused, errmsg);
+		if (rc)
+			return rc;
+		if (reused)
+			res->reused++;
+		else
+			res->extracted++;
+	}
+	return 0;
+}
+
+/*
+ * The directory the env is built in (*stage, with its conda-meta/): the
+ * caller's stage_in, else a sibling of host. 0 or TF_EIO.
+ */
+static int stage_open(const char *host, const char *stage_in, char **stage, char **errmsg)
+{
+	char *parent = xstrdup(host), *slash = strrchr(parent, '/');
+	if (slash && slash != parent) {
+		*slash = '\0';
+		mkdirs_at(AT_FDCWD, parent, 0755);
+	}
+	free(parent);
+	if (stage_in) {
+		/* The caller's (journaled) stage: built there, placed by the caller. */
+		*stage = mkdir(stage_in, 0755) == 0 ? xstrdup(stage_in) : NULL;
+	} else {
+		char *tmpl = xasprintf("%s.tfprov-stage.XXXXXX", host);
+		if ((*stage = mkdtemp(tmpl)) == NULL)
+			free(tmpl);
+	}
+	if (*stage == NULL) {
+		*errmsg =
+		    xasprintf("%s: cannot create a staging directory: %s", host, strerror(errno));
+		return TF_EIO;
+	}
+	chmod(*stage, 0755);
+	char *cm = path_join(*stage, "conda-meta");
+	mkdir(cm, 0755);
+	free(cm);
+	return 0;
+}
+
+/* A throwaway env (tfprov lock, tests): stage made durable, then swapped in at host. */
+static int stage_swap_in(const char *stage, const char *host, char **errmsg)
+{
+	int sfd = open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sfd < 0 || syncfs(sfd) != 0) {
+		*errmsg = xasprintf("%s: cannot make the new environment durable (syncfs): %s",
+		                    stage, strerror(errno));
+		if (sfd >= 0)
+			close(sfd);
+		return TF_EIO;
+	}
+	close(sfd);
+	int e = fs_swap_in(stage, host);
+	if (e != 0) {
+		*errmsg = xasprintf("%s: cannot move the new environment into place: %s", host,
+		                    strerror(-e));
+		return TF_EIO;
+	}
+	return 0;
+}
+
 int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
-                  const struct conda_pkg *pkgs, char *const *files, size_t n, const char *stage_in,
-                  struct conda_result *res, char **errmsg)
+                  const struct conda_pkg *pkgs, char *const *files, size_t n, struct art *ahead,
+                  const char *stage_in, struct conda_result *res, char **errmsg)
 {
 	char *host = c ? ctx_host_path(c, prefix) : xstrdup(prefix);
 	char **dirs = xcalloc(n + 1, sizeof(*dirs));
@@ -914,48 +991,10 @@ int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
 			const char *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
 			res->python_version = d2 ? xstrndup(v, (size_t)(d2 - v)) : xstrdup(v);
 		}
-
-	for (size_t i = 0; i < n; i++) {
-		int reused = 0;
-		if (tf_interrupted) {
-			rc = TF_EINTR;
-			*errmsg = xstrdup("interrupted");
-			goto out;
-		}
-		rc = conda_extract(c, pkgs_dir, &pkgs[i], files[i], &dirs[i], &reused, errmsg);
-		if (rc)
-			goto out;
-		if (reused)
-			res->reused++;
-		else
-			res->extracted++;
-	}
-
-	char *parent = xstrdup(host), *slash = strrchr(parent, '/');
-	if (slash && slash != parent) {
-		*slash = '\0';
-		mkdirs_at(AT_FDCWD, parent, 0755);
-	}
-	free(parent);
-	if (stage_in) {
-		/* The caller's (journaled) stage: built there, placed by the caller. */
-		stage = mkdir(stage_in, 0755) == 0 ? xstrdup(stage_in) : NULL;
-	} else {
-		char *tmpl = xasprintf("%s.tfprov-stage.XXXXXX", host);
-		if ((stage = mkdtemp(tmpl)) == NULL)
-			free(tmpl);
-	}
-	if (stage == NULL) {
-		*errmsg =
-		    xasprintf("%s: cannot create a staging directory: %s", host, strerror(errno));
-		rc = TF_EIO;
+	if ((rc = extract_all(c, pkgs_dir, pkgs, files, n, ahead, dirs, res, errmsg)) != 0)
 		goto out;
-	}
-	chmod(stage, 0755);
-	char *cm = path_join(stage, "conda-meta");
-	mkdir(cm, 0755);
-	free(cm);
-
+	if ((rc = stage_open(host, stage_in, &stage, errmsg)) != 0)
+		goto out;
 	struct linker L = {
 	    .c = c, .prefix = prefix, .stage = stage, .pyver = res->python_version, .res = res};
 	for (size_t i = 0; i < n; i++) {
@@ -970,35 +1009,13 @@ int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
 			goto out;
 	}
 	rc = write_history(&L, host, pkgs, n, errmsg);
-	if (rc)
-		goto out;
-
-	if (stage_in) {
-		/* The caller places the stage (txn_replace_dir); its commit syncs. */
+	/* With the caller's stage the caller places it (txn_replace_dir; its commit syncs). */
+	if (rc == 0 && stage_in == NULL)
+		rc = stage_swap_in(stage, host, errmsg);
+	if (rc == 0) {
 		free(stage);
 		stage = NULL;
-		goto out;
 	}
-	/* A throwaway env (tfprov lock, tests): durable, then swapped in. */
-	int sfd = open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (sfd < 0 || syncfs(sfd) != 0) {
-		*errmsg = xasprintf("%s: cannot make the new environment durable (syncfs): %s",
-		                    stage, strerror(errno));
-		if (sfd >= 0)
-			close(sfd);
-		rc = TF_EIO;
-		goto out;
-	}
-	close(sfd);
-	int e = fs_swap_in(stage, host);
-	if (e != 0) {
-		*errmsg = xasprintf("%s: cannot move the new environment into place: %s", host,
-		                    strerror(-e));
-		rc = TF_EIO;
-		goto out;
-	}
-	free(stage);
-	stage = NULL;
 out:
 	if (stage) {
 		fs_rmtree(stage);

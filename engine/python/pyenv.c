@@ -487,7 +487,8 @@ int venv_bundled_artifacts(struct ctx *c, const char *python, struct artset *out
  * runs as venv would run it), 0 when installed, or an error with *errmsg.
  */
 static int venv_pip_native(struct ctx *c, const char *python, const char *exec_cmd,
-                           const char *host, const char *env_path, char **errmsg)
+                           const char *host, const char *env_path, struct artset *ahead,
+                           char **errmsg)
 {
 	char *dir = path_join(host, ".tfprov-bundled");
 	struct spawn_result r = {0};
@@ -506,6 +507,7 @@ static int venv_pip_native(struct ctx *c, const char *python, const char *exec_c
 			free(names.v[i]);
 			names.v[i] = p;
 			src[i].path = p;
+			src[i].ahead = wheel_ahead_art(ahead, p);
 		}
 		struct wheel_stats st;
 		rc = wheel_install_fresh(c, env_path, src, names.n, exec_cmd, &st, errmsg);
@@ -570,7 +572,7 @@ static int run_busy(struct ctx *c, const char *host, char *const *argv, char **o
 
 /* venv_create; with env_path (root-relative), pip goes in natively. */
 static int make_venv(struct ctx *c, const char *python, const char *prefix, const char *env_path,
-                     int *created, char **errmsg)
+                     struct artset *ahead, int *created, char **errmsg)
 {
 	struct stat st;
 	*created = 0;
@@ -605,7 +607,7 @@ static int make_venv(struct ctx *c, const char *python, const char *prefix, cons
 		exec_cmd = path_join(prefix, "bin/python");
 	}
 	if (rc == 0 && env_path &&
-	    (rc = venv_pip_native(c, python, exec_cmd, prefix, env_path, errmsg)) == 1) {
+	    (rc = venv_pip_native(c, python, exec_cmd, prefix, env_path, ahead, errmsg)) == 1) {
 		/* What venv itself runs after --without-pip would not have. */
 		char *py = path_join(prefix, "bin/python");
 		char *ens[] = {py, "-I", "-m", "ensurepip", "--upgrade", "--default-pip", NULL};
@@ -620,14 +622,14 @@ static int make_venv(struct ctx *c, const char *python, const char *prefix, cons
 
 int venv_create(struct ctx *c, const char *python, const char *prefix, int *created, char **errmsg)
 {
-	return make_venv(c, python, prefix, NULL, created, errmsg);
+	return make_venv(c, python, prefix, NULL, NULL, created, errmsg);
 }
 
-int venv_create_at(struct ctx *c, const char *python, const char *env_path, int *created,
-                   char **errmsg)
+int venv_create_at(struct ctx *c, const char *python, const char *env_path, struct artset *ahead,
+                   int *created, char **errmsg)
 {
 	char *host = ctx_host_path(c, env_path);
-	int rc = make_venv(c, python, host, env_path, created, errmsg);
+	int rc = make_venv(c, python, host, env_path, ahead, created, errmsg);
 	free(host);
 	return rc;
 }

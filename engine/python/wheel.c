@@ -754,8 +754,8 @@ static int move_pyc(const char *pyc, const char *dst)
 
 /*
  * The wheel's entries into tmp (created): the tree decode-ahead made of this
- * very file while the downloads ran (artifact.h: the wheelhouse entry is a
- * hard link of the verified cache file), its .py files then queued for the
+ * very file while the downloads ran (its prepared artifact, w->src->ahead:
+ * wheel_ahead_art), its .py files then queued for the
  * byte-compiler as compile_early does during a decode; else decoded here,
  * by `parts` decoders. Either way every entry is checked against RECORD
  * after this, from the sha256 computed while it was written.
@@ -763,7 +763,7 @@ static int move_pyc(const char *pyc, const char *dst)
 static int decode_wheel(struct job *j, struct whl *w, const char *tmp, int parts, struct early *x,
                         struct unpack_result *res, char **err)
 {
-	if (artset_take_predecoded(j->c, ART_WHEEL, NULL, w->src->path, tmp, res) == 0) {
+	if (w->src->ahead && art_take_tree(j->c, w->src->ahead, tmp, res) == 0) {
 		for (size_t i = 0; i < res->n; i++) {
 			char *pyc =
 			    res->v[i].type == 'f' ? ahead_pyc(j, tmp, res->v[i].path) : NULL;
@@ -774,6 +774,29 @@ static int decode_wheel(struct job *j, struct whl *w, const char *tmp, int parts
 		return 0;
 	}
 	return unpack_zip_parallel(j->c, w->src->path, tmp, parts, compile_early, x, res, err);
+}
+
+struct art *wheel_ahead_art(struct artset *arts, const char *file)
+{
+	const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+	for (size_t i = 0; arts && i < arts->n; i++) {
+		struct art *a = &arts->v[i];
+		if (a->unpack != ART_WHEEL || a->tree == NULL || a->path == NULL)
+			continue;
+		char *name = url_basename(a->url);
+		int named = strcmp(name, base) == 0;
+		free(name);
+		if (!named)
+			continue;
+		struct stat fs, as;
+		char hex[65];
+		if (stat(file, &fs) == 0 && stat(a->path, &as) == 0 &&
+		    ((fs.st_dev == as.st_dev && fs.st_ino == as.st_ino) ||
+		     (fs.st_size == as.st_size && sha256_file(file, hex, NULL) == 0 &&
+		      strcmp(hex, a->sha256) == 0)))
+			return a;
+	}
+	return NULL;
 }
 
 /*
