@@ -80,8 +80,8 @@ int artset_fetch_files(struct ctx *c, struct artset *s, char **errmsg)
 	rc = fetch_all(c, items, s->n);
 	for (size_t i = 0; i < s->n; i++) {
 		if (items[i].err && rc != 0 && *errmsg == NULL)
-			*errmsg = xstrdup(items[i].errmsg ? items[i].errmsg
-			                                  : tf_strerror(items[i].err));
+			*errmsg =
+			    xstrdup(items[i].errmsg ? items[i].errmsg : tf_strerror(items[i].err));
 		if (items[i].path) {
 			free(s->v[i].path);
 			s->v[i].path = xstrdup(items[i].path);

@@ -63,7 +63,6 @@ size_t decoders(const struct ctx *c)
 /* A wheel larger than this is decoded ahead by every decoder (wheel.c's WHEEL_SHARE_MIN). */
 #define PREDECODE_ZIP_SHARE_MIN (16 << 20)
 
-
 /* The verified file (or the cache's copy), on the lock's unpacked_size if any. */
 static int unpack_verified(struct decode *d, struct art *a, const char *file, size_t i, char **err)
 {
