@@ -551,13 +551,109 @@ int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_f
 	return unpack_common(c, part, &how, dest_dir, strip, res, errmsg);
 }
 
+/*
+ * What an unpack may write and how its messages name it: the label, the
+ * budget (pinned, a followed download's, or the bound of the archive's
+ * size), the bound of a zip's share. 0, or TF_EIO through w (the archive
+ * cannot be read).
+ */
+static int writer_limits(struct writer *w, const char *archive, const struct unpack_how *how)
+{
+	const struct unpack_follow *follow = how->follow;
+	int64_t pinned = how->pinned;
+	int share = how->nparts > 0;
+	struct stat st;
+	w->label = strrchr(archive, '/') ? strrchr(archive, '/') + 1 : archive;
+	if (follow && follow->label)
+		w->label = follow->label;
+	if (how->label)
+		w->label = how->label;
+	w->corrupt = follow ? TF_EIO : TF_EINTEGRITY;
+	w->budget = pinned >= 0 ? (uint64_t)pinned : 0;
+	w->pinned = pinned >= 0;
+	if (follow) {
+		w->archive_size = follow->size;
+		w->follow = follow;
+		w->budget = follow->budget;
+		w->pinned = follow->budget_pinned;
+	} else if (stat(archive, &st) < 0) {
+		w_fail(w, TF_EIO, "cannot read: %s", strerror(errno));
+		return TF_EIO;
+	} else {
+		w->archive_size = st.st_size;
+	}
+	if (share) {
+		w->bound = how->bound;
+		w->shared = how->shared;
+		if (how->bound) /* the zip's own size, for the message */
+			w->archive_size = stat(archive, &st) == 0 ? st.st_size : w->archive_size;
+	} else if (!w->pinned && w->archive_size > 0) {
+		w->bound = unpack_bound(-1, w->archive_size);
+	}
+	return 0;
+}
+
+/*
+ * dest_dir created (not for a zip's share: the caller's) and opened as
+ * w->destfd, with room for what it will hold. 0 or the error through w;
+ * *created when this call made it.
+ */
+static int writer_open_dest(struct writer *w, const char *dest_dir, int share, int *created)
+{
+	if (!share && mkdir(dest_dir, 0755) < 0) {
+		w_fail(w, errno == EEXIST ? TF_EFAIL : tf_err_from_errno(-errno),
+		       "cannot create staging directory %s: %s", dest_dir, strerror(errno));
+		return w->err;
+	}
+	*created = !share;
+	w->destfd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (w->destfd < 0) {
+		w_fail(w, TF_EIO, "cannot open %s: %s", dest_dir, strerror(errno));
+		return w->err;
+	}
+	/* The declared size, else the archive's own: it unpacks to no less. */
+	if (!share && check_room(w, w->destfd, dest_dir,
+	                         w->pinned             ? w->budget
+	                         : w->archive_size > 0 ? (uint64_t)w->archive_size
+	                                               : 0) != 0)
+		return w->err;
+	return 0;
+}
+
+/* The writer's loop: every message of the decoder until EOF, an error, or a stop. */
+static void writer_drain(struct writer *w, struct queue *q, const struct unpack_how *how)
+{
+	for (;;) {
+		if (tf_interrupted)
+			w_fail(w, TF_EINTR, "interrupted");
+		if (how->stop && __atomic_load_n(how->stop, __ATOMIC_ACQUIRE))
+			w_fail(w, TF_EFAIL, "stopped: another decoder failed");
+		if (w->err || over_budget(w, q, 0))
+			break;
+		struct msg m = queue_pop(q);
+		if (m.kind == M_EOF)
+			break;
+		if (m.kind == M_ERROR) {
+			w_fail(w, w->corrupt, "%s", m.err);
+			free(m.err);
+			break;
+		}
+		if (m.kind == M_ENTRY) {
+			handle_entry(w, q, m.e);
+			raw_entry_free(m.e);
+		} else {
+			/* DATA/FILE_END outside a file cannot happen; free defensively. */
+			buf_give(q, m.buf);
+		}
+		if (how->part == 0)
+			maybe_progress(w, q, 0);
+	}
+}
+
 int unpack_common(struct ctx *c, const char *archive, const struct unpack_how *how,
                   const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
 {
-	const char *label = how->label;
 	const struct unpack_follow *follow = how->follow;
-	int64_t pinned = how->pinned;
-	int conda = how->conda;
 	struct writer w = {.c = c,
 	                   .archive = archive,
 	                   .dest = dest_dir,
@@ -570,7 +666,7 @@ int unpack_common(struct ctx *c, const char *archive, const struct unpack_how *h
 	struct queue *q = NULL;
 	struct decoder d = {.archive = archive,
 	                    .conda = !follow && how->nparts == 0 &&
-	                             (conda || str_ends_with(archive, ".conda")),
+	                             (how->conda || str_ends_with(archive, ".conda")),
 	                    .follow = follow,
 	                    .part = how->part,
 	                    .nparts = how->nparts,
@@ -580,55 +676,12 @@ int unpack_common(struct ctx *c, const char *archive, const struct unpack_how *h
 	int share = how->nparts > 0;
 	pthread_t th;
 	int started = 0, created = 0;
-	struct stat st;
 
 	memset(res, 0, sizeof(*res));
 	*errmsg = NULL;
-	w.label = strrchr(archive, '/') ? strrchr(archive, '/') + 1 : archive;
-	if (follow && follow->label)
-		w.label = follow->label;
-	if (label)
-		w.label = label;
-	w.corrupt = follow ? TF_EIO : TF_EINTEGRITY;
-	w.budget = pinned >= 0 ? (uint64_t)pinned : 0;
-	w.pinned = pinned >= 0;
-	if (follow) {
-		w.archive_size = follow->size;
-		w.follow = follow;
-		w.budget = follow->budget;
-		w.pinned = follow->budget_pinned;
-	} else if (stat(archive, &st) < 0) {
-		w_fail(&w, TF_EIO, "cannot read: %s", strerror(errno));
+	if (writer_limits(&w, archive, how) != 0 ||
+	    writer_open_dest(&w, dest_dir, share, &created) != 0)
 		goto out;
-	} else {
-		w.archive_size = st.st_size;
-	}
-	if (share) {
-		w.bound = how->bound;
-		w.shared = how->shared;
-		if (how->bound) /* the zip's own size, for the message */
-			w.archive_size = stat(archive, &st) == 0 ? st.st_size : w.archive_size;
-	} else if (!w.pinned && w.archive_size > 0) {
-		w.bound = unpack_bound(-1, w.archive_size);
-	}
-	if (!share && mkdir(dest_dir, 0755) < 0) {
-		w_fail(&w, errno == EEXIST ? TF_EFAIL : tf_err_from_errno(-errno),
-		       "cannot create staging directory %s: %s", dest_dir, strerror(errno));
-		goto out;
-	}
-	created = !share;
-	w.destfd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (w.destfd < 0) {
-		w_fail(&w, TF_EIO, "cannot open %s: %s", dest_dir, strerror(errno));
-		goto out;
-	}
-	/* The declared size, else the archive's own: it unpacks to no less. */
-	if (!share && check_room(&w, w.destfd, dest_dir,
-	                         w.pinned             ? w.budget
-	                         : w.archive_size > 0 ? (uint64_t)w.archive_size
-	                                              : 0) != 0)
-		goto out;
-
 	q = xmalloc(sizeof(*q));
 	queue_init(q);
 	d.q = q;
@@ -637,32 +690,7 @@ int unpack_common(struct ctx *c, const char *archive, const struct unpack_how *h
 		goto out;
 	}
 	started = 1;
-
-	for (;;) {
-		if (tf_interrupted)
-			w_fail(&w, TF_EINTR, "interrupted");
-		if (how->stop && __atomic_load_n(how->stop, __ATOMIC_ACQUIRE))
-			w_fail(&w, TF_EFAIL, "stopped: another decoder failed");
-		if (w.err || over_budget(&w, q, 0))
-			break;
-		struct msg m = queue_pop(q);
-		if (m.kind == M_EOF)
-			break;
-		if (m.kind == M_ERROR) {
-			w_fail(&w, w.corrupt, "%s", m.err);
-			free(m.err);
-			break;
-		}
-		if (m.kind == M_ENTRY) {
-			handle_entry(&w, q, m.e);
-			raw_entry_free(m.e);
-		} else {
-			/* DATA/FILE_END outside a file cannot happen; free defensively. */
-			buf_give(q, m.buf);
-		}
-		if (how->part == 0)
-			maybe_progress(&w, q, 0);
-	}
+	writer_drain(&w, q, how);
 	if (!w.err && !share)
 		check_symlinks(&w);
 	if (!w.err && !share) {

@@ -36,9 +36,9 @@
 #define SYS_openat2 __NR_openat2
 #endif
 
-    /* ---- path checks ---- */
+/* ---- path checks ---- */
 
-    int has_control(const char *s)
+int has_control(const char *s)
 {
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
 		if (*p < 0x20 || *p == 0x7f)
@@ -393,16 +393,106 @@ static void drain_file(struct writer *w, struct queue *q)
 	}
 }
 
+/* A hard link entry rel (components comps[0..n)) to an earlier entry of the archive. */
+static void put_hard_link(struct writer *w, const struct raw_entry *e, char **comps, size_t n,
+                          const char *rel)
+{
+	const char *why = NULL;
+	size_t ln = 0;
+	char **lcomps = split_name(e->link ? e->link : "", &ln, &why);
+	char *lrel = NULL;
+	if (lcomps == NULL) {
+		char *reason = xasprintf("hard link target: %s", why);
+		w_unsafe(w, e->path, reason);
+		free(reason);
+		goto out;
+	}
+	if (ln <= (size_t)w->strip) {
+		w_unsafe(w, e->path, "hard link target outside the destination");
+		goto out;
+	}
+	lrel = join_comps(lcomps, (size_t)w->strip, ln);
+	int sfd = open_dir(w, lcomps + w->strip, ln - (size_t)w->strip - 1, 0, e->path);
+	if (sfd < 0)
+		goto out;
+	int sdup = dup(sfd);
+	int pfd = open_dir(w, comps + w->strip, n - (size_t)w->strip - 1, 1, e->path);
+	if (pfd >= 0) {
+		const char *base = comps[n - 1];
+		if (clear_leaf(w, pfd, base, rel) == 0 &&
+		    linkat(sdup, lcomps[ln - 1], pfd, base, 0) < 0)
+			w_fail(w, errno == ENOENT ? TF_EIO : tf_err_from_errno(-errno),
+			       "cannot hard link '%s' to '%s': %s", rel, lrel, strerror(errno));
+	}
+	close(sdup);
+	if (w->err)
+		goto out;
+	/* The link shares the data of an earlier entry: copy its record. */
+	struct unpack_entry *src = NULL;
+	for (size_t i = w->res->n; i-- > 0;)
+		if (strcmp(w->res->v[i].path, lrel) == 0) {
+			src = &w->res->v[i];
+			break;
+		}
+	struct unpack_entry *r =
+	    add_result(w, rel, 'h', lrel, src ? src->mode : 0, src ? src->size : 0);
+	if (src)
+		memcpy(r->sha256, src->sha256, sizeof(r->sha256));
+out:
+	free_comps(lcomps, ln);
+	free(lrel);
+}
+
+/* A directory entry `base` in the directory pfd (rel: its path). */
+static void put_dir(struct writer *w, int pfd, const char *base, const char *rel,
+                    const struct raw_entry *e)
+{
+	struct stat st;
+	if (mkdirat(pfd, base, 0755) < 0 && errno != EEXIST) {
+		w_fail(w, tf_err_from_errno(-errno), "cannot create directory '%s': %s", rel,
+		       strerror(errno));
+		return;
+	}
+	if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
+		w_unsafe(w, e->path, "a directory entry over an existing non-directory");
+		return;
+	}
+	/* Applied at the end so restrictive modes never block our own writes. */
+	add_result(w, rel, 'd', NULL, (e->perm & 0777) | 0700, 0);
+}
+
+/* A symlink entry `base` in the directory pfd, its target checked lexically first. */
+static void put_symlink(struct writer *w, int pfd, const char *base, const char *rel,
+                        const struct raw_entry *e)
+{
+	const char *t = e->link ? e->link : "";
+	if (has_control(t)) {
+		w_unsafe(w, e->path, "control character in symlink target");
+		return;
+	}
+	if (t[0] == '/' || t[0] == '\0' || !link_target_inside(rel, t)) {
+		w_unsafe(w, e->path, "symlink target leaves the destination");
+		return;
+	}
+	if (clear_leaf(w, pfd, base, rel) < 0)
+		return;
+	if (symlinkat(t, pfd, base) < 0) {
+		w_fail(w, tf_err_from_errno(-errno), "cannot create symlink '%s': %s", rel,
+		       strerror(errno));
+		return;
+	}
+	strvec_push(&w->symlinks, rel);
+	add_result(w, rel, 'l', t, 0777, 0);
+}
+
 void handle_entry(struct writer *w, struct queue *q, struct raw_entry *e)
 {
 	const char *why = NULL;
-	size_t n = 0, ln = 0;
-	char **comps = NULL, **lcomps = NULL;
-	char *rel = NULL, *lrel = NULL;
+	size_t n = 0;
+	char *rel = NULL;
 	int is_file = e->type == AE_IFREG && !e->hard;
 	int consumed = 0;
-
-	comps = split_name(e->path, &n, &why);
+	char **comps = split_name(e->path, &n, &why);
 	if (comps == NULL) {
 		w_unsafe(w, e->path, why);
 		goto out;
@@ -417,103 +507,27 @@ void handle_entry(struct writer *w, struct queue *q, struct raw_entry *e)
 	if (n <= (size_t)w->strip)
 		goto out; /* stripped away entirely, like tar --strip-components */
 	rel = join_comps(comps, (size_t)w->strip, n);
-
 	if (e->hard) {
-		lcomps = split_name(e->link ? e->link : "", &ln, &why);
-		if (lcomps == NULL) {
-			char *reason = xasprintf("hard link target: %s", why);
-			w_unsafe(w, e->path, reason);
-			free(reason);
-			goto out;
-		}
-		if (ln <= (size_t)w->strip) {
-			w_unsafe(w, e->path, "hard link target outside the destination");
-			goto out;
-		}
-		lrel = join_comps(lcomps, (size_t)w->strip, ln);
-		int sfd = open_dir(w, lcomps + w->strip, ln - (size_t)w->strip - 1, 0, e->path);
-		if (sfd < 0)
-			goto out;
-		int sdup = dup(sfd);
-		int pfd = open_dir(w, comps + w->strip, n - (size_t)w->strip - 1, 1, e->path);
-		if (pfd >= 0) {
-			const char *base = comps[n - 1];
-			if (clear_leaf(w, pfd, base, rel) == 0 &&
-			    linkat(sdup, lcomps[ln - 1], pfd, base, 0) < 0)
-				w_fail(w, errno == ENOENT ? TF_EIO : tf_err_from_errno(-errno),
-				       "cannot hard link '%s' to '%s': %s", rel, lrel,
-				       strerror(errno));
-		}
-		close(sdup);
-		if (w->err)
-			goto out;
-		/* The link shares the data of an earlier entry: copy its record. */
-		struct unpack_entry *src = NULL;
-		for (size_t i = w->res->n; i-- > 0;)
-			if (strcmp(w->res->v[i].path, lrel) == 0) {
-				src = &w->res->v[i];
-				break;
-			}
-		struct unpack_entry *r =
-		    add_result(w, rel, 'h', lrel, src ? src->mode : 0, src ? src->size : 0);
-		if (src)
-			memcpy(r->sha256, src->sha256, sizeof(r->sha256));
+		put_hard_link(w, e, comps, n, rel);
 		goto out;
 	}
-
 	int pfd = open_dir(w, comps + w->strip, n - (size_t)w->strip - 1, 1, e->path);
 	if (pfd < 0)
 		goto out;
 	const char *base = comps[n - 1];
-	switch (e->type) {
-	case AE_IFREG:
+	if (e->type == AE_IFREG) {
 		consumed = 1;
 		write_file(w, q, pfd, base, rel, e);
-		break;
-	case AE_IFDIR: {
-		struct stat st;
-		if (mkdirat(pfd, base, 0755) < 0 && errno != EEXIST) {
-			w_fail(w, tf_err_from_errno(-errno), "cannot create directory '%s': %s",
-			       rel, strerror(errno));
-			break;
-		}
-		if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode)) {
-			w_unsafe(w, e->path, "a directory entry over an existing non-directory");
-			break;
-		}
-		/* Applied at the end so restrictive modes never block our own writes. */
-		add_result(w, rel, 'd', NULL, (e->perm & 0777) | 0700, 0);
-		break;
-	}
-	case AE_IFLNK: {
-		const char *t = e->link ? e->link : "";
-		if (has_control(t)) {
-			w_unsafe(w, e->path, "control character in symlink target");
-			break;
-		}
-		if (t[0] == '/' || t[0] == '\0' || !link_target_inside(rel, t)) {
-			w_unsafe(w, e->path, "symlink target leaves the destination");
-			break;
-		}
-		if (clear_leaf(w, pfd, base, rel) < 0)
-			break;
-		if (symlinkat(t, pfd, base) < 0) {
-			w_fail(w, tf_err_from_errno(-errno), "cannot create symlink '%s': %s", rel,
-			       strerror(errno));
-			break;
-		}
-		strvec_push(&w->symlinks, rel);
-		add_result(w, rel, 'l', t, 0777, 0);
-		break;
-	}
+	} else if (e->type == AE_IFDIR) {
+		put_dir(w, pfd, base, rel, e);
+	} else if (e->type == AE_IFLNK) {
+		put_symlink(w, pfd, base, rel, e);
 	}
 out:
 	if (is_file && !consumed)
 		drain_file(w, q);
 	free_comps(comps, n);
-	free_comps(lcomps, ln);
 	free(rel);
-	free(lrel);
 }
 
 /* Resolves every symlink with RESOLVE_BENEATH: chains may escape where single links do not. */
