@@ -44,8 +44,7 @@
  * (libzip) so memory stays bounded whatever the entry. */
 #define ZIP_WHOLE_MAX (4u << 20)
 
-    static int zip_fail(struct queue *q, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
+static int zip_fail(struct queue *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int zip_fail(struct queue *q, const char *fmt, ...)
 {
 	va_list ap;
@@ -401,6 +400,92 @@ int unpack_pool_zip(struct ctx *c, const char *archive, const char *dest_dir, in
 	return zip_parallel(c, archive, dest_dir, nparts, NULL, NULL, share, res, errmsg);
 }
 
+/* dest_dir created with room for what the zip declares. 0 or TF_E* with *errmsg. */
+static int zip_dest(struct ctx *c, const char *archive, const char *dest_dir, uint64_t declared,
+                    struct unpack_result *res, char **errmsg)
+{
+	if (mkdir(dest_dir, 0755) < 0) {
+		*errmsg = xasprintf("%s: cannot create staging directory %s: %s", archive, dest_dir,
+		                    strerror(errno));
+		return errno == EEXIST ? TF_EFAIL : tf_err_from_errno(-errno);
+	}
+	struct writer rw = {.c = c, .archive = archive, .res = res, .parent_fd = -1};
+	int dfd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int rc = dfd >= 0 ? check_room(&rw, dfd, dest_dir, declared) : 0;
+	if (dfd >= 0)
+		close(dfd);
+	if (rc != 0) {
+		rmdir(dest_dir);
+		*errmsg = rw.errmsg;
+	}
+	return rc;
+}
+
+/*
+ * The first real failure of the shares r[0..nparts) (not "stopped"), then
+ * every share's entries gathered into res. 0 or that failure with *errmsg.
+ */
+static int zshares_gather(struct zshare_run *r, int nparts, struct unpack_result *res,
+                          char **errmsg)
+{
+	int rc = 0;
+	for (int pass = 0; pass < 2 && rc == 0; pass++)
+		for (int k = 0; k < nparts && rc == 0; k++)
+			if (r[k].rc != 0 &&
+			    (pass == 1 ||
+			     strstr(r[k].err ? r[k].err : "", "another decoder failed") == NULL)) {
+				rc = r[k].rc;
+				*errmsg = r[k].err;
+				r[k].err = NULL;
+			}
+	for (int k = 0; k < nparts; k++) {
+		for (size_t i = 0; i < r[k].res.n; i++) {
+			if (res->n % 256 == 0)
+				res->v = xrealloc(res->v, (res->n + 256) * sizeof(*res->v));
+			res->v[res->n++] = r[k].res.v[i];
+		}
+		res->bytes += r[k].res.bytes;
+		free(r[k].res.v);
+		free(r[k].err);
+	}
+	return rc;
+}
+
+/*
+ * After every share: no name twice (two files racing for one path), every
+ * symlink resolved beneath dest_dir, directory modes applied. 0 or TF_E*.
+ */
+static int zshares_check(struct ctx *c, const char *archive, const char *dest_dir,
+                         struct unpack_result *res, char **errmsg)
+{
+	struct writer w = {
+	    .c = c, .archive = archive, .dest = dest_dir, .res = res, .parent_fd = -1};
+	struct unpack_entry *v = xmalloc((res->n ? res->n : 1) * sizeof(*v));
+	memcpy(v, res->v, res->n * sizeof(*v));
+	qsort(v, res->n, sizeof(*v), cmp_entry_path);
+	for (size_t i = 1; i < res->n && !w.err; i++)
+		if (strcmp(v[i].path, v[i - 1].path) == 0 &&
+		    (v[i].type != 'd' || v[i - 1].type != 'd'))
+			w_unsafe(&w, v[i].path, "the archive holds this name twice");
+	free(v);
+	w.destfd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (w.destfd < 0)
+		w_fail(&w, TF_EIO, "cannot open %s: %s", dest_dir, strerror(errno));
+	for (size_t i = 0; i < res->n && !w.err; i++)
+		if (res->v[i].type == 'l')
+			strvec_push(&w.symlinks, res->v[i].path);
+	if (!w.err)
+		check_symlinks(&w);
+	if (!w.err)
+		finish_dirs(&w);
+	if (w.destfd >= 0)
+		close(w.destfd);
+	strvec_release(&w.symlinks);
+	if (w.err)
+		*errmsg = w.errmsg;
+	return w.err;
+}
+
 static int zip_parallel(struct ctx *c, const char *archive, const char *dest_dir, int nparts,
                         unpack_file_fn on_file, void *arg, const struct unpack_share *share,
                         struct unpack_result *res, char **errmsg)
@@ -413,25 +498,8 @@ static int zip_parallel(struct ctx *c, const char *archive, const char *dest_dir
 		nparts = UNPACK_ZIP_PARTS_MAX;
 	uint64_t declared = 0, bound = 0, shared = 0;
 	int rc = zip_declared(archive, &declared, &bound, errmsg);
-	if (rc != 0)
+	if (rc != 0 || (rc = zip_dest(c, archive, dest_dir, declared, res, errmsg)) != 0)
 		return rc;
-	if (mkdir(dest_dir, 0755) < 0) {
-		*errmsg = xasprintf("%s: cannot create staging directory %s: %s", archive, dest_dir,
-		                    strerror(errno));
-		return errno == EEXIST ? TF_EFAIL : tf_err_from_errno(-errno);
-	}
-	{
-		struct writer rw = {.c = c, .archive = archive, .res = res, .parent_fd = -1};
-		int dfd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		rc = dfd >= 0 ? check_room(&rw, dfd, dest_dir, declared) : 0;
-		if (dfd >= 0)
-			close(dfd);
-		if (rc != 0) {
-			rmdir(dest_dir);
-			*errmsg = rw.errmsg;
-			return rc;
-		}
-	}
 	int stop = 0;
 	uint64_t zip_in = 0;
 	struct zshare_run *r = xcalloc((size_t)nparts, sizeof(*r));
@@ -463,57 +531,10 @@ static int zip_parallel(struct ctx *c, const char *archive, const char *dest_dir
 		zshare_main(&r[0]);
 	for (int k = 1; k < started; k++)
 		pthread_join(r[k].th, NULL);
-	/* The first real failure is the one to report, not "stopped". */
-	for (int pass = 0; pass < 2 && rc == 0; pass++)
-		for (int k = 0; k < nparts && rc == 0; k++)
-			if (r[k].rc != 0 &&
-			    (pass == 1 ||
-			     strstr(r[k].err ? r[k].err : "", "another decoder failed") == NULL)) {
-				rc = r[k].rc;
-				*errmsg = r[k].err;
-				r[k].err = NULL;
-			}
-	for (int k = 0; k < nparts; k++) {
-		for (size_t i = 0; i < r[k].res.n; i++) {
-			if (res->n % 256 == 0)
-				res->v = xrealloc(res->v, (res->n + 256) * sizeof(*res->v));
-			res->v[res->n++] = r[k].res.v[i];
-		}
-		res->bytes += r[k].res.bytes;
-		free(r[k].res.v);
-		free(r[k].err);
-	}
+	rc = zshares_gather(r, nparts, res, errmsg);
 	free(r);
-	struct writer w = {
-	    .c = c, .archive = archive, .dest = dest_dir, .res = res, .parent_fd = -1};
-	if (rc == 0) {
-		/* One name twice would be two files racing for one path: refused. */
-		struct unpack_entry *v = xmalloc((res->n ? res->n : 1) * sizeof(*v));
-		memcpy(v, res->v, res->n * sizeof(*v));
-		qsort(v, res->n, sizeof(*v), cmp_entry_path);
-		for (size_t i = 1; i < res->n && !w.err; i++)
-			if (strcmp(v[i].path, v[i - 1].path) == 0 &&
-			    (v[i].type != 'd' || v[i - 1].type != 'd'))
-				w_unsafe(&w, v[i].path, "the archive holds this name twice");
-		free(v);
-		w.destfd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (w.destfd < 0)
-			w_fail(&w, TF_EIO, "cannot open %s: %s", dest_dir, strerror(errno));
-		for (size_t i = 0; i < res->n && !w.err; i++)
-			if (res->v[i].type == 'l')
-				strvec_push(&w.symlinks, res->v[i].path);
-		if (!w.err)
-			check_symlinks(&w);
-		if (!w.err)
-			finish_dirs(&w);
-		if (w.destfd >= 0)
-			close(w.destfd);
-		strvec_release(&w.symlinks);
-		if (w.err) {
-			rc = w.err;
-			*errmsg = w.errmsg;
-		}
-	}
+	if (rc == 0)
+		rc = zshares_check(c, archive, dest_dir, res, errmsg);
 	if (rc != 0) {
 		fs_rmtree(dest_dir);
 		unpack_result_release(res);

@@ -198,6 +198,33 @@ static int unpack_package(struct ctx *c, const struct conda_pkg *p, const char *
 	    errmsg);
 }
 
+/*
+ * The package file against the hashes the lock pins (sha256, else md5):
+ * sha, md5 and *size of its bytes. 0, TF_EIO, or TF_EINTEGRITY (a mismatch,
+ * or no hash pinned), with *errmsg.
+ */
+static int check_package_file(const struct conda_pkg *p, const char *file, const char *dist,
+                              char sha[65], char md5[33], uint64_t *size, char **errmsg)
+{
+	int e = hash_file(file, sha, md5, size);
+	if (e != 0) {
+		*errmsg = xasprintf("%s: %s", file, strerror(-e));
+		return TF_EIO;
+	}
+	if ((p->sha256[0] && strcmp(sha, p->sha256) != 0) ||
+	    (p->md5[0] && strcmp(md5, p->md5) != 0)) {
+		*errmsg = xasprintf("%s: %s mismatch for %s: expected %s, got %s", file,
+		                    p->sha256[0] ? "sha256" : "md5", dist,
+		                    p->sha256[0] ? p->sha256 : p->md5, p->sha256[0] ? sha : md5);
+		return TF_EINTEGRITY;
+	}
+	if (!p->sha256[0] && !p->md5[0]) {
+		*errmsg = xasprintf("%s: the lock pins no hash", dist);
+		return TF_EINTEGRITY;
+	}
+	return 0;
+}
+
 int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p, const char *file,
                   struct art *ahead, char **dir, int *reused, char **errmsg)
 {
@@ -219,26 +246,10 @@ int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p
 		*reused = 1;
 		goto done;
 	}
-	int e = hash_file(file, sha, md5, &size);
+	if ((rc = check_package_file(p, file, dist, sha, md5, &size, errmsg)) != 0)
+		goto out;
+	int e = mkdirs_at(AT_FDCWD, pkgs_dir, 0755);
 	if (e != 0) {
-		*errmsg = xasprintf("%s: %s", file, strerror(-e));
-		rc = TF_EIO;
-		goto out;
-	}
-	if ((p->sha256[0] && strcmp(sha, p->sha256) != 0) ||
-	    (p->md5[0] && strcmp(md5, p->md5) != 0)) {
-		*errmsg = xasprintf("%s: %s mismatch for %s: expected %s, got %s", file,
-		                    p->sha256[0] ? "sha256" : "md5", dist,
-		                    p->sha256[0] ? p->sha256 : p->md5, p->sha256[0] ? sha : md5);
-		rc = TF_EINTEGRITY;
-		goto out;
-	}
-	if (!p->sha256[0] && !p->md5[0]) {
-		*errmsg = xasprintf("%s: the lock pins no hash", dist);
-		rc = TF_EINTEGRITY;
-		goto out;
-	}
-	if ((e = mkdirs_at(AT_FDCWD, pkgs_dir, 0755)) != 0) {
 		*errmsg = xasprintf("%s: %s", pkgs_dir, strerror(-e));
 		rc = TF_EIO;
 		goto out;
@@ -504,6 +515,52 @@ static char *target_path(const char *path, int noarch_python, const char *pyver)
 	return xstrdup(path);
 }
 
+/*
+ * A file with the prefix placeholder: written to dst with the env's prefix in
+ * its place (a binary file's cannot grow), recorded with its new hash h. 0,
+ * TF_EFAIL with *errmsg, or 0 with *ioerr the -errno of a failed read or write.
+ */
+static int link_patched(struct linker *L, const char *pkgdir, const struct path_entry *e,
+                        const char *src, const char *dst, const char *rel, const struct stat *st,
+                        json_t *o, char h[65], int *ioerr, char **errmsg)
+{
+	char *data = NULL;
+	size_t len = 0;
+	int rc = 0;
+	if ((uint64_t)st->st_size > CONDA_MAX_PATCHED) {
+		*errmsg = xasprintf("%s: too large to patch the prefix", src);
+		return TF_EFAIL;
+	}
+	if ((*ioerr = read_file_at(AT_FDCWD, src, CONDA_MAX_PATCHED, &data, &len)) != 0)
+		return 0;
+	struct strbuf nb = STRBUF_INIT;
+	if (e->binary) {
+		if (replace_binary(data, len, e->placeholder, L->prefix) != 0) {
+			*errmsg = xasprintf(
+			    "%s: binary file '%s' holds a %zu-byte prefix placeholder but "
+			    "the env prefix '%s' is %zu bytes; binary files cannot grow. "
+			    "Choose a shorter prefix",
+			    url_last_part(pkgdir), rel, strlen(e->placeholder), L->prefix,
+			    strlen(L->prefix));
+			rc = TF_EFAIL;
+			goto out;
+		}
+		strbuf_add(&nb, data, len);
+	} else {
+		replace_text(data, len, e->placeholder, L->prefix, &nb);
+	}
+	*ioerr = fs_write_new(dst, nb.buf ? nb.buf : "", nb.len, st->st_mode & 0777);
+	sha256_buf(nb.buf ? nb.buf : "", nb.len, h);
+	result_add(L->res, rel, h, nb.len, S_IFREG | (st->st_mode & 0777));
+	json_object_set_new(o, "sha256_in_prefix", json_string(h));
+	json_object_set_new(o, "prefix_placeholder", json_string(e->placeholder));
+	json_object_set_new(o, "file_mode", json_string(e->binary ? "binary" : "text"));
+out:
+	strbuf_release(&nb);
+	free(data);
+	return rc;
+}
+
 /* Places one entry; appends its paths_data object to pd. */
 static int link_entry(struct linker *L, const char *pkgdir, const struct path_entry *e,
                       int noarch_python, json_t *files, json_t *pd, char **errmsg)
@@ -511,9 +568,7 @@ static int link_entry(struct linker *L, const char *pkgdir, const struct path_en
 	char *src = path_join(pkgdir, e->path);
 	char *rel = target_path(e->path, noarch_python, L->pyver);
 	char *dst = path_join(L->stage, rel);
-	char *data = NULL;
-	size_t len = 0;
-	int rc = 0, err;
+	int rc = 0, err = 0;
 	struct stat st;
 	json_t *o = json_object();
 
@@ -563,36 +618,9 @@ static int link_entry(struct linker *L, const char *pkgdir, const struct path_en
 	json_object_set_new(o, "path_type", json_string("hardlink"));
 	char h[65];
 	if (e->placeholder != NULL) {
-		if ((uint64_t)st.st_size > CONDA_MAX_PATCHED) {
-			*errmsg = xasprintf("%s: too large to patch the prefix", src);
-			rc = TF_EFAIL;
+		rc = link_patched(L, pkgdir, e, src, dst, rel, &st, o, h, &err, errmsg);
+		if (rc != 0)
 			goto out;
-		}
-		if ((err = read_file_at(AT_FDCWD, src, CONDA_MAX_PATCHED, &data, &len)) != 0)
-			goto io;
-		struct strbuf nb = STRBUF_INIT;
-		if (e->binary) {
-			if (replace_binary(data, len, e->placeholder, L->prefix) != 0) {
-				*errmsg = xasprintf(
-				    "%s: binary file '%s' holds a %zu-byte prefix placeholder but "
-				    "the env prefix '%s' is %zu bytes; binary files cannot grow. "
-				    "Choose a shorter prefix",
-				    url_last_part(pkgdir), rel, strlen(e->placeholder), L->prefix,
-				    strlen(L->prefix));
-				rc = TF_EFAIL;
-				goto out;
-			}
-			strbuf_add(&nb, data, len);
-		} else {
-			replace_text(data, len, e->placeholder, L->prefix, &nb);
-		}
-		err = fs_write_new(dst, nb.buf ? nb.buf : "", nb.len, st.st_mode & 0777);
-		sha256_buf(nb.buf ? nb.buf : "", nb.len, h);
-		result_add(L->res, rel, h, nb.len, S_IFREG | (st.st_mode & 0777));
-		json_object_set_new(o, "sha256_in_prefix", json_string(h));
-		json_object_set_new(o, "prefix_placeholder", json_string(e->placeholder));
-		json_object_set_new(o, "file_mode", json_string(e->binary ? "binary" : "text"));
-		strbuf_release(&nb);
 		if (err)
 			goto io;
 	} else {
@@ -626,7 +654,6 @@ io:
 	rc = TF_EIO;
 out:
 	json_decref(o);
-	free(data);
 	free(src);
 	free(rel);
 	free(dst);
@@ -694,6 +721,55 @@ static json_t *array_or_empty(json_t *v)
 	return json_is_array(v) ? json_incref(v) : json_array();
 }
 
+/*
+ * conda-meta/<dist>.json's object (rec): the fields conda and micromamba
+ * read, from the package's repodata record (idx), the lock's entry p and
+ * what was linked (files, pd).
+ */
+static void package_record(struct linker *L, const struct conda_pkg *p, const char *pkgdir,
+                           const char *file, const char *pkgs_dir, json_t *idx, json_t *files,
+                           json_t *pd, json_t *rec)
+{
+	char *channel, *subdir;
+	url_channel(p->url, &channel, &subdir);
+	const char *fields[] = {"name",    "version", "build",     "build_number",   "subdir",
+	                        "license", "noarch",  "timestamp", "track_features", "features",
+	                        "md5",     "sha256",  "size"};
+	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
+		json_t *v = json_object_get(idx, fields[i]);
+		if (v != NULL)
+			json_object_set(rec, fields[i], v);
+	}
+	json_object_set_new(rec, "name", json_string(p->name));
+	json_object_set_new(rec, "version", json_string(p->version));
+	json_object_set_new(rec, "build", json_string(p->build));
+	if (json_object_get(rec, "build_number") == NULL)
+		json_object_set_new(rec, "build_number", json_integer(0));
+	if (json_object_get(rec, "subdir") == NULL)
+		json_object_set_new(rec, "subdir", json_string(subdir));
+	json_object_set_new(rec, "channel", json_string(channel));
+	json_object_set_new(rec, "url", json_string(p->url));
+	json_object_set_new(rec, "fn", json_string(url_last_part(p->url)));
+	json_object_set_new(rec, "depends", array_or_empty(json_object_get(idx, "depends")));
+	json_object_set_new(rec, "constrains", array_or_empty(json_object_get(idx, "constrains")));
+	json_object_set_new(rec, "files", json_incref(files));
+	json_t *pdo = json_object();
+	json_object_set_new(pdo, "paths_version", json_integer(1));
+	json_object_set_new(pdo, "paths", json_incref(pd));
+	json_object_set_new(rec, "paths_data", pdo);
+	json_t *lk = json_object();
+	json_object_set_new(lk, "source", json_string(pkgdir));
+	json_object_set_new(lk, "type", json_integer(L->copied ? 3 : 1)); /* 1 hardlink, 3 copy */
+	json_object_set_new(rec, "link", lk);
+	json_object_set_new(rec, "extracted_package_dir", json_string(pkgdir));
+	char *tarball = path_join(pkgs_dir, url_last_part(p->url));
+	json_object_set_new(rec, "package_tarball_full_path", json_string(file ? file : tarball));
+	free(tarball);
+	json_object_set_new(rec, "requested_spec", json_string("None"));
+	free(channel);
+	free(subdir);
+}
+
 /* Links one package into the stage and writes its conda-meta record. */
 static int link_package(struct linker *L, const struct conda_pkg *p, const char *pkgdir,
                         const char *file, const char *pkgs_dir, char **errmsg)
@@ -736,45 +812,7 @@ static int link_package(struct linker *L, const struct conda_pkg *p, const char 
 			goto out;
 	}
 
-	/* conda-meta/<dist>.json: the fields conda and micromamba read. */
-	char *channel, *subdir;
-	url_channel(p->url, &channel, &subdir);
-	const char *fields[] = {"name",    "version", "build",     "build_number",   "subdir",
-	                        "license", "noarch",  "timestamp", "track_features", "features",
-	                        "md5",     "sha256",  "size"};
-	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
-		json_t *v = json_object_get(idx, fields[i]);
-		if (v != NULL)
-			json_object_set(rec, fields[i], v);
-	}
-	json_object_set_new(rec, "name", json_string(p->name));
-	json_object_set_new(rec, "version", json_string(p->version));
-	json_object_set_new(rec, "build", json_string(p->build));
-	if (json_object_get(rec, "build_number") == NULL)
-		json_object_set_new(rec, "build_number", json_integer(0));
-	if (json_object_get(rec, "subdir") == NULL)
-		json_object_set_new(rec, "subdir", json_string(subdir));
-	json_object_set_new(rec, "channel", json_string(channel));
-	json_object_set_new(rec, "url", json_string(p->url));
-	json_object_set_new(rec, "fn", json_string(url_last_part(p->url)));
-	json_object_set_new(rec, "depends", array_or_empty(json_object_get(idx, "depends")));
-	json_object_set_new(rec, "constrains", array_or_empty(json_object_get(idx, "constrains")));
-	json_object_set_new(rec, "files", json_incref(files));
-	json_t *pdo = json_object();
-	json_object_set_new(pdo, "paths_version", json_integer(1));
-	json_object_set_new(pdo, "paths", json_incref(pd));
-	json_object_set_new(rec, "paths_data", pdo);
-	json_t *lk = json_object();
-	json_object_set_new(lk, "source", json_string(pkgdir));
-	json_object_set_new(lk, "type", json_integer(L->copied ? 3 : 1)); /* 1 hardlink, 3 copy */
-	json_object_set_new(rec, "link", lk);
-	json_object_set_new(rec, "extracted_package_dir", json_string(pkgdir));
-	char *tarball = path_join(pkgs_dir, url_last_part(p->url));
-	json_object_set_new(rec, "package_tarball_full_path", json_string(file ? file : tarball));
-	free(tarball);
-	json_object_set_new(rec, "requested_spec", json_string("None"));
-	free(channel);
-	free(subdir);
+	package_record(L, p, pkgdir, file, pkgs_dir, idx, files, pd, rec);
 
 	char *rel = xasprintf("conda-meta/%s.json", dist);
 	meta = path_join(L->stage, rel);
