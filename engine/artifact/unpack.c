@@ -232,6 +232,56 @@ static void set_formats(struct archive *a)
 	archive_read_support_format_zip(a);
 }
 
+/*
+ * The data of the current file entry of a, in buffers of the pool, then
+ * M_FILE_END (with its sha256 when hash_here). 0, TF_EFAIL (error pushed) or
+ * -ECANCELED (consumer aborted).
+ */
+static int push_file_data(struct queue *q, struct archive *a, struct archive *outer,
+                          struct core_claim *claim, int hash_here)
+{
+	struct sha256 sha;
+	if (hash_here)
+		sha256_init(&sha);
+	for (;;) {
+		char *b = buf_take(q);
+		if (b == NULL) {
+			if (hash_here)
+				sha256_release(&sha); /* the writer stopped */
+			return -ECANCELED;
+		}
+		claim_yield(claim);
+		la_ssize_t n = archive_read_data(a, b, UNPACK_BUFSZ);
+		if (n < 0) {
+			buf_give(q, b);
+			if (hash_here)
+				sha256_release(&sha);
+			return push_error(q, "cannot read archive data", a);
+		}
+		if (n == 0) {
+			buf_give(q, b);
+			break;
+		}
+		if (hash_here)
+			sha256_update(&sha, b, (size_t)n);
+		struct msg d = {.kind = M_DATA, .buf = b, .len = (size_t)n};
+		if (queue_push(q, d) < 0) {
+			if (hash_here)
+				sha256_release(&sha);
+			return -ECANCELED;
+		}
+		__atomic_store_n(&q->in_bytes, (uint64_t)archive_filter_bytes(outer, -1),
+		                 __ATOMIC_RELAXED);
+	}
+	struct msg end = {.kind = M_FILE_END};
+	if (hash_here)
+		sha256_final(&sha, end.sha256);
+	if (queue_push(q, end) < 0)
+		return -ECANCELED;
+	__atomic_store_n(&q->in_bytes, (uint64_t)archive_filter_bytes(outer, -1), __ATOMIC_RELAXED);
+	return 0;
+}
+
 /* Pushes the entries of an open archive. 0 at EOF, TF_EFAIL (error pushed) or
  * -ECANCELED (consumer aborted). */
 static int decode_stream(struct queue *q, struct archive *a, struct archive *outer,
@@ -294,46 +344,9 @@ static int decode_stream(struct queue *q, struct archive *a, struct archive *out
 			return -ECANCELED;
 		if (!is_file)
 			continue;
-		struct sha256 sha;
-		if (hash_here)
-			sha256_init(&sha);
-		for (;;) {
-			char *b = buf_take(q);
-			if (b == NULL) {
-				if (hash_here)
-					sha256_release(&sha); /* the writer stopped */
-				return -ECANCELED;
-			}
-			claim_yield(claim);
-			la_ssize_t n = archive_read_data(a, b, UNPACK_BUFSZ);
-			if (n < 0) {
-				buf_give(q, b);
-				if (hash_here)
-					sha256_release(&sha);
-				return push_error(q, "cannot read archive data", a);
-			}
-			if (n == 0) {
-				buf_give(q, b);
-				break;
-			}
-			if (hash_here)
-				sha256_update(&sha, b, (size_t)n);
-			struct msg d = {.kind = M_DATA, .buf = b, .len = (size_t)n};
-			if (queue_push(q, d) < 0) {
-				if (hash_here)
-					sha256_release(&sha);
-				return -ECANCELED;
-			}
-			__atomic_store_n(&q->in_bytes, (uint64_t)archive_filter_bytes(outer, -1),
-			                 __ATOMIC_RELAXED);
-		}
-		struct msg end = {.kind = M_FILE_END};
-		if (hash_here)
-			sha256_final(&sha, end.sha256);
-		if (queue_push(q, end) < 0)
-			return -ECANCELED;
-		__atomic_store_n(&q->in_bytes, (uint64_t)archive_filter_bytes(outer, -1),
-		                 __ATOMIC_RELAXED);
+		int rc = push_file_data(q, a, outer, claim, hash_here);
+		if (rc != 0)
+			return rc;
 	}
 }
 
