@@ -209,6 +209,51 @@ static char *which(const char *name)
 	return found;
 }
 
+/*
+ * Why no interpreter of `version` was taken (malloc'd): one every user
+ * cannot run (locked), one without venv (no_venv), or none at all, naming
+ * what was tried and how to fix it.
+ */
+static char *no_python_why(const char *version, const char *locked, const char *no_venv,
+                           const struct strvec *tried)
+{
+	struct strbuf sb = STRBUF_INIT;
+	if (locked != NULL && no_venv == NULL) {
+		strbuf_addf(&sb,
+		            "no Python %s that every user can run: %s; the stack is for all users "
+		            "and its venv would point there, so every other user would get "
+		            "\"Permission denied\" (tried ",
+		            version, locked);
+		for (size_t i = 0; i < tried->n; i++)
+			strbuf_addf(&sb, "%s%s", i ? ", " : "", tried->v[i]);
+		strbuf_addf(
+		    &sb,
+		    "); install python%s for everyone (`apt install python%s python%s-venv`) "
+		    "or set python.interpreter to a path every user can run",
+		    version, version, version);
+	} else if (no_venv != NULL) {
+		strbuf_addf(
+		    &sb,
+		    "Python %s at %s cannot create virtual environments (no venv/ensurepip);"
+		    " install it with `apt install python%s-venv`",
+		    version, no_venv, version);
+	} else {
+		strbuf_addf(&sb, "no Python %s interpreter found", version);
+		if (tried->n) {
+			strbuf_adds(&sb, " (tried ");
+			for (size_t i = 0; i < tried->n; i++)
+				strbuf_addf(&sb, "%s%s", i ? ", " : "", tried->v[i]);
+			strbuf_adds(&sb, ")");
+		}
+		strbuf_addf(&sb,
+		            "; manager: venv needs python%s: install it (`apt install python%s "
+		            "python%s-venv`, or `pyenv install %s`), set python.interpreter to its "
+		            "path, or use manager: conda, which brings its own Python",
+		            version, version, version, version);
+	}
+	return strbuf_detach(&sb);
+}
+
 int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_path, int shared,
                       char **path, char **errmsg)
 {
@@ -268,41 +313,7 @@ int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_p
 			goto out;
 	}
 
-	struct strbuf sb = STRBUF_INIT;
-	if (locked != NULL && no_venv == NULL) {
-		strbuf_addf(&sb,
-		            "no Python %s that every user can run: %s; the stack is for all users "
-		            "and its venv would point there, so every other user would get "
-		            "\"Permission denied\" (tried ",
-		            version, locked);
-		for (size_t i = 0; i < tried.n; i++)
-			strbuf_addf(&sb, "%s%s", i ? ", " : "", tried.v[i]);
-		strbuf_addf(
-		    &sb,
-		    "); install python%s for everyone (`apt install python%s python%s-venv`) "
-		    "or set python.interpreter to a path every user can run",
-		    version, version, version);
-	} else if (no_venv != NULL) {
-		strbuf_addf(
-		    &sb,
-		    "Python %s at %s cannot create virtual environments (no venv/ensurepip);"
-		    " install it with `apt install python%s-venv`",
-		    version, no_venv, version);
-	} else {
-		strbuf_addf(&sb, "no Python %s interpreter found", version);
-		if (tried.n) {
-			strbuf_adds(&sb, " (tried ");
-			for (size_t i = 0; i < tried.n; i++)
-				strbuf_addf(&sb, "%s%s", i ? ", " : "", tried.v[i]);
-			strbuf_adds(&sb, ")");
-		}
-		strbuf_addf(&sb,
-		            "; manager: venv needs python%s: install it (`apt install python%s "
-		            "python%s-venv`, or `pyenv install %s`), set python.interpreter to its "
-		            "path, or use manager: conda, which brings its own Python",
-		            version, version, version, version);
-	}
-	*errmsg = strbuf_detach(&sb);
+	*errmsg = no_python_why(version, locked, no_venv, &tried);
 out:
 	free(name);
 	free(no_venv);
