@@ -101,8 +101,8 @@ static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 	struct art *ahead = prep->arts.n == m->python.npkgs ? prep->arts.v : NULL;
 	int rc = txn_stage_dir(t, prefix, &stage);
 	if (rc == 0)
-		rc = conda_fetch_install(c, prefix, 0, m->python.pkgs, m->python.npkgs, ahead, stage,
-		                         &res, &err);
+		rc = conda_fetch_install(c, prefix, 0, m->python.pkgs, m->python.npkgs, ahead,
+		                         stage, &res, &err);
 	else
 		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
 	if (rc == 0 && (rc = txn_replace_dir(t, stage, prefix)) != 0)

@@ -41,10 +41,10 @@ struct ctx {
 	struct strvec mirrors;
 	struct strvec trusted_keys; /* --trusted-key files (artifact.h) */
 	int jobs;
-	double lock_timeout;           /* seconds */
-	struct state *st;              /* open state db, or NULL */
-	struct state_writer *wlock;    /* the writer lock of a writing command, or NULL */
-	int changed;                   /* a step changed something during this run */
+	double lock_timeout;        /* seconds */
+	struct state *st;           /* open state db, or NULL */
+	struct state_writer *wlock; /* the writer lock of a writing command, or NULL */
+	int changed;                /* a step changed something during this run */
 };
 
 /*

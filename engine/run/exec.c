@@ -159,7 +159,8 @@ static int execute(struct ctx *c, const struct manifest *m, struct plan *p, int6
 			struct prepared *prep = preps_find(ps, s->addr);
 			if (prep == NULL) {
 				prep = preps_add(ps, s->addr);
-				if (s->action != ACT_DESTROY && (rc = prepare_late(c, m, s, prep)) != 0) {
+				if (s->action != ACT_DESTROY &&
+				    (rc = prepare_late(c, m, s, prep)) != 0) {
 					step_event(c, s, 0, 1, s->error);
 					break;
 				}
