@@ -755,8 +755,8 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 		venv = path_join(tmp, "env");
 		ev_log(c, EV_INFO, "pip: installing the conda lock (%zu packages) into %s",
 		       m->python.npkgs, venv);
-		rc = conda_fetch_install(c, venv, 1, m->python.pkgs, m->python.npkgs, NULL, &cr,
-		                         &err);
+		rc = conda_fetch_install(c, venv, 1, m->python.pkgs, m->python.npkgs, NULL, NULL,
+		                         &cr, &err);
 		conda_result_release(&cr);
 		if (rc != 0)
 			goto out;

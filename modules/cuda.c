@@ -15,6 +15,7 @@
  * warning with the paths.
  */
 #include "artifact.h"
+#include "step_artifacts.h"
 #include "digest.h"
 #include "error.h"
 #include "event.h"
@@ -230,23 +231,23 @@ static int cuda_artifacts(struct ctx *c, const struct manifest *m, struct artset
 	return rc;
 }
 
-static int cuda_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
+/* prep: the runfile, or the archives, as cuda_artifacts named them (module.h). */
+static int cuda_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
+                      struct prepared *prep)
 {
-	struct artset arts = {0};
+	struct artset *arts = &prep->arts;
 	struct staged tree = {0};
 	char *prefix = stack_cuda_prefix(m);
 	char *stage = NULL;
-	int rc = cuda_artifacts(c, m, &arts, s);
-	if (rc != 0)
-		goto out;
-	if (m->cuda.has_runfile && (rc = artset_fetch(c, &arts, s)) != 0)
+	int rc = 0;
+	if (m->cuda.has_runfile && (rc = artset_fetch(c, arts, s)) != 0)
 		goto out;
 	if ((rc = txn_stage_dir(t, prefix, &stage)) != 0)
 		goto out;
 	if (m->cuda.has_runfile)
-		rc = run_runfile(c, &arts.v[0], stage, &tree, s);
+		rc = run_runfile(c, &arts->v[0], stage, &tree, s);
 	else
-		rc = artset_fetch_unpack(c, &arts, stage, &tree, s);
+		rc = artset_fetch_unpack(c, arts, stage, &tree, s);
 	if (rc != 0)
 		goto out;
 	/* Tools expect lib64; redist archives ship lib. */
@@ -273,7 +274,7 @@ static int cuda_apply(struct ctx *c, const struct manifest *m, struct step *s, s
 		rc = txn_put_tree(t, stage, prefix, tree.v, tree.n);
 	if (rc == 0) {
 		free(s->attrs);
-		s->attrs = cuda_attrs(m, &arts);
+		s->attrs = cuda_attrs(m, arts);
 	}
 	if (rc == 0)
 		ev_log(c, EV_INFO, "cuda: %zu path%s in %s%s%s", tree.n,
@@ -281,7 +282,6 @@ static int cuda_apply(struct ctx *c, const struct manifest *m, struct step *s, s
 		       with.n ? with.v[0] : "");
 	strvec_release(&with);
 out:
-	artset_release(&arts);
 	staged_release(&tree);
 	free(prefix);
 	free(stage);

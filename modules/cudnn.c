@@ -15,6 +15,7 @@
  * step's attrs for those who read the stack later (stackinfo.c).
  */
 #include "artifact.h"
+#include "step_artifacts.h"
 #include "error.h"
 #include "event.h"
 
@@ -92,21 +93,20 @@ static int cudnn_artifacts(struct ctx *c, const struct manifest *m, struct artse
 	return rc;
 }
 
-static int cudnn_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
+/* prep: the archives, as cudnn_artifacts named them (module.h). */
+static int cudnn_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
+                       struct prepared *prep)
 {
-	struct artset arts = {0};
 	struct staged tree = {0}, merged = {0};
 	char *prefix = stack_cudnn_prefix(m);
 	char *stage = NULL;
-	int rc = cudnn_artifacts(c, m, &arts, s);
-	if (rc != 0)
-		goto out;
+	int rc = 0;
 	/* The planner's choice is recorded, so that run, env and verify follow it. */
 	free(s->attrs);
 	s->attrs = m->cudnn.placement_auto ? xstrdup("{\"placement\": \"separate\"}") : NULL;
 	if ((rc = txn_stage_dir(t, prefix, &stage)) != 0)
 		goto out;
-	if ((rc = artset_fetch_unpack(c, &arts, stage, &tree, s)) != 0)
+	if ((rc = artset_fetch_unpack(c, &prep->arts, stage, &tree, s)) != 0)
 		goto out;
 	if (m->cudnn.placement == PLACEMENT_SEPARATE) {
 		/* What it merged or placed elsewhere before goes (or stays with its sharers). */
@@ -137,7 +137,6 @@ static int cudnn_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 		ev_log(c, EV_INFO, "cudnn: %zu path%s %s %s", placed, plural_s((long long)placed),
 		       m->cudnn.placement == PLACEMENT_MERGE ? "merged into" : "in", prefix);
 out:
-	artset_release(&arts);
 	staged_release(&tree);
 	staged_release(&merged);
 	free(prefix);

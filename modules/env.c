@@ -58,9 +58,11 @@ static enum desire env_desire(struct ctx *c, const struct manifest *m, struct st
 	return DESIRE_WANTED;
 }
 
-static int env_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
+static int env_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
+                     struct prepared *prep)
 {
 	(void)c;
+	(void)prep; /* downloads nothing */
 	struct strbuf act = STRBUF_INIT, deact = STRBUF_INIT;
 	char *apath = stack_script_path(m, "activate.sh");
 	char *dpath = stack_script_path(m, "deactivate.sh");

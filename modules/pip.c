@@ -416,128 +416,105 @@ out:
 	return rc;
 }
 
-static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
+/*
+ * A complete lock's files were verified into the cache before any step ran
+ * (pip_artifacts): linked into *house, a journaled directory beside the env,
+ * which pip and the native installer take them from (o's find-links) when
+ * every pin is there. 0 or TF_E* (s failed).
+ */
+static int pip_wheelhouse(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
+                          const char *prefix, struct pip_opts *o, const char **verified,
+                          char **house)
 {
-	char *prefix = stack_env_prefix(m);
-	char *host = ctx_host_path(c, prefix);
-	char *cache = path_join(c->cache_dir, "pip");
 	char *err = NULL;
-	struct pip_result res = {0}, before = {0};
-	struct pip_opts o = {0};
-	json_t *unhashed = NULL;
-	char *simple = NULL;
-	const char *links[2] = {NULL, NULL}, *verified[2] = {NULL, NULL};
-	char *house = NULL;
-	struct strvec redo = STRVEC_INIT, drop = STRVEC_INIT, kept = STRVEC_INIT;
-	struct pip_result now = {0};
-	int rc = 0;
-	o.index_url = m->pip.index_url.s;
-	o.complete = m->pip.complete.v;
-	/* A complete lock is a reviewed closure: an sdist pinned in it is built offline. */
-	o.allow_sdist = o.complete;
-	o.resolve_rest = !o.complete && (c->flags & CTX_ALLOW_INCOMPLETE);
-	o.cache_dir = cache;
-	o.cert = c->ca_bundle;
-	o.txn = t;
-	o.env_path = prefix;
-	o.native = m->pip.use_pip ? NULL : &wheelhouse_installer;
-	/* A mirror: a directory of wheels (find-links only) or, served over http(s),
-	 * the PEP 503 pages `mirror build` writes under its simple/. */
-	if (c->mirrors.n)
-		pip_opts_mirror(&o, c->mirrors.v[0], links, &simple);
-	/* A complete lock's files were verified into the cache before any step ran
-	 * (pip_artifacts): pip and the native installer take them from there. */
-	if (m->pip.complete.v && m->pip.nreqs > 0) {
-		rc = txn_stage_dir(t, prefix, &house);
-		if (rc == 0 && mkdir(house, 0755) != 0) {
-			step_fail(s, "%s: cannot create: %s", house, strerror(errno));
-			rc = TF_EIO;
-		}
-		if (rc != 0)
-			goto out;
-		int complete = 0;
-		int r = pipart_wheelhouse(c, m->pip.reqs, m->pip.nreqs, house, &complete, &err);
-		if (r < 0) {
-			step_fail(s, "%s", err ? err : tf_strerror(r));
-			rc = r;
-			goto out;
-		}
-		if (complete) {
-			verified[0] = house;
-			o.find_links = verified;
-			o.no_index = 1;
-			o.links_verified = 1;
-			o.index_url = NULL;
-		}
+	int rc = txn_stage_dir(t, prefix, house);
+	if (rc == 0 && mkdir(*house, 0755) != 0) {
+		step_fail(s, "%s: cannot create: %s", *house, strerror(errno));
+		rc = TF_EIO;
 	}
-	if (c->flags & CTX_OFFLINE && !o.no_index) {
-		step_fail(s, "--offline: pip needs a local wheel directory (--mirror DIR)");
-		rc = TF_EOFFLINE;
-		goto out;
+	if (rc != 0)
+		return rc;
+	int complete = 0;
+	int r = pipart_wheelhouse(c, m->pip.reqs, m->pip.nreqs, *house, &complete, &err);
+	if (r < 0) {
+		step_fail(s, "%s", err ? err : tf_strerror(r));
+		free(err);
+		return r;
 	}
-	if (m->pip.nreqs == 0)
-		goto out;
-	/* Opted in to an incomplete lock: what pip adds beyond the pins is named. */
-	if (!o.complete) {
-		rc = env_dists(host, &before, &err);
-		if (rc != 0) {
-			step_fail(s, "%s", err ? err : tf_strerror(rc));
-			goto out;
-		}
+	if (complete) {
+		verified[0] = *house;
+		o->find_links = verified;
+		o->no_index = 1;
+		o->links_verified = 1;
+		o->index_url = NULL;
 	}
-	/* A repair (the env drifted from what this step recorded): exactly the
-	 * distributions that differ, by the native installer. */
-	if (s->attrs && o.complete) {
-		rc = repair_sets(c, m, prefix, s->attrs, &redo, &drop, &kept, &err);
-		if (rc != 0) {
-			step_fail(s, "%s", err ? err : tf_strerror(rc));
-			goto out;
-		}
-		o.reinstall = &redo;
-		o.drop = &drop;
-		for (size_t i = 0; !o.native && i < drop.n; i++)
-			ev_log(c, EV_WARN,
-			       "pip: %s is kept: pip.installer: pip uninstalls nothing (the native "
-			       "installer would)",
-			       drop.v[i]);
-		for (size_t i = 0; i < redo.n; i++)
-			ev_log(c, EV_INFO, "pip: %s: files changed in place, reinstalled",
-			       redo.v[i]);
-	}
-	rc = pip_install(c, host, m->pip.reqs, m->pip.nreqs, &o, &res, &err);
+	free(err);
+	return 0;
+}
+
+/*
+ * A repair (the env drifted from what this step recorded): exactly the
+ * distributions that differ, by the native installer (o's reinstall and
+ * drop). 0 or TF_E* (s failed).
+ */
+static int pip_repair(struct ctx *c, const struct manifest *m, struct step *s, const char *prefix,
+                      struct pip_opts *o, struct strvec *redo, struct strvec *drop,
+                      struct strvec *kept)
+{
+	char *err = NULL;
+	int rc = repair_sets(c, m, prefix, s->attrs, redo, drop, kept, &err);
 	if (rc != 0) {
-		step_fail(s, "%s%s%s", err ? err : tf_strerror(rc),
-		          res.failed_pkg ? "; package: " : "",
-		          res.failed_pkg ? res.failed_pkg : "");
-		goto out;
+		step_fail(s, "%s", err ? err : tf_strerror(rc));
+		free(err);
+		return rc;
 	}
-	ev_log(c, EV_INFO, "pip: %zu pin%s installed; the env holds %zu distribution%s",
-	       m->pip.nreqs, plural_s((long long)m->pip.nreqs), res.n, plural_s((long long)res.n));
-	/* Each distribution's stamp, for the next status and plan (pip_drift). */
+	o->reinstall = redo;
+	o->drop = drop;
+	for (size_t i = 0; !o->native && i < drop->n; i++)
+		ev_log(c, EV_WARN,
+		       "pip: %s is kept: pip.installer: pip uninstalls nothing (the native "
+		       "installer would)",
+		       drop->v[i]);
+	for (size_t i = 0; i < redo->n; i++)
+		ev_log(c, EV_INFO, "pip: %s: files changed in place, reinstalled", redo->v[i]);
+	return 0;
+}
+
+/*
+ * The step's attrs after pip_install: {"installed": [{name, version, sha256,
+ * stamp, pinned, kept}]} with each distribution's stamp taken now (for
+ * pip_drift), and for an incomplete lock what was installed without a
+ * pinned hash ("unhashed", named in a warning). Malloc'd.
+ */
+static char *pip_attrs(struct ctx *c, const struct manifest *m, const char *prefix,
+                       const struct pip_result *res, const struct pip_result *before,
+                       const struct strvec *kept, int complete)
+{
+	struct pip_result now = {0};
 	char *serr = NULL;
 	if (env_dist_stamps(c, prefix, &now, &serr) != 0)
 		pip_result_release(&now);
 	free(serr);
 	json_t *arr = json_array();
-	for (size_t i = 0; i < res.n; i++) {
+	for (size_t i = 0; i < res->n; i++) {
 		json_t *d = json_object();
-		const struct pip_dist *st = find_dist(&now, res.v[i].name);
-		json_object_set_new(d, "name", json_string(res.v[i].name));
-		json_object_set_new(d, "version", json_string(res.v[i].version));
-		if (res.v[i].sha256)
-			json_object_set_new(d, "sha256", json_string(res.v[i].sha256));
-		if (st && st->stamp && strcmp(st->version, res.v[i].version) == 0)
+		const struct pip_dist *st = find_dist(&now, res->v[i].name);
+		json_object_set_new(d, "name", json_string(res->v[i].name));
+		json_object_set_new(d, "version", json_string(res->v[i].version));
+		if (res->v[i].sha256)
+			json_object_set_new(d, "sha256", json_string(res->v[i].sha256));
+		if (st && st->stamp && strcmp(st->version, res->v[i].version) == 0)
 			json_object_set_new(d, "stamp", json_string(st->stamp));
-		if (is_pinned(m, res.v[i].name))
+		if (is_pinned(m, res->v[i].name))
 			json_object_set_new(d, "pinned", json_true());
-		for (size_t k = 0; k < kept.n; k++)
-			if (strcmp(kept.v[k], res.v[i].name) == 0)
+		for (size_t k = 0; k < kept->n; k++)
+			if (strcmp(kept->v[k], res->v[i].name) == 0)
 				json_object_set_new(d, "kept", json_true());
 		json_array_append_new(arr, d);
 	}
 	json_t *top = json_pack("{s:o}", "installed", arr);
-	if (!o.complete) {
-		unhashed = unhashed_dists(&before, &res, m->pip.reqs, m->pip.nreqs);
+	if (!complete) {
+		json_t *unhashed = unhashed_dists(before, res, m->pip.reqs, m->pip.nreqs);
 		struct strbuf names = STRBUF_INIT;
 		for (size_t i = 0; i < json_array_size(unhashed); i++)
 			strbuf_addf(&names, "%s%s", i ? ", " : "",
@@ -550,9 +527,71 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 		strbuf_release(&names);
 		json_object_set_new(top, "unhashed", unhashed);
 	}
-	free(s->attrs);
-	s->attrs = json_dumps(top, JSON_COMPACT | JSON_SORT_KEYS);
+	char *attrs = json_dumps(top, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(top);
+	pip_result_release(&now);
+	return attrs;
+}
+
+/* prep: the files of a complete lock, as pip_artifacts named them (module.h). */
+static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
+                     struct prepared *prep)
+{
+	char *prefix = stack_env_prefix(m);
+	char *host = ctx_host_path(c, prefix);
+	char *cache = path_join(c->cache_dir, "pip");
+	char *err = NULL;
+	struct pip_result res = {0}, before = {0};
+	struct pip_opts o = {0};
+	char *simple = NULL;
+	const char *links[2] = {NULL, NULL}, *verified[2] = {NULL, NULL};
+	char *house = NULL;
+	struct strvec redo = STRVEC_INIT, drop = STRVEC_INIT, kept = STRVEC_INIT;
+	int rc = 0;
+	o.index_url = m->pip.index_url.s;
+	o.complete = m->pip.complete.v;
+	/* A complete lock is a reviewed closure: an sdist pinned in it is built offline. */
+	o.allow_sdist = o.complete;
+	o.resolve_rest = !o.complete && (c->flags & CTX_ALLOW_INCOMPLETE);
+	o.cache_dir = cache;
+	o.cert = c->ca_bundle;
+	o.txn = t;
+	o.env_path = prefix;
+	o.native = m->pip.use_pip ? NULL : &wheelhouse_installer;
+	o.ahead = &prep->arts;
+	/* A mirror: a directory of wheels (find-links only) or, served over http(s),
+	 * the PEP 503 pages `mirror build` writes under its simple/. */
+	if (c->mirrors.n)
+		pip_opts_mirror(&o, c->mirrors.v[0], links, &simple);
+	if (m->pip.complete.v && m->pip.nreqs > 0 &&
+	    (rc = pip_wheelhouse(c, m, s, t, prefix, &o, verified, &house)) != 0)
+		goto out;
+	if (c->flags & CTX_OFFLINE && !o.no_index) {
+		step_fail(s, "--offline: pip needs a local wheel directory (--mirror DIR)");
+		rc = TF_EOFFLINE;
+		goto out;
+	}
+	if (m->pip.nreqs == 0)
+		goto out;
+	/* Opted in to an incomplete lock: what pip adds beyond the pins is named. */
+	if (!o.complete && (rc = env_dists(host, &before, &err)) != 0) {
+		step_fail(s, "%s", err ? err : tf_strerror(rc));
+		goto out;
+	}
+	if (s->attrs && o.complete &&
+	    (rc = pip_repair(c, m, s, prefix, &o, &redo, &drop, &kept)) != 0)
+		goto out;
+	rc = pip_install(c, host, m->pip.reqs, m->pip.nreqs, &o, &res, &err);
+	if (rc != 0) {
+		step_fail(s, "%s%s%s", err ? err : tf_strerror(rc),
+		          res.failed_pkg ? "; package: " : "",
+		          res.failed_pkg ? res.failed_pkg : "");
+		goto out;
+	}
+	ev_log(c, EV_INFO, "pip: %zu pin%s installed; the env holds %zu distribution%s",
+	       m->pip.nreqs, plural_s((long long)m->pip.nreqs), res.n, plural_s((long long)res.n));
+	free(s->attrs);
+	s->attrs = pip_attrs(c, m, prefix, &res, &before, &kept, o.complete);
 	/* What pip changed in the env belongs to the env now. */
 	rc = txn_refresh_resource(t, "pyenv");
 out:
@@ -562,7 +601,6 @@ out:
 	}
 	pip_result_release(&res);
 	pip_result_release(&before);
-	pip_result_release(&now);
 	strvec_release(&redo);
 	strvec_release(&drop);
 	strvec_release(&kept);

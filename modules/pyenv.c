@@ -11,6 +11,7 @@
  * Every file of the env is recorded. The `pip` step (pip.c) depends on it.
  */
 #include "artifact.h"
+#include "step_artifacts.h"
 #include "kb.h"
 #include "python.h"
 #include "digest.h"
@@ -92,14 +93,16 @@ static int record_env(struct ctx *c, struct txn *t, const char *prefix)
  * restore, or the new one committed.
  */
 static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
-                       const char *prefix)
+                       const char *prefix, struct prepared *prep)
 {
 	struct conda_result res = {0};
 	char *err = NULL, *stage = NULL;
+	/* pyenv_artifacts named one artifact per package, in the lock's order. */
+	struct art *ahead = prep->arts.n == m->python.npkgs ? prep->arts.v : NULL;
 	int rc = txn_stage_dir(t, prefix, &stage);
 	if (rc == 0)
-		rc = conda_fetch_install(c, prefix, 0, m->python.pkgs, m->python.npkgs, stage, &res,
-		                         &err);
+		rc = conda_fetch_install(c, prefix, 0, m->python.pkgs, m->python.npkgs, ahead,
+		                         stage, &res, &err);
 	else
 		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
 	if (rc == 0 && (rc = txn_replace_dir(t, stage, prefix)) != 0)
@@ -125,7 +128,7 @@ static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, 
  * the commit deletes it.
  */
 static int venv_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
-                      const char *prefix)
+                      const char *prefix, struct prepared *prep)
 {
 	char *python = NULL, *err = NULL;
 	char *host = ctx_host_path(c, prefix);
@@ -134,7 +137,7 @@ static int venv_apply(struct ctx *c, const struct manifest *m, struct step *s, s
 	if (rc == 0 && !venv_reusable(python, host) && (rc = txn_will_create(t, prefix)) != 0)
 		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
 	if (rc == 0)
-		rc = venv_create_at(c, python, prefix, &created, &err);
+		rc = venv_create_at(c, python, prefix, &prep->arts, &created, &err);
 	if (rc != 0)
 		step_fail(s, "%s", err ? err : tf_strerror(rc));
 	else
@@ -331,16 +334,18 @@ static int pyenv_artifacts(struct ctx *c, const struct manifest *m, struct artse
 	return 0;
 }
 
-static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t)
+/* prep: the conda packages, or the wheels of the venv's pip, as pyenv_artifacts named them. */
+static int pyenv_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
+                       struct prepared *prep)
 {
 	char *prefix = stack_env_prefix(m);
 	int rc;
 	/* The old records go; the rebuilt env is recorded afresh. */
 	rc = txn_forget_all(t);
 	if (rc == 0 && m->python.manager == PYENV_CONDA)
-		rc = conda_apply(c, m, s, t, prefix);
+		rc = conda_apply(c, m, s, t, prefix, prep);
 	else if (rc == 0)
-		rc = venv_apply(c, m, s, t, prefix);
+		rc = venv_apply(c, m, s, t, prefix, prep);
 	/* The conda hook first, so its directories (etc/conda/activate.d) are
 	 * recorded with the env and go with it when the env is removed. */
 	if (rc == 0 && m->python.manager == PYENV_CONDA)

@@ -15,23 +15,26 @@
 #include <stddef.h>
 #include <errno.h>
 
-#include "module.h"
+#include <time.h>
+
+#include "ctx.h"
 
 /*
- * artifacts (engine/artifact/artifacts.c) - pinned artifacts of a step: fetch into the cache, unpack
- * into one staged tree. An artset owns its strings; a staged owns its
- * entries (as place_entry, ready for txn_put_tree / txn_share_tree).
+ * artifacts (engine/artifact/artifacts.c, decode-ahead in ahead.c) - the
+ * downloads a step names: fetched into the cache, unpacked. An artset owns
+ * its strings and its arts' decoded trees. What a step makes of them (a
+ * staged tree, its messages) is modules/step_artifacts.h.
  */
 
 struct unpack_result;
 
 /*
  * What a step does with an artifact, so what decode-ahead may do for it
- * before the step runs (artset_predecode).
+ * before the step runs (artset_decode_ahead).
  */
 enum art_unpack {
 	ART_FILE = 0,  /* used as a file (a runfile, a JSON, an sdist): not decoded ahead */
-	ART_TREE = 1,  /* an archive of artset_fetch_unpack (cuda, cudnn) */
+	ART_TREE = 1,  /* an archive of artset_unpack (cuda, cudnn) */
 	ART_WHEEL = 2, /* a wheel the native installer unpacks (wheel.c) */
 	ART_CONDA = 3, /* a conda package conda.c extracts into its package cache */
 };
@@ -46,12 +49,20 @@ struct art {
 	char *path;       /* after fetch: the verified file in the cache */
 	int cached;
 	int unpack; /* enum art_unpack: how the step unpacks it (decode-ahead may) */
+	/*
+	 * Decode-ahead's tree of this artifact in the run's scratch, NULL when
+	 * none (not decoded ahead, failed, taken): its file list, and when the
+	 * decoder finished (nothing in it changes after). art_take_tree moves it.
+	 */
+	char *tree;
+	struct unpack_result *tree_res;
+	struct timespec tree_done;
 };
 
 /*
  * What decode-ahead does with a wheel's tree (ART_WHEEL) once it is complete:
  * tree() runs on the decoder's thread before the tree counts as decoded (the
- * `done` time artset_take_predecoded checks against), so what it writes into
+ * `tree_done` time art_take_tree checks against), so what it writes into
  * the tree is part of it; the pip step byte-compiles there (python.h,
  * pyc_ahead_attach). release() runs with artset_release.
  */
@@ -67,74 +78,88 @@ struct artset {
 	struct art_wheel_hook hook; /* zero: none */
 };
 
-struct staged {
-	struct place_entry *v;
-	size_t n, cap;
-	size_t *ht; /* open-addressing index of v by path: slot = index + 1 */
-	size_t htcap;
+/*
+ * What the executor prepared for one step (engine/run/exec.c), the step's
+ * apply's last argument (module.h): the step's own artifacts, as its
+ * `artifacts` hook named them and in that order, each fetched and verified
+ * (art.path) and, where decode-ahead ran, decoded (art.tree). The executor
+ * owns it; a step takes trees out of it (art_take_tree). Empty for a step
+ * that names no artifacts.
+ */
+struct prepared {
+	struct artset arts;
 };
 
 void artset_add(struct artset *s, const char *name, const char *url, const char *sha256,
                 int64_t size, int strip);
-void artset_add_artifact(struct artset *s, const struct artifact *a, int default_strip);
-/* Fetches the pinned redistrib JSON, resolves its components into s. */
-/*
- * Fails a step whose redist JSON has no sha256 yet (lock input): names the
- * manifest position and `tfprov lock`. Returns TF_EMANIFEST.
- */
-int step_fail_unpinned(struct step *s, const struct manifest *m, const char *what,
-                       const struct redist_ref *r);
-int artset_add_redist(struct ctx *c, struct artset *s, const struct redist_ref *r,
-                      const char *platform, struct step *st);
-int artset_fetch(struct ctx *c, struct artset *s, struct step *st);
 void artset_release(struct artset *s);
-
-/* Marks s->v[from..] as archives the step unpacks with artset_fetch_unpack. */
+/* Marks s->v[from..] as archives the step unpacks with artset_unpack. */
 void artset_mark_unpack(struct artset *s, size_t from);
 /* Marks s->v[i] as decoded ahead for a Python step (ART_WHEEL, ART_CONDA). */
 void artset_mark_python(struct artset *s, size_t i, enum art_unpack kind);
 /*
- * Decode-ahead: fetches and verifies every artifact of s (a whole plan's)
- * into the cache and, at the same time, unpacks those marked `unpack` with
- * artset_fetch_unpack's machinery (one pool of --jobs decoders over all of
+ * Fetches and verifies every artifact of s into the cache (art.path). 0 or
+ * fetch_all's error, *errmsg the first failed download's message (NULL
+ * when none has one; caller frees).
+ */
+int artset_fetch_files(struct ctx *c, struct artset *s, char **errmsg);
+/*
+ * Called by artset_unpack for each archive i, in s's order, once it is
+ * unpacked completely into `part` with its file list res: 0 or TF_E*
+ * (which stops artset_unpack).
+ */
+typedef int (*artset_merge_fn)(void *arg, size_t i, const char *part,
+                               const struct unpack_result *res);
+/*
+ * Fetches (cache first) and unpacks every artifact of s, one archive into
+ * stage itself, several each into stage/.partN (stage created), and hands
+ * each to merge. An archive decode-ahead decoded (art.tree) is renamed into
+ * place; the others are decoded while they download (fetch_all on its own
+ * thread, up to --jobs decoders, largest first, each following its growing
+ * .part on a budget: nothing is used before fetch_all verified it; an
+ * archive whose download started over, failed or ran out of budget is
+ * unpacked from the verified file afterwards). Every part but stage itself
+ * is removed before it returns. 0, merge's error, or TF_E* with *errmsg
+ * (caller frees; NULL when fetch_all reported the failure itself).
+ */
+int artset_unpack(struct ctx *c, struct artset *s, const char *stage, artset_merge_fn merge,
+                  void *arg, char **errmsg);
+
+/*
+ * Decode-ahead (ahead.c): fetches and verifies every artifact of s (a
+ * whole plan's) into the cache and, at the same time, unpacks those marked
+ * `unpack` on artset_unpack's pool (one pool of --jobs decoders over all of
  * them, largest first, each following its growing download on the same
- * budget) into this run's scratch directory in the cache, never into the
- * root. The results are kept on the ctx by sha256 until a step's
- * artset_fetch_unpack renames them into its stage. 0, or fetch_all's error
+ * budget; a wheel or conda package once it is verified) into this run's
+ * scratch directory in the cache, never into the root. Each tree is left
+ * on its art (art.tree). *scratch is this run's scratch (created when
+ * NULL), held until artset_decode_ahead_release. 0, or fetch_all's error
  * (it reported what failed; *failed == s->n), or a decode error: *failed is
  * the archive, *errmsg the message (caller frees).
  */
-int artset_predecode(struct ctx *c, struct artset *s, size_t *failed, char **errmsg);
-/* Removes this run's scratch (whatever no step took over) and its lock. */
-void artset_predecode_release(struct ctx *c);
+struct ahead;
+int artset_decode_ahead(struct ctx *c, struct artset *s, struct ahead **scratch, size_t *failed,
+                        char **errmsg);
+/* Removes this run's scratch (whatever no step took over) and its lock. NULL: nothing. */
+void artset_decode_ahead_release(struct ahead *scratch);
 /*
- * A Python step's share of decode-ahead: the tree decode-ahead made of a
- * verified artifact of `kind` (ART_WHEEL, ART_CONDA), found by its sha256
- * or, when sha256 is NULL, as the verified cache file that `file` is a hard
- * link of (a wheelhouse entry), is renamed to dest (which must not exist)
- * and its file list moved into *res. It is used only when every entry of
- * the list is there with its type and size and nothing in it changed after
- * it was decoded (ctime); a damaged tree is removed. Returns 0 when taken;
- * -ENOENT when there is none to take (not decoded ahead, failed, damaged, on
- * another filesystem): the caller decodes the verified file itself.
+ * Takes the tree decode-ahead made of `a` (a->tree): renamed to dest (which
+ * must not exist), its file list moved into *res; a->tree is NULL after. A
+ * wheel's or conda package's tree is used only when every entry of its list
+ * is there with its type and size and nothing in it changed after it was
+ * decoded (ctime); a damaged tree is removed, named in a warning. 0 when
+ * taken; -ENOENT when there is none to take (not decoded ahead, failed,
+ * damaged, on another filesystem): the caller decodes the verified file.
  */
-int artset_take_predecoded(struct ctx *c, enum art_unpack kind, const char *sha256,
-                           const char *file, const char *dest, struct unpack_result *res);
+int art_take_tree(struct ctx *c, struct art *a, const char *dest, struct unpack_result *res);
 
-void staged_add(struct staged *t, const char *path, char type, const char *sha256, int64_t size,
-                unsigned mode, const char *link);
-/* Fetches (cache first) and unpacks every artifact into one staged tree,
- * decoding each archive while it downloads. */
-int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, struct staged *out,
-                        struct step *st);
-void staged_release(struct staged *t);
 /*
- * The one recorder of a tree something else wrote (a runfile, a venv, a
- * conda env): adds every directory, symlink and regular file below the host
- * directory `host` (sockets, fifos left out) to t, files with their sha256
- * (NULL when unreadable). 0 or the walk's -errno.
+ * Moves one entry of a decoded tree to dst inside a stage the caller owns
+ * (the merge of several archives into one staged tree), creating dst's
+ * directories: the rename stays in this room, steps never rename
+ * (test_layout.py). 0 or -errno.
  */
-int staged_record_tree(struct staged *t, const char *host);
+int art_tree_move(const char *src, const char *dst);
 
 /*
  * cache (engine/artifact/cache.c) - the content-addressed download cache and mirror directories.

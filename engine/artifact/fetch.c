@@ -1026,35 +1026,17 @@ static void run_multi(struct fetch_run *r, struct xfer **order, size_t n)
 	}
 }
 
-int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const struct fetch_opts *o)
+/*
+ * What each item needs: a second item of one sha256 follows the first (its
+ * leader), a cached one is verified, the others start downloading into
+ * their .part (or wait for another run that holds it). Fills order with the
+ * transfers to run; returns how many.
+ */
+static size_t fetch_plan(struct fetch_run *r, struct xfer *xs, struct fetch_item *items, size_t n,
+                         struct xfer **order)
 {
-	struct fetch_run r = {.c = c, .o = o};
-	struct xfer *xs = xcalloc(n ? n : 1, sizeof(*xs));
-	struct xfer **order = xcalloc(n ? n : 1, sizeof(*order));
+	struct ctx *c = r->c;
 	size_t norder = 0;
-	char *errmsg = NULL;
-	int ret = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		fetch_item_release(&items[i]);
-		items[i].err = 0;
-		items[i].cached = 0;
-		xs[i].fd = -1;
-		xs[i].it = &items[i];
-		xs[i].run = &r;
-		xs[i].leader = -1;
-	}
-	if (c->cache_dir == NULL) {
-		for (size_t i = 0; i < n; i++)
-			item_fail(&items[i], TF_EUSAGE, xstrdup("no cache directory configured"));
-		goto done;
-	}
-	if (cache_init(c->cache_dir, &errmsg) < 0) {
-		for (size_t i = 0; i < n; i++)
-			item_fail(&items[i], TF_EIO, xstrdup(errmsg));
-		goto done;
-	}
-
 	for (size_t i = 0; i < n; i++) {
 		struct xfer *x = &xs[i];
 		struct fetch_item *it = x->it;
@@ -1089,22 +1071,17 @@ int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const stru
 			       it->name, c->cache_dir);
 			x->state = X_WAIT;
 		} else {
-			start_fetching(&r, x);
+			start_fetching(r, x);
 		}
 		if (x->state != X_DONE)
 			order[norder++] = x;
 	}
+	return norder;
+}
 
-	if (norder > 0) {
-		https_global_init();
-		if (norder > 1)
-			qsort(order, norder, sizeof(*order), cmp_size_desc);
-		r.multi = curl_multi_init();
-		curl_multi_setopt(r.multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)o->jobs);
-		run_multi(&r, order, norder);
-		curl_multi_cleanup(r.multi);
-	}
-
+/* An item that followed another of the same sha256 gets its leader's outcome. */
+static void fetch_followers(struct xfer *xs, struct fetch_item *items, size_t n)
+{
 	for (size_t i = 0; i < n; i++) {
 		struct xfer *x = &xs[i];
 		if (x->leader < 0)
@@ -1116,7 +1093,12 @@ int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const stru
 		x->it->errmsg = l->errmsg ? xstrdup(l->errmsg) : NULL;
 		x->it->source = l->source ? xstrdup(l->source) : NULL;
 	}
-	/* --offline: one error for everything that is missing, not one per artifact. */
+}
+
+/* --offline: one error for everything that is missing, not one per artifact. */
+static void offline_report(struct ctx *c, const struct xfer *xs, const struct fetch_item *items,
+                           size_t n)
+{
 	struct strbuf missing = STRBUF_INIT;
 	size_t nmissing = 0;
 	for (size_t i = 0; i < n; i++)
@@ -1129,6 +1111,51 @@ int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const stru
 		       nmissing, nmissing == 1 ? " is" : "s are", c->cache_dir,
 		       c->mirrors.n ? " nor in a mirror" : "", missing.buf);
 	strbuf_release(&missing);
+}
+
+int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const struct fetch_opts *o)
+{
+	struct fetch_run r = {.c = c, .o = o};
+	struct xfer *xs = xcalloc(n ? n : 1, sizeof(*xs));
+	struct xfer **order = xcalloc(n ? n : 1, sizeof(*order));
+	size_t norder = 0;
+	char *errmsg = NULL;
+	int ret = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		fetch_item_release(&items[i]);
+		items[i].err = 0;
+		items[i].cached = 0;
+		xs[i].fd = -1;
+		xs[i].it = &items[i];
+		xs[i].run = &r;
+		xs[i].leader = -1;
+	}
+	if (c->cache_dir == NULL) {
+		for (size_t i = 0; i < n; i++)
+			item_fail(&items[i], TF_EUSAGE, xstrdup("no cache directory configured"));
+		goto done;
+	}
+	if (cache_init(c->cache_dir, &errmsg) < 0) {
+		for (size_t i = 0; i < n; i++)
+			item_fail(&items[i], TF_EIO, xstrdup(errmsg));
+		goto done;
+	}
+
+	norder = fetch_plan(&r, xs, items, n, order);
+
+	if (norder > 0) {
+		https_global_init();
+		if (norder > 1)
+			qsort(order, norder, sizeof(*order), cmp_size_desc);
+		r.multi = curl_multi_init();
+		curl_multi_setopt(r.multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)o->jobs);
+		run_multi(&r, order, norder);
+		curl_multi_cleanup(r.multi);
+	}
+
+	fetch_followers(xs, items, n);
+	offline_report(c, xs, items, n);
 done:
 	for (size_t i = 0; i < n; i++) {
 		xfer_release(&xs[i]);

@@ -14,7 +14,6 @@
 
 struct state;
 struct state_writer;
-struct predecoded;
 
 enum ctx_flags {
 	CTX_JSON = 1 << 0,
@@ -42,11 +41,10 @@ struct ctx {
 	struct strvec mirrors;
 	struct strvec trusted_keys; /* --trusted-key files (artifact.h) */
 	int jobs;
-	double lock_timeout;           /* seconds */
-	struct state *st;              /* open state db, or NULL */
-	struct state_writer *wlock;    /* the writer lock of a writing command, or NULL */
-	int changed;                   /* a step changed something during this run */
-	struct predecoded *predecoded; /* decode-ahead's archives (artifact.h), or NULL */
+	double lock_timeout;        /* seconds */
+	struct state *st;           /* open state db, or NULL */
+	struct state_writer *wlock; /* the writer lock of a writing command, or NULL */
+	int changed;                /* a step changed something during this run */
 };
 
 /*

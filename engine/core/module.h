@@ -21,6 +21,7 @@ enum action { ACT_NOOP, ACT_CREATE, ACT_CHANGE, ACT_REPLACE, ACT_DESTROY, ACT_RE
 
 struct step;
 struct artset;
+struct prepared;
 
 /* Whether the manifest has a step's resource: a result, not an error. */
 enum desire { DESIRE_NONE, DESIRE_WANTED };
@@ -37,8 +38,15 @@ struct module {
 	                      struct strbuf *detail, struct strvec *urls);
 	/* Precondition before anything changes (driver); NULL when none. 0 or TF_E*. */
 	int (*precheck)(struct ctx *c, const struct manifest *m, struct step *s);
-	/* Makes the resource match; writes through t only. 0 or TF_E* (s->error set). */
-	int (*apply)(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t);
+	/*
+	 * Makes the resource match; writes through t only. `prep` is what the
+	 * executor prepared from this step's own `artifacts` hook (artifact.h:
+	 * each download verified in the cache and, where decode-ahead ran, its
+	 * decoded tree); the step takes what it needs out of it and never calls
+	 * its hook again. 0 or TF_E* (s->error set).
+	 */
+	int (*apply)(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
+	             struct prepared *prep);
 	/*
 	 * Removes what the step installed that is not in the files table (pip's
 	 * distributions, from their RECORDs) before the recorded files go
@@ -50,7 +58,8 @@ struct module {
 	 * redistrib JSON, which is fetched and verified into the cache), so the
 	 * executor can fetch and verify every download of a plan before the
 	 * first step changes anything. NULL when the step downloads nothing it
-	 * can name up front. 0 or TF_E* (s->error set).
+	 * can name up front. The executor hands what it added, verified and
+	 * decoded, to the step's apply (struct prepared). 0 or TF_E* (s->error set).
 	 */
 	int (*artifacts)(struct ctx *c, const struct manifest *m, struct artset *out,
 	                 struct step *s);

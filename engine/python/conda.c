@@ -183,13 +183,14 @@ int conda_pkg_extracted(struct ctx *c, const struct conda_pkg *p)
 
 /*
  * The package's files into tmp (created): the tree decode-ahead made of the
- * same verified file during the downloads (artifact.h), else decoded now.
+ * same verified file during the downloads (`ahead`, the step's prepared
+ * artifact of this package: artifact.h), else decoded now.
  */
 static int unpack_package(struct ctx *c, const struct conda_pkg *p, const char *file,
-                          const char *tmp, struct unpack_result *ur, char **errmsg)
+                          struct art *ahead, const char *tmp, struct unpack_result *ur,
+                          char **errmsg)
 {
-	if (c && artset_take_predecoded(c, ART_CONDA, p->sha256[0] ? p->sha256 : NULL, NULL, tmp,
-	                                ur) == 0)
+	if (c && ahead && art_take_tree(c, ahead, tmp, ur) == 0)
 		return 0;
 	/* One extractor for every archive (unpack.c, the one the fuzzer covers):
 	 * it creates tmp itself, with the same refusals as for NVIDIA's archives. */
@@ -198,8 +199,35 @@ static int unpack_package(struct ctx *c, const struct conda_pkg *p, const char *
 	    errmsg);
 }
 
+/*
+ * The package file against the hashes the lock pins (sha256, else md5):
+ * sha, md5 and *size of its bytes. 0, TF_EIO, or TF_EINTEGRITY (a mismatch,
+ * or no hash pinned), with *errmsg.
+ */
+static int check_package_file(const struct conda_pkg *p, const char *file, const char *dist,
+                              char sha[65], char md5[33], uint64_t *size, char **errmsg)
+{
+	int e = hash_file(file, sha, md5, size);
+	if (e != 0) {
+		*errmsg = xasprintf("%s: %s", file, strerror(-e));
+		return TF_EIO;
+	}
+	if ((p->sha256[0] && strcmp(sha, p->sha256) != 0) ||
+	    (p->md5[0] && strcmp(md5, p->md5) != 0)) {
+		*errmsg = xasprintf("%s: %s mismatch for %s: expected %s, got %s", file,
+		                    p->sha256[0] ? "sha256" : "md5", dist,
+		                    p->sha256[0] ? p->sha256 : p->md5, p->sha256[0] ? sha : md5);
+		return TF_EINTEGRITY;
+	}
+	if (!p->sha256[0] && !p->md5[0]) {
+		*errmsg = xasprintf("%s: the lock pins no hash", dist);
+		return TF_EINTEGRITY;
+	}
+	return 0;
+}
+
 int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p, const char *file,
-                  char **dir, int *reused, char **errmsg)
+                  struct art *ahead, char **dir, int *reused, char **errmsg)
 {
 	char *dist = dist_name(p), *final = path_join(pkgs_dir, dist), *tmp = NULL;
 	char sha[65], md5[33];
@@ -219,26 +247,10 @@ int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p
 		*reused = 1;
 		goto done;
 	}
-	int e = hash_file(file, sha, md5, &size);
+	if ((rc = check_package_file(p, file, dist, sha, md5, &size, errmsg)) != 0)
+		goto out;
+	int e = mkdirs_at(AT_FDCWD, pkgs_dir, 0755);
 	if (e != 0) {
-		*errmsg = xasprintf("%s: %s", file, strerror(-e));
-		rc = TF_EIO;
-		goto out;
-	}
-	if ((p->sha256[0] && strcmp(sha, p->sha256) != 0) ||
-	    (p->md5[0] && strcmp(md5, p->md5) != 0)) {
-		*errmsg = xasprintf("%s: %s mismatch for %s: expected %s, got %s", file,
-		                    p->sha256[0] ? "sha256" : "md5", dist,
-		                    p->sha256[0] ? p->sha256 : p->md5, p->sha256[0] ? sha : md5);
-		rc = TF_EINTEGRITY;
-		goto out;
-	}
-	if (!p->sha256[0] && !p->md5[0]) {
-		*errmsg = xasprintf("%s: the lock pins no hash", dist);
-		rc = TF_EINTEGRITY;
-		goto out;
-	}
-	if ((e = mkdirs_at(AT_FDCWD, pkgs_dir, 0755)) != 0) {
 		*errmsg = xasprintf("%s: %s", pkgs_dir, strerror(-e));
 		rc = TF_EIO;
 		goto out;
@@ -253,7 +265,7 @@ int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p
 	}
 	rmdir(tmp);
 	struct unpack_result ur = {0};
-	rc = unpack_package(c, p, file, tmp, &ur, errmsg);
+	rc = unpack_package(c, p, file, ahead, tmp, &ur, errmsg);
 	unpack_result_release(&ur);
 	if (rc)
 		goto out;
@@ -504,6 +516,52 @@ static char *target_path(const char *path, int noarch_python, const char *pyver)
 	return xstrdup(path);
 }
 
+/*
+ * A file with the prefix placeholder: written to dst with the env's prefix in
+ * its place (a binary file's cannot grow), recorded with its new hash h. 0,
+ * TF_EFAIL with *errmsg, or 0 with *ioerr the -errno of a failed read or write.
+ */
+static int link_patched(struct linker *L, const char *pkgdir, const struct path_entry *e,
+                        const char *src, const char *dst, const char *rel, const struct stat *st,
+                        json_t *o, char h[65], int *ioerr, char **errmsg)
+{
+	char *data = NULL;
+	size_t len = 0;
+	int rc = 0;
+	if ((uint64_t)st->st_size > CONDA_MAX_PATCHED) {
+		*errmsg = xasprintf("%s: too large to patch the prefix", src);
+		return TF_EFAIL;
+	}
+	if ((*ioerr = read_file_at(AT_FDCWD, src, CONDA_MAX_PATCHED, &data, &len)) != 0)
+		return 0;
+	struct strbuf nb = STRBUF_INIT;
+	if (e->binary) {
+		if (replace_binary(data, len, e->placeholder, L->prefix) != 0) {
+			*errmsg = xasprintf(
+			    "%s: binary file '%s' holds a %zu-byte prefix placeholder but "
+			    "the env prefix '%s' is %zu bytes; binary files cannot grow. "
+			    "Choose a shorter prefix",
+			    url_last_part(pkgdir), rel, strlen(e->placeholder), L->prefix,
+			    strlen(L->prefix));
+			rc = TF_EFAIL;
+			goto out;
+		}
+		strbuf_add(&nb, data, len);
+	} else {
+		replace_text(data, len, e->placeholder, L->prefix, &nb);
+	}
+	*ioerr = fs_write_new(dst, nb.buf ? nb.buf : "", nb.len, st->st_mode & 0777);
+	sha256_buf(nb.buf ? nb.buf : "", nb.len, h);
+	result_add(L->res, rel, h, nb.len, S_IFREG | (st->st_mode & 0777));
+	json_object_set_new(o, "sha256_in_prefix", json_string(h));
+	json_object_set_new(o, "prefix_placeholder", json_string(e->placeholder));
+	json_object_set_new(o, "file_mode", json_string(e->binary ? "binary" : "text"));
+out:
+	strbuf_release(&nb);
+	free(data);
+	return rc;
+}
+
 /* Places one entry; appends its paths_data object to pd. */
 static int link_entry(struct linker *L, const char *pkgdir, const struct path_entry *e,
                       int noarch_python, json_t *files, json_t *pd, char **errmsg)
@@ -511,9 +569,7 @@ static int link_entry(struct linker *L, const char *pkgdir, const struct path_en
 	char *src = path_join(pkgdir, e->path);
 	char *rel = target_path(e->path, noarch_python, L->pyver);
 	char *dst = path_join(L->stage, rel);
-	char *data = NULL;
-	size_t len = 0;
-	int rc = 0, err;
+	int rc = 0, err = 0;
 	struct stat st;
 	json_t *o = json_object();
 
@@ -563,36 +619,9 @@ static int link_entry(struct linker *L, const char *pkgdir, const struct path_en
 	json_object_set_new(o, "path_type", json_string("hardlink"));
 	char h[65];
 	if (e->placeholder != NULL) {
-		if ((uint64_t)st.st_size > CONDA_MAX_PATCHED) {
-			*errmsg = xasprintf("%s: too large to patch the prefix", src);
-			rc = TF_EFAIL;
+		rc = link_patched(L, pkgdir, e, src, dst, rel, &st, o, h, &err, errmsg);
+		if (rc != 0)
 			goto out;
-		}
-		if ((err = read_file_at(AT_FDCWD, src, CONDA_MAX_PATCHED, &data, &len)) != 0)
-			goto io;
-		struct strbuf nb = STRBUF_INIT;
-		if (e->binary) {
-			if (replace_binary(data, len, e->placeholder, L->prefix) != 0) {
-				*errmsg = xasprintf(
-				    "%s: binary file '%s' holds a %zu-byte prefix placeholder but "
-				    "the env prefix '%s' is %zu bytes; binary files cannot grow. "
-				    "Choose a shorter prefix",
-				    url_last_part(pkgdir), rel, strlen(e->placeholder), L->prefix,
-				    strlen(L->prefix));
-				rc = TF_EFAIL;
-				goto out;
-			}
-			strbuf_add(&nb, data, len);
-		} else {
-			replace_text(data, len, e->placeholder, L->prefix, &nb);
-		}
-		err = fs_write_new(dst, nb.buf ? nb.buf : "", nb.len, st.st_mode & 0777);
-		sha256_buf(nb.buf ? nb.buf : "", nb.len, h);
-		result_add(L->res, rel, h, nb.len, S_IFREG | (st.st_mode & 0777));
-		json_object_set_new(o, "sha256_in_prefix", json_string(h));
-		json_object_set_new(o, "prefix_placeholder", json_string(e->placeholder));
-		json_object_set_new(o, "file_mode", json_string(e->binary ? "binary" : "text"));
-		strbuf_release(&nb);
 		if (err)
 			goto io;
 	} else {
@@ -626,7 +655,6 @@ io:
 	rc = TF_EIO;
 out:
 	json_decref(o);
-	free(data);
 	free(src);
 	free(rel);
 	free(dst);
@@ -694,6 +722,55 @@ static json_t *array_or_empty(json_t *v)
 	return json_is_array(v) ? json_incref(v) : json_array();
 }
 
+/*
+ * conda-meta/<dist>.json's object (rec): the fields conda and micromamba
+ * read, from the package's repodata record (idx), the lock's entry p and
+ * what was linked (files, pd).
+ */
+static void package_record(struct linker *L, const struct conda_pkg *p, const char *pkgdir,
+                           const char *file, const char *pkgs_dir, json_t *idx, json_t *files,
+                           json_t *pd, json_t *rec)
+{
+	char *channel, *subdir;
+	url_channel(p->url, &channel, &subdir);
+	const char *fields[] = {"name",    "version", "build",     "build_number",   "subdir",
+	                        "license", "noarch",  "timestamp", "track_features", "features",
+	                        "md5",     "sha256",  "size"};
+	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
+		json_t *v = json_object_get(idx, fields[i]);
+		if (v != NULL)
+			json_object_set(rec, fields[i], v);
+	}
+	json_object_set_new(rec, "name", json_string(p->name));
+	json_object_set_new(rec, "version", json_string(p->version));
+	json_object_set_new(rec, "build", json_string(p->build));
+	if (json_object_get(rec, "build_number") == NULL)
+		json_object_set_new(rec, "build_number", json_integer(0));
+	if (json_object_get(rec, "subdir") == NULL)
+		json_object_set_new(rec, "subdir", json_string(subdir));
+	json_object_set_new(rec, "channel", json_string(channel));
+	json_object_set_new(rec, "url", json_string(p->url));
+	json_object_set_new(rec, "fn", json_string(url_last_part(p->url)));
+	json_object_set_new(rec, "depends", array_or_empty(json_object_get(idx, "depends")));
+	json_object_set_new(rec, "constrains", array_or_empty(json_object_get(idx, "constrains")));
+	json_object_set_new(rec, "files", json_incref(files));
+	json_t *pdo = json_object();
+	json_object_set_new(pdo, "paths_version", json_integer(1));
+	json_object_set_new(pdo, "paths", json_incref(pd));
+	json_object_set_new(rec, "paths_data", pdo);
+	json_t *lk = json_object();
+	json_object_set_new(lk, "source", json_string(pkgdir));
+	json_object_set_new(lk, "type", json_integer(L->copied ? 3 : 1)); /* 1 hardlink, 3 copy */
+	json_object_set_new(rec, "link", lk);
+	json_object_set_new(rec, "extracted_package_dir", json_string(pkgdir));
+	char *tarball = path_join(pkgs_dir, url_last_part(p->url));
+	json_object_set_new(rec, "package_tarball_full_path", json_string(file ? file : tarball));
+	free(tarball);
+	json_object_set_new(rec, "requested_spec", json_string("None"));
+	free(channel);
+	free(subdir);
+}
+
 /* Links one package into the stage and writes its conda-meta record. */
 static int link_package(struct linker *L, const struct conda_pkg *p, const char *pkgdir,
                         const char *file, const char *pkgs_dir, char **errmsg)
@@ -736,45 +813,7 @@ static int link_package(struct linker *L, const struct conda_pkg *p, const char 
 			goto out;
 	}
 
-	/* conda-meta/<dist>.json: the fields conda and micromamba read. */
-	char *channel, *subdir;
-	url_channel(p->url, &channel, &subdir);
-	const char *fields[] = {"name",    "version", "build",     "build_number",   "subdir",
-	                        "license", "noarch",  "timestamp", "track_features", "features",
-	                        "md5",     "sha256",  "size"};
-	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
-		json_t *v = json_object_get(idx, fields[i]);
-		if (v != NULL)
-			json_object_set(rec, fields[i], v);
-	}
-	json_object_set_new(rec, "name", json_string(p->name));
-	json_object_set_new(rec, "version", json_string(p->version));
-	json_object_set_new(rec, "build", json_string(p->build));
-	if (json_object_get(rec, "build_number") == NULL)
-		json_object_set_new(rec, "build_number", json_integer(0));
-	if (json_object_get(rec, "subdir") == NULL)
-		json_object_set_new(rec, "subdir", json_string(subdir));
-	json_object_set_new(rec, "channel", json_string(channel));
-	json_object_set_new(rec, "url", json_string(p->url));
-	json_object_set_new(rec, "fn", json_string(url_last_part(p->url)));
-	json_object_set_new(rec, "depends", array_or_empty(json_object_get(idx, "depends")));
-	json_object_set_new(rec, "constrains", array_or_empty(json_object_get(idx, "constrains")));
-	json_object_set_new(rec, "files", json_incref(files));
-	json_t *pdo = json_object();
-	json_object_set_new(pdo, "paths_version", json_integer(1));
-	json_object_set_new(pdo, "paths", json_incref(pd));
-	json_object_set_new(rec, "paths_data", pdo);
-	json_t *lk = json_object();
-	json_object_set_new(lk, "source", json_string(pkgdir));
-	json_object_set_new(lk, "type", json_integer(L->copied ? 3 : 1)); /* 1 hardlink, 3 copy */
-	json_object_set_new(rec, "link", lk);
-	json_object_set_new(rec, "extracted_package_dir", json_string(pkgdir));
-	char *tarball = path_join(pkgs_dir, url_last_part(p->url));
-	json_object_set_new(rec, "package_tarball_full_path", json_string(file ? file : tarball));
-	free(tarball);
-	json_object_set_new(rec, "requested_spec", json_string("None"));
-	free(channel);
-	free(subdir);
+	package_record(L, p, pkgdir, file, pkgs_dir, idx, files, pd, rec);
 
 	char *rel = xasprintf("conda-meta/%s.json", dist);
 	meta = path_join(L->stage, rel);
@@ -848,8 +887,8 @@ static int write_history(struct linker *L, const char *host_prefix, const struct
 }
 
 int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
-                        const struct conda_pkg *pkgs, size_t n, const char *stage,
-                        struct conda_result *res, char **errmsg)
+                        const struct conda_pkg *pkgs, size_t n, struct art *ahead,
+                        const char *stage, struct conda_result *res, char **errmsg)
 {
 	struct fetch_item *items = xcalloc(n ? n : 1, sizeof(*items));
 	char **files = xcalloc(n ? n : 1, sizeof(*files));
@@ -880,8 +919,8 @@ int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
 	}
 	if (rc == 0) {
 		mkdirs_at(AT_FDCWD, dir, 0755);
-		rc = conda_install(prefix_is_host ? NULL : c, prefix, dir, pkgs, files, n, stage,
-		                   res, errmsg);
+		rc = conda_install(prefix_is_host ? NULL : c, prefix, dir, pkgs, files, n, ahead,
+		                   stage, res, errmsg);
 	}
 out:
 	for (size_t i = 0; i < n; i++) {
@@ -894,9 +933,85 @@ out:
 	return rc;
 }
 
+/* Each package extracted into the package cache (or found there): dirs[i]. */
+static int extract_all(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *pkgs,
+                       char *const *files, size_t n, struct art *ahead, char **dirs,
+                       struct conda_result *res, char **errmsg)
+{
+	for (size_t i = 0; i < n; i++) {
+		int reused = 0, rc;
+		if (tf_interrupted) {
+			*errmsg = xstrdup("interrupted");
+			return TF_EINTR;
+		}
+		rc = conda_extract(c, pkgs_dir, &pkgs[i], files[i], ahead ? &ahead[i] : NULL,
+		                   &dirs[i], &reused, errmsg);
+		if (rc)
+			return rc;
+		if (reused)
+			res->reused++;
+		else
+			res->extracted++;
+	}
+	return 0;
+}
+
+/*
+ * The directory the env is built in (*stage, with its conda-meta/): the
+ * caller's stage_in, else a sibling of host. 0 or TF_EIO.
+ */
+static int stage_open(const char *host, const char *stage_in, char **stage, char **errmsg)
+{
+	char *parent = xstrdup(host), *slash = strrchr(parent, '/');
+	if (slash && slash != parent) {
+		*slash = '\0';
+		mkdirs_at(AT_FDCWD, parent, 0755);
+	}
+	free(parent);
+	if (stage_in) {
+		/* The caller's (journaled) stage: built there, placed by the caller. */
+		*stage = mkdir(stage_in, 0755) == 0 ? xstrdup(stage_in) : NULL;
+	} else {
+		char *tmpl = xasprintf("%s.tfprov-stage.XXXXXX", host);
+		if ((*stage = mkdtemp(tmpl)) == NULL)
+			free(tmpl);
+	}
+	if (*stage == NULL) {
+		*errmsg =
+		    xasprintf("%s: cannot create a staging directory: %s", host, strerror(errno));
+		return TF_EIO;
+	}
+	chmod(*stage, 0755);
+	char *cm = path_join(*stage, "conda-meta");
+	mkdir(cm, 0755);
+	free(cm);
+	return 0;
+}
+
+/* A throwaway env (tfprov lock, tests): stage made durable, then swapped in at host. */
+static int stage_swap_in(const char *stage, const char *host, char **errmsg)
+{
+	int sfd = open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sfd < 0 || syncfs(sfd) != 0) {
+		*errmsg = xasprintf("%s: cannot make the new environment durable (syncfs): %s",
+		                    stage, strerror(errno));
+		if (sfd >= 0)
+			close(sfd);
+		return TF_EIO;
+	}
+	close(sfd);
+	int e = fs_swap_in(stage, host);
+	if (e != 0) {
+		*errmsg = xasprintf("%s: cannot move the new environment into place: %s", host,
+		                    strerror(-e));
+		return TF_EIO;
+	}
+	return 0;
+}
+
 int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
-                  const struct conda_pkg *pkgs, char *const *files, size_t n, const char *stage_in,
-                  struct conda_result *res, char **errmsg)
+                  const struct conda_pkg *pkgs, char *const *files, size_t n, struct art *ahead,
+                  const char *stage_in, struct conda_result *res, char **errmsg)
 {
 	char *host = c ? ctx_host_path(c, prefix) : xstrdup(prefix);
 	char **dirs = xcalloc(n + 1, sizeof(*dirs));
@@ -915,48 +1030,10 @@ int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
 			const char *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
 			res->python_version = d2 ? xstrndup(v, (size_t)(d2 - v)) : xstrdup(v);
 		}
-
-	for (size_t i = 0; i < n; i++) {
-		int reused = 0;
-		if (tf_interrupted) {
-			rc = TF_EINTR;
-			*errmsg = xstrdup("interrupted");
-			goto out;
-		}
-		rc = conda_extract(c, pkgs_dir, &pkgs[i], files[i], &dirs[i], &reused, errmsg);
-		if (rc)
-			goto out;
-		if (reused)
-			res->reused++;
-		else
-			res->extracted++;
-	}
-
-	char *parent = xstrdup(host), *slash = strrchr(parent, '/');
-	if (slash && slash != parent) {
-		*slash = '\0';
-		mkdirs_at(AT_FDCWD, parent, 0755);
-	}
-	free(parent);
-	if (stage_in) {
-		/* The caller's (journaled) stage: built there, placed by the caller. */
-		stage = mkdir(stage_in, 0755) == 0 ? xstrdup(stage_in) : NULL;
-	} else {
-		char *tmpl = xasprintf("%s.tfprov-stage.XXXXXX", host);
-		if ((stage = mkdtemp(tmpl)) == NULL)
-			free(tmpl);
-	}
-	if (stage == NULL) {
-		*errmsg =
-		    xasprintf("%s: cannot create a staging directory: %s", host, strerror(errno));
-		rc = TF_EIO;
+	if ((rc = extract_all(c, pkgs_dir, pkgs, files, n, ahead, dirs, res, errmsg)) != 0)
 		goto out;
-	}
-	chmod(stage, 0755);
-	char *cm = path_join(stage, "conda-meta");
-	mkdir(cm, 0755);
-	free(cm);
-
+	if ((rc = stage_open(host, stage_in, &stage, errmsg)) != 0)
+		goto out;
 	struct linker L = {
 	    .c = c, .prefix = prefix, .stage = stage, .pyver = res->python_version, .res = res};
 	for (size_t i = 0; i < n; i++) {
@@ -971,35 +1048,13 @@ int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
 			goto out;
 	}
 	rc = write_history(&L, host, pkgs, n, errmsg);
-	if (rc)
-		goto out;
-
-	if (stage_in) {
-		/* The caller places the stage (txn_replace_dir); its commit syncs. */
+	/* With the caller's stage the caller places it (txn_replace_dir; its commit syncs). */
+	if (rc == 0 && stage_in == NULL)
+		rc = stage_swap_in(stage, host, errmsg);
+	if (rc == 0) {
 		free(stage);
 		stage = NULL;
-		goto out;
 	}
-	/* A throwaway env (tfprov lock, tests): durable, then swapped in. */
-	int sfd = open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (sfd < 0 || syncfs(sfd) != 0) {
-		*errmsg = xasprintf("%s: cannot make the new environment durable (syncfs): %s",
-		                    stage, strerror(errno));
-		if (sfd >= 0)
-			close(sfd);
-		rc = TF_EIO;
-		goto out;
-	}
-	close(sfd);
-	int e = fs_swap_in(stage, host);
-	if (e != 0) {
-		*errmsg = xasprintf("%s: cannot move the new environment into place: %s", host,
-		                    strerror(-e));
-		rc = TF_EIO;
-		goto out;
-	}
-	free(stage);
-	stage = NULL;
 out:
 	if (stage) {
 		fs_rmtree(stage);

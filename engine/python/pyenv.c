@@ -210,6 +210,51 @@ static char *which(const char *name)
 	return found;
 }
 
+/*
+ * Why no interpreter of `version` was taken (malloc'd): one every user
+ * cannot run (locked), one without venv (no_venv), or none at all, naming
+ * what was tried and how to fix it.
+ */
+static char *no_python_why(const char *version, const char *locked, const char *no_venv,
+                           const struct strvec *tried)
+{
+	struct strbuf sb = STRBUF_INIT;
+	if (locked != NULL && no_venv == NULL) {
+		strbuf_addf(&sb,
+		            "no Python %s that every user can run: %s; the stack is for all users "
+		            "and its venv would point there, so every other user would get "
+		            "\"Permission denied\" (tried ",
+		            version, locked);
+		for (size_t i = 0; i < tried->n; i++)
+			strbuf_addf(&sb, "%s%s", i ? ", " : "", tried->v[i]);
+		strbuf_addf(
+		    &sb,
+		    "); install python%s for everyone (`apt install python%s python%s-venv`) "
+		    "or set python.interpreter to a path every user can run",
+		    version, version, version);
+	} else if (no_venv != NULL) {
+		strbuf_addf(
+		    &sb,
+		    "Python %s at %s cannot create virtual environments (no venv/ensurepip);"
+		    " install it with `apt install python%s-venv`",
+		    version, no_venv, version);
+	} else {
+		strbuf_addf(&sb, "no Python %s interpreter found", version);
+		if (tried->n) {
+			strbuf_adds(&sb, " (tried ");
+			for (size_t i = 0; i < tried->n; i++)
+				strbuf_addf(&sb, "%s%s", i ? ", " : "", tried->v[i]);
+			strbuf_adds(&sb, ")");
+		}
+		strbuf_addf(&sb,
+		            "; manager: venv needs python%s: install it (`apt install python%s "
+		            "python%s-venv`, or `pyenv install %s`), set python.interpreter to its "
+		            "path, or use manager: conda, which brings its own Python",
+		            version, version, version, version);
+	}
+	return strbuf_detach(&sb);
+}
+
 int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_path, int shared,
                       char **path, char **errmsg)
 {
@@ -269,41 +314,7 @@ int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_p
 			goto out;
 	}
 
-	struct strbuf sb = STRBUF_INIT;
-	if (locked != NULL && no_venv == NULL) {
-		strbuf_addf(&sb,
-		            "no Python %s that every user can run: %s; the stack is for all users "
-		            "and its venv would point there, so every other user would get "
-		            "\"Permission denied\" (tried ",
-		            version, locked);
-		for (size_t i = 0; i < tried.n; i++)
-			strbuf_addf(&sb, "%s%s", i ? ", " : "", tried.v[i]);
-		strbuf_addf(
-		    &sb,
-		    "); install python%s for everyone (`apt install python%s python%s-venv`) "
-		    "or set python.interpreter to a path every user can run",
-		    version, version, version);
-	} else if (no_venv != NULL) {
-		strbuf_addf(
-		    &sb,
-		    "Python %s at %s cannot create virtual environments (no venv/ensurepip);"
-		    " install it with `apt install python%s-venv`",
-		    version, no_venv, version);
-	} else {
-		strbuf_addf(&sb, "no Python %s interpreter found", version);
-		if (tried.n) {
-			strbuf_adds(&sb, " (tried ");
-			for (size_t i = 0; i < tried.n; i++)
-				strbuf_addf(&sb, "%s%s", i ? ", " : "", tried.v[i]);
-			strbuf_adds(&sb, ")");
-		}
-		strbuf_addf(&sb,
-		            "; manager: venv needs python%s: install it (`apt install python%s "
-		            "python%s-venv`, or `pyenv install %s`), set python.interpreter to its "
-		            "path, or use manager: conda, which brings its own Python",
-		            version, version, version, version);
-	}
-	*errmsg = strbuf_detach(&sb);
+	*errmsg = no_python_why(version, locked, no_venv, &tried);
 out:
 	free(name);
 	free(no_venv);
@@ -488,7 +499,8 @@ int venv_bundled_artifacts(struct ctx *c, const char *python, struct artset *out
  * runs as venv would run it), 0 when installed, or an error with *errmsg.
  */
 static int venv_pip_native(struct ctx *c, const char *python, const char *exec_cmd,
-                           const char *host, const char *env_path, char **errmsg)
+                           const char *host, const char *env_path, struct artset *ahead,
+                           char **errmsg)
 {
 	char *dir = path_join(host, ".tfprov-bundled");
 	struct spawn_result r = {0};
@@ -507,6 +519,7 @@ static int venv_pip_native(struct ctx *c, const char *python, const char *exec_c
 			free(names.v[i]);
 			names.v[i] = p;
 			src[i].path = p;
+			src[i].ahead = wheel_ahead_art(ahead, p);
 		}
 		struct wheel_stats st;
 		rc = wheel_install_fresh(c, env_path, src, names.n, exec_cmd, &st, errmsg);
@@ -571,7 +584,7 @@ static int run_busy(struct ctx *c, const char *host, char *const *argv, char **o
 
 /* venv_create; with env_path (root-relative), pip goes in natively. */
 static int make_venv(struct ctx *c, const char *python, const char *prefix, const char *env_path,
-                     int *created, char **errmsg)
+                     struct artset *ahead, int *created, char **errmsg)
 {
 	struct stat st;
 	*created = 0;
@@ -606,7 +619,7 @@ static int make_venv(struct ctx *c, const char *python, const char *prefix, cons
 		exec_cmd = path_join(prefix, "bin/python");
 	}
 	if (rc == 0 && env_path &&
-	    (rc = venv_pip_native(c, python, exec_cmd, prefix, env_path, errmsg)) == 1) {
+	    (rc = venv_pip_native(c, python, exec_cmd, prefix, env_path, ahead, errmsg)) == 1) {
 		/* What venv itself runs after --without-pip would not have. */
 		char *py = path_join(prefix, "bin/python");
 		char *ens[] = {py, "-I", "-m", "ensurepip", "--upgrade", "--default-pip", NULL};
@@ -621,14 +634,14 @@ static int make_venv(struct ctx *c, const char *python, const char *prefix, cons
 
 int venv_create(struct ctx *c, const char *python, const char *prefix, int *created, char **errmsg)
 {
-	return make_venv(c, python, prefix, NULL, created, errmsg);
+	return make_venv(c, python, prefix, NULL, NULL, created, errmsg);
 }
 
-int venv_create_at(struct ctx *c, const char *python, const char *env_path, int *created,
-                   char **errmsg)
+int venv_create_at(struct ctx *c, const char *python, const char *env_path, struct artset *ahead,
+                   int *created, char **errmsg)
 {
 	char *host = ctx_host_path(c, env_path);
-	int rc = make_venv(c, python, host, env_path, created, errmsg);
+	int rc = make_venv(c, python, host, env_path, ahead, created, errmsg);
 	free(host);
 	return rc;
 }

@@ -15,6 +15,10 @@
 
 #include "ctx.h"
 
+struct art;
+struct artset;
+struct prepared;
+
 /*
  * conda (engine/python/conda.c) - installs a conda explicit lock natively (no conda binary), the
  * way micromamba does: extract each verified package into a package cache,
@@ -64,11 +68,14 @@ void conda_result_release(struct conda_result *r);
  * Fetches pkgs (verified by sha256 into the download cache) and installs them
  * into prefix with conda_install. prefix is root-relative, or a host path when
  * prefix_is_host (a throwaway env outside --root, e.g. for `tfprov lock`).
- * A package pinned by md5 only is refused (TF_EMANIFEST).
+ * A package pinned by md5 only is refused (TF_EMANIFEST). `ahead`, when not
+ * NULL, is parallel to pkgs: each package's artifact as the executor
+ * prepared it (artifact.h), whose tree decode-ahead made is taken instead of
+ * decoding the package again (conda_install's too).
  */
 int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
-                        const struct conda_pkg *pkgs, size_t n, const char *stage,
-                        struct conda_result *res, char **errmsg);
+                        const struct conda_pkg *pkgs, size_t n, struct art *ahead,
+                        const char *stage, struct conda_result *res, char **errmsg);
 
 /*
  * 1 when the package cache of c (<cache>/pkgs) holds a complete entry of p
@@ -261,10 +268,11 @@ int venv_create(struct ctx *c, const char *python, const char *prefix, int *crea
  * would install: setuptools before 3.12) is installed from the
  * interpreter's own bundled wheels by the native installer, in a fraction
  * of ensurepip's time; when the interpreter does not say which wheels,
- * ensurepip runs as venv runs it.
+ * ensurepip runs as venv runs it. `ahead` (may be NULL): what the executor
+ * prepared for the step, whose trees of those wheels are taken.
  */
-int venv_create_at(struct ctx *c, const char *python, const char *env_path, int *created,
-                   char **errmsg);
+int venv_create_at(struct ctx *c, const char *python, const char *env_path, struct artset *ahead,
+                   int *created, char **errmsg);
 /*
  * The wheels venv_create_at will install into a venv of `python`, asked of
  * its ensurepip during the prefetch, put into the download cache by their
@@ -313,6 +321,9 @@ struct pip_opts {
 	 * version is there (pip: --force-reinstall of every pin), and
 	 * uninstalled (the native installer only). */
 	const struct strvec *reinstall, *drop;
+	/* What the executor prepared for the pip step (artifact.h): the native
+	 * installer takes the trees decode-ahead made of its wheels. NULL: none. */
+	struct artset *ahead;
 	/* Set by pip_install while pip changes the env in place: the pip
 	 * processes' stdin, the env's busy file (place.h, PLACE_BUSY_NAME). */
 	int stdin_fd;

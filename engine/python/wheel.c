@@ -19,7 +19,7 @@
  * path and `final` the env's host path, which the scripts and .pyc files
  * name, since that is where they will be.
  */
-#include "wheel.h"
+#include "wheel_int.h"
 #include "pyenv_int.h"
 
 #include "artifact.h"
@@ -55,45 +55,7 @@
  * its queue and a libdeflate entry in and out), as artifacts.c's DECODERS_MAX. */
 #define WHEEL_SHARES_MAX 8
 
-struct scheme {
-	char *purelib, *platlib, *scripts, *data, *headers; /* relative to the env */
-	char *xy, *cache_tag;
-	char *exe; /* the interpreter scripts name: <final>/bin/python */
-};
-
-struct whl {
-	const struct wheel_src *src;
-	int64_t size;
-	char *name, *version;  /* from the file name; name PEP 503-normalised */
-	char *distinfo;        /* "<dist>-<ver>.dist-info" */
-	const char *libdir;    /* purelib or platlib */
-	int skip;              /* the same version is installed already */
-	struct strvec records; /* "relpath\x1fhash\x1fsize" */
-	struct strvec pys;     /* rel paths of installed .py files (their .pyc in RECORD) */
-	struct strvec late;    /* those the byte-compiler gets after the unpack */
-	int err;
-	char *errmsg;
-};
-
-struct job {
-	struct ctx *c;
-	const char *stage, *final;
-	struct scheme *sc;
-	struct whl *w;
-	size_t n;
-	struct compiler *cc;       /* the byte-compiler, fed while unpacking */
-	int ahead;                 /* the lib dir is where pycahead.c's .pyc files name */
-	size_t nahead;             /* .pyc files taken from decode-ahead's trees */
-	const struct strvec *drop; /* PEP 503 names to uninstall; may be NULL */
-	struct strvec keep; /* sorted: files of the dists that stay (uninstall spares them) */
-};
-
-static void whl_fail(struct whl *w, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int cmp_str(const void *a, const void *b);
-static void compiler_send(struct compiler *cp, const char *tmp, const char *rel);
-static int parse_filename(struct whl *w);
-static void whl_fail(struct whl *w, int err, const char *fmt, ...)
+void whl_fail(struct whl *w, int err, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -104,7 +66,7 @@ static void whl_fail(struct whl *w, int err, const char *fmt, ...)
 /* ------------------------------------------------------------ small helpers */
 
 /* The relative path from directory `from` to `to` (both relative to one root). */
-static char *relpath(const char *from, const char *to)
+char *relpath(const char *from, const char *to)
 {
 	const char *a = from, *b = to;
 	while (*a && *b) {
@@ -124,7 +86,7 @@ static char *relpath(const char *from, const char *to)
 	return strbuf_detach(&sb);
 }
 
-static void add_record(struct whl *w, const char *relfile, const char *hex, int64_t size)
+void add_record(struct whl *w, const char *relfile, const char *hex, int64_t size)
 {
 	char *rp = relpath(w->libdir, relfile);
 	char h[RECORD_HASH_MAX] = "";
@@ -138,8 +100,7 @@ static void add_record(struct whl *w, const char *relfile, const char *hex, int6
 }
 
 /* Writes a generated file at rel (in the copy) and records it. */
-static int put_generated(struct job *j, struct whl *w, const char *rel, const char *text,
-                         unsigned mode)
+int put_generated(struct job *j, struct whl *w, const char *rel, const char *text, unsigned mode)
 {
 	char *host = path_join(j->stage, rel);
 	char *parent = xstrndup(host, (size_t)(strrchr(host, '/') - host));
@@ -233,139 +194,10 @@ static int query_scheme(struct ctx *c, const char *final, struct scheme *s, char
 	return rc;
 }
 
-/* ------------------------------------------------------------ uninstall */
-
-/* Removes rel and then its parents while they are empty, up to `stop`. */
-static void unlink_prune(const char *stage, const char *rel, const char *stop)
-{
-	char *host = path_join(stage, rel);
-	if (unlink(host) != 0) {
-		free(host);
-		return;
-	}
-	size_t root = strlen(stage) + 1 + strlen(stop);
-	for (char *s = strrchr(host, '/'); s && (size_t)(s - host) > root; s = strrchr(host, '/')) {
-		*s = '\0';
-		if (rmdir(host) != 0)
-			break;
-	}
-	free(host);
-}
-
-/* Lexically resolves dir/rec (RECORD paths may climb out of site-packages). */
-static char *resolve_rel(const char *dir, const char *rec)
-{
-	struct strvec parts = STRVEC_INIT;
-	char *all = xasprintf("%s/%s", dir, rec), *save = NULL, *res = NULL;
-	for (char *tok = strtok_r(all, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
-		if (strcmp(tok, ".") == 0)
-			continue;
-		if (strcmp(tok, "..") == 0) {
-			if (parts.n == 0)
-				goto out; /* above the env: not ours to remove */
-			free(parts.v[--parts.n]);
-			continue;
-		}
-		strvec_push(&parts, tok);
-	}
-	struct strbuf sb = STRBUF_INIT;
-	for (size_t i = 0; i < parts.n; i++)
-		strbuf_addf(&sb, "%s%s", i ? "/" : "", parts.v[i]);
-	res = strbuf_detach(&sb);
-	if (!fs_rel_is_safe(res)) {
-		free(res);
-		res = NULL;
-	}
-out:
-	free(all);
-	strvec_release(&parts);
-	return res;
-}
-
-/* Uninstalls the distribution whose metadata is libdir/distinfo, as pip does from RECORD. */
-static int uninstall(struct job *j, const char *libdir, const char *distinfo, char **errmsg)
-{
-	char *di = path_join(libdir, distinfo);
-	char *rec = xasprintf("%s/%s/RECORD", j->stage, di);
-	char *text = NULL;
-	size_t len = 0;
-	int rc = 0;
-	if (read_file_at(AT_FDCWD, rec, 64u << 20, &text, &len) != 0) {
-		*errmsg = xasprintf("cannot uninstall %s: it has no RECORD (not installed by a "
-		                    "wheel installer); use pip.installer: pip",
-		                    distinfo);
-		rc = TF_EFAIL;
-		goto out;
-	}
-	for (char *line = text, *next; line && *line; line = next) {
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		char *f[3] = {NULL, NULL, NULL};
-		size_t nf = record_fields(line, f);
-		char *rel = nf ? resolve_rel(libdir, f[0]) : NULL;
-		const char *key = rel;
-		if (rel && j->keep.n &&
-		    bsearch(&key, j->keep.v, j->keep.n, sizeof(*j->keep.v), cmp_str) != NULL) {
-			free(rel); /* another distribution that stays ships it too */
-			rel = NULL;
-		}
-		if (rel) {
-			unlink_prune(j->stage, rel, libdir);
-			size_t rl = strlen(rel);
-			if (rl > 3 && strcmp(rel + rl - 3, ".py") == 0 && j->sc->cache_tag[0]) {
-				const char *slash = strrchr(rel, '/');
-				size_t dl = slash ? (size_t)(slash - rel) : 0;
-				const char *base = slash ? slash + 1 : rel;
-				char *pyc = xasprintf("%.*s%s__pycache__/%.*s.%s.pyc", (int)dl, rel,
-				                      slash ? "/" : "", (int)(strlen(base) - 3),
-				                      base, j->sc->cache_tag);
-				unlink_prune(j->stage, pyc, libdir);
-				free(pyc);
-			}
-		}
-		free(rel);
-		for (size_t k = 0; k < nf; k++)
-			free(f[k]);
-	}
-	char *host = path_join(j->stage, di);
-	fs_rmtree(host);
-	free(host);
-out:
-	free(text);
-	free(rec);
-	free(di);
-	return rc;
-}
-
-/* Dist-info directories present in libdir: "name\x1fversion\x1fdirname". */
-static void installed_dists(const char *stage, const char *libdir, struct strvec *out)
-{
-	char *host = path_join(stage, libdir);
-	DIR *d = opendir(host);
-	struct dirent *de;
-	while (d && (de = readdir(d)) != NULL) {
-		const char *nm = de->d_name;
-		size_t n = strlen(nm);
-		const char *dash = strchr(nm, '-');
-		if (n < 11 || strcmp(nm + n - 10, ".dist-info") != 0 || dash == NULL)
-			continue;
-		char *raw = xstrndup(nm, (size_t)(dash - nm));
-		char *norm = pip_normalize_name(raw);
-		strvec_pushf(out, "%s\x1f%.*s\x1f%s", norm, (int)(n - 10 - (size_t)(dash + 1 - nm)),
-		             dash + 1, nm);
-		free(norm);
-		free(raw);
-	}
-	if (d)
-		closedir(d);
-	free(host);
-}
-
 /* ------------------------------------------------------------ install one wheel */
 
 /* "key: value" of a WHEEL/METADATA-style file; NULL when absent. */
-static char *header_value(const char *text, const char *key)
+char *header_value(const char *text, const char *key)
 {
 	size_t kl = strlen(key);
 	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
@@ -540,7 +372,7 @@ static struct rec_ent *load_record(const char *text, size_t *n)
 }
 
 /* Where an archive path goes, relative to the copy; NULL: not installed. */
-static char *dest_of(struct job *j, struct whl *w, const char *p, const char *datadir, int *script)
+char *dest_of(struct job *j, struct whl *w, const char *p, const char *datadir, int *script)
 {
 	*script = 0;
 	size_t dl = strlen(datadir);
@@ -755,8 +587,8 @@ static int move_pyc(const char *pyc, const char *dst)
 
 /*
  * The wheel's entries into tmp (created): the tree decode-ahead made of this
- * very file while the downloads ran (artifact.h: the wheelhouse entry is a
- * hard link of the verified cache file), its .py files then queued for the
+ * very file while the downloads ran (its prepared artifact, w->src->ahead:
+ * wheel_ahead_art), its .py files then queued for the
  * byte-compiler as compile_early does during a decode; else decoded here,
  * by `parts` decoders. Either way every entry is checked against RECORD
  * after this, from the sha256 computed while it was written.
@@ -764,7 +596,7 @@ static int move_pyc(const char *pyc, const char *dst)
 static int decode_wheel(struct job *j, struct whl *w, const char *tmp, int parts, struct early *x,
                         struct unpack_result *res, char **err)
 {
-	if (artset_take_predecoded(j->c, ART_WHEEL, NULL, w->src->path, tmp, res) == 0) {
+	if (w->src->ahead && art_take_tree(j->c, w->src->ahead, tmp, res) == 0) {
 		for (size_t i = 0; i < res->n; i++) {
 			char *pyc =
 			    res->v[i].type == 'f' ? ahead_pyc(j, tmp, res->v[i].path) : NULL;
@@ -775,6 +607,29 @@ static int decode_wheel(struct job *j, struct whl *w, const char *tmp, int parts
 		return 0;
 	}
 	return unpack_zip_parallel(j->c, w->src->path, tmp, parts, compile_early, x, res, err);
+}
+
+struct art *wheel_ahead_art(struct artset *arts, const char *file)
+{
+	const char *base = strrchr(file, '/') ? strrchr(file, '/') + 1 : file;
+	for (size_t i = 0; arts && i < arts->n; i++) {
+		struct art *a = &arts->v[i];
+		if (a->unpack != ART_WHEEL || a->tree == NULL || a->path == NULL)
+			continue;
+		char *name = url_basename(a->url);
+		int named = strcmp(name, base) == 0;
+		free(name);
+		if (!named)
+			continue;
+		struct stat fs, as;
+		char hex[65];
+		if (stat(file, &fs) == 0 && stat(a->path, &as) == 0 &&
+		    ((fs.st_dev == as.st_dev && fs.st_ino == as.st_ino) ||
+		     (fs.st_size == as.st_size && sha256_file(file, hex, NULL) == 0 &&
+		      strcmp(hex, a->sha256) == 0)))
+			return a;
+	}
+	return NULL;
 }
 
 /*
@@ -989,295 +844,6 @@ static void install_job(size_t i, void *arg)
 		install_one(j, &j->w[i], i);
 }
 
-/* ------------------------------------------------------------ metadata */
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void finish_job(size_t i, void *arg)
-{
-	struct job *j = arg;
-	struct whl *w = &j->w[i];
-	if (w->skip || w->err)
-		return;
-	/* The compiled files: pip records them with their hashes. */
-	for (size_t k = 0; k < w->pys.n; k++) {
-		const char *py = w->pys.v[k];
-		const char *slash = strrchr(py, '/');
-		char *pyc = xasprintf("%.*s/__pycache__/%.*s.%s.pyc", (int)(slash - py), py,
-		                      (int)(strlen(slash + 1) - 3), slash + 1, j->sc->cache_tag);
-		char *host = path_join(j->stage, pyc), hex[65];
-		int64_t size = 0;
-		if (sha256_file(host, hex, &size) == 0)
-			add_record(w, pyc, hex, size);
-		free(host);
-		free(pyc);
-	}
-	char *di = path_join(w->libdir, w->distinfo);
-	char *p = path_join(di, "INSTALLER");
-	put_generated(j, w, p, "tfprov\n", 0644);
-	free(p);
-	p = path_join(di, "REQUESTED");
-	put_generated(j, w, p, "", 0644);
-	free(p);
-	if (w->src->url) {
-		json_t *ai = json_object();
-		if (w->src->sha256) {
-			char *h = xasprintf("sha256=%s", w->src->sha256);
-			json_object_set_new(ai, "hash", json_string(h));
-			json_object_set_new(ai, "hashes",
-			                    json_pack("{s:s}", "sha256", w->src->sha256));
-			free(h);
-		}
-		json_t *du = json_pack("{s:o,s:s}", "archive_info", ai, "url", w->src->url);
-		char *text = json_dumps(du, JSON_COMPACT | JSON_SORT_KEYS);
-		p = path_join(di, "direct_url.json");
-		put_generated(j, w, p, text, 0644);
-		free(p);
-		free(text);
-		json_decref(du);
-	}
-	p = path_join(di, "RECORD");
-	char *rp = relpath(w->libdir, p);
-	strvec_pushf(&w->records, "%s\x1f\x1f", rp);
-	free(rp);
-	if (w->records.n > 1)
-		qsort(w->records.v, w->records.n, sizeof(*w->records.v), cmp_str);
-	struct strbuf sb = STRBUF_INIT;
-	for (size_t k = 0; k < w->records.n; k++) {
-		char *f[3];
-		char *s = w->records.v[k];
-		f[0] = s;
-		f[1] = strchr(f[0], '\x1f');
-		*f[1]++ = '\0';
-		f[2] = strchr(f[1], '\x1f');
-		*f[2]++ = '\0';
-		record_put_row(&sb, f[0], f[1], f[2]);
-	}
-	char *host = path_join(j->stage, p);
-	int rc = fs_write_new(host, sb.buf ? sb.buf : "", sb.len, 0644);
-	if (rc != 0)
-		whl_fail(w, TF_EIO, "cannot write %s: %s", p, strerror(-rc));
-	free(host);
-	strbuf_release(&sb);
-	free(p);
-	free(di);
-}
-
-/*
- * The byte-compiler: one process of the env's python with a pool of
- * workers (one per --jobs), fed over a socket while the wheels are still
- * being unpacked, so that compiling uses the cores the decoders leave idle.
- * Each line is "<tmp>\t<dest>\n", both relative to the copy: the file as the
- * decoder left it (or empty) and where it is installed. The .pyc goes where
- * the installed file's __pycache__ is and names the source where it will be
- * (final/dest), as `compileall -s stage -p final` would; the tmp file may
- * already have been moved to dest, so the worker tries both. A file that
- * does not compile gets no .pyc and is not an error (pip ignores it too).
- * Paths come from the wheels, which hold no control characters (unpack.c).
- * A kill -9 of tfprov takes the compiler along (spawn.c's parent-death
- * signal) and the compiler's workers with it (theirs, set the same way).
- * Those signals take a moment to land, so the compiler and its workers also
- * hold a shared flock on the stage directory while they live, and a
- * recovery waits for it before removing the stage (place.c).
- */
-static const char compile_src[] =
-    "import fcntl, importlib.util, multiprocessing, os, py_compile, sys\n"
-    "from concurrent.futures import ProcessPoolExecutor\n"
-    "stage, final, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
-    "busy = os.open(stage, os.O_RDONLY)  # shared by the forked workers\n"
-    "fcntl.flock(busy, fcntl.LOCK_SH)\n"
-    "try:  # an env built in place: its busy file (place.h) too\n"
-    "    busy2 = os.open(os.path.join(stage, '.tfprov-busy'), os.O_RDONLY)\n"
-    "    fcntl.flock(busy2, fcntl.LOCK_SH)\n"
-    "except OSError:\n"
-    "    pass\n"
-    "def comp(batch):\n"
-    "    n = 0\n"
-    "    for tmp, rel in batch:\n"
-    "        dst = os.path.join(stage, rel)\n"
-    "        cfile = importlib.util.cache_from_source(dst)\n"
-    "        for f in ((os.path.join(stage, tmp), dst) if tmp else (dst,)):\n"
-    "            try:\n"
-    "                py_compile.compile(f, cfile=cfile, dfile=os.path.join(final, rel),\n"
-    "                                   doraise=True)\n"
-    "                n += 1\n"
-    "                break\n"
-    "            except FileNotFoundError:\n"
-    "                continue\n"
-    "            except (py_compile.PyCompileError, OSError, ValueError):\n"
-    "                break\n"
-    "    return n\n"
-    "def batches():\n"
-    "    rest = b''\n"
-    "    while True:\n"
-    "        b = os.read(0, 1 << 16)\n"
-    "        if not b:\n"
-    "            return\n"
-    "        *lines, rest = (rest + b).split(b'\\n')\n"
-    "        items = [ln.decode('utf-8', 'surrogateescape').split('\\t', 1)\n"
-    "                 for ln in lines if ln]\n"
-    "        for i in range(0, len(items), 8):\n"
-    "            yield items[i:i + 8]\n"
-    "def orphan_proof(parent):\n"
-    "    try:\n"
-    "        import ctypes\n"
-    "        ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL\n"
-    "    except Exception:\n"
-    "        pass\n"
-    "    if os.getppid() != parent:\n"
-    "        os._exit(1)\n"
-    "ctx = multiprocessing.get_context('fork')\n"
-    "try:\n"
-    "    ex = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=orphan_proof,\n"
-    "                             initargs=(os.getpid(),))\n"
-    "except TypeError:  # before 3.7: no initializer (nor mp_context, fork anyway)\n"
-    "    ex = ProcessPoolExecutor(jobs)\n"
-    "with ex:\n"
-    "    futs = [ex.submit(comp, b) for b in batches()]\n"
-    "    print(sum(f.result() for f in futs))\n";
-
-struct compiler {
-	struct ctx *c;
-	int fd, child_fd; /* our end of the socket pair, the child's stdin */
-	pthread_t th;
-	pthread_mutex_t mu;
-	int armed;   /* compiler_start set it up: the process starts with the first file */
-	int running; /* the process was started */
-	int exited;  /* set by the thread when the child is gone */
-	int lost;    /* a line could not be sent: the child is gone */
-	int rc;
-	struct spawn_result r;
-	char *argv[8];
-	struct strvec env;
-	size_t sent;
-};
-
-static void *compiler_main(void *arg)
-{
-	struct compiler *cp = arg;
-	struct spawn_opts o = {.argv = cp->argv,
-	                       .envp = cp->env.v,
-	                       .stdin_fd = cp->child_fd,
-	                       .timeout_s = 3600,
-	                       .flags = SPAWN_KILL_ON_INTR};
-	cp->rc = spawn_run(&o, &cp->r);
-	__atomic_store_n(&cp->exited, 1, __ATOMIC_RELEASE);
-	return NULL;
-}
-
-/* Starts the compiler; 0, or an error with *errmsg. */
-static int compiler_start(struct compiler *cp, struct job *j, char **errmsg)
-{
-	int sv[2];
-	memset(cp, 0, sizeof(*cp));
-	cp->c = j->c;
-	cp->fd = cp->child_fd = -1;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-		*errmsg = xasprintf("cannot start the byte-compiler: %s", strerror(errno));
-		return TF_EFAIL;
-	}
-	cp->fd = sv[0];
-	cp->child_fd = sv[1];
-	pthread_mutex_init(&cp->mu, NULL);
-	size_t jobs = j->c->jobs > 0 ? (size_t)j->c->jobs : pool_ncpu();
-	cp->argv[0] = xasprintf("%s/bin/python", j->stage);
-	cp->argv[1] = xstrdup("-I");
-	cp->argv[2] = xstrdup("-c");
-	cp->argv[3] = xstrdup(compile_src);
-	cp->argv[4] = xstrdup(j->stage);
-	cp->argv[5] = xstrdup(j->final);
-	cp->argv[6] = xasprintf("%zu", jobs);
-	spawn_env_base(&cp->env);
-	spawn_env_python(&cp->env);
-	cp->armed = 1;
-	return 0;
-}
-
-/* Starts the process (under cp->mu): only once there is a file to compile,
- * since the wheels compiled ahead (pycahead.c) may have left none. */
-static void compiler_launch(struct compiler *cp)
-{
-	ev_log(cp->c, EV_DEBUG, "run: %s -I -c <byte-compiler> %s %s %s", cp->argv[0], cp->argv[4],
-	       cp->argv[5], cp->argv[6]);
-	if (pthread_create(&cp->th, NULL, compiler_main, cp) != 0)
-		cp->lost = 1;
-	else
-		cp->running = 1;
-}
-
-/* Queues one installed .py file (paths relative to the copy; tmp may be NULL). */
-static void compiler_send(struct compiler *cp, const char *tmp, const char *rel)
-{
-	if (!cp->armed)
-		return;
-	char *line = xasprintf("%s\t%s\n", tmp ? tmp : "", rel);
-	size_t len = strlen(line), off = 0;
-	pthread_mutex_lock(&cp->mu);
-	if (!cp->running && !cp->lost)
-		compiler_launch(cp);
-	while (off < len && !cp->lost) {
-		ssize_t n = send(cp->fd, line + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n > 0) {
-			off += (size_t)n;
-		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-			/* The workers are behind; the child holds its end open while it
-			 * lives, so a child that is gone shows as `exited`, not EPIPE. */
-			if (__atomic_load_n(&cp->exited, __ATOMIC_ACQUIRE) || tf_interrupted)
-				cp->lost = 1;
-			else
-				poll(&(struct pollfd){.fd = cp->fd, .events = POLLOUT}, 1, 100);
-		} else {
-			cp->lost = 1;
-		}
-	}
-	cp->sent++;
-	pthread_mutex_unlock(&cp->mu);
-	free(line);
-}
-
-/* Ends the input, waits for the last .pyc; 0, or an error with *errmsg. */
-static int compiler_finish(struct compiler *cp, char **errmsg)
-{
-	int rc = 0;
-	if (cp->fd >= 0)
-		shutdown(cp->fd, SHUT_WR);
-	if (cp->running) {
-		pthread_join(cp->th, NULL);
-		rc = cp->rc;
-		if (rc == 0 && (cp->r.status != 0 || cp->lost))
-			rc = TF_EFAIL;
-		if (rc != 0 && errmsg)
-			*errmsg = xasprintf("the byte-compiler (python -c, %zu files) failed: %s",
-			                    cp->sent,
-			                    cp->r.errmsg    ? cp->r.errmsg
-			                    : cp->r.err.len ? cp->r.err.buf
-			                                    : "exited early");
-		else if (rc == 0)
-			ev_log(cp->c, EV_DEBUG, "byte-compiled %s of %zu files",
-			       cp->r.out.buf ? strtok(cp->r.out.buf, "\n") : "?", cp->sent);
-	} else if (cp->armed && cp->lost) {
-		rc = TF_EFAIL;
-		if (errmsg)
-			*errmsg = xstrdup("cannot start the byte-compiler thread");
-	}
-	if (cp->armed)
-		pthread_mutex_destroy(&cp->mu);
-	if (cp->fd >= 0)
-		close(cp->fd);
-	if (cp->child_fd >= 0)
-		close(cp->child_fd);
-	spawn_result_release(&cp->r);
-	for (size_t i = 0; i < 8; i++)
-		free(cp->argv[i]);
-	strvec_release(&cp->env);
-	memset(cp, 0, sizeof(*cp));
-	cp->fd = cp->child_fd = -1;
-	return rc;
-}
-
 /* ------------------------------------------------------------ driver */
 
 static int cmp_size_desc(const void *a, const void *b)
@@ -1287,7 +853,7 @@ static int cmp_size_desc(const void *a, const void *b)
 }
 
 /* Name and version from "name-ver-...whl"; 0 or -EINVAL. */
-static int parse_filename(struct whl *w)
+int parse_filename(struct whl *w)
 {
 	const char *f = strrchr(w->src->path, '/') ? strrchr(w->src->path, '/') + 1 : w->src->path;
 	struct wheel_name wn;
@@ -1336,312 +902,6 @@ static int stage_copy(struct txn *t, const char *env_path, const char *final, ch
 }
 
 /* One path a distribution ships, for the overlap check and the keep set. */
-struct owned {
-	char *rel;       /* relative to the env */
-	char hex[65];    /* "" when its RECORD row has no hash */
-	const char *who; /* "name version" (borrowed) */
-};
-
-static int cmp_owned(const void *a, const void *b)
-{
-	const struct owned *x = a, *y = b;
-	int r = strcmp(x->rel, y->rel);
-	return r ? r : strcmp(x->who, y->who);
-}
-
-/* A RECORD row's files, relative to the env: `dest` maps a row's path (NULL: skip it). */
-static void owned_add(struct owned **v, size_t *n, size_t *cap, char *rel, const char *hash,
-                      const char *who)
-{
-	if (*n == *cap) {
-		*cap = *cap ? *cap * 2 : 256;
-		*v = xrealloc(*v, *cap * sizeof(**v));
-	}
-	struct owned *o = &(*v)[(*n)++];
-	o->rel = rel;
-	o->who = who;
-	if (hash == NULL || record_hash_decode(hash, o->hex) != 0)
-		o->hex[0] = '\0';
-}
-
-/* The rows of an installed distribution's RECORD (libdir/distinfo under env). */
-static void owned_installed(const char *env, const char *libdir, const char *distinfo,
-                            const char *who, int with_pyc, struct owned **v, size_t *n, size_t *cap)
-{
-	char *rec = xasprintf("%s/%s/%s/RECORD", env, libdir, distinfo), *text = NULL;
-	size_t len = 0;
-	if (read_file_at(AT_FDCWD, rec, 64u << 20, &text, &len) == 0) {
-		for (char *line = text, *next; line && *line; line = next) {
-			next = strchr(line, '\n');
-			if (next)
-				*next++ = '\0';
-			char *f[3] = {NULL, NULL, NULL};
-			size_t nf = record_fields(line, f);
-			char *rel = nf ? resolve_rel(libdir, f[0]) : NULL;
-			/* A .pyc embeds its source's mtime: never compared, never shared. */
-			if (rel && !with_pyc && str_ends_with(rel, ".pyc")) {
-				free(rel);
-				rel = NULL;
-			}
-			if (rel && !strstr(rel, ".dist-info/"))
-				owned_add(v, n, cap, rel, nf > 1 ? f[1] : NULL, who);
-			else
-				free(rel);
-			for (size_t k = 0; k < nf; k++)
-				free(f[k]);
-		}
-	}
-	free(text);
-	free(rec);
-}
-
-/* Where a wheel's RECORD path lands in the env (dest_of without failing); NULL: not compared. */
-static char *wheel_dest(const struct scheme *sc, const char *libdir, const char *name,
-                        const char *p)
-{
-	const char *slash = strchr(p, '/');
-	size_t tl = slash ? (size_t)(slash - p) : 0;
-	if (slash == NULL || (tl > 10 && strncmp(slash - 10, ".dist-info", 10) == 0))
-		return slash ? NULL : resolve_rel(libdir, p);
-	if (!(tl > 5 && strncmp(slash - 5, ".data", 5) == 0))
-		return resolve_rel(libdir, p);
-	const char *key = slash + 1, *sub = strchr(key, '/');
-	if (sub == NULL || !sub[1])
-		return NULL;
-	size_t kl = (size_t)(sub - key);
-	sub++;
-	const char *base = kl == 7 && strncmp(key, "purelib", 7) == 0   ? sc->purelib
-	                   : kl == 7 && strncmp(key, "platlib", 7) == 0 ? sc->platlib
-	                   : kl == 7 && strncmp(key, "scripts", 7) == 0 ? sc->scripts
-	                   : kl == 4 && strncmp(key, "data", 4) == 0    ? sc->data
-	                                                                : NULL;
-	if (kl == 7 && strncmp(key, "headers", 7) == 0) {
-		char *h = path_join(sc->headers, name), *r = resolve_rel(h, sub);
-		free(h);
-		return r;
-	}
-	return base ? resolve_rel(base[0] ? base : ".", sub) : NULL;
-}
-
-/* The rows of a wheel file's RECORD, where they will be installed under sc. */
-static void owned_wheel(const struct scheme *sc, const char *path, const char *name,
-                        const char *who, struct owned **v, size_t *n, size_t *cap)
-{
-	char *text = NULL, *wheel = NULL;
-	size_t len = 0;
-	const char *libdir = sc->purelib;
-	if (unpack_zip_member(path, ".dist-info/RECORD", 64u << 20, &text, &len) != 0)
-		return; /* the unpack names what is wrong with it */
-	if (strcmp(sc->platlib, sc->purelib) != 0 &&
-	    unpack_zip_member(path, ".dist-info/WHEEL", 1u << 20, &wheel, &len) == 0) {
-		char *pure = header_value(wheel, "Root-Is-Purelib");
-		if (pure && strcasecmp(pure, "true") != 0)
-			libdir = sc->platlib;
-		free(pure);
-	}
-	free(wheel);
-	for (char *line = text, *next; line && *line; line = next) {
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = '\0';
-		char *f[3] = {NULL, NULL, NULL};
-		size_t nf = record_fields(line, f);
-		char *rel = nf ? wheel_dest(sc, libdir, name, f[0]) : NULL;
-		if (rel)
-			owned_add(v, n, cap, rel, nf > 1 ? f[1] : NULL, who);
-		for (size_t k = 0; k < nf; k++)
-			free(f[k]);
-	}
-	free(text);
-}
-
-/* Sorts v; TF_ECONFLICT naming the first path two owners ship with other bytes. */
-static int owned_conflict(struct owned *v, size_t n, const char *base, char **errmsg)
-{
-	if (n > 1)
-		qsort(v, n, sizeof(*v), cmp_owned);
-	for (size_t i = 1; i < n; i++) {
-		const struct owned *a = &v[i - 1], *b = &v[i];
-		if (strcmp(a->rel, b->rel) != 0 || strcmp(a->who, b->who) == 0)
-			continue;
-		if (a->hex[0] && strcmp(a->hex, b->hex) == 0)
-			continue; /* the same bytes: shared */
-		*errmsg = xasprintf("%s and %s both install %s%s%s with different contents (sha256 "
-		                    "%.12s... and %.12s...): one would overwrite the other; "
-		                    "nothing was changed",
-		                    a->who, b->who, base ? base : "", base ? "/" : "", a->rel,
-		                    a->hex[0] ? a->hex : "(none)", b->hex[0] ? b->hex : "(none)");
-		return TF_ECONFLICT;
-	}
-	return 0;
-}
-
-int wheel_overlaps(const char *const *paths, const char *const *names, size_t n, char **errmsg)
-{
-	/* Where in an env does not matter here: a path is its scheme key and place. */
-	char lib[] = "site-packages", scripts[] = "bin", data[] = "data", headers[] = "include";
-	struct scheme sc = {
-	    .purelib = lib, .platlib = lib, .scripts = scripts, .data = data, .headers = headers};
-	struct owned *v = NULL;
-	size_t nv = 0, cap = 0;
-	struct strvec who = STRVEC_INIT;
-	int rc;
-	for (size_t i = 0; i < n; i++) {
-		const char *f = names && names[i] ? names[i] : paths[i];
-		const char *base = strrchr(f, '/') ? strrchr(f, '/') + 1 : f;
-		struct wheel_name wn;
-		if (wheel_name_parse(base, &wn) != 0) {
-			strvec_push(&who, base);
-			continue;
-		}
-		strvec_pushf(&who, "%s %s", wn.name, wn.version);
-		wheel_name_release(&wn);
-	}
-	for (size_t i = 0; i < n; i++) {
-		char *name = xstrndup(who.v[i], strcspn(who.v[i], " "));
-		owned_wheel(&sc, paths[i], name, who.v[i], &v, &nv, &cap);
-		free(name);
-	}
-	rc = owned_conflict(v, nv, NULL, errmsg);
-	for (size_t i = 0; i < nv; i++)
-		free(v[i].rel);
-	free(v);
-	strvec_release(&who);
-	return rc;
-}
-
-/* Whether `name` (PEP 503) is one of the wheels' distributions or of `drop`. */
-static int leaving(const struct job *j, const char *name)
-{
-	for (size_t i = 0; i < j->n; i++)
-		if (strcmp(j->w[i].name, name) == 0)
-			return 1;
-	for (size_t i = 0; j->drop && i < j->drop->n; i++)
-		if (strcmp(j->drop->v[i], name) == 0)
-			return 1;
-	return 0;
-}
-
-/*
- * No distribution overwrites another (wheel.h): the wheels' RECORDs, read
- * from the wheel files, against each other and against the RECORDs of the
- * distributions that stay in the live env. Reads only; 0 or TF_ECONFLICT.
- */
-static int check_overlaps(struct job *j, char **errmsg)
-{
-	struct owned *v = NULL;
-	size_t n = 0, cap = 0;
-	struct strvec have = STRVEC_INIT, who = STRVEC_INIT;
-	int rc = 0;
-	installed_dists(j->final, j->sc->purelib, &have);
-	if (strcmp(j->sc->platlib, j->sc->purelib) != 0)
-		installed_dists(j->final, j->sc->platlib, &have);
-	/* Owner labels first: `who` does not grow while v points into it. */
-	for (size_t i = 0; i < j->n; i++)
-		strvec_pushf(&who, "%s %s", j->w[i].name, j->w[i].version);
-	for (size_t k = 0; k < have.n; k++) {
-		const char *f1 = strchr(have.v[k], '\x1f'), *f2 = strchr(f1 + 1, '\x1f');
-		strvec_pushf(&who, "%.*s %.*s", (int)(f1 - have.v[k]), have.v[k],
-		             (int)(f2 - f1 - 1), f1 + 1);
-	}
-	for (size_t i = 0; i < j->n; i++)
-		owned_wheel(j->sc, j->w[i].src->path, j->w[i].name, who.v[i], &v, &n, &cap);
-	for (size_t k = 0; k < have.n && rc == 0; k++) {
-		char *name = xstrndup(have.v[k], strcspn(have.v[k], "\x1f"));
-		const char *di = strrchr(have.v[k], '\x1f') + 1;
-		if (!leaving(j, name)) {
-			char *probe = xasprintf("%s/%s/%s", j->final, j->sc->purelib, di);
-			const char *lib =
-			    access(probe, F_OK) == 0 ? j->sc->purelib : j->sc->platlib;
-			free(probe);
-			owned_installed(j->final, lib, di, who.v[j->n + k], 0, &v, &n, &cap);
-		}
-		free(name);
-	}
-	rc = owned_conflict(v, n, j->final, errmsg);
-	for (size_t i = 0; i < n; i++)
-		free(v[i].rel);
-	free(v);
-	strvec_release(&have);
-	strvec_release(&who);
-	return rc;
-}
-
-/*
- * Uninstalls from the copy the older versions of the wheels' distributions,
- * those marked for reinstall and those in j->drop; the same version stays.
- * A file a distribution that stays also lists is kept (j->keep).
- */
-static int remove_older(struct job *j, struct wheel_stats *stats, char **errmsg)
-{
-	const struct scheme *sc = j->sc;
-	struct whl *w = j->w;
-	struct strvec have = STRVEC_INIT;
-	int rc = 0;
-	installed_dists(j->stage, sc->purelib, &have);
-	if (strcmp(sc->platlib, sc->purelib) != 0)
-		installed_dists(j->stage, sc->platlib, &have);
-	/* Which go: 'u' uninstall, 's' the same version stays, 0 untouched. */
-	char *fate = xcalloc(have.n ? have.n : 1, 1);
-	for (size_t k = 0; k < have.n; k++) {
-		char *f[3] = {have.v[k], strchr(have.v[k], '\x1f'), NULL};
-		size_t nl = (size_t)(f[1] - f[0]);
-		f[1]++;
-		f[2] = strchr(f[1], '\x1f') + 1;
-		for (size_t i = 0; i < j->n; i++) {
-			if (strncmp(f[0], w[i].name, nl) != 0 || w[i].name[nl] != '\0')
-				continue;
-			int same = (size_t)(f[2] - f[1] - 1) == strlen(w[i].version) &&
-			           strncmp(f[1], w[i].version, strlen(w[i].version)) == 0;
-			if (same && !w[i].src->reinstall) {
-				w[i].skip = 1;
-				stats->skipped++;
-				fate[k] = 's';
-			} else {
-				fate[k] = 'u';
-			}
-		}
-		for (size_t d = 0; j->drop && d < j->drop->n; d++)
-			if (strlen(j->drop->v[d]) == nl && strncmp(j->drop->v[d], f[0], nl) == 0)
-				fate[k] = 'u';
-	}
-	/* The files of the distributions that stay, sorted: uninstall spares them. */
-	struct owned *v = NULL;
-	size_t n = 0, cap = 0;
-	for (size_t k = 0; k < have.n; k++) {
-		if (fate[k] == 'u')
-			continue;
-		const char *di = strrchr(have.v[k], '\x1f') + 1;
-		char *probe = xasprintf("%s/%s/%s", j->stage, sc->purelib, di);
-		const char *lib = access(probe, F_OK) == 0 ? sc->purelib : sc->platlib;
-		free(probe);
-		owned_installed(j->stage, lib, di, "", 1, &v, &n, &cap);
-	}
-	for (size_t i = 0; i < n; i++)
-		strvec_push(&j->keep, v[i].rel);
-	for (size_t i = 0; i < n; i++)
-		free(v[i].rel);
-	free(v);
-	if (j->keep.n > 1)
-		qsort(j->keep.v, j->keep.n, sizeof(*j->keep.v), cmp_str);
-	for (size_t k = 0; k < have.n && rc == 0; k++) {
-		if (fate[k] != 'u')
-			continue;
-		const char *di = strrchr(have.v[k], '\x1f') + 1;
-		const char *lib = sc->purelib;
-		char *probe = xasprintf("%s/%s/%s", j->stage, sc->purelib, di);
-		if (access(probe, F_OK) != 0)
-			lib = sc->platlib;
-		free(probe);
-		rc = uninstall(j, lib, di, errmsg);
-		stats->removed++;
-	}
-	free(fate);
-	strvec_release(&have);
-	return rc;
-}
-
-/* Unpacks and places the wheels on a pool of threads, the byte-compiler fed alongside. */
 static int unpack_all(struct job *j, char **errmsg)
 {
 	struct whl *w = j->w;

@@ -57,6 +57,7 @@ static int wheelhouse_install(struct ctx *c, const char *wheels, const struct pi
 		free(files.v[i]);
 		files.v[i] = path;
 		src[i].path = path;
+		src[i].ahead = wheel_ahead_art(o->ahead, path);
 		for (size_t k = 0; o->reinstall && k < o->reinstall->n; k++)
 			src[i].reinstall |= strcmp(o->reinstall->v[k], nm) == 0;
 		for (size_t k = 0; k < n; k++) {

@@ -6,10 +6,16 @@
  * step is fetched and verified next (prefetch); then one generation is
  * opened and each changing step runs in its own txn (place.h), the step that
  * activates the stack (the env step's scripts) last.
+ *
+ * What prefetch made for a step (its own artifacts, verified, and the trees
+ * decode-ahead decoded) is handed to the step's apply as an argument
+ * (struct prepared, artifact.h): the executor owns it, by step address, so
+ * it survives the plan being built again once the state exists.
  */
 #include "plan.h"
 #include "artifact.h"
 #include "python.h"
+#include "step_artifacts.h"
 #include "error.h"
 #include "event.h"
 #include "state.h"
@@ -30,7 +36,62 @@ static void step_event(struct ctx *c, const struct step *s, int changed, int fai
 	ev_emit(c, &e);
 }
 
-static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, struct step *s)
+/* What the executor prepared for the steps of one apply, by step address. */
+struct preps {
+	struct prepared *v;
+	char **addr;
+	size_t n;
+	struct ahead *scratch; /* decode-ahead's scratch of this run (artifact.h), or NULL */
+};
+
+static struct prepared *preps_add(struct preps *ps, const char *addr)
+{
+	ps->v = xrealloc(ps->v, (ps->n + 1) * sizeof(*ps->v));
+	ps->addr = xrealloc(ps->addr, (ps->n + 1) * sizeof(*ps->addr));
+	memset(&ps->v[ps->n], 0, sizeof(ps->v[ps->n]));
+	ps->addr[ps->n] = xstrdup(addr);
+	return &ps->v[ps->n++];
+}
+
+static struct prepared *preps_find(struct preps *ps, const char *addr)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		if (strcmp(ps->addr[i], addr) == 0)
+			return &ps->v[i];
+	return NULL;
+}
+
+/* Releases every prepared artset and this run's decode-ahead scratch, taken over or not. */
+static void preps_release(struct preps *ps)
+{
+	for (size_t i = 0; i < ps->n; i++) {
+		artset_release(&ps->v[i].arts);
+		free(ps->addr[i]);
+	}
+	free(ps->v);
+	free(ps->addr);
+	artset_decode_ahead_release(ps->scratch);
+	memset(ps, 0, sizeof(*ps));
+}
+
+/*
+ * A step prefetch did not prepare (the plan was built again once the state
+ * existed, and the step changed meanwhile): its artifacts named by its hook
+ * and fetched now, without decode-ahead. 0 or TF_E* (s->error set).
+ */
+static int prepare_late(struct ctx *c, const struct manifest *m, struct step *s,
+                        struct prepared *prep)
+{
+	if (s->mod->artifacts == NULL)
+		return 0;
+	int rc = s->mod->artifacts(c, m, &prep->arts, s);
+	if (rc == 0 && prep->arts.n)
+		rc = artset_fetch(c, &prep->arts, s);
+	return rc;
+}
+
+static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, struct step *s,
+                    struct prepared *prep)
 {
 	struct txn *t = NULL;
 	int rc = 0;
@@ -57,7 +118,7 @@ static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, s
 			                           .place = {.path = kept->v[i],
 			                                     .why = "not placed by tfprov"}});
 	} else {
-		rc = s->mod->apply(c, m, s, t);
+		rc = s->mod->apply(c, m, s, t, prep);
 		if (rc == 0)
 			rc = txn_commit(t, s->desired, s->attrs);
 		if (rc != 0 && s->error == NULL)
@@ -80,7 +141,8 @@ static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, s
  * failure anywhere leaves the stack's activation as it was. A destroy (m
  * NULL) keeps the plan's order.
  */
-static int execute(struct ctx *c, const struct manifest *m, struct plan *p, int64_t stack_id)
+static int execute(struct ctx *c, const struct manifest *m, struct plan *p, int64_t stack_id,
+                   struct preps *ps)
 {
 	int rc = 0;
 	for (int pass = 0; pass < 2 && rc == 0; pass++)
@@ -94,7 +156,16 @@ static int execute(struct ctx *c, const struct manifest *m, struct plan *p, int6
 				rc = TF_EINTR;
 				break;
 			}
-			rc = run_step(c, m, stack_id, s);
+			struct prepared *prep = preps_find(ps, s->addr);
+			if (prep == NULL) {
+				prep = preps_add(ps, s->addr);
+				if (s->action != ACT_DESTROY &&
+				    (rc = prepare_late(c, m, s, prep)) != 0) {
+					step_event(c, s, 0, 1, s->error);
+					break;
+				}
+			}
+			rc = run_step(c, m, stack_id, s, prep);
 		}
 	return rc;
 }
@@ -104,15 +175,33 @@ static int execute(struct ctx *c, const struct manifest *m, struct plan *p, int6
  * before the first step changes anything: a wrong hash or a missing artifact
  * stops the run with the root as it was. The archives the cuda and cudnn
  * steps unpack, the conda packages of the pyenv step and the wheels of the
- * native installer are decoded meanwhile (decode-ahead, artset_predecode: one
+ * native installer are decoded meanwhile (decode-ahead, artset_decode_ahead: one
  * pool over every step's archives, largest first, the archives following
  * their downloads, a wheel or package once it is verified) into a scratch
- * directory in the cache, which those steps then rename into their stage (or
- * the package cache). An archive of cuda or cudnn that does not decode fails
+ * directory in the cache; each step's artifacts, with their trees, are then
+ * handed to its apply (preps_split), which renames the trees into its stage
+ * (or the package cache). An archive of cuda or cudnn that does not decode fails
  * its step here, also before anything changed; a wheel or package that does
  * not is decoded again by its step, which reports why as it always did.
  */
-static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p)
+/*
+ * Moves each step's share of `all` (its artifacts, contiguous from its
+ * hook's call) into the prepared set by the step's address.
+ */
+static void preps_split(struct preps *ps, struct artset *all, struct step **owner)
+{
+	for (size_t k = 0; k < all->n; k++) {
+		struct prepared *prep = preps_find(ps, owner[k]->addr);
+		if (prep == NULL)
+			prep = preps_add(ps, owner[k]->addr);
+		struct artset *a = &prep->arts;
+		a->v = xrealloc(a->v, (a->n + 1) * sizeof(*a->v));
+		a->v[a->n++] = all->v[k];
+		memset(&all->v[k], 0, sizeof(all->v[k]));
+	}
+}
+
+static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p, struct preps *ps)
 {
 	struct artset all = {0};
 	struct step **owner = NULL;
@@ -141,7 +230,7 @@ static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p)
 		goto out;
 	}
 	size_t failed = all.n;
-	rc = artset_predecode(c, &all, &failed, &err);
+	rc = artset_decode_ahead(c, &all, &ps->scratch, &failed, &err);
 	if (rc != 0 && failed < all.n) {
 		struct step *s = owner[failed];
 		if (s->error == NULL)
@@ -173,21 +262,29 @@ static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p)
 	strvec_release(&names);
 	free(err);
 out:
+	/* Every step that named artifacts gets them, even with none (an empty artset). */
+	for (size_t i = 0; i < p->n; i++)
+		if (p->steps[i].mod->artifacts && p->steps[i].action != ACT_NOOP &&
+		    p->steps[i].action != ACT_READ && p->steps[i].action != ACT_DESTROY &&
+		    preps_find(ps, p->steps[i].addr) == NULL)
+			preps_add(ps, p->steps[i].addr);
+	preps_split(ps, &all, owner);
 	free(owner);
 	artset_release(&all);
 	return rc;
 }
 
-static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p);
+static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p, struct preps *ps);
 
 int plan_apply(struct ctx *c, struct manifest *m, struct plan *p)
 {
-	int rc = apply_plan(c, m, p);
-	artset_predecode_release(c); /* this run's decode-ahead scratch, taken over or not */
+	struct preps ps = {0};
+	int rc = apply_plan(c, m, p, &ps);
+	preps_release(&ps); /* with this run's decode-ahead scratch, taken over or not */
 	return rc;
 }
 
-static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p)
+static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p, struct preps *ps)
 {
 	int rc = 0;
 	/* Preconditions: nothing has changed yet when one fails. */
@@ -201,7 +298,7 @@ static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p)
 			return rc;
 		}
 	}
-	if ((rc = prefetch(c, m, p)) != 0)
+	if ((rc = prefetch(c, m, p, ps)) != 0)
 		return rc;
 	if (c->st == NULL) {
 		/* First run on this root: the state is created only now. */
@@ -216,7 +313,7 @@ static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p)
 	int64_t gen = state_gen_begin(c->st, stack_id, m->path, m->sha256, m->text);
 	if (stack_id == 0 || gen == 0)
 		return TF_ESTATE;
-	rc = execute(c, m, p, stack_id);
+	rc = execute(c, m, p, stack_id, ps);
 	if (rc == 0 && state_stack_applied(c->st, stack_id, m->path) != 0)
 		rc = TF_ESTATE;
 	state_gen_finish(c->st, gen, rc == 0 ? "ok" : rc == TF_EINTR ? "interrupted" : "failed");
@@ -225,7 +322,9 @@ static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p)
 
 int plan_apply_destroy(struct ctx *c, const char *stack, struct plan *p)
 {
-	int rc = execute(c, NULL, p, p->stack_id);
+	struct preps ps = {0};
+	int rc = execute(c, NULL, p, p->stack_id, &ps);
+	preps_release(&ps);
 	if (rc == 0)
 		rc = state_stack_delete(c->st, p->stack_id);
 	(void)stack;

@@ -91,6 +91,88 @@ void plan_resolve_placement(struct ctx *c, struct manifest *m)
 	free(prefix);
 }
 
+/*
+ * The action of step s (its desired digest set) against what the state
+ * recorded for it: create, change (the manifest changed, drift its files or
+ * its drift hook show, or the step it depends on is rebuilt), or noop.
+ */
+static void step_compare(struct ctx *c, struct plan *p, struct step *s)
+{
+	const struct module *mod = s->mod;
+	struct state_resource r;
+	if (p->stack_id == 0 || state_resource_get(c->st, p->stack_id, mod->kind, &r) != 0) {
+		s->action = ACT_CREATE;
+		return;
+	}
+	s->res_id = r.id;
+	/* The step's apply reads what it recorded (pip: its repair). */
+	s->attrs = r.attrs ? xstrdup(r.attrs) : NULL;
+	s->nfiles = drift_check(c, r.id, &s->drift_missing, &s->drift_changed);
+	struct strvec found = STRVEC_INIT;
+	if (module_drift(c, mod->kind, p->stack_id, r.attrs, &found) != 0)
+		strvec_push(&found, "its env's distributions cannot be read");
+	if (strcmp(r.desired, s->desired) != 0) {
+		s->action = ACT_CHANGE;
+		s->reason = xstrdup("the manifest changed");
+	} else if (found.n) {
+		struct strbuf why = STRBUF_INIT;
+		strbuf_adds(&why, "drift: ");
+		for (size_t k = 0; k < found.n; k++)
+			strbuf_addf(&why, "%s%s", k ? ", " : "", found.v[k]);
+		if (s->drift_missing || s->drift_changed)
+			strbuf_addf(&why, "; %d missing, %d changed of %lld files",
+			            s->drift_missing, s->drift_changed, (long long)s->nfiles);
+		s->action = ACT_CHANGE;
+		s->reason = strbuf_detach(&why);
+	} else if (s->drift_missing || s->drift_changed) {
+		s->action = ACT_CHANGE;
+		s->reason =
+		    xasprintf("drift: %d missing, %d changed of %lld file%s", s->drift_missing,
+		              s->drift_changed, (long long)s->nfiles, plural_s(s->nfiles));
+	} else {
+		s->action = ACT_NOOP;
+		for (size_t k = 0; mod->depends_on && k + 1 < p->n; k++)
+			if (strcmp(p->steps[k].addr, mod->depends_on) == 0 &&
+			    p->steps[k].action != ACT_NOOP && p->steps[k].action != ACT_READ) {
+				s->action = ACT_CHANGE;
+				s->reason = xasprintf("%s is rebuilt", mod->depends_on);
+			}
+	}
+	strvec_release(&found);
+	state_resource_release(&r);
+}
+
+/* A destroy step for each recorded resource the manifest no longer wants. */
+static void plan_unwanted(struct ctx *c, struct plan *p, const struct strvec *wanted)
+{
+	struct state_resource *res = NULL;
+	size_t nres = 0;
+	state_resources_list(c->st, p->stack_id, &res, &nres);
+	for (size_t r = nres; r-- > 0;) {
+		const char *addr = res[r].addr;
+		int found = 0;
+		for (size_t i = 0; i < wanted->n; i++)
+			found |= strcmp(wanted->v[i], addr) == 0;
+		if (found)
+			continue;
+		for (size_t i = 0; i < nmodules; i++) {
+			if (strcmp(modules[i]->kind, addr) != 0)
+				continue;
+			struct step *s = plan_push(p);
+			s->mod = modules[i];
+			s->addr = modules[i]->kind;
+			s->action = ACT_DESTROY;
+			s->res_id = res[r].id;
+			s->attrs = res[r].attrs ? xstrdup(res[r].attrs) : NULL;
+			s->nfiles = state_files_count(c->st, s->res_id);
+			s->detail = xasprintf("no longer in the manifest (%lld file%s)",
+			                      (long long)s->nfiles, plural_s(s->nfiles));
+			count(p, s);
+		}
+	}
+	state_resources_free(res, nres);
+}
+
 int plan_build(struct ctx *c, struct manifest *m, struct plan *p)
 {
 	memset(p, 0, sizeof(*p));
@@ -121,83 +203,11 @@ int plan_build(struct ctx *c, struct manifest *m, struct plan *p)
 		}
 		sha256_buf(canon.buf ? canon.buf : "", canon.len, s->desired);
 		strbuf_release(&canon);
-		struct state_resource r;
-		if (p->stack_id == 0 ||
-		    state_resource_get(c->st, p->stack_id, mod->kind, &r) != 0) {
-			s->action = ACT_CREATE;
-		} else {
-			s->res_id = r.id;
-			/* The step's apply reads what it recorded (pip: its repair). */
-			s->attrs = r.attrs ? xstrdup(r.attrs) : NULL;
-			s->nfiles = drift_check(c, r.id, &s->drift_missing, &s->drift_changed);
-			struct strvec found = STRVEC_INIT;
-			if (module_drift(c, mod->kind, p->stack_id, r.attrs, &found) != 0)
-				strvec_push(&found, "its env's distributions cannot be read");
-			if (strcmp(r.desired, s->desired) != 0) {
-				s->action = ACT_CHANGE;
-				s->reason = xstrdup("the manifest changed");
-			} else if (found.n) {
-				struct strbuf why = STRBUF_INIT;
-				strbuf_adds(&why, "drift: ");
-				for (size_t k = 0; k < found.n; k++)
-					strbuf_addf(&why, "%s%s", k ? ", " : "", found.v[k]);
-				if (s->drift_missing || s->drift_changed)
-					strbuf_addf(&why, "; %d missing, %d changed of %lld files",
-					            s->drift_missing, s->drift_changed,
-					            (long long)s->nfiles);
-				s->action = ACT_CHANGE;
-				s->reason = strbuf_detach(&why);
-			} else if (s->drift_missing || s->drift_changed) {
-				s->action = ACT_CHANGE;
-				s->reason =
-				    xasprintf("drift: %d missing, %d changed of %lld file%s",
-				              s->drift_missing, s->drift_changed,
-				              (long long)s->nfiles, plural_s(s->nfiles));
-			} else {
-				s->action = ACT_NOOP;
-				for (size_t k = 0; mod->depends_on && k + 1 < p->n; k++)
-					if (strcmp(p->steps[k].addr, mod->depends_on) == 0 &&
-					    p->steps[k].action != ACT_NOOP &&
-					    p->steps[k].action != ACT_READ) {
-						s->action = ACT_CHANGE;
-						s->reason =
-						    xasprintf("%s is rebuilt", mod->depends_on);
-					}
-			}
-			strvec_release(&found);
-			state_resource_release(&r);
-		}
+		step_compare(c, p, s);
 		count(p, s);
 	}
-	/* Recorded resources the manifest no longer wants. */
-	if (p->stack_id) {
-		struct state_resource *res = NULL;
-		size_t nres = 0;
-		state_resources_list(c->st, p->stack_id, &res, &nres);
-		for (size_t r = nres; r-- > 0;) {
-			const char *addr = res[r].addr;
-			int found = 0;
-			for (size_t i = 0; i < wanted.n; i++)
-				found |= strcmp(wanted.v[i], addr) == 0;
-			if (found)
-				continue;
-			for (size_t i = 0; i < nmodules; i++) {
-				if (strcmp(modules[i]->kind, addr) != 0)
-					continue;
-				struct step *s = plan_push(p);
-				s->mod = modules[i];
-				s->addr = modules[i]->kind;
-				s->action = ACT_DESTROY;
-				s->res_id = res[r].id;
-				s->attrs = res[r].attrs ? xstrdup(res[r].attrs) : NULL;
-				s->nfiles = state_files_count(c->st, s->res_id);
-				s->detail = xasprintf("no longer in the manifest (%lld file%s)",
-				                      (long long)s->nfiles, plural_s(s->nfiles));
-				count(p, s);
-			}
-		}
-		state_resources_free(res, nres);
-	}
+	if (p->stack_id)
+		plan_unwanted(c, p, &wanted);
 	strvec_release(&wanted);
 	return 0;
 }

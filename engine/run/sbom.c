@@ -579,6 +579,70 @@ static void serial_from(const char *hex, char out[46])
 	snprintf(out, 46, "urn:uuid:%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
 }
 
+/*
+ * The stack's own component (*root): named by the stack, versioned by its
+ * TensorFlow, hashed by its manifest, with its generation and versions as
+ * properties. 0 or the store's error.
+ */
+static int stack_component(struct ctx *c, const char *name, const struct manifest *m, json_t **root)
+{
+	struct state_gen g = {0};
+	int rc = state_gen_current(c->st, name, &g);
+	if (rc != 0)
+		return rc;
+	char *stack_ref = xasprintf("tfprov-stack:%s", name);
+	*root =
+	    json_pack("{s:s,s:s,s:s}", CDX_TYPE, "application", "bom-ref", stack_ref, "name", name);
+	free(stack_ref);
+	if (m->versions.tensorflow.s)
+		json_object_set_new(*root, "version", json_string(m->versions.tensorflow.s));
+	set_hash(*root, g.manifest_sha256);
+	char num[32];
+	snprintf(num, sizeof(num), "%lld", (long long)g.number);
+	add_prop(*root, "tfprov:generation", num);
+	if (m->versions.cuda.s)
+		add_prop(*root, "tfprov:cuda", m->versions.cuda.s);
+	if (m->versions.cudnn.s)
+		add_prop(*root, "tfprov:cudnn", m->versions.cudnn.s);
+	if (m->versions.python.s)
+		add_prop(*root, "tfprov:python", m->versions.python.s);
+	state_gen_release(&g);
+	return 0;
+}
+
+/*
+ * doc with its serial number (named by the content: hashed before timestamp
+ * and serial are in) after "specVersion" and its metadata's timestamp first,
+ * as the specification's examples write them. Takes doc; returns the new one.
+ */
+static json_t *sbom_stamp(json_t *doc, json_t *meta, int64_t epoch)
+{
+	char *text = json_dumps(doc, JSON_PRESERVE_ORDER | JSON_COMPACT);
+	char hex[65], serial[46], ts[32];
+	sha256_buf(text, strlen(text), hex);
+	free(text);
+	serial_from(hex, serial);
+	timestamp(epoch, ts);
+	json_object_set_new(meta, "timestamp", json_string(ts));
+	/* serialNumber goes after "specVersion" for readers' eyes: rebuild in order. */
+	json_t *ordered = json_object();
+	const char *k;
+	json_t *v;
+	json_object_foreach(doc, k, v)
+	{
+		json_object_set(ordered, k, v);
+		if (strcmp(k, "specVersion") == 0)
+			json_object_set_new(ordered, "serialNumber", json_string(serial));
+	}
+	json_decref(doc);
+	/* metadata: timestamp first, as the specification's examples write it */
+	json_t *m2 =
+	    json_pack("{s:s,s:O,s:O}", "timestamp", ts, "tools", json_object_get(meta, "tools"),
+	              "component", json_object_get(meta, "component"));
+	json_object_set_new(ordered, "metadata", m2);
+	return ordered;
+}
+
 int sbom_build(struct ctx *c, const char *name, const char *tool_version, int64_t epoch,
                unsigned flags, json_t **out, char **errmsg)
 {
@@ -618,26 +682,10 @@ int sbom_build(struct ctx *c, const char *name, const char *tool_version, int64_
 			goto out;
 	}
 
-	struct state_gen g = {0};
-	rc = state_gen_current(c->st, name, &g);
-	if (rc != 0)
+	json_t *root = NULL;
+	if ((rc = stack_component(c, name, m, &root)) != 0)
 		goto out;
 	char *stack_ref = xasprintf("tfprov-stack:%s", name);
-	json_t *root =
-	    json_pack("{s:s,s:s,s:s}", CDX_TYPE, "application", "bom-ref", stack_ref, "name", name);
-	if (m->versions.tensorflow.s)
-		json_object_set_new(root, "version", json_string(m->versions.tensorflow.s));
-	set_hash(root, g.manifest_sha256);
-	char num[32];
-	snprintf(num, sizeof(num), "%lld", (long long)g.number);
-	add_prop(root, "tfprov:generation", num);
-	if (m->versions.cuda.s)
-		add_prop(root, "tfprov:cuda", m->versions.cuda.s);
-	if (m->versions.cudnn.s)
-		add_prop(root, "tfprov:cudnn", m->versions.cudnn.s);
-	if (m->versions.python.s)
-		add_prop(root, "tfprov:python", m->versions.python.s);
-	state_gen_release(&g);
 
 	doc = json_pack("{s:s,s:s,s:s,s:i}", "$schema",
 	                "http://cyclonedx.org/schema/bom-1.6.schema.json", "bomFormat", "CycloneDX",
@@ -653,31 +701,7 @@ int sbom_build(struct ctx *c, const char *name, const char *tool_version, int64_
 	json_object_set_new(doc, "dependencies", deps);
 	free(stack_ref);
 
-	/* The serial number names the content: hashed before timestamp and serial are in. */
-	char *text = json_dumps(doc, JSON_PRESERVE_ORDER | JSON_COMPACT);
-	char hex[65], serial[46], ts[32];
-	sha256_buf(text, strlen(text), hex);
-	free(text);
-	serial_from(hex, serial);
-	timestamp(epoch, ts);
-	json_object_set_new(meta, "timestamp", json_string(ts));
-	/* serialNumber goes after "specVersion" for readers' eyes: rebuild in order. */
-	json_t *ordered = json_object();
-	const char *k;
-	json_t *v;
-	json_object_foreach(doc, k, v)
-	{
-		json_object_set(ordered, k, v);
-		if (strcmp(k, "specVersion") == 0)
-			json_object_set_new(ordered, "serialNumber", json_string(serial));
-	}
-	json_decref(doc);
-	doc = ordered;
-	/* metadata: timestamp first, as the specification's examples write it */
-	json_t *m2 =
-	    json_pack("{s:s,s:O,s:O}", "timestamp", ts, "tools", json_object_get(meta, "tools"),
-	              "component", json_object_get(meta, "component"));
-	json_object_set_new(doc, "metadata", m2);
+	doc = sbom_stamp(doc, meta, epoch);
 	*out = doc;
 	doc = NULL;
 out:

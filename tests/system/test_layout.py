@@ -317,7 +317,7 @@ REACH = {
     "base": set(),
     "state": {"base"},
     "core": {"base", "state"},
-    "artifact": {"base", "core"},
+    "artifact": {"base"},
     "gpu": {"base"},
     "image": {"base"},
     "python": {"base", "core", "state", "artifact"},

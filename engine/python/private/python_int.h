@@ -19,15 +19,15 @@
  * lock). 0, or a TF_E* code with *errmsg (caller frees).
  */
 int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
-                  const struct conda_pkg *pkgs, char *const *files, size_t n, const char *stage,
-                  struct conda_result *res, char **errmsg);
+                  const struct conda_pkg *pkgs, char *const *files, size_t n, struct art *ahead,
+                  const char *stage, struct conda_result *res, char **errmsg);
 
 /*
  * Extracts one package file into <pkgs_dir>/<dist>/ unless a complete entry
  * for the same hash is there (*reused = 1). *dir gets the entry's path.
  */
 int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p, const char *file,
-                  char **dir, int *reused, char **errmsg);
+                  struct art *ahead, char **dir, int *reused, char **errmsg);
 
 /* Whether some recorded file lies under directory `path`. */
 int pkgfiles_has_under(const struct pkgfiles *x, const char *path);

@@ -30,6 +30,9 @@
 
 #include <stddef.h>
 
+struct art;
+struct artset;
+
 struct ctx;
 struct strvec;
 struct txn;
@@ -41,6 +44,8 @@ struct wheel_src {
 	const char *sha256;   /* of the .whl, for direct_url.json; may be NULL */
 	int reinstall;        /* installed again even when that version is there (its
 	                       * files changed in place: the pip step's repair) */
+	struct art *ahead;    /* the step's prepared artifact of this file, whose tree
+	                       * decode-ahead made is taken (wheel_ahead_art), or NULL */
 };
 
 struct wheel_stats {
@@ -85,6 +90,14 @@ int wheel_install_fresh(struct ctx *c, const char *env_path, const struct wheel_
  * distribution and version already (lib/python<pyver>/site-packages), which
  * wheel_install leaves alone: decode-ahead skips it (pipart_mark_predecode).
  */
+/*
+ * The artifact of arts (what the executor prepared for the step: artifact.h)
+ * that the wheel file `file` was made from, when decode-ahead left its tree
+ * there: the ART_WHEEL whose URL names the same file and whose verified file
+ * `file` is (a hard link: the wheelhouse) or has the bytes of (a copy:
+ * sha256). NULL when none, and when arts is NULL.
+ */
+struct art *wheel_ahead_art(struct artset *arts, const char *file);
 int wheel_predecode_wanted(struct ctx *c, const char *env_path, const char *pyver,
                            const char *filename);
 
