@@ -879,8 +879,12 @@ int state_sharers_under(struct state *st, const char *addr, int64_t stack_id, co
 	    "SELECT st.name, r.desired, coalesce(r.attrs, '') FROM resources r JOIN stacks st "
 	    "ON st.id = r.stack_id "
 	    "WHERE r.addr = ?1 AND r.stack_id <> ?2 AND EXISTS (SELECT 1 FROM files f WHERE "
-	    "f.resource_id = r.id AND (f.path = ?3 OR (f.path > ?3 || '/' AND f.path < ?3 "
-	    "|| '0'))) ORDER BY st.name",
+	    /* One range of the (resource_id, path) index: an OR of the path and
+	     * its subtree scanned every file of each other stack's resource
+	     * (bench/many_stacks.py: the no-op grew with the stacks). [P, P||'0')
+	     * holds P, P/... and siblings such as P-x, which the substr drops. */
+	    "f.resource_id = r.id AND f.path >= ?3 AND f.path < ?3 || '0' AND (f.path = ?3 "
+	    "OR substr(f.path, length(?3) + 1, 1) = '/')) ORDER BY st.name",
 	    &s);
 	sqlite3_bind_text(s, 1, addr, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(s, 2, stack_id);
