@@ -280,7 +280,7 @@ in_root sh -ec "
 		-Wno-error=unused-result -D_GNU_SOURCE -fno-strict-aliasing \
 		-fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE \
 		-DTFPROV_VERSION='\"$VERSION\"' \$(pkg-config --cflags \$pcs) \
-		-Icli -Igen \$(find engine state -type d -printf ' -I%p') \
+		-Icli -Igen \$(find engine state modules -type d -printf ' -I%p') \
 		cli/*.c engine/*/*.c state/*.c modules/*.c \
 		-pie -Wl,-z,relro,-z,now -Wl,--as-needed \
 		\$(pkg-config --static --libs-only-L \$pcs) \
