@@ -246,7 +246,7 @@ def test_version_and_per_command_help(tfprov):
     ["apply", "--history", "m.yaml"],
     ["apply", "--generation", "3", "m.yaml"],
     ["status", "--deep"],
-    ["status", "extra"],
+    ["status", "one", "two"],  # status takes one STACK at most
     ["show"],
     ["verify", "--detailed-exitcode"],
     ["bogus"],
