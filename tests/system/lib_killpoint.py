@@ -123,10 +123,12 @@ class Killer:
 
 def divergence(got, ref):
     """Where a replay's operations first differ from the reference's, per process
-    (role): "role:n op arg (reference: op arg)", or None. Numbers in paths (pids,
-    mkstemp names) are not compared."""
+    (role): "role:n op arg (reference: op arg)", or None. Numbers of three digits or
+    more in paths (pids) and mkstemp names (a lock's, a scratch's run-XXXXXX) are not
+    compared."""
     def norm(e):
-        return (e.op, re.sub(r"[0-9]{3,}|XXXXXX|[A-Za-z0-9]{6}(?=\.lock)", "N", e.arg))
+        return (e.op, re.sub(r"[0-9]{3,}|XXXXXX|[A-Za-z0-9]{6}(?=\.lock)|(?<=run-)[A-Za-z0-9]{6}",
+                             "N", e.arg))
     by_role = {}
     for e in ref:
         by_role.setdefault(e.role, {})[e.n] = e

@@ -288,7 +288,12 @@ def test_kill_9_during_the_second_stacks_apply_converges(tfprov, mirror, tmp_pat
     rnd = random.Random(seed)
     print(f"seed {seed}")
     _apply(tfprov, mirror.s215)
-    kp = lib_killpoint.Killer(tmp_path / "kp")
+    # The cuda_nvcc and cuda_cupti archives are not in the cache yet: the decoder
+    # follows their downloads into the scratch, and how often it starts over there
+    # depends on when the download thread's bytes arrive (under load in CI, a replay
+    # ran behind its reference from that point). Those operations are not counted:
+    # the kill points are the run's own on the root (lib_killpoint.scratch).
+    kp = lib_killpoint.Killer(tmp_path / "kp", skip=[lib_killpoint.scratch(tfprov.root)])
     argv = [tfprov.bin, "--root", tfprov.root, "--no-gpu", "--jobs", "1", "apply", "-y",
             mirror.s217]
     env = dict(os.environ, **ENV)
@@ -301,8 +306,9 @@ def test_kill_9_during_the_second_stacks_apply_converges(tfprov, mirror, tmp_pat
     for it in range(int(os.environ.get("TFPROV_KILL_ITERS", "6"))):
         pick = rnd.choice(inside) if it % 2 == 0 else rnd.randrange(len(events))
         want = events[pick]
-        rc, hit = kp.run_to(argv, env, want.point)
-        ctx = f"seed {seed} iteration {it}: killed at {hit} (reference: {want})"
+        rc, hit, ops = kp.run_to_logged(argv, env, want.point)
+        ctx = (f"seed {seed} iteration {it}: killed at {hit} (reference: {want}); first "
+               f"divergence: {lib_killpoint.divergence(ops, events)}")
         assert hit is not None and hit.op == want.op and rc == -signal.SIGKILL, ctx
         assert missing_recorded(tfprov, "tf215") == [], ctx
         v = tfprov.run("--no-gpu", "verify", "tf215", env=ENV)
