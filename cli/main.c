@@ -8,6 +8,7 @@
 #include "kb.h"
 #include "error.h"
 #include "event.h"
+#include "gpu.h"
 #include "manifest.h"
 #include "place.h"
 #include "state.h"
@@ -808,6 +809,7 @@ int main(int argc, char **argv)
 	struct opts o;
 	struct cmdline l;
 	int ex = 0, empty_root = 0;
+	gpu_isolated_main(argc, argv); /* verify's checking child does not return */
 	memset(&c, 0, sizeof(c));
 	memset(&o, 0, sizeof(o));
 	memset(&l, 0, sizeof(l));

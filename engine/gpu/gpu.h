@@ -195,7 +195,8 @@ int gpu_probe_is_wsl_kernel(const char *proc_version);
  * libcheck (engine/gpu/libcheck.c) - can the libraries a TensorFlow build loads be loaded from the
  * stack's directories? The check behind `tfprov verify`.
  *
- * A forked child (isolate.h) looks for each soname in the given directories
+ * A child (isolate.h; tfprov's own binary exec'd afresh, so that it does not
+ * carry a copy of the run's memory) looks for each soname in the given directories
  * in order, the way LD_LIBRARY_PATH is searched, and dlopen()s the file it
  * finds by absolute path; a broken library can crash or hang only the child.
  * Each result names the soname, the file loaded, the directories searched,
@@ -245,6 +246,7 @@ struct libcheck_result {
 	size_t nfail;
 	char *searched;  /* the dirs, ':'-joined (an LD_LIBRARY_PATH value); owned */
 	char child[128]; /* how the child ended when it did not finish: "killed by signal 11 ..." */
+	long child_maxrss_kib; /* the checking child's peak resident set, the largest round's */
 };
 
 /*
@@ -255,6 +257,17 @@ struct libcheck_result {
 int libcheck_run(const char *const *dirs, size_t ndirs, const char *const *sonames, size_t nsonames,
                  unsigned flags, struct libcheck_result *res);
 void libcheck_result_release(struct libcheck_result *res);
+
+/*
+ * The checking child of libcheck_run is the program's own binary run again
+ * as `PROGRAM GPU_ISOLATED_ARG ...` (isolate.h), so that it does not start
+ * with a copy of the caller's memory. A program opts in by calling
+ * gpu_isolated_main(argc, argv) first thing in main(): on such a command
+ * line it runs the child and exits; otherwise it returns. A program that
+ * does not call it gets a forked child, as before.
+ */
+#define GPU_ISOLATED_ARG "--isolated-child"
+void gpu_isolated_main(int argc, char **argv);
 
 /* The troubleshooting advice for a soname in a given failure state (static). */
 const char *libcheck_advice(const char *soname, enum libcheck_state state);

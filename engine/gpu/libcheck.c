@@ -178,6 +178,23 @@ static int child_check(void *arg, void *mem)
 	return 0;
 }
 
+int libcheck_child_main(int argc, char **argv, void *shared, size_t size)
+{
+	struct job job;
+	char *end1, *end2;
+
+	if (argc < 2)
+		return 64;
+	job.flags = (unsigned)strtoul(argv[0], &end1, 10);
+	job.n = strtoul(argv[1], &end2, 10);
+	if (*end1 != '\0' || *end2 != '\0' ||
+	    job.n > (size - sizeof(struct shared)) / sizeof(struct libcheck_item))
+		return 64;
+	job.dirs = (const char *const *)argv + 2;
+	job.ndirs = (size_t)argc - 2;
+	return child_check(&job, shared);
+}
+
 int libcheck_run(const char *const *dirs, size_t ndirs, const char *const *sonames, size_t nsonames,
                  unsigned flags, struct libcheck_result *res)
 {
@@ -186,7 +203,10 @@ int libcheck_run(const char *const *dirs, size_t ndirs, const char *const *sonam
 	struct strbuf sb = STRBUF_INIT;
 	struct isolate_status st;
 	struct libcheck_item *it;
+	struct isolate_shm shm;
 	struct shared *sh;
+	const char **args;
+	char nums[2][24];
 	size_t i, round;
 	int ret = 0;
 
@@ -200,7 +220,17 @@ int libcheck_run(const char *const *dirs, size_t ndirs, const char *const *sonam
 	res->n = nsonames;
 	res->items = xcalloc(nsonames ? nsonames : 1, sizeof(*res->items));
 
-	sh = isolate_shared_alloc(size);
+	if (isolate_shm_open(&shm, size) < 0)
+		return TF_EFAIL;
+	sh = shm.p;
+	/* The exec'd child's arguments: FLAGS N DIRS... */
+	args = xcalloc(ndirs + 2, sizeof(*args));
+	snprintf(nums[0], sizeof(nums[0]), "%u", flags);
+	snprintf(nums[1], sizeof(nums[1]), "%zu", nsonames);
+	args[0] = nums[0];
+	args[1] = nums[1];
+	for (i = 0; i < ndirs; i++)
+		args[2 + i] = dirs[i];
 	sh->current = -1;
 	for (i = 0; i < nsonames; i++)
 		copy_trunc(sh->items[i].soname, sizeof(sh->items[i].soname), sonames[i]);
@@ -212,10 +242,13 @@ int libcheck_run(const char *const *dirs, size_t ndirs, const char *const *sonam
 				sh->items[i].state = LIBCHECK_NOT_RUN;
 		}
 		sh->current = -1;
-		if (isolate_run(child_check, &job, sh, LIBCHECK_TIMEOUT_MS, &st) < 0) {
+		if (isolate_exec("libcheck", args, ndirs + 2, child_check, &job, &shm,
+		                 LIBCHECK_TIMEOUT_MS, &st) < 0) {
 			ret = TF_EFAIL;
 			goto out;
 		}
+		if (st.maxrss_kib > res->child_maxrss_kib)
+			res->child_maxrss_kib = st.maxrss_kib;
 		if (sh->finished)
 			break;
 		isolate_describe(&st, LIBCHECK_TIMEOUT_MS, res->child, sizeof(res->child));
@@ -238,7 +271,8 @@ int libcheck_run(const char *const *dirs, size_t ndirs, const char *const *sonam
 	}
 	ret = res->nfail ? TF_EVERIFY : 0;
 out:
-	isolate_shared_free(sh, size);
+	free(args);
+	isolate_shm_close(&shm);
 	return ret;
 }
 

@@ -166,3 +166,26 @@ def test_real_debian_cuda118_runtime_and_gaps():
     assert items["libcudnn.so.8"]["state"] == "not-found"
     assert "cudnn.placement" in items["libcudnn.so.8"]["advice"]
     assert rc == 8
+
+
+def test_the_checking_child_does_not_carry_the_callers_memory():
+    """A cold apply's verify ran its check in a fork of a process that had
+    decoded gigabytes: the child held a copy of those pages and added the
+    libraries' on top (147 MiB for Debian's CUDA 11.8 runtime and cuBLAS).
+    The child now execs the binary afresh, so its peak is the larger of the
+    two, not their sum. `--ballast` makes the caller hold MiB it has touched."""
+    libs = os.path.join(DEBIAN_LIB, "libcublasLt.so.11")
+    assert os.path.exists(libs), "install-deps installs Debian's libcublaslt11"
+    names = ["libcudart.so.11.0", "libcublasLt.so.11", "libcublas.so.11"]
+
+    def peak(ballast):
+        rc, out = run_tool(["libcheck", "--ballast", str(ballast), DEBIAN_LIB, "--"] + names,
+                           clean_env(), timeout=300)
+        assert rc == 0 and out["nfail"] == 0, out
+        return out["child_maxrss_kib"] / 1024
+
+    alone = peak(0)
+    assert alone > 40, f"cuBLAS should cost the child tens of MiB, it cost {alone:.1f}"
+    held = peak(150)
+    # Inherited + loaded would be about 150 + alone; fresh, it is about max(150, alone).
+    assert held < 150 + alone / 2, (held, alone)

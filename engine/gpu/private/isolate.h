@@ -21,10 +21,11 @@
 #include <stddef.h>
 
 struct isolate_status {
-	int exited;    /* 1: the child called _exit; exit_code holds its status */
-	int exit_code; /* fn's return value & 0xff */
-	int signal;    /* the signal that ended the child, 0 if none */
-	int timed_out; /* 1: killed after timeout_ms */
+	int exited;      /* 1: the child called _exit; exit_code holds its status */
+	int exit_code;   /* fn's return value & 0xff */
+	int signal;      /* the signal that ended the child, 0 if none */
+	int timed_out;   /* 1: killed after timeout_ms */
+	long maxrss_kib; /* the child's peak resident set (wait4's ru_maxrss) */
 };
 
 /* A zeroed MAP_SHARED anonymous area; aborts on failure (the OOM policy). */
@@ -38,6 +39,34 @@ void isolate_shared_free(void *p, size_t size);
  */
 int isolate_run(int (*fn)(void *arg, void *shared), void *arg, void *shared, int timeout_ms,
                 struct isolate_status *st);
+
+/*
+ * A shared area as above, backed by a memfd so that a child that execs can
+ * map it too. Returns 0 or TF_EFAIL; close it with isolate_shm_close.
+ */
+struct isolate_shm {
+	void *p;
+	size_t size;
+	int fd;
+};
+int isolate_shm_open(struct isolate_shm *m, size_t size);
+void isolate_shm_close(struct isolate_shm *m);
+
+/*
+ * As isolate_run, but the child execs tfprov's own binary (/proc/self/exe)
+ * as `tfprov GPU_ISOLATED_ARG ENTRY FD ARGS...` before it loads anything:
+ * it starts from a fresh address space instead of a copy of ours, so what
+ * the libraries it loads cost is not added to what the run before it
+ * allocated (a cold apply's verify child was 147 MiB, 64 of them inherited).
+ * gpu_isolated_child() maps FD and calls ENTRY's function there. When the
+ * exec fails (no /proc), the child calls fn(arg, m->p) as isolate_run does.
+ */
+int isolate_exec(const char *entry, const char *const *args, size_t nargs,
+                 int (*fn)(void *arg, void *shared), void *arg, struct isolate_shm *m,
+                 int timeout_ms, struct isolate_status *st);
+
+/* The exec'd child's entry for libcheck (libcheck.c): ARGS are FLAGS N DIRS... */
+int libcheck_child_main(int argc, char **argv, void *shared, size_t size);
 
 /* "exit 3", "killed by signal 11 (Segmentation fault)", "timed out after 30000 ms". */
 void isolate_describe(const struct isolate_status *st, int timeout_ms, char *buf, size_t n);
