@@ -9,6 +9,7 @@
  * single cleanup label, which releases whatever was created, in reverse.
  */
 #include "gpu.h"
+#include "gpu_int.h"
 
 #include "cuda_abi.h"
 #include "error.h"

@@ -91,9 +91,6 @@ struct convprobe_params {
 	int timeout_ms; /* for the whole probe */
 };
 
-/* N=8, C=3, 256x256, K=32, 3x3, 10 iterations, tol 1e-3, 120 s. */
-void convprobe_params_default(struct convprobe_params *p);
-
 struct convprobe_result {
 	int ok;         /* 1: computed and matched the reference */
 	char layer[16]; /* "" when ok, else driver|runtime|cudnn|compare|child */
@@ -120,16 +117,12 @@ struct convprobe_result {
 };
 
 /*
- * Runs the probe. p may be NULL for the defaults. Returns 0 when ok,
+ * Runs the probe. p may be NULL for the defaults (private/gpu_int.h). Returns 0 when ok,
  * TF_EVERIFY when the probe ran and failed (see out), TF_EFAIL when no child
  * process could be started. *out is always filled.
  */
 int convprobe_run(const char *cudart_path, const char *cudnn_path, const struct convprobe_params *p,
                   struct convprobe_result *out);
-
-/* The CPU reference: y[n][k][oh][ow] = sum_c,r,s x[n][c][oh+r][ow+s] * f[k][c][r][s]. */
-void convprobe_reference(const struct convprobe_params *p, const float *x, const float *f,
-                         float *y);
 
 /*
  * gpu_probe (engine/gpu/gpu_probe.c) - what NVIDIA driver and GPUs this machine has.
@@ -185,9 +178,6 @@ struct gpu_probe {
 /* Fills *out (always, even on failure). Returns 0; "no driver" is out->found == 0. */
 int gpu_probe_run(struct gpu_probe *out);
 
-/* Extracts the driver version from /proc/driver/nvidia/version text. 0, -ENOENT
- * (no version in it) or -ERANGE (ver is too small). */
-int gpu_probe_parse_procfs(const char *text, char *ver, size_t n);
 /* 1 when /proc/version text names Microsoft's kernel (WSL). */
 int gpu_probe_is_wsl_kernel(const char *proc_version);
 

@@ -10,6 +10,7 @@
  * with fallbacks.
  */
 #include "gpu.h"
+#include "gpu_int.h"
 
 #include "isolate.h"
 #include "util.h"

@@ -11,6 +11,7 @@
 #include <errno.h>
 
 #include "gpu.h"
+#include "gpu_int.h"
 
 static void test_closed_module(void **state)
 {
