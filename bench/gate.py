@@ -25,8 +25,8 @@ Shapes (--shapes, comma-separated; default all):
   status100k `status` of the same.
 Each shape: one warm-up pair (discarded), then --runs pairs, the order
 alternating (OLD NEW, NEW OLD, ...), the same inputs for both. Printed per
-shape: each binary's median, min and max wall time and peak RSS (wait4's
-ru_maxrss of the tfprov process), NEW/OLD of the medians, and the min and max
+shape: each binary's median, min and max wall time and peak RSS (the largest
+process of tfprov's tree, GNU time's %M), NEW/OLD of the medians, and the min and max
 of the per-pair ratios (the spread: on this shared machine a ratio whose
 range straddles 1 is noise, not a result). The load average is printed
 before and after every shape.
@@ -71,19 +71,26 @@ UNPROVEN = (8, b"is applied and recorded, but it is not proven to work here")
 
 def run_rss(argv, unproven_ok=False, **kw):
     """Runs argv, which must succeed (or, with unproven_ok, end in exit 8 with
-    every step applied); returns (wall seconds, the process's own peak RSS in MiB
-    from wait4)."""
+    every step applied); returns (wall seconds, the peak RSS in MiB of the
+    largest process of its tree). GNU time forks it and reads wait4's
+    ru_maxrss: a child forked or vforked by this script itself would carry
+    this script's own high-water mark across its exec (the kernel keeps the
+    larger of the two), which read 270 MiB for a stack whose largest process
+    is 89 MiB once current_stack's mirror had been built in this process."""
     t0 = time.monotonic()
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
+    p = subprocess.Popen(["/usr/bin/time", "-f", "GATE-RSS %M", *argv],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
     err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
+    p.wait()
     wall = time.monotonic() - t0
-    if unproven_ok and p.returncode == UNPROVEN[0] and UNPROVEN[1] in err:
-        return wall, ru.ru_maxrss / 1024
+    lines = err.decode(errors="replace").rstrip("\n").split("\n")
+    rss = int(lines[-1].split()[-1]) / 1024 if lines[-1].startswith("GATE-RSS ") else 0.0
+    err = "\n".join(l for l in lines if not l.startswith(("GATE-RSS ", "Command exited")))
+    if unproven_ok and p.returncode == UNPROVEN[0] and UNPROVEN[1] in err.encode():
+        return wall, rss
     if p.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)}: exit {p.returncode}\n{err.decode(errors='replace')}")
-    return wall, ru.ru_maxrss / 1024
+        raise SystemExit(f"{' '.join(argv)}: exit {p.returncode}\n{err}")
+    return wall, rss
 
 
 def binary(spec, builds):
