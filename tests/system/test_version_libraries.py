@@ -14,6 +14,7 @@ import re
 import sqlite3
 import ssl
 import subprocess
+import zlib
 
 import pytest
 
@@ -137,6 +138,17 @@ def test_version_verbose_lists_every_library_at_its_run_time_version(tfprov):
     for lib, so in (("libcurl", "libcurl.so.4"), ("libarchive", "libarchive.so.13"),
                     ("libzip", "libzip.so.4")):
         assert re.search(rf"^  {lib}\s+\S+\s+dlopen\(\)ed {re.escape(so)}$", out, re.M), out
+    # libarchive's compression libraries: each asked itself, in the copy libarchive
+    # loaded (not the header libarchive was built with); zlib is the one Python loads.
+    for lib, so, call in (("zlib", "libz.so.1", "zlibVersion"),
+                          ("liblzma", "liblzma.so.5", "lzma_version_string"),
+                          ("bzip2", "libbz2.so.1.0", "BZ2_bzlibVersion"),
+                          ("lz4", "liblz4.so.1", "LZ4_versionString"),
+                          ("zstd", "libzstd.so.1", "ZSTD_versionString")):
+        assert re.search(rf"^  {lib}\s+\d\S*\s+loaded with libarchive \({re.escape(so)}, "
+                         rf"{call}\(\)\)$", out, re.M), (lib, out)
+    assert rows["zlib"] == zlib.ZLIB_RUNTIME_VERSION, out
+    assert "built from" not in out  # only the portable binary knows its sources
 
 
 def test_check_judges_this_builds_listing(tfprov):
