@@ -443,14 +443,23 @@ in_root sh -ec "
 	strip --strip-unneeded tfprov
 	objcopy --add-gnu-debuglink=tfprov.debug tfprov
 "
-# The archives the link took members from: the libraries built here (/opt),
-# glibc's lib*_nonshared.a and gcc's libgcc; never a bullseye package's.
-for a in $(sed -n 's/^\(\/[^ (]*\.a\)(.*/\1/p' "$B/tfprov.map" | sort -u); do
+# The archives the link took members from (the map's first section): the
+# libraries built here (/opt), each of them, glibc's lib*_nonshared.a and gcc's
+# libgcc; never a bullseye package's.
+archives=$(sed -n 's/^\(\/[^ (]*\.a\)(.*/\1/p' "$B/tfprov.map" | sort -u)
+for a in $archives; do
 	case $a in
 	/opt/*/lib/*.a) ;;
 	*/lib*_nonshared.a | */libgcc.a | */libgcc_eh.a) ;;
 	*)
 		echo "build-release: the link used $a, not a library built here" >&2
+		exit 1
+		;;
+	esac
+done
+for d in $(echo "$PCPATH" | tr : '\n'); do
+	case $archives in *"${d%/pkgconfig}/"*) ;; *)
+		echo "build-release: the link used nothing of ${d%/lib/pkgconfig}" >&2
 		exit 1
 		;;
 	esac
