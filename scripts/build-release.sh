@@ -136,7 +136,8 @@ fi
 # SUITE-security, and point releases, which fold them into SUITE, end with the
 # regular support. A mirror may list a version before its pool has the files
 # (deb.debian.org answered 404 for zlib's and libzstd's bookworm-security
-# sources on 2026-12-07): the other suite's is taken then.
+# sources on 2026-12-07): the other suite's is taken then, and the build says
+# so (a warning, and BUILT-WITH names the version it could not get).
 mkdir -p "$ROOT/usr/local/bin"
 cat >"$ROOT/usr/local/bin/tfprov-debsrc" <<'DEBSRC'
 #!/bin/sh
@@ -161,6 +162,7 @@ for s in $order; do
 		exit 0
 	fi
 	echo "tfprov-debsrc: $pkg/$s is not on the mirror; trying the other suite" >&2
+	echo "$pkg $(version "$s") $s" >>tfprov-debsrc.skipped # named by build-release.sh
 done
 echo "tfprov-debsrc: no source of $pkg in $suite or $suite-security" >&2
 exit 1
@@ -191,6 +193,13 @@ from_debsrc() {
 		touch /opt/$dir/.tfprov-ready
 	" >"$CACHE/$dir.log" 2>&1 || { tail -n 30 "$CACHE/$dir.log" >&2; exit 1; }
 	echo "build-release: $pkg built in $(($(date +%s) - t0)) s" | tee -a "$CACHE/$dir.log"
+	skipped "$dir" | while read -r p v s; do
+		echo "build-release: warning: $s lists $p $v, which the mirror does not serve: built the older one" >&2
+	done
+}
+# The newer versions tfprov-debsrc could not fetch for /build/DIR: "PKG VERSION SUITE" lines.
+skipped() {
+	cat "$ROOT/build/$1/tfprov-debsrc.skipped" 2>/dev/null || true
 }
 
 # from_source PKG "PREPARE" "BUILD AND INSTALL" CONFIGURE-ARGS...: from_debsrc
@@ -350,6 +359,9 @@ if [ ! -e "$ROOT/opt/libzip/.tfprov-ready" ]; then
 		make -s install >/dev/null
 		touch /opt/libzip/.tfprov-ready
 	" >"$CACHE/libzip.log" 2>&1 || { tail -n 30 "$CACHE/libzip.log" >&2; exit 1; }
+	skipped libzip | while read -r p v s; do
+		echo "build-release: warning: $s lists $p $v, which the mirror does not serve: built the older one" >&2
+	done
 fi
 
 # SQLite: the state database uses RETURNING (SQLite 3.35); bullseye has
@@ -494,7 +506,8 @@ for l in $LINKED; do
 	cp "$ROOT/build/$dir/$pkg"-*/debian/copyright "$S/share/doc/tfprov/third-party/$pkg/"
 	release=$(debian_release "$suite")
 	version=$(source_version "$dir" "$pkg")
-	echo "$pkg $version (Debian $release $suite source, built static here)" >>"$BW"
+	note=$(skipped "$dir" | while read -r p v s; do printf '; %s lists %s, which the mirror did not serve' "$s" "$v"; done)
+	echo "$pkg $version (Debian $release $suite source, built static here$note)" >>"$BW"
 done
 
 mkdir -p "$OUT"
