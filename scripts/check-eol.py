@@ -7,14 +7,23 @@
 LISTING is what `tfprov --version --verbose` prints (a file, or - for stdin);
 --binary runs that command itself. Each library line of the listing ("  NAME
 VERSION  how") is judged against the table (data/support-lines.tsv: library,
-line, end, source): its line is the longest row whose line is the version or a
-prefix of it up to a component boundary ("3.0" for "3.0.19", "1.1.1" for
-"1.1.1w"). The listing fails when such a line ended before --date (default:
-today, UTC), or when the table has rows for the library but none for its line
-(a line nobody vouched for). libssl is judged by OpenSSL's rows. A library the
-table has no rows for is named as not judged. Exit 0: every judged library is
-supported; 1: one is not (each named with its line, end and source); 2: usage,
-or a listing with no library lines.
+line, end, source) twice over:
+
+- by its upstream line, where the table has rows for the library: its line is
+  the longest row whose line is the version or a prefix of it up to a
+  component boundary ("3.0" for "3.0.19", "1.1.1" for "1.1.1w"); it fails when
+  that line ended before --date (default: today, UTC), or when the table has
+  rows for the library but none for its line (a line nobody vouched for).
+  libssl and libcrypto are judged by OpenSSL's rows;
+- by the Debian release its source came from, where the listing says so ("...,
+  built from Debian 12 source zlib 1:1.2.13.dfsg-1", as the portable binary's
+  listing does): the table's "debian" rows give the day each release's
+  security support (LTS included) ends; it fails when that day is past, or
+  when the table has no row for that release.
+
+A library judged neither way is named as not judged. Exit 0: every judged
+library is supported; 1: one is not (each named with its line, end and
+source); 2: usage, or a listing with no library lines.
 """
 import argparse
 import datetime
@@ -26,6 +35,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 TABLE = os.path.join(os.path.dirname(HERE), "data", "support-lines.tsv")
 ALIASES = {"libssl": "openssl", "libcrypto": "openssl"}
+# "built from Debian 12 source zlib 1:1.2.13.dfsg-1" in a listing line's how.
+DEBIAN_SOURCE = re.compile(r"\bDebian (\d+) source\b")
 
 
 def load_table(path):
@@ -44,15 +55,15 @@ def load_table(path):
 
 
 def parse_listing(text):
-    """[(name, version)] of the library lines after the 'libraries' header."""
+    """[(name, version, how)] of the library lines after the 'libraries' header."""
     libs, on = [], False
     for ln in text.splitlines():
         if ln.startswith("libraries"):
             on = True
         elif on and ln.startswith("  "):
-            w = ln.split()
+            w = ln.split(None, 2)
             if len(w) >= 2:
-                libs.append((w[0], w[1]))
+                libs.append((w[0], w[1], w[2] if len(w) > 2 else ""))
         elif on:
             break
     return libs
@@ -93,23 +104,41 @@ def main(argv):
               file=sys.stderr)
         return 2
     bad = 0
-    for name, version in libs:
+    for name, version, how in libs:
         key = ALIASES.get(name, name)
-        if key not in table:
+        verdicts = []  # (ok, text) of each way this library is judged
+        if key in table:
+            row = line_of(version, table[key])
+            if row is None:
+                verdicts.append((False, f"a line {a.table} does not know; add its row with "
+                                        "the date its support ends and the source"))
+            elif row[1] < a.date:
+                verdicts.append((False, f"line {row[0]} has had no support since "
+                                        f"{row[1].isoformat()} ({row[2]})"))
+            else:
+                verdicts.append((True, f"line {row[0]} supported until {row[1].isoformat()} "
+                                       f"({row[2]})"))
+        m = DEBIAN_SOURCE.search(how)
+        if m:
+            release = m.group(1)
+            row = line_of(release, table.get("debian", []))
+            if row is None:
+                verdicts.append((False, f"built from Debian {release} source, a release "
+                                        f"{a.table} does not know; add its row with the date "
+                                        "its security support ends and the source"))
+            elif row[1] < a.date:
+                verdicts.append((False, f"built from Debian {release} source, which has had "
+                                        f"no security support since {row[1].isoformat()} "
+                                        f"({row[2]})"))
+            else:
+                verdicts.append((True, f"built from Debian {release} source, security "
+                                       f"support until {row[1].isoformat()} ({row[2]})"))
+        if not verdicts:
             print(f"not judged  {name} {version}: no support lines in the table")
             continue
-        row = line_of(version, table[key])
-        if row is None:
-            bad += 1
-            print(f"FAIL  {name} {version}: a line {a.table} does not know; add its row with "
-                  "the date its support ends and the source")
-        elif row[1] < a.date:
-            bad += 1
-            print(f"FAIL  {name} {version}: line {row[0]} has had no support since "
-                  f"{row[1].isoformat()} ({row[2]})")
-        else:
-            print(f"ok    {name} {version}: line {row[0]} supported until {row[1].isoformat()} "
-                  f"({row[2]})")
+        bad += not all(ok for ok, _ in verdicts)
+        for ok, text in verdicts:
+            print(f"{'ok   ' if ok else 'FAIL '} {name} {version}: {text}")
     print(f"check-eol: {len(libs)} libraries, {bad} of a line without support on "
           f"{a.date.isoformat()}")
     return 1 if bad else 0

@@ -57,6 +57,17 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="needs root (debootstrap, chroot, mount)")
 
 
+# The Debian source package each library of the listing is built from, and its
+# Debian release (scripts/build-release.sh, LINKED).
+LIBRARIES = {"openssl": "openssl", "libssl": "openssl", "libcurl": "curl",
+             "libarchive": "libarchive", "libzip": "libzip", "sqlite": "sqlite3",
+             "libyaml": "libyaml", "jansson": "jansson", "libdeflate": "libdeflate",
+             "zlib": "zlib", "liblzma": "xz-utils", "zstd": "libzstd", "bzip2": "bzip2",
+             "lz4": "lz4"}
+SOURCES = {pkg: 12 for pkg in LIBRARIES.values()}
+SOURCES["openssl"] = 13
+
+
 def _version():
     with open(os.path.join(REPO, "CMakeLists.txt")) as f:
         return re.search(r"project\(tfprov VERSION ([0-9.]+)", f.read()).group(1)
@@ -129,8 +140,16 @@ def test_tarball_has_binary_data_licences_and_checksums(release):
     assert _tree(os.path.join(share, "manifests")) == shipped
     assert os.access(os.path.join(top, "bin", "tfprov"), os.X_OK)
     third = os.path.join(top, "share", "doc", "tfprov", "third-party")
-    for lib in ("curl", "openssl", "libarchive", "sqlite3", "libjansson4", "libyaml-0-2"):
-        assert os.path.isfile(os.path.join(third, lib, "copyright")), lib
+    with open(os.path.join(third, "BUILT-WITH")) as f:
+        built_with = f.read()
+    # Every library linked in is built from a Debian source package: its
+    # debian/copyright is shipped and BUILT-WITH names its version and release.
+    for pkg, release in SOURCES.items():
+        assert os.path.isfile(os.path.join(third, pkg, "copyright")), pkg
+        # (A newer version the suite's index lists but the mirror did not serve is named.)
+        assert re.search(rf"^{re.escape(pkg)} \S+ \(Debian {release} \w+ source, built static "
+                         r"here(?:; [^()]*)?\)$", built_with, re.M), (pkg, built_with)
+    assert os.path.isfile(os.path.join(third, "libc6", "copyright"))
 
 
 def test_binary_needs_only_glibc_2_31(release, build_dir):
@@ -144,21 +163,46 @@ def test_binary_needs_only_glibc_2_31(release, build_dir):
 
 
 def test_version_lists_linked_libraries_of_supported_lines(release):
-    """The portable binary links every library in: --version --verbose says so for
-    each, and scripts/check-eol.py judges its OpenSSL by data/support-lines.tsv."""
+    """The portable binary links every library in, each built from a Debian source
+    package: --version --verbose names it with the version it reports at run time
+    and that source, and scripts/check-eol.py judges every one, OpenSSL by its
+    upstream line (data/support-lines.tsv) and each by its Debian release's
+    security support (none from bullseye, whose LTS ended on 2026-08-31)."""
     _, _, top = release
     binary = os.path.join(top, "bin", "tfprov")
     out = subprocess.run([binary, "--version", "--verbose"], capture_output=True, text=True,
                          check=True, timeout=60).stdout
-    rows = {m[0]: (m[1], m[2]) for m in re.findall(r"^  (\S+)\s+(\S+)\s+(.*)$", out, re.M)}
-    for lib in ("openssl", "libssl", "libcurl", "libarchive", "libzip", "sqlite", "libyaml",
-                "jansson", "libdeflate", "zlib"):
-        assert lib in rows, (lib, out)
+    print(out, file=sys.stderr)
+    found = re.findall(r"^  (\S+)\s+(\S+)\s+(.*)$", out, re.M)
+    rows = {m[0]: (m[1], m[2]) for m in found}
+    assert sorted(m[0] for m in found) == sorted(LIBRARIES), out  # each once, no other
+    for lib, pkg in LIBRARIES.items():
+        version, how = rows[lib]
+        m = re.search(rf", built from Debian (\d+) source {re.escape(pkg)} (?:\d+:)?(\S+)-[^-\s]+$",
+                      how)
+        assert m and int(m.group(1)) == SOURCES[pkg], (lib, out)
+        # The version the library reports is its source's upstream version: the
+        # library linked in is the one built from that source ("1.2.13.dfsg" for
+        # zlib's 1:1.2.13.dfsg-1, "1.5.4+dfsg2" for libzstd's).
+        assert m.group(2) == version or m.group(2).startswith((version + ".", version + "+")), \
+            (lib, version, m.group(2), out)
     for lib in ("libcurl", "libarchive", "libzip"):
-        assert rows[lib][1] == "linked in", out
+        assert rows[lib][1].startswith("linked in,"), out
+    # The compression libraries answer their own version calls, and libarchive was
+    # configured with each of them.
+    for lib, call in (("zlib", "zlibVersion"), ("liblzma", "lzma_version_string"),
+                      ("bzip2", "BZ2_bzlibVersion"), ("lz4", "LZ4_versionString"),
+                      ("zstd", "ZSTD_versionString")):
+        assert rows[lib][1].startswith("linked in (for libarchive") and f"; {call}())" in \
+            rows[lib][1], (lib, out)
     p = subprocess.run(["/usr/bin/python3", os.path.join(REPO, "scripts", "check-eol.py"),
                         "--binary", binary], capture_output=True, text=True, timeout=60)
+    print(p.stdout, file=sys.stderr)
     assert p.returncode == 0, p.stdout + p.stderr
+    assert "not judged" not in p.stdout, p.stdout  # every library has a verdict
+    for lib in LIBRARIES:
+        assert re.search(rf"^ok    {lib} \S+: built from Debian {SOURCES[LIBRARIES[lib]]} "
+                         "source, security support until", p.stdout, re.M), (lib, p.stdout)
     assert rows["openssl"][0].startswith("3.5."), out  # the LTS build-release.sh builds
     assert rows["libssl"][0] == rows["openssl"][0], out  # libcurl's TLS is that one
 

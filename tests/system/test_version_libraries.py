@@ -1,16 +1,20 @@
 """What a build carries (issue 35, item 1): `tfprov --version --verbose` lists
 every library linked in or dlopen()ed with the version the library reports at
 run time, and scripts/check-eol.py fails a listing that holds a library of a
-release line without support (data/support-lines.tsv). The check is tested on
-fake listings (a planted OpenSSL 1.1.1 fails, a 3.5 LTS passes, an unknown line
-fails, an empty listing is a usage error) and on this build's own listing.
-About 1 s.
+release line without support (data/support-lines.tsv), or of a Debian release
+whose security support has ended when the listing names the Debian source it was
+built from (the portable binary's does). The check is tested on fake listings (a
+planted OpenSSL 1.1.1 fails, a 3.5 LTS passes, an unknown line fails, an empty
+listing is a usage error; a zlib built from bullseye's source fails, the same
+from bookworm's passes until bookworm's LTS ends, a Debian release the table
+does not know fails) and on this build's own listing. About 2 s.
 """
 import os
 import re
 import sqlite3
 import ssl
 import subprocess
+import zlib
 
 import pytest
 
@@ -27,6 +31,21 @@ libraries (name, version reported at run time, how):
   libarchive  3.7.4      linked in
   sqlite      3.46.1     linked in
 """
+
+# As the portable binary lists its libraries (cli/version.c, TFPROV_RELEASE_SOURCES).
+RELEASE = """tfprov 0.9.0 (commit 0123456789ab)
+libraries (name, version reported at run time, how):
+  openssl     3.5.4      libcrypto, linked in (OpenSSL 3.5.4 30 Sep 2025), built from \
+Debian 13 source openssl 3.5.4-1~deb13u1
+  libcurl     7.88.1     linked in, built from Debian 12 source curl 7.88.1-10+deb12u15
+  libssl      3.5.4      libcurl's TLS (OpenSSL/3.5.4), built from Debian 13 source \
+openssl 3.5.4-1~deb13u1
+  libarchive  3.6.2      linked in, built from Debian 12 source libarchive 3.6.2-1+deb12u5
+  zlib        {zlib:<10} linked in (for libarchive, libcurl, libzip; zlibVersion()), built \
+from Debian {deb} source zlib {src}
+"""
+BULLSEYE_ZLIB = dict(zlib="1.2.11", deb=11, src="1:1.2.11.dfsg-2+deb11u2")
+BOOKWORM_ZLIB = dict(zlib="1.2.13", deb=12, src="1:1.2.13.dfsg-1")
 
 
 def check(listing, *args):
@@ -63,6 +82,44 @@ def test_check_fails_a_line_the_table_does_not_know_and_an_empty_listing():
     assert p.returncode == 2 and "names no library" in p.stderr, p.stderr
 
 
+def test_check_fails_a_library_built_from_bullseyes_source():
+    """bullseye's LTS ended on 2026-08-31: a zlib built from its source fails the
+    check although zlib has no support lines of its own; the day before it passed."""
+    p = check(RELEASE.format(**BULLSEYE_ZLIB), "--date", "2026-12-07")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "FAIL  zlib 1.2.11: built from Debian 11 source, which has had no security " \
+        "support since 2026-08-31 (https://wiki.debian.org/LTS" in p.stdout, p.stdout
+    assert "check-eol: 5 libraries, 1 of a line without support on 2026-12-07" in p.stdout
+    # OpenSSL is judged both ways: its upstream line and its Debian release.
+    assert "ok    openssl 3.5.4: line 3.5 supported until 2030-04-08" in p.stdout, p.stdout
+    assert "ok    openssl 3.5.4: built from Debian 13 source, security support until " \
+        "2030-06-30" in p.stdout, p.stdout
+    assert "not judged" not in p.stdout, p.stdout
+    p = check(RELEASE.format(**BULLSEYE_ZLIB), "--date", "2026-08-31")  # its last day
+    assert p.returncode == 0, p.stdout
+
+
+def test_check_passes_bookworms_sources_until_bookworms_lts_ends():
+    """The real table: Debian 12's sources are supported (LTS) until 2028-06-30."""
+    p = check(RELEASE.format(**BOOKWORM_ZLIB), "--date", "2026-12-07")
+    assert p.returncode == 0, p.stdout + p.stderr
+    for lib, ver in (("libcurl", "7.88.1"), ("libarchive", "3.6.2"), ("zlib", "1.2.13")):
+        assert f"ok    {lib} {ver}: built from Debian 12 source, security support until " \
+            "2028-06-30" in p.stdout, p.stdout
+    assert "check-eol: 5 libraries, 0 of a line without support on 2026-12-07" in p.stdout
+    p = check(RELEASE.format(**BOOKWORM_ZLIB), "--date", "2028-07-01")
+    assert p.returncode == 1, p.stdout
+    assert "check-eol: 5 libraries, 3 of a line without support on 2028-07-01" in p.stdout
+    assert "FAIL  zlib 1.2.13: built from Debian 12 source, which has had no security " \
+        "support since 2028-06-30" in p.stdout, p.stdout
+
+
+def test_check_fails_a_debian_release_the_table_does_not_know():
+    p = check(RELEASE.format(zlib="1.3.1", deb=14, src="1:1.3.1-1"), "--date", "2026-12-07")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "FAIL  zlib 1.3.1: built from Debian 14 source, a release" in p.stdout, p.stdout
+
+
 def test_version_verbose_lists_every_library_at_its_run_time_version(tfprov):
     plain = tfprov.run("--version", root=False, check=0).stdout
     assert plain.count("\n") == 1 and plain.startswith("tfprov "), plain
@@ -81,6 +138,17 @@ def test_version_verbose_lists_every_library_at_its_run_time_version(tfprov):
     for lib, so in (("libcurl", "libcurl.so.4"), ("libarchive", "libarchive.so.13"),
                     ("libzip", "libzip.so.4")):
         assert re.search(rf"^  {lib}\s+\S+\s+dlopen\(\)ed {re.escape(so)}$", out, re.M), out
+    # libarchive's compression libraries: each asked itself, in the copy libarchive
+    # loaded (not the header libarchive was built with); zlib is the one Python loads.
+    for lib, so, call in (("zlib", "libz.so.1", "zlibVersion"),
+                          ("liblzma", "liblzma.so.5", "lzma_version_string"),
+                          ("bzip2", "libbz2.so.1.0", "BZ2_bzlibVersion"),
+                          ("lz4", "liblz4.so.1", "LZ4_versionString"),
+                          ("zstd", "libzstd.so.1", "ZSTD_versionString")):
+        assert re.search(rf"^  {lib}\s+\d\S*\s+loaded with libarchive \({re.escape(so)}, "
+                         rf"{call}\(\)\)$", out, re.M), (lib, out)
+    assert rows["zlib"] == zlib.ZLIB_RUNTIME_VERSION, out
+    assert "built from" not in out  # only the portable binary knows its sources
 
 
 def test_check_judges_this_builds_listing(tfprov):
