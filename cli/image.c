@@ -228,6 +228,32 @@ static int layer_of_unrecorded(const struct build *b, const char *rel)
 }
 
 /*
+ * The native installer (wheel.c) writes a script's interpreter as a /bin/sh
+ * trampoline when its shebang would be too long (distlib's rule: more than
+ * 127 bytes, or a space in it): a private root deep in the file system makes
+ * one where the in-image path would not. Relocated, it becomes the shebang
+ * that path gets, so the layer does not depend on where OUT is.
+ */
+static void untrampoline(struct strbuf *sb)
+{
+	static const char head[] = "#!/bin/sh\n'''exec' ", tail[] = " \"$0\" \"$@\"\n' '''\n";
+	if (sb->len < sizeof(head) || memcmp(sb->buf, head, sizeof(head) - 1) != 0)
+		return;
+	const char *exe = sb->buf + sizeof(head) - 1, *t = strstr(exe, tail);
+	size_t el = t ? (size_t)(t - exe) : 0;
+	if (t == NULL || el + 3 > 127 || memchr(exe, ' ', el) || memchr(exe, '\n', el))
+		return;
+	struct strbuf out = STRBUF_INIT;
+	strbuf_adds(&out, "#!");
+	strbuf_add(&out, exe, el);
+	strbuf_adds(&out, "\n");
+	t += sizeof(tail) - 1;
+	strbuf_add(&out, t, sb->len - (size_t)(t - sb->buf));
+	strbuf_release(sb);
+	*sb = out;
+}
+
+/*
  * Rewrites a file that names the private root (a venv's pyvenv.cfg,
  * activate scripts, shebangs): every "<stage>/" becomes "/". A .pyc is
  * left to recompile. 0 or TF_EIO.
@@ -254,6 +280,7 @@ static int relocate_file(struct build *b, const char *rel, const char *host, con
 			strbuf_add(&sb, "/", 1); /* "<stage>" alone is the root */
 	}
 	strbuf_add(&sb, p, (size_t)(end - p));
+	untrampoline(&sb);
 	if (fs_write_atomic(host, sb.buf, sb.len, st->st_mode & 07777, 0) != 0) {
 		b->errmsg = xasprintf("%s: cannot rewrite: %s", host, strerror(errno));
 		rc = errno == ENOSPC ? TF_ENOSPC : TF_EIO;

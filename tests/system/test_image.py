@@ -262,6 +262,20 @@ def test_build_layers_state_and_reproducible(tfprov, world, tmp_path):
     build(tfprov, world.other, "docker-archive:" + t, str(tmp_path / "on-archive"))
 
 
+def test_the_digest_does_not_depend_on_where_out_is(tfprov, world, tmp_path):
+    """OUT 100 characters deeper: the private root's venv scripts get the
+    /bin/sh trampoline the native installer writes for a shebang over 127
+    bytes; relocated to the in-image path they get the short shebang again,
+    so the image is the same."""
+    a = str(tmp_path / "a")
+    deep = str(tmp_path / ("d" * 100))
+    build(tfprov, world.full, world.base, a)
+    build(tfprov, world.full, world.base, deep)
+    assert read_image(deep)[0] == read_image(a)[0]
+    pip = os.path.join(unpack_layers(deep, str(tmp_path / "rootfs")), "opt/tfprov/envs/tf/bin/pip")
+    assert open(pip, "rb").read().startswith(b"#!/opt/tfprov/envs/tf/bin/python")
+
+
 def test_bad_inputs_leave_no_out(tfprov, world, tmp_path):
     """Each refusal: its exit code and message, and no OUT (nor temp) beside it."""
     dest = str(tmp_path / "img")
