@@ -31,6 +31,14 @@
  *     the NVIDIA Container Toolkit's variables; the layout is written into
  *     the temporary directory and renamed to OUT (a directory, or with a
  *     .tar name a docker-archive), so a failed build leaves no OUT.
+ *
+ * 2-5 are skipped when the image cache (image_cache.c) holds the layers of
+ * a build with the same inputs: the steps' preconditions still run (the
+ * same refusals, the same exit codes), the cached layers are copied into
+ * the layout, each hashed against its digest (one that does not match makes
+ * the build a miss: 2-5 run), and checked as 4 and the interpreter check
+ * check a built root; 6 then runs as for a built image. A build stores its
+ * layers there after 5. The base's checks are image_base.c's.
  */
 #include "image_int.h"
 
@@ -101,6 +109,8 @@ struct build {
 	int kinds[L_N];
 	size_t nl;
 	char *err; /* engine/image's message */
+	struct image_cache ic;
+	const char *cached; /* the image event's "cache": "hit", "miss" or "off" */
 };
 
 static int64_t image_epoch(void)
@@ -696,6 +706,7 @@ static void build_release(struct build *b)
 	strvec_release(&b->pycs);
 	strvec_release(&b->venvs);
 	strvec_release(&b->pythons);
+	image_cache_release(&b->ic);
 	free(b->driver_lib);
 	free(b->errmsg);
 }
@@ -878,7 +889,71 @@ static int build_layers(struct build *b)
 	return rc;
 }
 
-/* 2-5: the apply, the root detached, the layers. */
+/*
+ * 2-5 from the image cache (image_cache.c): when an entry of this build's
+ * key exists, the steps' preconditions run as plan_apply runs them (the
+ * same refusals and exit codes), its layers are copied into the layout,
+ * each hashed against its digest, and checked as a build checks its root
+ * (4: no driver library; the venvs' interpreters in the base). *hit is 1
+ * when the layers came from there; a blob that is missing or does not match
+ * is a miss: the plan is built again for the build that follows.
+ */
+static int build_from_cache(struct build *b, struct manifest *m, struct opts *o, const char *out,
+                            int *hit)
+{
+	struct ctx *c = b->c;
+	struct image_entry e = {0};
+	char *drv = NULL;
+	int rc;
+	*hit = 0;
+	image_cache_key(c, m, &b->p, &b->base, b->epoch, o->no_cache, &b->ic);
+	b->cached = b->ic.off ? "off" : "miss";
+	if (b->ic.off) {
+		ev_log(c, EV_DEBUG, "image cache: not used (%s)", b->ic.off);
+		return 0;
+	}
+	ev_log(c, EV_DEBUG, "image cache: key %s", b->ic.key);
+	if (!image_cache_lookup(c, &b->ic, layer_names, L_N, &e))
+		return 0;
+	rc = plan_precheck(c, m, &b->p);
+	if (rc == 0)
+		rc = image_cache_take(c, &b->ic, &e, b->blobs, str_ends_with(out, ".tar"),
+		                      layer_names);
+	if (rc == 1) {
+		/* Built instead: the preconditions run again on a fresh plan. */
+		plan_release(&b->p);
+		rc = plan_build(c, m, &b->p);
+		image_entry_release(&e);
+		return rc;
+	}
+	if (rc == 0)
+		rc = oci_layers_find(e.ls, e.n, b->blobs, is_driver_lib, &drv, &b->err);
+	if (rc != 0 && rc != TF_EPRECOND && b->err)
+		ev_log(c, EV_ERROR, "%s", b->err);
+	if (rc == 0 && drv)
+		rc = refuse_driver_lib(c, drv);
+	if (rc == 0)
+		rc = check_base_interpreters(c, &e.venvs, &e.pythons, &b->base, b->blobs, o->base);
+	if (rc == 0) {
+		ev_log(c, EV_INFO, "  the stack's layers from the image cache (%s): no apply",
+		       b->ic.entry);
+		b->ls = e.ls;
+		b->nl = e.n;
+		e.ls = NULL;
+		for (size_t i = 0; i < b->nl; i++) {
+			b->kinds[i] = e.kinds[i];
+			ev_log(c, EV_INFO, "  layer %-10s %s  %lld bytes, from the cache",
+			       layer_names[b->kinds[i]], b->ls[i].digest, (long long)b->ls[i].size);
+		}
+		b->cached = "hit";
+		*hit = 1;
+	}
+	free(drv);
+	image_entry_release(&e);
+	return rc;
+}
+
+/* 2-5 as a build: the apply, the root detached, the layers, stored in the cache. */
 static int build_full(struct build *b, struct manifest *m, const char *base)
 {
 	int rc = plan_apply(b->c, m, &b->p);
@@ -886,6 +961,14 @@ static int build_full(struct build *b, struct manifest *m, const char *base)
 		rc = build_detach(b, base);
 	if (rc == 0)
 		rc = build_layers(b);
+	if (rc == 0 && b->ic.off == NULL) {
+		struct image_entry e = {.ls = b->ls,
+		                        .kinds = b->kinds,
+		                        .n = b->nl,
+		                        .venvs = b->venvs,
+		                        .pythons = b->pythons};
+		image_cache_store(b->c, &b->ic, &e, b->blobs, layer_names);
+	}
 	return rc;
 }
 
@@ -960,8 +1043,8 @@ static int build_write(struct build *b, struct opts *o, const char *out)
 		size_t nbase = b->base.nlayers;
 		ev_log(c, EV_INFO, "\nImage %s: %s (%zu layers: %zu of the base, %zu of the stack)",
 		       out, md.digest, nbase + b->nl, nbase, b->nl);
-		json_t *j = json_pack("{s:s,s:s,s:I}", "path", out, "digest", md.digest, "size",
-		                      (json_int_t)md.size);
+		json_t *j = json_pack("{s:s,s:s,s:I,s:s}", "path", out, "digest", md.digest, "size",
+		                      (json_int_t)md.size, "cache", b->cached);
 		ev_data(c, "image", j);
 		json_decref(j);
 		c->changed = 1;
@@ -1000,9 +1083,12 @@ static int image_build(struct ctx *c, struct opts *o)
 		b.m = m;
 		rc = build_prepare(&b, o->base, out);
 	}
+	int hit = 0;
 	if (rc == 0)
 		rc = build_plan(&b, m, o->base);
 	if (rc == 0)
+		rc = build_from_cache(&b, m, o, out, &hit);
+	if (rc == 0 && !hit)
 		rc = build_full(&b, m, o->base);
 	if (rc == 0)
 		rc = build_write(&b, o, out);
