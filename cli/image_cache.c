@@ -94,10 +94,11 @@ void image_cache_release(struct image_cache *ic)
  * What of the interpreter a venv is made of goes into the venv's layer: the
  * executable (its version, the .pyc magic), the venv module (pyvenv.cfg, the
  * activate scripts), ensurepip and the wheels it installs (pip), taken as
- * pyenv.c's bundled_src takes them, hashed instead of copied. One hex line.
+ * pyenv.c's bundled_src takes them, hashed instead of copied (venv found,
+ * not imported: it imports more than it needs here). One hex line.
  */
 static const char fingerprint_src[] =
-    "import ensurepip, hashlib, os, sys, venv\n"
+    "import ensurepip, hashlib, importlib.util, os, sys\n"
     "h = hashlib.sha256()\n"
     "def add(path, name):\n"
     "    h.update(name.encode('utf-8', 'surrogateescape') + b'\\0')\n"
@@ -106,8 +107,8 @@ static const char fingerprint_src[] =
     "h.update((sys.version + '\\0' + sys.implementation.cache_tag + '\\0').encode())\n"
     "exe = os.path.realpath(sys.executable)\n"
     "add(exe, exe)\n"
-    "for mod in (venv, ensurepip):\n"
-    "    top = os.path.dirname(mod.__file__)\n"
+    "for mod in ('venv', 'ensurepip'):\n"
+    "    top = os.path.dirname(importlib.util.find_spec(mod).origin)\n"
     "    for d, ds, fs in os.walk(top):\n"
     "        ds[:] = sorted(x for x in ds if x != '__pycache__')\n"
     "        for f in sorted(fs):\n"
@@ -141,7 +142,8 @@ static int add_python(struct ctx *c, const struct manifest *m, struct strbuf *sb
 		goto out;
 	}
 	spawn_env_base(&env);
-	char *argv[] = {py, "-I", "-c", (char *)fingerprint_src, NULL};
+	/* -S: no site (nothing of site-packages is hashed), ~30 ms less. */
+	char *argv[] = {py, "-I", "-S", "-c", (char *)fingerprint_src, NULL};
 	struct spawn_opts so = {.argv = argv, .envp = env.v, .timeout_s = 120};
 	size_t l = 0;
 	if (spawn_run(&so, &r) == 0 && r.status == 0 && r.out.buf)
