@@ -1070,6 +1070,7 @@ static int image_build(struct ctx *c, struct opts *o)
 	}
 	umask(022); /* the modes in the image do not depend on the caller's umask */
 	b.c = c;
+	b.cached = "off";
 	b.epoch = image_epoch();
 	char epoch_s[32];
 	snprintf(epoch_s, sizeof(epoch_s), "%lld", (long long)b.epoch);
