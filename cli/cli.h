@@ -32,6 +32,7 @@ struct opts {
 	const char *shell;  /* env --shell */
 	const char *base;   /* image build --base */
 	const char *tag;    /* image build --tag */
+	int no_cache;       /* image build --no-cache */
 	int files;          /* sbom --files */
 	const char *format; /* sbom --format */
 	int dashdash;       /* a `--` was given: what follows it is in cmdv */

@@ -31,22 +31,26 @@
  *     the NVIDIA Container Toolkit's variables; the layout is written into
  *     the temporary directory and renamed to OUT (a directory, or with a
  *     .tar name a docker-archive), so a failed build leaves no OUT.
+ *
+ * 2-5 are skipped when the image cache (image_cache.c) holds the layers of
+ * a build with the same inputs: the steps' preconditions still run (the
+ * same refusals, the same exit codes), the cached layers are copied into
+ * the layout, each hashed against its digest (one that does not match makes
+ * the build a miss: 2-5 run), and checked as 4 and the interpreter check
+ * check a built root; 6 then runs as for a built image. A build stores its
+ * layers there after 5. The base's checks are image_base.c's.
  */
-#include "cli.h"
+#include "image_int.h"
+
 #include "digest.h"
 #include "error.h"
 #include "event.h"
 #include "fs.h"
-#include "image.h"
 #include "kb.h"
-#include "manifest.h"
-#include "plan.h"
 #include "spawn.h"
 #include "stackenv.h"
 #include "state.h"
-#include "version.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -91,6 +95,7 @@ struct build {
 	struct strvec changed; /* root-relative paths rewritten by relocate */
 	struct strvec pycs;    /* "pyc\tsource\tdfile" lines per env, see recompile */
 	struct strvec venvs;   /* root-relative venv dirs (a pyvenv.cfg in them) */
+	struct strvec pythons; /* the interpreter each venv links to, check_interpreters */
 	char *driver_lib;      /* the first driver library found, if any */
 	char *errmsg;
 	/* image_build's stages: what they build and image_build releases */
@@ -104,6 +109,8 @@ struct build {
 	int kinds[L_N];
 	size_t nl;
 	char *err; /* engine/image's message */
+	struct image_cache ic;
+	const char *cached; /* the image event's "cache": "hit", "miss" or "off" */
 };
 
 static int64_t image_epoch(void)
@@ -228,6 +235,32 @@ static int layer_of_unrecorded(const struct build *b, const char *rel)
 }
 
 /*
+ * The native installer (wheel.c) writes a script's interpreter as a /bin/sh
+ * trampoline when its shebang would be too long (distlib's rule: more than
+ * 127 bytes, or a space in it): a private root deep in the file system makes
+ * one where the in-image path would not. Relocated, it becomes the shebang
+ * that path gets, so the layer does not depend on where OUT is.
+ */
+static void untrampoline(struct strbuf *sb)
+{
+	static const char head[] = "#!/bin/sh\n'''exec' ", tail[] = " \"$0\" \"$@\"\n' '''\n";
+	if (sb->len < sizeof(head) || memcmp(sb->buf, head, sizeof(head) - 1) != 0)
+		return;
+	const char *exe = sb->buf + sizeof(head) - 1, *t = strstr(exe, tail);
+	size_t el = t ? (size_t)(t - exe) : 0;
+	if (t == NULL || el + 3 > 127 || memchr(exe, ' ', el) || memchr(exe, '\n', el))
+		return;
+	struct strbuf out = STRBUF_INIT;
+	strbuf_adds(&out, "#!");
+	strbuf_add(&out, exe, el);
+	strbuf_adds(&out, "\n");
+	t += sizeof(tail) - 1;
+	strbuf_add(&out, t, sb->len - (size_t)(t - sb->buf));
+	strbuf_release(sb);
+	*sb = out;
+}
+
+/*
  * Rewrites a file that names the private root (a venv's pyvenv.cfg,
  * activate scripts, shebangs): every "<stage>/" becomes "/". A .pyc is
  * left to recompile. 0 or TF_EIO.
@@ -254,6 +287,7 @@ static int relocate_file(struct build *b, const char *rel, const char *host, con
 			strbuf_add(&sb, "/", 1); /* "<stage>" alone is the root */
 	}
 	strbuf_add(&sb, p, (size_t)(end - p));
+	untrampoline(&sb);
 	if (fs_write_atomic(host, sb.buf, sb.len, st->st_mode & 07777, 0) != 0) {
 		b->errmsg = xasprintf("%s: cannot rewrite: %s", host, strerror(errno));
 		rc = errno == ENOSPC ? TF_ENOSPC : TF_EIO;
@@ -555,166 +589,15 @@ static char *require_cuda(struct ctx *c, const struct manifest *m)
 	return out;
 }
 
-static const char *arch_of(enum platform p)
-{
-	return p == PLATFORM_LINUX_X86_64 ? "amd64" : NULL;
-}
-
-/* The stack's platform against the base's os/architecture. 0 or TF_EPRECOND (said). */
-static int check_base(struct ctx *c, const struct manifest *m, const struct oci_image *base,
-                      const char *ref)
-{
-	const char *os = json_string_value(json_object_get(base->config, "os"));
-	const char *arch = json_string_value(json_object_get(base->config, "architecture"));
-	const char *want = arch_of(m->stack.platform);
-	if (want == NULL) {
-		ev_log(c, EV_ERROR, "stack %s is for %s: an image is built for linux-x86_64 only",
-		       m->stack.name.s, platform_name(m->stack.platform));
-		return TF_EPRECOND;
-	}
-	if (os == NULL || strcmp(os, "linux") != 0 || arch == NULL || strcmp(arch, want) != 0) {
-		ev_log(c, EV_ERROR,
-		       "the base %s is %s/%s, the stack %s is for %s (linux/%s): choose a base of "
-		       "that platform",
-		       ref, os ? os : "?", arch ? arch : "?", m->stack.name.s,
-		       platform_name(m->stack.platform), want);
-		return TF_EPRECOND;
-	}
-	return 0;
-}
-
-/* "2.36" from the first "<key>" followed by a version in text, or "" (out holds 16). */
-static void version_after(const char *text, size_t len, const char *key, char out[16])
-{
-	const char *p = text, *end = text + len;
-	size_t kl = strlen(key);
-	out[0] = '\0';
-	while ((p = memmem(p, (size_t)(end - p), key, kl)) != NULL) {
-		p += kl;
-		size_t n = 0;
-		while (p + n < end && n < 15 && (isdigit((unsigned char)p[n]) || p[n] == '.'))
-			n++;
-		while (n > 0 && p[n - 1] == '.')
-			n--;
-		if (n > 0 && memchr(p, '.', n)) {
-			memcpy(out, p, n);
-			out[n] = '\0';
-			return;
-		}
-	}
-}
-
 /*
- * The base's glibc: the version its libc.so.6 says it is ("... stable release
- * version 2.36."; an older libc.so.6 -> libc-2.31.so by its target's name), else
- * the libc6 package in its dpkg status. ver gets "" when the base shows none;
- * where says what was read. 0 or TF_EFAIL (a layer that does not read).
- */
-static int base_glibc(const struct oci_image *base, const char *blobs, char ver[16], char **where,
-                      char **err)
-{
-	static char *const libc[] = {"/lib/x86_64-linux-gnu/libc.so.6",
-	                             "/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6",
-	                             "/usr/lib64/libc.so.6", "/lib/libc.so.6"};
-	static char *const status[] = {"/var/lib/dpkg/status"};
-	char *data = NULL, *name = NULL;
-	size_t len = 0;
-	int rc = oci_image_read_file(base, blobs, libc, ARRAY_SIZE(libc), 32u << 20, &data, &len,
-	                             &name, err);
-	ver[0] = '\0';
-	*where = NULL;
-	if (rc == 0 && data) {
-		version_after(data, len, "release version ", ver);
-		if (ver[0] == '\0')
-			version_after(name, strlen(name), "/libc-", ver);
-		if (ver[0])
-			*where = xstrdup(name);
-	}
-	free(data);
-	free(name);
-	data = name = NULL;
-	if (rc == TF_EFAIL || ver[0])
-		return rc;
-	rc = oci_image_read_file(base, blobs, status, 1, 64u << 20, &data, &len, NULL, err);
-	if (rc == 0 && data) {
-		/* The libc6 stanza's Version: "2.36-9+deb12u4" is glibc 2.36. */
-		const char *st = memmem(data, len, "\nPackage: libc6\n", 16);
-		if (st == NULL && str_starts_with(data, "Package: libc6\n"))
-			st = data;
-		const char *next = st ? strstr(st + 1, "\n\n") : NULL;
-		const char *v = st ? strstr(st, "\nVersion: ") : NULL;
-		if (v && (next == NULL || v < next)) {
-			version_after(v, strlen(v), "\nVersion: ", ver);
-			if (ver[0])
-				*where = xstrdup("the libc6 package in /var/lib/dpkg/status");
-		}
-	}
-	free(data);
-	return rc == TF_EFAIL ? rc : 0;
-}
-
-/*
- * The base's glibc against the floor of the pip lock's wheels (the one apply
- * checks the host against, modules/pip.c): a manylinux wheel does not load on
- * an older glibc, and a base without one runs none. 0, TF_EPRECOND (said) or
- * TF_EFAIL.
- */
-static int check_base_glibc(struct ctx *c, const struct manifest *m, const struct oci_image *base,
-                            const char *blobs, const char *ref)
-{
-	struct compat *kb = NULL;
-	struct diags d = {0};
-	const char *why = NULL, *tf = NULL, *need;
-	char ver[16], *where = NULL, *err = NULL;
-	int rc = 0;
-	if (!m->pip.set)
-		return 0;
-	int loaded = compat_load(compat_default_path(), &kb, &d) == 0;
-	need = compat_manifest_min_glibc(loaded ? kb : NULL, m, &why, &tf);
-	if (need == NULL)
-		goto out;
-	rc = base_glibc(base, blobs, ver, &where, &err);
-	if (rc != 0) {
-		ev_log(c, EV_ERROR, "base %s: %s", ref, err ? err : tf_strerror(rc));
-	} else if (ver[0] == '\0') {
-		ev_log(
-		    c, EV_ERROR,
-		    "the base %s has no glibc (no libc.so.6 in /lib/x86_64-linux-gnu, "
-		    "/usr/lib/x86_64-linux-gnu, /lib64, /usr/lib64 or /lib, no libc6 in "
-		    "/var/lib/dpkg/status), and the pip lock's wheels need glibc >= %s (%s%s%s): "
-		    "choose a glibc-based base",
-		    ref, need, why, tf ? " of TensorFlow " : "", tf ? tf : "");
-		rc = TF_EPRECOND;
-	} else if (version_cmp(ver, need) < 0) {
-		ev_log(c, EV_ERROR,
-		       "the base %s has glibc %s (%s), older than %s, which the pip lock's wheels "
-		       "need (%s%s%s): they would not load in the image. Choose a base with glibc "
-		       ">= %s, or a stack whose wheels need less",
-		       ref, ver, where, need, why, tf ? " of TensorFlow " : "", tf ? tf : "", need);
-		rc = TF_EPRECOND;
-	} else {
-		ev_log(c, EV_DEBUG, "base %s: glibc %s (%s), the wheels need %s", ref, ver, where,
-		       need);
-	}
-out:
-	free(where);
-	free(err);
-	compat_free(kb);
-	diags_release(&d);
-	return rc;
-}
-
-/*
- * A venv links to the interpreter it was made from (bin/python): that path
- * must exist in the base, or nothing in the env runs. 0, TF_EPRECOND (said)
- * or TF_EFAIL.
+ * A venv links to the interpreter it was made from (bin/python): the first
+ * absolute target of each venv's bin/python into b->pythons ("" for a real
+ * file: the env carries its interpreter), then checked against the base.
+ * 0, TF_EPRECOND (said) or TF_EFAIL.
  */
 static int check_interpreters(struct build *b, const struct oci_image *base, const char *blobs,
                               const char *ref)
 {
-	struct strvec want = STRVEC_INIT;
-	char *err = NULL;
-	int rc = 0;
 	for (size_t i = 0; i < b->venvs.n; i++) {
 		/* bin/python -> python3 -> /usr/bin/python3: the first absolute target. */
 		char *py = xasprintf("%s/%s/bin/python", b->stage, b->venvs.v[i]), target[4096];
@@ -734,27 +617,10 @@ static int check_interpreters(struct build *b, const struct oci_image *base, con
 			py = xasprintf("%s/%s", dir, target);
 			free(dir);
 		}
-		strvec_push(&want, abs); /* "": a real file, the env carries its interpreter */
+		strvec_push(&b->pythons, abs);
 		free(py);
 	}
-	int *found = xcalloc(want.n + 1, sizeof(int));
-	if (want.n)
-		rc = oci_image_has_paths(base, blobs, want.v, want.n, found, &err);
-	if (rc != 0)
-		ev_log(b->c, EV_ERROR, "base %s: %s", ref, err ? err : tf_strerror(rc));
-	for (size_t i = 0; rc == 0 && i < want.n; i++) {
-		if (want.v[i][0] == '\0' || found[i])
-			continue;
-		ev_log(b->c, EV_ERROR,
-		       "the venv /%s runs %s, which the base %s does not have: choose a base with "
-		       "that Python, or name the base's interpreter in python.interpreter",
-		       b->venvs.v[i], want.v[i], ref);
-		rc = TF_EPRECOND;
-	}
-	free(found);
-	free(err);
-	strvec_release(&want);
-	return rc;
+	return check_base_interpreters(b->c, &b->venvs, &b->pythons, base, blobs, ref);
 }
 
 /* The config: the base's with the stack's env, labels, layers and history. */
@@ -839,6 +705,8 @@ static void build_release(struct build *b)
 	strvec_release(&b->changed);
 	strvec_release(&b->pycs);
 	strvec_release(&b->venvs);
+	strvec_release(&b->pythons);
+	image_cache_release(&b->ic);
 	free(b->driver_lib);
 	free(b->errmsg);
 }
@@ -892,8 +760,8 @@ static int build_prepare(struct build *b, const char *base, const char *out)
 	return rc;
 }
 
-/* 2. The stack applied into the private root, under its own state lock. */
-static int build_apply(struct build *b, struct manifest *m, const char *base)
+/* 2. The stack planned for the private root, under its own state lock. */
+static int build_plan(struct build *b, struct manifest *m, const char *base)
 {
 	struct ctx *c = b->c;
 	int rc;
@@ -914,8 +782,6 @@ static int build_apply(struct build *b, struct manifest *m, const char *base)
 	       platform_name(m->stack.platform), m->path, base);
 	rc = plan_build(c, m, &b->p);
 	b->planned = 1;
-	if (rc == 0)
-		rc = plan_apply(c, m, &b->p);
 	return rc;
 }
 
@@ -951,6 +817,17 @@ static int build_keep_manifest(struct build *b)
 	return rc;
 }
 
+/* 4. A driver library in the stack: said, TF_EPRECOND. */
+static int refuse_driver_lib(struct ctx *c, const char *path)
+{
+	ev_log(c, EV_ERROR,
+	       "the stack places %s: a driver library never goes into an image (the NVIDIA "
+	       "Container Toolkit mounts the host's; an image holding one fails to start with "
+	       "\"file exists\")",
+	       path);
+	return TF_EPRECOND;
+}
+
 /* 3. The root made independent of this build (4: no driver library in it);
  * the state closed and unlocked. */
 static int build_detach(struct build *b, const char *base)
@@ -960,15 +837,8 @@ static int build_detach(struct build *b, const char *base)
 	int rc = load_records(b, sid);
 	if (rc == 0)
 		rc = fs_walk(b->stage, walk_cb, b);
-	if (rc == 0 && b->driver_lib) {
-		/* 4. */
-		ev_log(c, EV_ERROR,
-		       "the stack places %s: a driver library never goes into an image (the "
-		       "NVIDIA Container Toolkit mounts the host's; an image holding one fails to "
-		       "start with \"file exists\")",
-		       b->driver_lib);
-		return TF_EPRECOND;
-	}
+	if (rc == 0 && b->driver_lib)
+		return refuse_driver_lib(c, b->driver_lib); /* 4. */
 	if (rc == 0)
 		rc = check_interpreters(b, &b->base, b->blobs, base);
 	if (rc == TF_EPRECOND)
@@ -1015,6 +885,89 @@ static int build_layers(struct build *b)
 		} else {
 			ev_log(c, EV_ERROR, "layer %s: %s", layer_names[k], b->err ? b->err : "");
 		}
+	}
+	return rc;
+}
+
+/*
+ * 2-5 from the image cache (image_cache.c): when an entry of this build's
+ * key exists, the steps' preconditions run as plan_apply runs them (the
+ * same refusals and exit codes), its layers are copied into the layout,
+ * each hashed against its digest, and checked as a build checks its root
+ * (4: no driver library; the venvs' interpreters in the base). *hit is 1
+ * when the layers came from there; a blob that is missing or does not match
+ * is a miss: the plan is built again for the build that follows.
+ */
+static int build_from_cache(struct build *b, struct manifest *m, struct opts *o, const char *out,
+                            int *hit)
+{
+	struct ctx *c = b->c;
+	struct image_entry e = {0};
+	char *drv = NULL;
+	int rc;
+	*hit = 0;
+	image_cache_key(c, m, &b->p, &b->base, b->epoch, o->no_cache, &b->ic);
+	b->cached = b->ic.off ? "off" : "miss";
+	if (b->ic.off) {
+		ev_log(c, EV_DEBUG, "image cache: not used (%s)", b->ic.off);
+		return 0;
+	}
+	ev_log(c, EV_DEBUG, "image cache: key %s", b->ic.key);
+	if (!image_cache_lookup(c, &b->ic, layer_names, L_N, &e))
+		return 0;
+	rc = plan_precheck(c, m, &b->p);
+	if (rc == 0)
+		rc = image_cache_take(c, &b->ic, &e, b->blobs, str_ends_with(out, ".tar"),
+		                      layer_names);
+	if (rc == 1) {
+		/* Built instead: the preconditions run again on a fresh plan. */
+		plan_release(&b->p);
+		rc = plan_build(c, m, &b->p);
+		image_entry_release(&e);
+		return rc;
+	}
+	if (rc == 0)
+		rc = oci_layers_find(e.ls, e.n, b->blobs, is_driver_lib, &drv, &b->err);
+	if (rc != 0 && rc != TF_EPRECOND && b->err)
+		ev_log(c, EV_ERROR, "%s", b->err);
+	if (rc == 0 && drv)
+		rc = refuse_driver_lib(c, drv);
+	if (rc == 0)
+		rc = check_base_interpreters(c, &e.venvs, &e.pythons, &b->base, b->blobs, o->base);
+	if (rc == 0) {
+		ev_log(c, EV_INFO, "  the stack's layers from the image cache (%s): no apply",
+		       b->ic.entry);
+		b->ls = e.ls;
+		b->nl = e.n;
+		e.ls = NULL;
+		for (size_t i = 0; i < b->nl; i++) {
+			b->kinds[i] = e.kinds[i];
+			ev_log(c, EV_INFO, "  layer %-10s %s  %lld bytes, from the cache",
+			       layer_names[b->kinds[i]], b->ls[i].digest, (long long)b->ls[i].size);
+		}
+		b->cached = "hit";
+		*hit = 1;
+	}
+	free(drv);
+	image_entry_release(&e);
+	return rc;
+}
+
+/* 2-5 as a build: the apply, the root detached, the layers, stored in the cache. */
+static int build_full(struct build *b, struct manifest *m, const char *base)
+{
+	int rc = plan_apply(b->c, m, &b->p);
+	if (rc == 0)
+		rc = build_detach(b, base);
+	if (rc == 0)
+		rc = build_layers(b);
+	if (rc == 0 && b->ic.off == NULL) {
+		struct image_entry e = {.ls = b->ls,
+		                        .kinds = b->kinds,
+		                        .n = b->nl,
+		                        .venvs = b->venvs,
+		                        .pythons = b->pythons};
+		image_cache_store(b->c, &b->ic, &e, b->blobs, layer_names);
 	}
 	return rc;
 }
@@ -1090,8 +1043,8 @@ static int build_write(struct build *b, struct opts *o, const char *out)
 		size_t nbase = b->base.nlayers;
 		ev_log(c, EV_INFO, "\nImage %s: %s (%zu layers: %zu of the base, %zu of the stack)",
 		       out, md.digest, nbase + b->nl, nbase, b->nl);
-		json_t *j = json_pack("{s:s,s:s,s:I}", "path", out, "digest", md.digest, "size",
-		                      (json_int_t)md.size);
+		json_t *j = json_pack("{s:s,s:s,s:I,s:s}", "path", out, "digest", md.digest, "size",
+		                      (json_int_t)md.size, "cache", b->cached);
 		ev_data(c, "image", j);
 		json_decref(j);
 		c->changed = 1;
@@ -1117,6 +1070,7 @@ static int image_build(struct ctx *c, struct opts *o)
 	}
 	umask(022); /* the modes in the image do not depend on the caller's umask */
 	b.c = c;
+	b.cached = "off";
 	b.epoch = image_epoch();
 	char epoch_s[32];
 	snprintf(epoch_s, sizeof(epoch_s), "%lld", (long long)b.epoch);
@@ -1130,12 +1084,13 @@ static int image_build(struct ctx *c, struct opts *o)
 		b.m = m;
 		rc = build_prepare(&b, o->base, out);
 	}
+	int hit = 0;
 	if (rc == 0)
-		rc = build_apply(&b, m, o->base);
+		rc = build_plan(&b, m, o->base);
 	if (rc == 0)
-		rc = build_detach(&b, o->base);
-	if (rc == 0)
-		rc = build_layers(&b);
+		rc = build_from_cache(&b, m, o, out, &hit);
+	if (rc == 0 && !hit)
+		rc = build_full(&b, m, o->base);
 	if (rc == 0)
 		rc = build_write(&b, o, out);
 

@@ -90,11 +90,11 @@ static const struct cmd commands[] = {
      "sbom STACK | sbom --all [--files]  the stack's bill of materials (CycloneDX 1.6 JSON)",
      "all files format output", 0, 1}, /* sbom.c checks STACK against --all */
     {"image", cmd_image, 0,
-     "image build MANIFEST --base BASE -o OUT [--tag NAME:TAG]  write the stack as a "
-     "reproducible OCI image\n"
+     "image build MANIFEST --base BASE -o OUT [--tag NAME:TAG] [--no-cache]  write the stack "
+     "as a reproducible OCI image\n"
      "  image inspect IMAGE [OTHER]  its layers, the step each holds, and those shared with "
      "OTHER",
-     "base output tag force", 2, 3}, /* image.c checks its arguments */
+     "base output tag force no-cache", 2, 3}, /* image.c checks its arguments */
 };
 
 enum {
@@ -137,6 +137,7 @@ enum {
 	OPT_SHELL,
 	OPT_FILES,
 	OPT_FORMAT,
+	OPT_NO_CACHE,
 };
 
 /* Where a command option's value lands (struct cmd_opt). */
@@ -237,6 +238,10 @@ static const struct cmd_opt {
     {"tag", required_argument, OPT_TAG,
      "--tag NAME:TAG       the image's name (index ref name, docker RepoTags)", SET_STRING,
      FIELD(tag)},
+    {"no-cache", no_argument, OPT_NO_CACHE,
+     "--no-cache           build the stack's layers even when the image cache holds\n"
+     "                       them, and leave the cache as it is",
+     SET_FLAG, FIELD(no_cache)},
     {"remove-unpinned", no_argument, OPT_REMOVE_UNPINNED,
      "--remove-unpinned    uninstall the env's distributions that the pip lock does not\n"
      "                       pin (kept and named otherwise)",

@@ -25,7 +25,7 @@ struct json_t;
  * changelog is): the major number changes only when a field is removed or
  * changes meaning.
  */
-#define TFPROV_JSON_UI_VERSION "1.4"
+#define TFPROV_JSON_UI_VERSION "1.5"
 
 struct ctx;
 

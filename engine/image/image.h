@@ -65,6 +65,27 @@ int oci_layer_write(const char *root, char *const *paths, size_t n, int64_t epoc
 int oci_blob_write(const char *blobdir, const char *media_type, const void *data, size_t len,
                    struct oci_desc *out, char **errmsg);
 
+/*
+ * Brings the file src into blobdir as the blob digest ("sha256:<hex>") of
+ * size bytes (-1: any), never trusting it: its bytes are hashed as they are
+ * copied (a temporary file, fsync'ed, renamed to its digest), and bytes
+ * that do not match are not kept. link_ok: hashed first, then a hard link
+ * when blobdir is on src's filesystem (for a blobdir whose files are never
+ * handed out, as the layout a docker archive is written from), else copied.
+ * 0, TF_EINTEGRITY (errmsg: what the bytes hash to), TF_ENOSPC or TF_EIO.
+ */
+int oci_blob_take(const char *src, const char *blobdir, const char *digest, int64_t size,
+                  int link_ok, char **errmsg);
+
+/*
+ * The first entry of the layer blobs layers[0..n) (in blobdir) whose name
+ * ("opt/x/libcuda.so.1": no leading '/') match() accepts, as "/opt/x/...",
+ * in *found (caller frees; NULL when none). Only headers are read. 0 or
+ * TF_EFAIL (a layer that does not read).
+ */
+int oci_layers_find(const struct oci_desc *layers, size_t n, const char *blobdir,
+                    int (*match)(const char *name), char **found, char **errmsg);
+
 /* json as the canonical text every document of an image is written in (caller frees). */
 char *oci_json_dump(const json_t *json);
 

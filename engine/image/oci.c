@@ -797,6 +797,34 @@ static int load_entries(const struct oci_image *im, const char *blobdir, struct 
 	return rc;
 }
 
+int oci_layers_find(const struct oci_desc *layers, size_t n, const char *blobdir,
+                    int (*match)(const char *name), char **found, char **errmsg)
+{
+	struct oci_image im = {.layers = (struct oci_desc *)layers, .nlayers = n};
+	int rc = 0;
+	*found = NULL;
+	for (size_t i = 0; rc == 0 && *found == NULL && i < n; i++) {
+		struct archive *a = NULL;
+		struct archive_entry *e;
+		int r = ARCHIVE_EOF;
+		rc = open_layer(&im, blobdir, i, &a, errmsg);
+		while (rc == 0 && *found == NULL && (r = next_header(a, &e)) == ARCHIVE_OK) {
+			char *name = entry_name(e);
+			if (name && match(name))
+				*found = xasprintf("/%s", name);
+			free(name);
+		}
+		if (rc == 0 && *found == NULL && r != ARCHIVE_EOF) {
+			*errmsg =
+			    xasprintf("layer %s: %s", layers[i].digest, archive_error_string(a));
+			rc = TF_EFAIL;
+		}
+		if (a)
+			archive_read_free(a);
+	}
+	return rc;
+}
+
 int oci_image_has_paths(const struct oci_image *im, const char *blobdir, char *const *paths,
                         size_t npaths, int *found, char **errmsg)
 {

@@ -85,6 +85,15 @@ int blob_close(const char *blobdir, struct blob_out *b, int failed, const char *
 		unlink(b->tmp);
 		goto out;
 	}
+	if (b->expect &&
+	    (strcmp(hex, b->expect) != 0 || (b->expect_size >= 0 && b->size != b->expect_size))) {
+		*errmsg = xasprintf("its bytes (%lld) hash to sha256:%s, not to the digest that "
+		                    "names it (sha256:%s, %lld bytes)",
+		                    (long long)b->size, hex, b->expect, (long long)b->expect_size);
+		rc = TF_EINTEGRITY;
+		unlink(b->tmp);
+		goto out;
+	}
 	char *final = xasprintf("%s/sha256/%s", blobdir, hex);
 	if (rename(b->tmp, final) != 0) {
 		*errmsg = xasprintf("%s: %s", final, strerror(errno));
@@ -112,6 +121,86 @@ int oci_blob_write(const char *blobdir, const char *media_type, const void *data
 		return rc;
 	blob_add(&b, data, len);
 	return blob_close(blobdir, &b, 0, media_type, out, errmsg);
+}
+
+/* Hashes src against hex and size (-1: any): 0, TF_EINTEGRITY or TF_EIO (errmsg set). */
+static int blob_check(const char *src, const char *hex, int64_t size, char **errmsg)
+{
+	char got[65];
+	int64_t n = 0;
+	if (sha256_file(src, got, &n) != 0) {
+		*errmsg = xasprintf("%s: %s", src, strerror(errno));
+		return TF_EIO;
+	}
+	if (strcmp(got, hex) != 0 || (size >= 0 && n != size)) {
+		*errmsg =
+		    xasprintf("%s: its bytes (%lld) hash to sha256:%s, not to the digest that "
+		              "names it (sha256:%s, %lld bytes)",
+		              src, (long long)n, got, hex, (long long)size);
+		return TF_EINTEGRITY;
+	}
+	return 0;
+}
+
+int oci_blob_take(const char *src, const char *blobdir, const char *digest, int64_t size,
+                  int link_ok, char **errmsg)
+{
+	const char *hex = digest + 7;
+	if (strncmp(digest, "sha256:", 7) != 0 || !is_hex64(hex)) {
+		*errmsg = xasprintf("%s: not a sha256 digest", digest);
+		return TF_EFAIL;
+	}
+	char *dst = xasprintf("%s/sha256/%s", blobdir, hex);
+	int rc = 0;
+	if (link_ok) {
+		char *sub = path_join(blobdir, "sha256");
+		rc = blob_check(src, hex, size, errmsg);
+		if (rc == 0 && mkdirs_at(AT_FDCWD, sub, 0755) == 0 &&
+		    (access(dst, F_OK) == 0 || link(src, dst) == 0)) {
+			free(sub);
+			free(dst);
+			return 0;
+		}
+		free(sub);
+		if (rc != 0) {
+			free(dst);
+			return rc;
+		}
+		/* Another filesystem: copied, and hashed again while it is. */
+	}
+	struct blob_out b;
+	struct oci_desc d = {0};
+	char *buf = xmalloc(1 << 20);
+	int fd = open(src, O_RDONLY | O_CLOEXEC), failed = 0;
+	ssize_t k = 0;
+	if (fd < 0) {
+		*errmsg = xasprintf("%s: %s", src, strerror(errno));
+		rc = TF_EIO;
+	} else {
+		rc = blob_open(blobdir, &b, errmsg);
+	}
+	if (rc == 0) {
+		b.expect = hex;
+		b.expect_size = size;
+		while ((k = read(fd, buf, 1 << 20)) > 0 && !b.err)
+			blob_add(&b, buf, (size_t)k);
+		if (k < 0) {
+			*errmsg = xasprintf("%s: %s", src, strerror(errno));
+			failed = TF_EIO;
+		}
+		rc = blob_close(blobdir, &b, failed, "", &d, errmsg);
+		if (rc == TF_EINTEGRITY) {
+			char *m = xasprintf("%s: %s", src, *errmsg);
+			free(*errmsg);
+			*errmsg = m;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	free(d.media_type);
+	free(buf);
+	free(dst);
+	return rc;
 }
 
 static la_ssize_t on_write(struct archive *a, void *ud, const void *buf, size_t n)

@@ -284,20 +284,27 @@ int plan_apply(struct ctx *c, struct manifest *m, struct plan *p)
 	return rc;
 }
 
-static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p, struct preps *ps)
+int plan_precheck(struct ctx *c, const struct manifest *m, struct plan *p)
 {
-	int rc = 0;
-	/* Preconditions: nothing has changed yet when one fails. */
 	for (size_t i = 0; i < p->n; i++) {
 		struct step *s = &p->steps[i];
 		if (s->mod->precheck == NULL || s->action == ACT_DESTROY)
 			continue;
-		rc = s->mod->precheck(c, m, s);
+		int rc = s->mod->precheck(c, m, s);
 		if (rc != 0) {
 			step_event(c, s, 0, 1, s->error);
 			return rc;
 		}
 	}
+	return 0;
+}
+
+static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p, struct preps *ps)
+{
+	/* Preconditions: nothing has changed yet when one fails. */
+	int rc = plan_precheck(c, m, p);
+	if (rc != 0)
+		return rc;
 	if ((rc = prefetch(c, m, p, ps)) != 0)
 		return rc;
 	if (c->st == NULL) {

@@ -56,6 +56,14 @@ int64_t drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed);
  * then one generation, one txn per step. Returns 0 or a TF_E* code.
  */
 int plan_apply(struct ctx *c, struct manifest *m, struct plan *p);
+/*
+ * The preconditions plan_apply runs first, alone: each step's precheck, the
+ * first that fails reported as a failed step (its event) and returned. An
+ * image build whose layers come from its cache (cli/image.c) runs them so
+ * that it refuses what a build would. A step's precheck may note what it
+ * found in the step (its detail): run it once per plan_build.
+ */
+int plan_precheck(struct ctx *c, const struct manifest *m, struct plan *p);
 int plan_apply_destroy(struct ctx *c, const char *stack, struct plan *p);
 
 #endif

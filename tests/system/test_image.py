@@ -218,9 +218,10 @@ def test_build_layers_state_and_reproducible(tfprov, world, tmp_path):
                     env={**ENV, "SOURCE_DATE_EPOCH": "1"})
     assert sb.returncode == 0 and sb.stdout == bom, out(sb)
 
-    # Twice: same digest, whatever the umask, the OUT path and the cache.
+    # Twice: same digest, whatever the umask, the OUT path and the download cache
+    # (--no-cache: this build applies too; the image cache's tests are below).
     b = str(tmp_path / "b")
-    build(tfprov, world.full, world.base, b, umask=0o077)
+    build(tfprov, world.full, world.base, b, "--no-cache", umask=0o077)
     assert read_image(b)[0] == digest
     # The same CUDA in another stack: the same CUDA layer.
     o = str(tmp_path / "o")
@@ -260,6 +261,20 @@ def test_build_layers_state_and_reproducible(tfprov, world, tmp_path):
                 assert len(json.loads(r.stdout)["Layers"]) == 6
     # The archive is itself a base.
     build(tfprov, world.other, "docker-archive:" + t, str(tmp_path / "on-archive"))
+
+
+def test_the_digest_does_not_depend_on_where_out_is(tfprov, world, tmp_path):
+    """OUT 100 characters deeper: the private root's venv scripts get the
+    /bin/sh trampoline the native installer writes for a shebang over 127
+    bytes; relocated to the in-image path they get the short shebang again,
+    so the image is the same."""
+    a = str(tmp_path / "a")
+    deep = str(tmp_path / ("d" * 100))
+    build(tfprov, world.full, world.base, a)
+    build(tfprov, world.full, world.base, deep)
+    assert read_image(deep)[0] == read_image(a)[0]
+    pip = os.path.join(unpack_layers(deep, str(tmp_path / "rootfs")), "opt/tfprov/envs/tf/bin/pip")
+    assert open(pip, "rb").read().startswith(b"#!/opt/tfprov/envs/tf/bin/python")
 
 
 def test_bad_inputs_leave_no_out(tfprov, world, tmp_path):
@@ -378,3 +393,166 @@ def test_full_disk_leaves_nothing(tfprov, world, tmp_path):
         assert os.listdir(small) == []
     finally:
         subprocess.run(["umount", str(small)], check=True)
+
+
+# The image cache (cli/image_cache.c): a build whose inputs are an earlier one's
+# takes that build's layers, each hashed against its digest, instead of applying.
+
+def jbuild(tfprov, manifest, base, dest, *extra, rc=0, env=None):
+    """build() with --json: (process, its events)."""
+    p = tfprov.run("--json", "--cache-dir", str(tfprov.root) + "-cache", "image", "build",
+                   manifest, "--base", base, "-o", dest, *extra, root=False,
+                   env={**ENV, **(env or {})}, timeout=300)
+    assert p.returncode == rc, out(p)
+    return p, [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+
+
+def cache_of(evs):
+    """The image event's "cache": hit, miss or off."""
+    ims = [e["data"] for e in evs if e.get("type") == "image"]
+    assert len(ims) == 1, evs
+    return ims[0]["cache"]
+
+
+def applied(evs):
+    return [e for e in evs if e.get("type") == "apply_start"]
+
+
+def files_of(tree):
+    """{relative path: bytes} of every file under tree."""
+    got = {}
+    for dp, _, fns in os.walk(tree):
+        for f in fns:
+            p = os.path.join(dp, f)
+            with open(p, "rb") as fh:
+                got[os.path.relpath(p, tree)] = fh.read()
+    return got
+
+
+def cache_dir(tfprov, *parts):
+    return os.path.join(str(tfprov.root) + "-cache", "images", *parts)
+
+
+def entries(tfprov):
+    d = cache_dir(tfprov, "keys")
+    return sorted(n for n in os.listdir(d) if n.endswith(".json")) if os.path.isdir(d) else []
+
+
+def test_warm_build_takes_the_layers_from_the_cache(tfprov, world, tmp_path):
+    """A cold build applies and stores its layers (one entry); the same build
+    again applies nothing, says its layers came from the cache and writes the
+    same bytes: the layout file for file, a docker archive byte for byte as
+    one built with --no-cache (which applies again and leaves the cache)."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    p, evs = jbuild(tfprov, world.full, world.base, a)
+    assert cache_of(evs) == "miss" and applied(evs), out(p)
+    assert len(entries(tfprov)) == 1
+    entry = json.load(open(cache_dir(tfprov, "keys", entries(tfprov)[0])))
+    _, man, _ = read_image(a)
+    assert [l["digest"] for l in entry["layers"]] == [l["digest"] for l in man["layers"][1:]]
+    assert [l["step"] for l in entry["layers"]] == ["cuda", "cudnn", "python-env", "pip",
+                                                    "config"]
+    assert entry["interpreters"] == [{"venv": "opt/tfprov/envs/tf", "python": "/usr/bin/python3"}]
+
+    p, evs = jbuild(tfprov, world.full, world.base, b)
+    assert cache_of(evs) == "hit" and applied(evs) == [], out(p)
+    assert "from the image cache" in out(p)
+    assert read_image(b)[0] == read_image(a)[0]
+    assert files_of(b) == files_of(a)
+    # The text output says so too.
+    v = build(tfprov, world.full, world.base, str(tmp_path / "v"))
+    assert "the stack's layers from the image cache" in out(v), out(v)
+    assert "cuda" in out(v) and "from the cache" in out(v), out(v)
+
+    # A docker archive from the cache: the same bytes as one built without it.
+    t1, t2 = str(tmp_path / "hit.tar"), str(tmp_path / "off.tar")
+    p, evs = jbuild(tfprov, world.full, world.base, t1, "--tag", "tf:1")
+    assert cache_of(evs) == "hit" and applied(evs) == [], out(p)
+    p, evs = jbuild(tfprov, world.full, world.base, t2, "--tag", "tf:1", "--no-cache")
+    assert cache_of(evs) == "off" and applied(evs), out(p)
+    assert open(t1, "rb").read() == open(t2, "rb").read()
+    assert len(entries(tfprov)) == 1 and leftovers(tmp_path) == []
+
+
+def test_a_tampered_cache_blob_is_built_again(tfprov, world, tmp_path):
+    """A cached layer with one byte flipped is found while it is copied: a
+    warning, the build applies instead, and the image has the digest of the
+    cold build; the bad bytes go to quarantine/, the blob is stored again
+    and the next build hits. A blob missing from the cache is a miss too.
+    The cold build's own output is not touched (copies, not links). (The
+    stack without Python: its builds are the cheapest.)"""
+    a = str(tmp_path / "a")
+    _, evs = jbuild(tfprov, world.other, world.base, a)
+    digest, man, _ = read_image(a)
+    layers = json.load(open(cache_dir(tfprov, "keys", entries(tfprov)[0])))["layers"]
+    assert [l["step"] for l in layers] == ["cuda", "cudnn", "config"]
+    cuda = layers[0]
+    hexd = cuda["digest"].split(":")[1]
+    blob = cache_dir(tfprov, "sha256", hexd)
+    with open(blob, "r+b") as f:
+        f.seek(cuda["size"] // 2)
+        c = f.read(1)
+        f.seek(cuda["size"] // 2)
+        f.write(bytes([c[0] ^ 0xFF]))
+    b = str(tmp_path / "b")
+    p, evs = jbuild(tfprov, world.other, world.base, b)
+    assert cache_of(evs) == "miss" and applied(evs), out(p)
+    assert "image cache: the cuda layer " + cuda["digest"] in out(p), out(p)
+    assert "building the layers again" in out(p)
+    assert read_image(b)[0] == digest and files_of(b) == files_of(a)
+    with open(os.path.join(a, "blobs", "sha256", hexd), "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == hexd
+    with open(blob, "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == hexd  # stored again
+    quar = os.path.join(str(tfprov.root) + "-cache", "quarantine")
+    assert [n for n in os.listdir(quar) if n.startswith(hexd)], os.listdir(quar)
+    p, evs = jbuild(tfprov, world.other, world.base, str(tmp_path / "c"))
+    assert cache_of(evs) == "hit", out(p)
+
+    os.unlink(cache_dir(tfprov, "sha256", layers[1]["digest"].split(":")[1]))
+    p, evs = jbuild(tfprov, world.other, world.base, str(tmp_path / "d"))
+    assert cache_of(evs) == "miss" and "missing from the cache" in out(p), out(p)
+    assert read_image(str(tmp_path / "d"))[0] == digest
+    assert leftovers(tmp_path) == []
+
+
+def test_a_changed_input_misses(tfprov, world, tmp_path):
+    """The manifest's bytes (same path), the base, SOURCE_DATE_EPOCH: each
+    another key, so a build that changes one applies; the same inputs
+    again hit. (The stack without Python: its builds are the cheapest.)"""
+    man = tmp_path / "m.yaml"
+    man.write_text(open(world.other).read())
+    n = iter(range(100))
+
+    def again(manifest=str(man), base=world.base, env=None):
+        _, evs = jbuild(tfprov, manifest, base, str(tmp_path / ("o%d" % next(n))), env=env)
+        return cache_of(evs)
+    assert again() == "miss"
+    assert again() == "hit"
+    man.write_text(man.read_text() + "# edited\n")
+    assert again() == "miss" and len(entries(tfprov)) == 2
+    assert again() == "hit"
+    other = make_base(tmp_path / "base2", files=[("etc/hostname", b"other\n")])
+    assert again(base=other) == "miss"
+    assert again(base=other) == "hit"
+    assert again(env={"SOURCE_DATE_EPOCH": "2"}) == "miss"
+    assert again() == "hit" and len(entries(tfprov)) == 4
+
+
+def test_a_hit_refuses_what_a_build_refuses(tfprov, world, tmp_path):
+    """With the cache warm for the manifest and base, what the build's own
+    checks refuse is refused with the same exit code and no OUT: the build
+    host's glibc below the wheels' floor (the pip step's precondition, run
+    on a hit as plan_apply runs it), an unsigned manifest under
+    --require-signature."""
+    jbuild(tfprov, world.full, world.base, str(tmp_path / "warm"))
+    dest = str(tmp_path / "img")
+    old = {"TFPROV_GLIBC_VERSION": "2.12"}
+    ref, _ = jbuild(tfprov, world.full, world.base, dest, "--no-cache", rc=6, env=old)
+    p, _ = jbuild(tfprov, world.full, world.base, dest, rc=6, env=old)
+    assert "this machine's glibc 2.12 is older than 2.17" in out(p), out(p)
+    assert "this machine's glibc 2.12 is older than 2.17" in out(ref), out(ref)
+    p, _ = jbuild(tfprov, world.full, world.base, dest, "--require-signature", rc=5)
+    assert not os.path.exists(dest) and leftovers(tmp_path) == []
+    p, evs = jbuild(tfprov, world.full, world.base, dest)
+    assert cache_of(evs) == "hit"

@@ -64,7 +64,7 @@ def test_apply_downloads_verifies_and_places(tfprov, tmp_path, mirror):
     m = make_stack(mirror.root, mirror, tmp_path / "stack.yaml")
     files = served(mirror)
     evs = events(apply_json(tfprov, m))
-    assert evs[0]["type"] == "version" and evs[0]["data"]["ui"] == "1.4"
+    assert evs[0]["type"] == "version" and evs[0]["data"]["ui"] == "1.5"
 
     # An artifact's event names it as the manifest does; its source is the URL of
     # the file the server serves, whose sha256 and size the fields must have.

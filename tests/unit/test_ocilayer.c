@@ -5,7 +5,9 @@
  * owned by 0, stamped with the epoch, set-id and group/other write dropped;
  * what is not a file, directory or symlink fails and leaves no blob; a base
  * that is missing, not an image or a registry reference is refused; a file
- * read from a base's layers as the build's checks read it.
+ * read from a base's layers as the build's checks read it; a file taken in
+ * as a blob only under the digest and size it has, copied or linked, and an
+ * entry found in layers by its name.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "digest.h"
 #include "error.h"
 #include "fs.h"
 #include "image.h"
@@ -286,6 +289,105 @@ static void test_read_file_across_layers(void **state)
 	free(two);
 }
 
+/* Every file of blobs/sha256 (temporaries too), counted. */
+static int blob_files(const char *blobs)
+{
+	char *sub = path_join(blobs, "sha256");
+	DIR *dd = opendir(sub);
+	struct dirent *de;
+	int n = 0;
+	while (dd && (de = readdir(dd)) != NULL)
+		n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+	if (dd)
+		closedir(dd);
+	free(sub);
+	return n;
+}
+
+static void test_blob_take_verifies(void **state)
+{
+	(void)state;
+	char *src = path_join(dir, "src"), *blobs = path_join(dir, "tb"), *err = NULL, hex[65];
+	char digest[72], bad[72];
+	put(dir, "src", "hello, layer", 0600);
+	sha256_buf("hello, layer", 12, hex);
+	snprintf(digest, sizeof(digest), "sha256:%s", hex);
+	snprintf(bad, sizeof(bad), "sha256:%s", hex);
+	bad[7] = bad[7] == '0' ? '1' : '0';
+	for (int link_ok = 0; link_ok < 2; link_ok++) {
+		/* Another digest, or the right one with another size: nothing kept. */
+		assert_int_equal(oci_blob_take(src, blobs, bad, 12, link_ok, &err), TF_EINTEGRITY);
+		assert_non_null(strstr(err, hex));
+		free(err);
+		err = NULL;
+		assert_int_equal(oci_blob_take(src, blobs, digest, 13, link_ok, &err),
+		                 TF_EINTEGRITY);
+		free(err);
+		err = NULL;
+		assert_int_equal(blob_files(blobs), 0);
+	}
+	/* Copied: the bytes, another inode; linked: the same inode. */
+	char *dst = xasprintf("%s/sha256/%s", blobs, hex), *text = NULL;
+	size_t len = 0;
+	struct stat a, b;
+	assert_int_equal(oci_blob_take(src, blobs, digest, 12, 0, &err), 0);
+	assert_int_equal(read_file_at(AT_FDCWD, dst, 64, &text, &len), 0);
+	assert_memory_equal(text, "hello, layer", 12);
+	assert_int_equal(stat(src, &a), 0);
+	assert_int_equal(stat(dst, &b), 0);
+	assert_true(a.st_ino != b.st_ino);
+	assert_int_equal(b.st_mode & 07777, 0644);
+	assert_int_equal(unlink(dst), 0);
+	assert_int_equal(oci_blob_take(src, blobs, digest, -1, 1, &err), 0);
+	assert_int_equal(stat(dst, &b), 0);
+	assert_true(a.st_ino == b.st_ino);
+	assert_int_equal(blob_files(blobs), 1);
+	assert_int_equal(oci_blob_take(src, blobs, "md5:00", 12, 0, &err), TF_EFAIL);
+	free(err);
+	free(text);
+	free(dst);
+	free(src);
+	free(blobs);
+}
+
+static int is_libcuda(const char *name)
+{
+	const char *base = strrchr(name, '/');
+	return strncmp(base ? base + 1 : name, "libcuda.so", 10) == 0;
+}
+
+static void test_layers_find(void **state)
+{
+	(void)state;
+	char *root = path_join(dir, "lf"), *blobs = path_join(dir, "lfb"), *err = NULL, *found;
+	struct oci_desc d[2] = {{0}, {0}};
+	char *one[] = {"opt/a/x.h"}, *two[] = {"opt/cuda/compat/libcuda.so.1", "opt/cuda/z"};
+	put(root, "opt/a/x.h", "x", 0644);
+	put(root, "opt/cuda/compat/libcuda.so.1", "elf", 0755);
+	put(root, "opt/cuda/z", "z", 0644);
+	assert_int_equal(oci_layer_write(root, one, 1, 1, blobs, &d[0], &err), 0);
+	assert_int_equal(oci_layer_write(root, two, 2, 1, blobs, &d[1], &err), 0);
+	assert_int_equal(oci_layers_find(d, 1, blobs, is_libcuda, &found, &err), 0);
+	assert_null(found);
+	assert_int_equal(oci_layers_find(d, 2, blobs, is_libcuda, &found, &err), 0);
+	assert_string_equal(found, "/opt/cuda/compat/libcuda.so.1");
+	free(found);
+	/* A layer that is not a tar does not read. */
+	char *p = xasprintf("%s/sha256/%s", blobs, d[0].digest + 7);
+	char *rel = xasprintf("sha256/%s", d[0].digest + 7);
+	assert_int_equal(unlink(p), 0);
+	put(blobs, rel, "not a tar", 0644);
+	free(rel);
+	assert_int_equal(oci_layers_find(d, 1, blobs, is_libcuda, &found, &err), TF_EFAIL);
+	assert_non_null(err);
+	free(err);
+	free(p);
+	free(d[0].media_type);
+	free(d[1].media_type);
+	free(root);
+	free(blobs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -293,6 +395,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_fifo_fails_and_leaves_no_blob, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_bases, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_read_file_across_layers, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_blob_take_verifies, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_layers_find, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

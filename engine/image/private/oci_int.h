@@ -16,6 +16,10 @@ struct blob_out {
 	struct sha256 h;
 	int64_t size;
 	int err; /* errno of the first failed write */
+	/* When set (oci_blob_take): the hex digest and size (-1: any) the bytes
+	 * must have, or blob_close removes them (TF_EINTEGRITY). */
+	const char *expect;
+	int64_t expect_size;
 };
 
 /* Opens a new blob in blobdir/sha256. 0, TF_ENOSPC or TF_EIO (errmsg set). */
@@ -24,7 +28,8 @@ int blob_open(const char *blobdir, struct blob_out *b, char **errmsg);
 void blob_add(struct blob_out *b, const void *data, size_t n);
 /*
  * Renames the blob to sha256/<hex> and fills *out; with failed (a TF_E*
- * code of the caller) or a write error, removes it and returns the error.
+ * code of the caller) or a write error, removes it and returns the error;
+ * bytes that are not those b->expect names are removed too (TF_EINTEGRITY).
  */
 int blob_close(const char *blobdir, struct blob_out *b, int failed, const char *media_type,
                struct oci_desc *out, char **errmsg);
