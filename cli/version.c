@@ -110,6 +110,62 @@ static const char *word(const char *s, int k, char *buf, size_t n)
 	return buf;
 }
 
+/* libarchive's compression libraries, each asked its own version. */
+static void compression_rows(const char *details)
+{
+	char a[128], b[256], c[64];
+	static const struct {
+		const char *tag, *name, *soname, *call;
+	} libs[] = {{"zlib", "zlib", "libz.so.1", "zlibVersion"},
+	            {"liblzma", "liblzma", "liblzma.so.5", "lzma_version_string"},
+	            {"bz2lib", "bzip2", "libbz2.so.1.0", "BZ2_bzlibVersion"},
+	            {"liblz4", "lz4", "liblz4.so.1", "LZ4_versionString"},
+	            {"libzstd", "zstd", "libzstd.so.1", "ZSTD_versionString"}};
+#ifdef TFPROV_RELEASE_SOURCES
+	/* Linked in: the same order as libs[]. */
+	const char *linked[] = {zlibVersion(), lzma_version_string(), BZ2_bzlibVersion(),
+	                        LZ4_versionString(), ZSTD_versionString()};
+	_Static_assert(ARRAY_SIZE(linked) == ARRAY_SIZE(libs), "one version per library");
+#endif
+	for (size_t i = 0; i < ARRAY_SIZE(libs); i++) {
+		const char *v = NULL;
+#ifdef TFPROV_RELEASE_SOURCES
+		v = linked[i];
+		/* A libarchive configured without one would still list it here. */
+		if (tagged(details, libs[i].tag, a, sizeof(a)) == NULL)
+			snprintf(b, sizeof(b), "linked in (%s()), NOT used by libarchive",
+			         libs[i].call);
+		else
+			snprintf(b, sizeof(b), "linked in (for libarchive%s; %s())",
+			         strcmp(libs[i].name, "zlib") == 0 ? ", libcurl, libzip" : "",
+			         libs[i].call);
+#else
+		void *h;
+		/* Only those libarchive was built with; the one it loaded, if any. */
+		if (tagged(details, libs[i].tag, a, sizeof(a)) == NULL)
+			continue;
+		h = dlopen(libs[i].soname, RTLD_LAZY | RTLD_NOLOAD);
+		if (h != NULL) {
+			const char *(*call)(void) = (const char *(*)(void))dlsym(h, libs[i].call);
+			if (call != NULL) {
+				v = call();
+				snprintf(b, sizeof(b), "loaded with libarchive (%s, %s())",
+				         libs[i].soname, libs[i].call);
+			}
+			dlclose(h);
+		}
+		if (v == NULL) {
+			v = a;
+			snprintf(b, sizeof(b),
+			         "through libarchive (the version it was built with)");
+		}
+#endif
+		/* bzip2 says "1.0.8, 13-Jul-2019". */
+		snprintf(c, sizeof(c), "%.*s", (int)strcspn(v, ", "), v);
+		row(libs[i].name, c, b);
+	}
+}
+
 int print_version(int verbose)
 {
 	char a[128], b[256], c[64];
@@ -154,61 +210,7 @@ int print_version(int verbose)
 	details = archive_version_details();
 	row("libarchive", word(archive_version_string(), 1, a, sizeof(a)),
 	    how_loaded("libarchive", c, sizeof(c)));
-	{
-		/* libarchive's compression libraries, each asked its own version. */
-		static const struct {
-			const char *tag, *name, *soname, *call;
-		} libs[] = {{"zlib", "zlib", "libz.so.1", "zlibVersion"},
-		            {"liblzma", "liblzma", "liblzma.so.5", "lzma_version_string"},
-		            {"bz2lib", "bzip2", "libbz2.so.1.0", "BZ2_bzlibVersion"},
-		            {"liblz4", "lz4", "liblz4.so.1", "LZ4_versionString"},
-		            {"libzstd", "zstd", "libzstd.so.1", "ZSTD_versionString"}};
-#ifdef TFPROV_RELEASE_SOURCES
-		/* Linked in: the same order as libs[]. */
-		const char *linked[] = {zlibVersion(), lzma_version_string(), BZ2_bzlibVersion(),
-		                        LZ4_versionString(), ZSTD_versionString()};
-		_Static_assert(ARRAY_SIZE(linked) == ARRAY_SIZE(libs), "one version per library");
-#endif
-		for (size_t i = 0; i < ARRAY_SIZE(libs); i++) {
-			const char *v = NULL;
-#ifdef TFPROV_RELEASE_SOURCES
-			v = linked[i];
-			/* A libarchive configured without one would still list it here. */
-			if (tagged(details, libs[i].tag, a, sizeof(a)) == NULL)
-				snprintf(b, sizeof(b), "linked in (%s()), NOT used by libarchive",
-				         libs[i].call);
-			else
-				snprintf(b, sizeof(b), "linked in (for libarchive%s; %s())",
-				         strcmp(libs[i].name, "zlib") == 0 ? ", libcurl, libzip"
-				                                           : "",
-				         libs[i].call);
-#else
-			void *h;
-			/* Only those libarchive was built with; the one it loaded, if any. */
-			if (tagged(details, libs[i].tag, a, sizeof(a)) == NULL)
-				continue;
-			h = dlopen(libs[i].soname, RTLD_LAZY | RTLD_NOLOAD);
-			if (h != NULL) {
-				const char *(*call)(void) =
-				    (const char *(*)(void))dlsym(h, libs[i].call);
-				if (call != NULL) {
-					v = call();
-					snprintf(b, sizeof(b), "loaded with libarchive (%s, %s())",
-					         libs[i].soname, libs[i].call);
-				}
-				dlclose(h);
-			}
-			if (v == NULL) {
-				v = a;
-				snprintf(b, sizeof(b),
-				         "through libarchive (the version it was built with)");
-			}
-#endif
-			/* bzip2 says "1.0.8, 13-Jul-2019". */
-			snprintf(c, sizeof(c), "%.*s", (int)strcspn(v, ", "), v);
-			row(libs[i].name, c, b);
-		}
-	}
+	compression_rows(details);
 	row("libzip", zip_libzip_version(), how_loaded("libzip", c, sizeof(c)));
 	row("sqlite", state_sqlite_version(), "linked in");
 	row("libyaml", yaml_get_version_string(), "linked in");
