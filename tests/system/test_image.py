@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 
 import pytest
 
@@ -275,6 +276,26 @@ def test_the_digest_does_not_depend_on_where_out_is(tfprov, world, tmp_path):
     assert read_image(deep)[0] == read_image(a)[0]
     pip = os.path.join(unpack_layers(deep, str(tmp_path / "rootfs")), "opt/tfprov/envs/tf/bin/pip")
     assert open(pip, "rb").read().startswith(b"#!/opt/tfprov/envs/tf/bin/python")
+
+
+def test_the_digest_does_not_depend_on_the_filesystem_or_the_clock(tfprov, world, tmp_path):
+    """OUT (and the private root beside it) on tmpfs, whose directories list
+    their entries newest first, against OUT on this ext4, which lists them in
+    hash order; the second build also in another time zone, a day ahead of
+    UTC, after the clock has moved on. No SOURCE_DATE_EPOCH: the fixed default
+    time. Entries sorted and stamped with one time make the same image."""
+    a = str(tmp_path / "a")
+    build(tfprov, world.full, world.base, a, "--no-cache")
+    shm = tempfile.mkdtemp(prefix="tfprov-image-", dir="/dev/shm")
+    try:
+        b = os.path.join(shm, "b")
+        p = tfprov.run("--cache-dir", str(tfprov.root) + "-cache", "image", "build", world.full,
+                       "--base", world.base, "-o", b, "--no-cache", root=False,
+                       env={**ENV, "TZ": "Pacific/Kiritimati"}, timeout=300)
+        assert p.returncode == 0, out(p)
+        assert read_image(b)[0] == read_image(a)[0]
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
 
 
 def test_bad_inputs_leave_no_out(tfprov, world, tmp_path):
