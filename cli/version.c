@@ -26,7 +26,9 @@
  * ("built from Debian 12 source zlib 1:1.2.13.dfsg-1"), from the header the
  * script generates (tfprov_libsources.h): check-eol.py judges the libraries
  * without support lines of their own by that Debian release's security
- * support.
+ * support. Built on Debian by CMake (TFPROV_SYSTEM_DEBIAN), as the .deb is,
+ * every line says "a Debian 12 package": the system's library, which that
+ * release's security team patches; check-eol.py judges it by that release.
  */
 #include "cli.h"
 #include "lazylibs.h"
@@ -62,14 +64,18 @@ static const struct {
 
 static void row(const char *name, const char *version, const char *how)
 {
-	const char *source = NULL;
+	const char *source = NULL, *before = ", built from ";
 #ifdef TFPROV_RELEASE_SOURCES
 	for (size_t i = 0; i < ARRAY_SIZE(libsources); i++)
 		if (strcmp(libsources[i].name, name) == 0)
 			source = libsources[i].source;
+#elif defined(TFPROV_SYSTEM_DEBIAN)
+	/* Built on Debian (CMakeLists.txt): every library is that release's package. */
+	before = ", a ";
+	source = "Debian " TFPROV_SYSTEM_DEBIAN " package";
 #endif
 	printf("  %-11s %-10s %s%s%s\n", name, version && *version ? version : "?", how,
-	       source ? ", built from " : "", source ? source : "");
+	       source ? before : "", source ? source : "");
 }
 
 /* "zlib/1.2.13" in a space-separated list: its version, or NULL. */

@@ -21,6 +21,11 @@ line, end, source) twice over:
   security support (LTS included) ends; it fails when that day is past, or
   when the table has no row for that release.
 
+A library the listing calls "a Debian 12 package" (a build on Debian, as the
+.deb: the system's library) is judged by that release alone: Debian's
+security team patches its packages past their upstream line's end (OpenSSL
+3.0 in Debian 12), so the upstream line does not decide there.
+
 A library judged neither way is named as not judged. Exit 0: every judged
 library is supported; 1: one is not (each named with its line, end and
 source); 2: usage, or a listing with no library lines.
@@ -37,6 +42,8 @@ TABLE = os.path.join(os.path.dirname(HERE), "data", "support-lines.tsv")
 ALIASES = {"libssl": "openssl", "libcrypto": "openssl"}
 # "built from Debian 12 source zlib 1:1.2.13.dfsg-1" in a listing line's how.
 DEBIAN_SOURCE = re.compile(r"\bDebian (\d+) source\b")
+# "a Debian 12 package": the system's library on a build made on Debian.
+DEBIAN_PACKAGE = re.compile(r"\bDebian (\d+) package\b")
 
 
 def load_table(path):
@@ -107,7 +114,8 @@ def main(argv):
     for name, version, how in libs:
         key = ALIASES.get(name, name)
         verdicts = []  # (ok, text) of each way this library is judged
-        if key in table:
+        pkg = DEBIAN_PACKAGE.search(how)
+        if key in table and not pkg:
             row = line_of(version, table[key])
             if row is None:
                 verdicts.append((False, f"a line {a.table} does not know; add its row with "
@@ -118,21 +126,21 @@ def main(argv):
             else:
                 verdicts.append((True, f"line {row[0]} supported until {row[1].isoformat()} "
                                        f"({row[2]})"))
-        m = DEBIAN_SOURCE.search(how)
+        m = DEBIAN_SOURCE.search(how) or pkg
         if m:
             release = m.group(1)
+            what = f"a Debian {release} package" if pkg else f"built from Debian {release} source"
             row = line_of(release, table.get("debian", []))
             if row is None:
-                verdicts.append((False, f"built from Debian {release} source, a release "
-                                        f"{a.table} does not know; add its row with the date "
-                                        "its security support ends and the source"))
+                verdicts.append((False, f"{what}, a release {a.table} does not know; add its "
+                                        "row with the date its security support ends and the "
+                                        "source"))
             elif row[1] < a.date:
-                verdicts.append((False, f"built from Debian {release} source, which has had "
-                                        f"no security support since {row[1].isoformat()} "
-                                        f"({row[2]})"))
+                verdicts.append((False, f"{what}, which has had no security support since "
+                                        f"{row[1].isoformat()} ({row[2]})"))
             else:
-                verdicts.append((True, f"built from Debian {release} source, security "
-                                       f"support until {row[1].isoformat()} ({row[2]})"))
+                verdicts.append((True, f"{what}, security support until "
+                                       f"{row[1].isoformat()} ({row[2]})"))
         if not verdicts:
             print(f"not judged  {name} {version}: no support lines in the table")
             continue

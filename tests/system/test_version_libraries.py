@@ -22,6 +22,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 CHECK = os.path.join(REPO, "scripts", "check-eol.py")
 
+
+def debian_release():
+    """This machine's Debian release ("12"), or None: the build the suite tests was
+    made here, and CMake names that release in its listing (TFPROV_SYSTEM_DEBIAN)."""
+    try:
+        kv = dict(ln.rstrip("\n").split("=", 1) for ln in open("/etc/os-release") if "=" in ln)
+    except OSError:
+        return None
+    ver = kv.get("VERSION_ID", "").strip('"')
+    return ver if kv.get("ID", "").strip('"') == "debian" and ver.isdigit() else None
+
+
+DEBIAN = debian_release()
+PKG = re.escape(f", a Debian {DEBIAN} package") if DEBIAN else ""
+
 FAKE = """tfprov 0.9.0 (commit 0123456789ab)
 libraries (name, version reported at run time, how):
   openssl     {ssl:<10} libcrypto, linked in (OpenSSL {ssl} 1 Jan 2026)
@@ -137,7 +152,7 @@ def test_version_verbose_lists_every_library_at_its_run_time_version(tfprov):
     # The Debian build dlopen()s these three when first used (engine/base/lazylibs.c).
     for lib, so in (("libcurl", "libcurl.so.4"), ("libarchive", "libarchive.so.13"),
                     ("libzip", "libzip.so.4")):
-        assert re.search(rf"^  {lib}\s+\S+\s+dlopen\(\)ed {re.escape(so)}$", out, re.M), out
+        assert re.search(rf"^  {lib}\s+\S+\s+dlopen\(\)ed {re.escape(so)}{PKG}$", out, re.M), out
     # libarchive's compression libraries: each asked itself, in the copy libarchive
     # loaded (not the header libarchive was built with); zlib is the one Python loads.
     for lib, so, call in (("zlib", "libz.so.1", "zlibVersion"),
@@ -146,18 +161,43 @@ def test_version_verbose_lists_every_library_at_its_run_time_version(tfprov):
                           ("lz4", "liblz4.so.1", "LZ4_versionString"),
                           ("zstd", "libzstd.so.1", "ZSTD_versionString")):
         assert re.search(rf"^  {lib}\s+\d\S*\s+loaded with libarchive \({re.escape(so)}, "
-                         rf"{call}\(\)\)$", out, re.M), (lib, out)
+                         rf"{call}\(\)\){PKG}$", out, re.M), (lib, out)
     assert rows["zlib"] == zlib.ZLIB_RUNTIME_VERSION, out
     assert "built from" not in out  # only the portable binary knows its sources
+    # Built on Debian, every library is the system's, that release's package.
+    if DEBIAN:
+        lines = [ln for ln in out.splitlines() if ln.startswith("  ")]
+        assert lines and all(ln.endswith(f", a Debian {DEBIAN} package") for ln in lines), out
 
 
 def test_check_judges_this_builds_listing(tfprov):
-    """The check reads the real listing: OpenSSL is judged (the rest has no lines)."""
-    p = subprocess.run(["/usr/bin/python3", CHECK, "--binary", tfprov.bin, "--date",
-                        "2026-01-01"], capture_output=True, text=True, timeout=60)
-    ver = re.search(r"^(?:ok|FAIL)\s+openssl (\S+):", p.stdout, re.M)
-    assert ver, p.stdout + p.stderr
-    if ver.group(1).startswith(("3.0.", "3.5.")):
-        assert p.returncode == 0, p.stdout  # both lines were supported on 2026-01-01
-    else:
-        pytest.skip(f"OpenSSL {ver.group(1)} here: its support is not asserted")
+    """The check reads the real listing. Built on Debian, every library is judged by
+    that release's security support, today: OpenSSL 3.0's upstream line ended on
+    2026-09-07, but Debian 12 patches its package to 2028-06-30."""
+    p = subprocess.run(["/usr/bin/python3", CHECK, "--binary", tfprov.bin],
+                       capture_output=True, text=True, timeout=60)
+    if not DEBIAN:
+        pytest.skip("not built on Debian: the listing names no release to judge by")
+    assert p.returncode == 0, p.stdout + p.stderr
+    judged = re.findall(rf"^ok\s+(\S+) \S+: a Debian {DEBIAN} package, security support until ",
+                        p.stdout, re.M)
+    assert "openssl" in judged and "sqlite" in judged and "not judged" not in p.stdout, p.stdout
+
+
+def test_a_debian_package_is_judged_by_its_release_not_its_upstream_line():
+    """A system OpenSSL 3.0 of Debian 12 passes after its upstream line's end; the same
+    version built from source fails; a Debian 11 package fails since its LTS ended."""
+    def listing(how):
+        return f"tfprov 0.9.0\nlibraries (name, version reported at run time, how):\n" \
+               f"  openssl     3.0.19     libcrypto, linked in{how}\n"
+    day = "2026-12-07"
+    ok = check(listing(", a Debian 12 package"), "--date", day)
+    assert ok.returncode == 0, ok.stdout
+    assert "ok    openssl 3.0.19: a Debian 12 package, security support until 2028-06-30" \
+        in ok.stdout, ok.stdout
+    plain = check(listing(""), "--date", day)
+    assert plain.returncode == 1 and "FAIL  openssl 3.0.19: line 3.0 has had no support " \
+        "since 2026-09-07" in plain.stdout, plain.stdout
+    old = check(listing(", a Debian 11 package"), "--date", day)
+    assert old.returncode == 1 and "FAIL  openssl 3.0.19: a Debian 11 package, which has " \
+        "had no security support since 2026-08-31" in old.stdout, old.stdout
