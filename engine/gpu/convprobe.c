@@ -544,12 +544,25 @@ static int probe_child(void *arg, void *shared)
 	return ok ? 0 : PROBE_FAILED;
 }
 
+int convprobe_child_main(int argc, char **argv, void *shared, size_t size)
+{
+	struct job job;
+
+	if (argc != 2 || size < sizeof(struct convprobe_result))
+		return 64;
+	job.cudart_path = argv[0];
+	job.cudnn_path = argv[1];
+	return probe_child(&job, shared);
+}
+
 int convprobe_run(const char *cudart_path, const char *cudnn_path, const struct convprobe_params *p,
                   struct convprobe_result *out)
 {
 	struct job job = {cudart_path, cudnn_path};
+	const char *args[] = {cudart_path, cudnn_path};
 	struct convprobe_result *sh;
 	struct isolate_status st;
+	struct isolate_shm shm;
 	int ret;
 
 	memset(out, 0, sizeof(*out));
@@ -565,15 +578,26 @@ int convprobe_run(const char *cudart_path, const char *cudnn_path, const struct 
 		fail(out, "child", "params", 0, "invalid convolution shape");
 		return TF_EUSAGE;
 	}
-	sh = isolate_shared_alloc(sizeof(*sh));
+	if (cudart_path == NULL || cudnn_path == NULL) {
+		fail(out, "child", "params", 0, "no cudart or cudnn library to probe");
+		return TF_EUSAGE;
+	}
+	if (isolate_shm_open(&shm, sizeof(*sh)) < 0) {
+		fail(out, "child", "memfd", 0, "cannot share memory with the probe process");
+		return TF_EFAIL;
+	}
+	sh = shm.p;
 	*sh = *out;
-	if (isolate_run(probe_child, &job, sh, out->params.timeout_ms, &st) < 0) {
-		isolate_shared_free(sh, sizeof(*sh));
+	/* The probe loads cuDNN (hundreds of MB): in tfprov exec'd afresh, not in a
+	 * copy of the run that verifies (isolate.h). */
+	if (isolate_exec("convprobe", args, 2, probe_child, &job, &shm, out->params.timeout_ms,
+	                 &st) < 0) {
+		isolate_shm_close(&shm);
 		fail(out, "child", "fork", 0, "cannot start the probe process");
 		return TF_EFAIL;
 	}
 	*out = *sh;
-	isolate_shared_free(sh, sizeof(*sh));
+	isolate_shm_close(&shm);
 	out->layer[sizeof(out->layer) - 1] = '\0';
 	out->call[sizeof(out->call) - 1] = '\0';
 	out->error[sizeof(out->error) - 1] = '\0';

@@ -61,8 +61,8 @@ void bench_result_release(struct bench_result *r);
  * builds and runs where neither exists), runs one Conv2D forward through
  * cuDNN's legacy API (the same in cuDNN 8 and 9), times it with CUDA events,
  * and compares the output with a convolution computed on the CPU. The whole
- * probe runs in a child process (isolate.h): a broken runtime cannot crash
- * tfprov.
+ * probe runs in a child process (isolate.h: tfprov exec'd afresh): a broken
+ * runtime cannot crash tfprov.
  *
  * The convolution is the guide's benchmark layer: Conv2D(32, 3x3) on
  * 256x256x3 images, stride 1, no padding, cross-correlation (what TF calls a
@@ -249,9 +249,9 @@ int libcheck_run(const char *const *dirs, size_t ndirs, const char *const *sonam
 void libcheck_result_release(struct libcheck_result *res);
 
 /*
- * The checking child of libcheck_run is the program's own binary run again
- * as `PROGRAM GPU_ISOLATED_ARG ...` (isolate.h), so that it does not start
- * with a copy of the caller's memory. A program opts in by calling
+ * The children of libcheck_run and convprobe_run are the program's own
+ * binary run again as `PROGRAM GPU_ISOLATED_ARG ...` (isolate.h), so that
+ * they do not start with a copy of the caller's memory. A program opts in by calling
  * gpu_isolated_main(argc, argv) first thing in main(): on such a command
  * line it runs the child and exits; otherwise it returns. A program that
  * does not call it gets a forked child, as before.

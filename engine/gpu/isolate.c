@@ -227,6 +227,8 @@ static void isolated_child(int argc, char **argv)
 	close((int)fd);
 	if (strcmp(argv[0], "libcheck") == 0)
 		_exit(libcheck_child_main(argc - 2, argv + 2, p, (size_t)sb.st_size) & 0xff);
+	if (strcmp(argv[0], "convprobe") == 0)
+		_exit(convprobe_child_main(argc - 2, argv + 2, p, (size_t)sb.st_size) & 0xff);
 	_exit(64);
 }
 

@@ -65,8 +65,10 @@ int isolate_exec(const char *entry, const char *const *args, size_t nargs,
                  int (*fn)(void *arg, void *shared), void *arg, struct isolate_shm *m,
                  int timeout_ms, struct isolate_status *st);
 
-/* The exec'd child's entry for libcheck (libcheck.c): ARGS are FLAGS N DIRS... */
+/* The exec'd child's entries: libcheck.c's (ARGS: FLAGS N DIRS...) and
+ * convprobe.c's (ARGS: CUDART CUDNN; the parameters are in the shared area). */
 int libcheck_child_main(int argc, char **argv, void *shared, size_t size);
+int convprobe_child_main(int argc, char **argv, void *shared, size_t size);
 
 /* "exit 3", "killed by signal 11 (Segmentation fault)", "timed out after 30000 ms". */
 void isolate_describe(const struct isolate_status *st, int timeout_ms, char *buf, size_t n);
