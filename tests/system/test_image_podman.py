@@ -233,8 +233,26 @@ def test_image_runs_in_podman(tfprov, bookworm_base, podman, tmp_path):
                            "--base", bookworm_base, "-o", img, "--tag", "tfprov-test/pod:1",
                            root=False, env=ENV, timeout=600)
             assert p.returncode == 0, out(p)
+            # The same image as an OCI layout (a cache hit now): skopeo reads it and
+            # oci-image-tool validates it, on the real base as on test_image.py's stand-in.
+            lay = str(tmp_path / "layout")
+            p2 = tfprov.run("--cache-dir", str(tmp_path / "cache"), "image", "build", man,
+                            "--base", bookworm_base, "-o", lay, "--tag", "tfprov-test/pod:1",
+                            root=False, env=ENV, timeout=600)
+            assert p2.returncode == 0, out(p2)
     finally:
         idx.close()
+    with open(os.path.join(lay, "index.json")) as f:
+        mdesc = json.load(f)["manifests"][0]
+    with open(os.path.join(lay, "blobs", "sha256", mdesc["digest"].split(":")[1])) as f:
+        layers = [l["digest"] for l in json.load(f)["layers"]]
+    for tool in (["skopeo", "inspect", "oci:" + lay],
+                 ["skopeo", "inspect", "docker-archive:" + img],
+                 ["oci-image-tool", "validate", "--type", "image", lay]):
+        r = subprocess.run(tool, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, " ".join(tool) + ": " + r.stdout + r.stderr
+        if tool[0] == "skopeo":
+            assert json.loads(r.stdout)["Layers"] == layers, (tool, r.stdout)
     assert re.search(r"glibc 2\.36 \(/usr/lib/x86_64-linux-gnu/libc\.so\.6\)", out(p)), out(p)
 
     info = podman("info", "--format", "json", timeout=120)
