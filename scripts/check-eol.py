@@ -86,6 +86,15 @@ def line_of(version, lines):
     return best
 
 
+def judge(row, date, unknown, ended, until):
+    """(ok, text) for a table row (line, end, source) or None on date."""
+    if row is None:
+        return False, unknown
+    if row[1] < date:
+        return False, f"{ended} {row[1].isoformat()} ({row[2]})"
+    return True, f"{until} {row[1].isoformat()} ({row[2]})"
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("listing", nargs="?")
@@ -117,30 +126,20 @@ def main(argv):
         pkg = DEBIAN_PACKAGE.search(how)
         if key in table and not pkg:
             row = line_of(version, table[key])
-            if row is None:
-                verdicts.append((False, f"a line {a.table} does not know; add its row with "
-                                        "the date its support ends and the source"))
-            elif row[1] < a.date:
-                verdicts.append((False, f"line {row[0]} has had no support since "
-                                        f"{row[1].isoformat()} ({row[2]})"))
-            else:
-                verdicts.append((True, f"line {row[0]} supported until {row[1].isoformat()} "
-                                       f"({row[2]})"))
+            verdicts.append(judge(
+                row, a.date, f"a line {a.table} does not know; add its row with the date its "
+                "support ends and the source", f"line {row and row[0]} has had no support since",
+                f"line {row and row[0]} supported until"))
         m = DEBIAN_SOURCE.search(how) or pkg
         if m:
             release = m.group(1)
             what = f"a Debian {release} package" if pkg else f"built from Debian {release} source"
-            row = line_of(release, table.get("debian", []))
-            if row is None:
-                verdicts.append((False, f"{what}, a release {a.table} does not know; add its "
-                                        "row with the date its security support ends and the "
-                                        "source"))
-            elif row[1] < a.date:
-                verdicts.append((False, f"{what}, which has had no security support since "
-                                        f"{row[1].isoformat()} ({row[2]})"))
-            else:
-                verdicts.append((True, f"{what}, security support until "
-                                       f"{row[1].isoformat()} ({row[2]})"))
+            verdicts.append(judge(
+                line_of(release, table.get("debian", [])), a.date,
+                f"{what}, a release {a.table} does not know; add its row with the date its "
+                "security support ends and the source",
+                f"{what}, which has had no security support since",
+                f"{what}, security support until"))
         if not verdicts:
             print(f"not judged  {name} {version}: no support lines in the table")
             continue
