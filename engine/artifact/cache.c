@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,80 @@ int cache_commit(const char *dir, const char *sha256, const char *tmp, char **ou
 	else
 		free(final);
 	return 0;
+}
+
+/*
+ * The cache files this process hashed itself: committed after their bytes
+ * hashed right on the way in, or re-hashed at a lookup. A cache hit is
+ * re-hashed before use (fetch.c) because a power cut can leave a name whose
+ * bytes never reached the disk and because the cache may be changed behind
+ * tfprov's back; neither can happen unseen within one process's life: a
+ * power cut ends the process too, and a write, truncate, chmod or
+ * replacement of the file moves its inode or its ctime, which no caller can
+ * set. So a file seen here, unchanged in all of (dev, ino, size, mtime,
+ * ctime), is not hashed a second time: the step that takes an archive
+ * prefetch downloaded and hashed a moment before no longer reads it again.
+ */
+struct seen {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtim, ctim;
+	char sha256[65];
+};
+
+static struct {
+	pthread_mutex_t mu;
+	struct seen *v;
+	size_t n, cap;
+} hashed = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int seen_is(const struct seen *s, const struct stat *st, const char *sha256)
+{
+	return s->dev == st->st_dev && s->ino == st->st_ino && s->size == st->st_size &&
+	       s->mtim.tv_sec == st->st_mtim.tv_sec && s->mtim.tv_nsec == st->st_mtim.tv_nsec &&
+	       s->ctim.tv_sec == st->st_ctim.tv_sec && s->ctim.tv_nsec == st->st_ctim.tv_nsec &&
+	       strcmp(s->sha256, sha256) == 0;
+}
+
+void cache_note_hashed(const char *path, const char *sha256)
+{
+	struct stat st;
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || !is_hex64(sha256))
+		return;
+	pthread_mutex_lock(&hashed.mu);
+	size_t i = 0;
+	while (i < hashed.n && !(hashed.v[i].dev == st.st_dev && hashed.v[i].ino == st.st_ino))
+		i++;
+	if (i == hashed.n) {
+		if (hashed.n == hashed.cap) {
+			hashed.cap = hashed.cap ? 2 * hashed.cap : 16;
+			hashed.v = xrealloc(hashed.v, hashed.cap * sizeof(*hashed.v));
+		}
+		hashed.n++;
+	}
+	hashed.v[i] = (struct seen){.dev = st.st_dev,
+	                            .ino = st.st_ino,
+	                            .size = st.st_size,
+	                            .mtim = st.st_mtim,
+	                            .ctim = st.st_ctim};
+	snprintf(hashed.v[i].sha256, sizeof(hashed.v[i].sha256), "%s", sha256);
+	pthread_mutex_unlock(&hashed.mu);
+}
+
+int cache_was_hashed(const char *path, const char *sha256, int64_t *size)
+{
+	struct stat st;
+	int yes = 0;
+	if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return 0;
+	pthread_mutex_lock(&hashed.mu);
+	for (size_t i = 0; i < hashed.n && !yes; i++)
+		yes = seen_is(&hashed.v[i], &st, sha256);
+	pthread_mutex_unlock(&hashed.mu);
+	if (yes && size)
+		*size = (int64_t)st.st_size;
+	return yes;
 }
 
 char *cache_name_path(const char *dir, const char *sha256)

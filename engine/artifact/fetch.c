@@ -306,6 +306,7 @@ static void commit(struct fetch_run *r, struct xfer *x, const char *tmp, uint64_
 		return;
 	}
 	x->it->path = final;
+	cache_note_hashed(final, x->it->sha256);
 	x->it->source = xstrdup(src_desc(&x->src[x->cur]));
 	cache_name_hint(r->c->cache_dir, x->it->sha256, x->it->url); /* gc names it */
 	ev_emit(r->c, &(struct event){.kind = EV_DOWNLOAD_DONE,
@@ -874,7 +875,9 @@ static int use_cached(struct ctx *c, struct xfer *x)
 	 */
 	char hex[65] = "";
 	int64_t got = 0;
-	if (sha256_file(p, hex, &got) == 0 && strcmp(hex, it->sha256) == 0) {
+	if (cache_was_hashed(p, it->sha256, &got) ||
+	    (sha256_file(p, hex, &got) == 0 && strcmp(hex, it->sha256) == 0 &&
+	     (cache_note_hashed(p, it->sha256), 1))) {
 		if (it->size >= 0 && got != it->size) {
 			item_fail(it, TF_EINTEGRITY,
 			          xasprintf("%s: the manifest says %lld bytes but the cached "
@@ -986,7 +989,7 @@ static void run_multi(struct fetch_run *r, struct xfer **order, size_t n)
 		}
 		if (pending == 0 && r->active == 0)
 			break;
-		int running = 0;
+		int running = 0, ended = 0;
 		curl_multi_perform(r->multi, &running);
 		CURLMsg *m;
 		int left;
@@ -997,7 +1000,11 @@ static void run_multi(struct fetch_run *r, struct xfer **order, size_t n)
 			CURLcode rc = m->data.result;
 			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
 			transfer_done(r, x, rc);
+			ended++;
 		}
+		/* A transfer ended: start the next one (or return) now, not after a wait. */
+		if (ended > 0)
+			continue;
 		int timeout = 200;
 		if (wake != UINT64_MAX) {
 			uint64_t now = now_ns();

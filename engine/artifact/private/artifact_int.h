@@ -15,6 +15,14 @@ char *cache_part_path(const char *dir, const char *sha256);
 /* Same, on an explicit cache dir. */
 char *cache_lookup_dir(const char *dir, const char *sha256);
 
+/*
+ * The cache files this process hashed itself (cache.c says why a second
+ * hash of one is skipped): note one after its bytes hashed to sha256; 1 when
+ * path is such a file, unchanged since (*size its size), else 0.
+ */
+void cache_note_hashed(const char *path, const char *sha256);
+int cache_was_hashed(const char *path, const char *sha256, int64_t *size);
+
 /* Writes names/<hex> with url's basename unless a name is there already; best effort. */
 void cache_name_hint(const char *dir, const char *sha256, const char *url);
 
