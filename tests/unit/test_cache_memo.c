@@ -124,9 +124,9 @@ static void test_noting_again_replaces_the_record(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_noted_file_is_known_under_its_own_sha256_only),
-		cmocka_unit_test(test_any_change_since_makes_it_unknown),
-		cmocka_unit_test(test_noting_again_replaces_the_record),
+	    cmocka_unit_test(test_noted_file_is_known_under_its_own_sha256_only),
+	    cmocka_unit_test(test_any_change_since_makes_it_unknown),
+	    cmocka_unit_test(test_noting_again_replaces_the_record),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
