@@ -9,7 +9,8 @@
  *    the newest recorded release of the same minor below it; a row whose
  *    source is unverified judges nothing.
  *  - the wheels whose version is the CUDA release's (pip.cuda_wheels.
- *    release_versioned: cudart 12.3.101 is CUDA 12.3, cublas 12.5.3.2 is 12.5)
+ *    release_versioned: cudart 12.3.101 is CUDA 12.3, cublas 12.5.3.2 is 12.5, but
+ *    cublas 11.11.3.6 is CUDA 11.8's: a listed name with its -cu<N> is that major's)
  *    come from one CUDA release; pins of several releases are a warning at the
  *    first pin of another release than the runtime's (compat.cuda-wheels-mixed).
  */
@@ -83,7 +84,8 @@ static const struct compat_and_cuda_pin *pin_of(const struct compat_and_cuda *a,
 	return NULL;
 }
 
-/* name without "-cu<N>" is one of the release-versioned wheels. */
+/* name without "-cu<N>" is one of the release-versioned wheels, or name itself is (an
+ * entry with its "-cu<N>" counts for that CUDA major only: cuBLAS from CUDA 12 on). */
 static int release_versioned(const struct compat *kb, const char *name)
 {
 	const char *tag = NULL, *t = kb->cuda_wheels.major_tag;
@@ -96,7 +98,8 @@ static int release_versioned(const struct compat *kb, const char *name)
 	for (size_t i = 0; i < kb->cuda_wheels.nrelease_versioned; i++) {
 		const char *w = kb->cuda_wheels.release_versioned[i];
 
-		if (strlen(w) == (size_t)(tag - name) && strncmp(w, name, strlen(w)) == 0)
+		if (strcmp(w, name) == 0 ||
+		    (strlen(w) == (size_t)(tag - name) && strncmp(w, name, strlen(w)) == 0))
 			return 1;
 	}
 	return 0;

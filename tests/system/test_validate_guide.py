@@ -105,6 +105,7 @@ CASES = [
     ("env-overrides-wheel-cuda.yaml", "warning", 23, 16, "compat.env-shadows-stack"),
     # The CUDA wheels (issue 33, item 4): TF's [and-cuda] requirements, one CUDA release.
     ("pip-and-cuda-curand-outside-tf-2.19.yaml", "error", 49, 5, "compat.and-cuda-range"),
+    ("pip-and-cuda-nccl-outside-tf-2.17.yaml", "error", 55, 5, "compat.and-cuda-range"),
     ("pip-cuda-wheels-mixed-releases-tf-2.20.yaml", "warning", 35, 5,
      "compat.cuda-wheels-mixed"),
     # Declared against known (issue 33, item 3): pip.min_glibc against TF's wheel tag.

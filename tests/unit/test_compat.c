@@ -512,6 +512,7 @@ static const struct expect guide[] = {
     {"env-overrides-wheel-cuda.yaml", "compat.env-shadows-stack", DIAG_WARNING, 22, 22},
     {"env-overrides-wheel-cuda.yaml", "compat.env-shadows-stack", DIAG_WARNING, 23, 16},
     {"pip-and-cuda-curand-outside-tf-2.19.yaml", "compat.and-cuda-range", DIAG_ERROR, 49, 5},
+    {"pip-and-cuda-nccl-outside-tf-2.17.yaml", "compat.and-cuda-range", DIAG_ERROR, 55, 5},
     {"pip-cuda-wheels-mixed-releases-tf-2.20.yaml", "compat.cuda-wheels-mixed", DIAG_WARNING, 35,
      5},
     {"pip-min-glibc-below-tf-2.19-wheel.yaml", "compat.min-glibc-below-wheels", DIAG_ERROR, 31, 14},
@@ -1314,6 +1315,11 @@ static void test_one_gpu_rule(void **state)
 			    compat_and_cuda_tested_version(&a->pins[i], buf, sizeof(buf)),
 			    "12.5.82");
 	assert_null(compat_and_cuda_tested(kb, "2.13.0"));
+	/* A release's own row, else the newest recorded release of its minor. */
+	assert_string_equal(compat_and_cuda_tested(kb, "2.17.0")->tensorflow, "2.17.0");
+	assert_string_equal(compat_and_cuda_tested(kb, "2.17.1")->tensorflow, "2.17.0");
+	assert_string_equal(compat_and_cuda_tested(kb, "2.15.0")->tensorflow, "2.15.0");
+	assert_string_equal(compat_and_cuda_tested(kb, "2.14.1")->tensorflow, "2.14.0");
 }
 
 int main(void)
