@@ -54,21 +54,34 @@ void image_gc_release(struct image_gc *g)
 	memset(g, 0, sizeof(*g));
 }
 
-/* Whether path is in listed (NULL: anything goes). */
-static int allowed(const struct image_gc *listed, const char *path)
+static int cmp_str(const void *a, const void *b)
 {
-	for (size_t i = 0; listed && i < listed->n; i++)
-		if (strcmp(listed->v[i].path, path) == 0)
-			return 1;
-	return listed == NULL;
+	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Sorted for has(): a cache of thousands of entries names tens of thousands of layers. */
+static void sort(struct strvec *sv)
+{
+	if (sv->n > 1)
+		qsort(sv->v, sv->n, sizeof(*sv->v), cmp_str);
+}
+
+/* Whether sorted sv holds s. */
 static int has(const struct strvec *sv, const char *s)
 {
-	for (size_t i = 0; i < sv->n; i++)
-		if (strcmp(sv->v[i], s) == 0)
-			return 1;
-	return 0;
+	return sv->n && bsearch(&s, sv->v, sv->n, sizeof(*sv->v), cmp_str) != NULL;
+}
+
+/* Whether path is in listed (sorted; NULL: anything goes). */
+static int allowed(const struct strvec *listed, const char *path)
+{
+	return listed == NULL || has(listed, path);
+}
+
+/* "<hex> <step>" rows, sorted, compared by their hex. */
+static int cmp_hex(const void *a, const void *b)
+{
+	return strncmp(*(char *const *)a, *(char *const *)b, 64);
 }
 
 /* Takes path and about. */
@@ -107,8 +120,8 @@ static char *manifest_of(json_t *j)
 	return line;
 }
 
-/* An entry's layers: each hex into hexes, its step into steps. */
-static void entry_layers(json_t *j, struct strvec *hexes, struct strvec *steps)
+/* An entry's layers: each hex into hexes (or, steps: "<hex> <step>" rows). */
+static void entry_layers(json_t *j, struct strvec *hexes, int steps)
 {
 	json_t *v;
 	size_t i;
@@ -118,8 +131,10 @@ static void entry_layers(json_t *j, struct strvec *hexes, struct strvec *steps)
 		const char *step = json_string_value(json_object_get(v, "step"));
 		if (d == NULL || strncmp(d, "sha256:", 7) != 0 || !is_hex64(d + 7))
 			continue;
-		strvec_push(hexes, d + 7);
-		strvec_push(steps, step ? step : "");
+		if (steps)
+			strvec_pushf(hexes, "%s %s", d + 7, step ? step : "");
+		else
+			strvec_push(hexes, d + 7);
 	}
 }
 
@@ -131,13 +146,11 @@ static int is_temp(const char *name, const char *mark, const struct stat *st, ti
 
 /*
  * keys/: the entries that go (old, and in listed) into g, the layers of
- * those that stay into keep, of those that go into gone (and their steps).
+ * those that stay into keep, of those that go into gone ("<hex> <step>").
  */
-static int scan_entries(const char *keys, time_t now, long days, const struct image_gc *listed,
-                        struct image_gc *g, struct strvec *keep, struct strvec *gone,
-                        struct strvec *steps)
+static int scan_entries(const char *keys, time_t now, long days, const struct strvec *listed,
+                        struct image_gc *g, struct strvec *keep, struct strvec *gone)
 {
-	struct strvec unused = STRVEC_INIT;
 	struct dirent *de;
 	DIR *d = opendir(keys);
 	if (d == NULL)
@@ -160,23 +173,21 @@ static int scan_entries(const char *keys, time_t now, long days, const struct im
 		}
 		json_t *j = json_load_file(p, 0, NULL);
 		if (old && allowed(listed, p)) {
-			entry_layers(j, gone, steps);
+			entry_layers(j, gone, 1);
 			push(g, IMAGE_GC_ENTRY, p, manifest_of(j), &st, age > 0 ? age / 86400 : 0);
 		} else {
-			entry_layers(j, keep, &unused);
+			entry_layers(j, keep, 0);
 			free(p);
 		}
 		json_decref(j);
 	}
 	closedir(d);
-	strvec_release(&unused);
 	return 0;
 }
 
 /* sha256/: the layers no kept entry names (and in listed), temporaries, into g. */
-static int scan_layers(const char *sha, time_t now, const struct image_gc *listed,
-                       struct image_gc *g, const struct strvec *keep, const struct strvec *gone,
-                       const struct strvec *steps)
+static int scan_layers(const char *sha, time_t now, const struct strvec *listed, struct image_gc *g,
+                       const struct strvec *keep, const struct strvec *gone)
 {
 	struct dirent *de;
 	DIR *d = opendir(sha);
@@ -184,7 +195,6 @@ static int scan_layers(const char *sha, time_t now, const struct image_gc *liste
 		return errno == ENOENT ? 0 : TF_EIO;
 	while ((de = readdir(d)) != NULL) {
 		struct stat st;
-		size_t k = 0;
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 		    !S_ISREG(st.st_mode))
 			continue;
@@ -197,30 +207,34 @@ static int scan_layers(const char *sha, time_t now, const struct image_gc *liste
 			free(p);
 			continue;
 		}
-		while (k < gone->n && strcmp(gone->v[k], de->d_name) != 0)
-			k++;
-		push(g, IMAGE_GC_LAYER, p,
-		     k < gone->n && steps->v[k][0] ? xstrdup(steps->v[k]) : NULL, &st, 0);
+		const char *name = de->d_name;
+		char **row =
+		    gone->n ? bsearch(&name, gone->v, gone->n, sizeof(*gone->v), cmp_hex) : NULL;
+		const char *step = row ? *row + 65 : "";
+		push(g, IMAGE_GC_LAYER, p, step[0] ? xstrdup(step) : NULL, &st, 0);
 	}
 	closedir(d);
 	return 0;
 }
 
 /* What goes of dir (images/), the lock held; only what listed names, when not NULL. */
-static int scan(struct ctx *c, const char *dir, long days, const struct image_gc *listed,
+static int scan(struct ctx *c, const char *dir, long days, const struct strvec *listed,
                 struct image_gc *g)
 {
 	char *keys = path_join(dir, "keys"), *sha = path_join(dir, "sha256");
-	struct strvec keep = STRVEC_INIT, gone = STRVEC_INIT, steps = STRVEC_INIT;
+	struct strvec keep = STRVEC_INIT, gone = STRVEC_INIT;
 	time_t now = time(NULL);
-	int rc = scan_entries(keys, now, days, listed, g, &keep, &gone, &steps);
-	if (rc == 0)
-		rc = scan_layers(sha, now, listed, g, &keep, &gone, &steps);
+	int rc = scan_entries(keys, now, days, listed, g, &keep, &gone);
+	if (rc == 0) {
+		sort(&keep);
+		if (gone.n > 1)
+			qsort(gone.v, gone.n, sizeof(*gone.v), cmp_hex);
+		rc = scan_layers(sha, now, listed, g, &keep, &gone);
+	}
 	if (rc != 0)
 		ev_log(c, EV_ERROR, "cannot read the image cache %s: %s", dir, strerror(errno));
 	strvec_release(&keep);
 	strvec_release(&gone);
-	strvec_release(&steps);
 	free(keys);
 	free(sha);
 	return rc;
@@ -278,12 +292,16 @@ int image_gc_remove(struct ctx *c, long days, const struct image_gc *listed, siz
 {
 	char *dir = path_join(c->cache_dir, "images"), *keys = path_join(dir, "keys");
 	struct image_gc g = {0};
+	struct strvec paths = STRVEC_INIT;
 	int lock = -1, rc = 0;
 	if (listed->n == 0)
 		goto out;
+	for (size_t i = 0; i < listed->n; i++)
+		strvec_push(&paths, listed->v[i].path);
+	sort(&paths);
 	rc = lock_for_gc(c, dir, &lock);
 	if (rc == 0)
-		rc = scan(c, dir, days, listed, &g);
+		rc = scan(c, dir, days, &paths, &g);
 	if (rc == 0)
 		rc = unlink_kind(c, &g, IMAGE_GC_ENTRY, 0, removed, bytes);
 	/* The entries' removal durable before the layers they named go (invariant 3). */
@@ -298,6 +316,7 @@ out:
 	if (lock >= 0)
 		close(lock);
 	image_gc_release(&g);
+	strvec_release(&paths);
 	free(keys);
 	free(dir);
 	return rc;
