@@ -11,6 +11,12 @@
  * now). pip's own cache (pip/) and conda's extracted packages (pkgs/) are
  * pip's and conda's to manage: their sizes are reported, never touched.
  *
+ * The layer cache of `image build` (images/) is pruned by last use, which
+ * image_gc.c decides under that cache's own lock (a build does not take the
+ * writer lock): entries no build used for --image-days days (30 by
+ * default), the layers only they name. Listed, asked and reported with the
+ * downloads, in the same words.
+ *
  * Asks like destroy (cli_confirm): without -y and without a terminal it
  * lists what it would remove and changes nothing (exit 1). It holds the
  * writer lock, so no apply downloads while it runs. A generation whose
@@ -21,6 +27,7 @@
 #include "cli.h"
 #include "error.h"
 #include "event.h"
+#include "image_int.h"
 #include "manifest.h"
 #include "place.h"
 #include "state.h"
@@ -233,13 +240,138 @@ static void show_drop(struct ctx *c, const char *path, const char *what)
 	free(name);
 }
 
+/* An image cache entry unused this many days goes (--image-days). */
+#define IMAGE_DAYS 30
+
+/* --image-days into *days. 0 or TF_EUSAGE (said). */
+static int image_days(struct ctx *c, const struct opts *o, long *days)
+{
+	char *end = NULL;
+	*days = IMAGE_DAYS;
+	if (o->days == NULL)
+		return 0;
+	errno = 0;
+	*days = strtol(o->days, &end, 10);
+	if (end == o->days || *end || errno || *days < 0 || *days > 1000000) {
+		ev_log(c, EV_ERROR, "--image-days wants a number of days, 0 or more: %s", o->days);
+		return TF_EUSAGE;
+	}
+	return 0;
+}
+
+/* One line per thing gc would remove of the image cache, as show_drop's. */
+static void show_image(struct ctx *c, const struct image_gc *g)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		const struct image_gc_item *it = &g->v[i];
+		const char *base = strrchr(it->path, '/') + 1;
+		char size[32];
+		human_size(it->size, size);
+		if (it->kind == IMAGE_GC_ENTRY)
+			ev_log(c, EV_INFO,
+			       "  - image cache entry of %s, last used %ld day%s ago (%s)",
+			       it->about ? it->about : "a manifest it does not name", it->days,
+			       plural_s(it->days), size);
+		else if (it->kind == IMAGE_GC_LAYER && it->about)
+			ev_log(c, EV_INFO, "  - image layer sha256:%.12s... of the %s step (%s)",
+			       base, it->about, size);
+		else if (it->kind == IMAGE_GC_LAYER)
+			ev_log(c, EV_INFO, "  - image layer sha256:%.12s... no entry names (%s)",
+			       base, size);
+		else
+			ev_log(c, EV_INFO, "  - temporary file of a killed image build %s (%s)",
+			       base, size);
+		ev_log(c, EV_DEBUG, "    %s", it->path);
+	}
+}
+
+/* The download cache's sha256/, partial/ and quarantine/ files that go, into drop. */
+static void list_downloads(struct ctx *c, const struct strvec *need, struct strvec *drop,
+                           long long *bytes, size_t n[3])
+{
+	const char *sub[] = {"sha256", "partial", "quarantine"};
+	for (size_t i = 0; i < 3; i++) {
+		char *p = path_join(c->cache_dir, sub[i]);
+		size_t before = drop->n;
+		list_files(p, i == 0 ? need : NULL, drop, bytes);
+		n[i] = drop->n - before;
+		free(p);
+	}
+	for (size_t i = 0; i < drop->n; i++)
+		show_drop(c, drop->v[i],
+		          i < n[0]          ? ""
+		          : i < n[0] + n[1] ? "partial download of "
+		                            : "quarantined ");
+	const char *kept[] = {"pip", "pkgs"};
+	for (size_t i = 0; i < ARRAY_SIZE(kept); i++) {
+		char *p = path_join(c->cache_dir, kept[i]);
+		long long b = tree_bytes(p);
+		if (b > 0)
+			ev_log(c, EV_INFO,
+			       "  keeping %s (%.1f MiB): %s's own cache, not tfprov's to prune", p,
+			       mib(b), i == 0 ? "pip" : "conda packages");
+		free(p);
+	}
+}
+
+/* The totals of what gc would remove, one line for downloads, one for images. */
+static void show_totals(struct ctx *c, const size_t n[3], long long bytes,
+                        const struct image_gc *ig, long days)
+{
+	char total[32];
+	if (n[0] + n[1] + n[2]) {
+		human_size(bytes, total);
+		ev_log(c, EV_INFO,
+		       "gc: %zu unused artifact%s, %zu partial download%s, %zu quarantined file%s: "
+		       "%s in %s",
+		       n[0], plural_s((long long)n[0]), n[1], plural_s((long long)n[1]), n[2],
+		       plural_s((long long)n[2]), total, c->cache_dir);
+	}
+	if (ig->n) {
+		human_size(ig->bytes, total);
+		ev_log(
+		    c, EV_INFO,
+		    "gc: %zu image cache entr%s no build used in %ld day%s, %zu image layer%s no "
+		    "other entry names, %zu temporary file%s: %s in %s/images",
+		    ig->nentries, plural(ig->nentries, "y", "ies"), days, plural_s(days),
+		    ig->nlayers, plural_s((long long)ig->nlayers), ig->ntemps,
+		    plural_s((long long)ig->ntemps), total, c->cache_dir);
+	}
+}
+
+/* Unlinks the download cache's files in drop (with their name hints); counts what went. */
+static int remove_downloads(struct ctx *c, const struct strvec *drop, size_t nsha, size_t *removed)
+{
+	int rc = 0;
+	for (size_t i = 0; i < drop->n; i++) {
+		if (unlink(drop->v[i]) != 0 && errno != ENOENT) {
+			ev_log(c, EV_ERROR, "cannot remove %s: %s", drop->v[i], strerror(errno));
+			rc = TF_EIO;
+			continue;
+		}
+		(*removed)++;
+		/* Its name hint goes with it. */
+		const char *base = strrchr(drop->v[i], '/') + 1;
+		if (i < nsha && is_hex64(base)) {
+			char *np = cache_name_path(c->cache_dir, base);
+			unlink(np);
+			free(np);
+		}
+	}
+	return rc;
+}
+
 int cmd_gc(struct ctx *c, struct opts *o)
 {
-	(void)o;
 	struct strvec need = STRVEC_INIT, drop = STRVEC_INIT;
+	struct image_gc ig = {0};
 	long long bytes = 0;
-	int rc = 0;
+	size_t n[3] = {0}, removed = 0;
+	long days;
 	struct stat st;
+	int rc = image_days(c, o, &days);
+	if (rc != 0)
+		return rc;
 	if (stat(c->cache_dir, &st) != 0) {
 		ev_log(c, EV_INFO, "No download cache at %s: nothing to collect.", c->cache_dir);
 		return 0;
@@ -255,71 +387,38 @@ int cmd_gc(struct ctx *c, struct opts *o)
 		goto out;
 	if (need.n > 1) /* need.v is NULL when no generation needs anything */
 		qsort(need.v, need.n, sizeof(*need.v), cmp_str);
-	char *sha = path_join(c->cache_dir, "sha256");
-	char *part = path_join(c->cache_dir, "partial");
-	char *quar = path_join(c->cache_dir, "quarantine");
-	list_files(sha, &need, &drop, &bytes);
-	size_t nsha = drop.n;
-	list_files(part, NULL, &drop, &bytes);
-	size_t npart = drop.n - nsha;
-	list_files(quar, NULL, &drop, &bytes);
-	size_t nquar = drop.n - nsha - npart;
-	free(sha);
-	free(part);
-	free(quar);
-	for (size_t i = 0; i < drop.n; i++)
-		show_drop(c, drop.v[i],
-		          i < nsha           ? ""
-		          : i < nsha + npart ? "partial download of "
-		                             : "quarantined ");
-	const char *kept[] = {"pip", "pkgs"};
-	for (size_t i = 0; i < ARRAY_SIZE(kept); i++) {
-		char *p = path_join(c->cache_dir, kept[i]);
-		long long b = tree_bytes(p);
-		if (b > 0)
-			ev_log(c, EV_INFO,
-			       "  keeping %s (%.1f MiB): %s's own cache, not tfprov's to prune", p,
-			       mib(b), i == 0 ? "pip" : "conda packages");
-		free(p);
-	}
-	if (drop.n == 0) {
-		ev_log(c, EV_INFO, "The cache %s holds only what recorded generations need.",
-		       c->cache_dir);
+	list_downloads(c, &need, &drop, &bytes, n);
+	rc = image_gc_list(c, days, &ig);
+	if (rc != 0)
+		goto out;
+	show_image(c, &ig);
+	if (drop.n == 0 && ig.n == 0) {
+		ev_log(c, EV_INFO,
+		       "The cache %s holds only what recorded generations need and what image "
+		       "builds used in the last %ld day%s.",
+		       c->cache_dir, days, plural_s(days));
 		goto out;
 	}
-	char total[32];
-	human_size(bytes, total);
-	ev_log(c, EV_INFO,
-	       "gc: %zu unused artifact%s, %zu partial download%s, %zu quarantined file%s: "
-	       "%s in %s",
-	       nsha, nsha == 1 ? "" : "s", npart, npart == 1 ? "" : "s", nquar,
-	       nquar == 1 ? "" : "s", total, c->cache_dir);
+	show_totals(c, n, bytes, &ig, days);
 	if (!cli_confirm(c, "gc",
-	                 "Do you want to remove these files?\n  Recorded generations do not need "
-	                 "them; a later apply downloads them again.")) {
+	                 ig.n == 0 ? "Do you want to remove these files?\n  Recorded generations "
+	                             "do not need them; a later apply downloads them again."
+	                           : "Do you want to remove these files?\n  Recorded generations "
+	                             "do not need them; a later apply downloads them again, a "
+	                             "later image build builds its layers again.")) {
 		rc = TF_EFAIL;
 		goto out;
 	}
-	size_t removed = 0;
-	for (size_t i = 0; i < drop.n; i++) {
-		if (unlink(drop.v[i]) != 0 && errno != ENOENT) {
-			ev_log(c, EV_ERROR, "cannot remove %s: %s", drop.v[i], strerror(errno));
-			rc = TF_EIO;
-			continue;
-		}
-		removed++;
-		/* Its name hint goes with it. */
-		const char *base = strrchr(drop.v[i], '/') + 1;
-		if (i < nsha && is_hex64(base)) {
-			char *np = cache_name_path(c->cache_dir, base);
-			unlink(np);
-			free(np);
-		}
-	}
+	rc = remove_downloads(c, &drop, n[0], &removed);
+	int irc = image_gc_remove(c, days, &ig, &removed, &bytes);
+	rc = rc != 0 ? rc : irc;
 	c->changed = removed > 0;
-	ev_log(c, EV_INFO, "Removed %zu file%s (%.1f MiB).", removed, removed == 1 ? "" : "s",
-	       mib(bytes));
+	char freed[32];
+	human_size(bytes, freed);
+	ev_log(c, EV_INFO, "Removed %zu file%s (%s).", removed, plural_s((long long)removed),
+	       freed);
 out:
+	image_gc_release(&ig);
 	strvec_release(&need);
 	strvec_release(&drop);
 	return rc;

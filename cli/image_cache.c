@@ -34,7 +34,11 @@
  *   sha256/<hex>      a layer, content-addressed: shared by every entry that
  *                     has it (the same CUDA in several stacks)
  *   keys/<key>.json   an entry: the layers (step, digest, size, media type),
- *                     the venvs' interpreters, the key's input text
+ *                     the venvs' interpreters, the key's input text; its
+ *                     mtime is its last use (the store, or a hit: one
+ *                     utimensat), what `tfprov gc` prunes by (image_gc.c)
+ *   lock              flock'ed: shared by a build while it reads an entry
+ *                     and copies its layers out, or stores; exclusive by gc
  * Never trusted: every blob is hashed against its digest while it is copied
  * into the output (oci_blob_take), and one that is missing or does not match
  * makes the build a miss (the bad bytes moved to the cache's quarantine/, the
@@ -61,6 +65,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,8 +87,17 @@ void image_entry_release(struct image_entry *e)
 	memset(e, 0, sizeof(*e));
 }
 
+/* Lets the lookup's lock go. */
+static void cache_unlock(struct image_cache *ic)
+{
+	if (ic->locked)
+		close(ic->lock_fd);
+	ic->locked = 0;
+}
+
 void image_cache_release(struct image_cache *ic)
 {
+	cache_unlock(ic);
 	free(ic->dir);
 	free(ic->entry);
 	free(ic->inputs);
@@ -290,30 +304,62 @@ static int entry_parse(json_t *j, const char *key, const char *const *names, siz
 	return 0;
 }
 
-int image_cache_lookup(struct ctx *c, const struct image_cache *ic, const char *const *names,
+int image_cache_lock(struct ctx *c, const char *dir, int how, const char *waiting)
+{
+	char *p = path_join(dir, "lock");
+	struct timespec nap = {0, 50 * 1000 * 1000};
+	int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 && (errno == EACCES || errno == EROFS))
+		fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* flock needs no write */
+	free(p);
+	if (fd < 0)
+		return -errno;
+	while (flock(fd, how | LOCK_NB) != 0) {
+		int e = errno;
+		if ((e != EWOULDBLOCK && e != EINTR) || tf_interrupted) {
+			close(fd);
+			return tf_interrupted ? -EINTR : -e;
+		}
+		if (waiting)
+			ev_log(c, EV_INFO, "%s", waiting);
+		waiting = NULL;
+		nanosleep(&nap, NULL);
+	}
+	return fd;
+}
+
+int image_cache_lookup(struct ctx *c, struct image_cache *ic, const char *const *names,
                        size_t nnames, struct image_entry *e)
 {
 	json_error_t jerr;
 	const char *why = NULL;
+	json_t *j = NULL;
+	int rc = 0;
 	memset(e, 0, sizeof(*e));
-	if (access(ic->entry, F_OK) != 0) {
-		ev_log(c, EV_DEBUG, "image cache: no entry %s", ic->entry);
-		return 0;
-	}
-	json_t *j = json_load_file(ic->entry, 0, &jerr);
+	if (access(ic->dir, F_OK) != 0)
+		goto out;
+	/* Held until the layers are copied out: gc removes nothing of it meanwhile. */
+	ic->lock_fd = image_cache_lock(c, ic->dir, LOCK_SH,
+	                               "image cache: waiting for `tfprov gc` to finish with it");
+	ic->locked = ic->lock_fd >= 0;
+	if (!ic->locked)
+		ev_log(c, EV_DEBUG, "image cache: %s/lock: %s", ic->dir, strerror(-ic->lock_fd));
+	if (access(ic->entry, F_OK) != 0)
+		goto out;
+	j = json_load_file(ic->entry, 0, &jerr);
 	if (j == NULL) {
 		why = jerr.text;
-		ev_log(c, EV_DEBUG, "image cache: %s: %s", ic->entry, why);
-		return 0;
+		goto out;
 	}
-	int rc = entry_parse(j, ic->key, names, nnames, e, &why);
-	json_decref(j);
-	if (rc != 0) {
-		ev_log(c, EV_DEBUG, "image cache: %s: %s", ic->entry, why);
+	rc = entry_parse(j, ic->key, names, nnames, e, &why) == 0;
+out:
+	if (rc == 0) {
+		ev_log(c, EV_DEBUG, "image cache: %s: %s", ic->entry, why ? why : "no entry");
 		image_entry_release(e);
-		return 0;
+		cache_unlock(ic);
 	}
-	return 1;
+	json_decref(j);
+	return rc;
 }
 
 /* Bad bytes kept for a human in the cache's quarantine/, as a download's are (gc
@@ -327,7 +373,7 @@ static void quarantine(struct ctx *c, const char *hex, const char *bad)
 	free(q);
 }
 
-int image_cache_take(struct ctx *c, const struct image_cache *ic, const struct image_entry *e,
+int image_cache_take(struct ctx *c, struct image_cache *ic, const struct image_entry *e,
                      const char *blobs, int link_ok, const char *const *names)
 {
 	struct strvec taken = STRVEC_INIT;
@@ -359,6 +405,10 @@ int image_cache_take(struct ctx *c, const struct image_cache *ic, const struct i
 	}
 	for (size_t i = 0; rc != 0 && i < taken.n; i++)
 		unlink(taken.v[i]);
+	/* A hit is a use: gc keeps what was used lately. A read-only cache keeps its time. */
+	if (rc == 0 && utimensat(AT_FDCWD, ic->entry, NULL, 0) != 0)
+		ev_log(c, EV_DEBUG, "image cache: %s: %s", ic->entry, strerror(errno));
+	cache_unlock(ic);
 	strvec_release(&taken);
 	return rc;
 }
@@ -405,11 +455,21 @@ void image_cache_store(struct ctx *c, const struct image_cache *ic, const struct
 {
 	char *sub = path_join(ic->dir, "sha256"), *keys = path_join(ic->dir, "keys");
 	char *err = NULL, *text = NULL;
+	int lock = -1;
 	int rc = cache_init(c->cache_dir, &err);
 	if (rc == 0 &&
 	    (mkdirs_at(AT_FDCWD, sub, 0700) != 0 || mkdirs_at(AT_FDCWD, keys, 0700) != 0)) {
 		err = xasprintf("%s: %s", ic->dir, strerror(errno));
 		rc = TF_EIO;
+	}
+	/* gc waits until the entry names blobs that are there (or removes none of them). */
+	if (rc == 0) {
+		lock = image_cache_lock(c, ic->dir, LOCK_SH,
+		                        "image cache: waiting for `tfprov gc` to finish with it");
+		if (lock < 0) {
+			err = xasprintf("%s/lock: %s", ic->dir, strerror(-lock));
+			rc = lock == -EINTR ? TF_EINTR : TF_EIO;
+		}
 	}
 	if (rc == 0) {
 		sweep(sub, ".tfprov-blob-");
@@ -444,6 +504,8 @@ void image_cache_store(struct ctx *c, const struct image_cache *ic, const struct
 			rc = TF_EIO;
 		}
 	}
+	if (lock >= 0)
+		close(lock);
 	if (rc == 0)
 		ev_log(c, EV_DEBUG, "image cache: stored %s", ic->entry);
 	else

@@ -49,8 +49,9 @@ static const struct cmd commands[] = {
     {"destroy", cmd_destroy, CMD_STATE | CMD_LOCK,
      "destroy STACK | destroy --all  remove a stack, or every stack", "yes all", 0, 1},
     {"gc", cmd_gc, CMD_STATE | CMD_LOCK,
-     "gc                     prune the download cache to what recorded generations need", "yes", 0,
-     0},
+     "gc                     prune the download cache to what recorded generations need "
+     "and the image cache to what image builds used lately",
+     "yes image-days", 0, 0},
     {"rollback", cmd_rollback, CMD_STATE | CMD_LOCK,
      "rollback STACK [--generation N]  re-apply an earlier generation", "yes generation", 1, 1},
     {"show", cmd_show, CMD_STATE, "show STACK             files and resources of a stack", "", 1,
@@ -138,6 +139,7 @@ enum {
 	OPT_FILES,
 	OPT_FORMAT,
 	OPT_NO_CACHE,
+	OPT_IMAGE_DAYS,
 };
 
 /* Where a command option's value lands (struct cmd_opt). */
@@ -242,6 +244,10 @@ static const struct cmd_opt {
      "--no-cache           build the stack's layers even when the image cache holds\n"
      "                       them, and leave the cache as it is",
      SET_FLAG, FIELD(no_cache)},
+    {"image-days", required_argument, OPT_IMAGE_DAYS,
+     "--image-days DAYS    remove the image cache's entries no image build used in\n"
+     "                       DAYS days (default 30; 0: every entry)",
+     SET_STRING, FIELD(days)},
     {"remove-unpinned", no_argument, OPT_REMOVE_UNPINNED,
      "--remove-unpinned    uninstall the env's distributions that the pip lock does not\n"
      "                       pin (kept and named otherwise)",

@@ -13,15 +13,18 @@ podman. Here its layers are unpacked in order into a directory and `tfprov
 files the container would. skopeo and oci-image-tool validate the layout
 when they are installed (scripts/install-deps.sh).
 """
+import fcntl
 import hashlib
 import io
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 
 import pytest
 
@@ -577,3 +580,170 @@ def test_a_hit_refuses_what_a_build_refuses(tfprov, world, tmp_path):
     assert not os.path.exists(dest) and leftovers(tmp_path) == []
     p, evs = jbuild(tfprov, world.full, world.base, dest)
     assert cache_of(evs) == "hit"
+
+
+# gc and the image cache (cli/image_gc.c): an entry goes when no build used it
+# (stored it or hit it: its file's mtime) in --image-days days, a layer with
+# the last entry that names it; gc and builds exclude each other on images/lock.
+
+DAY = 86400
+
+
+def gc(tfprov, *extra, rc=0):
+    p = tfprov.run("--cache-dir", str(tfprov.root) + "-cache", "gc", *extra, env=ENV,
+                   timeout=120)
+    assert p.returncode == rc, out(p)
+    return p
+
+
+def entries_by_manifest(tfprov):
+    """{manifest file name: (entry file name, [layer hex, ...])}."""
+    got = {}
+    for n in entries(tfprov):
+        with open(cache_dir(tfprov, "keys", n)) as f:
+            e = json.load(f)
+        man = [l.split(" ")[1] for l in e["inputs"].splitlines() if l.startswith("manifest ")]
+        got[os.path.basename(man[0])] = (n, [l["digest"].split(":")[1] for l in e["layers"]])
+    return got
+
+
+def human(b):
+    """gc's human_size."""
+    if b < 1024:
+        return "%d byte%s" % (b, "" if b == 1 else "s")
+    for unit, scale in (("KiB", 1 << 10), ("MiB", 1 << 20)):
+        if b < scale << 10:
+            return "%.1f %s" % (b / scale, unit)
+    return "%.1f GiB" % (b / (1 << 30))
+
+
+def sha256_of(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_gc_removes_the_image_entry_no_build_used(tfprov, world, tmp_path):
+    """The full and the other stack's entries share the CUDA layer; both made
+    40 days old, then a warm build of full hits and so uses its entry again.
+    gc without -y (no terminal) lists other's entry and the layers only it
+    names, with their bytes, and removes nothing (exit 1); gc -y removes
+    them and keeps full's entry, its layers and the shared one. Then full
+    still hits; other misses, builds the digest of its cold build, and hits."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    jbuild(tfprov, world.full, world.base, a)
+    jbuild(tfprov, world.other, world.base, b)
+    ents = entries_by_manifest(tfprov)
+    full_key, full_layers = ents["full.yaml"]
+    other_key, other_layers = ents["other.yaml"]
+    shared = set(full_layers) & set(other_layers)
+    only_other = [h for h in other_layers if h not in shared]
+    assert len(shared) == 1 and only_other, (full_layers, other_layers)
+    old = time.time() - 40 * DAY
+    for k in (full_key, other_key):
+        os.utime(cache_dir(tfprov, "keys", k), (old, old))
+    p, evs = jbuild(tfprov, world.full, world.base, str(tmp_path / "a2"))
+    assert cache_of(evs) == "hit", out(p)
+    assert os.stat(cache_dir(tfprov, "keys", full_key)).st_mtime > time.time() - DAY
+    blobs = sorted(os.listdir(cache_dir(tfprov, "sha256")))
+
+    p = gc(tfprov, rc=1)
+    assert sorted(os.listdir(cache_dir(tfprov, "sha256"))) == blobs, out(p)
+    assert entries(tfprov) == sorted([full_key, other_key]), out(p)
+    assert ("  - image cache entry of %s, last used 40 days ago"
+            % os.path.realpath(world.other)) in p.stdout, out(p)
+    for h in only_other:
+        assert "  - image layer sha256:%s... of the " % h[:12] in p.stdout, out(p)
+    for h in full_layers:
+        assert h[:12] not in p.stdout, out(p)
+    size = os.path.getsize(cache_dir(tfprov, "keys", other_key)) + sum(
+        os.path.getsize(cache_dir(tfprov, "sha256", h)) for h in only_other)
+    assert ("gc: 1 image cache entry no build used in 30 days, %d image layers no other "
+            "entry names, 0 temporary files: %s in " % (len(only_other), human(size))
+            ) in p.stdout, out(p)
+
+    p = gc(tfprov, "-y")
+    assert "Removed " in p.stdout, out(p)
+    assert entries(tfprov) == [full_key], out(p)
+    left = os.listdir(cache_dir(tfprov, "sha256"))
+    for h in full_layers:
+        assert h in left and sha256_of(cache_dir(tfprov, "sha256", h)) == h, out(p)
+    assert not [h for h in only_other if h in left], out(p)
+
+    p, evs = jbuild(tfprov, world.full, world.base, str(tmp_path / "a3"))
+    assert cache_of(evs) == "hit" and applied(evs) == [], out(p)
+    assert read_image(str(tmp_path / "a3"))[0] == read_image(a)[0]
+    p, evs = jbuild(tfprov, world.other, world.base, str(tmp_path / "b2"))
+    assert cache_of(evs) == "miss" and applied(evs), out(p)
+    assert read_image(str(tmp_path / "b2"))[0] == read_image(b)[0]
+    p, evs = jbuild(tfprov, world.other, world.base, str(tmp_path / "b3"))
+    assert cache_of(evs) == "hit", out(p)
+    assert leftovers(tmp_path) == []
+
+
+def read_until(proc, text, timeout=60):
+    """What proc writes on stdout until text appears, it ends, or timeout."""
+    got, end = b"", time.time() + timeout
+    while text.encode() not in got and time.time() < end:
+        r, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if r:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            got += chunk
+    return got.decode(errors="replace")
+
+
+def background(tfprov, *args, root=True):
+    argv = [tfprov.bin] + (["--root", tfprov.root] if root else [])
+    return subprocess.Popen(argv + ["--json", "--cache-dir", str(tfprov.root) + "-cache"] +
+                            list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env={**os.environ, **ENV}, cwd=REPO_ROOT)
+
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_gc_and_a_build_wait_for_each_other(tfprov, world, tmp_path):
+    """images/lock, held by the test as a build holds it (shared): gc waits,
+    says so and removes nothing until it is let go; then --image-days 0
+    removes every entry and layer, and the temporary file of a store killed
+    two hours ago (a fresh one stays: a store may be writing it). Held as gc
+    holds it (exclusive): a build that would hit waits, and hits once it is
+    let go."""
+    jbuild(tfprov, world.other, world.base, str(tmp_path / "a"))
+    stale = cache_dir(tfprov, "sha256", ".tfprov-blob-killed")
+    fresh = cache_dir(tfprov, "sha256", ".tfprov-blob-live")
+    for f in (stale, fresh):
+        with open(f, "wb") as fh:
+            fh.write(b"half a layer")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    fd = os.open(cache_dir(tfprov, "lock"), os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        g = background(tfprov, "gc", "-y", "--image-days", "0")
+        said = read_until(g, "gc: waiting for an image build")
+        assert "gc: waiting for an image build to finish with the image cache" in said, said
+        time.sleep(0.5)
+        assert g.poll() is None and len(entries(tfprov)) == 1, said
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        said += g.communicate(timeout=60)[0].decode()
+        assert g.returncode == 0, said
+        assert entries(tfprov) == [], said
+        assert os.listdir(cache_dir(tfprov, "sha256")) == [".tfprov-blob-live"], said
+
+        jbuild(tfprov, world.other, world.base, str(tmp_path / "b"))
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        dest = str(tmp_path / "c")
+        bld = background(tfprov, "image", "build", world.other, "--base", world.base, "-o", dest,
+                         root=False)
+        said = read_until(bld, "waiting for `tfprov gc`")
+        assert "image cache: waiting for `tfprov gc` to finish with it" in said, said
+        time.sleep(0.5)
+        assert bld.poll() is None and not os.path.exists(dest), said
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        said += bld.communicate(timeout=300)[0].decode()
+        assert bld.returncode == 0, said
+        evs = [json.loads(l) for l in said.splitlines() if l.startswith("{")]
+        assert cache_of(evs) == "hit", said
+    finally:
+        os.close(fd)
