@@ -12,6 +12,7 @@
 # tests/system/test_layout.py fails naming it.
 set(TFPROV_UNIT_ROOMS
   "cabundle engine-artifact"
+  "cache_memo engine-artifact"
   "compat engine-kb"
   "cores engine-artifact"
   "digest engine-base"
