@@ -175,13 +175,13 @@ def test_python_artifacts_are_decoded_while_cuda_decodes(tfprov, world, tmp_path
         assert open(tfprov.path(PREFIX + "/share/hello/data.txt")).read() == "data\n"
 
 
-def slow_cudnn(w):
+def slow_cudnn(w, rate=2000):
     for d, _, fs in os.walk(w.mirror.dir):
         for f in fs:
             if f.startswith("cudnn-") and f.endswith(".tar.xz"):
                 # ~10 KB at 2 KB/s (above the 1 KiB/s stall limit): the run is
                 # still downloading when the Python artifacts are decoded.
-                w.mirror.srv.rate["/" + os.path.relpath(os.path.join(d, f), w.mirror.dir)] = 2000
+                w.mirror.srv.rate["/" + os.path.relpath(os.path.join(d, f), w.mirror.dir)] = rate
 
 
 def wait_decoded(proc, cache, sha, name):
@@ -266,11 +266,15 @@ def test_kill_with_python_trees_in_the_scratch_is_recoverable(tfprov, world, tmp
     m = manifest(world, tmp_path / "m.yaml", kind)
     cache = tmp_path / "cache"
     sha, name = next(iter(artifacts(world, kind).items()))
-    slow_cudnn(world)
+    # cuDNN at 20 B/s with the stall limit out of reach: the run cannot leave
+    # prefetch before the kill, however slowly a loaded machine decodes (at
+    # 2 KB/s the download ended first under CI's load and the cuda step had
+    # begun placing when the kill came).
+    slow_cudnn(world, rate=20)
     try:
         proc = subprocess.Popen(argv(tfprov, cache, m), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
-                                env=dict(os.environ, **ENV))
+                                env=dict(os.environ, **ENV, TFPROV_FETCH_STALL_S="600"))
         tree = wait_decoded(proc, cache, sha, name)
         proc.kill()
         proc.communicate(timeout=60)
