@@ -94,6 +94,41 @@ int tf_exit_code(int err);
 void tf_fail_first(int *err, char **errmsg, int code, const char *who, const char *fmt, va_list ap)
     __attribute__((format(printf, 5, 0)));
 /*
+ * What went wrong, in words: the one carrier of a failure's message. code is
+ * the TF_E* (or -errno) of the failure, 0 while none was recorded; msg, owned,
+ * says it for a reader, NULL when tf_strerror(code) says it all. A caller
+ * declares `struct why w = {0};`, passes &w (or NULL when it does not want the
+ * words) and releases it with why_clear. Every function below accepts a NULL w.
+ */
+struct why {
+	int code;
+	char *msg;
+};
+
+/* Records code and the formatted words, replacing what w held; returns code:
+ * `return why_fail(why, TF_EIO, "cannot create %s: %s", p, strerror(errno));` */
+int why_fail(struct why *w, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int why_vfail(struct why *w, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+/* The first failure of work that goes on (a decoder, a wheel install) and
+ * reports at its end: as why_fail when w holds no failure yet, else nothing.
+ * Returns code either way. */
+int why_first(struct why *w, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The code of a failure, when w holds no code yet: what a callee that failed
+ * through a helper with no words returned, or the code of a step whose words
+ * step_fail gave. The words, if any, stay. Returns code; 0 records nothing. */
+int why_code(struct why *w, int code);
+/* Puts "<ctx>: " before the words (before tf_strerror(code) when there were
+ * none). Nothing when w holds no failure. */
+void why_prefix(struct why *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The words: msg, else tf_strerror(code). Borrowed from w. */
+const char *why_text(const struct why *w);
+/* Hands src's failure to dst (what dst held is released); src is left empty. */
+void why_move(struct why *dst, struct why *src);
+/* Releases the words; w is empty again. */
+void why_clear(struct why *w);
+
+/*
  * The core's one way to stderr: a last message before abort(), for the
  * failures no caller can handle and no event handler can report (out of
  * memory). Everything else is an event or a returned diagnostic.
