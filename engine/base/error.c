@@ -76,16 +76,6 @@ void tf_fatal(const char *fmt, ...)
 	abort();
 }
 
-void tf_fail_first(int *err, char **errmsg, int code, const char *who, const char *fmt, va_list ap)
-{
-	if (*err)
-		return;
-	char *m = xvasprintf(fmt, ap);
-	*err = code;
-	*errmsg = xasprintf("%s: %s", who, m);
-	free(m);
-}
-
 int why_vfail(struct why *w, int code, const char *fmt, va_list ap)
 {
 	if (!w)
