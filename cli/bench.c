@@ -280,7 +280,7 @@ static int bench_tf(struct ctx *c, const struct stackinfo *si, int *printed_head
 		const char *prec = m->bench.nprecisions ? m->bench.precisions[i].s : "fp32";
 		struct strvec args = STRVEC_INIT;
 		struct bench_result r = {0};
-		char *err = NULL;
+		struct why err = {0};
 		strvec_push(&args, "--precision");
 		strvec_push(&args, prec);
 		if (m->bench.batch_size.set)
@@ -294,10 +294,10 @@ static int bench_tf(struct ctx *c, const struct stackinfo *si, int *printed_head
 		ev_log(c, EV_INFO, "TensorFlow benchmark (%s) in %s ...", prec, si->env_prefix);
 		if (bench_run(c, &bo, &r, &err) != 0) {
 			ev_log(c, EV_ERROR, "TensorFlow benchmark (%s) failed: %s", prec,
-			       err ? err : "unknown error");
+			       err.msg ? err.msg : "unknown error");
 			if (summary)
 				strvec_pushf(summary, "%s: FAILED: %s", prec,
-				             err ? err : "unknown error");
+				             err.msg ? err.msg : "unknown error");
 			rc = TF_EVERIFY;
 		} else if (!r.ok) {
 			ev_log(c, EV_ERROR, "TensorFlow benchmark (%s): no GPU number: %s", prec,
@@ -333,7 +333,7 @@ static int bench_tf(struct ctx *c, const struct stackinfo *si, int *printed_head
 				             row.gpu ? row.gpu : "GPU 0", note.buf ? note.buf : "");
 			strbuf_release(&note);
 		}
-		free(err);
+		why_clear(&err);
 		bench_result_release(&r);
 		strvec_release(&args);
 	}
@@ -428,10 +428,10 @@ static int bench_named(struct ctx *c, const char *name, int *printed, struct str
 {
 	struct stackinfo si = {0};
 	struct stack_gpu g;
-	char *err = NULL;
+	struct why err = {0};
 	int rc = stackinfo_load(c, name, &si, &err);
 	if (rc != 0) {
-		ev_log(c, EV_ERROR, "%s", err ? err : "no such stack");
+		ev_log(c, EV_ERROR, "%s", err.msg ? err.msg : "no such stack");
 		if (rc == -ENOENT)
 			ev_log(c, EV_ERROR, "no stack named %s", name);
 		rc = rc == -ENOENT ? TF_EFAIL : rc;
@@ -480,7 +480,7 @@ static int bench_named(struct ctx *c, const char *name, int *printed, struct str
 		    g.conv.ms_per_forward, g.probe.ngpus > 0 ? g.probe.gpus[0].name : "GPU 0");
 	rc = bench_tf(c, &si, printed, summary);
 out:
-	free(err);
+	why_clear(&err);
 	stackinfo_release(&si);
 	return rc;
 }

@@ -105,12 +105,13 @@ static int destroy_one(struct ctx *c, const char *name, struct plan *p, const ch
                        int kept_foreign)
 {
 	struct stackinfo si;
-	char *err = NULL, *prefix = NULL;
+	char *prefix = NULL;
+	struct why err = {0};
 	if (stackinfo_load(c, name, &si, &err) == 0) {
 		prefix = si.m->prefix.s ? xstrdup(si.m->prefix.s) : NULL;
 		stackinfo_release(&si);
 	}
-	free(err);
+	why_clear(&err);
 	int rc = plan_apply_destroy(c, name, p);
 	if (rc == 0)
 		remove_empty_layout(c, prefix, name);

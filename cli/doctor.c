@@ -505,10 +505,10 @@ static void check_pip(struct doctor *d, const struct stackinfo *si)
 	if (si->python == NULL || access(si->python, X_OK) != 0)
 		return;
 	struct pip_result res = {0};
-	char *err = NULL;
+	struct why err = {0};
 	if (env_dists(si->env_prefix, &res, &err) != 0) {
 		char *what = xasprintf("cannot list the packages of %s: %s", si->env_prefix,
-		                       err ? err : "unreadable site-packages");
+		                       err.msg ? err.msg : "unreadable site-packages");
 		finding(d, SEV_WARN, what, NULL, "check the env with `tfprov verify`");
 		free(what);
 		goto out;
@@ -523,7 +523,7 @@ static void check_pip(struct doctor *d, const struct stackinfo *si)
 	if (!found)
 		finding(d, SEV_OK, "no tensorflow-gpu in the manifest or the env", NULL, NULL);
 out:
-	free(err);
+	why_clear(&err);
 	pip_result_release(&res);
 }
 
@@ -786,15 +786,15 @@ int cmd_doctor(struct ctx *c, struct opts *o)
 		stackinfo_names(c, &names);
 		sis = xcalloc(names.n ? names.n : 1, sizeof(*sis));
 		for (size_t i = 0; i < names.n; i++) {
-			char *err = NULL;
+			struct why err = {0};
 			if (stackinfo_load(c, names.v[i], &sis[n], &err) == 0) {
 				n++;
 			} else {
 				say(c, EV_ERROR, "stack %s: %s", names.v[i],
-				    err ? err : "cannot be read");
+				    err.msg ? err.msg : "cannot be read");
 				d.problems++;
 			}
-			free(err);
+			why_clear(&err);
 		}
 	}
 	if (n > 0) {

@@ -52,7 +52,7 @@ static int need_redist(struct ctx *c, struct strvec *need, const struct manifest
 {
 	struct redist_artifact *ra = NULL;
 	size_t nra = 0;
-	char *err = NULL;
+	struct why err = {0};
 	char *json = r->json.sha256.s ? cache_lookup(c, r->json.sha256.s) : NULL;
 	const char **names = xcalloc(r->ncomponents + 1, sizeof(*names));
 	int rc = 0;
@@ -66,7 +66,7 @@ static int need_redist(struct ctx *c, struct strvec *need, const struct manifest
 	if (redist_resolve(json, r->json.url.s, platform, r->variant.set ? r->variant.s : NULL,
 	                   names, r->ncomponents, &ra, &nra, &err) != 0) {
 		ev_log(c, EV_ERROR, "%s: %s: %s", label, r->json.url.s,
-		       err ? err : "cannot resolve");
+		       err.msg ? err.msg : "cannot resolve");
 		rc = TF_EFAIL;
 		goto out;
 	}
@@ -76,7 +76,7 @@ out:
 	redist_artifacts_free(ra, nra);
 	free(names);
 	free(json);
-	free(err);
+	why_clear(&err);
 	return rc;
 }
 

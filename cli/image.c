@@ -97,7 +97,7 @@ struct build {
 	struct strvec venvs;   /* root-relative venv dirs (a pyvenv.cfg in them) */
 	struct strvec pythons; /* the interpreter each venv links to, check_interpreters */
 	char *driver_lib;      /* the first driver library found, if any */
-	char *errmsg;
+	struct why why;        /* the build's own failure */
 	/* image_build's stages: what they build and image_build releases */
 	char *layout, *scratch, *blobs; /* tmp/layout, tmp/scratch, tmp/layout/blobs */
 	struct oci_image base;
@@ -108,7 +108,7 @@ struct build {
 	struct oci_desc *ls; /* the stack's layers: nl of them, of kinds[] */
 	int kinds[L_N];
 	size_t nl;
-	char *err; /* engine/image's message */
+	struct why err; /* engine/image's failure */
 	struct image_cache ic;
 	const char *cached; /* the image event's "cache": "hit", "miss" or "off" */
 };
@@ -273,8 +273,7 @@ static int relocate_file(struct build *b, const char *rel, const char *host, con
 	if (str_ends_with(rel, ".pyc") || st->st_size > (8 << 20))
 		return 0;
 	if (read_file_at(AT_FDCWD, host, 8 << 20, &text, &len) != 0) {
-		b->errmsg = xasprintf("%s: %s", host, strerror(errno));
-		return TF_EIO;
+		return why_fail(&b->why, TF_EIO, "%s: %s", host, strerror(errno));
 	}
 	if (len == 0 || memmem(text, len, b->stage, sl) == NULL)
 		goto out;
@@ -289,8 +288,8 @@ static int relocate_file(struct build *b, const char *rel, const char *host, con
 	strbuf_add(&sb, p, (size_t)(end - p));
 	untrampoline(&sb);
 	if (fs_write_atomic(host, sb.buf, sb.len, st->st_mode & 07777, 0) != 0) {
-		b->errmsg = xasprintf("%s: cannot rewrite: %s", host, strerror(errno));
-		rc = errno == ENOSPC ? TF_ENOSPC : TF_EIO;
+		rc = why_fail(&b->why, errno == ENOSPC ? TF_ENOSPC : TF_EIO,
+		              "%s: cannot rewrite: %s", host, strerror(errno));
 	} else {
 		strvec_push(&b->changed, rel);
 	}
@@ -418,14 +417,13 @@ static int recompile(struct build *b)
 			ev_log(b->c, EV_WARN,
 			       "%s: no interpreter; its .pyc files are not rewritten", envs.v[k]);
 		} else if (fs_write_atomic(list, sb.buf ? sb.buf : "", sb.len, 0600, 0) != 0) {
-			b->errmsg = xasprintf("%s: cannot write", list);
-			rc = TF_EIO;
+			rc = why_fail(&b->why, TF_EIO, "%s: cannot write", list);
 		} else if (spawn_run(&so, &r) != 0 || r.status != 0) {
-			b->errmsg = xasprintf("%s could not compile the env's .pyc files: %s", py,
-			                      r.errmsg    ? r.errmsg
-			                      : r.err.buf ? r.err.buf
-			                                  : "");
-			rc = TF_EFAIL;
+			rc = why_fail(&b->why, TF_EFAIL,
+			              "%s could not compile the env's .pyc files: %s", py,
+			              r.why.msg   ? r.why.msg
+			              : r.err.buf ? r.err.buf
+			                          : "");
 		} else {
 			for (char *s = r.out.buf, *nl; s && *s; s = nl + 1) {
 				nl = strchr(s, '\n');
@@ -466,7 +464,7 @@ static int rerecord(struct build *b)
 		if (rc == 0)
 			rc = state_file_put(b->c->st, r->res_id, &f);
 		else
-			b->errmsg = xasprintf("%s: %s", host, strerror(errno));
+			why_fail(&b->why, rc, "%s: %s", host, strerror(errno));
 		free(f.path);
 		free(host);
 	}
@@ -486,8 +484,9 @@ static int restamp(struct build *b, int64_t sid)
 		    state_resource_put(b->c->st, sid, v[i].addr, v[i].kind, v[i].desired, attrs) ==
 		        0)
 			rc = TF_ESTATE;
-		if (rc != 0 && b->errmsg == NULL)
-			b->errmsg = xasprintf("cannot record the %s step's files again", v[i].addr);
+		if (rc != 0)
+			why_first(&b->why, rc, "cannot record the %s step's files again",
+			          v[i].addr);
 		free(attrs);
 	}
 	state_resources_free(v, n);
@@ -503,8 +502,7 @@ static int stamp_cb(void *ud, const char *rel, const char *host, const struct st
 		return 0;
 	struct timespec ts[2] = {{(time_t)b->epoch, 0}, {(time_t)b->epoch, 0}};
 	if (utimensat(AT_FDCWD, host, ts, AT_SYMLINK_NOFOLLOW) != 0) {
-		b->errmsg = xasprintf("%s: %s", host, strerror(errno));
-		return TF_EIO;
+		return why_fail(&b->why, TF_EIO, "%s: %s", host, strerror(errno));
 	}
 	return 0;
 }
@@ -708,7 +706,7 @@ static void build_release(struct build *b)
 	strvec_release(&b->pythons);
 	image_cache_release(&b->ic);
 	free(b->driver_lib);
-	free(b->errmsg);
+	why_clear(&b->why);
 }
 
 /* The temporary sibling of out: <dir>/.<name>.tfprov-image-XXXXXX. */
@@ -751,7 +749,7 @@ static int build_prepare(struct build *b, const char *base, const char *out)
 	}
 	rc = oci_image_read(base, b->scratch, b->blobs, &b->base, &b->err);
 	if (rc != 0) {
-		ev_log(c, EV_ERROR, "base %s: %s", base, b->err ? b->err : tf_strerror(rc));
+		ev_log(c, EV_ERROR, "base %s: %s", base, why_text(&b->err));
 		return rc;
 	}
 	rc = check_base(c, b->m, &b->base, base);
@@ -799,8 +797,8 @@ static int build_keep_manifest(struct build *b)
 	size_t mlen = 0;
 	if (read_file_at(AT_FDCWD, m->path, 16 << 20, &mtext, &mlen) != 0 ||
 	    fs_write_atomic(mhost, mtext, mlen, 0644, 0) != 0) {
-		b->errmsg = xasprintf("%s: cannot copy the manifest: %s", mhost, strerror(errno));
-		rc = TF_EIO;
+		rc = why_fail(&b->why, TF_EIO, "%s: cannot copy the manifest: %s", mhost,
+		              strerror(errno));
 	}
 	if (rc == 0)
 		rc = state_image_seal(c->st, b->epoch, mpath);
@@ -861,8 +859,8 @@ static int build_detach(struct build *b, const char *base)
 	c->wlock = b->wl = NULL;
 	if (rc == 0)
 		rc = fs_walk(b->stage, stamp_cb, b);
-	if (rc != 0 && b->errmsg)
-		ev_log(c, EV_ERROR, "%s", b->errmsg);
+	if (rc != 0 && b->why.msg)
+		ev_log(c, EV_ERROR, "%s", b->why.msg);
 	return rc;
 }
 
@@ -883,7 +881,8 @@ static int build_layers(struct build *b)
 			       layer_names[k], l->digest, (long long)l->size, b->layer_paths[k].n);
 			b->kinds[b->nl++] = k;
 		} else {
-			ev_log(c, EV_ERROR, "layer %s: %s", layer_names[k], b->err ? b->err : "");
+			ev_log(c, EV_ERROR, "layer %s: %s", layer_names[k],
+			       b->err.msg ? b->err.msg : "");
 		}
 	}
 	return rc;
@@ -928,8 +927,8 @@ static int build_from_cache(struct build *b, struct manifest *m, struct opts *o,
 	}
 	if (rc == 0)
 		rc = oci_layers_find(e.ls, e.n, b->blobs, is_driver_lib, &drv, &b->err);
-	if (rc != 0 && rc != TF_EPRECOND && b->err)
-		ev_log(c, EV_ERROR, "%s", b->err);
+	if (rc != 0 && rc != TF_EPRECOND && b->err.msg)
+		ev_log(c, EV_ERROR, "%s", b->err.msg);
 	if (rc == 0 && drv)
 		rc = refuse_driver_lib(c, drv);
 	if (rc == 0)
@@ -1014,7 +1013,7 @@ static int build_layout(struct build *b, const char *tag, json_t *labels, struct
 	json_decref(ann);
 	free(every);
 	if (rc != 0)
-		ev_log(c, EV_ERROR, "%s", b->err ? b->err : tf_strerror(rc));
+		ev_log(c, EV_ERROR, "%s", why_text(&b->err));
 	json_decref(cfg);
 	free(require);
 	return rc;
@@ -1034,7 +1033,7 @@ static int build_write(struct build *b, struct opts *o, const char *out)
 		if (rc == 0)
 			rc = install_out(c, tar, out, o->force, b->tmp);
 		else
-			ev_log(c, EV_ERROR, "%s: %s", out, b->err ? b->err : tf_strerror(rc));
+			ev_log(c, EV_ERROR, "%s: %s", out, why_text(&b->err));
 		free(tar);
 	} else if (rc == 0) {
 		rc = install_out(c, b->layout, out, o->force, b->tmp);
@@ -1094,8 +1093,8 @@ static int image_build(struct ctx *c, struct opts *o)
 	if (rc == 0)
 		rc = build_write(&b, o, out);
 
-	if (rc != 0 && b.errmsg && rc != TF_EPRECOND)
-		ev_log(c, EV_DEBUG, "%s", b.errmsg);
+	if (rc != 0 && b.why.msg && rc != TF_EPRECOND)
+		ev_log(c, EV_DEBUG, "%s", b.why.msg);
 	if (c->st) {
 		state_close(c->st);
 		c->st = NULL;
@@ -1118,7 +1117,7 @@ static int image_build(struct ctx *c, struct opts *o)
 	free(b.scratch);
 	free(b.blobs);
 	free(b.holder);
-	free(b.err);
+	why_clear(&b.err);
 	free(out_buf);
 	manifest_free(m);
 	return rc;

@@ -71,7 +71,7 @@ static void version_after(const char *text, size_t len, const char *key, char ou
  * where says what was read. 0 or TF_EFAIL (a layer that does not read).
  */
 static int base_glibc(const struct oci_image *base, const char *blobs, char ver[16], char **where,
-                      char **err)
+                      struct why *why)
 {
 	static char *const libc[] = {"/lib/x86_64-linux-gnu/libc.so.6",
 	                             "/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6",
@@ -80,7 +80,7 @@ static int base_glibc(const struct oci_image *base, const char *blobs, char ver[
 	char *data = NULL, *name = NULL;
 	size_t len = 0;
 	int rc = oci_image_read_file(base, blobs, libc, ARRAY_SIZE(libc), 32u << 20, &data, &len,
-	                             &name, err);
+	                             &name, why);
 	ver[0] = '\0';
 	*where = NULL;
 	if (rc == 0 && data) {
@@ -95,7 +95,7 @@ static int base_glibc(const struct oci_image *base, const char *blobs, char ver[
 	data = name = NULL;
 	if (rc == TF_EFAIL || ver[0])
 		return rc;
-	rc = oci_image_read_file(base, blobs, status, 1, 64u << 20, &data, &len, NULL, err);
+	rc = oci_image_read_file(base, blobs, status, 1, 64u << 20, &data, &len, NULL, why);
 	if (rc == 0 && data) {
 		/* The libc6 stanza's Version: "2.36-9+deb12u4" is glibc 2.36. */
 		const char *st = memmem(data, len, "\nPackage: libc6\n", 16);
@@ -125,7 +125,8 @@ int check_base_glibc(struct ctx *c, const struct manifest *m, const struct oci_i
 	struct compat *kb = NULL;
 	struct diags d = {0};
 	const char *why = NULL, *tf = NULL, *need;
-	char ver[16], *where = NULL, *err = NULL;
+	char ver[16], *where = NULL;
+	struct why err = {0};
 	int rc = 0;
 	if (!m->pip.set)
 		return 0;
@@ -135,7 +136,7 @@ int check_base_glibc(struct ctx *c, const struct manifest *m, const struct oci_i
 		goto out;
 	rc = base_glibc(base, blobs, ver, &where, &err);
 	if (rc != 0) {
-		ev_log(c, EV_ERROR, "base %s: %s", ref, err ? err : tf_strerror(rc));
+		ev_log(c, EV_ERROR, "base %s: %s", ref, why_text(&err));
 	} else if (ver[0] == '\0') {
 		ev_log(
 		    c, EV_ERROR,
@@ -158,7 +159,7 @@ int check_base_glibc(struct ctx *c, const struct manifest *m, const struct oci_i
 	}
 out:
 	free(where);
-	free(err);
+	why_clear(&err);
 	compat_free(kb);
 	diags_release(&d);
 	return rc;
@@ -167,13 +168,13 @@ out:
 int check_base_interpreters(struct ctx *c, const struct strvec *venvs, const struct strvec *pythons,
                             const struct oci_image *base, const char *blobs, const char *ref)
 {
-	char *err = NULL;
+	struct why err = {0};
 	int rc = 0;
 	int *found = xcalloc(pythons->n + 1, sizeof(int));
 	if (pythons->n)
 		rc = oci_image_has_paths(base, blobs, pythons->v, pythons->n, found, &err);
 	if (rc != 0)
-		ev_log(c, EV_ERROR, "base %s: %s", ref, err ? err : tf_strerror(rc));
+		ev_log(c, EV_ERROR, "base %s: %s", ref, why_text(&err));
 	for (size_t i = 0; rc == 0 && i < pythons->n && i < venvs->n; i++) {
 		if (pythons->v[i][0] == '\0' || found[i])
 			continue;
@@ -184,6 +185,6 @@ int check_base_interpreters(struct ctx *c, const struct strvec *venvs, const str
 		rc = TF_EPRECOND;
 	}
 	free(found);
-	free(err);
+	why_clear(&err);
 	return rc;
 }

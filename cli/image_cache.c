@@ -144,7 +144,8 @@ static const char fingerprint_src[] =
 /* The venv's interpreter and its fingerprint into sb. 0, or TF_EFAIL with *why. */
 static int add_python(struct ctx *c, const struct manifest *m, struct strbuf *sb, const char **why)
 {
-	char *prefix = stack_env_prefix(m), *py = NULL, *err = NULL;
+	char *prefix = stack_env_prefix(m), *py = NULL;
+	struct why err = {0};
 	char *host = ctx_host_path(c, prefix);
 	int rc = pyenv_find_python(c, m->python.version.s, m->python.interpreter.s,
 	                           pyenv_for_all_users(host ? host : prefix), &py, &err);
@@ -165,7 +166,7 @@ static int add_python(struct ctx *c, const struct manifest *m, struct strbuf *sb
 	if (l != 64) {
 		*why = "the venv's interpreter could not be fingerprinted";
 		ev_log(c, EV_DEBUG, "image cache: %s: %s", py,
-		       r.errmsg    ? r.errmsg
+		       r.why.msg   ? r.why.msg
 		       : r.err.buf ? r.err.buf
 		                   : "");
 		rc = TF_EFAIL;
@@ -178,7 +179,7 @@ out:
 	free(host);
 	free(prefix);
 	free(py);
-	free(err);
+	why_clear(&err);
 	return rc;
 }
 
@@ -381,7 +382,8 @@ int image_cache_take(struct ctx *c, struct image_cache *ic, const struct image_e
 	for (size_t i = 0; rc == 0 && i < e->n; i++) {
 		const char *hex = e->ls[i].digest + 7;
 		char *src = xasprintf("%s/sha256/%s", ic->dir, hex);
-		char *dst = xasprintf("%s/sha256/%s", blobs, hex), *err = NULL;
+		char *dst = xasprintf("%s/sha256/%s", blobs, hex);
+		struct why err = {0};
 		int had = access(dst, F_OK) == 0; /* a layer of the base too */
 		rc = access(src, F_OK) != 0
 		         ? TF_EINTEGRITY
@@ -392,14 +394,14 @@ int image_cache_take(struct ctx *c, struct image_cache *ic, const struct image_e
 			ev_log(c, EV_WARN,
 			       "image cache: the %s layer %s: %s; building the layers again",
 			       names[e->kinds[i]], e->ls[i].digest,
-			       err ? err : "missing from the cache");
-			if (err)
+			       err.msg ? err.msg : "missing from the cache");
+			if (err.msg)
 				quarantine(c, hex, src);
 			rc = 1;
 		} else if (rc != 0) {
-			ev_log(c, EV_ERROR, "%s", err ? err : tf_strerror(rc));
+			ev_log(c, EV_ERROR, "%s", why_text(&err));
 		}
-		free(err);
+		why_clear(&err);
 		free(src);
 		free(dst);
 	}
@@ -454,22 +456,21 @@ void image_cache_store(struct ctx *c, const struct image_cache *ic, const struct
                        const char *blobs, const char *const *names)
 {
 	char *sub = path_join(ic->dir, "sha256"), *keys = path_join(ic->dir, "keys");
-	char *err = NULL, *text = NULL;
+	char *text = NULL;
+	struct why err = {0};
 	int lock = -1;
 	int rc = cache_init(c->cache_dir, &err);
 	if (rc == 0 &&
 	    (mkdirs_at(AT_FDCWD, sub, 0700) != 0 || mkdirs_at(AT_FDCWD, keys, 0700) != 0)) {
-		err = xasprintf("%s: %s", ic->dir, strerror(errno));
-		rc = TF_EIO;
+		rc = why_fail(&err, TF_EIO, "%s: %s", ic->dir, strerror(errno));
 	}
 	/* gc waits until the entry names blobs that are there (or removes none of them). */
 	if (rc == 0) {
 		lock = image_cache_lock(c, ic->dir, LOCK_SH,
 		                        "image cache: waiting for `tfprov gc` to finish with it");
-		if (lock < 0) {
-			err = xasprintf("%s/lock: %s", ic->dir, strerror(-lock));
-			rc = lock == -EINTR ? TF_EINTR : TF_EIO;
-		}
+		if (lock < 0)
+			rc = why_fail(&err, lock == -EINTR ? TF_EINTR : TF_EIO, "%s/lock: %s",
+			              ic->dir, strerror(-lock));
 	}
 	if (rc == 0) {
 		sweep(sub, ".tfprov-blob-");
@@ -491,8 +492,7 @@ void image_cache_store(struct ctx *c, const struct image_cache *ic, const struct
 	/* The blobs' names durable before the entry that names them. */
 	int fd = rc == 0 ? open(sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 	if (rc == 0 && (fd < 0 || fsync(fd) != 0)) {
-		err = xasprintf("%s: %s", sub, strerror(errno));
-		rc = TF_EIO;
+		rc = why_fail(&err, TF_EIO, "%s: %s", sub, strerror(errno));
 	}
 	if (fd >= 0)
 		close(fd);
@@ -500,8 +500,7 @@ void image_cache_store(struct ctx *c, const struct image_cache *ic, const struct
 		text = entry_text(ic, e, names);
 		int r = fs_write_atomic(ic->entry, text, strlen(text), 0600, 0);
 		if (r != 0) {
-			err = xasprintf("%s: %s", ic->entry, strerror(-r));
-			rc = TF_EIO;
+			rc = why_fail(&err, TF_EIO, "%s: %s", ic->entry, strerror(-r));
 		}
 	}
 	if (lock >= 0)
@@ -509,10 +508,9 @@ void image_cache_store(struct ctx *c, const struct image_cache *ic, const struct
 	if (rc == 0)
 		ev_log(c, EV_DEBUG, "image cache: stored %s", ic->entry);
 	else
-		ev_log(c, EV_WARN, "image cache: the layers were not stored: %s",
-		       err ? err : tf_strerror(rc));
+		ev_log(c, EV_WARN, "image cache: the layers were not stored: %s", why_text(&err));
 	free(text);
-	free(err);
+	why_clear(&err);
 	free(keys);
 	free(sub);
 }

@@ -38,7 +38,8 @@ static const char *layer_step(const struct oci_image *im, size_t idx)
 int image_inspect(struct ctx *c, struct opts *o)
 {
 	struct oci_image im = {0}, other = {0};
-	char *err = NULL, *scratch = NULL, *tmpl = NULL;
+	char *scratch = NULL, *tmpl = NULL;
+	struct why err = {0};
 	int rc = 0, have_other = o->args.n == 3;
 	if (o->args.n < 2 || o->args.n > 3) {
 		fprintf(stderr, "usage: tfprov image inspect IMAGE [OTHER]\n");
@@ -57,12 +58,11 @@ int image_inspect(struct ctx *c, struct opts *o)
 		free(scratch);
 		scratch = path_join(tmpl, "b");
 		mkdir(scratch, 0700);
-		free(err);
-		err = NULL;
+		why_clear(&err);
 		rc = oci_image_read(o->args.v[2], scratch, NULL, &other, &err);
 	}
 	if (rc != 0) {
-		ev_log(c, EV_ERROR, "%s", err ? err : tf_strerror(rc));
+		ev_log(c, EV_ERROR, "%s", why_text(&err));
 		goto out;
 	}
 	json_t *layers = json_array();
@@ -101,7 +101,7 @@ out:
 	fs_rmtree(tmpl);
 	free(tmpl);
 	free(scratch);
-	free(err);
+	why_clear(&err);
 	oci_image_release(&im);
 	oci_image_release(&other);
 	return rc;

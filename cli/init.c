@@ -358,7 +358,8 @@ static void add_artifact(struct strbuf *sb, int ind, const struct redist_artifac
 static int plan_cuda(struct init *in)
 {
 	const char *series = in->build->cuda;
-	char *label = NULL, *path = NULL, *from = NULL, *err = NULL;
+	char *label = NULL, *path = NULL, *from = NULL;
+	struct why err = {0};
 	struct strvec comps = STRVEC_INIT;
 	struct redist_artifact *ra = NULL;
 	size_t nra = 0;
@@ -380,15 +381,14 @@ static int plan_cuda(struct init *in)
 			                   &one, &n1, &err) == 0)
 				names[nn++] = comps.v[i];
 			redist_artifacts_free(one, n1);
-			free(err);
-			err = NULL;
+			why_clear(&err);
 		}
 		char *json_url = xasprintf(NVIDIA_CUDA_REDIST "redistrib_%s.json", label);
 		rc = redist_resolve(path, json_url, plat, NULL, names, nn, &ra, &nra, &err);
 		free(json_url);
 		free(names);
 		if (rc != 0) {
-			ev_log(in->c, EV_ERROR, "%s: %s", path, err ? err : tf_strerror(rc));
+			ev_log(in->c, EV_ERROR, "%s: %s", path, why_text(&err));
 			goto out;
 		}
 		snprintf(in->cuda, sizeof(in->cuda), "%s", label);
@@ -452,7 +452,7 @@ out:
 	free(label);
 	free(path);
 	free(from);
-	free(err);
+	why_clear(&err);
 	return rc;
 }
 
@@ -550,7 +550,8 @@ static void plan_python(struct init *in)
 		strvec_pushf(&in->notes, "Python %s: a conda explicit lock from the catalog",
 		             in->python);
 	} else {
-		char *py = NULL, *err = NULL;
+		char *py = NULL;
+		struct why err = {0};
 		strbuf_addf(sb, "python:\n  manager: venv\n  version: \"%s\"\n", in->python);
 		/* The interpreter plan would choose (every user's), written down so the
 		 * stack does not change with root's PATH. */
@@ -563,10 +564,10 @@ static void plan_python(struct init *in)
 			             py);
 		} else {
 			strvec_pushf(&in->notes, "Python %s: no interpreter found here: %s",
-			             in->python, err ? err : "not found");
+			             in->python, err.msg ? err.msg : "not found");
 		}
 		free(py);
-		free(err);
+		why_clear(&err);
 		strbuf_addf(sb,
 		            "  # The host's python%s (apt install python%s-venv, or build it);\n"
 		            "  # tfprov's catalog has no conda lock for Python %s.\n",

@@ -252,7 +252,8 @@ static void add_provenance(struct strbuf *sb, int ind, const struct redist_ref *
 static int tofu_pin_fetch(struct ctx *c, const struct redist_ref *r, const char *what,
                           struct tofu_pin *t)
 {
-	char *err = NULL, *dir = path_join(c->cache_dir, "tofu");
+	char *dir = path_join(c->cache_dir, "tofu");
+	struct why err = {0};
 	int rc = mkdirs_at(AT_FDCWD, dir, 0755);
 	if (rc != 0) {
 		ev_log(c, EV_ERROR, "cannot create %s: %s", dir, strerror(errno));
@@ -265,8 +266,8 @@ static int tofu_pin_fetch(struct ctx *c, const struct redist_ref *r, const char 
 	rc =
 	    tofu_fetch(c, r->json.url.s, 64LL << 20, t->path, t->sha256, &t->size, &t->chain, &err);
 	if (rc != 0) {
-		ev_log(c, EV_ERROR, "%s: %s", what, err ? err : tf_strerror(rc));
-		free(err);
+		ev_log(c, EV_ERROR, "%s: %s", what, why_text(&err));
+		why_clear(&err);
 		free(t->path);
 		t->path = NULL;
 		return rc;
@@ -297,17 +298,18 @@ static void tofu_pin_release(struct tofu_pin *t)
 	strvec_release(&t->chain);
 }
 
-/* The `redist:` key of section `sec` in the tree; NULL with *msg when not editable. */
+/* The `redist:` key of section `sec` in the tree; NULL with why when not editable. */
 static const struct ynode *redist_key(const struct ynode *root, const char *sec,
-                                      const struct lines *l, char **msg)
+                                      const struct lines *l, struct why *why)
 {
 	const struct ynode *k = ymap_key(ymap_get(root, sec), "redist");
 	if (k == NULL)
-		*msg = xasprintf("%s.redist: not found in the text", sec);
+		why_fail(why, TF_EMANIFEST, "%s.redist: not found in the text", sec);
 	else if (!key_is_block(l, k))
-		*msg = xasprintf("%s:%d:%d: %s.redist is written in flow style; write %s as a "
-		                 "block mapping so lock can edit it",
-		                 "manifest", k->pos.line, k->pos.col, sec, sec);
+		why_fail(why, TF_EMANIFEST,
+		         "%s:%d:%d: %s.redist is written in flow style; write %s as a "
+		         "block mapping so lock can edit it",
+		         "manifest", k->pos.line, k->pos.col, sec, sec);
 	else
 		return k;
 	return NULL;
@@ -318,14 +320,14 @@ static int resolve_ref(struct ctx *c, const struct redist_ref *r, const char *js
                        const char *platform, struct redist_artifact **ra, size_t *nra)
 {
 	const char **names = xcalloc(r->ncomponents + 1, sizeof(*names));
-	char *err = NULL;
+	struct why err = {0};
 	for (size_t i = 0; i < r->ncomponents; i++)
 		names[i] = r->components[i].s;
 	int rc =
 	    redist_resolve(json_path, r->json.url.s, platform, r->variant.set ? r->variant.s : NULL,
 	                   names, r->ncomponents, ra, nra, &err);
 	if (rc != 0)
-		ev_log(c, EV_ERROR, "%s: %s", r->json.url.s, err ? err : tf_strerror(rc));
+		ev_log(c, EV_ERROR, "%s: %s", r->json.url.s, why_text(&err));
 	for (size_t i = 0; rc == 0 && i < *nra; i++)
 		if (!yaml_plain_ok((*ra)[i].url) || !yaml_plain_ok((*ra)[i].component)) {
 			ev_log(c, EV_ERROR,
@@ -334,7 +336,7 @@ static int resolve_ref(struct ctx *c, const struct redist_ref *r, const char *js
 			       r->json.url.s, (*ra)[i].component, (*ra)[i].url);
 			rc = TF_EMANIFEST;
 		}
-	free(err);
+	why_clear(&err);
 	free(names);
 	return rc;
 }
@@ -426,11 +428,11 @@ static int lock_redist(struct ctx *c, const struct manifest *m, const struct yno
 		if (refs[i] == NULL)
 			continue;
 		const char *path = tofu[i].path ? tofu[i].path : items[j++].path;
-		char *msg = NULL;
+		struct why msg = {0};
 		const struct ynode *k = redist_key(root, secs[i], l, &msg);
 		if (k == NULL) {
-			ev_log(c, EV_ERROR, "%s", msg);
-			free(msg);
+			ev_log(c, EV_ERROR, "%s", why_text(&msg));
+			why_clear(&msg);
 			rc = TF_EMANIFEST;
 			goto out;
 		}
@@ -627,7 +629,7 @@ static char *companion_constraint(const struct compat *kb, const struct locked_s
  * (companion_packages): the line made for the resolved TF joins the input.
  */
 static int lock_capped(struct ctx *c, const char *env, const char *input, const struct pip_opts *o,
-                       char **locked, char **err)
+                       char **locked, struct why *why)
 {
 	const struct pip_cap *caps;
 	size_t ncaps, rounds;
@@ -638,7 +640,7 @@ static int lock_capped(struct ctx *c, const char *env, const char *input, const 
 	int rc = compat_load(compat_default_path(), &kb, &d);
 	if (rc != 0) {
 		diags_print(&d, stderr, 0);
-		*err = xasprintf("cannot load the knowledge base %s", compat_default_path());
+		why_fail(why, rc, "cannot load the knowledge base %s", compat_default_path());
 		goto out;
 	}
 	caps = kb->caps;
@@ -648,7 +650,7 @@ static int lock_capped(struct ctx *c, const char *env, const char *input, const 
 	for (size_t round = 0; round <= rounds; round++) {
 		free(*locked);
 		*locked = NULL;
-		rc = pip_lock(c, env, in.buf, o, locked, err);
+		rc = pip_lock(c, env, in.buf, o, locked, why);
 		if (rc != 0)
 			break;
 		struct locked_set s = {0};
@@ -681,16 +683,14 @@ static int lock_capped(struct ctx *c, const char *env, const char *input, const 
 		if (cap == NULL && constraint == NULL)
 			break;
 		free(constraint);
-		if (round == rounds) {
-			*err = xstrdup("the knowledge base's caps cannot all be met");
-			rc = TF_EFAIL;
-		}
+		if (round == rounds)
+			rc = why_fail(why, TF_EFAIL, "the knowledge base's caps cannot all be met");
 	}
 out:
 	diags_release(&d);
 	strbuf_release(&in);
 	compat_free(kb);
-	return rc;
+	return why_code(why, rc);
 }
 
 /* Runs pip's resolver in a throwaway venv; *locked gets its requirements text. */
@@ -700,7 +700,8 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 {
 	const char *ver = m->python.version.set ? m->python.version.s : m->versions.python.s;
 	const char *interp = m->python.manager == PYENV_VENV ? m->python.interpreter.s : NULL;
-	char *python = NULL, *err = NULL, *venv = NULL, *cache = NULL, *tmp = NULL, *simple = NULL;
+	char *python = NULL, *venv = NULL, *cache = NULL, *tmp = NULL, *simple = NULL;
+	struct why err = {0};
 	const char *links[2] = {NULL, NULL};
 	struct pip_opts o = {0};
 	int rc = 0, created = 0;
@@ -729,23 +730,21 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 	if (!conda) {
 		rc = pyenv_find_python(c, ver, interp, 0, &python, &err);
 		if (rc != 0) {
-			char *e = err;
-			err = xasprintf(
-			    "%s; pip resolves for the interpreter it runs in, so lock "
-			    "needs a Python %s here (or a manager: conda stack, whose "
-			    "explicit lock tfprov installs to resolve with its own Python)",
-			    e ? e : tf_strerror(rc), ver);
-			free(e);
+			why_fail(&err, rc,
+			         "%s; pip resolves for the interpreter it runs in, so lock "
+			         "needs a Python %s here (or a manager: conda stack, whose "
+			         "explicit lock tfprov installs to resolve with its own Python)",
+			         why_text(&err), ver);
 			goto out;
 		}
 	}
 	const char *td = getenv("TMPDIR");
 	tmp = xasprintf("%s/tfprov-lock.XXXXXX", td && td[0] ? td : "/tmp");
 	if (mkdtemp(tmp) == NULL) {
-		err = xasprintf("cannot create a temporary directory %s: %s", tmp, strerror(errno));
+		rc = why_fail(&err, TF_EIO, "cannot create a temporary directory %s: %s", tmp,
+		              strerror(errno));
 		free(tmp);
 		tmp = NULL;
-		rc = TF_EIO;
 		goto out;
 	}
 	if (conda) {
@@ -774,14 +773,13 @@ static int pip_resolve(struct ctx *c, const struct manifest *m, const char *inpu
 	rc = lock_capped(c, venv, input, &o, locked, &err);
 	/* Hashes were left out of pip's input, so "no matching distribution" is an
 	 * unreachable or incomplete index here, not an integrity failure. */
-	if (rc == TF_EINTEGRITY &&
-	    (err == NULL || (strstr(err, "hash") == NULL && strstr(err, "METADATA") == NULL)))
+	if (rc == TF_EINTEGRITY && (err.msg == NULL || (strstr(err.msg, "hash") == NULL &&
+	                                                strstr(err.msg, "METADATA") == NULL)))
 		rc = TF_EFAIL;
 out:
 	if (rc != 0)
 		ev_log(c, EV_ERROR, "pip: cannot complete the pins (%s) from %s: %s",
-		       m->pip.nreqs ? "see below" : "none yet", *where,
-		       err ? err : tf_strerror(rc));
+		       m->pip.nreqs ? "see below" : "none yet", *where, why_text(&err));
 	if (tmp)
 		fs_rmtree(tmp);
 	free(tmp);
@@ -789,7 +787,7 @@ out:
 	free(cache);
 	free(python);
 	free(simple);
-	free(err);
+	why_clear(&err);
 	return rc;
 }
 

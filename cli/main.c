@@ -784,12 +784,11 @@ static int run_command(const struct cmd *cmd, struct ctx *c, struct opts *o)
 		 * that stops with exit 6 leaves a fresh root exactly as it was: the
 		 * lock file it took is removed on the way out (release_writer_lock).
 		 */
-		char *err = NULL;
-		rc = state_open(c->state_dir, 0, &c->st, &err);
+		struct why w = {0};
+		rc = state_open(c->state_dir, 0, &c->st, &w);
 		if (rc < 0 && rc != -ENOENT) {
-			ev_log(c, EV_ERROR, "%s (%s)", err ? err : "cannot open the state",
-			       c->state_dir);
-			free(err);
+			ev_log(c, EV_ERROR, "%s (%s)", why_text(&w), c->state_dir);
+			why_clear(&w);
 			return rc;
 		}
 		rc = 0; /* -ENOENT: no state yet, which readers treat as empty */

@@ -154,7 +154,7 @@ static int add_redist(struct ctx *c, struct mset *s, const struct manifest *m,
 {
 	struct redist_artifact *ra = NULL;
 	size_t nra = 0;
-	char *err = NULL;
+	struct why err = {0};
 	const struct mfile *j = mset_find(s, r->json.sha256.s);
 	const char **names = xcalloc(r->ncomponents + 1, sizeof(*names));
 	int rc = 0;
@@ -168,8 +168,7 @@ static int add_redist(struct ctx *c, struct mset *s, const struct manifest *m,
 	                    r->variant.set ? r->variant.s : NULL, names, r->ncomponents, &ra, &nra,
 	                    &err);
 	if (rc != 0) {
-		ev_log(c, EV_ERROR, "%s: %s: %s", m->path, r->json.url.s,
-		       err ? err : tf_strerror(rc));
+		ev_log(c, EV_ERROR, "%s: %s: %s", m->path, r->json.url.s, why_text(&err));
 		goto out;
 	}
 	for (size_t i = 0; i < nra; i++)
@@ -177,7 +176,7 @@ static int add_redist(struct ctx *c, struct mset *s, const struct manifest *m,
 out:
 	redist_artifacts_free(ra, nra);
 	free(names);
-	free(err);
+	why_clear(&err);
 	return rc;
 }
 
@@ -227,9 +226,9 @@ static int pin_mirrored(const char *dir, const struct pip_req *q)
 	return 0;
 }
 
-/* Runs one pip command from the throwaway venv; 0 or TF_EFAIL with *err. */
+/* Runs one pip command from the throwaway venv; 0 or TF_EFAIL with why. */
 static int run_pip_download(struct ctx *c, const char *venv, const char *reqfile, const char *dest,
-                            const struct manifest *m, char **err)
+                            const struct manifest *m, struct why *why)
 {
 	struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
 	struct spawn_result r = {0};
@@ -266,13 +265,11 @@ static int run_pip_download(struct ctx *c, const char *venv, const char *reqfile
 	so.timeout_s = 3600;
 	so.flags = SPAWN_KILL_ON_INTR;
 	int rc = spawn_run(&so, &r);
-	if (rc == 0 && (r.status != 0 || r.timed_out)) {
-		rc = TF_EFAIL;
-		*err = xasprintf("pip download failed (exit %d): %s", r.status,
-		                 r.err.buf ? r.err.buf : "");
-	} else if (rc != 0) {
-		*err = xasprintf("pip download: %s", r.errmsg ? r.errmsg : tf_strerror(rc));
-	}
+	if (rc == 0 && (r.status != 0 || r.timed_out))
+		rc = why_fail(why, TF_EFAIL, "pip download failed (exit %d): %s", r.status,
+		              r.err.buf ? r.err.buf : "");
+	else if (rc != 0)
+		why_fail(why, rc, "pip download: %s", why_text(&r.why));
 	spawn_result_release(&r);
 	strvec_release(&argv);
 	strvec_release(&env);
@@ -290,7 +287,8 @@ static int pip_wheels(struct ctx *c, struct mset *s, const struct manifest *m, c
 {
 	struct strbuf reqs = STRBUF_INIT;
 	struct strvec names = STRVEC_INIT;
-	char *python = NULL, *err = NULL, *venv = NULL, *dest = NULL, *reqfile = NULL;
+	char *python = NULL, *venv = NULL, *dest = NULL, *reqfile = NULL;
+	struct why err = {0};
 	const char *ver = m->python.version.set ? m->python.version.s : m->versions.python.s;
 	int rc = 0, created = 0;
 	DIR *dh = NULL;
@@ -308,10 +306,10 @@ static int pip_wheels(struct ctx *c, struct mset *s, const struct manifest *m, c
 	if (names.n == 0)
 		goto out;
 	if (c->flags & CTX_OFFLINE) {
-		rc = TF_EOFFLINE;
-		err = xasprintf("%zu pip pin%s not in %s (first: %s), and --offline forbids pip "
-		                "download",
-		                names.n, names.n == 1 ? " is" : "s are", dir, names.v[0]);
+		rc = why_fail(&err, TF_EOFFLINE,
+		              "%zu pip pin%s not in %s (first: %s), and --offline forbids pip "
+		              "download",
+		              names.n, names.n == 1 ? " is" : "s are", dir, names.v[0]);
 		goto out;
 	}
 	rc = pyenv_find_python(c, ver,
@@ -328,8 +326,7 @@ static int pip_wheels(struct ctx *c, struct mset *s, const struct manifest *m, c
 	mkdirs_at(AT_FDCWD, dest, 0755);
 	FILE *f = fopen(reqfile, "we");
 	if (f == NULL || fputs(reqs.buf, f) < 0 || fclose(f) != 0) {
-		rc = TF_EIO;
-		err = xasprintf("cannot write %s: %s", reqfile, strerror(errno));
+		rc = why_fail(&err, TF_EIO, "cannot write %s: %s", reqfile, strerror(errno));
 		goto out;
 	}
 	ev_log(c, EV_INFO, "mirror: pip download of %zu pin%s with Python %s", names.n,
@@ -366,13 +363,13 @@ static int pip_wheels(struct ctx *c, struct mset *s, const struct manifest *m, c
 	}
 out:
 	if (rc != 0)
-		ev_log(c, EV_ERROR, "%s: pip wheels: %s", m->path, err ? err : tf_strerror(rc));
+		ev_log(c, EV_ERROR, "%s: pip wheels: %s", m->path, why_text(&err));
 	if (dh)
 		closedir(dh);
 	strbuf_release(&reqs);
 	strvec_release(&names);
 	free(python);
-	free(err);
+	why_clear(&err);
 	free(venv);
 	free(dest);
 	free(reqfile);

@@ -46,15 +46,15 @@ static int sbom_epoch(struct ctx *c, int64_t *out)
 
 static int sbom_one(struct ctx *c, const char *name, int64_t epoch, unsigned flags, json_t **out)
 {
-	char *err = NULL;
+	struct why err = {0};
 	int rc = sbom_build(c, name, TFPROV_VERSION, epoch, flags, out, &err);
 	if (rc == -ENOENT) {
 		ev_log(c, EV_ERROR, "no stack named '%s' under %s", name, c->root);
 		rc = TF_EFAIL;
 	} else if (rc != 0) {
-		ev_log(c, EV_ERROR, "sbom %s: %s", name, err ? err : tf_strerror(rc));
+		ev_log(c, EV_ERROR, "sbom %s: %s", name, why_text(&err));
 	}
-	free(err);
+	why_clear(&err);
 	return rc;
 }
 

@@ -99,7 +99,7 @@ int cmd_show(struct ctx *c, struct opts *o)
 		json_t *d = json_pack("{s:s,s:O,s:O}", "name", o->args.v[0], "generations", gens,
 		                      "resources", res);
 		struct stackinfo si;
-		char *err = NULL;
+		struct why err = {0};
 		if (stackinfo_load(c, o->args.v[0], &si, &err) == 0) {
 			struct strbuf line = STRBUF_INIT;
 			cli_stack_usage(c, o->args.v[0], si.m, d, &line);
@@ -107,7 +107,7 @@ int cmd_show(struct ctx *c, struct opts *o)
 			strbuf_release(&line);
 			stackinfo_release(&si);
 		}
-		free(err);
+		why_clear(&err);
 		ev_data(c, "stack_show", d);
 		json_decref(d);
 	}

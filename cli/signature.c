@@ -123,25 +123,26 @@ static int check_sides(struct ctx *c, const struct manifest *m, const char *sig_
 	return 0;
 }
 
-/* GET of a small file over http(s), TLS verified: 0, -ENOENT (HTTP 404/410) or TF_E*; *err set. */
-static int http_get(struct ctx *c, const char *url, size_t max, char **out, size_t *len, char **err)
+/* GET of a small file over http(s), TLS verified: 0, -ENOENT (HTTP 404/410) or TF_E*; why set. */
+static int http_get(struct ctx *c, const char *url, size_t max, char **out, size_t *len,
+                    struct why *why)
 {
 	long status = 0;
-	int r = http_get_small(c, url, HTTPGET_HTTP_OR_HTTPS, NULL, max, out, len, &status, err);
+	int r = http_get_small(c, url, HTTPGET_HTTP_OR_HTTPS, NULL, max, out, len, &status, why);
 	if (r == TF_ENETWORK && (status == 404 || status == 410))
 		return -ENOENT;
 	return r;
 }
 
-/* A local file or an http(s) URL: 0, -ENOENT when it does not exist, a negative code; *err set. */
+/* A local file or an http(s) URL: 0, -ENOENT when it does not exist, a negative code; why set. */
 static int get_bytes(struct ctx *c, const char *where, size_t max, char **out, size_t *len,
-                     char **err)
+                     struct why *why)
 {
 	if (url_is_remote(where))
-		return http_get(c, where, max, out, len, err);
+		return http_get(c, where, max, out, len, why);
 	int r = read_file_at(AT_FDCWD, where, max, out, len);
 	if (r != 0)
-		*err = xstrdup(strerror(-r));
+		why_fail(why, r, "%s", strerror(-r));
 	return r;
 }
 
@@ -157,28 +158,28 @@ static int check_signed(struct ctx *c, const struct trust *t, const char *what,
                         const char *sig_name, const void *data, size_t len, int soft,
                         struct ms_sig *sig, char **sigtext)
 {
-	char *text = NULL, *why = NULL;
+	char *text = NULL;
+	struct why w = {0};
 	size_t siglen, signer;
 	char id[MS_KEYID_SIZE];
 	int rc = 0;
-	int r = get_bytes(c, sig_name, MS_FILE_MAX, &text, &siglen, &why);
+	int r = get_bytes(c, sig_name, MS_FILE_MAX, &text, &siglen, &w);
 	if (r != 0 && !t->require && (r == -ENOENT || soft)) {
 		ev_log(c, r == -ENOENT ? EV_DEBUG : EV_WARN, "%s: signature not checked: %s: %s",
-		       what, sig_name, why);
+		       what, sig_name, why_text(&w));
 		goto out;
 	}
 	if (r != 0) {
-		ev_log(c, EV_ERROR, "%s is not signed: cannot read %s: %s%s%s", what, sig_name, why,
-		       t->require ? "; a signature is required by " : "",
+		ev_log(c, EV_ERROR, "%s is not signed: cannot read %s: %s%s%s", what, sig_name,
+		       why_text(&w), t->require ? "; a signature is required by " : "",
 		       t->require ? t->require_src : "");
 		rc = TF_EINTEGRITY;
 		goto out;
 	}
-	free(why);
-	why = NULL;
-	rc = trust_verify(t, data, len, sig_name, text, siglen, sig, &signer, &why);
+	why_clear(&w);
+	rc = trust_verify(t, data, len, sig_name, text, siglen, sig, &signer, &w);
 	if (rc != 0) {
-		ev_log(c, EV_ERROR, "%s", why);
+		ev_log(c, EV_ERROR, "%s", why_text(&w));
 		goto out;
 	}
 	ms_keyid(sig->keynum, id);
@@ -188,7 +189,7 @@ static int check_signed(struct ctx *c, const struct trust *t, const char *what,
 		text = NULL;
 	}
 out:
-	free(why);
+	why_clear(&w);
 	free(text);
 	return rc;
 }
@@ -196,7 +197,8 @@ out:
 /* A mirror's index.json against index.json.minisig beside it (DIR, file:// or http(s)). */
 static int check_mirror(struct ctx *c, const struct trust *t, const char *mirror)
 {
-	char *dir = url_local_path(mirror), *index, *text = NULL, *why = NULL;
+	char *dir = url_local_path(mirror), *index, *text = NULL;
+	struct why w = {0};
 	size_t len, n = strlen(mirror);
 	struct ms_sig sig = {0};
 	int rc = 0;
@@ -208,7 +210,7 @@ static int check_mirror(struct ctx *c, const struct trust *t, const char *mirror
 	while (dir == NULL && n > 0 && mirror[n - 1] == '/')
 		n--;
 	index = dir ? path_join(dir, "index.json") : xasprintf("%.*s/index.json", (int)n, mirror);
-	int r = get_bytes(c, index, 64u << 20, &text, &len, &why);
+	int r = get_bytes(c, index, 64u << 20, &text, &len, &w);
 	if (r == 0) {
 		char *sig_name = xasprintf("%s.minisig", index);
 		rc = check_signed(c, t, index, sig_name, text, len, 1, &sig, NULL);
@@ -216,14 +218,14 @@ static int check_mirror(struct ctx *c, const struct trust *t, const char *mirror
 	} else if (t->require) {
 		ev_log(c, EV_ERROR,
 		       "mirror %s: cannot read %s: %s; a signed index is required by %s", mirror,
-		       index, why, t->require_src);
+		       index, why_text(&w), t->require_src);
 		rc = TF_EINTEGRITY;
 	} else {
 		ev_log(c, r == -ENOENT ? EV_DEBUG : EV_WARN, "mirror %s: index not checked: %s: %s",
-		       mirror, index, why);
+		       mirror, index, why_text(&w));
 	}
 	ms_sig_release(&sig);
-	free(why);
+	why_clear(&w);
 	free(text);
 	free(index);
 	free(dir);
@@ -240,7 +242,11 @@ static int check_manifest(struct ctx *c, const struct manifest *m, const char *w
 	struct trust t;
 	struct ms_sig sig = {0};
 	char *beside = xasprintf("%s.minisig", m->path);
-	int rc = trust_load(c, &t);
+	struct why w = {0};
+	int rc = trust_load(c, &t, &w);
+	if (rc != 0)
+		ev_log(c, EV_ERROR, "%s", why_text(&w));
+	why_clear(&w);
 	if (rc != 0 || (t.n == 0 && !t.require))
 		goto out;
 	if (t.n == 0) {

@@ -122,9 +122,9 @@ static int stack_resources(struct ctx *c, const char *stack, int64_t sid, json_t
 static void stack_versions(struct ctx *c, const char *name, json_t *o, struct strbuf *line)
 {
 	struct stackinfo si;
-	char *err = NULL;
+	struct why err = {0};
 	if (stackinfo_load(c, name, &si, &err) != 0) {
-		free(err);
+		why_clear(&err);
 		return;
 	}
 	const char *label[] = {"tensorflow", "cuda", "cudnn", "python"};

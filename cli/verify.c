@@ -430,11 +430,12 @@ static int verify_stack(struct ctx *c, struct opts *o, const char *name, const s
                         int *skipped, int *has_cuda)
 {
 	struct stackinfo si;
-	char *err = NULL;
+	struct why err = {0};
 	int rc = stackinfo_load(c, name, &si, &err);
 	if (rc != 0) {
-		ev_log(c, EV_ERROR, "stack %s: %s", name, err ? err : "no recorded generation");
-		free(err);
+		ev_log(c, EV_ERROR, "stack %s: %s", name,
+		       err.msg ? err.msg : "no recorded generation");
+		why_clear(&err);
 		return TF_EVERIFY;
 	}
 	ev_log(c, EV_INFO, "stack %s (generation %lld):", name, (long long)si.gen);

@@ -165,7 +165,8 @@ static int pip_artifacts(struct ctx *c, const struct manifest *m, struct artset 
 	if (!m->pip.set || !m->pip.complete.v || m->pip.nreqs == 0)
 		return 0;
 	struct pipart_src src = {.index_url = m->pip.index_url.s, .arch = "x86_64"};
-	char *simple = NULL, *pyver = env_pyver(m), *err = NULL;
+	char *simple = NULL, *pyver = env_pyver(m);
+	struct why err = {0};
 	src.pyver = pyver;
 	if (c->mirrors.n) {
 		const char *mr = c->mirrors.v[0];
@@ -177,7 +178,7 @@ static int pip_artifacts(struct ctx *c, const struct manifest *m, struct artset 
 	size_t from = out->n;
 	int rc = pipart_resolve(c, m->pip.reqs, m->pip.nreqs, &src, out, &err);
 	if (rc != 0)
-		step_fail(s, "%s", err ? err : tf_strerror(rc));
+		step_fail_why(s, rc, &err);
 	else if (!m->pip.use_pip) {
 		char *prefix = stack_env_prefix(m);
 		pipart_mark_predecode(c, out, from, prefix, pyver);
@@ -186,7 +187,7 @@ static int pip_artifacts(struct ctx *c, const struct manifest *m, struct artset 
 		                 venv ? m->python.interpreter.s : NULL);
 		free(prefix);
 	}
-	free(err);
+	why_clear(&err);
 	free(simple);
 	free(pyver);
 	return rc;
@@ -226,7 +227,7 @@ static const struct pip_dist *find_dist(const struct pip_result *r, const char *
 }
 
 static int env_compare(struct ctx *c, const char *env, const char *attrs, struct envdiff *d,
-                       char **err)
+                       struct why *why)
 {
 	struct pip_result now = {0};
 	json_t *j = attrs ? json_loads(attrs, JSON_DECODE_ANY, NULL) : NULL;
@@ -235,7 +236,7 @@ static int env_compare(struct ctx *c, const char *env, const char *attrs, struct
 	int rc = 0;
 	if (!json_is_array(inst))
 		goto out; /* nothing recorded to compare with */
-	if ((rc = env_dist_stamps(c, env, &now, err)) != 0)
+	if ((rc = env_dist_stamps(c, env, &now, why)) != 0)
 		goto out;
 	json_array_foreach(inst, i, o)
 	{
@@ -286,7 +287,8 @@ out:
 static int pip_drift(struct ctx *c, int64_t stack_id, const char *attrs, struct strvec *found)
 {
 	struct envdiff d = {STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT};
-	char *env = pkgfiles_stack_env(c, stack_id), *err = NULL;
+	char *env = pkgfiles_stack_env(c, stack_id);
+	struct why err = {0};
 	int rc = 0;
 	if (env == NULL || attrs == NULL)
 		goto out;
@@ -300,7 +302,7 @@ static int pip_drift(struct ctx *c, int64_t stack_id, const char *attrs, struct 
 		strvec_push(found, d.lines.v[i]);
 out:
 	envdiff_release(&d);
-	free(err);
+	why_clear(&err);
 	free(env);
 	return rc;
 }
@@ -309,7 +311,8 @@ out:
 static int pip_restamp(struct ctx *c, int64_t stack_id, const char *attrs, char **out)
 {
 	struct pip_result now = {0};
-	char *env = pkgfiles_stack_env(c, stack_id), *err = NULL;
+	char *env = pkgfiles_stack_env(c, stack_id);
+	struct why err = {0};
 	json_t *j = attrs ? json_loads(attrs, JSON_DECODE_ANY, NULL) : NULL;
 	json_t *inst = json_object_get(j, "installed"), *o;
 	size_t i;
@@ -332,7 +335,7 @@ static int pip_restamp(struct ctx *c, int64_t stack_id, const char *attrs, char 
 out:
 	pip_result_release(&now);
 	json_decref(j);
-	free(err);
+	why_clear(&err);
 	free(env);
 	return rc;
 }
@@ -353,13 +356,14 @@ static int is_pinned(const struct manifest *m, const char *name)
  * --remove-unpinned, any the user added. The others are kept (*kept).
  */
 static int repair_sets(struct ctx *c, const struct manifest *m, const char *env, const char *attrs,
-                       struct strvec *redo, struct strvec *drop, struct strvec *kept, char **err)
+                       struct strvec *redo, struct strvec *drop, struct strvec *kept,
+                       struct why *why)
 {
 	struct envdiff d = {STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT};
 	struct pkgfiles x = {0};
 	json_t *j = attrs ? json_loads(attrs, JSON_DECODE_ANY, NULL) : NULL, *o;
 	size_t i;
-	int rc = env_compare(c, env, attrs, &d, err);
+	int rc = env_compare(c, env, attrs, &d, why);
 	if (rc != 0)
 		goto out;
 	for (i = 0; i < d.redo.n; i++)
@@ -426,7 +430,7 @@ static int pip_wheelhouse(struct ctx *c, const struct manifest *m, struct step *
                           const char *prefix, struct pip_opts *o, const char **verified,
                           char **house)
 {
-	char *err = NULL;
+	struct why err = {0};
 	int rc = txn_stage_dir(t, prefix, house);
 	if (rc == 0 && mkdir(*house, 0755) != 0) {
 		step_fail(s, "%s: cannot create: %s", *house, strerror(errno));
@@ -437,8 +441,7 @@ static int pip_wheelhouse(struct ctx *c, const struct manifest *m, struct step *
 	int complete = 0;
 	int r = pipart_wheelhouse(c, m->pip.reqs, m->pip.nreqs, *house, &complete, &err);
 	if (r < 0) {
-		step_fail(s, "%s", err ? err : tf_strerror(r));
-		free(err);
+		step_fail_why(s, r, &err);
 		return r;
 	}
 	if (complete) {
@@ -448,7 +451,7 @@ static int pip_wheelhouse(struct ctx *c, const struct manifest *m, struct step *
 		o->links_verified = 1;
 		o->index_url = NULL;
 	}
-	free(err);
+	why_clear(&err);
 	return 0;
 }
 
@@ -461,11 +464,10 @@ static int pip_repair(struct ctx *c, const struct manifest *m, struct step *s, c
                       struct pip_opts *o, struct strvec *redo, struct strvec *drop,
                       struct strvec *kept)
 {
-	char *err = NULL;
+	struct why err = {0};
 	int rc = repair_sets(c, m, prefix, s->attrs, redo, drop, kept, &err);
 	if (rc != 0) {
-		step_fail(s, "%s", err ? err : tf_strerror(rc));
-		free(err);
+		step_fail_why(s, rc, &err);
 		return rc;
 	}
 	o->reinstall = redo;
@@ -491,10 +493,10 @@ static char *pip_attrs(struct ctx *c, const struct manifest *m, const char *pref
                        const struct strvec *kept, int complete)
 {
 	struct pip_result now = {0};
-	char *serr = NULL;
+	struct why serr = {0};
 	if (env_dist_stamps(c, prefix, &now, &serr) != 0)
 		pip_result_release(&now);
-	free(serr);
+	why_clear(&serr);
 	json_t *arr = json_array();
 	for (size_t i = 0; i < res->n; i++) {
 		json_t *d = json_object();
@@ -540,7 +542,7 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 	char *prefix = stack_env_prefix(m);
 	char *host = ctx_host_path(c, prefix);
 	char *cache = path_join(c->cache_dir, "pip");
-	char *err = NULL;
+	struct why err = {0};
 	struct pip_result res = {0}, before = {0};
 	struct pip_opts o = {0};
 	char *simple = NULL;
@@ -575,7 +577,7 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 		goto out;
 	/* Opted in to an incomplete lock: what pip adds beyond the pins is named. */
 	if (!o.complete && (rc = env_dists(host, &before, &err)) != 0) {
-		step_fail(s, "%s", err ? err : tf_strerror(rc));
+		step_fail_why(s, rc, &err);
 		goto out;
 	}
 	if (s->attrs && o.complete &&
@@ -583,8 +585,7 @@ static int pip_apply(struct ctx *c, const struct manifest *m, struct step *s, st
 		goto out;
 	rc = pip_install(c, host, m->pip.reqs, m->pip.nreqs, &o, &res, &err);
 	if (rc != 0) {
-		step_fail(s, "%s%s%s", err ? err : tf_strerror(rc),
-		          res.failed_pkg ? "; package: " : "",
+		step_fail(s, "%s%s%s", why_text(&err), res.failed_pkg ? "; package: " : "",
 		          res.failed_pkg ? res.failed_pkg : "");
 		goto out;
 	}
@@ -608,7 +609,7 @@ out:
 	free(prefix);
 	free(host);
 	free(cache);
-	free(err);
+	why_clear(&err);
 	return rc;
 }
 

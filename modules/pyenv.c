@@ -63,12 +63,12 @@ static enum desire pyenv_desire(struct ctx *c, const struct manifest *m, struct 
  * The interpreter the stack's venv is made of (pyenv_find_python): the one
  * every user can run when the env is for all users (not inside $HOME).
  */
-static int venv_python(struct ctx *c, const struct manifest *m, char **python, char **err)
+static int venv_python(struct ctx *c, const struct manifest *m, char **python, struct why *why)
 {
 	char *prefix = stack_env_prefix(m);
 	char *host = ctx_host_path(c, prefix);
 	int rc = pyenv_find_python(c, m->python.version.s, m->python.interpreter.s,
-	                           pyenv_for_all_users(host ? host : prefix), python, err);
+	                           pyenv_for_all_users(host ? host : prefix), python, why);
 	free(host);
 	free(prefix);
 	return rc;
@@ -96,7 +96,8 @@ static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, 
                        const char *prefix, struct prepared *prep)
 {
 	struct conda_result res = {0};
-	char *err = NULL, *stage = NULL;
+	char *stage = NULL;
+	struct why err = {0};
 	/* pyenv_artifacts named one artifact per package, in the lock's order. */
 	struct art *ahead = prep->arts.n == m->python.npkgs ? prep->arts.v : NULL;
 	int rc = txn_stage_dir(t, prefix, &stage);
@@ -104,17 +105,17 @@ static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 		rc = conda_fetch_install(c, prefix, 0, m->python.pkgs, m->python.npkgs, ahead,
 		                         stage, &res, &err);
 	else
-		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
+		why_move(&err, txn_why(t));
 	if (rc == 0 && (rc = txn_replace_dir(t, stage, prefix)) != 0)
-		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
+		why_move(&err, txn_why(t));
 	if (rc != 0)
-		step_fail(s, "%s", err ? err : tf_strerror(rc));
+		step_fail_why(s, rc, &err);
 	else
 		ev_log(c, EV_INFO,
 		       "pyenv: conda env %s: %zu package%s (%zu extracted, %zu from the cache)",
 		       prefix, m->python.npkgs, plural_s((long long)m->python.npkgs), res.extracted,
 		       res.reused);
-	free(err);
+	why_clear(&err);
 	free(stage);
 	conda_result_release(&res);
 	return rc;
@@ -130,21 +131,22 @@ static int conda_apply(struct ctx *c, const struct manifest *m, struct step *s, 
 static int venv_apply(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
                       const char *prefix, struct prepared *prep)
 {
-	char *python = NULL, *err = NULL;
+	char *python = NULL;
+	struct why err = {0};
 	char *host = ctx_host_path(c, prefix);
 	int created = 0;
 	int rc = venv_python(c, m, &python, &err);
 	if (rc == 0 && !venv_reusable(python, host) && (rc = txn_will_create(t, prefix)) != 0)
-		err = xstrdup(txn_error(t) ? txn_error(t) : tf_strerror(rc));
+		why_move(&err, txn_why(t));
 	if (rc == 0)
 		rc = venv_create_at(c, python, prefix, &prep->arts, &created, &err);
 	if (rc != 0)
-		step_fail(s, "%s", err ? err : tf_strerror(rc));
+		step_fail_why(s, rc, &err);
 	else
 		ev_log(c, EV_INFO, "pyenv: venv %s %s with %s", prefix,
 		       created ? "created" : "kept", python);
 	free(python);
-	free(err);
+	why_clear(&err);
 	free(host);
 	return rc;
 }
@@ -264,10 +266,11 @@ static int pyenv_precheck(struct ctx *c, const struct manifest *m, struct step *
 		return clash;
 	if (m->python.manager != PYENV_VENV)
 		return 0;
-	char *python = NULL, *err = NULL;
+	char *python = NULL;
+	struct why err = {0};
 	int rc = venv_python(c, m, &python, &err);
 	if (rc != 0) {
-		step_fail(s, "%s", err ? err : tf_strerror(rc));
+		step_fail_why(s, rc, &err);
 	} else if (s->action != ACT_NOOP) {
 		/* plan shows it (plan_observe runs this before the plan is drawn). */
 		char *d = xasprintf("%s: %s", s->detail ? s->detail : "venv", python);
@@ -275,7 +278,7 @@ static int pyenv_precheck(struct ctx *c, const struct manifest *m, struct step *
 		s->detail = d;
 	}
 	free(python);
-	free(err);
+	why_clear(&err);
 	return rc;
 }
 
@@ -286,7 +289,8 @@ static int pyenv_precheck(struct ctx *c, const struct manifest *m, struct step *
  */
 static void venv_ahead(struct ctx *c, const struct manifest *m, struct artset *out)
 {
-	char *python = NULL, *err = NULL, *prefix = stack_env_prefix(m);
+	char *python = NULL, *prefix = stack_env_prefix(m);
+	struct why err = {0};
 	char *host = ctx_host_path(c, prefix);
 	if (venv_python(c, m, &python, &err) == 0 && !venv_reusable(python, host)) {
 		size_t from = out->n;
@@ -296,7 +300,7 @@ static void venv_ahead(struct ctx *c, const struct manifest *m, struct artset *o
 			                 m->python.interpreter.s);
 	}
 	free(python);
-	free(err);
+	why_clear(&err);
 	free(host);
 	free(prefix);
 }

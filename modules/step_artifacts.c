@@ -31,11 +31,11 @@ void artset_add_artifact(struct artset *s, const struct artifact *a, int default
 
 int artset_fetch(struct ctx *c, struct artset *s, struct step *st)
 {
-	char *err = NULL;
-	int rc = artset_fetch_files(c, s, &err);
-	if (rc != 0 && err && st->error == NULL)
-		step_fail(st, "%s", err);
-	free(err);
+	struct why w = {0};
+	int rc = artset_fetch_files(c, s, &w);
+	if (rc != 0 && w.msg && st->why.msg == NULL)
+		why_move(&st->why, &w);
+	why_clear(&w);
 	return rc;
 }
 
@@ -56,7 +56,7 @@ int artset_add_redist(struct ctx *c, struct artset *s, const struct redist_ref *
 	struct artset json = {0};
 	struct redist_artifact *ra = NULL;
 	size_t nra = 0;
-	char *err = NULL;
+	struct why w = {0};
 	int rc = 0;
 	const char **names = xcalloc(r->ncomponents + 1, sizeof(*names));
 	artset_add_artifact(&json, &r->json, 0);
@@ -67,9 +67,9 @@ int artset_add_redist(struct ctx *c, struct artset *s, const struct redist_ref *
 		names[i] = r->components[i].s;
 	rc = redist_resolve(json.v[0].path, r->json.url.s, platform,
 	                    r->variant.set ? r->variant.s : NULL, names, r->ncomponents, &ra, &nra,
-	                    &err);
+	                    &w);
 	if (rc != 0) {
-		step_fail(st, "%s: %s", r->json.url.s, err ? err : tf_strerror(rc));
+		step_fail(st, "%s: %s", r->json.url.s, why_text(&w));
 		goto out;
 	}
 	for (size_t i = 0; i < nra; i++)
@@ -77,7 +77,7 @@ int artset_add_redist(struct ctx *c, struct artset *s, const struct redist_ref *
 out:
 	redist_artifacts_free(ra, nra);
 	free(names);
-	free(err);
+	why_clear(&w);
 	artset_release(&json);
 	return rc;
 }
@@ -247,11 +247,11 @@ int artset_fetch_unpack(struct ctx *c, struct artset *s, const char *stage, stru
                         struct step *st)
 {
 	struct merge g = {.stage = stage, .s = s, .out = out, .st = st};
-	char *err = NULL;
-	int rc = artset_unpack(c, s, stage, merge_one, &g, &err);
-	if (rc != 0 && err && st->error == NULL)
-		step_fail(st, "%s", err);
-	free(err);
+	struct why w = {0};
+	int rc = artset_unpack(c, s, stage, merge_one, &g, &w);
+	if (rc != 0 && w.msg && st->why.msg == NULL)
+		why_move(&st->why, &w);
+	why_clear(&w);
 	if (rc == 0 && out->n > 1) {
 		qsort(out->v, out->n, sizeof(*out->v), cmp_entry);
 		memset(out->ht, 0, out->htcap * sizeof(*out->ht));

@@ -124,12 +124,10 @@ static const char *const migrations[] = {
      "CREATE INDEX files_resource ON files(resource_id, path, type, size, mtime_ns, mode);"),
 };
 
-/* Sets *errmsg to "what: detail" and returns TF_ESTATE. */
-static int set_err(char **errmsg, const char *what, const char *detail)
+/* Fails why with "what: detail" and returns TF_ESTATE. */
+static int set_err(struct why *why, const char *what, const char *detail)
 {
-	if (errmsg)
-		*errmsg = xasprintf("%s: %s", what, detail ? detail : "");
-	return TF_ESTATE;
+	return why_fail(why, TF_ESTATE, "%s: %s", what, detail ? detail : "");
 }
 
 /* The first failure of a prepare or a step in this process (see state.h). */
@@ -216,7 +214,7 @@ static int read_version(struct state *st)
  * inside the write transaction, so two runs opening a new (or old) database
  * at once never apply the same migration twice.
  */
-static int migrate(struct state *st, char **errmsg)
+static int migrate(struct state *st, struct why *why)
 {
 	int target = (int)ARRAY_SIZE(migrations);
 	/* Current already (every open but the first after an upgrade): no write transaction. */
@@ -224,7 +222,7 @@ static int migrate(struct state *st, char **errmsg)
 		return 0;
 	for (;;) {
 		if (state_exec(st, "BEGIN IMMEDIATE") != 0)
-			return set_err(errmsg, "cannot lock the state database for its migration",
+			return set_err(why, "cannot lock the state database for its migration",
 			               sqlite3_errmsg(st->db));
 		int version = read_version(st);
 		if (version < 0 || version > target) {
@@ -233,12 +231,12 @@ static int migrate(struct state *st, char **errmsg)
 			snprintf(v, sizeof(v),
 			         "schema version %d, this tfprov knows up to %d; upgrade tfprov",
 			         version, target);
-			return set_err(errmsg, "the state database is newer than this tfprov", v);
+			return set_err(why, "the state database is newer than this tfprov", v);
 		}
 		if (version == target)
 			return state_exec(st, "COMMIT") == 0
 			           ? 0
-			           : set_err(errmsg, "cannot read the state database",
+			           : set_err(why, "cannot read the state database",
 			                     sqlite3_errmsg(st->db));
 		char *e = NULL;
 		char *sql = xasprintf("%s PRAGMA user_version = %d; COMMIT;", migrations[version],
@@ -247,7 +245,7 @@ static int migrate(struct state *st, char **errmsg)
 		free(sql);
 		if (rc != SQLITE_OK) {
 			state_exec(st, "ROLLBACK");
-			int r = set_err(errmsg, "state migration failed", e);
+			int r = set_err(why, "state migration failed", e);
 			sqlite3_free(e);
 			return r;
 		}
@@ -260,7 +258,7 @@ static int migrate(struct state *st, char **errmsg)
  * opened read-only, and where SQLite still needs that file, as immutable:
  * nothing is written, nothing is migrated (an older schema is an error).
  */
-static int open_readonly(struct state *st, const char *path, char **errmsg)
+static int open_readonly(struct state *st, const char *path, struct why *why)
 {
 	struct strbuf uri = STRBUF_INIT;
 	strbuf_adds(&uri, "file:");
@@ -290,16 +288,16 @@ static int open_readonly(struct state *st, const char *path, char **errmsg)
 	if (rc == 0 && clean)
 		failure[0] = '\0'; /* the read-only try that needed immutable is not a failure */
 	if (rc == -2)
-		return set_err(errmsg, "cannot read the state database",
+		return set_err(why, "cannot read the state database",
 		               "its schema is not this tfprov's; run tfprov as its owner once");
 	if (rc != 0)
-		return set_err(errmsg, "cannot open the state database read-only",
+		return set_err(why, "cannot open the state database read-only",
 		               st->db ? sqlite3_errmsg(st->db) : "out of memory");
 	sqlite3_busy_timeout(st->db, 10000);
 	return 0;
 }
 
-int state_open(const char *dir, int create, struct state **out, char **errmsg)
+int state_open(const char *dir, int create, struct state **out, struct why *why)
 {
 	struct state *st = xcalloc(1, sizeof(*st));
 	int rc = 0;
@@ -310,20 +308,20 @@ int state_open(const char *dir, int create, struct state **out, char **errmsg)
 	if (create) {
 		int r = mkdirs_at(AT_FDCWD, dir, 0755);
 		if (r != 0) {
-			rc = set_err(errmsg, "cannot create the state directory", strerror(-r));
+			rc = set_err(why, "cannot create the state directory", strerror(-r));
 			goto out;
 		}
 	} else if (access(path, F_OK) != 0) {
 		rc = -ENOENT; /* no state yet: not an error for readers */
 		goto out;
 	} else if (access(dir, W_OK) != 0) {
-		rc = open_readonly(st, path, errmsg);
+		rc = open_readonly(st, path, why);
 		goto out;
 	}
 	int flags =
 	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
 	if (sqlite3_open_v2(path, &st->db, flags, NULL) != SQLITE_OK) {
-		rc = set_err(errmsg, "cannot open the state database",
+		rc = set_err(why, "cannot open the state database",
 		             st->db ? sqlite3_errmsg(st->db) : "out of memory");
 		goto out;
 	}
@@ -352,13 +350,13 @@ int state_open(const char *dir, int create, struct state **out, char **errmsg)
 			break;
 		int busy = (sqlite3_errcode(st->db) & 0xff) == SQLITE_BUSY;
 		if (!busy || tries >= 500) {
-			rc = set_err(errmsg, "cannot configure the state database",
+			rc = set_err(why, "cannot configure the state database",
 			             sqlite3_errmsg(st->db));
 			goto out;
 		}
 		usleep(20 * 1000);
 	}
-	rc = migrate(st, errmsg);
+	rc = migrate(st, why);
 out:
 	free(path);
 	if (rc != 0) {

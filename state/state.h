@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "error.h"
 
 struct strvec;
 
@@ -35,7 +36,7 @@ struct state;
  * Opens (creating dir and db when `create`), runs migrations. 0 or TF_ESTATE;
  * -ENOENT (and *out NULL) when there is no database and `create` is 0.
  */
-int state_open(const char *dir, int create, struct state **out, char **errmsg);
+int state_open(const char *dir, int create, struct state **out, struct why *why);
 void state_close(struct state *st);
 /* The last SQLite error message of this connection (borrowed). */
 const char *state_errmsg(struct state *st);

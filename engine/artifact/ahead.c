@@ -77,30 +77,29 @@ static void scratch_clean_stale(struct ctx *c, const char *base)
 }
 
 /* This run's scratch directory, its lock held; stale ones removed first. */
-static int scratch_open(struct ctx *c, struct ahead *p, char **errmsg)
+static int scratch_open(struct ctx *c, struct ahead *p, struct why *why)
 {
 	char *base = path_join(c->cache_dir, "unpack");
 	int rc = 0;
 	if (mkdir(base, 0700) != 0 && errno != EEXIST) {
-		*errmsg = xasprintf("cannot create %s: %s", base, strerror(errno));
+		rc = why_fail(why, TF_EIO, "cannot create %s: %s", base, strerror(errno));
 		free(base);
-		return TF_EIO;
+		return rc;
 	}
 	for (int tries = 0; p->dir == NULL && rc == 0; tries++) {
 		char *lock = xasprintf("%s/run-XXXXXX.lock", base);
 		int fd = mkostemps(lock, 5, O_CLOEXEC);
 		struct stat a, b;
 		if (fd < 0 || flock(fd, LOCK_EX) != 0) {
-			*errmsg =
-			    xasprintf("cannot create a lock in %s: %s", base, strerror(errno));
-			rc = TF_EIO;
+			rc = why_fail(why, TF_EIO, "cannot create a lock in %s: %s", base,
+			              strerror(errno));
 		} else if (fstat(fd, &a) == 0 && stat(lock, &b) == 0 && a.st_ino == b.st_ino &&
 		           a.st_dev == b.st_dev) {
 			/* Still ours: another run's stale sweep did not take it first. */
 			char *run = xstrndup(lock, strlen(lock) - 5);
 			if (mkdir(run, 0700) != 0) {
-				*errmsg = xasprintf("cannot create %s: %s", run, strerror(errno));
-				rc = TF_EIO;
+				rc = why_fail(why, TF_EIO, "cannot create %s: %s", run,
+				              strerror(errno));
 				unlink(lock);
 				free(run);
 			} else {
@@ -111,8 +110,7 @@ static int scratch_open(struct ctx *c, struct ahead *p, char **errmsg)
 				fd = -1;
 			}
 		} else if (tries > 8) {
-			*errmsg = xasprintf("cannot hold a lock in %s", base);
-			rc = TF_EIO;
+			rc = why_fail(why, TF_EIO, "cannot hold a lock in %s", base);
 		}
 		if (fd >= 0)
 			close(fd);
@@ -132,7 +130,7 @@ static int scratch_open(struct ctx *c, struct ahead *p, char **errmsg)
  * wheels or conda packages. 0 or scratch_open's error (*failed the art).
  */
 static int ahead_choose(struct ctx *c, struct artset *s, struct ahead *p, struct decode *d,
-                        size_t *npy, size_t *failed, char **errmsg)
+                        size_t *npy, size_t *failed, struct why *why)
 {
 	struct stat rs, cs;
 	int same_fs = (c->rootfd >= 0 ? fstat(c->rootfd, &rs) : stat(c->root, &rs)) == 0 &&
@@ -150,7 +148,7 @@ static int ahead_choose(struct ctx *c, struct artset *s, struct ahead *p, struct
 			          strcmp(s->v[j].sha256, s->v[i].sha256) == 0);
 		if (!first)
 			continue;
-		if (p->dir == NULL && (rc = scratch_open(c, p, errmsg)) != 0) {
+		if (p->dir == NULL && (rc = scratch_open(c, p, why)) != 0) {
 			*failed = i;
 			return rc;
 		}
@@ -162,41 +160,35 @@ static int ahead_choose(struct ctx *c, struct artset *s, struct ahead *p, struct
 
 /*
  * After the downloads: an archive of cuda or cudnn that did not decode is
- * the run's error (*failed, *errmsg); a wheel or conda package that did not
+ * the run's error (*failed, why); a wheel or conda package that did not
  * is decoded again by its step, which reports why as it always did.
  */
 static int ahead_check(struct ctx *c, struct artset *s, struct decode *d, size_t *failed,
-                       char **errmsg)
+                       struct why *why)
 {
 	for (size_t i = 0; i < s->n; i++) {
-		if (d->parts[i] == NULL)
+		if (d->parts[i] == NULL || (d->why[i].code == 0 && d->ready[i]))
 			continue;
-		if (s->v[i].unpack != ART_TREE && (d->rc[i] != 0 || !d->ready[i])) {
+		why_code(&d->why[i], TF_EINTR); /* not decoded, no failure: interrupted */
+		if (s->v[i].unpack != ART_TREE) {
 			ev_log(c, EV_DEBUG, "%s: not decoded ahead (%s): its step decodes it",
-			       s->v[i].name,
-			       d->err[i] ? d->err[i] : tf_strerror(d->rc[i] ? d->rc[i] : TF_EINTR));
+			       s->v[i].name, why_text(&d->why[i]));
 			continue;
 		}
-		if (d->rc[i] != 0 || !d->ready[i]) {
-			int rc = d->rc[i] ? d->rc[i] : TF_EINTR;
-			*failed = i;
-			*errmsg = xasprintf("%s: %s", s->v[i].name,
-			                    d->err[i] ? d->err[i] : tf_strerror(rc));
-			return rc;
-		}
+		*failed = i;
+		return why_fail(why, d->why[i].code, "%s: %s", s->v[i].name, why_text(&d->why[i]));
 	}
 	return 0;
 }
 
 int artset_decode_ahead(struct ctx *c, struct artset *s, struct ahead **scratch, size_t *failed,
-                        char **errmsg)
+                        struct why *why)
 {
 	struct fetch_job job;
 	struct decode d;
 	size_t jobs = decoders(c), stopped = 0, n = s->n, npy = 0;
 	int rc = 0;
 	*failed = n;
-	*errmsg = NULL;
 	decode_init(&d, c, s, &job);
 	struct ahead *p = *scratch;
 	if (p == NULL) {
@@ -206,7 +198,7 @@ int artset_decode_ahead(struct ctx *c, struct artset *s, struct ahead **scratch,
 	char *base = path_join(c->cache_dir, "unpack");
 	scratch_clean_stale(c, base);
 	free(base);
-	if ((rc = ahead_choose(c, s, p, &d, &npy, failed, errmsg)) != 0)
+	if ((rc = ahead_choose(c, s, p, &d, &npy, failed, why)) != 0)
 		goto out;
 	decode_plan(&d);
 	if (d.norder)
@@ -220,12 +212,11 @@ int artset_decode_ahead(struct ctx *c, struct artset *s, struct ahead **scratch,
 		goto out; /* fetch_all reported what failed */
 	if (stopped < n) {
 		*failed = stopped;
-		*errmsg = xstrdup(d.stopped[stopped]);
-		rc = TF_EINTEGRITY;
+		rc = why_fail(why, TF_EINTEGRITY, "%s", d.stopped[stopped]);
 		goto out;
 	}
 	decode_verified(&d, jobs);
-	if ((rc = ahead_check(c, s, &d, failed, errmsg)) != 0)
+	if ((rc = ahead_check(c, s, &d, failed, why)) != 0)
 		goto out;
 	/* Each tree stays on its art until its step takes it (art_take_tree). */
 	for (size_t i = 0; i < n; i++) {

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "ctx.h"
+#include "error.h"
 
 /*
  * artifacts (engine/artifact/artifacts.c, decode-ahead in ahead.c) - the
@@ -99,10 +100,10 @@ void artset_mark_unpack(struct artset *s, size_t from);
 void artset_mark_python(struct artset *s, size_t i, enum art_unpack kind);
 /*
  * Fetches and verifies every artifact of s into the cache (art.path). 0 or
- * fetch_all's error, *errmsg the first failed download's message (NULL
- * when none has one; caller frees).
+ * fetch_all's error, why the first failed download's failure (empty
+ * when none has one).
  */
-int artset_fetch_files(struct ctx *c, struct artset *s, char **errmsg);
+int artset_fetch_files(struct ctx *c, struct artset *s, struct why *why);
 /*
  * Called by artset_unpack for each archive i, in s's order, once it is
  * unpacked completely into `part` with its file list res: 0 or TF_E*
@@ -119,11 +120,11 @@ typedef int (*artset_merge_fn)(void *arg, size_t i, const char *part,
  * .part on a budget: nothing is used before fetch_all verified it; an
  * archive whose download started over, failed or ran out of budget is
  * unpacked from the verified file afterwards). Every part but stage itself
- * is removed before it returns. 0, merge's error, or TF_E* with *errmsg
+ * is removed before it returns. 0, merge's error, or TF_E* with why
  * (caller frees; NULL when fetch_all reported the failure itself).
  */
 int artset_unpack(struct ctx *c, struct artset *s, const char *stage, artset_merge_fn merge,
-                  void *arg, char **errmsg);
+                  void *arg, struct why *why);
 
 /*
  * Decode-ahead (ahead.c): fetches and verifies every artifact of s (a
@@ -135,11 +136,11 @@ int artset_unpack(struct ctx *c, struct artset *s, const char *stage, artset_mer
  * on its art (art.tree). *scratch is this run's scratch (created when
  * NULL), held until artset_decode_ahead_release. 0, or fetch_all's error
  * (it reported what failed; *failed == s->n), or a decode error: *failed is
- * the archive, *errmsg the message (caller frees).
+ * the archive, why the message.
  */
 struct ahead;
 int artset_decode_ahead(struct ctx *c, struct artset *s, struct ahead **scratch, size_t *failed,
-                        char **errmsg);
+                        struct why *why);
 /* Removes this run's scratch (whatever no step took over) and its lock. NULL: nothing. */
 void artset_decode_ahead_release(struct ahead *scratch);
 /*
@@ -192,8 +193,8 @@ int art_tree_move(const char *src, const char *dst);
 
 struct ctx;
 
-/* Creates sha256/, partial/ and quarantine/ under dir. 0 or TF_EIO (errmsg set). */
-int cache_init(const char *dir, char **errmsg);
+/* Creates sha256/, partial/ and quarantine/ under dir. 0 or TF_EIO (why set). */
+int cache_init(const char *dir, struct why *why);
 char *cache_final_path(const char *dir, const char *sha256);
 /* Host path of a cached artifact if present, else NULL. */
 char *cache_lookup(struct ctx *c, const char *sha256);
@@ -250,8 +251,7 @@ struct fetch_item {
 	int64_t size;       /* bytes, -1 when unknown (then only the hash is enforced) */
 	char *path;         /* OUT: host path of the verified file in the cache (malloc'd) */
 	int cached;         /* OUT: 1 if it was already in the cache (no network) */
-	int err;            /* OUT: 0 or a TF_E* code */
-	char *errmsg;       /* OUT: human message, malloc'd, NULL when ok */
+	struct why why;     /* OUT: the failure (code 0 when ok) and its words */
 	char *source; /* OUT: the URL or path the bytes came from (malloc'd), NULL if cached */
 	/*
 	 * OUT, live while fetch_all runs on another thread (read with atomics):
@@ -321,16 +321,16 @@ struct ctx;
  * TF_EINTEGRITY when the body is larger than max.
  */
 int http_get_small(const struct ctx *c, const char *url, const char *protocols, const char *accept,
-                   size_t max, char **out, size_t *len, long *status, char **err);
+                   size_t max, char **out, size_t *len, long *status, struct why *why);
 
 /* One GET of http_get_small_many: url in; the rest out, as http_get_small's. */
 struct http_small {
 	const char *url;
-	int rc, done;
+	int done;
 	char *body; /* the caller frees it */
 	size_t len;
 	long status;
-	char *err; /* the caller frees it */
+	struct why why; /* code 0 on HTTP 200; the caller clears it */
 };
 /*
  * Every GET of v at once, each as http_get_small would do it, on one pool of
@@ -448,7 +448,7 @@ void ms_seckey_public(const struct ms_seckey *sk, struct ms_pubkey *pk);
  * been verified (it is an artifact pinned by sha256) before it is resolved.
  *
  * Ownership: *out is an array of *nout artifacts, all strings malloc'd; free
- * with redist_artifacts_free(). *errmsg is malloc'd on failure.
+ * with redist_artifacts_free(). why is filled on failure.
  */
 
 struct redist_artifact {
@@ -467,11 +467,11 @@ struct redist_artifact {
  * cuDNN `variant` ("cuda12"; NULL picks the only one, else it is an error).
  * json_url may be NULL: URLs are then made relative to json_path's directory.
  * Returns 0 or TF_EMANIFEST (unknown component/platform/variant, bad hash)
- * or TF_EIO (unreadable JSON), with *errmsg naming what and offering choices.
+ * or TF_EIO (unreadable JSON), with why naming what and offering choices.
  */
 int redist_resolve(const char *json_path, const char *json_url, const char *platform,
                    const char *variant, const char *const *components, size_t ncomponents,
-                   struct redist_artifact **out, size_t *nout, char **errmsg);
+                   struct redist_artifact **out, size_t *nout, struct why *why);
 void redist_artifacts_free(struct redist_artifact *v, size_t n);
 
 /*
@@ -487,7 +487,7 @@ void redist_artifacts_free(struct redist_artifact *v, size_t n);
  * says so in its output and writes the hash down: from then on the file is
  * pinned like any other.
  *
- * Ownership: *errmsg is malloc'd on failure. dest must not exist; it is
+ * Ownership: why is filled on failure. dest must not exist; it is
  * created (whole, never replacing a file) only when the call succeeds.
  */
 
@@ -498,10 +498,10 @@ struct ctx;
  * and chain (when not NULL) holding every URL of the redirect chain, url
  * first and the one that served the bytes last (redirects stay on https);
  * TF_EOFFLINE, TF_EMANIFEST (not https, or larger than max_bytes: no redist
- * document), TF_ENETWORK or TF_EIO with *errmsg.
+ * document), TF_ENETWORK or TF_EIO with why.
  */
 int tofu_fetch(struct ctx *c, const char *url, int64_t max_bytes, const char *dest,
-               char sha256_hex[65], int64_t *size, struct strvec *chain, char **errmsg);
+               char sha256_hex[65], int64_t *size, struct strvec *chain, struct why *why);
 
 /*
  * trust (engine/artifact/trust.c) - the signature policy: which minisign keys are trusted and
@@ -529,8 +529,8 @@ struct trust {
 	char *policy_path;       /* host path of policy.yaml, for messages */
 };
 
-/* Loads the policy for this run; 0 or TF_EFAIL (logged, naming the file). */
-int trust_load(struct ctx *c, struct trust *t);
+/* Loads the policy for this run; 0 or TF_EFAIL with why naming the file. */
+int trust_load(struct ctx *c, struct trust *t, struct why *why);
 void trust_release(struct trust *t);
 
 /*
@@ -541,7 +541,7 @@ void trust_release(struct trust *t);
  */
 int trust_verify(const struct trust *t, const void *msg, size_t len, const char *sig_name,
                  const char *sigtext, size_t siglen, struct ms_sig *sig, size_t *signer,
-                 char **why);
+                 struct why *why);
 
 /*
  * unpack (engine/artifact/unpack.c) - safe, streaming extraction of artifacts with libarchive.
@@ -555,7 +555,7 @@ int trust_verify(const struct trust *t, const void *msg, size_t len, const char 
  * and hard links strictly inside dest_dir. Anything else is refused with
  * TF_EUNSAFE and dest_dir is removed entirely, so nothing is ever placed.
  *
- * Ownership: *res and *errmsg are filled by the callee and freed by the
+ * Ownership: *res and why are filled by the callee and released by the
  * caller (unpack_result_release(), free()).
  */
 
@@ -587,10 +587,10 @@ struct unpack_result {
  * set-gid and sticky bits. No fsync: the caller does one syncfs.
  * Returns 0, TF_EUNSAFE, TF_EINTEGRITY (bytes that do not decode: a
  * truncated or corrupt archive), TF_EIO (unreadable file, write error),
- * TF_ENOSPC, TF_EINTR or TF_EFAIL (dest exists) with *errmsg set.
+ * TF_ENOSPC, TF_EINTR or TF_EFAIL (dest exists) with why set.
  */
 int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
-                   struct unpack_result *res, char **errmsg);
+                   struct unpack_result *res, struct why *why);
 void unpack_result_release(struct unpack_result *res);
 
 /* Called on the writing thread for each regular file once it is written,
@@ -609,7 +609,7 @@ typedef void (*unpack_file_fn)(void *arg, const struct unpack_entry *e);
 #define UNPACK_ZIP_PARTS_MAX 16
 int unpack_zip_parallel(struct ctx *c, const char *archive, const char *dest_dir, int nparts,
                         unpack_file_fn on_file, void *arg, struct unpack_result *res,
-                        char **errmsg);
+                        struct why *why);
 
 /*
  * The text of the first entry of zip `archive` named "<x><suffix>" with no
@@ -626,7 +626,7 @@ int unpack_zip_member(const char *archive, const char *suffix, size_t max, char 
  * is a .tar.bz2. Same refusals, no strip.
  */
 int unpack_conda_package(struct ctx *c, const char *file, int is_conda, const char *dest_dir,
-                         struct unpack_result *res, char **errmsg);
+                         struct unpack_result *res, struct why *why);
 
 /* Budget for an archive not verified yet whose unpacked size is not recorded:
  * this many times its compressed size (NVIDIA's redist archives unpack to 2-4x). */

@@ -70,11 +70,10 @@ void artset_mark_python(struct artset *s, size_t i, enum art_unpack kind)
 		s->v[i].unpack = kind;
 }
 
-int artset_fetch_files(struct ctx *c, struct artset *s, char **errmsg)
+int artset_fetch_files(struct ctx *c, struct artset *s, struct why *why)
 {
 	struct fetch_item *items = xcalloc(s->n ? s->n : 1, sizeof(*items));
 	int rc = 0;
-	*errmsg = NULL;
 	for (size_t i = 0; i < s->n; i++) {
 		items[i].name = s->v[i].name;
 		items[i].url = s->v[i].url;
@@ -83,9 +82,8 @@ int artset_fetch_files(struct ctx *c, struct artset *s, char **errmsg)
 	}
 	rc = fetch_all(c, items, s->n);
 	for (size_t i = 0; i < s->n; i++) {
-		if (items[i].err && rc != 0 && *errmsg == NULL)
-			*errmsg =
-			    xstrdup(items[i].errmsg ? items[i].errmsg : tf_strerror(items[i].err));
+		if (items[i].why.code && rc != 0)
+			why_first(why, items[i].why.code, "%s", why_text(&items[i].why));
 		if (items[i].path) {
 			free(s->v[i].path);
 			s->v[i].path = xstrdup(items[i].path);
@@ -99,54 +97,49 @@ int artset_fetch_files(struct ctx *c, struct artset *s, char **errmsg)
 
 /*
  * The fetch of artset_unpack: every archive not decoded ahead decoded while
- * it downloads, then from the verified files. 0, or the first failure with
- * *errmsg (NULL when fetch_all's own report is all there is).
+ * it downloads, then from the verified files. 0, or the first failure, in
+ * why (empty when fetch_all's own report is all there is).
  */
-static int unpack_fetch(struct decode *d, struct fetch_job *job, size_t jobs, char **errmsg)
+static int unpack_fetch(struct decode *d, struct fetch_job *job, size_t jobs, struct why *why)
 {
 	size_t n = d->s->n, stopped = 0;
 	decode_plan(d);
 	int rc = decode_fetch(d, jobs, &stopped);
 	/* A pinned budget exceeded by bytes that then verified: the lock is wrong. */
-	if (rc == 0 && stopped < n) {
-		*errmsg = xstrdup(d->stopped[stopped]);
-		rc = TF_EINTEGRITY;
-	}
+	if (rc == 0 && stopped < n)
+		rc = why_fail(why, TF_EINTEGRITY, "%s", d->stopped[stopped]);
 	for (size_t i = 0; i < n; i++)
-		if (job->items[i].err && rc != 0 && *errmsg == NULL)
-			*errmsg = xstrdup(job->items[i].errmsg ? job->items[i].errmsg
-			                                       : tf_strerror(job->items[i].err));
+		if (job->items[i].why.code && rc != 0)
+			why_first(why, job->items[i].why.code, "%s", why_text(&job->items[i].why));
 	if (rc == 0)
 		decode_verified(d, jobs);
 	return rc;
 }
 
 int artset_unpack(struct ctx *c, struct artset *s, const char *stage, artset_merge_fn merge,
-                  void *arg, char **errmsg)
+                  void *arg, struct why *why)
 {
 	size_t n = s->n;
 	struct fetch_job job;
 	struct decode d;
 	int rc = 0;
-	*errmsg = NULL;
 	decode_init(&d, c, s, &job);
 	for (size_t i = 0; i < n; i++)
 		/* One archive goes straight into stage/, several beside each other in it. */
 		d.parts[i] = n == 1 ? xstrdup(stage) : xasprintf("%s/.part%zu", stage, i);
 	if ((n > 1 || n == 0) && mkdir(stage, 0755) != 0) {
-		*errmsg = xasprintf("cannot create %s: %s", stage, strerror(errno));
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "cannot create %s: %s", stage, strerror(errno));
 		goto out;
 	}
 	/* An archive decode-ahead unpacked (ahead.c) is renamed into place. */
 	for (size_t i = 0; i < n; i++)
 		d.ready[i] = art_take_tree(c, &s->v[i], d.parts[i], &d.res[i]) == 0;
-	rc = unpack_fetch(&d, &job, decoders(c), errmsg);
+	rc = unpack_fetch(&d, &job, decoders(c), why);
 	for (size_t i = 0; i < n && rc == 0; i++) {
-		if (d.rc[i] != 0 || !d.ready[i]) {
-			rc = d.rc[i] ? d.rc[i] : TF_EINTR;
-			*errmsg = xasprintf("%s: %s", s->v[i].name,
-			                    d.err[i] ? d.err[i] : tf_strerror(rc));
+		if (d.why[i].code != 0 || !d.ready[i]) {
+			why_code(&d.why[i], TF_EINTR); /* not decoded, no failure: interrupted */
+			rc = why_fail(why, d.why[i].code, "%s: %s", s->v[i].name,
+			              why_text(&d.why[i]));
 			break;
 		}
 		rc = merge(arg, i, d.parts[i], &d.res[i]);

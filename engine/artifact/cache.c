@@ -30,7 +30,7 @@
  * root-only files: its directories are the owner's alone (0700, also when
  * an older tfprov made them 0755), and a symlink in place of one is refused.
  */
-int cache_init(const char *dir, char **errmsg)
+int cache_init(const char *dir, struct why *why)
 {
 	static const char *const subs[] = {"", "sha256", "partial", "quarantine"};
 	for (size_t i = 0; i < ARRAY_SIZE(subs); i++) {
@@ -42,10 +42,8 @@ int cache_init(const char *dir, char **errmsg)
 		if (r == 0 && (st.st_mode & 0077) && chmod(p, 0700) != 0)
 			r = -errno;
 		if (r < 0) {
-			if (errmsg)
-				*errmsg = xasprintf("cannot use cache directory %s: %s", p,
-				                    r == -ENOTDIR ? "not a directory (a symlink?)"
-				                                  : strerror(-r));
+			why_fail(why, TF_EIO, "cannot use cache directory %s: %s", p,
+			         r == -ENOTDIR ? "not a directory (a symlink?)" : strerror(-r));
 			free(p);
 			return TF_EIO;
 		}

@@ -65,11 +65,12 @@ size_t decoders(const struct ctx *c)
 #define PREDECODE_ZIP_SHARE_MIN (16 << 20)
 
 /* The verified file (or the cache's copy), on the lock's unpacked_size if any. */
-static int unpack_verified(struct decode *d, struct art *a, const char *file, size_t i, char **err)
+static int unpack_verified(struct decode *d, struct art *a, const char *file, size_t i,
+                           struct why *why)
 {
 	struct unpack_share sh = {.cores = d->cores, .rank = d->rank[i]};
 	return unpack_pool_archive(d->c, file, a->name, a->unpacked >= 0 ? a->unpacked : -1,
-	                           d->parts[i], a->strip, &sh, &d->res[i], err);
+	                           d->parts[i], a->strip, &sh, &d->res[i], why);
 }
 
 /* A Python artifact's download verified (in the cache), or never to be. */
@@ -87,7 +88,7 @@ static int download_verified(const struct decode *d, size_t i)
 	const struct fetch_item *it = &d->fj->items[i];
 	if (d->verified || __atomic_load_n(&it->stream_verified, __ATOMIC_ACQUIRE))
 		return 1;
-	return __atomic_load_n(&d->fj->done, __ATOMIC_ACQUIRE) && it->err == 0 && it->path;
+	return __atomic_load_n(&d->fj->done, __ATOMIC_ACQUIRE) && it->why.code == 0 && it->path;
 }
 
 /*
@@ -140,7 +141,7 @@ static size_t decode_pick(struct decode *d)
  * decoder reads it through a hard link named as the step names it (the
  * URL's file name), so that progress events name the wheel, not its hash.
  */
-static int unpack_python(struct decode *d, size_t i, const char *file, char **err)
+static int unpack_python(struct decode *d, size_t i, const char *file, struct why *why)
 {
 	struct art *a = &d->s->v[i];
 	char *base = url_basename(a->url);
@@ -164,12 +165,12 @@ static int unpack_python(struct decode *d, size_t i, const char *file, char **er
 		    a->size > PREDECODE_ZIP_SHARE_MIN || d->known[i] > PREDECODE_ZIP_SHARE_MIN
 		        ? (int)(d->jobs < ncpu ? d->jobs : ncpu)
 		        : 1;
-		rc = unpack_pool_zip(d->c, src, d->parts[i], parts, &sh, &d->res[i], err);
+		rc = unpack_pool_zip(d->c, src, d->parts[i], parts, &sh, &d->res[i], why);
 		if (rc == 0 && d->s->hook.tree && !tf_interrupted)
 			d->s->hook.tree(d->s->hook.arg, d->parts[i], &d->res[i]);
 	} else {
 		rc = unpack_pool_conda(d->c, src, str_ends_with(base, ".conda"), d->parts[i], &sh,
-		                       &d->res[i], err);
+		                       &d->res[i], why);
 	}
 	/* Complete: any change to the tree after this moment is seen (tree_damage). */
 	if (rc == 0)
@@ -204,26 +205,24 @@ static void decode_one(size_t k, void *arg)
 	if (d->ready[i] || d->parts[i] == NULL || tf_interrupted)
 		return;
 	/* A second pass (decode_verified) over an archive that failed: a new message. */
-	free(d->err[i]);
-	d->err[i] = NULL;
+	why_clear(&d->why[i]);
 	if (a->unpack == ART_WHEEL || a->unpack == ART_CONDA) {
 		char *file = download_verified(d, i) ? cache_lookup(d->c, a->sha256) : NULL;
 		if (file == NULL)
 			return; /* the download failed: fetch_all says why */
 		ev_log(d->c, EV_DEBUG, "unpacking %s ahead of its step", a->name);
-		d->rc[i] = unpack_python(d, i, file, &d->err[i]);
-		d->ready[i] = d->rc[i] == 0;
+		d->ready[i] = why_code(&d->why[i], unpack_python(d, i, file, &d->why[i])) == 0;
 		free(file);
 		return;
 	}
 	if (d->verified) {
 		ev_log(d->c, EV_DEBUG, "unpacking %s", a->name);
-		d->rc[i] = unpack_verified(d, a, a->path, i, &d->err[i]);
-		d->ready[i] = d->rc[i] == 0;
+		d->ready[i] =
+		    why_code(&d->why[i], unpack_verified(d, a, a->path, i, &d->why[i])) == 0;
 		return;
 	}
 	char *cached = cache_lookup(d->c, a->sha256);
-	char *err = NULL;
+	struct why w = {0};
 	int rc;
 	if (cached) {
 		/* fetch_all re-hashes a cached copy first (and fetches it again
@@ -235,7 +234,7 @@ static void decode_one(size_t k, void *arg)
 		if (cached == NULL)
 			return; /* decoded after the fetch, if it verified at all */
 		ev_log(d->c, EV_DEBUG, "unpacking %s from the cache", a->name);
-		rc = unpack_verified(d, a, cached, i, &err);
+		rc = unpack_verified(d, a, cached, i, &w);
 		free(cached);
 	} else {
 		uint64_t budget = a->unpacked >= 0 ? (uint64_t)a->unpacked
@@ -255,12 +254,12 @@ static void decode_one(size_t k, void *arg)
 		                          .share = {.cores = d->cores, .rank = d->rank[i]}};
 		ev_log(d->c, EV_DEBUG, "unpacking %s while it downloads", a->name);
 		rc = unpack_archive_follow(d->c, part_file, &f, d->parts[i], a->strip, &d->res[i],
-		                           &err);
-		if (rc != 0 && err && strstr(err, "decoding stopped"))
+		                           &w);
+		if (rc != 0 && w.msg && strstr(w.msg, "decoding stopped"))
 			ev_log(d->c, rc == TF_EINTEGRITY ? EV_ERROR : EV_INFO, "%s: %s", a->name,
-			       err);
+			       w.msg);
 		if (rc == TF_EINTEGRITY)
-			d->stopped[i] = xasprintf("%s: %s", a->name, err ? err : tf_strerror(rc));
+			d->stopped[i] = xasprintf("%s: %s", a->name, why_text(&w));
 		free(part_file);
 		/*
 		 * The download finished (verified, renamed into the cache) before
@@ -270,15 +269,14 @@ static void decode_one(size_t k, void *arg)
 		 */
 		if (rc != 0 && rc != TF_EINTEGRITY && !tf_interrupted && download_verified(d, i) &&
 		    (cached = cache_lookup(d->c, a->sha256)) != NULL) {
-			free(err);
-			err = NULL;
+			why_clear(&w);
 			ev_log(d->c, EV_DEBUG, "unpacking %s (verified)", a->name);
-			rc = unpack_verified(d, a, cached, i, &err);
+			rc = unpack_verified(d, a, cached, i, &w);
 			free(cached);
 		}
 	}
 	d->ready[i] = rc == 0;
-	free(err);
+	why_clear(&w);
 }
 
 static int cmp_art_size(const void *x, const void *y, void *arg)
@@ -310,8 +308,7 @@ void decode_init(struct decode *d, struct ctx *c, struct artset *s, struct fetch
 	d->parts = xcalloc(one, sizeof(char *));
 	d->res = xcalloc(one, sizeof(struct unpack_result));
 	d->ready = xcalloc(one, sizeof(int));
-	d->rc = xcalloc(one, sizeof(int));
-	d->err = xcalloc(one, sizeof(char *));
+	d->why = xcalloc(one, sizeof(struct why));
 	d->stopped = xcalloc(one, sizeof(char *));
 	d->taken = xcalloc(one, sizeof(int));
 	d->known = xcalloc(one, sizeof(int64_t));
@@ -379,7 +376,7 @@ void decode_release(struct decode *d, const char *keep)
 		if (d->parts[i] && (keep == NULL || strcmp(d->parts[i], keep) != 0))
 			fs_rmtree(d->parts[i]);
 		free(d->parts[i]);
-		free(d->err[i]);
+		why_clear(&d->why[i]);
 		free(d->stopped[i]);
 		unpack_result_release(&d->res[i]);
 		fetch_item_release(&d->fj->items[i]);
@@ -388,8 +385,7 @@ void decode_release(struct decode *d, const char *keep)
 	free(d->parts);
 	free(d->res);
 	free(d->ready);
-	free(d->rc);
-	free(d->err);
+	free(d->why);
 	free(d->stopped);
 	free(d->taken);
 	free(d->known);

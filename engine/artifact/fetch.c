@@ -121,9 +121,9 @@ void fetch_opts_default(struct fetch_opts *o, const struct ctx *c)
 void fetch_item_release(struct fetch_item *it)
 {
 	free(it->path);
-	free(it->errmsg);
+	why_clear(&it->why);
 	free(it->source);
-	it->path = it->errmsg = it->source = NULL;
+	it->path = it->source = NULL;
 }
 
 static struct host *host_get(struct fetch_run *r, const char *name)
@@ -155,9 +155,9 @@ static void host_error(struct fetch_run *r, const char *name, int fatal)
 static void item_fail(struct fetch_item *it, int err, char *msg)
 {
 	__atomic_store_n(&it->stream_failed, 1, __ATOMIC_RELEASE);
-	it->err = err;
-	free(it->errmsg);
-	it->errmsg = msg;
+	why_clear(&it->why);
+	it->why.code = err;
+	it->why.msg = msg;
 }
 
 static const char *src_desc(const struct source *s)
@@ -318,9 +318,7 @@ static void commit(struct fetch_run *r, struct xfer *x, const char *tmp, uint64_
 	                                      .mirror = x->src[x->cur].mirror,
 	                                      .bytes = got,
 	                                      .path = final}});
-	x->it->err = 0;
-	free(x->it->errmsg);
-	x->it->errmsg = NULL;
+	why_clear(&x->it->why);
 	__atomic_store_n(&x->it->stream_verified, 1, __ATOMIC_RELEASE);
 }
 
@@ -599,13 +597,13 @@ static void give_up(struct fetch_run *r, struct xfer *x)
 			strbuf_addf(&sb, ": %s", x->last_error);
 		item_fail(x->it, TF_ENETWORK, strbuf_detach(&sb));
 	}
-	ev_emit(c,
-	        &(struct event){
-	            .kind = EV_DOWNLOAD_FAILED,
-	            .level = EV_ERROR,
-	            .item = x->it->name,
-	            .msg = x->it->errmsg,
-	            .art = {.sha256 = x->it->sha256, .size = x->it->size, .error = x->it->errmsg}});
+	ev_emit(
+	    c, &(struct event){
+	           .kind = EV_DOWNLOAD_FAILED,
+	           .level = EV_ERROR,
+	           .item = x->it->name,
+	           .msg = x->it->why.msg,
+	           .art = {.sha256 = x->it->sha256, .size = x->it->size, .error = x->it->why.msg}});
 out:
 	if (x->part && x->got == 0)
 		unlink(x->part); /* nothing to resume: leave no empty .part behind */
@@ -732,11 +730,11 @@ static void transfer_done(struct fetch_run *r, struct xfer *x, CURLcode rc)
 		ev_emit(r->c, &(struct event){.kind = EV_DOWNLOAD_FAILED,
 		                              .level = EV_ERROR,
 		                              .item = x->it->name,
-		                              .msg = x->it->errmsg,
+		                              .msg = x->it->why.msg,
 		                              .art = {.sha256 = x->it->sha256,
 		                                      .size = x->it->size,
 		                                      .source = src_desc(s),
-		                                      .error = x->it->errmsg}});
+		                                      .error = x->it->why.msg}});
 		close_part(x);
 		if (x->sha_live)
 			sha256_release(&x->sha);
@@ -830,7 +828,7 @@ static void xfer_release(struct xfer *x)
 	close_part(x);
 }
 
-/* Checks the IN fields; fills it->err for a bad item. */
+/* Checks the IN fields; fills it->why for a bad item. */
 static int item_valid(struct fetch_item *it)
 {
 	if (it->sha256 == NULL || !is_hex64(it->sha256)) {
@@ -1052,7 +1050,7 @@ static size_t fetch_plan(struct fetch_run *r, struct xfer *xs, struct fetch_item
 			continue;
 		}
 		for (size_t j = 0; j < i; j++)
-			if (xs[j].leader < 0 && items[j].err == 0 &&
+			if (xs[j].leader < 0 && items[j].why.code == 0 &&
 			    strcmp(items[j].sha256, it->sha256) == 0) {
 				x->leader = (int)j;
 				break;
@@ -1094,10 +1092,10 @@ static void fetch_followers(struct xfer *xs, struct fetch_item *items, size_t n)
 		if (x->leader < 0)
 			continue;
 		struct fetch_item *l = &items[x->leader];
-		x->it->err = l->err;
+		x->it->why.code = l->why.code;
 		x->it->cached = l->cached;
 		x->it->path = l->path ? xstrdup(l->path) : NULL;
-		x->it->errmsg = l->errmsg ? xstrdup(l->errmsg) : NULL;
+		x->it->why.msg = l->why.msg ? xstrdup(l->why.msg) : NULL;
 		x->it->source = l->source ? xstrdup(l->source) : NULL;
 	}
 }
@@ -1109,7 +1107,7 @@ static void offline_report(struct ctx *c, const struct xfer *xs, const struct fe
 	struct strbuf missing = STRBUF_INIT;
 	size_t nmissing = 0;
 	for (size_t i = 0; i < n; i++)
-		if (items[i].err == TF_EOFFLINE && xs[i].leader < 0)
+		if (items[i].why.code == TF_EOFFLINE && xs[i].leader < 0)
 			strbuf_addf(&missing, "%s%s", nmissing++ ? ", " : "", items[i].name);
 	if (nmissing)
 		ev_log(c, EV_ERROR,
@@ -1126,12 +1124,11 @@ int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const stru
 	struct xfer *xs = xcalloc(n ? n : 1, sizeof(*xs));
 	struct xfer **order = xcalloc(n ? n : 1, sizeof(*order));
 	size_t norder = 0;
-	char *errmsg = NULL;
+	struct why cache_why = {0};
 	int ret = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		fetch_item_release(&items[i]);
-		items[i].err = 0;
 		items[i].cached = 0;
 		xs[i].fd = -1;
 		xs[i].it = &items[i];
@@ -1143,9 +1140,9 @@ int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const stru
 			item_fail(&items[i], TF_EUSAGE, xstrdup("no cache directory configured"));
 		goto done;
 	}
-	if (cache_init(c->cache_dir, &errmsg) < 0) {
+	if (cache_init(c->cache_dir, &cache_why) < 0) {
 		for (size_t i = 0; i < n; i++)
-			item_fail(&items[i], TF_EIO, xstrdup(errmsg));
+			item_fail(&items[i], TF_EIO, xstrdup(why_text(&cache_why)));
 		goto done;
 	}
 
@@ -1166,15 +1163,15 @@ int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const stru
 done:
 	for (size_t i = 0; i < n; i++) {
 		xfer_release(&xs[i]);
-		if (ret == 0 && items[i].err != 0)
-			ret = items[i].err;
+		if (ret == 0 && items[i].why.code != 0)
+			ret = items[i].why.code;
 	}
 	for (size_t i = 0; i < r.nhosts; i++)
 		free(r.hosts[i].name);
 	free(r.hosts);
 	free(order);
 	free(xs);
-	free(errmsg);
+	why_clear(&cache_why);
 	return ret;
 }
 

@@ -79,7 +79,7 @@ static CURL *small_handle(const struct ctx *c, const char *url, const char *prot
 
 /* The result of one finished GET, as http_get_small returns it. */
 static int small_result(CURL *h, CURLcode rc, struct body *b, const char *errbuf, size_t max,
-                        char **out, size_t *len, long *status, char **err)
+                        char **out, size_t *len, long *status, struct why *why)
 {
 	long code = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
@@ -90,33 +90,29 @@ static int small_result(CURL *h, CURLcode rc, struct body *b, const char *errbuf
 		return 0;
 	}
 	strbuf_release(&b->sb);
-	if (b->too_big) {
-		*err = xasprintf("larger than %zu bytes", max);
-		return TF_EINTEGRITY;
-	}
+	if (b->too_big)
+		return why_fail(why, TF_EINTEGRITY, "larger than %zu bytes", max);
 	if (rc == CURLE_OK)
-		*err = xasprintf("HTTP %ld", code);
-	else
-		*err = xstrdup(errbuf[0] ? errbuf : curl_easy_strerror(rc));
-	return TF_ENETWORK;
+		return why_fail(why, TF_ENETWORK, "HTTP %ld", code);
+	return why_fail(why, TF_ENETWORK, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
 }
 
 int http_get_small(const struct ctx *c, const char *url, const char *protocols, const char *accept,
-                   size_t max, char **out, size_t *len, long *status, char **err)
+                   size_t max, char **out, size_t *len, long *status, struct why *why)
 {
-	return http_get_small_chain(c, url, protocols, accept, max, out, len, status, NULL, err);
+	return http_get_small_chain(c, url, protocols, accept, max, out, len, status, NULL, why);
 }
 
 int http_get_small_chain(const struct ctx *c, const char *url, const char *protocols,
                          const char *accept, size_t max, char **out, size_t *len, long *status,
-                         struct strvec *chain, char **err)
+                         struct strvec *chain, struct why *why)
 {
 	struct curl_slist *hdr = NULL;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	struct body b = {STRBUF_INIT, max, 0, NULL, chain};
 	CURL *h = small_handle(c, url, protocols, accept, &b, errbuf, &hdr);
 	CURLcode rc = curl_easy_perform(h);
-	int ret = small_result(h, rc, &b, errbuf, max, out, len, status, err);
+	int ret = small_result(h, rc, &b, errbuf, max, out, len, status, why);
 	curl_easy_cleanup(h);
 	curl_slist_free_all(hdr);
 	return ret;
@@ -165,15 +161,14 @@ void http_get_small_many(const struct ctx *c, struct http_small *v, size_t n, co
 		struct one *x = NULL;
 		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
 		size_t i = (size_t)(x - o);
-		v[i].rc = small_result(x->h, msg->data.result, &x->b, x->errbuf, max, &v[i].body,
-		                       &v[i].len, &v[i].status, &v[i].err);
+		small_result(x->h, msg->data.result, &x->b, x->errbuf, max, &v[i].body, &v[i].len,
+		             &v[i].status, &v[i].why);
 		v[i].done = 1;
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (!v[i].done) {
 			strbuf_release(&o[i].b.sb);
-			v[i].rc = TF_ENETWORK;
-			v[i].err = xstrdup("the transfer did not finish");
+			why_fail(&v[i].why, TF_ENETWORK, "the transfer did not finish");
 			v[i].done = 1;
 		}
 		curl_multi_remove_handle(m, o[i].h);

@@ -91,7 +91,7 @@ static int is_lower_hex64(const char *s)
 	return 1;
 }
 
-/* Resolves one component; appends to *out. 0 or TF_EMANIFEST with *errmsg. */
+/* Resolves one component; appends to *out. 0 or TF_EMANIFEST with why. */
 
 /*
  * A relative_path is joined to the JSON's URL and fetched (file:// URLs are
@@ -117,15 +117,15 @@ static int safe_relative_path(const char *rp)
 
 static int resolve_one(json_t *root, const char *label, const char *base, const char *name,
                        const char *platform, const char *variant, struct redist_artifact **out,
-                       size_t *nout, char **errmsg)
+                       size_t *nout, struct why *why)
 {
 	json_t *comp = json_object_get(root, name);
 	if (!json_is_object(comp)) {
 		const char *near = closest_key(root, name);
 		char *all = list_keys(root, 1, NULL);
-		*errmsg = xasprintf("redist %s has no component '%s'%s%s%s; it has: %s", label,
-		                    name, near ? " (did you mean '" : "", near ? near : "",
-		                    near ? "'?)" : "", all);
+		why_fail(why, TF_EMANIFEST, "redist %s has no component '%s'%s%s%s; it has: %s",
+		         label, name, near ? " (did you mean '" : "", near ? near : "",
+		         near ? "'?)" : "", all);
 		free(all);
 		return TF_EMANIFEST;
 	}
@@ -139,8 +139,9 @@ static int resolve_one(json_t *root, const char *label, const char *base, const 
 			if (json_is_object(v))
 				strbuf_addf(&sb, "%s%s", sb.len ? ", " : "", k);
 		}
-		*errmsg = xasprintf("redist %s: component '%s' has no platform '%s'; it has: %s",
-		                    label, name, platform, sb.len ? sb.buf : "(none)");
+		why_fail(why, TF_EMANIFEST,
+		         "redist %s: component '%s' has no platform '%s'; it has: %s", label, name,
+		         platform, sb.len ? sb.buf : "(none)");
 		strbuf_release(&sb);
 		return TF_EMANIFEST;
 	}
@@ -151,10 +152,10 @@ static int resolve_one(json_t *root, const char *label, const char *base, const 
 		if (pick == NULL) {
 			if (json_object_size(plat) != 1) {
 				char *vs = list_keys(plat, 1, NULL);
-				*errmsg =
-				    xasprintf("redist %s: component '%s' on %s comes in several "
-				              "CUDA variants (%s); name one",
-				              label, name, platform, vs);
+				why_fail(why, TF_EMANIFEST,
+				         "redist %s: component '%s' on %s comes in several CUDA "
+				         "variants (%s); name one",
+				         label, name, platform, vs);
 				free(vs);
 				return TF_EMANIFEST;
 			}
@@ -164,10 +165,9 @@ static int resolve_one(json_t *root, const char *label, const char *base, const 
 		entry = json_object_get(plat, pick);
 		if (!json_is_object(entry)) {
 			char *vs = list_keys(plat, 1, NULL);
-			*errmsg =
-			    xasprintf("redist %s: component '%s' on %s has no variant '%s'; it "
-			              "has: %s",
-			              label, name, platform, pick, vs);
+			why_fail(why, TF_EMANIFEST,
+			         "redist %s: component '%s' on %s has no variant '%s'; it has: %s",
+			         label, name, platform, pick, vs);
 			free(vs);
 			return TF_EMANIFEST;
 		}
@@ -177,29 +177,24 @@ static int resolve_one(json_t *root, const char *label, const char *base, const 
 		char *tag = xasprintf("_%s-", variant);
 		int mismatch = strstr(rp, "_cuda") != NULL && strstr(rp, tag) == NULL;
 		free(tag);
-		if (mismatch) {
-			*errmsg = xasprintf("redist %s: component '%s' on %s is only built for "
-			                    "another CUDA variant than '%s' (%s)",
-			                    label, name, platform, variant, rp);
-			return TF_EMANIFEST;
-		}
+		if (mismatch)
+			return why_fail(why, TF_EMANIFEST,
+			                "redist %s: component '%s' on %s is only built for another "
+			                "CUDA variant than '%s' (%s)",
+			                label, name, platform, variant, rp);
 	}
 	const char *rp = json_string_value(json_object_get(entry, "relative_path"));
 	const char *sha = json_string_value(json_object_get(entry, "sha256"));
 	int64_t size = -1;
-	if (!safe_relative_path(rp)) {
-		*errmsg =
-		    xasprintf("redist %s: component '%s' has a bad relative_path", label, name);
-		return TF_EMANIFEST;
-	}
-	if (sha == NULL || !is_lower_hex64(sha)) {
-		*errmsg = xasprintf("redist %s: component '%s' has no valid sha256", label, name);
-		return TF_EMANIFEST;
-	}
-	if (parse_size(json_object_get(entry, "size"), &size) < 0) {
-		*errmsg = xasprintf("redist %s: component '%s' has no valid size", label, name);
-		return TF_EMANIFEST;
-	}
+	if (!safe_relative_path(rp))
+		return why_fail(why, TF_EMANIFEST,
+		                "redist %s: component '%s' has a bad relative_path", label, name);
+	if (sha == NULL || !is_lower_hex64(sha))
+		return why_fail(why, TF_EMANIFEST, "redist %s: component '%s' has no valid sha256",
+		                label, name);
+	if (parse_size(json_object_get(entry, "size"), &size) < 0)
+		return why_fail(why, TF_EMANIFEST, "redist %s: component '%s' has no valid size",
+		                label, name);
 	*out = xrealloc(*out, (*nout + 1) * sizeof(**out));
 	struct redist_artifact *a = &(*out)[(*nout)++];
 	memset(a, 0, sizeof(*a));
@@ -216,14 +211,13 @@ static int resolve_one(json_t *root, const char *label, const char *base, const 
 
 int redist_resolve(const char *json_path, const char *json_url, const char *platform,
                    const char *variant, const char *const *components, size_t ncomponents,
-                   struct redist_artifact **out, size_t *nout, char **errmsg)
+                   struct redist_artifact **out, size_t *nout, struct why *why)
 {
 	json_error_t jerr;
 	int ret = 0;
 	char *base = NULL;
 	*out = NULL;
 	*nout = 0;
-	*errmsg = NULL;
 
 	json_t *root = json_load_file(json_path, JSON_REJECT_DUPLICATES, &jerr);
 	if (root == NULL) {
@@ -231,13 +225,13 @@ int redist_resolve(const char *json_path, const char *json_url, const char *plat
 		 * number too large, a duplicate key) makes it no redist document: exit 3,
 		 * as every other defect of one is. */
 		int io = json_error_code(&jerr) == json_error_cannot_open_file;
-		*errmsg = xasprintf("%s:%d:%d: %s redist manifest: %s", json_path, jerr.line,
-		                    jerr.column, io ? "cannot read the" : "not a valid", jerr.text);
-		return io ? TF_EIO : TF_EMANIFEST;
+		return why_fail(why, io ? TF_EIO : TF_EMANIFEST, "%s:%d:%d: %s redist manifest: %s",
+		                json_path, jerr.line, jerr.column,
+		                io ? "cannot read the" : "not a valid", jerr.text);
 	}
 	if (!json_is_object(root)) {
-		*errmsg = xasprintf("%s: a redist manifest is a JSON object", json_path);
-		ret = TF_EMANIFEST;
+		ret = why_fail(why, TF_EMANIFEST, "%s: a redist manifest is a JSON object",
+		               json_path);
 		goto out;
 	}
 	const char *label = json_string_value(json_object_get(root, "release_label"));
@@ -250,7 +244,7 @@ int redist_resolve(const char *json_path, const char *json_url, const char *plat
 	if (ncomponents > 0) {
 		for (size_t i = 0; i < ncomponents && ret == 0; i++)
 			ret = resolve_one(root, label, base, components[i], platform, variant, out,
-			                  nout, errmsg);
+			                  nout, why);
 	} else {
 		const char *k;
 		json_t *v;
@@ -258,8 +252,7 @@ int redist_resolve(const char *json_path, const char *json_url, const char *plat
 		{
 			if (!json_is_object(v) || !json_is_object(json_object_get(v, platform)))
 				continue;
-			ret =
-			    resolve_one(root, label, base, k, platform, variant, out, nout, errmsg);
+			ret = resolve_one(root, label, base, k, platform, variant, out, nout, why);
 			if (ret != 0)
 				break;
 		}

@@ -71,30 +71,27 @@ static int read_in_root(const struct ctx *c, const char *path, size_t max, char 
 }
 
 /* Parses one public key and trusts it; `shown` names it in messages. */
-static int add_key_text(struct ctx *c, struct trust *t, char *text, size_t len, const char *shown)
+static int add_key_text(struct trust *t, char *text, size_t len, const char *shown, struct why *why)
 {
-	const char *why = NULL;
+	const char *reason = NULL;
 	struct ms_pubkey pk;
-	int r = ms_pubkey_parse(text, len, &pk, &why);
-	if (r != 0) {
-		ev_log(c, EV_ERROR, "trusted key %s is not a minisign public key: %s", shown, why);
-		return TF_EFAIL;
-	}
+	int r = ms_pubkey_parse(text, len, &pk, &reason);
+	if (r != 0)
+		return why_fail(why, TF_EFAIL, "trusted key %s is not a minisign public key: %s",
+		                shown, reason);
 	add_key(t, &pk, shown);
 	return 0;
 }
 
 /* A --trusted-key FILE: a path of the invoking user's, not under the root. */
-static int load_key_file(struct ctx *c, struct trust *t, const char *path)
+static int load_key_file(struct trust *t, const char *path, struct why *why)
 {
 	char *text = NULL;
 	size_t len;
 	int r = read_file_at(AT_FDCWD, path, MS_FILE_MAX, &text, &len);
-	if (r != 0) {
-		ev_log(c, EV_ERROR, "trusted key %s: %s", path, strerror(-r));
-		return TF_EFAIL;
-	}
-	r = add_key_text(c, t, text, len, path);
+	if (r != 0)
+		return why_fail(why, TF_EFAIL, "trusted key %s: %s", path, strerror(-r));
+	r = add_key_text(t, text, len, path, why);
 	free(text);
 	return r;
 }
@@ -108,7 +105,7 @@ static int cmp_str(const void *a, const void *b)
  * Every NAME.pub of ROOT/etc/tfprov/trusted-keys.d, in name order, each read
  * as in a chroot: a key whose link leads out of the root is never trusted.
  */
-static int load_key_dir(struct ctx *c, struct trust *t)
+static int load_key_dir(struct ctx *c, struct trust *t, struct why *why)
 {
 	struct strvec names = STRVEC_INIT;
 	int rc = 0;
@@ -122,9 +119,10 @@ static int load_key_dir(struct ctx *c, struct trust *t)
 			return 0;
 	}
 	if (fd < 0) {
-		char *shown = ctx_host_path(c, KEYS_DIR), *why = why_unreadable(c, KEYS_DIR, -fd);
-		ev_log(c, EV_ERROR, "%s: %s", shown, why);
-		free(why);
+		char *shown = ctx_host_path(c, KEYS_DIR),
+		     *reason = why_unreadable(c, KEYS_DIR, -fd);
+		why_fail(why, TF_EFAIL, "%s: %s", shown, reason);
+		free(reason);
 		free(shown);
 		return TF_EFAIL;
 	}
@@ -145,12 +143,11 @@ static int load_key_dir(struct ctx *c, struct trust *t)
 		size_t len;
 		int r = read_in_root(c, rel, MS_FILE_MAX, &text, &len);
 		if (r != 0) {
-			char *why = why_unreadable(c, rel, -r);
-			ev_log(c, EV_ERROR, "trusted key %s: %s", shown, why);
-			free(why);
-			rc = TF_EFAIL;
+			char *reason = why_unreadable(c, rel, -r);
+			rc = why_fail(why, TF_EFAIL, "trusted key %s: %s", shown, reason);
+			free(reason);
 		} else {
-			rc = add_key_text(c, t, text, len, shown);
+			rc = add_key_text(t, text, len, shown, why);
 		}
 		free(text);
 		free(rel);
@@ -161,7 +158,7 @@ static int load_key_dir(struct ctx *c, struct trust *t)
 }
 
 /* ROOT/etc/tfprov/policy.yaml: a mapping with `require_signature: true|false`. */
-static int load_policy(struct ctx *c, struct trust *t)
+static int load_policy(struct ctx *c, struct trust *t, struct why *why)
 {
 	char *text = NULL;
 	size_t len;
@@ -175,37 +172,34 @@ static int load_policy(struct ctx *c, struct trust *t)
 	if (r == -ENOENT && lstat(p, &st) != 0)
 		return 0;
 	if (r != 0) {
-		char *why = why_unreadable(c, POLICY_PATH, -r);
-		ev_log(c, EV_ERROR, "%s: %s", p, why);
-		free(why);
+		char *reason = why_unreadable(c, POLICY_PATH, -r);
+		why_fail(why, TF_EFAIL, "%s: %s", p, reason);
+		free(reason);
 		return TF_EFAIL;
 	}
 	struct ynode *root = ytree_parse(p, text, len, &lim, &d, &empty);
 	if (root == NULL && !empty) {
-		ev_log(c, EV_ERROR, "%s:%d:%d: %s", p, d.n ? d.v[0].pos.line : 0,
-		       d.n ? d.v[0].pos.col : 0, d.n ? d.v[0].msg : "invalid YAML");
-		rc = TF_EFAIL;
+		rc = why_fail(why, TF_EFAIL, "%s:%d:%d: %s", p, d.n ? d.v[0].pos.line : 0,
+		              d.n ? d.v[0].pos.col : 0, d.n ? d.v[0].msg : "invalid YAML");
 		goto out;
 	}
 	if (root && root->type != Y_MAP) {
-		ev_log(c, EV_ERROR,
-		       "%s:%d:%d: the policy must be a mapping (require_signature: true)", p,
-		       root->pos.line, root->pos.col);
-		rc = TF_EFAIL;
+		rc = why_fail(why, TF_EFAIL,
+		              "%s:%d:%d: the policy must be a mapping (require_signature: true)", p,
+		              root->pos.line, root->pos.col);
 		goto out;
 	}
 	for (size_t i = 0; root && i < root->n && rc == 0; i++) {
 		const struct ynode *k = root->keys[i], *v = root->items[i];
 		if (k->type != Y_SCALAR || strcmp(k->str, "require_signature") != 0) {
-			ev_log(c, EV_ERROR,
-			       "%s:%d:%d: unknown key (the policy knows require_signature)", p,
-			       k->pos.line, k->pos.col);
-			rc = TF_EFAIL;
+			rc = why_fail(why, TF_EFAIL,
+			              "%s:%d:%d: unknown key (the policy knows require_signature)",
+			              p, k->pos.line, k->pos.col);
 		} else if (v->type != Y_SCALAR || v->style != YS_PLAIN ||
 		           (strcmp(v->str, "true") != 0 && strcmp(v->str, "false") != 0)) {
-			ev_log(c, EV_ERROR, "%s:%d:%d: require_signature must be true or false", p,
-			       v->pos.line, v->pos.col);
-			rc = TF_EFAIL;
+			rc = why_fail(why, TF_EFAIL,
+			              "%s:%d:%d: require_signature must be true or false", p,
+			              v->pos.line, v->pos.col);
 		} else if (strcmp(v->str, "true") == 0 && !t->require) {
 			t->require = 1;
 			t->require_src = t->policy_path;
@@ -218,7 +212,7 @@ out:
 	return rc;
 }
 
-int trust_load(struct ctx *c, struct trust *t)
+int trust_load(struct ctx *c, struct trust *t, struct why *why)
 {
 	int rc = 0;
 	memset(t, 0, sizeof(*t));
@@ -228,11 +222,11 @@ int trust_load(struct ctx *c, struct trust *t)
 		t->require_src = "--require-signature";
 	}
 	for (size_t i = 0; i < c->trusted_keys.n && rc == 0; i++)
-		rc = load_key_file(c, t, c->trusted_keys.v[i]);
+		rc = load_key_file(t, c->trusted_keys.v[i], why);
 	if (rc == 0)
-		rc = load_key_dir(c, t);
+		rc = load_key_dir(c, t, why);
 	if (rc == 0)
-		rc = load_policy(c, t);
+		rc = load_policy(c, t, why);
 	return rc;
 }
 
@@ -258,15 +252,14 @@ char *trust_describe(const struct trust *t)
 }
 
 int trust_verify(const struct trust *t, const void *msg, size_t len, const char *sig_name,
-                 const char *sigtext, size_t siglen, struct ms_sig *sig, size_t *signer, char **why)
+                 const char *sigtext, size_t siglen, struct ms_sig *sig, size_t *signer,
+                 struct why *why)
 {
 	const char *reason = NULL;
 	char id[MS_KEYID_SIZE];
-	*why = NULL;
-	if (ms_sig_parse(sigtext, siglen, sig, &reason) != 0) {
-		*why = xasprintf("%s is not a minisign signature: %s", sig_name, reason);
-		return TF_EINTEGRITY;
-	}
+	if (ms_sig_parse(sigtext, siglen, sig, &reason) != 0)
+		return why_fail(why, TF_EINTEGRITY, "%s is not a minisign signature: %s", sig_name,
+		                reason);
 	ms_keyid(sig->keynum, id);
 	/* Every trusted key with the signature's key id is tried (ids are not unique). */
 	size_t tried = 0;
@@ -277,15 +270,15 @@ int trust_verify(const struct trust *t, const void *msg, size_t len, const char 
 			*signer = i;
 			return 0;
 		}
-		free(*why);
-		*why = xasprintf("%s: signature by key %s (%s) is not valid: %s", sig_name, id,
-		                 t->src[i], reason);
+		why_fail(why, TF_EINTEGRITY, "%s: signature by key %s (%s) is not valid: %s",
+		         sig_name, id, t->src[i], reason);
 		tried++;
 	}
 	if (tried == 0) {
 		char *keys = trust_describe(t);
-		*why = xasprintf("%s: signed by key %s, which is not trusted (trusted: %s)",
-		                 sig_name, id, t->n ? keys : "none");
+		why_fail(why, TF_EINTEGRITY,
+		         "%s: signed by key %s, which is not trusted (trusted: %s)", sig_name, id,
+		         t->n ? keys : "none");
 		free(keys);
 	}
 	ms_sig_release(sig);

@@ -511,60 +511,64 @@ int check_room(struct writer *w, int dirfd, const char *where, uint64_t expected
 }
 
 int unpack_archive(struct ctx *c, const char *archive, const char *dest_dir, int strip,
-                   struct unpack_result *res, char **errmsg)
+                   struct unpack_result *res, struct why *why)
 {
 	struct unpack_how how = {.pinned = -1};
-	return unpack_common(c, archive, &how, dest_dir, strip, res, errmsg);
+	return unpack_common(c, archive, &how, dest_dir, strip, res, why);
 }
 
 int unpack_archive_named(struct ctx *c, const char *archive, const char *label, int64_t pinned,
-                         const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
+                         const char *dest_dir, int strip, struct unpack_result *res,
+                         struct why *why)
 {
 	struct unpack_how how = {.label = label, .pinned = pinned};
-	return unpack_common(c, archive, &how, dest_dir, strip, res, errmsg);
+	return unpack_common(c, archive, &how, dest_dir, strip, res, why);
 }
 
 int unpack_conda_package(struct ctx *c, const char *file, int is_conda, const char *dest_dir,
-                         struct unpack_result *res, char **errmsg)
+                         struct unpack_result *res, struct why *why)
 {
 	struct unpack_how how = {.pinned = -1, .conda = is_conda};
-	return unpack_common(c, file, &how, dest_dir, 0, res, errmsg);
+	return unpack_common(c, file, &how, dest_dir, 0, res, why);
 }
 
 int unpack_archive_pinned(struct ctx *c, const char *archive, uint64_t unpacked_size,
-                          const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
+                          const char *dest_dir, int strip, struct unpack_result *res,
+                          struct why *why)
 {
 	struct unpack_how how = {.pinned = (int64_t)unpacked_size};
-	return unpack_common(c, archive, &how, dest_dir, strip, res, errmsg);
+	return unpack_common(c, archive, &how, dest_dir, strip, res, why);
 }
 
 int unpack_archive_each(struct ctx *c, const char *archive, const char *dest_dir,
-                        unpack_file_fn on_file, void *arg, struct unpack_result *res, char **errmsg)
+                        unpack_file_fn on_file, void *arg, struct unpack_result *res,
+                        struct why *why)
 {
 	struct unpack_how how = {.pinned = -1, .on_file = on_file, .on_file_arg = arg};
-	return unpack_common(c, archive, &how, dest_dir, 0, res, errmsg);
+	return unpack_common(c, archive, &how, dest_dir, 0, res, why);
 }
 
 int unpack_pool_archive(struct ctx *c, const char *archive, const char *label, int64_t pinned,
                         const char *dest_dir, int strip, const struct unpack_share *share,
-                        struct unpack_result *res, char **errmsg)
+                        struct unpack_result *res, struct why *why)
 {
 	struct unpack_how how = {.label = label, .pinned = pinned, .share = *share};
-	return unpack_common(c, archive, &how, dest_dir, strip, res, errmsg);
+	return unpack_common(c, archive, &how, dest_dir, strip, res, why);
 }
 
 int unpack_pool_conda(struct ctx *c, const char *file, int is_conda, const char *dest_dir,
-                      const struct unpack_share *share, struct unpack_result *res, char **errmsg)
+                      const struct unpack_share *share, struct unpack_result *res, struct why *why)
 {
 	struct unpack_how how = {.pinned = -1, .conda = is_conda, .share = *share};
-	return unpack_common(c, file, &how, dest_dir, 0, res, errmsg);
+	return unpack_common(c, file, &how, dest_dir, 0, res, why);
 }
 
 int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_follow *follow,
-                          const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
+                          const char *dest_dir, int strip, struct unpack_result *res,
+                          struct why *why)
 {
 	struct unpack_how how = {.follow = follow, .pinned = -1};
-	return unpack_common(c, part, &how, dest_dir, strip, res, errmsg);
+	return unpack_common(c, part, &how, dest_dir, strip, res, why);
 }
 
 /*
@@ -619,20 +623,20 @@ static int writer_open_dest(struct writer *w, const char *dest_dir, int share, i
 	if (!share && mkdir(dest_dir, 0755) < 0) {
 		w_fail(w, errno == EEXIST ? TF_EFAIL : tf_err_from_errno(-errno),
 		       "cannot create staging directory %s: %s", dest_dir, strerror(errno));
-		return w->err;
+		return w->why.code;
 	}
 	*created = !share;
 	w->destfd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (w->destfd < 0) {
 		w_fail(w, TF_EIO, "cannot open %s: %s", dest_dir, strerror(errno));
-		return w->err;
+		return w->why.code;
 	}
 	/* The declared size, else the archive's own: it unpacks to no less. */
 	if (!share && check_room(w, w->destfd, dest_dir,
 	                         w->pinned             ? w->budget
 	                         : w->archive_size > 0 ? (uint64_t)w->archive_size
 	                                               : 0) != 0)
-		return w->err;
+		return w->why.code;
 	return 0;
 }
 
@@ -644,7 +648,7 @@ static void writer_drain(struct writer *w, struct queue *q, const struct unpack_
 			w_fail(w, TF_EINTR, "interrupted");
 		if (how->stop && __atomic_load_n(how->stop, __ATOMIC_ACQUIRE))
 			w_fail(w, TF_EFAIL, "stopped: another decoder failed");
-		if (w->err || over_budget(w, q, 0))
+		if (w->why.code || over_budget(w, q, 0))
 			break;
 		struct msg m = queue_pop(q);
 		if (m.kind == M_EOF)
@@ -667,7 +671,7 @@ static void writer_drain(struct writer *w, struct queue *q, const struct unpack_
 }
 
 int unpack_common(struct ctx *c, const char *archive, const struct unpack_how *how,
-                  const char *dest_dir, int strip, struct unpack_result *res, char **errmsg)
+                  const char *dest_dir, int strip, struct unpack_result *res, struct why *why)
 {
 	const struct unpack_follow *follow = how->follow;
 	struct writer w = {.c = c,
@@ -694,7 +698,6 @@ int unpack_common(struct ctx *c, const char *archive, const struct unpack_how *h
 	int started = 0, created = 0;
 
 	memset(res, 0, sizeof(*res));
-	*errmsg = NULL;
 	if (writer_limits(&w, archive, how) != 0 ||
 	    writer_open_dest(&w, dest_dir, share, &created) != 0)
 		goto out;
@@ -707,9 +710,9 @@ int unpack_common(struct ctx *c, const char *archive, const struct unpack_how *h
 	}
 	started = 1;
 	writer_drain(&w, q, how);
-	if (!w.err && !share)
+	if (!w.why.code && !share)
 		check_symlinks(&w);
-	if (!w.err && !share) {
+	if (!w.why.code && !share) {
 		finish_dirs(&w);
 		maybe_progress(&w, q, 1);
 	}
@@ -726,12 +729,13 @@ out:
 	if (w.destfd >= 0)
 		close(w.destfd);
 	strvec_release(&w.symlinks);
-	if (w.err) {
+	if (w.why.code) {
 		if (created)
 			fs_rmtree(dest_dir);
 		unpack_result_release(res);
-		*errmsg = w.errmsg;
-		return w.err;
+		int rc = w.why.code;
+		why_move(why, &w.why);
+		return rc;
 	}
 	return 0;
 }

@@ -133,10 +133,13 @@ static int link_target_inside(const char *path, const char *target)
 
 void w_fail(struct writer *w, int err, const char *fmt, ...)
 {
+	if (w->why.code)
+		return;
 	va_list ap;
 	va_start(ap, fmt);
-	tf_fail_first(&w->err, &w->errmsg, err, w->archive, fmt, ap);
+	why_vfail(&w->why, err, fmt, ap);
 	va_end(ap);
+	why_prefix(&w->why, "%s", w->archive);
 }
 
 /* Names go into terminal messages: control characters are shown escaped. */
@@ -171,7 +174,7 @@ void drop_parent(struct writer *w)
 /*
  * Opens the directory made of comps[0..n) under dest, one component at a
  * time with O_NOFOLLOW; creates missing ones when `create`. Returns an fd
- * (borrowed: valid until the next call) or w->err (< 0) with w->err set.
+ * (borrowed: valid until the next call) or w->why.code (< 0) with w->why.code set.
  */
 static int open_dir(struct writer *w, char **comps, size_t n, int create, const char *entry)
 {
@@ -218,7 +221,7 @@ fail:
 	if (fd != w->destfd)
 		close(fd);
 	free(rel);
-	return w->err;
+	return w->why.code;
 }
 
 static struct unpack_entry *add_result(struct writer *w, const char *path, int type,
@@ -241,7 +244,7 @@ static struct unpack_entry *add_result(struct writer *w, const char *path, int t
 
 /*
  * Removes a non-directory leaf so a later archive entry can replace it (tar
- * semantics). 0, a TF_E* set in w->err, or -errno when fstatat failed.
+ * semantics). 0, a TF_E* set in w->why.code, or -errno when fstatat failed.
  */
 static int clear_leaf(struct writer *w, int pfd, const char *base, const char *entry)
 {
@@ -303,7 +306,7 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 	uint64_t total = 0;
 	char given[65] = "";
 	sha256_init(&sha);
-	if (!w->err) {
+	if (!w->why.code) {
 		fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0 && errno == EEXIST && clear_leaf(w, pfd, base, rel) == 0)
 			fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
@@ -319,7 +322,7 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 				buf_give(q, m.buf);
 				break;
 			}
-			if (fd >= 0 && !w->err) {
+			if (fd >= 0 && !w->why.code) {
 				if (!e->decoder_hashes)
 					sha256_update(&sha, m.buf, m.len);
 				int werr = fs_write_all(fd, m.buf, m.len);
@@ -348,9 +351,9 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 		break;
 	}
 	if (fd >= 0) {
-		if (!w->err && fchmod(fd, mode) < 0)
+		if (!w->why.code && fchmod(fd, mode) < 0)
 			w_fail(w, TF_EIO, "cannot chmod '%s': %s", rel, strerror(errno));
-		if (!w->err && e->has_mtime) {
+		if (!w->why.code && e->has_mtime) {
 			struct timespec ts[2] = {e->mtime, e->mtime};
 			futimens(fd, ts);
 		}
@@ -358,7 +361,7 @@ static void write_file(struct writer *w, struct queue *q, int pfd, const char *b
 			w_fail(w, tf_err_from_errno(-errno), "cannot write '%s': %s", rel,
 			       strerror(errno));
 	}
-	if (w->err) {
+	if (w->why.code) {
 		sha256_release(&sha);
 		return;
 	}
@@ -426,7 +429,7 @@ static void put_hard_link(struct writer *w, const struct raw_entry *e, char **co
 			       "cannot hard link '%s' to '%s': %s", rel, lrel, strerror(errno));
 	}
 	close(sdup);
-	if (w->err)
+	if (w->why.code)
 		goto out;
 	/* The link shares the data of an earlier entry: copy its record. */
 	struct unpack_entry *src = NULL;
@@ -534,7 +537,7 @@ out:
 /* Resolves every symlink with RESOLVE_BENEATH: chains may escape where single links do not. */
 void check_symlinks(struct writer *w)
 {
-	for (size_t i = 0; i < w->symlinks.n && !w->err; i++) {
+	for (size_t i = 0; i < w->symlinks.n && !w->why.code; i++) {
 		struct open_how how = {.flags = O_PATH | O_CLOEXEC,
 		                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
 		long fd = syscall(SYS_openat2, w->destfd, w->symlinks.v[i], &how, sizeof(how));

@@ -332,7 +332,7 @@ struct zshare_run {
 	struct unpack_how how;
 	int *stop;
 	struct unpack_result res;
-	char *err;
+	struct why why;
 	int rc;
 	pthread_t th;
 };
@@ -340,7 +340,7 @@ struct zshare_run {
 static void *zshare_main(void *arg)
 {
 	struct zshare_run *r = arg;
-	r->rc = unpack_common(r->c, r->archive, &r->how, r->dest, 0, &r->res, &r->err);
+	r->rc = unpack_common(r->c, r->archive, &r->how, r->dest, 0, &r->res, &r->why);
 	if (r->rc != 0)
 		__atomic_store_n(r->stop, 1, __ATOMIC_RELEASE);
 	return NULL;
@@ -358,7 +358,7 @@ static int cmp_entry_path(const void *a, const void *b)
  * its bound is refused before anything is written (TF_EINTEGRITY). A zip
  * libzip cannot open is left to the decoders to name.
  */
-static int zip_declared(const char *archive, uint64_t *declared, uint64_t *bound, char **errmsg)
+static int zip_declared(const char *archive, uint64_t *declared, uint64_t *bound, struct why *why)
 {
 	struct stat st;
 	long long size = stat(archive, &st) == 0 ? (long long)st.st_size : 0;
@@ -376,40 +376,40 @@ static int zip_declared(const char *archive, uint64_t *declared, uint64_t *bound
 	zip_discard(za);
 	if (*declared <= *bound)
 		return 0;
-	*errmsg = xasprintf("%s: its directory declares %llu bytes unpacked, more than %llu "
-	                    "(%dx its %lld bytes; no real archive expands that far: a "
-	                    "decompression bomb); nothing unpacked",
-	                    archive, (unsigned long long)*declared, (unsigned long long)*bound,
-	                    UNPACK_BOMB_RATIO, size);
-	return TF_EINTEGRITY;
+	return why_fail(
+	    why, TF_EINTEGRITY,
+	    "%s: its directory declares %llu bytes unpacked, more than %llu (%dx its %lld bytes; "
+	    "no real archive expands that far: a decompression bomb); nothing unpacked",
+	    archive, (unsigned long long)*declared, (unsigned long long)*bound, UNPACK_BOMB_RATIO,
+	    size);
 }
 
 static int zip_parallel(struct ctx *c, const char *archive, const char *dest_dir, int nparts,
                         unpack_file_fn on_file, void *arg, const struct unpack_share *share,
-                        struct unpack_result *res, char **errmsg);
+                        struct unpack_result *res, struct why *why);
 
 int unpack_zip_parallel(struct ctx *c, const char *archive, const char *dest_dir, int nparts,
-                        unpack_file_fn on_file, void *arg, struct unpack_result *res, char **errmsg)
+                        unpack_file_fn on_file, void *arg, struct unpack_result *res,
+                        struct why *why)
 {
 	struct unpack_share none = {0};
-	return zip_parallel(c, archive, dest_dir, nparts, on_file, arg, &none, res, errmsg);
+	return zip_parallel(c, archive, dest_dir, nparts, on_file, arg, &none, res, why);
 }
 
 int unpack_pool_zip(struct ctx *c, const char *archive, const char *dest_dir, int nparts,
-                    const struct unpack_share *share, struct unpack_result *res, char **errmsg)
+                    const struct unpack_share *share, struct unpack_result *res, struct why *why)
 {
-	return zip_parallel(c, archive, dest_dir, nparts, NULL, NULL, share, res, errmsg);
+	return zip_parallel(c, archive, dest_dir, nparts, NULL, NULL, share, res, why);
 }
 
-/* dest_dir created with room for what the zip declares. 0 or TF_E* with *errmsg. */
+/* dest_dir created with room for what the zip declares. 0 or TF_E* with why. */
 static int zip_dest(struct ctx *c, const char *archive, const char *dest_dir, uint64_t declared,
-                    struct unpack_result *res, char **errmsg)
+                    struct unpack_result *res, struct why *why)
 {
-	if (mkdir(dest_dir, 0755) < 0) {
-		*errmsg = xasprintf("%s: cannot create staging directory %s: %s", archive, dest_dir,
-		                    strerror(errno));
-		return errno == EEXIST ? TF_EFAIL : tf_err_from_errno(-errno);
-	}
+	if (mkdir(dest_dir, 0755) < 0)
+		return why_fail(why, errno == EEXIST ? TF_EFAIL : tf_err_from_errno(-errno),
+		                "%s: cannot create staging directory %s: %s", archive, dest_dir,
+		                strerror(errno));
 	struct writer rw = {.c = c, .archive = archive, .res = res, .parent_fd = -1};
 	int dfd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int rc = dfd >= 0 ? check_room(&rw, dfd, dest_dir, declared) : 0;
@@ -417,27 +417,26 @@ static int zip_dest(struct ctx *c, const char *archive, const char *dest_dir, ui
 		close(dfd);
 	if (rc != 0) {
 		rmdir(dest_dir);
-		*errmsg = rw.errmsg;
+		why_move(why, &rw.why);
 	}
 	return rc;
 }
 
 /*
  * The first real failure of the shares r[0..nparts) (not "stopped"), then
- * every share's entries gathered into res. 0 or that failure with *errmsg.
+ * every share's entries gathered into res. 0 or that failure, in why.
  */
 static int zshares_gather(struct zshare_run *r, int nparts, struct unpack_result *res,
-                          char **errmsg)
+                          struct why *why)
 {
 	int rc = 0;
 	for (int pass = 0; pass < 2 && rc == 0; pass++)
 		for (int k = 0; k < nparts && rc == 0; k++)
 			if (r[k].rc != 0 &&
-			    (pass == 1 ||
-			     strstr(r[k].err ? r[k].err : "", "another decoder failed") == NULL)) {
+			    (pass == 1 || strstr(r[k].why.msg ? r[k].why.msg : "",
+			                         "another decoder failed") == NULL)) {
 				rc = r[k].rc;
-				*errmsg = r[k].err;
-				r[k].err = NULL;
+				why_move(why, &r[k].why);
 			}
 	for (int k = 0; k < nparts; k++) {
 		for (size_t i = 0; i < r[k].res.n; i++) {
@@ -447,7 +446,7 @@ static int zshares_gather(struct zshare_run *r, int nparts, struct unpack_result
 		}
 		res->bytes += r[k].res.bytes;
 		free(r[k].res.v);
-		free(r[k].err);
+		why_clear(&r[k].why);
 	}
 	return rc;
 }
@@ -457,14 +456,14 @@ static int zshares_gather(struct zshare_run *r, int nparts, struct unpack_result
  * symlink resolved beneath dest_dir, directory modes applied. 0 or TF_E*.
  */
 static int zshares_check(struct ctx *c, const char *archive, const char *dest_dir,
-                         struct unpack_result *res, char **errmsg)
+                         struct unpack_result *res, struct why *why)
 {
 	struct writer w = {
 	    .c = c, .archive = archive, .dest = dest_dir, .res = res, .parent_fd = -1};
 	struct unpack_entry *v = xmalloc((res->n ? res->n : 1) * sizeof(*v));
 	memcpy(v, res->v, res->n * sizeof(*v));
 	qsort(v, res->n, sizeof(*v), cmp_entry_path);
-	for (size_t i = 1; i < res->n && !w.err; i++)
+	for (size_t i = 1; i < res->n && !w.why.code; i++)
 		if (strcmp(v[i].path, v[i - 1].path) == 0 &&
 		    (v[i].type != 'd' || v[i - 1].type != 'd'))
 			w_unsafe(&w, v[i].path, "the archive holds this name twice");
@@ -472,35 +471,35 @@ static int zshares_check(struct ctx *c, const char *archive, const char *dest_di
 	w.destfd = open(dest_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (w.destfd < 0)
 		w_fail(&w, TF_EIO, "cannot open %s: %s", dest_dir, strerror(errno));
-	for (size_t i = 0; i < res->n && !w.err; i++)
+	for (size_t i = 0; i < res->n && !w.why.code; i++)
 		if (res->v[i].type == 'l')
 			strvec_push(&w.symlinks, res->v[i].path);
-	if (!w.err)
+	if (!w.why.code)
 		check_symlinks(&w);
-	if (!w.err)
+	if (!w.why.code)
 		finish_dirs(&w);
 	if (w.destfd >= 0)
 		close(w.destfd);
 	strvec_release(&w.symlinks);
-	if (w.err)
-		*errmsg = w.errmsg;
-	return w.err;
+	int rc = w.why.code;
+	if (rc)
+		why_move(why, &w.why);
+	return rc;
 }
 
 static int zip_parallel(struct ctx *c, const char *archive, const char *dest_dir, int nparts,
                         unpack_file_fn on_file, void *arg, const struct unpack_share *share,
-                        struct unpack_result *res, char **errmsg)
+                        struct unpack_result *res, struct why *why)
 {
 	memset(res, 0, sizeof(*res));
-	*errmsg = NULL;
 	if (nparts < 1)
 		nparts = 1;
 	if (nparts > UNPACK_ZIP_PARTS_MAX)
 		nparts = UNPACK_ZIP_PARTS_MAX;
 	uint64_t declared = 0, bound = 0, shared = 0;
-	int rc = zip_declared(archive, &declared, &bound, errmsg);
-	if (rc != 0 || (rc = zip_dest(c, archive, dest_dir, declared, res, errmsg)) != 0)
-		return rc;
+	int rc = zip_declared(archive, &declared, &bound, why);
+	if (rc != 0 || (rc = zip_dest(c, archive, dest_dir, declared, res, why)) != 0)
+		return why_code(why, rc);
 	int stop = 0;
 	uint64_t zip_in = 0;
 	struct zshare_run *r = xcalloc((size_t)nparts, sizeof(*r));
@@ -521,8 +520,7 @@ static int zip_parallel(struct ctx *c, const char *archive, const char *dest_dir
 		                                   .shared = &shared,
 		                                   .share = *share}};
 		if (k > 0 && pthread_create(&r[k].th, NULL, zshare_main, &r[k]) != 0) {
-			r[k].rc = TF_EFAIL;
-			r[k].err = xstrdup("cannot start a decoder thread");
+			r[k].rc = why_fail(&r[k].why, TF_EFAIL, "cannot start a decoder thread");
 			stop = 1;
 			break;
 		}
@@ -532,10 +530,10 @@ static int zip_parallel(struct ctx *c, const char *archive, const char *dest_dir
 		zshare_main(&r[0]);
 	for (int k = 1; k < started; k++)
 		pthread_join(r[k].th, NULL);
-	rc = zshares_gather(r, nparts, res, errmsg);
+	rc = zshares_gather(r, nparts, res, why);
 	free(r);
 	if (rc == 0)
-		rc = zshares_check(c, archive, dest_dir, res, errmsg);
+		rc = zshares_check(c, archive, dest_dir, res, why);
 	if (rc != 0) {
 		fs_rmtree(dest_dir);
 		unpack_result_release(res);
@@ -546,7 +544,7 @@ static int zip_parallel(struct ctx *c, const char *archive, const char *dest_dir
 		            strrchr(archive, '/') ? strrchr(archive, '/') + 1 : archive, total,
 		            total);
 	}
-	return rc;
+	return why_code(why, rc);
 }
 
 int unpack_zip_member(const char *archive, const char *suffix, size_t max, char **text, size_t *len)

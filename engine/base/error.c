@@ -76,12 +76,80 @@ void tf_fatal(const char *fmt, ...)
 	abort();
 }
 
-void tf_fail_first(int *err, char **errmsg, int code, const char *who, const char *fmt, va_list ap)
+int why_vfail(struct why *w, int code, const char *fmt, va_list ap)
 {
-	if (*err)
-		return;
+	if (!w)
+		return code;
 	char *m = xvasprintf(fmt, ap);
-	*err = code;
-	*errmsg = xasprintf("%s: %s", who, m);
-	free(m);
+	free(w->msg);
+	w->code = code;
+	w->msg = m;
+	return code;
+}
+
+int why_fail(struct why *w, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	why_vfail(w, code, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int why_first(struct why *w, int code, const char *fmt, ...)
+{
+	if (!w || w->code || w->msg)
+		return code;
+	va_list ap;
+	va_start(ap, fmt);
+	why_vfail(w, code, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int why_code(struct why *w, int code)
+{
+	if (w && code && !w->code)
+		w->code = code;
+	return code;
+}
+
+void why_prefix(struct why *w, const char *fmt, ...)
+{
+	if (!w || (!w->code && !w->msg))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	char *ctx = xvasprintf(fmt, ap);
+	va_end(ap);
+	char *m = xasprintf("%s: %s", ctx, why_text(w));
+	free(ctx);
+	free(w->msg);
+	w->msg = m;
+}
+
+const char *why_text(const struct why *w)
+{
+	return w->msg ? w->msg : tf_strerror(w->code);
+}
+
+void why_move(struct why *dst, struct why *src)
+{
+	if (!dst) {
+		why_clear(src);
+		return;
+	}
+	free(dst->msg);
+	*dst = *src;
+	src->code = 0;
+	src->msg = NULL;
+}
+
+void why_clear(struct why *w)
+{
+	if (!w)
+		return;
+	free(w->msg);
+	w->code = 0;
+	w->msg = NULL;
 }

@@ -11,12 +11,21 @@
  * TF_ECHANGES is the one code that is not a failure: a command found changes
  * pending (plan --detailed-exitcode, status, verify's drift), exit 2.
  *
- * The words of a failure travel beside its code, in the carrier of the layer
- * that failed: an object that outlives the call keeps them (txn_error, a
- * step's s->error, a fetch item's errmsg), a one-shot call hands them back
- * (char **errmsg, or a static const char **why), a manifest finding is a
- * diagnostic (struct diags), and whoever decides the run fails turns them
- * into one event. Copy a message from one carrier to another only there.
+ * The words of a failure travel with its code in one carrier, struct why
+ * (below). A function that can say more than its code takes `struct why *why`
+ * as its last argument and, when it fails, leaves its code there and its
+ * words when it has some (why_fail; a function whose failure may come from a
+ * helper without words ends with `return why_code(why, rc)`). An object that
+ * outlives the call and keeps a failure holds one as a member (a txn, a step,
+ * a fetch item, a spawn result, a decoder, a wheel being installed). A
+ * manifest finding is a diagnostic (struct diags); a parser's static reason
+ * (minisign's, pep508's `const char **why`) is a phrase its caller puts in
+ * its own words, as it would strerror(); state_errmsg() is SQLite's last
+ * words, read by the store's caller. Whoever decides the run fails turns the
+ * carrier into one event (why_text), the front end phrasing it. No
+ * `char **errmsg`, no `err ? err : tf_strerror(rc)`:
+ * test_layout.py::test_one_message_carrier fails on either.
+ *
  * tf_exit_code() maps an error to the process exit code documented in
  * README.md ("Exit codes"); that mapping is a public contract, and main()
  * reaches exit codes through it alone.
@@ -86,13 +95,40 @@ const char *tf_strerror(int err);
 int tf_err_from_errno(int err);
 int tf_exit_code(int err);
 /*
- * The first failure of a piece of work that goes on (a decoder, a wheel
- * install) and reports at its end: when *err is still 0, sets it to `code`
- * and *errmsg to "<who>: <message>"; a later failure changes neither. The
- * one carrier unpack's writer and the wheel installer share.
+ * What went wrong, in words: the one carrier of a failure's message. code is
+ * the TF_E* (or -errno) of the failure, 0 while none was recorded; msg, owned,
+ * says it for a reader, NULL when tf_strerror(code) says it all. A caller
+ * declares `struct why w = {0};`, passes &w (or NULL when it does not want the
+ * words) and releases it with why_clear. Every function below accepts a NULL w.
  */
-void tf_fail_first(int *err, char **errmsg, int code, const char *who, const char *fmt, va_list ap)
-    __attribute__((format(printf, 5, 0)));
+struct why {
+	int code;
+	char *msg;
+};
+
+/* Records code and the formatted words, replacing what w held; returns code:
+ * `return why_fail(why, TF_EIO, "cannot create %s: %s", p, strerror(errno));` */
+int why_fail(struct why *w, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int why_vfail(struct why *w, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+/* The first failure of work that goes on (a decoder, a wheel install) and
+ * reports at its end: as why_fail when w holds no failure yet, else nothing.
+ * Returns code either way. */
+int why_first(struct why *w, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The code of a failure, when w holds no code yet: what a callee that failed
+ * through a helper with no words returned, or the code of a step whose words
+ * step_fail gave. The words, if any, stay. Returns code; 0 records nothing. */
+int why_code(struct why *w, int code);
+/* Puts "<ctx>: " before the words (before tf_strerror(code) when there were
+ * none). Nothing when w holds no failure. */
+void why_prefix(struct why *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The words: msg, else tf_strerror(code). Borrowed from w. */
+const char *why_text(const struct why *w);
+/* Hands src's failure to dst (what dst held is released); src is left empty. */
+void why_move(struct why *dst, struct why *src);
+/* Releases the words; w is empty again. */
+void why_clear(struct why *w);
+
 /*
  * The core's one way to stderr: a last message before abort(), for the
  * failures no caller can handle and no event handler can report (out of

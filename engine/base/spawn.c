@@ -33,7 +33,7 @@ void spawn_result_release(struct spawn_result *r)
 {
 	strbuf_release(&r->out);
 	strbuf_release(&r->err);
-	free(r->errmsg);
+	why_clear(&r->why);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -232,24 +232,18 @@ static int spawn_start(const struct spawn_opts *o, char *const *envp, const char
 	ch->in_fd = o->stdin_fd > 0
 	                ? fcntl(o->stdin_fd, F_DUPFD_CLOEXEC, 3)
 	                : open(o->stdin_path ? o->stdin_path : "/dev/null", O_RDONLY | O_CLOEXEC);
-	if (ch->in_fd < 0) {
-		r->errmsg = xasprintf("%s: %s", o->stdin_path ? o->stdin_path : "/dev/null",
-		                      strerror(errno));
-		return TF_EFAIL;
-	}
+	if (ch->in_fd < 0)
+		return why_fail(&r->why, TF_EFAIL, "%s: %s",
+		                o->stdin_path ? o->stdin_path : "/dev/null", strerror(errno));
 	if (pipe2(ch->rep_pipe, O_CLOEXEC) != 0 ||
 	    (capture_out &&
 	     (pipe2(ch->out_pipe, O_CLOEXEC) != 0 ||
-	      (!(o->flags & SPAWN_MERGE_STDERR) && pipe2(ch->err_pipe, O_CLOEXEC) != 0)))) {
-		r->errmsg = xasprintf("pipe: %s", strerror(errno));
-		return TF_EFAIL;
-	}
+	      (!(o->flags & SPAWN_MERGE_STDERR) && pipe2(ch->err_pipe, O_CLOEXEC) != 0))))
+		return why_fail(&r->why, TF_EFAIL, "pipe: %s", strerror(errno));
 	pid_t self = getpid();
 	ch->pid = fork();
-	if (ch->pid < 0) {
-		r->errmsg = xasprintf("fork: %s", strerror(errno));
-		return TF_EFAIL;
-	}
+	if (ch->pid < 0)
+		return why_fail(&r->why, TF_EFAIL, "fork: %s", strerror(errno));
 	if (ch->pid == 0) {
 		int cout = capture_out ? ch->out_pipe[1] : -1;
 		int cerr =
@@ -337,8 +331,7 @@ static int spawn_wait(const struct spawn_opts *o, struct child *ch, struct spawn
 				reaped = 1;
 				reaped_at = now_ns();
 			} else if (w < 0 && errno != EINTR) {
-				r->errmsg = xasprintf("waitpid: %s", strerror(errno));
-				return TF_EFAIL;
+				return why_fail(&r->why, TF_EFAIL, "waitpid: %s", strerror(errno));
 			}
 		}
 		if (ch->out_pipe[0] >= 0)
@@ -350,10 +343,8 @@ static int spawn_wait(const struct spawn_opts *o, struct child *ch, struct spawn
 		if (reaped && (nfd == 0 || now_ns() - reaped_at > 1000000000ull))
 			break;
 		int n = poll(nfd ? pfd : NULL, (nfds_t)nfd, reaped ? 50 : 20);
-		if (n < 0 && errno != EINTR) {
-			r->errmsg = xasprintf("poll: %s", strerror(errno));
-			return TF_EFAIL;
-		}
+		if (n < 0 && errno != EINTR)
+			return why_fail(&r->why, TF_EFAIL, "poll: %s", strerror(errno));
 		spawn_drain(o, ch, r, pfd, nfd, n);
 		if (!reaped)
 			spawn_watch(o, ch, r);
@@ -368,17 +359,16 @@ static int spawn_status(const struct child *ch, const char *prog, struct spawn_r
 {
 	int child_errno = 0;
 	if (read(ch->rep_pipe[0], &child_errno, sizeof(child_errno)) ==
-	    (ssize_t)sizeof(child_errno)) {
-		r->errmsg = xasprintf("%s: cannot run: %s", prog, strerror(child_errno));
-		return TF_EFAIL;
-	}
+	    (ssize_t)sizeof(child_errno))
+		return why_fail(&r->why, TF_EFAIL, "%s: cannot run: %s", prog,
+		                strerror(child_errno));
 	if (WIFEXITED(ch->wstatus)) {
 		r->status = WEXITSTATUS(ch->wstatus);
 	} else if (WIFSIGNALED(ch->wstatus)) {
 		r->term_sig = WTERMSIG(ch->wstatus);
 		r->status = 128 + r->term_sig;
 	}
-	return r->interrupted ? TF_EINTR : 0;
+	return why_code(&r->why, r->interrupted ? TF_EINTR : 0);
 }
 
 int spawn_run(const struct spawn_opts *o, struct spawn_result *r)
@@ -394,15 +384,11 @@ int spawn_run(const struct spawn_opts *o, struct spawn_result *r)
 	char *prog = NULL;
 	int rc = 0;
 
-	if (o->argv == NULL || o->argv[0] == NULL) {
-		r->errmsg = xstrdup("no program to run");
-		return TF_EFAIL;
-	}
+	if (o->argv == NULL || o->argv[0] == NULL)
+		return why_fail(&r->why, TF_EFAIL, "no program to run");
 	prog = resolve_program(o->argv[0], envp);
-	if (prog == NULL) {
-		r->errmsg = xasprintf("%s: not found on PATH", o->argv[0]);
-		rc = TF_EFAIL;
-	}
+	if (prog == NULL)
+		rc = why_fail(&r->why, TF_EFAIL, "%s: not found on PATH", o->argv[0]);
 	if (rc == 0)
 		rc = spawn_start(o, envp, prog, &ch, r);
 	if (rc == 0)

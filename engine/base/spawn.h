@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 
+#include "error.h"
 #include "util.h"
 
 enum spawn_flags {
@@ -54,13 +55,13 @@ struct spawn_result {
 	struct strbuf out, err;
 	int out_truncated, err_truncated;
 	double wall_s;
-	char *errmsg; /* why the child could not be started, or NULL */
+	struct why why; /* why the child could not be started (TF_EFAIL), or TF_EINTR */
 };
 
 /*
  * Runs the child to completion. Returns 0 when it ran (whatever its exit
  * status: look at r->status), TF_EFAIL when it could not be started
- * (r->errmsg says why), TF_EINTR when it was killed for tf_interrupted.
+ * (r->why says why), TF_EINTR when it was killed for tf_interrupted.
  * r must be zero-initialised (or released) before the call.
  */
 int spawn_run(const struct spawn_opts *o, struct spawn_result *r);

@@ -23,9 +23,15 @@ void step_fail(struct step *s, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	free(s->error);
-	s->error = xvasprintf(fmt, ap);
+	why_vfail(&s->why, s->why.code, fmt, ap);
 	va_end(ap);
+}
+
+void step_fail_why(struct step *s, int rc, struct why *w)
+{
+	why_code(w, rc);
+	step_fail(s, "%s", why_text(w));
+	why_clear(w);
 }
 
 int step_foreign_clash(struct ctx *c, struct step *s, const char *addr, const struct manifest *m,

@@ -12,6 +12,7 @@
 #define TFPROV_MODULE_H
 
 #include "ctx.h"
+#include "error.h"
 #include "manifest.h"
 #include "place.h"
 #include "util.h"
@@ -43,7 +44,7 @@ struct module {
 	 * executor prepared from this step's own `artifacts` hook (artifact.h:
 	 * each download verified in the cache and, where decode-ahead ran, its
 	 * decoded tree); the step takes what it needs out of it and never calls
-	 * its hook again. 0 or TF_E* (s->error set).
+	 * its hook again. 0 or TF_E* (s->why set).
 	 */
 	int (*apply)(struct ctx *c, const struct manifest *m, struct step *s, struct txn *t,
 	             struct prepared *prep);
@@ -59,7 +60,7 @@ struct module {
 	 * executor can fetch and verify every download of a plan before the
 	 * first step changes anything. NULL when the step downloads nothing it
 	 * can name up front. The executor hands what it added, verified and
-	 * decoded, to the step's apply (struct prepared). 0 or TF_E* (s->error set).
+	 * decoded, to the step's apply (struct prepared). 0 or TF_E* (s->why set).
 	 */
 	int (*artifacts)(struct ctx *c, const struct manifest *m, struct artset *out,
 	                 struct step *s);
@@ -113,8 +114,8 @@ struct step {
 	int64_t res_id; /* recorded resource, 0 when none */
 	int64_t nfiles; /* recorded files */
 	int drift_missing, drift_changed;
-	char *error; /* set by apply on failure */
-	char *attrs; /* JSON recorded with the resource (e.g. what pip installed) */
+	struct why why; /* set by apply on failure (step_fail), its code by the executor */
+	char *attrs;    /* JSON recorded with the resource (e.g. what pip installed) */
 };
 
 extern const struct module module_driver;
@@ -143,7 +144,11 @@ int module_drift(struct ctx *c, const char *kind, int64_t stack_id, const char *
 /* Step kind `kind`'s restamp hook: *out its new attrs, or NULL when it has none. 0 or TF_E*. */
 int module_restamp(struct ctx *c, const char *kind, int64_t stack_id, const char *attrs,
                    char **out);
+/* The step's failure, in words (s->why). */
 void step_fail(struct step *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The step failed with rc for the reason w holds (taken: w is left empty);
+ * tf_strerror(rc) when w has no words. */
+void step_fail_why(struct step *s, int rc, struct why *w);
 /*
  * A precondition: step `addr` of another stack placed files under prefix.
  * 0 when none did; TF_ECONFLICT with the step failed (naming the other

@@ -126,15 +126,14 @@ int txn_fail(struct txn *t, int rc, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	free(t->err);
-	t->err = xvasprintf(fmt, ap);
+	why_vfail(&t->why, rc, fmt, ap);
 	va_end(ap);
 	return rc;
 }
 
-const char *txn_error(const struct txn *t)
+struct why *txn_why(struct txn *t)
 {
-	return t->err;
+	return &t->why;
 }
 
 int place_exists(const char *host)
@@ -983,7 +982,7 @@ void txn_abort(struct txn *t)
 	free(t->devs);
 	free(t->addr);
 	free(t->kind);
-	free(t->err);
+	why_clear(&t->why);
 	free(t);
 }
 

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "ctx.h"
+#include "error.h"
 
 struct txn;
 
@@ -146,8 +147,9 @@ int txn_refresh_resource(struct txn *t, const char *addr);
 /* Records desired/attrs and makes everything durable and recorded. */
 int txn_commit(struct txn *t, const char *desired, const char *attrs);
 void txn_abort(struct txn *t);
-/* Last error message of the txn (borrowed), or NULL. */
-const char *txn_error(const struct txn *t);
+/* The txn's last failure (borrowed: the caller may take it with why_move);
+ * empty when a failure came from elsewhere than the txn's own operations. */
+struct why *txn_why(struct txn *t);
 
 /* Opens (creating) the state db, takes the writer lock (c->lock_timeout) and
  * recovers interrupted runs. 0, TF_ELOCKED, TF_EINTR or TF_ESTATE (logged). */
@@ -183,7 +185,7 @@ int place_sharers(struct ctx *c, const char *addr, const char *stack, const char
  * before the row that names it, and it carries PLACE_SNAP_MARK, so that a
  * recovery killed half-way through putting it back is finished by the next
  * one. The caller must neither remove nor swap the snapshot itself. 0 with
- * *snap_host (its host path; caller frees), or an error (txn_error).
+ * *snap_host (its host path; caller frees), or an error (txn_why).
  */
 #define PLACE_SNAP_MARK ".tfprov-snapshot"
 int txn_snapshot_dir(struct txn *t, const char *path, char **snap_host);

@@ -267,11 +267,12 @@ int place_recover(struct ctx *c)
 
 int place_open_state(struct ctx *c)
 {
-	char *err = NULL, *holder = NULL;
-	int rc = state_open(c->state_dir, 1, &c->st, &err);
+	char *holder = NULL;
+	struct why w = {0};
+	int rc = state_open(c->state_dir, 1, &c->st, &w);
 	if (rc != 0) {
-		ev_log(c, EV_ERROR, "%s (%s)", err ? err : "cannot open the state", c->state_dir);
-		free(err);
+		ev_log(c, EV_ERROR, "%s (%s)", why_text(&w), c->state_dir);
+		why_clear(&w);
 		return rc < 0 ? rc : TF_ESTATE;
 	}
 	rc = c->wlock ? 0 : state_lock(c->st, c->lock_timeout, &holder); /* main holds it */

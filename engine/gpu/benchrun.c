@@ -60,7 +60,7 @@ static json_t *last_json_object(const char *out)
 	return found;
 }
 
-int bench_run(struct ctx *c, const struct bench_opts *o, struct bench_result *r, char **errmsg)
+int bench_run(struct ctx *c, const struct bench_opts *o, struct bench_result *r, struct why *why)
 {
 	struct strvec argv = STRVEC_INIT;
 	struct spawn_result sr = {0};
@@ -82,20 +82,18 @@ int bench_run(struct ctx *c, const struct bench_opts *o, struct bench_result *r,
 		ev_log(c, EV_DEBUG, "bench: %s %s", o->python, o->script);
 	rc = spawn_run(&so, &sr);
 	if (rc != 0) {
-		*errmsg = xasprintf("benchmark: %s", sr.errmsg ? sr.errmsg : tf_strerror(rc));
+		why_fail(why, rc, "benchmark: %s", why_text(&sr.why));
 		goto out;
 	}
 	r->exit_status = sr.status;
 	if (sr.timed_out) {
-		rc = TF_EFAIL;
-		*errmsg = xasprintf("benchmark timed out after %.0f s", sr.wall_s);
+		rc = why_fail(why, TF_EFAIL, "benchmark timed out after %.0f s", sr.wall_s);
 		goto out;
 	}
 	j = last_json_object(sr.out.buf);
 	if (j == NULL) {
-		rc = TF_EFAIL;
-		*errmsg = xasprintf("benchmark printed no JSON result (exit %d): %s", sr.status,
-		                    sr.err.buf ? sr.err.buf : "");
+		rc = why_fail(why, TF_EFAIL, "benchmark printed no JSON result (exit %d): %s",
+		              sr.status, sr.err.buf ? sr.err.buf : "");
 		goto out;
 	}
 	r->raw_json = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 
+#include "error.h"
 #include "util.h"
 
 /*
@@ -48,9 +49,9 @@ struct bench_result {
 /*
  * 0 when the script ran and printed a valid object (check ok: no GPU is
  * ok == 0 with a reason, and the caller maps it to TF_EVERIFY); TF_EFAIL
- * with *errmsg when it could not run or printed no JSON.
+ * with why when it could not run or printed no JSON.
  */
-int bench_run(struct ctx *c, const struct bench_opts *o, struct bench_result *r, char **errmsg);
+int bench_run(struct ctx *c, const struct bench_opts *o, struct bench_result *r, struct why *why);
 void bench_result_release(struct bench_result *r);
 
 /*

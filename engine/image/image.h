@@ -22,6 +22,7 @@
 #ifndef TFPROV_IMAGE_H
 #define TFPROV_IMAGE_H
 
+#include "error.h"
 #include "util.h"
 
 #include <jansson.h>
@@ -54,16 +55,16 @@ void oci_image_release(struct oci_image *im);
  * Writes the uncompressed layer of the entries `paths` (relative to the host
  * directory root, any order; their parent directories are added) into
  * blobdir as sha256/<hex> (blobdir/sha256 is created). *out gets the
- * descriptor (digest == diff_id). 0, TF_EIO (errmsg set: the path and the
+ * descriptor (digest == diff_id). 0, TF_EIO (why set: the path and the
  * cause, ENOSPC included) or TF_EFAIL (an entry that is neither a file, a
  * directory nor a symlink).
  */
 int oci_layer_write(const char *root, char *const *paths, size_t n, int64_t epoch,
-                    const char *blobdir, struct oci_desc *out, char **errmsg);
+                    const char *blobdir, struct oci_desc *out, struct why *why);
 
 /* Writes data as a blob of blobdir (sha256/<hex>); *out its descriptor. 0 or TF_EIO. */
 int oci_blob_write(const char *blobdir, const char *media_type, const void *data, size_t len,
-                   struct oci_desc *out, char **errmsg);
+                   struct oci_desc *out, struct why *why);
 
 /*
  * Brings the file src into blobdir as the blob digest ("sha256:<hex>") of
@@ -72,10 +73,10 @@ int oci_blob_write(const char *blobdir, const char *media_type, const void *data
  * that do not match are not kept. link_ok: hashed first, then a hard link
  * when blobdir is on src's filesystem (for a blobdir whose files are never
  * handed out, as the layout a docker archive is written from), else copied.
- * 0, TF_EINTEGRITY (errmsg: what the bytes hash to), TF_ENOSPC or TF_EIO.
+ * 0, TF_EINTEGRITY (why: what the bytes hash to), TF_ENOSPC or TF_EIO.
  */
 int oci_blob_take(const char *src, const char *blobdir, const char *digest, int64_t size,
-                  int link_ok, char **errmsg);
+                  int link_ok, struct why *why);
 
 /*
  * The first entry of the layer blobs layers[0..n) (in blobdir) whose name
@@ -84,7 +85,7 @@ int oci_blob_take(const char *src, const char *blobdir, const char *digest, int6
  * TF_EFAIL (a layer that does not read).
  */
 int oci_layers_find(const struct oci_desc *layers, size_t n, const char *blobdir,
-                    int (*match)(const char *name), char **found, char **errmsg);
+                    int (*match)(const char *name), char **found, struct why *why);
 
 /* json as the canonical text every document of an image is written in (caller frees). */
 char *oci_json_dump(const json_t *json);
@@ -99,11 +100,11 @@ char *oci_json_dump(const json_t *json);
  * reference is reserved for later. scratch: an empty directory this call may
  * fill (a docker archive is unpacked there). Each blob brought into blobdir
  * is hashed against its digest first. 0, TF_EFAIL (it does not exist, or is
- * not an image: errmsg says why), TF_EINTEGRITY (a blob whose bytes do not
+ * not an image: why says so), TF_EINTEGRITY (a blob whose bytes do not
  * match its digest) or TF_EIO.
  */
 int oci_image_read(const char *ref, const char *scratch, const char *blobdir, struct oci_image *out,
-                   char **errmsg);
+                   struct why *why);
 
 /*
  * Whether each of paths (absolute, in the image) names an entry of the
@@ -112,7 +113,7 @@ int oci_image_read(const char *ref, const char *scratch, const char *blobdir, st
  * not applied. 0 or TF_EFAIL (a layer that does not read).
  */
 int oci_image_has_paths(const struct oci_image *im, const char *blobdir, char *const *paths,
-                        size_t npaths, int *found, char **errmsg);
+                        size_t npaths, int *found, struct why *why);
 
 /*
  * The contents of the first of paths (absolute, in the image; symlinks
@@ -125,7 +126,7 @@ int oci_image_has_paths(const struct oci_image *im, const char *blobdir, char *c
  */
 int oci_image_read_file(const struct oci_image *im, const char *blobdir, char *const *paths,
                         size_t npaths, size_t max, char **data, size_t *len, char **resolved,
-                        char **errmsg);
+                        struct why *why);
 
 /*
  * Writes layout (an existing directory holding blobs/sha256/…) as an OCI
@@ -135,7 +136,7 @@ int oci_image_read_file(const struct oci_image *im, const char *blobdir, char *c
  */
 int oci_layout_finish(const char *layout, const json_t *config, const struct oci_desc *layers,
                       size_t n, json_t *annotations, const char *ref_name,
-                      struct oci_desc *manifest_out, char **errmsg);
+                      struct oci_desc *manifest_out, struct why *why);
 
 /*
  * Writes the OCI layout directory layout as the tar `path` that `docker
@@ -144,6 +145,6 @@ int oci_layout_finish(const char *layout, const json_t *config, const struct oci
  * a layer is. 0 or TF_EIO.
  */
 int oci_archive_write(const char *layout, const char *path, const char *repo_tag, int64_t epoch,
-                      char **errmsg);
+                      struct why *why);
 
 #endif

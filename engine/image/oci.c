@@ -46,34 +46,29 @@ static const char *digest_hex(const char *d)
 }
 
 /* Reads blob digest of the layout at dir, checking its sha256, as JSON. */
-static int read_json_blob(const char *dir, const char *digest, json_t **out, char **errmsg)
+static int read_json_blob(const char *dir, const char *digest, json_t **out, struct why *why)
 {
 	const char *hex = digest_hex(digest);
 	char *path = NULL, *text = NULL, got[65];
 	size_t len = 0;
 	int rc = 0;
-	if (hex == NULL) {
-		*errmsg = xasprintf("%s: a descriptor's digest is not sha256:<hex>", dir);
-		return TF_EFAIL;
-	}
+	if (hex == NULL)
+		return why_fail(why, TF_EFAIL, "%s: a descriptor's digest is not sha256:<hex>",
+		                dir);
 	path = xasprintf("%s/blobs/sha256/%s", dir, hex);
 	if (read_file_at(AT_FDCWD, path, 16 << 20, &text, &len) != 0) {
-		*errmsg = xasprintf("%s: %s", path, strerror(errno));
-		rc = TF_EFAIL;
+		rc = why_fail(why, TF_EFAIL, "%s: %s", path, strerror(errno));
 		goto out;
 	}
 	sha256_buf(text, len, got);
 	if (strcmp(got, hex) != 0) {
-		*errmsg = xasprintf("%s: content has sha256 %s", path, got);
-		rc = TF_EINTEGRITY;
+		rc = why_fail(why, TF_EINTEGRITY, "%s: content has sha256 %s", path, got);
 		goto out;
 	}
 	json_error_t je;
 	*out = json_loadb(text, len, 0, &je);
-	if (*out == NULL) {
-		*errmsg = xasprintf("%s: not JSON: %s", path, je.text);
-		rc = TF_EFAIL;
-	}
+	if (*out == NULL)
+		rc = why_fail(why, TF_EFAIL, "%s: not JSON: %s", path, je.text);
 out:
 	free(text);
 	free(path);
@@ -86,7 +81,7 @@ out:
  * input of a build is verified before use (a blob that does not match would
  * go into the new image under a digest it does not have).
  */
-static int take_blob(const char *dir, const char *hex, const char *blobdir, char **errmsg)
+static int take_blob(const char *dir, const char *hex, const char *blobdir, struct why *why)
 {
 	char *src = xasprintf("%s/blobs/sha256/%s", dir, hex);
 	char *sub = path_join(blobdir, "sha256");
@@ -96,28 +91,25 @@ static int take_blob(const char *dir, const char *hex, const char *blobdir, char
 	int rc = 0;
 	struct stat st;
 	if (stat(src, &st) != 0) {
-		*errmsg = xasprintf("%s: %s (the image names a blob it does not hold)", src,
-		                    strerror(errno));
-		rc = TF_EFAIL;
+		rc = why_fail(why, TF_EFAIL, "%s: %s (the image names a blob it does not hold)",
+		              src, strerror(errno));
 		goto out;
 	}
 	if (sha256_file(src, got, &size) != 0) {
-		*errmsg = xasprintf("%s: %s", src, strerror(errno));
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "%s: %s", src, strerror(errno));
 		goto out;
 	}
 	if (strcmp(got, hex) != 0) {
-		*errmsg = xasprintf("%s: its bytes hash to sha256:%s, not to the digest that names "
-		                    "it: the image is corrupt",
-		                    src, got);
-		rc = TF_EINTEGRITY;
+		rc = why_fail(why, TF_EINTEGRITY,
+		              "%s: its bytes hash to sha256:%s, not to the digest that names it: "
+		              "the image is corrupt",
+		              src, got);
 		goto out;
 	}
 	if (mkdirs_at(AT_FDCWD, sub, 0755) != 0 ||
-	    (access(dst, F_OK) != 0 && link(src, dst) != 0 && fs_copy_file(src, dst, 0644) != 0)) {
-		*errmsg = xasprintf("%s: cannot copy into %s: %s", src, blobdir, strerror(errno));
-		rc = errno == ENOSPC ? TF_ENOSPC : TF_EIO;
-	}
+	    (access(dst, F_OK) != 0 && link(src, dst) != 0 && fs_copy_file(src, dst, 0644) != 0))
+		rc = why_fail(why, errno == ENOSPC ? TF_ENOSPC : TF_EIO,
+		              "%s: cannot copy into %s: %s", src, blobdir, strerror(errno));
 out:
 	free(dst);
 	free(sub);
@@ -135,7 +127,7 @@ static void desc_from_json(json_t *j, struct oci_desc *d)
 }
 
 /* The manifest descriptor of index to read: the one named tag, or the only one. */
-static json_t *pick_manifest(const char *dir, json_t *index, const char *tag, char **errmsg)
+static json_t *pick_manifest(const char *dir, json_t *index, const char *tag, struct why *why)
 {
 	json_t *ms = json_object_get(index, "manifests"), *m, *found = NULL;
 	size_t i, n = json_array_size(ms);
@@ -146,18 +138,19 @@ static json_t *pick_manifest(const char *dir, json_t *index, const char *tag, ch
 		if (tag == NULL ? n == 1 : (ref && strcmp(ref, tag) == 0))
 			found = m;
 	}
-	if (found == NULL)
-		*errmsg = n == 0 ? xasprintf("%s: the index names no image", dir)
-		          : tag
-		              ? xasprintf("%s: no image is tagged %s", dir, tag)
-		              : xasprintf("%s: the index names %zu images: say which (oci:%s:TAG)",
-		                          dir, n, dir);
+	if (found == NULL && n == 0)
+		why_fail(why, TF_EFAIL, "%s: the index names no image", dir);
+	else if (found == NULL && tag)
+		why_fail(why, TF_EFAIL, "%s: no image is tagged %s", dir, tag);
+	else if (found == NULL)
+		why_fail(why, TF_EFAIL, "%s: the index names %zu images: say which (oci:%s:TAG)",
+		         dir, n, dir);
 	return found;
 }
 
 /* Reads the OCI image layout at dir (tag: the ref name or NULL). */
 static int read_layout(const char *dir, const char *tag, const char *blobdir, struct oci_image *out,
-                       char **errmsg)
+                       struct why *why)
 {
 	char *p = path_join(dir, "index.json");
 	json_t *index = NULL, *cur = NULL;
@@ -165,17 +158,16 @@ static int read_layout(const char *dir, const char *tag, const char *blobdir, st
 	int rc = 0;
 	struct stat st;
 	if (stat(dir, &st) != 0) {
-		*errmsg = xasprintf("%s: %s", dir, strerror(errno));
-		rc = TF_EFAIL;
+		rc = why_fail(why, TF_EFAIL, "%s: %s", dir, strerror(errno));
 		goto out;
 	}
 	index = json_load_file(p, 0, &je);
 	if (index == NULL) {
-		*errmsg = xasprintf("%s is not an OCI image layout (%s: %s)", dir, p, je.text);
-		rc = TF_EFAIL;
+		rc = why_fail(why, TF_EFAIL, "%s is not an OCI image layout (%s: %s)", dir, p,
+		              je.text);
 		goto out;
 	}
-	json_t *d = pick_manifest(dir, index, tag, errmsg);
+	json_t *d = pick_manifest(dir, index, tag, why);
 	if (d == NULL) {
 		rc = TF_EFAIL;
 		goto out;
@@ -185,8 +177,8 @@ static int read_layout(const char *dir, const char *tag, const char *blobdir, st
 		const char *mt = json_string_value(json_object_get(d, "mediaType"));
 		json_decref(cur);
 		cur = NULL;
-		rc = read_json_blob(dir, json_string_value(json_object_get(d, "digest")), &cur,
-		                    errmsg);
+		rc =
+		    read_json_blob(dir, json_string_value(json_object_get(d, "digest")), &cur, why);
 		if (rc != 0)
 			goto out;
 		if (mt == NULL || strcmp(mt, OCI_MT_INDEX) != 0)
@@ -201,23 +193,22 @@ static int read_layout(const char *dir, const char *tag, const char *blobdir, st
 				pick = m;
 		}
 		if (pick == NULL) {
-			*errmsg = xasprintf("%s: the image index has no linux/amd64 image", dir);
-			rc = TF_EFAIL;
+			rc = why_fail(why, TF_EFAIL, "%s: the image index has no linux/amd64 image",
+			              dir);
 			goto out;
 		}
 		d = pick;
 	}
 	if (json_object_get(cur, "layers") == NULL) {
-		*errmsg = xasprintf("%s: the manifest has no layers", dir);
-		rc = TF_EFAIL;
+		rc = why_fail(why, TF_EFAIL, "%s: the manifest has no layers", dir);
 		goto out;
 	}
 	desc_from_json(d, &out->manifest);
 	const char *cfg =
 	    json_string_value(json_object_get(json_object_get(cur, "config"), "digest"));
-	rc = read_json_blob(dir, cfg, &out->config, errmsg);
+	rc = read_json_blob(dir, cfg, &out->config, why);
 	if (rc == 0 && blobdir)
-		rc = take_blob(dir, digest_hex(cfg), blobdir, errmsg);
+		rc = take_blob(dir, digest_hex(cfg), blobdir, why);
 	json_t *ls = json_object_get(cur, "layers"), *l;
 	size_t i;
 	out->layers = xcalloc(json_array_size(ls) + 1, sizeof(*out->layers));
@@ -228,10 +219,9 @@ static int read_layout(const char *dir, const char *tag, const char *blobdir, st
 		desc_from_json(l, &out->layers[out->nlayers++]);
 		const char *hex = digest_hex(out->layers[out->nlayers - 1].digest);
 		if (hex == NULL) {
-			*errmsg = xasprintf("%s: layer %zu has no sha256 digest", dir, i);
-			rc = TF_EFAIL;
+			rc = why_fail(why, TF_EFAIL, "%s: layer %zu has no sha256 digest", dir, i);
 		} else if (blobdir) {
-			rc = take_blob(dir, hex, blobdir, errmsg);
+			rc = take_blob(dir, hex, blobdir, why);
 		}
 	}
 	if (rc == 0) {
@@ -248,10 +238,10 @@ out:
 /*
  * Every regular member of the opened docker archive: manifest.json read into
  * *text, every other member streamed into blobs (never held in memory) and
- * named in names (member name -> "sha256:<hex>"). 0 or an error (*errmsg).
+ * named in names (member name -> "sha256:<hex>"). 0 or an error (why).
  */
 static int archive_take_members(struct archive *a, const char *file, const char *blobs,
-                                json_t *names, char **text, char **errmsg)
+                                json_t *names, char **text, struct why *why)
 {
 	struct archive_entry *e;
 	int rc = 0, r;
@@ -271,30 +261,28 @@ static int archive_take_members(struct archive *a, const char *file, const char 
 			free(*text);
 			*text = strbuf_detach(&sb);
 		} else {
-			rc = blob_open(blobs, &b, errmsg);
+			rc = blob_open(blobs, &b, why);
 			if (rc != 0)
 				return rc;
 			while ((k = archive_read_data(a, buf, sizeof(buf))) > 0)
 				blob_add(&b, buf, (size_t)k);
 			if (k < 0)
-				*errmsg =
-				    xasprintf("%s: %s: %s", file, name, archive_error_string(a));
-			rc = blob_close(blobs, &b, k < 0 ? TF_EFAIL : 0, "", &d, errmsg);
+				why_fail(why, TF_EFAIL, "%s: %s: %s", file, name,
+				         archive_error_string(a));
+			rc = blob_close(blobs, &b, k < 0 ? TF_EFAIL : 0, "", &d, why);
 			if (rc == 0)
 				json_object_set_new(names, name, json_string(d.digest));
 			free(d.media_type);
 		}
-		if (k < 0 && rc == 0) {
-			*errmsg = xasprintf("%s: %s: %s", file, name, archive_error_string(a));
-			rc = TF_EFAIL;
-		}
+		if (k < 0 && rc == 0)
+			rc = why_fail(why, TF_EFAIL, "%s: %s: %s", file, name,
+			              archive_error_string(a));
 		if (rc != 0)
 			return rc;
 	}
-	if (r != ARCHIVE_EOF) {
-		*errmsg = xasprintf("%s is not an image: %s", file, archive_error_string(a));
-		return TF_EFAIL;
-	}
+	if (r != ARCHIVE_EOF)
+		return why_fail(why, TF_EFAIL, "%s is not an image: %s", file,
+		                archive_error_string(a));
 	return 0;
 }
 
@@ -320,14 +308,14 @@ static json_t *archive_layer_desc(const char *blobs, const char *dg)
 
 /* The OCI manifest of cfg and layers written as a blob, and dir/index.json naming it. */
 static int archive_write_index(const char *dir, const char *blobs, json_t *cfg, json_t *layers,
-                               char **errmsg)
+                               struct why *why)
 {
 	json_t *man = json_pack("{s:i,s:s,s:O,s:O}", "schemaVersion", 2, "mediaType",
 	                        OCI_MT_MANIFEST, "config", cfg, "layers", layers);
 	struct oci_desc md = {0};
 	char *mtext = oci_json_dump(man);
 	json_decref(man);
-	int rc = oci_blob_write(blobs, OCI_MT_MANIFEST, mtext, strlen(mtext), &md, errmsg);
+	int rc = oci_blob_write(blobs, OCI_MT_MANIFEST, mtext, strlen(mtext), &md, why);
 	free(mtext);
 	if (rc == 0) {
 		json_t *idx = json_pack("{s:i,s:[{s:s,s:s,s:I}]}", "schemaVersion", 2, "manifests",
@@ -336,10 +324,8 @@ static int archive_write_index(const char *dir, const char *blobs, json_t *cfg, 
 		char *itext = oci_json_dump(idx);
 		char *ip = path_join(dir, "index.json");
 		json_decref(idx);
-		if (fs_write_atomic(ip, itext, strlen(itext), 0644, 0) != 0) {
-			*errmsg = xasprintf("%s: cannot write", ip);
-			rc = TF_EIO;
-		}
+		if (fs_write_atomic(ip, itext, strlen(itext), 0644, 0) != 0)
+			rc = why_fail(why, TF_EIO, "%s: cannot write", ip);
 		free(ip);
 		free(itext);
 	}
@@ -353,7 +339,7 @@ static int archive_write_index(const char *dir, const char *blobs, json_t *cfg, 
  * scratch/archive/index.json naming the manifest its manifest.json
  * describes; the archive then reads as a layout.
  */
-static int unpack_docker_archive(const char *file, const char *scratch, char **errmsg)
+static int unpack_docker_archive(const char *file, const char *scratch, struct why *why)
 {
 	struct archive *a = archive_read_new();
 	char *dir = path_join(scratch, "archive"), *blobs = path_join(dir, "blobs");
@@ -363,11 +349,11 @@ static int unpack_docker_archive(const char *file, const char *scratch, char **e
 	archive_read_support_format_tar(a);
 	archive_read_support_filter_all(a);
 	if (archive_read_open_filename(a, file, 1 << 16) != ARCHIVE_OK) {
-		*errmsg = xasprintf("%s is not an image: %s", file, archive_error_string(a));
-		rc = TF_EFAIL;
+		rc = why_fail(why, TF_EFAIL, "%s is not an image: %s", file,
+		              archive_error_string(a));
 		goto out;
 	}
-	rc = archive_take_members(a, file, blobs, names, &text, errmsg);
+	rc = archive_take_members(a, file, blobs, names, &text, why);
 	if (rc != 0)
 		goto out;
 	json_error_t je;
@@ -376,8 +362,8 @@ static int unpack_docker_archive(const char *file, const char *scratch, char **e
 	const char *cname = json_string_value(json_object_get(m0, "Config"));
 	const char *cdig = cname ? json_string_value(json_object_get(names, cname)) : NULL;
 	if (cdig == NULL) {
-		*errmsg = xasprintf("%s is not an image: no manifest.json naming a config", file);
-		rc = TF_EFAIL;
+		rc = why_fail(why, TF_EFAIL, "%s is not an image: no manifest.json naming a config",
+		              file);
 		goto out;
 	}
 	json_t *l;
@@ -387,9 +373,9 @@ static int unpack_docker_archive(const char *file, const char *scratch, char **e
 		const char *ln = json_string_value(l);
 		const char *dg = ln ? json_string_value(json_object_get(names, ln)) : NULL;
 		if (dg == NULL) {
-			*errmsg = xasprintf("%s: manifest.json names a layer it does not hold (%s)",
-			                    file, ln ? ln : "?");
-			rc = TF_EFAIL;
+			rc = why_fail(why, TF_EFAIL,
+			              "%s: manifest.json names a layer it does not hold (%s)", file,
+			              ln ? ln : "?");
 			goto out;
 		}
 		json_array_append_new(layers, archive_layer_desc(blobs, dg));
@@ -400,7 +386,7 @@ static int unpack_docker_archive(const char *file, const char *scratch, char **e
 	free(cp);
 	cfg = json_pack("{s:s,s:s,s:I}", "mediaType", OCI_MT_CONFIG, "digest", cdig, "size",
 	                (json_int_t)cst.st_size);
-	rc = archive_write_index(dir, blobs, cfg, layers, errmsg);
+	rc = archive_write_index(dir, blobs, cfg, layers, why);
 out:
 	json_decref(cfg);
 	json_decref(layers);
@@ -414,7 +400,7 @@ out:
 }
 
 int oci_image_read(const char *ref, const char *scratch, const char *blobdir, struct oci_image *out,
-                   char **errmsg)
+                   struct why *why)
 {
 	char *path = NULL, *tag = NULL;
 	int rc = 0, archive = -1;
@@ -433,47 +419,45 @@ int oci_image_read(const char *ref, const char *scratch, const char *blobdir, st
 		archive = 1;
 	} else if (strstr(ref, "://") != NULL || str_starts_with(ref, "docker:") ||
 	           str_starts_with(ref, "containers-storage:")) {
-		*errmsg = xasprintf("%s: only local images are read (oci:DIR[:TAG], "
-		                    "docker-archive:FILE, or a path); registries are not supported "
-		                    "yet",
-		                    ref);
-		return TF_EUSAGE;
+		return why_fail(why, TF_EUSAGE,
+		                "%s: only local images are read (oci:DIR[:TAG], "
+		                "docker-archive:FILE, or a path); registries are not supported yet",
+		                ref);
 	} else {
 		path = xstrdup(ref);
 	}
 	if (stat(path, &st) != 0) {
-		*errmsg = xasprintf("%s: %s", path, strerror(errno));
-		rc = TF_EFAIL;
+		rc = why_fail(why, TF_EFAIL, "%s: %s", path, strerror(errno));
 		goto out;
 	}
 	if (archive < 0)
 		archive = !S_ISDIR(st.st_mode);
 	if (archive) {
-		rc = unpack_docker_archive(path, scratch, errmsg);
+		rc = unpack_docker_archive(path, scratch, why);
 		if (rc == 0) {
 			char *dir = path_join(scratch, "archive");
-			rc = read_layout(dir, NULL, blobdir, out, errmsg);
+			rc = read_layout(dir, NULL, blobdir, out, why);
 			free(dir);
 		}
 	} else {
-		rc = read_layout(path, tag, blobdir, out, errmsg);
+		rc = read_layout(path, tag, blobdir, out, why);
 	}
 out:
 	if (rc != 0)
 		oci_image_release(out);
 	free(path);
-	return rc;
+	return why_code(why, rc);
 }
 
 int oci_layout_finish(const char *layout, const json_t *config, const struct oci_desc *layers,
                       size_t n, json_t *annotations, const char *ref_name,
-                      struct oci_desc *manifest_out, char **errmsg)
+                      struct oci_desc *manifest_out, struct why *why)
 {
 	char *blobs = path_join(layout, "blobs");
 	char *text = oci_json_dump(config), *p = NULL;
 	struct oci_desc cd = {0};
 	json_t *ls = json_array(), *man = NULL, *idx = NULL, *mdesc = NULL;
-	int rc = oci_blob_write(blobs, OCI_MT_CONFIG, text, strlen(text), &cd, errmsg);
+	int rc = oci_blob_write(blobs, OCI_MT_CONFIG, text, strlen(text), &cd, why);
 	free(text);
 	text = NULL;
 	if (rc != 0)
@@ -488,7 +472,7 @@ int oci_layout_finish(const char *layout, const json_t *config, const struct oci
 	if (annotations)
 		json_object_set(man, "annotations", annotations);
 	text = oci_json_dump(man);
-	rc = oci_blob_write(blobs, OCI_MT_MANIFEST, text, strlen(text), manifest_out, errmsg);
+	rc = oci_blob_write(blobs, OCI_MT_MANIFEST, text, strlen(text), manifest_out, why);
 	if (rc != 0)
 		goto out;
 	mdesc = json_pack("{s:s,s:s,s:I}", "mediaType", OCI_MT_MANIFEST, "digest",
@@ -503,17 +487,14 @@ int oci_layout_finish(const char *layout, const json_t *config, const struct oci
 	text = oci_json_dump(idx);
 	p = path_join(layout, "index.json");
 	if (fs_write_atomic(p, text, strlen(text), 0644, 0) != 0) {
-		*errmsg = xasprintf("%s: cannot write", p);
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "%s: cannot write", p);
 		goto out;
 	}
 	free(p);
 	p = path_join(layout, "oci-layout");
 	static const char ver[] = "{\"imageLayoutVersion\":\"1.0.0\"}";
-	if (fs_write_atomic(p, ver, strlen(ver), 0644, 0) != 0) {
-		*errmsg = xasprintf("%s: cannot write", p);
-		rc = TF_EIO;
-	}
+	if (fs_write_atomic(p, ver, strlen(ver), 0644, 0) != 0)
+		rc = why_fail(why, TF_EIO, "%s: cannot write", p);
 out:
 	free(cd.media_type);
 	json_decref(mdesc);
@@ -523,7 +504,7 @@ out:
 	free(text);
 	free(p);
 	free(blobs);
-	return rc;
+	return why_code(why, rc);
 }
 
 struct collect {
@@ -540,7 +521,7 @@ static int collect_cb(void *ud, const char *rel, const char *host, const struct 
 }
 
 int oci_archive_write(const char *layout, const char *path, const char *repo_tag, int64_t epoch,
-                      char **errmsg)
+                      struct why *why)
 {
 	struct strvec paths = STRVEC_INIT;
 	struct collect cc = {&paths};
@@ -552,10 +533,9 @@ int oci_archive_write(const char *layout, const char *path, const char *repo_tag
 	index = json_load_file(ip, 0, &je);
 	const char *mdig = json_string_value(
 	    json_object_get(json_array_get(json_object_get(index, "manifests"), 0), "digest"));
-	rc = mdig ? read_json_blob(layout, mdig, &man, errmsg) : TF_EFAIL;
+	rc = mdig ? read_json_blob(layout, mdig, &man, why) : TF_EFAIL;
 	if (rc != 0) {
-		if (*errmsg == NULL)
-			*errmsg = xasprintf("%s: no manifest to archive", layout);
+		why_first(why, rc, "%s: no manifest to archive", layout);
 		goto out;
 	}
 	/* docker's manifest.json: paths of the config and layers inside the archive. */
@@ -572,14 +552,12 @@ int oci_archive_write(const char *layout, const char *path, const char *repo_tag
 	text = oci_json_dump(dm);
 	mp = path_join(layout, "manifest.json");
 	if (fs_write_atomic(mp, text, strlen(text), 0644, 0) != 0) {
-		*errmsg = xasprintf("%s: cannot write", mp);
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "%s: cannot write", mp);
 		goto out;
 	}
 	rc = fs_walk(layout, collect_cb, &cc);
 	if (rc != 0) {
-		*errmsg = xasprintf("%s: %s", layout, strerror(-rc));
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "%s: %s", layout, strerror(-rc));
 		goto out;
 	}
 	/* The archive is one blob-like file: written beside path, renamed by the caller. */
@@ -590,16 +568,14 @@ int oci_archive_write(const char *layout, const char *path, const char *repo_tag
 		strcpy(dir, ".");
 	char *tmpdir = xasprintf("%s/.tfprov-archive-XXXXXX", dir);
 	if (mkdtemp(tmpdir) == NULL) {
-		*errmsg = xasprintf("%s: %s", dir, strerror(errno));
-		rc = errno == ENOSPC ? TF_ENOSPC : TF_EIO;
+		rc = why_fail(why, errno == ENOSPC ? TF_ENOSPC : TF_EIO, "%s: %s", dir,
+		              strerror(errno));
 	} else {
-		rc = oci_layer_write(layout, paths.v, paths.n, epoch, tmpdir, &d, errmsg);
+		rc = oci_layer_write(layout, paths.v, paths.n, epoch, tmpdir, &d, why);
 		if (rc == 0) {
 			char *blob = xasprintf("%s/sha256/%s", tmpdir, d.digest + 7);
-			if (rename(blob, path) != 0) {
-				*errmsg = xasprintf("%s: %s", path, strerror(errno));
-				rc = TF_EIO;
-			}
+			if (rename(blob, path) != 0)
+				rc = why_fail(why, TF_EIO, "%s: %s", path, strerror(errno));
 			free(blob);
 		}
 		fs_rmtree(tmpdir);
@@ -616,7 +592,7 @@ out:
 	free(text);
 	free(mp);
 	free(ip);
-	return rc;
+	return why_code(why, rc);
 }
 
 /* One entry of a base's merged filesystem: its name, and a symlink's target. */
@@ -692,9 +668,9 @@ static char *resolve_in(const struct fs_entry *v, size_t n, const char *path, in
 	return cur;
 }
 
-/* Opens the tar blob of layer i for reading. 0 or TF_EFAIL (errmsg set). */
+/* Opens the tar blob of layer i for reading. 0 or TF_EFAIL (why set). */
 static int open_layer(const struct oci_image *im, const char *blobdir, size_t i,
-                      struct archive **out, char **errmsg)
+                      struct archive **out, struct why *why)
 {
 	char *f = xasprintf("%s/sha256/%s", blobdir, im->layers[i].digest + 7);
 	struct archive *a = archive_read_new();
@@ -703,7 +679,8 @@ static int open_layer(const struct oci_image *im, const char *blobdir, size_t i,
 	archive_read_support_filter_all(a);
 	if (archive_read_open_filename(a, f, 1 << 16) != ARCHIVE_OK) {
 		/* Named by its digest: f is in the build's temporary directory. */
-		*errmsg = xasprintf("layer %s: %s", im->layers[i].digest, archive_error_string(a));
+		why_fail(why, TF_EFAIL, "layer %s: %s", im->layers[i].digest,
+		         archive_error_string(a));
 		archive_read_free(a);
 		a = NULL;
 		rc = TF_EFAIL;
@@ -753,7 +730,7 @@ static void entries_free(struct fs_entry *v, size_t n)
 
 /* Every entry of every layer, sorted by name. 0 or TF_EFAIL (a layer that does not read). */
 static int load_entries(const struct oci_image *im, const char *blobdir, struct fs_entry **out,
-                        size_t *nout, char **errmsg)
+                        size_t *nout, struct why *why)
 {
 	struct fs_entry *v = NULL;
 	size_t n = 0, cap = 0;
@@ -762,7 +739,7 @@ static int load_entries(const struct oci_image *im, const char *blobdir, struct 
 		struct archive *a = NULL;
 		struct archive_entry *e;
 		int r = ARCHIVE_EOF;
-		rc = open_layer(im, blobdir, i, &a, errmsg);
+		rc = open_layer(im, blobdir, i, &a, why);
 		while (rc == 0 && (r = next_header(a, &e)) == ARCHIVE_OK) {
 			char *name = entry_name(e);
 			if (name == NULL)
@@ -782,11 +759,9 @@ static int load_entries(const struct oci_image *im, const char *blobdir, struct 
 			/* Whiteouts are kept as plain names: a base rarely deletes its interpreter. */
 			v[n++] = (struct fs_entry){name, ln ? xstrdup(ln) : NULL};
 		}
-		if (rc == 0 && r != ARCHIVE_EOF) {
-			*errmsg = xasprintf("layer %s: %s", im->layers[i].digest,
-			                    archive_error_string(a));
-			rc = TF_EFAIL;
-		}
+		if (rc == 0 && r != ARCHIVE_EOF)
+			rc = why_fail(why, TF_EFAIL, "layer %s: %s", im->layers[i].digest,
+			              archive_error_string(a));
 		if (a)
 			archive_read_free(a);
 	}
@@ -798,7 +773,7 @@ static int load_entries(const struct oci_image *im, const char *blobdir, struct 
 }
 
 int oci_layers_find(const struct oci_desc *layers, size_t n, const char *blobdir,
-                    int (*match)(const char *name), char **found, char **errmsg)
+                    int (*match)(const char *name), char **found, struct why *why)
 {
 	struct oci_image im = {.layers = (struct oci_desc *)layers, .nlayers = n};
 	int rc = 0;
@@ -807,18 +782,16 @@ int oci_layers_find(const struct oci_desc *layers, size_t n, const char *blobdir
 		struct archive *a = NULL;
 		struct archive_entry *e;
 		int r = ARCHIVE_EOF;
-		rc = open_layer(&im, blobdir, i, &a, errmsg);
+		rc = open_layer(&im, blobdir, i, &a, why);
 		while (rc == 0 && *found == NULL && (r = next_header(a, &e)) == ARCHIVE_OK) {
 			char *name = entry_name(e);
 			if (name && match(name))
 				*found = xasprintf("/%s", name);
 			free(name);
 		}
-		if (rc == 0 && *found == NULL && r != ARCHIVE_EOF) {
-			*errmsg =
-			    xasprintf("layer %s: %s", layers[i].digest, archive_error_string(a));
-			rc = TF_EFAIL;
-		}
+		if (rc == 0 && *found == NULL && r != ARCHIVE_EOF)
+			rc = why_fail(why, TF_EFAIL, "layer %s: %s", layers[i].digest,
+			              archive_error_string(a));
 		if (a)
 			archive_read_free(a);
 	}
@@ -826,28 +799,28 @@ int oci_layers_find(const struct oci_desc *layers, size_t n, const char *blobdir
 }
 
 int oci_image_has_paths(const struct oci_image *im, const char *blobdir, char *const *paths,
-                        size_t npaths, int *found, char **errmsg)
+                        size_t npaths, int *found, struct why *why)
 {
 	struct fs_entry *v = NULL;
 	size_t n = 0;
-	int rc = load_entries(im, blobdir, &v, &n, errmsg);
+	int rc = load_entries(im, blobdir, &v, &n, why);
 	for (size_t i = 0; rc == 0 && i < npaths; i++) {
 		char *r = resolve_in(v, n, paths[i], 0);
 		found[i] = r != NULL;
 		free(r);
 	}
 	entries_free(v, n);
-	return rc;
+	return why_code(why, rc);
 }
 
 int oci_image_read_file(const struct oci_image *im, const char *blobdir, char *const *paths,
                         size_t npaths, size_t max, char **data, size_t *len, char **resolved,
-                        char **errmsg)
+                        struct why *why)
 {
 	struct fs_entry *v = NULL;
 	size_t n = 0;
 	char *name = NULL;
-	int rc = load_entries(im, blobdir, &v, &n, errmsg);
+	int rc = load_entries(im, blobdir, &v, &n, why);
 	*data = NULL;
 	*len = 0;
 	if (resolved)
@@ -859,7 +832,7 @@ int oci_image_read_file(const struct oci_image *im, const char *blobdir, char *c
 		struct archive *a = NULL;
 		struct archive_entry *e;
 		int r = ARCHIVE_EOF, hit = 0;
-		rc = open_layer(im, blobdir, i, &a, errmsg);
+		rc = open_layer(im, blobdir, i, &a, why);
 		while (rc == 0 && !hit && (r = next_header(a, &e)) == ARCHIVE_OK) {
 			char *en = entry_name(e);
 			hit = en && strcmp(en, name) == 0;
@@ -874,8 +847,8 @@ int oci_image_read_file(const struct oci_image *im, const char *blobdir, char *c
 			char *buf = xmalloc(want + 1);
 			la_ssize_t got = want ? archive_read_data(a, buf, want) : 0;
 			if (got < 0) {
-				*errmsg = xasprintf("layer %s: /%s: %s", im->layers[i].digest, name,
-				                    archive_error_string(a));
+				why_fail(why, TF_EFAIL, "layer %s: /%s: %s", im->layers[i].digest,
+				         name, archive_error_string(a));
 				free(buf);
 				rc = TF_EFAIL;
 			} else {
@@ -884,9 +857,8 @@ int oci_image_read_file(const struct oci_image *im, const char *blobdir, char *c
 				*len = (size_t)got;
 			}
 		} else if (rc == 0 && r != ARCHIVE_EOF) {
-			*errmsg = xasprintf("layer %s: %s", im->layers[i].digest,
-			                    archive_error_string(a));
-			rc = TF_EFAIL;
+			rc = why_fail(why, TF_EFAIL, "layer %s: %s", im->layers[i].digest,
+			              archive_error_string(a));
 		}
 		if (a)
 			archive_read_free(a);
@@ -895,5 +867,5 @@ int oci_image_read_file(const struct oci_image *im, const char *blobdir, char *c
 		*resolved = xasprintf("/%s", name);
 	free(name);
 	entries_free(v, n);
-	return rc;
+	return why_code(why, rc);
 }

@@ -25,22 +25,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int blob_open(const char *blobdir, struct blob_out *b, char **errmsg)
+int blob_open(const char *blobdir, struct blob_out *b, struct why *why)
 {
 	char *dir = path_join(blobdir, "sha256");
 	int rc = 0;
 	memset(b, 0, sizeof(*b));
 	b->fd = -1;
 	if (mkdirs_at(AT_FDCWD, dir, 0755) != 0) {
-		*errmsg = xasprintf("%s: cannot create: %s", dir, strerror(errno));
-		rc = errno == ENOSPC ? TF_ENOSPC : TF_EIO;
+		rc = why_fail(why, errno == ENOSPC ? TF_ENOSPC : TF_EIO, "%s: cannot create: %s",
+		              dir, strerror(errno));
 		goto out;
 	}
 	b->tmp = xasprintf("%s/.tfprov-blob-XXXXXX", dir);
 	b->fd = mkstemp(b->tmp);
 	if (b->fd < 0) {
-		*errmsg = xasprintf("%s: cannot create: %s", dir, strerror(errno));
-		rc = errno == ENOSPC ? TF_ENOSPC : TF_EIO;
+		rc = why_fail(why, errno == ENOSPC ? TF_ENOSPC : TF_EIO, "%s: cannot create: %s",
+		              dir, strerror(errno));
 		free(b->tmp);
 		b->tmp = NULL;
 		goto out;
@@ -67,7 +67,7 @@ void blob_add(struct blob_out *b, const void *data, size_t n)
 
 /* Finishes b: renamed to sha256/<hex> (or dropped when that blob exists), or removed on error. */
 int blob_close(const char *blobdir, struct blob_out *b, int failed, const char *media_type,
-               struct oci_desc *out, char **errmsg)
+               struct oci_desc *out, struct why *why)
 {
 	char hex[65];
 	int rc = 0;
@@ -79,25 +79,24 @@ int blob_close(const char *blobdir, struct blob_out *b, int failed, const char *
 		b->err = errno;
 	b->fd = -1;
 	if (failed || b->err) {
-		if (b->err && *errmsg == NULL)
-			*errmsg = xasprintf("%s: %s", blobdir, strerror(b->err));
 		rc = failed ? failed : (b->err == ENOSPC ? TF_ENOSPC : TF_EIO);
+		if (b->err)
+			why_first(why, rc, "%s: %s", blobdir, strerror(b->err));
 		unlink(b->tmp);
 		goto out;
 	}
 	if (b->expect &&
 	    (strcmp(hex, b->expect) != 0 || (b->expect_size >= 0 && b->size != b->expect_size))) {
-		*errmsg = xasprintf("its bytes (%lld) hash to sha256:%s, not to the digest that "
-		                    "names it (sha256:%s, %lld bytes)",
-		                    (long long)b->size, hex, b->expect, (long long)b->expect_size);
-		rc = TF_EINTEGRITY;
+		rc = why_fail(why, TF_EINTEGRITY,
+		              "its bytes (%lld) hash to sha256:%s, not to the digest that names it "
+		              "(sha256:%s, %lld bytes)",
+		              (long long)b->size, hex, b->expect, (long long)b->expect_size);
 		unlink(b->tmp);
 		goto out;
 	}
 	char *final = xasprintf("%s/sha256/%s", blobdir, hex);
 	if (rename(b->tmp, final) != 0) {
-		*errmsg = xasprintf("%s: %s", final, strerror(errno));
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "%s: %s", final, strerror(errno));
 		unlink(b->tmp);
 	}
 	free(final);
@@ -113,48 +112,42 @@ out:
 }
 
 int oci_blob_write(const char *blobdir, const char *media_type, const void *data, size_t len,
-                   struct oci_desc *out, char **errmsg)
+                   struct oci_desc *out, struct why *why)
 {
 	struct blob_out b;
-	int rc = blob_open(blobdir, &b, errmsg);
+	int rc = blob_open(blobdir, &b, why);
 	if (rc != 0)
 		return rc;
 	blob_add(&b, data, len);
-	return blob_close(blobdir, &b, 0, media_type, out, errmsg);
+	return blob_close(blobdir, &b, 0, media_type, out, why);
 }
 
-/* Hashes src against hex and size (-1: any): 0, TF_EINTEGRITY or TF_EIO (errmsg set). */
-static int blob_check(const char *src, const char *hex, int64_t size, char **errmsg)
+/* Hashes src against hex and size (-1: any): 0, TF_EINTEGRITY or TF_EIO (why set). */
+static int blob_check(const char *src, const char *hex, int64_t size, struct why *why)
 {
 	char got[65];
 	int64_t n = 0;
-	if (sha256_file(src, got, &n) != 0) {
-		*errmsg = xasprintf("%s: %s", src, strerror(errno));
-		return TF_EIO;
-	}
-	if (strcmp(got, hex) != 0 || (size >= 0 && n != size)) {
-		*errmsg =
-		    xasprintf("%s: its bytes (%lld) hash to sha256:%s, not to the digest that "
-		              "names it (sha256:%s, %lld bytes)",
-		              src, (long long)n, got, hex, (long long)size);
-		return TF_EINTEGRITY;
-	}
+	if (sha256_file(src, got, &n) != 0)
+		return why_fail(why, TF_EIO, "%s: %s", src, strerror(errno));
+	if (strcmp(got, hex) != 0 || (size >= 0 && n != size))
+		return why_fail(why, TF_EINTEGRITY,
+		                "%s: its bytes (%lld) hash to sha256:%s, not to the digest that "
+		                "names it (sha256:%s, %lld bytes)",
+		                src, (long long)n, got, hex, (long long)size);
 	return 0;
 }
 
 int oci_blob_take(const char *src, const char *blobdir, const char *digest, int64_t size,
-                  int link_ok, char **errmsg)
+                  int link_ok, struct why *why)
 {
 	const char *hex = digest + 7;
-	if (strncmp(digest, "sha256:", 7) != 0 || !is_hex64(hex)) {
-		*errmsg = xasprintf("%s: not a sha256 digest", digest);
-		return TF_EFAIL;
-	}
+	if (strncmp(digest, "sha256:", 7) != 0 || !is_hex64(hex))
+		return why_fail(why, TF_EFAIL, "%s: not a sha256 digest", digest);
 	char *dst = xasprintf("%s/sha256/%s", blobdir, hex);
 	int rc = 0;
 	if (link_ok) {
 		char *sub = path_join(blobdir, "sha256");
-		rc = blob_check(src, hex, size, errmsg);
+		rc = blob_check(src, hex, size, why);
 		if (rc == 0 && mkdirs_at(AT_FDCWD, sub, 0755) == 0 &&
 		    (access(dst, F_OK) == 0 || link(src, dst) == 0)) {
 			free(sub);
@@ -164,7 +157,7 @@ int oci_blob_take(const char *src, const char *blobdir, const char *digest, int6
 		free(sub);
 		if (rc != 0) {
 			free(dst);
-			return rc;
+			return why_code(why, rc);
 		}
 		/* Another filesystem: copied, and hashed again while it is. */
 	}
@@ -174,33 +167,27 @@ int oci_blob_take(const char *src, const char *blobdir, const char *digest, int6
 	int fd = open(src, O_RDONLY | O_CLOEXEC), failed = 0;
 	ssize_t k = 0;
 	if (fd < 0) {
-		*errmsg = xasprintf("%s: %s", src, strerror(errno));
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "%s: %s", src, strerror(errno));
 	} else {
-		rc = blob_open(blobdir, &b, errmsg);
+		rc = blob_open(blobdir, &b, why);
 	}
 	if (rc == 0) {
 		b.expect = hex;
 		b.expect_size = size;
 		while ((k = read(fd, buf, 1 << 20)) > 0 && !b.err)
 			blob_add(&b, buf, (size_t)k);
-		if (k < 0) {
-			*errmsg = xasprintf("%s: %s", src, strerror(errno));
-			failed = TF_EIO;
-		}
-		rc = blob_close(blobdir, &b, failed, "", &d, errmsg);
-		if (rc == TF_EINTEGRITY) {
-			char *m = xasprintf("%s: %s", src, *errmsg);
-			free(*errmsg);
-			*errmsg = m;
-		}
+		if (k < 0)
+			failed = why_fail(why, TF_EIO, "%s: %s", src, strerror(errno));
+		rc = blob_close(blobdir, &b, failed, "", &d, why);
+		if (rc == TF_EINTEGRITY)
+			why_prefix(why, "%s", src);
 	}
 	if (fd >= 0)
 		close(fd);
 	free(d.media_type);
 	free(buf);
 	free(dst);
-	return rc;
+	return why_code(why, rc);
 }
 
 static la_ssize_t on_write(struct archive *a, void *ud, const void *buf, size_t n)
@@ -243,15 +230,14 @@ static void layer_entries(char *const *paths, size_t n, struct strvec *out)
 
 /* Writes one entry (the tree's rel) into a. 0, TF_EIO or TF_EFAIL. */
 static int write_entry(struct archive *a, struct archive_entry *e, const char *root,
-                       const char *rel, int64_t epoch, char **errmsg)
+                       const char *rel, int64_t epoch, struct why *why)
 {
 	char *host = path_join(root, rel);
 	struct stat st;
 	int rc = 0, fd = -1;
 	char target[4096];
 	if (lstat(host, &st) != 0) {
-		*errmsg = xasprintf("%s: %s", host, strerror(errno));
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "%s: %s", host, strerror(errno));
 		goto out;
 	}
 	archive_entry_set_pathname(e, rel);
@@ -265,8 +251,7 @@ static int write_entry(struct archive *a, struct archive_entry *e, const char *r
 	} else if (S_ISLNK(st.st_mode)) {
 		ssize_t k = readlink(host, target, sizeof(target) - 1);
 		if (k < 0) {
-			*errmsg = xasprintf("%s: %s", host, strerror(errno));
-			rc = TF_EIO;
+			rc = why_fail(why, TF_EIO, "%s: %s", host, strerror(errno));
 			goto out;
 		}
 		target[k] = '\0';
@@ -277,21 +262,18 @@ static int write_entry(struct archive *a, struct archive_entry *e, const char *r
 	} else if (S_ISREG(st.st_mode)) {
 		fd = open(host, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (fd < 0) {
-			*errmsg = xasprintf("%s: %s", host, strerror(errno));
-			rc = TF_EIO;
+			rc = why_fail(why, TF_EIO, "%s: %s", host, strerror(errno));
 			goto out;
 		}
 		archive_entry_set_filetype(e, AE_IFREG);
 		archive_entry_set_perm(e, st.st_mode & 0755);
 		archive_entry_set_size(e, st.st_size);
 	} else {
-		*errmsg = xasprintf("%s: neither a file, a directory nor a symlink", host);
-		rc = TF_EFAIL;
+		rc = why_fail(why, TF_EFAIL, "%s: neither a file, a directory nor a symlink", host);
 		goto out;
 	}
 	if (archive_write_header(a, e) != ARCHIVE_OK) {
-		*errmsg = xasprintf("%s: %s", rel, archive_error_string(a));
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "%s: %s", rel, archive_error_string(a));
 		goto out;
 	}
 	if (fd >= 0) {
@@ -302,15 +284,12 @@ static int write_entry(struct archive *a, struct archive_entry *e, const char *r
 			if (k < 0 && errno == EINTR)
 				continue;
 			if (k <= 0) {
-				*errmsg =
-				    xasprintf("%s: %s", host,
+				rc = why_fail(why, TF_EIO, "%s: %s", host,
 				              k < 0 ? strerror(errno) : "changed while being read");
-				rc = TF_EIO;
 				goto out;
 			}
 			if (archive_write_data(a, buf, (size_t)k) != k) {
-				*errmsg = xasprintf("%s: %s", rel, archive_error_string(a));
-				rc = TF_EIO;
+				rc = why_fail(why, TF_EIO, "%s: %s", rel, archive_error_string(a));
 				goto out;
 			}
 			left -= k;
@@ -324,13 +303,13 @@ out:
 }
 
 int oci_layer_write(const char *root, char *const *paths, size_t n, int64_t epoch,
-                    const char *blobdir, struct oci_desc *out, char **errmsg)
+                    const char *blobdir, struct oci_desc *out, struct why *why)
 {
 	struct strvec ents = STRVEC_INIT;
 	struct blob_out b;
 	struct archive *a = NULL;
 	struct archive_entry *e = NULL;
-	int rc = blob_open(blobdir, &b, errmsg);
+	int rc = blob_open(blobdir, &b, why);
 	if (rc != 0)
 		return rc;
 	layer_entries(paths, n, &ents);
@@ -339,19 +318,16 @@ int oci_layer_write(const char *root, char *const *paths, size_t n, int64_t epoc
 	archive_write_set_bytes_in_last_block(a,
 	                                      1); /* no padding to 10 KiB: the bytes are the tar */
 	if (archive_write_open(a, &b, NULL, on_write, NULL) != ARCHIVE_OK) {
-		*errmsg = xasprintf("%s: %s", blobdir, archive_error_string(a));
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "%s: %s", blobdir, archive_error_string(a));
 		goto out;
 	}
 	e = archive_entry_new();
 	for (size_t i = 0; i < ents.n && rc == 0; i++) {
 		archive_entry_clear(e);
-		rc = write_entry(a, e, root, ents.v[i], epoch, errmsg);
+		rc = write_entry(a, e, root, ents.v[i], epoch, why);
 	}
 	if (rc == 0 && archive_write_close(a) != ARCHIVE_OK) {
-		if (*errmsg == NULL)
-			*errmsg = xasprintf("%s: %s", blobdir, archive_error_string(a));
-		rc = TF_EIO;
+		rc = why_first(why, TF_EIO, "%s: %s", blobdir, archive_error_string(a));
 	}
 out:
 	if (e)
@@ -359,7 +335,7 @@ out:
 	archive_write_free(a);
 	if (rc == TF_EIO && b.err == ENOSPC)
 		rc = TF_ENOSPC;
-	rc = blob_close(blobdir, &b, rc, OCI_MT_LAYER, out, errmsg);
+	rc = blob_close(blobdir, &b, rc, OCI_MT_LAYER, out, why);
 	strvec_release(&ents);
 	return rc;
 }

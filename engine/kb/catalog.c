@@ -96,7 +96,8 @@ static int cudnn_fits(const char *path, const char *version, void *arg)
 	const char *comp[] = {"cudnn"};
 	struct redist_artifact *ra = NULL;
 	size_t nra = 0;
-	char *err = NULL, *variant = xasprintf("cuda%d", w->cuda_major);
+	char *variant = xasprintf("cuda%d", w->cuda_major);
+	struct why err = {0};
 	char *tag = xasprintf("_cuda%d-", w->cuda_major);
 	int ok = 0;
 	if (!version_has_prefix(version, w->series) || (w->min && version_cmp(version, w->min) < 0))
@@ -104,8 +105,7 @@ static int cudnn_fits(const char *path, const char *version, void *arg)
 	if (redist_resolve(path, NULL, w->platform, variant, comp, 1, &ra, &nra, &err) == 0) {
 		ok = 1;
 	} else {
-		free(err);
-		err = NULL;
+		why_clear(&err);
 		if (redist_resolve(path, NULL, w->platform, NULL, comp, 1, &ra, &nra, &err) == 0 &&
 		    nra == 1 && strstr(ra[0].relative_path, tag) != NULL) {
 			ok = 1;
@@ -124,7 +124,7 @@ static int cudnn_fits(const char *path, const char *version, void *arg)
 	}
 out:
 	redist_artifacts_free(ra, nra);
-	free(err);
+	why_clear(&err);
 	free(variant);
 	free(tag);
 	return ok;

@@ -188,7 +188,7 @@ int conda_pkg_extracted(struct ctx *c, const struct conda_pkg *p)
  */
 static int unpack_package(struct ctx *c, const struct conda_pkg *p, const char *file,
                           struct art *ahead, const char *tmp, struct unpack_result *ur,
-                          char **errmsg)
+                          struct why *why)
 {
 	if (c && ahead && art_take_tree(c, ahead, tmp, ur) == 0)
 		return 0;
@@ -196,38 +196,32 @@ static int unpack_package(struct ctx *c, const struct conda_pkg *p, const char *
 	 * it creates tmp itself, with the same refusals as for NVIDIA's archives. */
 	return unpack_conda_package(
 	    c, file, str_ends_with(file, ".conda") || str_ends_with(p->url, ".conda"), tmp, ur,
-	    errmsg);
+	    why);
 }
 
 /*
  * The package file against the hashes the lock pins (sha256, else md5):
  * sha, md5 and *size of its bytes. 0, TF_EIO, or TF_EINTEGRITY (a mismatch,
- * or no hash pinned), with *errmsg.
+ * or no hash pinned), with why.
  */
 static int check_package_file(const struct conda_pkg *p, const char *file, const char *dist,
-                              char sha[65], char md5[33], uint64_t *size, char **errmsg)
+                              char sha[65], char md5[33], uint64_t *size, struct why *why)
 {
 	int e = hash_file(file, sha, md5, size);
-	if (e != 0) {
-		*errmsg = xasprintf("%s: %s", file, strerror(-e));
-		return TF_EIO;
-	}
+	if (e != 0)
+		return why_fail(why, TF_EIO, "%s: %s", file, strerror(-e));
 	if ((p->sha256[0] && strcmp(sha, p->sha256) != 0) ||
-	    (p->md5[0] && strcmp(md5, p->md5) != 0)) {
-		*errmsg = xasprintf("%s: %s mismatch for %s: expected %s, got %s", file,
-		                    p->sha256[0] ? "sha256" : "md5", dist,
-		                    p->sha256[0] ? p->sha256 : p->md5, p->sha256[0] ? sha : md5);
-		return TF_EINTEGRITY;
-	}
-	if (!p->sha256[0] && !p->md5[0]) {
-		*errmsg = xasprintf("%s: the lock pins no hash", dist);
-		return TF_EINTEGRITY;
-	}
+	    (p->md5[0] && strcmp(md5, p->md5) != 0))
+		return why_fail(why, TF_EINTEGRITY, "%s: %s mismatch for %s: expected %s, got %s",
+		                file, p->sha256[0] ? "sha256" : "md5", dist,
+		                p->sha256[0] ? p->sha256 : p->md5, p->sha256[0] ? sha : md5);
+	if (!p->sha256[0] && !p->md5[0])
+		return why_fail(why, TF_EINTEGRITY, "%s: the lock pins no hash", dist);
 	return 0;
 }
 
 int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p, const char *file,
-                  struct art *ahead, char **dir, int *reused, char **errmsg)
+                  struct art *ahead, char **dir, int *reused, struct why *why)
 {
 	char *dist = dist_name(p), *final = path_join(pkgs_dir, dist), *tmp = NULL;
 	char sha[65], md5[33];
@@ -238,8 +232,7 @@ int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p
 	*dir = NULL;
 
 	if (!fs_rel_is_safe(dist) || strchr(dist, '/') != NULL) {
-		*errmsg = xasprintf("package name '%s' is not a plain file name", dist);
-		rc = TF_EUNSAFE;
+		rc = why_fail(why, TF_EUNSAFE, "package name '%s' is not a plain file name", dist);
 		goto out;
 	}
 	if (cache_entry_matches(final, p)) {
@@ -247,33 +240,30 @@ int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p
 		*reused = 1;
 		goto done;
 	}
-	if ((rc = check_package_file(p, file, dist, sha, md5, &size, errmsg)) != 0)
+	if ((rc = check_package_file(p, file, dist, sha, md5, &size, why)) != 0)
 		goto out;
 	int e = mkdirs_at(AT_FDCWD, pkgs_dir, 0755);
 	if (e != 0) {
-		*errmsg = xasprintf("%s: %s", pkgs_dir, strerror(-e));
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "%s: %s", pkgs_dir, strerror(-e));
 		goto out;
 	}
 	char *tmpl = xasprintf("%s.tfprov-x.XXXXXX", final);
 	tmp = mkdtemp(tmpl);
 	if (tmp == NULL) {
 		free(tmpl);
-		*errmsg = xasprintf("%s: %s", pkgs_dir, strerror(errno));
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "%s: %s", pkgs_dir, strerror(errno));
 		goto out;
 	}
 	rmdir(tmp);
 	struct unpack_result ur = {0};
-	rc = unpack_package(c, p, file, ahead, tmp, &ur, errmsg);
+	rc = unpack_package(c, p, file, ahead, tmp, &ur, why);
 	unpack_result_release(&ur);
 	if (rc)
 		goto out;
 	chmod(tmp, 0755);
 	idx = load_json(tmp, "info/index.json");
 	if (!json_is_object(idx)) {
-		*errmsg = xasprintf("%s: no valid info/index.json", file);
-		rc = TF_EINTEGRITY;
+		rc = why_fail(why, TF_EINTEGRITY, "%s: no valid info/index.json", file);
 		goto out;
 	}
 	/* repodata_record.json: index.json plus where the bytes came from. */
@@ -291,13 +281,12 @@ int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p
 	rc = write_json_file(rec, idx);
 	free(rec);
 	if (rc) {
-		*errmsg = xasprintf("%s: cannot write repodata_record.json", tmp);
+		why_fail(why, rc, "%s: cannot write repodata_record.json", tmp);
 		goto out;
 	}
 	fs_rmtree(final);
 	if (rename(tmp, final) != 0) {
-		*errmsg = xasprintf("%s: %s", final, strerror(errno));
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "%s: %s", final, strerror(errno));
 		goto out;
 	}
 	dlog(c, "conda: extracted %s", final);
@@ -356,7 +345,7 @@ static void read_lines(const char *dir, const char *rel, struct strvec *out)
 }
 
 /* info/paths.json, else the legacy info/files + has_prefix + no_link. */
-static int read_paths(const char *dir, struct path_entry **out, size_t *nout, char **errmsg)
+static int read_paths(const char *dir, struct path_entry **out, size_t *nout, struct why *why)
 {
 	json_t *pj = load_json(dir, "info/paths.json");
 	struct path_entry *v = NULL;
@@ -394,7 +383,8 @@ static int read_paths(const char *dir, struct path_entry **out, size_t *nout, ch
 		read_lines(dir, "info/has_prefix", &hp);
 		read_lines(dir, "info/no_link", &nl);
 		if (files.n == 0) {
-			*errmsg = xasprintf("%s: neither info/paths.json nor info/files", dir);
+			why_fail(why, TF_EINTEGRITY, "%s: neither info/paths.json nor info/files",
+			         dir);
 			strvec_release(&files);
 			strvec_release(&hp);
 			strvec_release(&nl);
@@ -519,31 +509,28 @@ static char *target_path(const char *path, int noarch_python, const char *pyver)
 /*
  * A file with the prefix placeholder: written to dst with the env's prefix in
  * its place (a binary file's cannot grow), recorded with its new hash h. 0,
- * TF_EFAIL with *errmsg, or 0 with *ioerr the -errno of a failed read or write.
+ * TF_EFAIL with why, or 0 with *ioerr the -errno of a failed read or write.
  */
 static int link_patched(struct linker *L, const char *pkgdir, const struct path_entry *e,
                         const char *src, const char *dst, const char *rel, const struct stat *st,
-                        json_t *o, char h[65], int *ioerr, char **errmsg)
+                        json_t *o, char h[65], int *ioerr, struct why *why)
 {
 	char *data = NULL;
 	size_t len = 0;
 	int rc = 0;
-	if ((uint64_t)st->st_size > CONDA_MAX_PATCHED) {
-		*errmsg = xasprintf("%s: too large to patch the prefix", src);
-		return TF_EFAIL;
-	}
+	if ((uint64_t)st->st_size > CONDA_MAX_PATCHED)
+		return why_fail(why, TF_EFAIL, "%s: too large to patch the prefix", src);
 	if ((*ioerr = read_file_at(AT_FDCWD, src, CONDA_MAX_PATCHED, &data, &len)) != 0)
 		return 0;
 	struct strbuf nb = STRBUF_INIT;
 	if (e->binary) {
 		if (replace_binary(data, len, e->placeholder, L->prefix) != 0) {
-			*errmsg = xasprintf(
-			    "%s: binary file '%s' holds a %zu-byte prefix placeholder but "
-			    "the env prefix '%s' is %zu bytes; binary files cannot grow. "
-			    "Choose a shorter prefix",
-			    url_last_part(pkgdir), rel, strlen(e->placeholder), L->prefix,
-			    strlen(L->prefix));
-			rc = TF_EFAIL;
+			rc = why_fail(why, TF_EFAIL,
+			              "%s: binary file '%s' holds a %zu-byte prefix placeholder "
+			              "but the env prefix '%s' is %zu bytes; binary files cannot "
+			              "grow. Choose a shorter prefix",
+			              url_last_part(pkgdir), rel, strlen(e->placeholder), L->prefix,
+			              strlen(L->prefix));
 			goto out;
 		}
 		strbuf_add(&nb, data, len);
@@ -564,7 +551,7 @@ out:
 
 /* Places one entry; appends its paths_data object to pd. */
 static int link_entry(struct linker *L, const char *pkgdir, const struct path_entry *e,
-                      int noarch_python, json_t *files, json_t *pd, char **errmsg)
+                      int noarch_python, json_t *files, json_t *pd, struct why *why)
 {
 	char *src = path_join(pkgdir, e->path);
 	char *rel = target_path(e->path, noarch_python, L->pyver);
@@ -574,8 +561,8 @@ static int link_entry(struct linker *L, const char *pkgdir, const struct path_en
 	json_t *o = json_object();
 
 	if (!fs_rel_is_safe(e->path) || !fs_rel_is_safe(rel)) {
-		*errmsg = xasprintf("%s: unsafe path '%s' in paths.json", pkgdir, e->path);
-		rc = TF_EUNSAFE;
+		rc = why_fail(why, TF_EUNSAFE, "%s: unsafe path '%s' in paths.json", pkgdir,
+		              e->path);
 		goto out;
 	}
 	if ((err = place_parent(L->stage, rel)) != 0)
@@ -587,9 +574,8 @@ static int link_entry(struct linker *L, const char *pkgdir, const struct path_en
 		goto record;
 	}
 	if (lstat(src, &st) != 0) {
-		*errmsg =
-		    xasprintf("%s: '%s' is listed but missing from the package", pkgdir, e->path);
-		rc = TF_EINTEGRITY;
+		rc = why_fail(why, TF_EINTEGRITY, "%s: '%s' is listed but missing from the package",
+		              pkgdir, e->path);
 		goto out;
 	}
 	if (S_ISLNK(st.st_mode)) {
@@ -612,14 +598,13 @@ static int link_entry(struct linker *L, const char *pkgdir, const struct path_en
 		goto record;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		*errmsg = xasprintf("%s: '%s' is not a regular file", pkgdir, e->path);
-		rc = TF_EUNSAFE;
+		rc = why_fail(why, TF_EUNSAFE, "%s: '%s' is not a regular file", pkgdir, e->path);
 		goto out;
 	}
 	json_object_set_new(o, "path_type", json_string("hardlink"));
 	char h[65];
 	if (e->placeholder != NULL) {
-		rc = link_patched(L, pkgdir, e, src, dst, rel, &st, o, h, &err, errmsg);
+		rc = link_patched(L, pkgdir, e, src, dst, rel, &st, o, h, &err, why);
 		if (rc != 0)
 			goto out;
 		if (err)
@@ -651,8 +636,7 @@ record:
 	json_array_append(pd, o);
 	goto out;
 io:
-	*errmsg = xasprintf("%s: %s", dst, strerror(-err));
-	rc = TF_EIO;
+	rc = why_fail(why, TF_EIO, "%s: %s", dst, strerror(-err));
 out:
 	json_decref(o);
 	free(src);
@@ -663,14 +647,13 @@ out:
 
 /* Writes bin/<name> for "name = module:func" (conda's entry-point template). */
 static int write_entry_point(struct linker *L, const char *spec, json_t *files, json_t *pd,
-                             char **errmsg)
+                             struct why *why)
 {
 	char name[256], module[512], func[256];
 	if (sscanf(spec, " %255[^= ] = %511[^: ] : %255s", name, module, func) != 3 ||
-	    !fs_rel_is_safe(name) || strchr(name, '/') != NULL) {
-		*errmsg = xasprintf("invalid entry point '%s' in info/link.json", spec);
-		return TF_EINTEGRITY;
-	}
+	    !fs_rel_is_safe(name) || strchr(name, '/') != NULL)
+		return why_fail(why, TF_EINTEGRITY, "invalid entry point '%s' in info/link.json",
+		                spec);
 	char *python = xasprintf("%s/bin/python", L->prefix);
 	struct strbuf sb = STRBUF_INIT;
 	/* Linux truncates a shebang at 127 bytes: use sh to exec a long path. */
@@ -696,8 +679,7 @@ static int write_entry_point(struct linker *L, const char *spec, json_t *files, 
 	if (rc == 0)
 		rc = fs_write_new(dst, sb.buf, sb.len, 0755);
 	if (rc != 0) {
-		*errmsg = xasprintf("%s: %s", dst, strerror(-rc));
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "%s: %s", dst, strerror(-rc));
 	} else {
 		char h[65];
 		sha256_buf(sb.buf, sb.len, h);
@@ -773,7 +755,7 @@ static void package_record(struct linker *L, const struct conda_pkg *p, const ch
 
 /* Links one package into the stage and writes its conda-meta record. */
 static int link_package(struct linker *L, const struct conda_pkg *p, const char *pkgdir,
-                        const char *file, const char *pkgs_dir, char **errmsg)
+                        const char *file, const char *pkgs_dir, struct why *why)
 {
 	struct path_entry *ents = NULL;
 	size_t nent = 0;
@@ -781,7 +763,7 @@ static int link_package(struct linker *L, const struct conda_pkg *p, const char 
 	json_t *link = load_json(pkgdir, "info/link.json");
 	json_t *files = json_array(), *pd = json_array(), *rec = json_object();
 	char *dist = dist_name(p), *meta = NULL;
-	int rc = read_paths(pkgdir, &ents, &nent, errmsg);
+	int rc = read_paths(pkgdir, &ents, &nent, why);
 	if (rc)
 		goto out;
 	json_t *na = json_object_get(idx, "noarch");
@@ -790,15 +772,15 @@ static int link_package(struct linker *L, const struct conda_pkg *p, const char 
 	int noarch_python = (json_is_string(na) && strcmp(json_string_value(na), "python") == 0) ||
 	                    (natype && strcmp(natype, "python") == 0);
 	if (noarch_python && L->pyver == NULL) {
-		*errmsg = xasprintf("%s is a noarch: python package but the lock has no python "
-		                    "package to install it for",
-		                    dist);
-		rc = TF_EMANIFEST;
+		rc = why_fail(why, TF_EMANIFEST,
+		              "%s is a noarch: python package but the lock has no python package "
+		              "to install it for",
+		              dist);
 		goto out;
 	}
 	L->copied = 0;
 	for (size_t i = 0; i < nent && rc == 0; i++)
-		rc = link_entry(L, pkgdir, &ents[i], noarch_python, files, pd, errmsg);
+		rc = link_entry(L, pkgdir, &ents[i], noarch_python, files, pd, why);
 	if (rc)
 		goto out;
 	json_t *eps = json_object_get(json_object_get(link, "noarch"), "entry_points");
@@ -808,7 +790,7 @@ static int link_package(struct linker *L, const struct conda_pkg *p, const char 
 	{
 		if (!json_is_string(ep))
 			continue;
-		rc = write_entry_point(L, json_string_value(ep), files, pd, errmsg);
+		rc = write_entry_point(L, json_string_value(ep), files, pd, why);
 		if (rc)
 			goto out;
 	}
@@ -819,7 +801,7 @@ static int link_package(struct linker *L, const struct conda_pkg *p, const char 
 	meta = path_join(L->stage, rel);
 	rc = write_json_file(meta, rec);
 	if (rc) {
-		*errmsg = xasprintf("%s: cannot write", meta);
+		why_fail(why, rc, "%s: cannot write", meta);
 	} else {
 		char sha[65], md5[33];
 		uint64_t sz = 0;
@@ -841,7 +823,7 @@ out:
 
 /* conda-meta/history: the old env's history plus one revision for this install. */
 static int write_history(struct linker *L, const char *host_prefix, const struct conda_pkg *pkgs,
-                         size_t n, char **errmsg)
+                         size_t n, struct why *why)
 {
 	struct strbuf sb = STRBUF_INIT;
 	char *old = path_join(host_prefix, "conda-meta/history"), *text = NULL;
@@ -873,8 +855,7 @@ static int write_history(struct linker *L, const char *host_prefix, const struct
 	char *rel = xstrdup("conda-meta/history"), *dst = path_join(L->stage, rel);
 	int rc = fs_write_new(dst, sb.buf, sb.len, 0644);
 	if (rc) {
-		*errmsg = xasprintf("%s: %s", dst, strerror(-rc));
-		rc = TF_EIO;
+		rc = why_fail(why, TF_EIO, "%s: %s", dst, strerror(-rc));
 	} else {
 		char h[65];
 		sha256_buf(sb.buf, sb.len, h);
@@ -888,7 +869,7 @@ static int write_history(struct linker *L, const char *host_prefix, const struct
 
 int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
                         const struct conda_pkg *pkgs, size_t n, struct art *ahead,
-                        const char *stage, struct conda_result *res, char **errmsg)
+                        const char *stage, struct conda_result *res, struct why *why)
 {
 	struct fetch_item *items = xcalloc(n ? n : 1, sizeof(*items));
 	char **files = xcalloc(n ? n : 1, sizeof(*files));
@@ -897,12 +878,11 @@ int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
 	for (size_t i = 0; i < n; i++) {
 		const struct conda_pkg *p = &pkgs[i];
 		if (p->sha256[0] == '\0') {
-			*errmsg =
-			    xasprintf("%s-%s-%s is pinned by md5 only; tfprov verifies downloads "
-			              "by sha256: regenerate the lock with `conda list "
-			              "--explicit --sha256`",
-			              p->name, p->version, p->build);
-			rc = TF_EMANIFEST;
+			rc = why_fail(
+			    why, TF_EMANIFEST,
+			    "%s-%s-%s is pinned by md5 only; tfprov verifies downloads by sha256: "
+			    "regenerate the lock with `conda list --explicit --sha256`",
+			    p->name, p->version, p->build);
 			goto out;
 		}
 		items[i].name = p->name;
@@ -912,15 +892,14 @@ int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
 	}
 	rc = fetch_all(c, items, n);
 	for (size_t i = 0; i < n; i++) {
-		if (rc != 0 && items[i].err && *errmsg == NULL)
-			*errmsg =
-			    xstrdup(items[i].errmsg ? items[i].errmsg : tf_strerror(items[i].err));
+		if (rc != 0 && items[i].why.code)
+			why_first(why, items[i].why.code, "%s", why_text(&items[i].why));
 		files[i] = items[i].path ? xstrdup(items[i].path) : NULL;
 	}
 	if (rc == 0) {
 		mkdirs_at(AT_FDCWD, dir, 0755);
 		rc = conda_install(prefix_is_host ? NULL : c, prefix, dir, pkgs, files, n, ahead,
-		                   stage, res, errmsg);
+		                   stage, res, why);
 	}
 out:
 	for (size_t i = 0; i < n; i++) {
@@ -930,22 +909,20 @@ out:
 	free(items);
 	free(files);
 	free(dir);
-	return rc;
+	return why_code(why, rc);
 }
 
 /* Each package extracted into the package cache (or found there): dirs[i]. */
 static int extract_all(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *pkgs,
                        char *const *files, size_t n, struct art *ahead, char **dirs,
-                       struct conda_result *res, char **errmsg)
+                       struct conda_result *res, struct why *why)
 {
 	for (size_t i = 0; i < n; i++) {
 		int reused = 0, rc;
-		if (tf_interrupted) {
-			*errmsg = xstrdup("interrupted");
-			return TF_EINTR;
-		}
+		if (tf_interrupted)
+			return why_fail(why, TF_EINTR, "interrupted");
 		rc = conda_extract(c, pkgs_dir, &pkgs[i], files[i], ahead ? &ahead[i] : NULL,
-		                   &dirs[i], &reused, errmsg);
+		                   &dirs[i], &reused, why);
 		if (rc)
 			return rc;
 		if (reused)
@@ -960,7 +937,7 @@ static int extract_all(struct ctx *c, const char *pkgs_dir, const struct conda_p
  * The directory the env is built in (*stage, with its conda-meta/): the
  * caller's stage_in, else a sibling of host. 0 or TF_EIO.
  */
-static int stage_open(const char *host, const char *stage_in, char **stage, char **errmsg)
+static int stage_open(const char *host, const char *stage_in, char **stage, struct why *why)
 {
 	char *parent = xstrdup(host), *slash = strrchr(parent, '/');
 	if (slash && slash != parent) {
@@ -976,11 +953,9 @@ static int stage_open(const char *host, const char *stage_in, char **stage, char
 		if ((*stage = mkdtemp(tmpl)) == NULL)
 			free(tmpl);
 	}
-	if (*stage == NULL) {
-		*errmsg =
-		    xasprintf("%s: cannot create a staging directory: %s", host, strerror(errno));
-		return TF_EIO;
-	}
+	if (*stage == NULL)
+		return why_fail(why, TF_EIO, "%s: cannot create a staging directory: %s", host,
+		                strerror(errno));
 	chmod(*stage, 0755);
 	char *cm = path_join(*stage, "conda-meta");
 	mkdir(cm, 0755);
@@ -989,29 +964,27 @@ static int stage_open(const char *host, const char *stage_in, char **stage, char
 }
 
 /* A throwaway env (tfprov lock, tests): stage made durable, then swapped in at host. */
-static int stage_swap_in(const char *stage, const char *host, char **errmsg)
+static int stage_swap_in(const char *stage, const char *host, struct why *why)
 {
 	int sfd = open(stage, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (sfd < 0 || syncfs(sfd) != 0) {
-		*errmsg = xasprintf("%s: cannot make the new environment durable (syncfs): %s",
-		                    stage, strerror(errno));
+		why_fail(why, TF_EIO, "%s: cannot make the new environment durable (syncfs): %s",
+		         stage, strerror(errno));
 		if (sfd >= 0)
 			close(sfd);
 		return TF_EIO;
 	}
 	close(sfd);
 	int e = fs_swap_in(stage, host);
-	if (e != 0) {
-		*errmsg = xasprintf("%s: cannot move the new environment into place: %s", host,
-		                    strerror(-e));
-		return TF_EIO;
-	}
+	if (e != 0)
+		return why_fail(why, TF_EIO, "%s: cannot move the new environment into place: %s",
+		                host, strerror(-e));
 	return 0;
 }
 
 int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
                   const struct conda_pkg *pkgs, char *const *files, size_t n, struct art *ahead,
-                  const char *stage_in, struct conda_result *res, char **errmsg)
+                  const char *stage_in, struct conda_result *res, struct why *why)
 {
 	char *host = c ? ctx_host_path(c, prefix) : xstrdup(prefix);
 	char **dirs = xcalloc(n + 1, sizeof(*dirs));
@@ -1019,8 +992,7 @@ int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
 	int rc = 0;
 
 	if (prefix[0] != '/') {
-		*errmsg = xasprintf("conda prefix '%s' must be an absolute path", prefix);
-		rc = TF_EUSAGE;
+		rc = why_fail(why, TF_EUSAGE, "conda prefix '%s' must be an absolute path", prefix);
 		goto out;
 	}
 	/* The interpreter version for noarch: python (from the lock's python). */
@@ -1030,27 +1002,26 @@ int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
 			const char *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
 			res->python_version = d2 ? xstrndup(v, (size_t)(d2 - v)) : xstrdup(v);
 		}
-	if ((rc = extract_all(c, pkgs_dir, pkgs, files, n, ahead, dirs, res, errmsg)) != 0)
+	if ((rc = extract_all(c, pkgs_dir, pkgs, files, n, ahead, dirs, res, why)) != 0)
 		goto out;
-	if ((rc = stage_open(host, stage_in, &stage, errmsg)) != 0)
+	if ((rc = stage_open(host, stage_in, &stage, why)) != 0)
 		goto out;
 	struct linker L = {
 	    .c = c, .prefix = prefix, .stage = stage, .pyver = res->python_version, .res = res};
 	for (size_t i = 0; i < n; i++) {
 		if (tf_interrupted) {
-			rc = TF_EINTR;
-			*errmsg = xstrdup("interrupted");
+			rc = why_fail(why, TF_EINTR, "interrupted");
 			goto out;
 		}
 		dlog(c, "conda: linking %s-%s-%s", pkgs[i].name, pkgs[i].version, pkgs[i].build);
-		rc = link_package(&L, &pkgs[i], dirs[i], files[i], pkgs_dir, errmsg);
+		rc = link_package(&L, &pkgs[i], dirs[i], files[i], pkgs_dir, why);
 		if (rc)
 			goto out;
 	}
-	rc = write_history(&L, host, pkgs, n, errmsg);
+	rc = write_history(&L, host, pkgs, n, why);
 	/* With the caller's stage the caller places it (txn_replace_dir; its commit syncs). */
 	if (rc == 0 && stage_in == NULL)
-		rc = stage_swap_in(stage, host, errmsg);
+		rc = stage_swap_in(stage, host, why);
 	if (rc == 0) {
 		free(stage);
 		stage = NULL;

@@ -272,12 +272,12 @@ static int page_rc(int rc, long status)
 	return rc == TF_ENETWORK && status == 404 ? TF_EINTEGRITY : rc;
 }
 
-static int get_page(const struct ctx *c, const char *url, char **html, char **err)
+static int get_page(const struct ctx *c, const char *url, char **html, struct why *why)
 {
 	size_t len = 0;
 	long status = 0;
 	int rc = http_get_small(c, url, HTTPGET_HTTP_OR_HTTPS, "text/html", PAGE_MAX, html, &len,
-	                        &status, err);
+	                        &status, why);
 	return page_rc(rc, status);
 }
 
@@ -466,7 +466,7 @@ static char *page_url(const struct pip_req *q, const char *index)
  */
 static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipart_src *src,
                        const char *index, struct cands *known, struct http_small *got,
-                       struct artset *out, char **errmsg)
+                       struct artset *out, struct why *why)
 {
 	struct cands cs = *known;
 	*known = (struct cands){0};
@@ -495,20 +495,22 @@ static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipa
 			free(file);
 		}
 	} else {
-		char *html = NULL, *err = NULL;
+		char *html = NULL;
+		struct why e = {0};
 		page = page_url(q, index);
 		if (got && got->done) {
-			html = got->body, err = got->err;
-			got->body = got->err = NULL;
-			rc = page_rc(got->rc, got->status);
+			html = got->body;
+			got->body = NULL;
+			rc = page_rc(got->why.code, got->status);
+			why_move(&e, &got->why);
 		} else {
-			rc = get_page(c, page, &html, &err);
+			rc = get_page(c, page, &html, &e);
 		}
 		if (rc != 0) {
-			*errmsg = xasprintf("%s==%s: cannot read the index page %s (%s)",
-			                    q->raw_name ? q->raw_name : q->name, q->version, page,
-			                    err ? err : "");
-			free(err);
+			why_fail(why, rc, "%s==%s: cannot read the index page %s (%s)",
+			         q->raw_name ? q->raw_name : q->name, q->version, page,
+			         e.msg ? e.msg : "");
+			why_clear(&e);
 			goto out;
 		}
 		page_cands(page, html, q->name, q->version, &cs);
@@ -540,12 +542,12 @@ static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipa
 			free(url);
 			goto out;
 		} else {
-			*errmsg = xasprintf("%s==%s: %s has no file of this version with a hash "
-			                    "the lock pins (sha256 %s%s)",
-			                    q->raw_name ? q->raw_name : q->name, q->version,
-			                    src->dir ? src->dir : page, q->hashes[0],
-			                    q->nhashes > 1 ? ", ..." : "");
-			rc = TF_EINTEGRITY;
+			rc = why_fail(why, TF_EINTEGRITY,
+			              "%s==%s: %s has no file of this version with a hash the lock "
+			              "pins (sha256 %s%s)",
+			              q->raw_name ? q->raw_name : q->name, q->version,
+			              src->dir ? src->dir : page, q->hashes[0],
+			              q->nhashes > 1 ? ", ..." : "");
 			goto out;
 		}
 	}
@@ -566,7 +568,7 @@ out:
 }
 
 int pipart_resolve(struct ctx *c, const struct pip_req *reqs, size_t n,
-                   const struct pipart_src *src, struct artset *out, char **errmsg)
+                   const struct pipart_src *src, struct artset *out, struct why *why)
 {
 	const char *index = src->index_url ? src->index_url : "https://pypi.org/simple/";
 	int rc = 0;
@@ -612,11 +614,11 @@ int pipart_resolve(struct ctx *c, const struct pip_req *reqs, size_t n,
 		}
 		if (q->name == NULL || q->version == NULL)
 			continue; /* not name==version: pip resolves it at apply */
-		rc = resolve_one(c, q, src, index, &known[i], &pages[i], out, errmsg);
+		rc = resolve_one(c, q, src, index, &known[i], &pages[i], out, why);
 	}
 	for (size_t i = 0; i < n; i++) {
 		free(pages[i].body);
-		free(pages[i].err);
+		why_clear(&pages[i].why);
 		cands_release(&known[i]);
 	}
 	free(pages);
@@ -625,7 +627,7 @@ int pipart_resolve(struct ctx *c, const struct pip_req *reqs, size_t n,
 }
 
 int pipart_wheelhouse(struct ctx *c, const struct pip_req *reqs, size_t n, const char *dir,
-                      int *complete, char **errmsg)
+                      int *complete, struct why *why)
 {
 	int rc = 0;
 	*complete = 1;
@@ -648,10 +650,10 @@ int pipart_wheelhouse(struct ctx *c, const struct pip_req *reqs, size_t n, const
 					if (e == 0 && strcmp(hex, q->hashes[h]) == 0) {
 						found = 1;
 					} else {
-						*errmsg = xasprintf(
+						rc = why_fail(
+						    why, e ? TF_EIO : TF_EINTEGRITY,
 						    "%s: cannot copy into %s: %s", path, dir,
 						    e ? strerror(-e) : "the copy's sha256 differs");
-						rc = e ? TF_EIO : TF_EINTEGRITY;
 					}
 				}
 				free(dst);

@@ -247,20 +247,19 @@ static void push_pip(struct strvec *a, const char *prefix, const char *subcmd)
 	strvec_push(a, "--no-input");
 }
 
-/* Runs one pip command; on a non-zero exit fills errmsg/res and returns an error. */
+/* Runs one pip command; on a non-zero exit fills why/res and returns an error. */
 static int run_pip(struct ctx *c, struct strvec *argv, const struct pip_opts *o, const char *phase,
-                   struct pip_result *res, char **errmsg)
+                   struct pip_result *res, struct why *why)
 {
 	struct spawn_result r = {0};
 	int rc = pyenv_run_python_in(
 	    c, argv->v, o->timeout_s > 0 ? o->timeout_s : PIP_DEFAULT_TIMEOUT_S, o->stdin_fd, &r);
 	if (rc != 0) {
-		*errmsg = xasprintf("pip %s: %s", phase, r.errmsg ? r.errmsg : tf_strerror(rc));
+		why_fail(why, rc, "pip %s: %s", phase, why_text(&r.why));
 		goto out;
 	}
 	if (r.timed_out) {
-		rc = TF_EFAIL;
-		*errmsg = xasprintf("pip %s: timed out after %.0f s", phase, r.wall_s);
+		rc = why_fail(why, TF_EFAIL, "pip %s: timed out after %.0f s", phase, r.wall_s);
 		goto out;
 	}
 	if (r.status != 0) {
@@ -275,11 +274,11 @@ static int run_pip(struct ctx *c, struct strvec *argv, const struct pip_opts *o,
 			res->failed_pkg = pkg ? xstrdup(pkg) : NULL;
 		}
 		if (integrity)
-			*errmsg = xasprintf("pip %s: %s: %s", phase,
-			                    pkg ? pkg : "(unknown package)", what);
+			why_fail(why, rc, "pip %s: %s: %s", phase, pkg ? pkg : "(unknown package)",
+			         what);
 		else
-			*errmsg = xasprintf("pip %s failed (exit %d): %s", phase, r.status,
-			                    r.err.buf ? r.err.buf : "");
+			why_fail(why, rc, "pip %s failed (exit %d): %s", phase, r.status,
+			         r.err.buf ? r.err.buf : "");
 		free(pkg);
 	}
 out:
@@ -308,7 +307,7 @@ static int is_build_backend(const struct pip_req *q)
 /* One pip download (into wheels) or offline install (from wheels) of reqfile. */
 static int pip_phase(struct ctx *c, const char *prefix, const char *verb, const char *reqfile,
                      const char *wheels, const struct pip_opts *o, struct pip_result *res,
-                     char **errmsg)
+                     struct why *why)
 {
 	struct strvec argv = STRVEC_INIT;
 	int install = strcmp(verb, "install") == 0;
@@ -334,7 +333,7 @@ static int pip_phase(struct ctx *c, const char *prefix, const char *verb, const 
 		push_index_opts(&argv, o);
 	}
 	strvec_pushf(&argv, "--requirement=%s", reqfile);
-	int rc = run_pip(c, &argv, o, verb, res, errmsg);
+	int rc = run_pip(c, &argv, o, verb, res, why);
 	strvec_release(&argv);
 	return rc;
 }
@@ -359,41 +358,38 @@ struct pip_work {
  * back on failure.
  */
 static int snapshot_env(const char *prefix, struct pip_work *w, const struct pip_opts *o,
-                        int *busy_fd, char **errmsg)
+                        int *busy_fd, struct why *why)
 {
 	if (o->txn) {
 		int rc = txn_snapshot_dir(o->txn, o->env_path, &w->snap);
 		if (rc != 0) {
-			*errmsg =
-			    xasprintf("%s: %s", prefix,
-			              txn_error(o->txn) ? txn_error(o->txn) : tf_strerror(rc));
+			why_move(why, txn_why(o->txn));
+			why_code(why, rc);
+			why_prefix(why, "%s", prefix);
 			return rc;
 		}
 	} else {
 		w->snap = xasprintf("%s.tfprov-snap", prefix);
 		fs_rmtree(w->snap);
 		int e = fs_link_tree(prefix, w->snap);
-		if (e != 0) {
-			*errmsg = xasprintf("%s: cannot snapshot the environment: %s", prefix,
-			                    strerror(-e));
-			return TF_EIO;
-		}
+		if (e != 0)
+			return why_fail(why, TF_EIO, "%s: cannot snapshot the environment: %s",
+			                prefix, strerror(-e));
 	}
 	w->snapped = 1;
 	/* pip changes the env in place from here on: a recovery after a kill
 	 * waits for a pip still dying before it swaps the snapshot back. */
 	int fd = pyenv_busy_hold(prefix);
-	if (fd < 0) {
-		*errmsg = xasprintf("%s: cannot create its busy file: %s", prefix, strerror(-fd));
-		return TF_EIO;
-	}
+	if (fd < 0)
+		return why_fail(why, TF_EIO, "%s: cannot create its busy file: %s", prefix,
+		                strerror(-fd));
 	*busy_fd = fd;
 	return 0;
 }
 
 /* Creates the work directory: in the txn's stage when journaled, else beside the env. */
 static int work_create(const char *prefix, const struct pip_opts *o, struct pip_work *w,
-                       char **errmsg)
+                       struct why *why)
 {
 	if (o->txn) {
 		if (txn_stage_dir(o->txn, o->env_path, &w->dir) == 0 && mkdir(w->dir, 0700) != 0) {
@@ -405,11 +401,9 @@ static int work_create(const char *prefix, const struct pip_opts *o, struct pip_
 		if ((w->dir = mkdtemp(tmpl)) == NULL)
 			free(tmpl);
 	}
-	if (w->dir == NULL) {
-		*errmsg =
-		    xasprintf("%s: cannot create a work directory: %s", prefix, strerror(errno));
-		return TF_EIO;
-	}
+	if (w->dir == NULL)
+		return why_fail(why, TF_EIO, "%s: cannot create a work directory: %s", prefix,
+		                strerror(errno));
 	w->reqfile = path_join(w->dir, "requirements.txt");
 	w->bfile = path_join(w->dir, "backends.txt");
 	w->rfile = path_join(w->dir, "rest.txt");
@@ -420,7 +414,7 @@ static int work_create(const char *prefix, const struct pip_opts *o, struct pip_
 
 /* Writes the three requirement files and creates the empty wheelhouse. */
 static int work_write(struct pip_work *w, const struct pip_req *reqs, size_t n,
-                      const struct pip_opts *o, char **errmsg)
+                      const struct pip_opts *o, struct why *why)
 {
 	w->backends = xcalloc(n + 1, sizeof(*w->backends));
 	w->rest = xcalloc(n + 1, sizeof(*w->rest));
@@ -452,44 +446,40 @@ static int work_write(struct pip_work *w, const struct pip_req *reqs, size_t n,
 	free(text);
 	free(btext);
 	free(rtext);
-	if (wrc != 0 || mkdir(w->wheels, 0755) != 0) {
-		*errmsg = xasprintf("%s: cannot write: %s", w->dir, strerror(errno));
-		return TF_EIO;
-	}
+	if (wrc != 0 || mkdir(w->wheels, 0755) != 0)
+		return why_fail(why, TF_EIO, "%s: cannot write: %s", w->dir, strerror(errno));
 	return 0;
 }
 
 /* The lock's build backends, downloaded and installed before anything else. */
 static int install_backends(struct ctx *c, const char *prefix, struct pip_work *w,
-                            struct pip_opts *own, struct pip_result *res, char **errmsg)
+                            struct pip_opts *own, struct pip_result *res, struct why *why)
 {
 	struct pip_opts bo = *own;
 	bo.allow_sdist = 0; /* the backends themselves: wheels only */
-	int rc = pip_phase(c, prefix, "download", w->bfile, w->wheels, &bo, res, errmsg);
+	int rc = pip_phase(c, prefix, "download", w->bfile, w->wheels, &bo, res, why);
 	if (rc != 0)
 		return rc;
-	if ((rc = snapshot_env(prefix, w, own, &own->stdin_fd, errmsg)) != 0)
+	if ((rc = snapshot_env(prefix, w, own, &own->stdin_fd, why)) != 0)
 		return rc;
 	bo.stdin_fd = own->stdin_fd;
-	return pip_phase(c, prefix, "install", w->bfile, w->wheels, &bo, res, errmsg);
+	return pip_phase(c, prefix, "install", w->bfile, w->wheels, &bo, res, why);
 }
 
 /* Phase 1: fetches and verifies every other pin into the wheelhouse; the env is not touched. */
 static int fetch_rest(struct ctx *c, const char *prefix, struct pip_work *w,
-                      const struct pip_opts *o, struct pip_result *res, char **errmsg)
+                      const struct pip_opts *o, struct pip_result *res, struct why *why)
 {
 	int rc = 0;
 	if (w->nr > 0) {
 		int filled = 0;
 		if (w->nb == 0 && o->native && o->txn && o->complete && o->no_index)
-			rc = o->native->fill(c, prefix, w->rest, w->nr, o, w->wheels, &filled,
-			                     errmsg);
+			rc = o->native->fill(c, prefix, w->rest, w->nr, o, w->wheels, &filled, why);
 		if (rc == 0 && !filled)
-			rc = pip_phase(c, prefix, "download", w->rfile, w->wheels, o, res, errmsg);
+			rc = pip_phase(c, prefix, "download", w->rfile, w->wheels, o, res, why);
 	}
 	if (rc == 0 && tf_interrupted) {
-		rc = TF_EINTR;
-		*errmsg = xstrdup("interrupted before installing");
+		rc = why_fail(why, TF_EINTR, "interrupted before installing");
 	}
 	return rc;
 }
@@ -497,7 +487,7 @@ static int fetch_rest(struct ctx *c, const char *prefix, struct pip_work *w,
 /* Opted in (--allow-incomplete-lock): pip resolves what the pins leave open, unhashed. */
 static int install_unpinned(struct ctx *c, const char *prefix, const struct pip_work *w,
                             const struct pip_req *reqs, size_t n, const struct pip_opts *o,
-                            struct pip_result *res, char **errmsg)
+                            struct pip_result *res, struct why *why)
 {
 	struct strvec argv = STRVEC_INIT;
 	char *plain = path_join(w->dir, "unhashed.txt");
@@ -506,14 +496,13 @@ static int install_unpinned(struct ctx *c, const char *prefix, const struct pip_
 	for (size_t i = 0; i < n; i++)
 		strbuf_addf(&sb, "%s\n", reqs[i].spec ? reqs[i].spec : reqs[i].raw_name);
 	if (write_text(plain, sb.buf ? sb.buf : "") != 0) {
-		rc = TF_EIO;
-		*errmsg = xasprintf("%s: cannot write: %s", plain, strerror(errno));
+		rc = why_fail(why, TF_EIO, "%s: cannot write: %s", plain, strerror(errno));
 	} else {
 		push_pip(&argv, prefix, "install");
 		push_index_opts(&argv, o);
 		strvec_push(&argv, "--no-warn-script-location");
 		strvec_pushf(&argv, "--requirement=%s", plain);
-		rc = run_pip(c, &argv, o, "install (unpinned dependencies)", res, errmsg);
+		rc = run_pip(c, &argv, o, "install (unpinned dependencies)", res, why);
 	}
 	strbuf_release(&sb);
 	free(plain);
@@ -524,31 +513,29 @@ static int install_unpinned(struct ctx *c, const char *prefix, const struct pip_
 /* Phase 2: snapshot, then pip install offline from the verified wheelhouse. */
 static int install_with_pip(struct ctx *c, const char *prefix, struct pip_work *w,
                             const struct pip_req *reqs, size_t n, struct pip_opts *own,
-                            struct pip_result *res, char **errmsg)
+                            struct pip_result *res, struct why *why)
 {
 	int rc;
 	if (!w->snapped) {
-		if ((rc = snapshot_env(prefix, w, own, &own->stdin_fd, errmsg)) != 0)
+		if ((rc = snapshot_env(prefix, w, own, &own->stdin_fd, why)) != 0)
 			return rc;
 	}
-	rc = pip_phase(c, prefix, "install", w->reqfile, w->wheels, own, res, errmsg);
+	rc = pip_phase(c, prefix, "install", w->reqfile, w->wheels, own, res, why);
 	if (rc == 0 && own->resolve_rest)
-		rc = install_unpinned(c, prefix, w, reqs, n, own, res, errmsg);
+		rc = install_unpinned(c, prefix, w, reqs, n, own, res, why);
 	return rc;
 }
 
-/* After a failure outside a txn: the snapshot becomes the env again (*errmsg
+/* After a failure outside a txn: the snapshot becomes the env again (why
  * says when it cannot). In a txn, its abort does that, journaled. */
-static void restore_env(const char *prefix, struct pip_work *w, char **errmsg)
+static void restore_env(const char *prefix, struct pip_work *w, struct why *why)
 {
 	if (!w->snapped || w->txn)
 		return;
 	int e = fs_swap_in(w->snap, prefix);
 	if (e != 0) {
-		char *m = *errmsg;
-		*errmsg = xasprintf("%s; restoring the environment from %s also failed: %s", m,
-		                    w->snap, strerror(-e));
-		free(m);
+		why_fail(why, why->code, "%s; restoring the environment from %s also failed: %s",
+		         why_text(why), w->snap, strerror(-e));
 	} else {
 		w->snapped = 0; /* the snapshot is the env again */
 	}
@@ -556,9 +543,9 @@ static void restore_env(const char *prefix, struct pip_work *w, char **errmsg)
 
 /* What the env holds now, each pinned distribution with its pin's hash. */
 static int list_installed(const char *prefix, const struct pip_req *reqs, size_t n,
-                          struct pip_result *res, char **errmsg)
+                          struct pip_result *res, struct why *why)
 {
-	int rc = env_dists(prefix, res, errmsg);
+	int rc = env_dists(prefix, res, why);
 	if (rc != 0)
 		return rc;
 	for (size_t i = 0; i < res->n; i++)
@@ -599,31 +586,31 @@ static void work_release(const char *prefix, struct pip_work *w, struct pip_opts
 }
 
 int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
-                const struct pip_opts *o, struct pip_result *res, char **errmsg)
+                const struct pip_opts *o, struct pip_result *res, struct why *why)
 {
 	struct pip_work w = {0};
 	struct pip_opts own = *o; /* own.stdin_fd: the env's busy file once snapshotted */
 	int rc, done = 0;
 	own.stdin_fd = -1;
 
-	if ((rc = work_create(prefix, &own, &w, errmsg)) != 0)
-		return rc;
-	rc = work_write(&w, reqs, n, &own, errmsg);
+	if ((rc = work_create(prefix, &own, &w, why)) != 0)
+		return why_code(why, rc);
+	rc = work_write(&w, reqs, n, &own, why);
 	if (rc == 0 && w.nb > 0)
-		rc = install_backends(c, prefix, &w, &own, res, errmsg);
+		rc = install_backends(c, prefix, &w, &own, res, why);
 	if (rc == 0)
-		rc = fetch_rest(c, prefix, &w, &own, res, errmsg);
+		rc = fetch_rest(c, prefix, &w, &own, res, why);
 	/* The installer the step chose in pip's place; an sdist leaves it to pip. */
 	if (rc == 0 && own.native && own.txn && own.complete)
-		rc = own.native->install(c, w.wheels, reqs, n, &own, &done, errmsg);
+		rc = own.native->install(c, w.wheels, reqs, n, &own, &done, why);
 	if (rc == 0 && !done)
-		rc = install_with_pip(c, prefix, &w, reqs, n, &own, res, errmsg);
+		rc = install_with_pip(c, prefix, &w, reqs, n, &own, res, why);
 	if (rc != 0)
-		restore_env(prefix, &w, errmsg);
+		restore_env(prefix, &w, why);
 	else
-		rc = list_installed(prefix, reqs, n, res, errmsg);
+		rc = list_installed(prefix, reqs, n, res, why);
 	work_release(prefix, &w, &own);
-	return rc;
+	return why_code(why, rc);
 }
 
 static int cmp_lines(const void *a, const void *b)
@@ -713,7 +700,7 @@ static void record_files(struct strvec *out, const char *name, json_t *item, jso
 
 /* pip's resolver, nothing installed: install --dry-run --report of reqfile. */
 static int run_resolver(struct ctx *c, const char *prefix, const char *reqfile, const char *report,
-                        const struct pip_opts *o, char **errmsg)
+                        const struct pip_opts *o, struct why *why)
 {
 	struct strvec argv = STRVEC_INIT;
 	push_pip(&argv, prefix, "install");
@@ -723,7 +710,7 @@ static int run_resolver(struct ctx *c, const char *prefix, const char *reqfile, 
 	strvec_pushf(&argv, "--report=%s", report);
 	push_index_opts(&argv, o);
 	strvec_pushf(&argv, "--requirement=%s", reqfile);
-	int rc = run_pip(c, &argv, o, "lock", NULL, errmsg);
+	int rc = run_pip(c, &argv, o, "lock", NULL, why);
 	strvec_release(&argv);
 	return rc;
 }
@@ -799,7 +786,7 @@ static int same_version(const char *file_ver, const char *meta_ver)
  * metadata when they differ (name PEP 503 normalised, version as PEP 440
  * compares it).
  */
-static int check_identity(json_t *item, const char *name, const char *ver, char **errmsg)
+static int check_identity(json_t *item, const char *name, const char *ver, struct why *why)
 {
 	const char *url =
 	    json_string_value(json_object_get(json_object_get(item, "download_info"), "url"));
@@ -808,7 +795,8 @@ static int check_identity(json_t *item, const char *name, const char *ver, char 
 	if (url == NULL || file_identity(url, &file, &fname, &fver) != 0)
 		goto out;
 	if (strcmp(fname, nm) != 0 || !same_version(fver, ver)) {
-		*errmsg = xasprintf(
+		rc = why_fail(
+		    why, TF_EINTEGRITY,
 		    "%s was fetched for %s %s (%s), but its METADATA says %s %s: refused (a file "
 		    "must be the distribution its index lists it as; lock pins nothing from it)",
 		    file, fname, fver,
@@ -816,7 +804,6 @@ static int check_identity(json_t *item, const char *name, const char *ver, char 
 		        ? "a requirement of the manifest"
 		        : "a dependency in the closure",
 		    name, ver);
-		rc = TF_EINTEGRITY;
 	}
 out:
 	free(file);
@@ -832,7 +819,7 @@ out:
  * to o->requires. TF_EFAIL when the report holds no sha256 for it.
  */
 static int lock_line(json_t *item, json_t *all, const struct pip_opts *o, struct strvec *lines,
-                     char **errmsg)
+                     struct why *why)
 {
 	json_t *md = json_object_get(item, "metadata");
 	json_t *ai = json_object_get(json_object_get(item, "download_info"), "archive_info");
@@ -842,13 +829,12 @@ static int lock_line(json_t *item, json_t *all, const struct pip_opts *o, struct
 	const char *legacy = json_string_value(json_object_get(ai, "hash"));
 	if (h == NULL && legacy != NULL && str_starts_with(legacy, "sha256="))
 		h = legacy + 7;
-	if (name == NULL || ver == NULL || h == NULL || !is_hex64(h)) {
-		*errmsg = xasprintf("pip report: %s has no sha256 (a local directory or VCS "
-		                    "requirement cannot be locked)",
-		                    name ? name : "an entry");
-		return TF_EFAIL;
-	}
-	int rc = check_identity(item, name, ver, errmsg);
+	if (name == NULL || ver == NULL || h == NULL || !is_hex64(h))
+		return why_fail(why, TF_EFAIL,
+		                "pip report: %s has no sha256 (a local directory or VCS "
+		                "requirement cannot be locked)",
+		                name ? name : "an entry");
+	int rc = check_identity(item, name, ver, why);
 	if (rc != 0)
 		return rc;
 	char *nm = pip_normalize_name(name);
@@ -928,7 +914,7 @@ static char *lock_text(struct strvec *lines, const char *notes)
 }
 
 int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const struct pip_opts *o,
-             char **out, char **errmsg)
+             char **out, struct why *why)
 {
 	struct strvec lines = STRVEC_INIT;
 	char *work = NULL, *reqfile = NULL, *report = NULL, *json = NULL;
@@ -940,15 +926,13 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 	work = mkdtemp(tmpl);
 	if (work == NULL) {
 		free(tmpl);
-		*errmsg =
-		    xasprintf("%s: cannot create a work directory: %s", prefix, strerror(errno));
-		return TF_EIO;
+		return why_fail(why, TF_EIO, "%s: cannot create a work directory: %s", prefix,
+		                strerror(errno));
 	}
 	reqfile = path_join(work, "requirements.in");
 	report = path_join(work, "report.json");
 	if (write_text(reqfile, reqs_text) != 0) {
-		rc = TF_EIO;
-		*errmsg = xasprintf("%s: cannot write: %s", reqfile, strerror(errno));
+		rc = why_fail(why, TF_EIO, "%s: cannot write: %s", reqfile, strerror(errno));
 		goto out;
 	}
 	if (o->requires != NULL) {
@@ -963,11 +947,10 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 		strvec_release(o->files);
 		*o->files = (struct strvec)STRVEC_INIT;
 	}
-	if ((rc = run_resolver(c, prefix, reqfile, report, o, errmsg)) != 0)
+	if ((rc = run_resolver(c, prefix, reqfile, report, o, why)) != 0)
 		goto out;
 	if (read_file_at(AT_FDCWD, report, 64u << 20, &json, &len) != 0) {
-		rc = TF_EFAIL;
-		*errmsg = xasprintf("pip wrote no report at %s", report);
+		rc = why_fail(why, TF_EFAIL, "pip wrote no report at %s", report);
 		goto out;
 	}
 	json_error_t je;
@@ -979,15 +962,14 @@ int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const str
 		       "pip: could not list every file of each chosen version; each line holds "
 		       "only the hash of the file pip chose here (see -v)");
 	if (!json_is_array(inst)) {
-		rc = TF_EFAIL;
-		*errmsg = xasprintf("pip report: no \"install\" array (%s)", je.text);
+		rc = why_fail(why, TF_EFAIL, "pip report: no \"install\" array (%s)", je.text);
 		goto out;
 	}
 	size_t i;
 	json_t *item;
 	json_array_foreach(inst, i, item)
 	{
-		if ((rc = lock_line(item, all, o, &lines, errmsg)) != 0)
+		if ((rc = lock_line(item, all, o, &lines, why)) != 0)
 			goto out;
 	}
 	char *notes = redirect_notes(c, all);

@@ -367,7 +367,7 @@ static void list_one(int sfd, const char *name, struct pip_result *res, size_t *
 	free(meta);
 }
 
-int env_dists(const char *prefix, struct pip_result *res, char **errmsg)
+int env_dists(const char *prefix, struct pip_result *res, struct why *why)
 {
 	char *lib = path_join(prefix, "lib");
 	DIR *d = opendir(lib);
@@ -375,10 +375,10 @@ int env_dists(const char *prefix, struct pip_result *res, char **errmsg)
 	struct dirent *e;
 	if (d == NULL) {
 		int e0 = errno;
-		*errmsg =
-		    xasprintf("cannot list the env's distributions: %s: %s", lib, strerror(e0));
+		int rc = why_fail(why, tf_err_from_errno(-e0),
+		                  "cannot list the env's distributions: %s: %s", lib, strerror(e0));
 		free(lib);
-		return tf_err_from_errno(-e0);
+		return rc;
 	}
 	while ((e = readdir(d)) != NULL) {
 		if (strncmp(e->d_name, "python", 6) != 0)
@@ -399,8 +399,8 @@ int env_dists(const char *prefix, struct pip_result *res, char **errmsg)
 	}
 	closedir(d);
 	if (sites == 0) {
-		*errmsg = xasprintf(
-		    "cannot list the env's distributions: no %s/python*/site-packages", lib);
+		why_fail(why, TF_EFAIL,
+		         "cannot list the env's distributions: no %s/python*/site-packages", lib);
 		free(lib);
 		return TF_EFAIL;
 	}
@@ -410,11 +410,11 @@ int env_dists(const char *prefix, struct pip_result *res, char **errmsg)
 	return 0;
 }
 
-int env_dist_stamps(struct ctx *c, const char *env_prefix, struct pip_result *res, char **errmsg)
+int env_dist_stamps(struct ctx *c, const char *env_prefix, struct pip_result *res, struct why *why)
 {
 	char *host = ctx_host_path(c, env_prefix);
 	struct pkgfiles x = {0};
-	int rc = env_dists(host, res, errmsg);
+	int rc = env_dists(host, res, why);
 	free(host);
 	if (rc != 0)
 		return rc;

@@ -104,7 +104,8 @@ static void *server_main(void *arg)
  */
 static char *env_python(struct pyc_ahead *a)
 {
-	char *py = path_join(a->env, "bin/python"), *err = NULL;
+	char *py = path_join(a->env, "bin/python");
+	struct why err = {0};
 	if (access(py, X_OK) == 0)
 		return py;
 	free(py);
@@ -114,7 +115,7 @@ static char *env_python(struct pyc_ahead *a)
 		free(py);
 		py = NULL;
 	}
-	free(err);
+	why_clear(&err);
 	return py;
 }
 

@@ -152,10 +152,10 @@ static int probe_run(const char *path, struct probe *pr)
 
 /*
  * Whether every user can run `real`: each directory from / down searchable
- * by others and the file executable by others. 1, or 0 with *why naming the
- * first one that is not (caller frees).
+ * by others and the file executable by others. 1, or 0 with why naming the
+ * first one that is not.
  */
-static int runnable_by_all(const char *real, char **why)
+static int runnable_by_all(const char *real, struct why *why)
 {
 	char *p = xstrdup(real);
 	struct stat st;
@@ -166,10 +166,11 @@ static int runnable_by_all(const char *real, char **why)
 			continue;
 		*s = '\0';
 		if (stat(p, &st) != 0) {
-			*why = xasprintf("%s cannot be read: %s", p, strerror(errno));
+			why_fail(why, TF_EPRECOND, "%s cannot be read: %s", p, strerror(errno));
 			ok = 0;
 		} else if ((st.st_mode & S_IXOTH) == 0) {
-			*why = xasprintf("%s is mode %04o", p, (unsigned)(st.st_mode & 07777));
+			why_fail(why, TF_EPRECOND, "%s is mode %04o", p,
+			         (unsigned)(st.st_mode & 07777));
 			ok = 0;
 		}
 		*s = c;
@@ -256,7 +257,7 @@ static char *no_python_why(const char *version, const char *locked, const char *
 }
 
 int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_path, int shared,
-                      char **path, char **errmsg)
+                      char **path, struct why *why)
 {
 	struct strvec cands = STRVEC_INIT, tried = STRVEC_INIT;
 	char *name = xasprintf("python%s", version);
@@ -281,7 +282,7 @@ int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_p
 	}
 	for (size_t i = 0; i < cands.n; i++) {
 		struct probe pr = {0};
-		char *why = NULL;
+		struct why reason = {0};
 		if (access(cands.v[i], X_OK) != 0)
 			continue;
 		if (probe_python(cands.v[i], &pr) != 0) {
@@ -295,26 +296,29 @@ int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_p
 			if (no_venv == NULL)
 				no_venv = xstrdup(cands.v[i]);
 			strvec_pushf(&tried, "%s (no venv/ensurepip module)", cands.v[i]);
-		} else if (explicit_path == NULL && shared && !runnable_by_all(pr.real, &why)) {
+		} else if (explicit_path == NULL && shared && !runnable_by_all(pr.real, &reason)) {
 			char *t = strcmp(pr.real, cands.v[i]) == 0
 			              ? xasprintf("%s", cands.v[i])
 			              : xasprintf("%s, which runs %s", cands.v[i], pr.real);
 			if (locked == NULL)
-				locked = xasprintf("%s: other users cannot run it (%s)", t, why);
-			strvec_pushf(&tried, "%s (other users cannot run it: %s)", t, why);
+				locked =
+				    xasprintf("%s: other users cannot run it (%s)", t, reason.msg);
+			strvec_pushf(&tried, "%s (other users cannot run it: %s)", t, reason.msg);
 			free(t);
 		} else {
 			/* Unset: the real file, so the venv never points through a shim. */
 			*path = xstrdup(explicit_path ? cands.v[i] : pr.real);
 			rc = 0;
 		}
-		free(why);
+		why_clear(&reason);
 		probe_release(&pr);
 		if (rc == 0)
 			goto out;
 	}
 
-	*errmsg = no_python_why(version, locked, no_venv, &tried);
+	char *m = no_python_why(version, locked, no_venv, &tried);
+	why_fail(why, rc, "%s", m);
+	free(m);
 out:
 	free(name);
 	free(no_venv);
@@ -452,9 +456,9 @@ int venv_bundled_artifacts(struct ctx *c, const char *python, struct artset *out
 {
 	struct spawn_result r = {0};
 	struct strvec names = STRVEC_INIT;
-	char *err = NULL;
+	struct why err = {0};
 	if (c->cache_dir == NULL || cache_init(c->cache_dir, &err) < 0) {
-		free(err);
+		why_clear(&err);
 		return 0;
 	}
 	char *partial = path_join(c->cache_dir, "partial");
@@ -496,11 +500,11 @@ int venv_bundled_artifacts(struct ctx *c, const char *python, struct artset *out
  * pip (and what else ensurepip installs) into the fresh venv at env_path,
  * by the native installer from the interpreter's own bundled wheels; 1 when
  * it declined (the interpreter does not say which wheels: ensurepip then
- * runs as venv would run it), 0 when installed, or an error with *errmsg.
+ * runs as venv would run it), 0 when installed, or an error with why.
  */
 static int venv_pip_native(struct ctx *c, const char *python, const char *exec_cmd,
                            const char *host, const char *env_path, struct artset *ahead,
-                           char **errmsg)
+                           struct why *why)
 {
 	char *dir = path_join(host, ".tfprov-bundled");
 	struct spawn_result r = {0};
@@ -522,7 +526,7 @@ static int venv_pip_native(struct ctx *c, const char *python, const char *exec_c
 			src[i].ahead = wheel_ahead_art(ahead, p);
 		}
 		struct wheel_stats st;
-		rc = wheel_install_fresh(c, env_path, src, names.n, exec_cmd, &st, errmsg);
+		rc = wheel_install_fresh(c, env_path, src, names.n, exec_cmd, &st, why);
 		if (rc == 0)
 			dlog(c, "venv: %zu bundled wheels of %s installed natively (%zu files)",
 			     st.installed, python, st.files);
@@ -530,9 +534,9 @@ static int venv_pip_native(struct ctx *c, const char *python, const char *exec_c
 	} else {
 		dlog(c, "venv: %s does not name its bundled wheels (%s): ensurepip installs pip",
 		     python,
-		     r.err.buf  ? r.err.buf
-		     : r.errmsg ? r.errmsg
-		                : "no output");
+		     r.err.buf   ? r.err.buf
+		     : r.why.msg ? r.why.msg
+		                 : "no output");
 	}
 	fs_rmtree(dir);
 	strvec_release(&names);
@@ -557,23 +561,19 @@ static const char venv_src[] = "import os, sys, venv\n"
                                "B(with_pip=True, symlinks=os.name != 'nt').create(sys.argv[1])\n";
 
 /* Runs argv with the env's busy file as stdin; its stdout into *out when out. */
-static int run_busy(struct ctx *c, const char *host, char *const *argv, char **out, char **errmsg)
+static int run_busy(struct ctx *c, const char *host, char *const *argv, char **out, struct why *why)
 {
 	struct spawn_result r = {0};
 	int bfd = pyenv_busy_hold(host);
-	if (bfd < 0) {
-		*errmsg = xasprintf("%s: cannot create: %s", host, strerror(-bfd));
-		return TF_EIO;
-	}
+	if (bfd < 0)
+		return why_fail(why, TF_EIO, "%s: cannot create: %s", host, strerror(-bfd));
 	int rc = pyenv_run_python_in(c, argv, 600, bfd, &r);
 	pyenv_busy_release(host, bfd);
 	if (rc == 0 && r.status != 0) {
-		rc = TF_EFAIL;
-		*errmsg = xasprintf("%s %s %s failed (exit %d): %s", argv[0], argv[2], argv[3],
-		                    r.status, r.err.buf ? r.err.buf : "");
+		rc = why_fail(why, TF_EFAIL, "%s %s %s failed (exit %d): %s", argv[0], argv[2],
+		              argv[3], r.status, r.err.buf ? r.err.buf : "");
 	} else if (rc != 0) {
-		*errmsg = xasprintf("%s %s %s: %s", argv[0], argv[2], argv[3],
-		                    r.errmsg ? r.errmsg : tf_strerror(rc));
+		why_fail(why, rc, "%s %s %s: %s", argv[0], argv[2], argv[3], why_text(&r.why));
 	} else if (out != NULL) {
 		*out =
 		    xstrndup(r.out.buf ? r.out.buf : "", strcspn(r.out.buf ? r.out.buf : "", "\n"));
@@ -584,7 +584,7 @@ static int run_busy(struct ctx *c, const char *host, char *const *argv, char **o
 
 /* venv_create; with env_path (root-relative), pip goes in natively. */
 static int make_venv(struct ctx *c, const char *python, const char *prefix, const char *env_path,
-                     struct artset *ahead, int *created, char **errmsg)
+                     struct artset *ahead, int *created, struct why *why)
 {
 	struct stat st;
 	*created = 0;
@@ -595,21 +595,19 @@ static int make_venv(struct ctx *c, const char *python, const char *prefix, cons
 	}
 	if (lstat(prefix, &st) == 0) {
 		/* The caller moves an env it replaces aside first (txn_will_create). */
-		*errmsg = xasprintf("%s exists and is not a venv of %s", prefix, python);
-		return TF_ECONFLICT;
+		return why_fail(why, TF_ECONFLICT, "%s exists and is not a venv of %s", prefix,
+		                python);
 	}
 	/* A venv records its own path (activate, script shebangs), so it is
 	 * created at the final path; on failure the caller's txn removes it.
 	 * The busy file (place.h) is the stdin of venv and of the pip that its
 	 * ensurepip starts, so a recovery after a kill -9 waits for that pip. */
-	if (mkdir(prefix, 0755) != 0) {
-		*errmsg = xasprintf("%s: cannot create: %s", prefix, strerror(errno));
-		return TF_EIO;
-	}
+	if (mkdir(prefix, 0755) != 0)
+		return why_fail(why, TF_EIO, "%s: cannot create: %s", prefix, strerror(errno));
 	char *plain[] = {(char *)python, "-I", "-m", "venv", (char *)prefix, NULL};
 	char *bare[] = {(char *)python, "-I", "-c", (char *)venv_src, (char *)prefix, NULL};
 	char *exec_cmd = NULL;
-	int rc = run_busy(c, prefix, env_path ? bare : plain, env_path ? &exec_cmd : NULL, errmsg);
+	int rc = run_busy(c, prefix, env_path ? bare : plain, env_path ? &exec_cmd : NULL, why);
 	size_t pl = strlen(prefix);
 	if (rc == 0 && env_path &&
 	    !(exec_cmd && strncmp(exec_cmd, prefix, pl) == 0 && exec_cmd[pl] == '/' &&
@@ -619,11 +617,11 @@ static int make_venv(struct ctx *c, const char *python, const char *prefix, cons
 		exec_cmd = path_join(prefix, "bin/python");
 	}
 	if (rc == 0 && env_path &&
-	    (rc = venv_pip_native(c, python, exec_cmd, prefix, env_path, ahead, errmsg)) == 1) {
+	    (rc = venv_pip_native(c, python, exec_cmd, prefix, env_path, ahead, why)) == 1) {
 		/* What venv itself runs after --without-pip would not have. */
 		char *py = path_join(prefix, "bin/python");
 		char *ens[] = {py, "-I", "-m", "ensurepip", "--upgrade", "--default-pip", NULL};
-		rc = run_busy(c, prefix, ens, NULL, errmsg);
+		rc = run_busy(c, prefix, ens, NULL, why);
 		free(py);
 	}
 	free(exec_cmd);
@@ -632,16 +630,17 @@ static int make_venv(struct ctx *c, const char *python, const char *prefix, cons
 	return rc;
 }
 
-int venv_create(struct ctx *c, const char *python, const char *prefix, int *created, char **errmsg)
+int venv_create(struct ctx *c, const char *python, const char *prefix, int *created,
+                struct why *why)
 {
-	return make_venv(c, python, prefix, NULL, NULL, created, errmsg);
+	return why_code(why, make_venv(c, python, prefix, NULL, NULL, created, why));
 }
 
 int venv_create_at(struct ctx *c, const char *python, const char *env_path, struct artset *ahead,
-                   int *created, char **errmsg)
+                   int *created, struct why *why)
 {
 	char *host = ctx_host_path(c, env_path);
-	int rc = make_venv(c, python, host, env_path, ahead, created, errmsg);
+	int rc = make_venv(c, python, host, env_path, ahead, created, why);
 	free(host);
-	return rc;
+	return why_code(why, rc);
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "ctx.h"
+#include "error.h"
 
 struct art;
 struct artset;
@@ -75,7 +76,7 @@ void conda_result_release(struct conda_result *r);
  */
 int conda_fetch_install(struct ctx *c, const char *prefix, int prefix_is_host,
                         const struct conda_pkg *pkgs, size_t n, struct art *ahead,
-                        const char *stage, struct conda_result *res, char **errmsg);
+                        const char *stage, struct conda_result *res, struct why *why);
 
 /*
  * 1 when the package cache of c (<cache>/pkgs) holds a complete entry of p
@@ -120,20 +121,20 @@ struct pipart_src {
 
 /*
  * Adds one artifact per pinned file to out (several for a pin only when more
- * than one of its pinned files may suit the env). 0, or TF_E* with *errmsg
+ * than one of its pinned files may suit the env). 0, or TF_E* with why
  * (caller frees) naming the pin and where it was looked for.
  */
 int pipart_resolve(struct ctx *c, const struct pip_req *reqs, size_t n,
-                   const struct pipart_src *src, struct artset *out, char **errmsg);
+                   const struct pipart_src *src, struct artset *out, struct why *why);
 
 /*
  * Fills `dir` (existing, empty) with a link (or copy) of the verified cache
  * file of each pin, under its file name. 0 with *complete 1 when every pin
  * has one, 0 when some pin has none (nothing to say: pip downloads as
- * before), or TF_E* with *errmsg.
+ * before), or TF_E* with why.
  */
 int pipart_wheelhouse(struct ctx *c, const struct pip_req *reqs, size_t n, const char *dir,
-                      int *complete, char **errmsg);
+                      int *complete, struct why *why);
 
 /*
  * Marks the wheels out->v[from..] for decode-ahead (artset_mark_python),
@@ -244,11 +245,11 @@ struct txn;
  * for all users, pyenv_for_all_users): without explicit_path, an interpreter
  * that other users cannot run (a directory above it, such as a 0700 home,
  * or the file not executable by others) is refused, with the reason.
- * 0 and *path (caller frees); TF_EPRECOND and *errmsg naming the version,
+ * 0 and *path (caller frees); TF_EPRECOND and why naming the version,
  * what was tried and how to get it otherwise.
  */
 int pyenv_find_python(struct ctx *c, const char *version, const char *explicit_path, int shared,
-                      char **path, char **errmsg);
+                      char **path, struct why *why);
 /* 1 when an env at host_prefix is for all users: not inside $HOME (root's too). */
 int pyenv_for_all_users(const char *host_prefix);
 
@@ -259,9 +260,10 @@ int venv_reusable(const char *python, const char *prefix);
  * same X.Y is kept (*created = 0); any other existing path is TF_ECONFLICT
  * (a caller replacing an env moves it aside first, journaled:
  * txn_will_create). A failed creation may leave a partial tree at prefix
- * for the caller (its txn) to remove. 0, or an error with *errmsg.
+ * for the caller (its txn) to remove. 0, or an error with why.
  */
-int venv_create(struct ctx *c, const char *python, const char *prefix, int *created, char **errmsg);
+int venv_create(struct ctx *c, const char *python, const char *prefix, int *created,
+                struct why *why);
 /*
  * venv_create for the stack's env at env_path (root-relative): the venv is
  * made --without-pip and pip (with what else the interpreter's ensurepip
@@ -272,7 +274,7 @@ int venv_create(struct ctx *c, const char *python, const char *prefix, int *crea
  * prepared for the step, whose trees of those wheels are taken.
  */
 int venv_create_at(struct ctx *c, const char *python, const char *env_path, struct artset *ahead,
-                   int *created, char **errmsg);
+                   int *created, struct why *why);
 /*
  * The wheels venv_create_at will install into a venv of `python`, asked of
  * its ensurepip during the prefetch, put into the download cache by their
@@ -335,13 +337,13 @@ struct pip_opts {
  * fills the empty wheelhouse `wheels` from o->find_links without pip;
  * install() installs the verified wheelhouse into the env through o->txn.
  * Each returns 0 with *done = 1, 0 with *done = 0 when it declines (nothing
- * changed: pip does that part), or an error with *errmsg.
+ * changed: pip does that part), or an error with why.
  */
 struct pip_native {
 	int (*fill)(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
-	            const struct pip_opts *o, const char *wheels, int *done, char **errmsg);
+	            const struct pip_opts *o, const char *wheels, int *done, struct why *why);
 	int (*install)(struct ctx *c, const char *wheels, const struct pip_req *reqs, size_t n,
-	               const struct pip_opts *o, int *done, char **errmsg);
+	               const struct pip_opts *o, int *done, struct why *why);
 };
 
 /* The native installer (wheelhouse.c): a complete lock of wheels installed by wheel.c. */
@@ -369,16 +371,16 @@ void pip_result_release(struct pip_result *r);
  * On success res lists what the env holds. On failure the env is unchanged.
  */
 int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
-                const struct pip_opts *o, struct pip_result *res, char **errmsg);
+                const struct pip_opts *o, struct pip_result *res, struct why *why);
 
 /*
  * Lists the distributions of the env at prefix (host path) as `pip list`
  * does, without starting its interpreter: every .dist-info (METADATA) and
  * .egg-info (PKG-INFO) of lib/python/site-packages, Name and Version,
  * the name PEP 503-normalised, the first of a name kept, sorted by name.
- * 0, or an error with *errmsg when the env has no site-packages.
+ * 0, or an error with why when the env has no site-packages.
  */
-int env_dists(const char *prefix, struct pip_result *res, char **errmsg);
+int env_dists(const char *prefix, struct pip_result *res, struct why *why);
 /*
  * env_dists of the env at root-relative env_prefix, each distribution with
  * its stamp: the sha256 of the lstat (size, mtime, mode; "-" when missing)
@@ -388,7 +390,7 @@ int env_dists(const char *prefix, struct pip_result *res, char **errmsg);
  * hashes stay `verify --deep`'s. A distribution without a RECORD has the
  * stamp of no files.
  */
-int env_dist_stamps(struct ctx *c, const char *env_prefix, struct pip_result *res, char **errmsg);
+int env_dist_stamps(struct ctx *c, const char *env_prefix, struct pip_result *res, struct why *why);
 /* The env the pyenv step of stack `stack_id` recorded (root-relative; caller frees), or NULL. */
 char *pkgfiles_stack_env(struct ctx *c, int64_t stack_id);
 
@@ -400,7 +402,7 @@ char *pkgfiles_stack_env(struct ctx *c, int64_t stack_id);
  * for this interpreter and platform.
  */
 int pip_lock(struct ctx *c, const char *prefix, const char *reqs_text, const struct pip_opts *o,
-             char **out, char **errmsg);
+             char **out, struct why *why);
 
 struct spawn_result;
 
@@ -459,11 +461,11 @@ int wheel_glibc_floor(const char *filename);
  * paths of verified .whl files, with their file names, PEP 427, when the
  * paths are not: NULL to use the paths), before any step changes anything: each
  * wheel's RECORD read from the archive, a path two wheels ship shared when
- * their RECORD hashes are equal, else TF_ECONFLICT with *errmsg naming both
+ * their RECORD hashes are equal, else TF_ECONFLICT with why naming both
  * distributions and the path. The native installer checks again against
  * the env's own distributions (private/wheel.h).
  */
-int wheel_overlaps(const char *const *paths, const char *const *names, size_t n, char **errmsg);
+int wheel_overlaps(const char *const *paths, const char *const *names, size_t n, struct why *why);
 
 /* RECORD's hash column holds at most "sha256=" and 43 characters. */
 #define RECORD_HASH_MAX 52

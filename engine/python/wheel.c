@@ -57,10 +57,13 @@
 
 void whl_fail(struct whl *w, int err, const char *fmt, ...)
 {
+	if (w->why.code)
+		return;
 	va_list ap;
 	va_start(ap, fmt);
-	tf_fail_first(&w->err, &w->errmsg, err, strrchr(w->src->path, '/') + 1, fmt, ap);
+	why_vfail(&w->why, err, fmt, ap);
 	va_end(ap);
+	why_prefix(&w->why, "%s", strrchr(w->src->path, '/') + 1);
 }
 
 /* ------------------------------------------------------------ small helpers */
@@ -158,7 +161,7 @@ static char *scheme_rel(json_t *o, const char *key, const char *prefix)
 	return xstrdup(v);
 }
 
-static int query_scheme(struct ctx *c, const char *final, struct scheme *s, char **errmsg)
+static int query_scheme(struct ctx *c, const char *final, struct scheme *s, struct why *why)
 {
 	char *py = xasprintf("%s/bin/python", final);
 	char *argv[] = {py, "-I", "-c", (char *)scheme_src, NULL};
@@ -178,16 +181,13 @@ static int query_scheme(struct ctx *c, const char *final, struct scheme *s, char
 		s->cache_tag = xstrdup(json_string_value(json_object_get(o, "tag")) ?: "");
 	}
 	if (!s->purelib || !s->platlib || !s->scripts || !s->data || !s->headers ||
-	    !s->purelib[0] || !s->scripts[0]) {
-		*errmsg =
-		    xasprintf("%s cannot tell its install scheme (or it lies outside the env): "
-		              "%s",
+	    !s->purelib[0] || !s->scripts[0])
+		rc = why_fail(why, TF_EFAIL,
+		              "%s cannot tell its install scheme (or it lies outside the env): %s",
 		              py,
-		              r.errmsg    ? r.errmsg
+		              r.why.msg   ? r.why.msg
 		              : r.err.buf ? r.err.buf
 		                          : "no output");
-		rc = TF_EFAIL;
-	}
 	s->exe = py;
 	json_decref(o);
 	spawn_result_release(&r);
@@ -316,7 +316,7 @@ static void write_entry_points(struct job *j, struct whl *w, const struct ep *ep
 		if (strcmp(eps[i].name, "easy_install") == 0)
 			ei = &eps[i];
 	}
-	for (size_t i = 0; i < n && !w->err; i++) {
+	for (size_t i = 0; i < n && !w->why.code; i++) {
 		if ((pip && matches(eps[i].name, "pip", 0)) ||
 		    (ei && matches(eps[i].name, "easy_install", 1)))
 			continue;
@@ -500,7 +500,7 @@ static char *read_meta(struct whl *w, const char *tmp, const char *file, int req
 /* Finds the one .dist-info directory and checks that it names this distribution. */
 static void find_distinfo(struct whl *w, const struct unpack_result *res)
 {
-	for (size_t i = 0; i < res->n && !w->err; i++) {
+	for (size_t i = 0; i < res->n && !w->why.code; i++) {
 		const char *p = res->v[i].path;
 		size_t k = strcspn(p, "/");
 		if (k < 10 || strncmp(p + k - 10, ".dist-info", 10) != 0)
@@ -511,7 +511,7 @@ static void find_distinfo(struct whl *w, const struct unpack_result *res)
 			whl_fail(w, TF_EFAIL, "more than one .dist-info directory");
 		}
 	}
-	if (w->err)
+	if (w->why.code)
 		return;
 	char *raw = w->distinfo ? xstrndup(w->distinfo, strcspn(w->distinfo, "-")) : NULL;
 	char *norm = raw ? pip_normalize_name(raw) : NULL;
@@ -594,7 +594,7 @@ static int move_pyc(const char *pyc, const char *dst)
  * after this, from the sha256 computed while it was written.
  */
 static int decode_wheel(struct job *j, struct whl *w, const char *tmp, int parts, struct early *x,
-                        struct unpack_result *res, char **err)
+                        struct unpack_result *res, struct why *why)
 {
 	if (w->src->ahead && art_take_tree(j->c, w->src->ahead, tmp, res) == 0) {
 		for (size_t i = 0; i < res->n; i++) {
@@ -606,7 +606,7 @@ static int decode_wheel(struct job *j, struct whl *w, const char *tmp, int parts
 		}
 		return 0;
 	}
-	return unpack_zip_parallel(j->c, w->src->path, tmp, parts, compile_early, x, res, err);
+	return unpack_zip_parallel(j->c, w->src->path, tmp, parts, compile_early, x, res, why);
 }
 
 struct art *wheel_ahead_art(struct artset *arts, const char *file)
@@ -679,29 +679,29 @@ struct unpacked {
 static void unpack_wheel(struct job *j, struct whl *w, struct unpacked *u)
 {
 	struct early x = {j, u->tmprel};
-	char *err = NULL;
+	struct why e = {0};
 	/* A large wheel is decoded by every core (its entries shared out). */
 	int parts = 1;
 	if (w->size > WHEEL_SHARE_MIN)
 		parts = j->c->jobs > 0 ? j->c->jobs : (int)pool_ncpu();
 	if (parts > WHEEL_SHARES_MAX)
 		parts = WHEEL_SHARES_MAX;
-	int rc = decode_wheel(j, w, u->tmp, parts, &x, &u->res, &err);
+	int rc = decode_wheel(j, w, u->tmp, parts, &x, &u->res, &e);
 	if (rc != 0)
-		whl_fail(w, rc, "%s", err ? err : tf_strerror(rc));
-	free(err);
+		whl_fail(w, rc, "%s", why_text(&e));
+	why_clear(&e);
 }
 
 /* Reads the .dist-info: WHEEL (version, lib dir), RECORD and the entry points. */
 static void read_metadata(struct job *j, struct whl *w, struct unpacked *u)
 {
 	find_distinfo(w, &u->res);
-	if (w->err)
+	if (w->why.code)
 		return;
 	u->wheel = read_meta(w, u->tmp, "WHEEL", 1);
 	u->record = read_meta(w, u->tmp, "RECORD", 1);
 	u->eptext = read_meta(w, u->tmp, "entry_points.txt", 0);
-	if (w->err)
+	if (w->why.code)
 		return;
 	char *wv = header_value(u->wheel, "Wheel-Version"),
 	     *pure = header_value(u->wheel, "Root-Is-Purelib");
@@ -714,7 +714,7 @@ static void read_metadata(struct job *j, struct whl *w, struct unpacked *u)
 	w->libdir = pure && strcasecmp(pure, "true") == 0 ? j->sc->purelib : j->sc->platlib;
 	free(wv);
 	free(pure);
-	if (w->err || (u->eptext && parse_entry_points(w, u->eptext, &u->eps, &u->neps) != 0))
+	if (w->why.code || (u->eptext && parse_entry_points(w, u->eptext, &u->eps, &u->neps) != 0))
 		return;
 	u->rec = load_record(u->record, &u->nrec);
 	u->datadir = xasprintf("%.*s.data", (int)(strlen(w->distinfo) - 10), w->distinfo);
@@ -789,7 +789,7 @@ static void place_entry(struct job *j, struct whl *w, const struct unpacked *u,
 static void place_files(struct job *j, struct whl *w, const struct unpacked *u)
 {
 	char *own_record = xasprintf("%s/RECORD", w->distinfo);
-	for (size_t i = 0; i < u->res.n && !w->err; i++) {
+	for (size_t i = 0; i < u->res.n && !w->why.code; i++) {
 		const struct unpack_entry *e = &u->res.v[i];
 		if (e->type == 'd' || (e->type == 'f' && strcmp(e->path, own_record) == 0))
 			continue;
@@ -828,11 +828,11 @@ static void install_one(struct job *j, struct whl *w, size_t idx)
 	u.tmprel = xasprintf("%s/.tfprov-whl-%zu", j->sc->purelib, idx);
 	u.tmp = path_join(j->stage, u.tmprel);
 	unpack_wheel(j, w, &u);
-	if (!w->err)
+	if (!w->why.code)
 		read_metadata(j, w, &u);
-	if (!w->err)
+	if (!w->why.code)
 		place_files(j, w, &u);
-	if (!w->err)
+	if (!w->why.code)
 		write_entry_points(j, w, u.eps, u.neps);
 	unpacked_release(&u);
 }
@@ -868,16 +868,15 @@ int parse_filename(struct whl *w)
 }
 
 /* Each wheel's name, version and size from its file, largest first (the pool's order). */
-static int wheels_prepare(const struct wheel_src *src, size_t n, struct whl *w, char **errmsg)
+static int wheels_prepare(const struct wheel_src *src, size_t n, struct whl *w, struct why *why)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct stat st;
 		w[i].src = &src[i];
 		w[i].size = stat(src[i].path, &st) == 0 ? st.st_size : 0;
-		if (parse_filename(&w[i]) != 0) {
-			*errmsg = xasprintf("%s is not a wheel file name (PEP 427)", src[i].path);
-			return TF_EFAIL;
-		}
+		if (parse_filename(&w[i]) != 0)
+			return why_fail(why, TF_EFAIL, "%s is not a wheel file name (PEP 427)",
+			                src[i].path);
 	}
 	if (n > 1)
 		qsort(w, n, sizeof(*w), cmp_size_desc);
@@ -886,50 +885,47 @@ static int wheels_prepare(const struct wheel_src *src, size_t n, struct whl *w, 
 
 /* The hard-link copy of the env the wheels go into, staged (journaled) in the txn. */
 static int stage_copy(struct txn *t, const char *env_path, const char *final, char **stage,
-                      uint64_t *t0, char **errmsg)
+                      uint64_t *t0, struct why *why)
 {
 	int rc = txn_stage_dir(t, env_path, stage);
-	if (rc != 0) {
-		*errmsg = xstrdup(txn_error(t) ? txn_error(t) : "cannot stage");
-		return rc;
-	}
+	if (rc != 0)
+		return why_fail(why, rc, "%s", txn_why(t)->msg ? txn_why(t)->msg : "cannot stage");
 	*t0 = now_ns();
-	if (fs_link_tree(final, *stage) != 0) {
-		*errmsg = xasprintf("cannot copy %s (hard links): %s", final, strerror(errno));
-		return TF_EIO;
-	}
+	if (fs_link_tree(final, *stage) != 0)
+		return why_fail(why, TF_EIO, "cannot copy %s (hard links): %s", final,
+		                strerror(errno));
 	return 0;
 }
 
 /* One path a distribution ships, for the overlap check and the keep set. */
-static int unpack_all(struct job *j, char **errmsg)
+static int unpack_all(struct job *j, struct why *why)
 {
 	struct whl *w = j->w;
 	int rc = 0;
 	pool_run(j->n, j->c->jobs > 0 ? (size_t)j->c->jobs : pool_ncpu(), install_job, j);
 	for (size_t i = 0; i < j->n; i++)
-		for (size_t k = 0; k < w[i].late.n && !w[i].err; k++)
+		for (size_t k = 0; k < w[i].late.n && !w[i].why.code; k++)
 			compiler_send(j->cc, NULL, w[i].late.v[k]);
 	for (size_t i = 0; i < j->n && rc == 0; i++)
-		if (w[i].err) {
-			rc = w[i].err;
-			*errmsg = xstrdup(w[i].errmsg);
+		if (w[i].why.code) {
+			rc = w[i].why.code;
+			why_move(why, &w[i].why);
 		}
 	if (rc == 0 && tf_interrupted)
-		rc = TF_EINTR, *errmsg = xstrdup("interrupted");
+		rc = why_fail(why, TF_EINTR, "interrupted");
 	return rc;
 }
 
 /* Writes each wheel's INSTALLER, REQUESTED, direct_url.json and RECORD; counts the work. */
-static int write_metadata(struct job *j, struct wheel_stats *stats, char **errmsg)
+static int write_metadata(struct job *j, struct wheel_stats *stats, struct why *why)
 {
 	struct whl *w = j->w;
 	int rc = 0;
 	pool_run(j->n, j->c->jobs > 0 ? (size_t)j->c->jobs : pool_ncpu(), finish_job, j);
 	for (size_t i = 0; i < j->n && rc == 0; i++) {
-		if (w[i].err) {
-			rc = w[i].err;
-			*errmsg = xstrdup(w[i].errmsg);
+		if (w[i].why.code) {
+			rc = w[i].why.code;
+			why_move(why, &w[i].why);
 		}
 		if (!w[i].skip) {
 			stats->installed++;
@@ -942,7 +938,7 @@ static int write_metadata(struct job *j, struct wheel_stats *stats, char **errms
 /* wheel_install, or wheel_install_fresh when t is NULL (exe: its scripts' interpreter). */
 static int install_wheels(struct ctx *c, struct txn *t, const char *env_path,
                           const struct wheel_src *src, size_t n, const struct strvec *drop,
-                          const char *exe, struct wheel_stats *stats, char **errmsg)
+                          const char *exe, struct wheel_stats *stats, struct why *why)
 {
 	struct scheme sc = {0};
 	struct whl *w = xcalloc(n ? n : 1, sizeof(*w));
@@ -951,30 +947,30 @@ static int install_wheels(struct ctx *c, struct txn *t, const char *env_path,
 	uint64_t t0 = 0;
 	int rc = 0;
 	memset(stats, 0, sizeof(*stats));
-	if ((rc = wheels_prepare(src, n, w, errmsg)) != 0)
+	if ((rc = wheels_prepare(src, n, w, why)) != 0)
 		goto out;
-	if ((rc = query_scheme(c, final, &sc, errmsg)) != 0)
+	if ((rc = query_scheme(c, final, &sc, why)) != 0)
 		goto out;
 	if (exe != NULL) {
 		free(sc.exe);
 		sc.exe = xstrdup(exe);
 	}
-	if ((rc = check_overlaps(&j, errmsg)) != 0)
+	if ((rc = check_overlaps(&j, why)) != 0)
 		goto out;
 	if (t != NULL) {
-		rc = stage_copy(t, env_path, final, &stage, &t0, errmsg);
+		rc = stage_copy(t, env_path, final, &stage, &t0, why);
 	} else {
 		stage = xstrdup(final);
 		t0 = now_ns();
 	}
 	j.stage = stage;
 	if (rc == 0)
-		rc = remove_older(&j, stats, errmsg);
+		rc = remove_older(&j, stats, why);
 	if (rc != 0)
 		goto out;
 	uint64_t t1 = now_ns();
 	struct compiler cc;
-	if ((rc = compiler_start(&cc, &j, errmsg)) != 0) {
+	if ((rc = compiler_start(&cc, &j, why)) != 0) {
 		compiler_finish(&cc, NULL);
 		goto out;
 	}
@@ -982,37 +978,34 @@ static int install_wheels(struct ctx *c, struct txn *t, const char *env_path,
 	char *site = xasprintf("lib/python%s/site-packages", sc.xy);
 	j.ahead = strcmp(sc.purelib, site) == 0 && strcmp(sc.platlib, site) == 0;
 	free(site);
-	rc = unpack_all(&j, errmsg);
+	rc = unpack_all(&j, why);
 	uint64_t t2 = now_ns();
 	/* The .pyc files are in place before RECORD lists them. */
-	char *cerr = NULL;
+	struct why cerr = {0};
 	int crc = compiler_finish(&cc, &cerr);
 	j.cc = NULL;
 	if (rc == 0 && crc != 0) {
 		rc = crc;
-		*errmsg = cerr;
-		cerr = NULL;
+		why_move(why, &cerr);
 	}
-	free(cerr);
+	why_clear(&cerr);
 	uint64_t t3 = now_ns();
 	if (rc == 0)
-		rc = write_metadata(&j, stats, errmsg);
+		rc = write_metadata(&j, stats, why);
 	ev_log(c, EV_DEBUG,
 	       "wheels: copy + uninstall %.2f s, unpack (byte-compiling alongside) %.2f s, "
 	       "byte-compile tail %.2f s, RECORD %.2f s; %zu .pyc files compiled ahead",
 	       (double)(t1 - t0) / 1e9, (double)(t2 - t1) / 1e9, (double)(t3 - t2) / 1e9,
 	       (double)(now_ns() - t3) / 1e9, j.nahead);
-	if (rc == 0 && t != NULL && txn_replace_dir(t, stage, env_path) != 0) {
-		rc = TF_EIO;
-		*errmsg = xstrdup(txn_error(t));
-	}
+	if (rc == 0 && t != NULL && txn_replace_dir(t, stage, env_path) != 0)
+		rc = why_fail(why, TF_EIO, "%s", why_text(txn_why(t)));
 out:
 	/* On failure the stage is the txn's to remove (journaled). */
 	for (size_t i = 0; i < n; i++) {
 		free(w[i].name);
 		free(w[i].version);
 		free(w[i].distinfo);
-		free(w[i].errmsg);
+		why_clear(&w[i].why);
 		strvec_release(&w[i].records);
 		strvec_release(&w[i].pys);
 		strvec_release(&w[i].late);
@@ -1026,24 +1019,24 @@ out:
 }
 
 int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *src,
-                  size_t n, struct wheel_stats *stats, char **errmsg)
+                  size_t n, struct wheel_stats *stats, struct why *why)
 {
-	return install_wheels(c, t, env_path, src, n, NULL, NULL, stats, errmsg);
+	return install_wheels(c, t, env_path, src, n, NULL, NULL, stats, why);
 }
 
 int wheel_install_drop(struct ctx *c, struct txn *t, const char *env_path,
                        const struct wheel_src *src, size_t n, const struct strvec *drop,
-                       struct wheel_stats *stats, char **errmsg)
+                       struct wheel_stats *stats, struct why *why)
 {
-	return install_wheels(c, t, env_path, src, n, drop, NULL, stats, errmsg);
+	return install_wheels(c, t, env_path, src, n, drop, NULL, stats, why);
 }
 
 int wheel_install_fresh(struct ctx *c, const char *env_path, const struct wheel_src *src, size_t n,
-                        const char *exe, struct wheel_stats *stats, char **errmsg)
+                        const char *exe, struct wheel_stats *stats, struct why *why)
 {
 	char *host = ctx_host_path(c, env_path);
 	int busy = pyenv_busy_hold(host);
-	int rc = install_wheels(c, NULL, env_path, src, n, NULL, exe, stats, errmsg);
+	int rc = install_wheels(c, NULL, env_path, src, n, NULL, exe, stats, why);
 	pyenv_busy_release(host, busy);
 	free(host);
 	return rc;

@@ -119,17 +119,16 @@ static void *compiler_main(void *arg)
 	return NULL;
 }
 
-/* Starts the compiler; 0, or an error with *errmsg. */
-int compiler_start(struct compiler *cp, struct job *j, char **errmsg)
+/* Starts the compiler; 0, or an error with why. */
+int compiler_start(struct compiler *cp, struct job *j, struct why *why)
 {
 	int sv[2];
 	memset(cp, 0, sizeof(*cp));
 	cp->c = j->c;
 	cp->fd = cp->child_fd = -1;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-		*errmsg = xasprintf("cannot start the byte-compiler: %s", strerror(errno));
-		return TF_EFAIL;
-	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return why_fail(why, TF_EFAIL, "cannot start the byte-compiler: %s",
+		                strerror(errno));
 	cp->fd = sv[0];
 	cp->child_fd = sv[1];
 	pthread_mutex_init(&cp->mu, NULL);
@@ -189,8 +188,8 @@ void compiler_send(struct compiler *cp, const char *tmp, const char *rel)
 	free(line);
 }
 
-/* Ends the input, waits for the last .pyc; 0, or an error with *errmsg. */
-int compiler_finish(struct compiler *cp, char **errmsg)
+/* Ends the input, waits for the last .pyc; 0, or an error with why. */
+int compiler_finish(struct compiler *cp, struct why *why)
 {
 	int rc = 0;
 	if (cp->fd >= 0)
@@ -200,19 +199,17 @@ int compiler_finish(struct compiler *cp, char **errmsg)
 		rc = cp->rc;
 		if (rc == 0 && (cp->r.status != 0 || cp->lost))
 			rc = TF_EFAIL;
-		if (rc != 0 && errmsg)
-			*errmsg = xasprintf("the byte-compiler (python -c, %zu files) failed: %s",
-			                    cp->sent,
-			                    cp->r.errmsg    ? cp->r.errmsg
-			                    : cp->r.err.len ? cp->r.err.buf
-			                                    : "exited early");
+		if (rc != 0)
+			why_fail(why, rc, "the byte-compiler (python -c, %zu files) failed: %s",
+			         cp->sent,
+			         cp->r.why.msg   ? cp->r.why.msg
+			         : cp->r.err.len ? cp->r.err.buf
+			                         : "exited early");
 		else if (rc == 0)
 			ev_log(cp->c, EV_DEBUG, "byte-compiled %s of %zu files",
 			       cp->r.out.buf ? strtok(cp->r.out.buf, "\n") : "?", cp->sent);
 	} else if (cp->armed && cp->lost) {
-		rc = TF_EFAIL;
-		if (errmsg)
-			*errmsg = xstrdup("cannot start the byte-compiler thread");
+		rc = why_fail(why, TF_EFAIL, "cannot start the byte-compiler thread");
 	}
 	if (cp->armed)
 		pthread_mutex_destroy(&cp->mu);

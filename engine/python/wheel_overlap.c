@@ -149,7 +149,7 @@ static void owned_wheel(const struct scheme *sc, const char *path, const char *n
 }
 
 /* Sorts v; TF_ECONFLICT naming the first path two owners ship with other bytes. */
-static int owned_conflict(struct owned *v, size_t n, const char *base, char **errmsg)
+static int owned_conflict(struct owned *v, size_t n, const char *base, struct why *why)
 {
 	if (n > 1)
 		qsort(v, n, sizeof(*v), cmp_owned);
@@ -159,17 +159,17 @@ static int owned_conflict(struct owned *v, size_t n, const char *base, char **er
 			continue;
 		if (a->hex[0] && strcmp(a->hex, b->hex) == 0)
 			continue; /* the same bytes: shared */
-		*errmsg = xasprintf("%s and %s both install %s%s%s with different contents (sha256 "
-		                    "%.12s... and %.12s...): one would overwrite the other; "
-		                    "nothing was changed",
-		                    a->who, b->who, base ? base : "", base ? "/" : "", a->rel,
-		                    a->hex[0] ? a->hex : "(none)", b->hex[0] ? b->hex : "(none)");
-		return TF_ECONFLICT;
+		return why_fail(
+		    why, TF_ECONFLICT,
+		    "%s and %s both install %s%s%s with different contents (sha256 %.12s... and "
+		    "%.12s...): one would overwrite the other; nothing was changed",
+		    a->who, b->who, base ? base : "", base ? "/" : "", a->rel,
+		    a->hex[0] ? a->hex : "(none)", b->hex[0] ? b->hex : "(none)");
 	}
 	return 0;
 }
 
-int wheel_overlaps(const char *const *paths, const char *const *names, size_t n, char **errmsg)
+int wheel_overlaps(const char *const *paths, const char *const *names, size_t n, struct why *why)
 {
 	/* Where in an env does not matter here: a path is its scheme key and place. */
 	char lib[] = "site-packages", scripts[] = "bin", data[] = "data", headers[] = "include";
@@ -195,7 +195,7 @@ int wheel_overlaps(const char *const *paths, const char *const *names, size_t n,
 		owned_wheel(&sc, paths[i], name, who.v[i], &v, &nv, &cap);
 		free(name);
 	}
-	rc = owned_conflict(v, nv, NULL, errmsg);
+	rc = owned_conflict(v, nv, NULL, why);
 	for (size_t i = 0; i < nv; i++)
 		free(v[i].rel);
 	free(v);
@@ -220,7 +220,7 @@ static int leaving(const struct job *j, const char *name)
  * from the wheel files, against each other and against the RECORDs of the
  * distributions that stay in the live env. Reads only; 0 or TF_ECONFLICT.
  */
-int check_overlaps(struct job *j, char **errmsg)
+int check_overlaps(struct job *j, struct why *why)
 {
 	struct owned *v = NULL;
 	size_t n = 0, cap = 0;
@@ -251,7 +251,7 @@ int check_overlaps(struct job *j, char **errmsg)
 		}
 		free(name);
 	}
-	rc = owned_conflict(v, n, j->final, errmsg);
+	rc = owned_conflict(v, n, j->final, why);
 	for (size_t i = 0; i < n; i++)
 		free(v[i].rel);
 	free(v);

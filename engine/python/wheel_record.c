@@ -45,7 +45,7 @@ void finish_job(size_t i, void *arg)
 {
 	struct job *j = arg;
 	struct whl *w = &j->w[i];
-	if (w->skip || w->err)
+	if (w->skip || w->why.code)
 		return;
 	/* The compiled files: pip records them with their hashes. */
 	for (size_t k = 0; k < w->pys.n; k++) {

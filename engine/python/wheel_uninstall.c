@@ -83,7 +83,7 @@ out:
 }
 
 /* Uninstalls the distribution whose metadata is libdir/distinfo, as pip does from RECORD. */
-int uninstall(struct job *j, const char *libdir, const char *distinfo, char **errmsg)
+int uninstall(struct job *j, const char *libdir, const char *distinfo, struct why *why)
 {
 	char *di = path_join(libdir, distinfo);
 	char *rec = xasprintf("%s/%s/RECORD", j->stage, di);
@@ -91,10 +91,10 @@ int uninstall(struct job *j, const char *libdir, const char *distinfo, char **er
 	size_t len = 0;
 	int rc = 0;
 	if (read_file_at(AT_FDCWD, rec, 64u << 20, &text, &len) != 0) {
-		*errmsg = xasprintf("cannot uninstall %s: it has no RECORD (not installed by a "
-		                    "wheel installer); use pip.installer: pip",
-		                    distinfo);
-		rc = TF_EFAIL;
+		rc = why_fail(why, TF_EFAIL,
+		              "cannot uninstall %s: it has no RECORD (not installed by a wheel "
+		              "installer); use pip.installer: pip",
+		              distinfo);
 		goto out;
 	}
 	for (char *line = text, *next; line && *line; line = next) {
@@ -162,7 +162,7 @@ void installed_dists(const char *stage, const char *libdir, struct strvec *out)
 	free(host);
 }
 
-int remove_older(struct job *j, struct wheel_stats *stats, char **errmsg)
+int remove_older(struct job *j, struct wheel_stats *stats, struct why *why)
 {
 	const struct scheme *sc = j->sc;
 	struct whl *w = j->w;
@@ -223,7 +223,7 @@ int remove_older(struct job *j, struct wheel_stats *stats, char **errmsg)
 		if (access(probe, F_OK) != 0)
 			lib = sc->platlib;
 		free(probe);
-		rc = uninstall(j, lib, di, errmsg);
+		rc = uninstall(j, lib, di, why);
 		stats->removed++;
 	}
 	free(fate);

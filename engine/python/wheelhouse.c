@@ -30,7 +30,7 @@
  * wheels (*done = 1); an sdist leaves it to pip (*done = 0).
  */
 static int wheelhouse_install(struct ctx *c, const char *wheels, const struct pip_req *reqs,
-                              size_t n, const struct pip_opts *o, int *done, char **errmsg)
+                              size_t n, const struct pip_opts *o, int *done, struct why *why)
 {
 	struct strvec files = STRVEC_INIT;
 	struct wheel_src *src = NULL;
@@ -70,7 +70,7 @@ static int wheelhouse_install(struct ctx *c, const char *wheels, const struct pi
 		}
 		wheel_name_release(&wn);
 	}
-	rc = wheel_install_drop(c, o->txn, o->env_path, src, files.n, o->drop, &st, errmsg);
+	rc = wheel_install_drop(c, o->txn, o->env_path, src, files.n, o->drop, &st, why);
 	if (rc == 0) {
 		*done = 1;
 		ev_log(c, EV_INFO,
@@ -173,7 +173,7 @@ static void fill_one(size_t i, void *arg)
  * or the env cannot say its tags.
  */
 static int wheelhouse_fill(struct ctx *c, const char *prefix, const struct pip_req *reqs, size_t n,
-                           const struct pip_opts *o, const char *wheels, int *done, char **errmsg)
+                           const struct pip_opts *o, const char *wheels, int *done, struct why *why)
 {
 	struct strvec tags = STRVEC_INIT, files = STRVEC_INIT;
 	struct fill *f = xcalloc(n ? n : 1, sizeof(*f));
@@ -223,25 +223,22 @@ static int wheelhouse_fill(struct ctx *c, const char *prefix, const struct pip_r
 	pool_run(n, c->jobs > 0 ? (size_t)c->jobs : pool_ncpu(), fill_one, f);
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		if (f[i].err) {
-			rc = TF_EIO;
-			*errmsg = xasprintf("%s: cannot copy into the wheelhouse: %s", f[i].src,
-			                    strerror(-f[i].err));
+			rc = why_fail(why, TF_EIO, "%s: cannot copy into the wheelhouse: %s",
+			              f[i].src, strerror(-f[i].err));
 			break;
 		}
 		int pinned = f[i].linked;
 		for (size_t h = 0; h < reqs[i].nhashes && !pinned; h++)
 			pinned |= strcmp(reqs[i].hashes[h], f[i].hex) == 0;
 		if (!pinned) {
-			rc = TF_EINTEGRITY;
-			*errmsg =
-			    xasprintf("%s==%s: %s has sha256 %s, which is not a hash the lock "
-			              "pins for it",
-			              reqs[i].raw_name, reqs[i].version, f[i].src, f[i].hex);
+			rc = why_fail(
+			    why, TF_EINTEGRITY,
+			    "%s==%s: %s has sha256 %s, which is not a hash the lock pins for it",
+			    reqs[i].raw_name, reqs[i].version, f[i].src, f[i].hex);
 		}
 	}
 	if (rc == 0 && tf_interrupted) {
-		rc = TF_EINTR;
-		*errmsg = xstrdup("interrupted");
+		rc = why_fail(why, TF_EINTR, "interrupted");
 	}
 	if (rc == 0) {
 		*done = 1;

@@ -77,7 +77,7 @@ static void preps_release(struct preps *ps)
 /*
  * A step prefetch did not prepare (the plan was built again once the state
  * existed, and the step changed meanwhile): its artifacts named by its hook
- * and fetched now, without decode-ahead. 0 or TF_E* (s->error set).
+ * and fetched now, without decode-ahead. 0 or TF_E* (s->why set).
  */
 static int prepare_late(struct ctx *c, const struct manifest *m, struct step *s,
                         struct prepared *prep)
@@ -108,8 +108,9 @@ static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, s
 			rc = txn_remove_all(t);
 		if (rc == 0)
 			rc = txn_commit(t, NULL, NULL);
-		if (rc != 0 && s->error == NULL)
-			step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
+		if (rc != 0 && s->why.msg == NULL)
+			why_move(&s->why, txn_why(t)); /* the txn's words, if it has any */
+		why_code(&s->why, rc);
 		const struct strvec *kept = txn_kept(t);
 		for (size_t i = 0; rc == 0 && i < kept->n; i++)
 			ev_emit(c, &(struct event){.kind = EV_KEPT,
@@ -121,12 +122,13 @@ static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, s
 		rc = s->mod->apply(c, m, s, t, prep);
 		if (rc == 0)
 			rc = txn_commit(t, s->desired, s->attrs);
-		if (rc != 0 && s->error == NULL)
-			step_fail(s, "%s", txn_error(t) ? txn_error(t) : tf_strerror(rc));
+		if (rc != 0 && s->why.msg == NULL)
+			why_move(&s->why, txn_why(t)); /* the txn's words, if it has any */
+		why_code(&s->why, rc);
 	}
 	if (rc != 0) {
 		txn_abort(t);
-		step_event(c, s, 0, 1, s->error);
+		step_event(c, s, 0, 1, why_text(&s->why));
 		return rc;
 	}
 	txn_abort(t); /* committed: releases memory, nothing left to undo */
@@ -161,7 +163,7 @@ static int execute(struct ctx *c, const struct manifest *m, struct plan *p, int6
 				prep = preps_add(ps, s->addr);
 				if (s->action != ACT_DESTROY &&
 				    (rc = prepare_late(c, m, s, prep)) != 0) {
-					step_event(c, s, 0, 1, s->error);
+					step_event(c, s, 0, 1, s->why.msg);
 					break;
 				}
 			}
@@ -214,34 +216,34 @@ static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p, str
 		size_t from = all.n;
 		rc = s->mod->artifacts(c, m, &all, s);
 		if (rc != 0)
-			step_event(c, s, 0, 1, s->error);
+			step_event(c, s, 0, 1, s->why.msg);
 		owner = xrealloc(owner, (all.n ? all.n : 1) * sizeof(*owner));
 		for (size_t k = from; k < all.n; k++)
 			owner[k] = s;
 	}
 	if (rc != 0 || all.n == 0)
 		goto out;
-	char *err = NULL;
-	if (cache_init(c->cache_dir, &err) < 0) {
+	struct why w = {0};
+	if (cache_init(c->cache_dir, &w) < 0) {
 		/* An unusable cache (a link where a directory must be, ...): say why. */
-		ev_log(c, EV_ERROR, "%s: nothing was changed", err);
-		free(err);
+		ev_log(c, EV_ERROR, "%s: nothing was changed", why_text(&w));
+		why_clear(&w);
 		rc = TF_EIO;
 		goto out;
 	}
 	size_t failed = all.n;
-	rc = artset_decode_ahead(c, &all, &ps->scratch, &failed, &err);
+	rc = artset_decode_ahead(c, &all, &ps->scratch, &failed, &w);
 	if (rc != 0 && failed < all.n) {
 		struct step *s = owner[failed];
-		if (s->error == NULL)
-			step_fail(s, "%s", err ? err : tf_strerror(rc));
-		step_event(c, s, 0, 1, s->error);
+		if (s->why.msg == NULL)
+			why_move(&s->why, &w);
+		why_code(&s->why, rc);
+		step_event(c, s, 0, 1, why_text(&s->why));
 	} else if (rc != 0 && rc != TF_EOFFLINE) {
 		/* fetch_all reported what failed (offline: in one error). */
 		ev_log(c, EV_ERROR, "a download failed or did not verify: nothing was changed");
 	}
-	free(err);
-	err = NULL;
+	why_clear(&w);
 	/* The pip step's wheels: no two ship one path with other bytes (python.h). */
 	struct strvec wheels = STRVEC_INIT, names = STRVEC_INIT;
 	struct step *pip = NULL;
@@ -254,13 +256,12 @@ static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p, str
 		}
 	if (rc == 0 && wheels.n > 1 &&
 	    (rc = wheel_overlaps((const char *const *)wheels.v, (const char *const *)names.v,
-	                         wheels.n, &err)) != 0) {
-		step_fail(pip, "%s", err);
-		step_event(c, pip, 0, 1, pip->error);
+	                         wheels.n, &w)) != 0) {
+		why_move(&pip->why, &w);
+		step_event(c, pip, 0, 1, pip->why.msg);
 	}
 	strvec_release(&wheels);
 	strvec_release(&names);
-	free(err);
 out:
 	/* Every step that named artifacts gets them, even with none (an empty artset). */
 	for (size_t i = 0; i < p->n; i++)
@@ -292,7 +293,7 @@ int plan_precheck(struct ctx *c, const struct manifest *m, struct plan *p)
 			continue;
 		int rc = s->mod->precheck(c, m, s);
 		if (rc != 0) {
-			step_event(c, s, 0, 1, s->error);
+			step_event(c, s, 0, 1, s->why.msg);
 			return rc;
 		}
 	}

@@ -287,12 +287,12 @@ void plan_observe(struct ctx *c, const struct manifest *m, struct plan *p)
 		int rc = s->mod->precheck(c, m, s);
 		if (rc == 0)
 			continue;
+		why_code(&s->why, rc);
 		free(s->blocker);
 		s->blocker_rc = rc;
 		s->blocker = xasprintf("apply would stop here, before any change (exit %d): %s",
-		                       tf_exit_code(rc), s->error ? s->error : tf_strerror(rc));
-		free(s->error);
-		s->error = NULL;
+		                       tf_exit_code(rc), why_text(&s->why));
+		why_clear(&s->why);
 	}
 }
 
@@ -339,7 +339,7 @@ void plan_release(struct plan *p)
 		free(p->steps[i].detail);
 		free(p->steps[i].reason);
 		free(p->steps[i].blocker);
-		free(p->steps[i].error);
+		why_clear(&p->steps[i].why);
 		free(p->steps[i].attrs);
 		strvec_release(&p->steps[i].urls);
 	}

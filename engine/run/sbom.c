@@ -160,12 +160,11 @@ static void nv_from_redist(struct sb *b, const struct redist_ref *r, struct nv *
 	char *path = cache_lookup(b->c, r->json.sha256.s);
 	struct redist_artifact *ra = NULL;
 	size_t nra = 0;
-	char *err = NULL;
 	json_t *root = NULL;
 	if (path == NULL)
 		goto out;
 	if (redist_resolve(path, r->json.url.s, "linux-x86_64", r->variant.s, NULL, 0, &ra, &nra,
-	                   &err) != 0)
+	                   NULL) != 0)
 		goto out;
 	root = json_load_file(path, 0, NULL);
 	for (size_t i = 0; i < nra; i++) {
@@ -183,7 +182,6 @@ static void nv_from_redist(struct sb *b, const struct redist_ref *r, struct nv *
 out:
 	json_decref(root);
 	redist_artifacts_free(ra, nra);
-	free(err);
 	free(path);
 }
 
@@ -644,17 +642,16 @@ static json_t *sbom_stamp(json_t *doc, json_t *meta, int64_t epoch)
 }
 
 int sbom_build(struct ctx *c, const char *name, const char *tool_version, int64_t epoch,
-               unsigned flags, json_t **out, char **errmsg)
+               unsigned flags, json_t **out, struct why *why)
 {
 	struct stackinfo si;
 	struct state_resource *res = NULL;
 	size_t nres = 0;
 	json_t *doc = NULL;
 	*out = NULL;
-	*errmsg = NULL;
-	int rc = stackinfo_load(c, name, &si, errmsg);
+	int rc = stackinfo_load(c, name, &si, why);
 	if (rc != 0)
-		return rc;
+		return why_code(why, rc);
 	struct sb b = {c, &si, json_array(), json_array(), json_array()};
 	const struct manifest *m = si.m;
 	rc = state_resources_list(c->st, si.stack_id, &res, &nres);
@@ -711,5 +708,5 @@ out:
 	json_decref(b.top);
 	state_resources_free(res, nres);
 	stackinfo_release(&si);
-	return rc;
+	return why_code(why, rc);
 }

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "ctx.h"
+#include "error.h"
 
 struct json_t;
 
@@ -36,10 +37,10 @@ enum sbom_flags {
 /*
  * Builds stack `name`'s document into *out (the caller json_decref's it).
  * tool_version: tfprov's, for metadata.tools. epoch: the metadata timestamp (unix seconds). 0; -ENOENT when there is no
- * such stack; TF_EMANIFEST (with *errmsg) when its recorded manifest no
- * longer parses; TF_ESTATE. *errmsg is malloc'd.
+ * such stack; TF_EMANIFEST (with why) when its recorded manifest no
+ * longer parses; TF_ESTATE. why is the caller's to clear.
  */
 int sbom_build(struct ctx *c, const char *name, const char *tool_version, int64_t epoch,
-               unsigned flags, struct json_t **out, char **errmsg);
+               unsigned flags, struct json_t **out, struct why *why);
 
 #endif

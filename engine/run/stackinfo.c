@@ -125,7 +125,7 @@ void stackinfo_from_manifest(struct ctx *c, struct manifest *m, struct stackinfo
 	free(act);
 }
 
-int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char **errmsg)
+int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, struct why *why)
 {
 	struct state_gen g = {0};
 	struct diags d = {0};
@@ -139,11 +139,10 @@ int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char 
 	const char *text = g.manifest_text;
 	if (manifest_load_buf(g.manifest_path, text ? text : "", text ? strlen(text) : 0, &m, &d) !=
 	    0) {
-		*errmsg =
-		    xasprintf("the manifest recorded for stack %s (generation %lld) no longer "
-		              "parses: %s",
-		              name, (long long)g.number, d.n ? d.v[0].msg : "unknown error");
-		rc = TF_EMANIFEST;
+		rc = why_fail(
+		    why, TF_EMANIFEST,
+		    "the manifest recorded for stack %s (generation %lld) no longer parses: %s",
+		    name, (long long)g.number, d.n ? d.v[0].msg : "unknown error");
 		goto out;
 	}
 	stackinfo_recorded_placement(c, g.stack_id, m);

@@ -22,6 +22,7 @@
 
 #include <stdint.h>
 
+#include "error.h"
 #include "gpu.h"
 #include "ctx.h"
 #include "util.h"
@@ -55,9 +56,9 @@ int stackinfo_names(struct ctx *c, struct strvec *names);
 
 /*
  * Loads stack `name` from the state. 0; -ENOENT when no such stack exists;
- * TF_EMANIFEST when its recorded manifest no longer parses (*errmsg says why).
+ * TF_EMANIFEST when its recorded manifest no longer parses (why says what).
  */
-int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, char **errmsg);
+int stackinfo_load(struct ctx *c, const char *name, struct stackinfo *out, struct why *why);
 
 /*
  * Sets m's cuDNN placement to what the stack's last apply chose (the cudnn

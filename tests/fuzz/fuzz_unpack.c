@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c.flags = CTX_QUIET;
 	c.root = (char *)"/";
 	struct unpack_result res;
-	char *err = NULL;
+	struct why err = {0};
 	if (conda)
 		unpack_conda_package(&c, arch, 1, dest, &res, &err);
 	else if (wheel)
@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	else
 		unpack_archive(&c, arch, dest, 0, &res, &err);
 	unpack_result_release(&res);
-	free(err);
+	why_clear(&err);
 	fs_rmtree(dest);
 	unlink(arch);
 	/* Nothing may have escaped next to the destination. */

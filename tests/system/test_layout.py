@@ -489,3 +489,38 @@ def test_exit_code_pattern_finds_an_exit_code():
     rx = re.compile(EXIT_CODES)
     assert rx.search("\trc = drifted ? TF_EXIT_CHANGES : 0;")
     assert not rx.search("\trc = drifted ? TF_ECHANGES : 0;")
+
+
+# One message carrier (engine/base/error.h): the words of a failure travel in a
+# struct why, never in a char ** out-parameter, and no caller chooses between
+# two carriers (`err ? err : tf_strerror(rc)`: the callee's why holds its code).
+MESSAGE_OUT_PARAM = r"(?<!const )\bchar\s*\*\s*\*\s*(errmsg|err|msg|error|why)\s*[,)]"
+CARRIER_GLUE = r"(^\s*|\?[^;]*):\s*tf_strerror\s*\("
+
+
+def test_carrier_patterns_find_a_message_out_parameter_and_a_glue():
+    """The patterns below find what the carrier replaced, in a planted file."""
+    text = ("static int f(const char *p, char **errmsg)\n"
+            "int g(struct ctx *c, char **err);\n"
+            "\tev_log(c, EV_ERROR, \"%s\", err ? err : tf_strerror(rc));\n"
+            "\tstep_fail(s, \"%s\", txn_error(t) ? txn_error(t)\n"
+            "\t                                  : tf_strerror(rc));\n"
+            "int h(struct ctx *c, struct why *why);\n"
+            "\tev_log(c, EV_ERROR, \"%s\", why_text(&w));\n"
+            "int pep508_parse(const char *text, struct pep508_req *out, const char **err);\n"
+            "\tconst char *s = tf_strerror(rc);\n")
+    params = planted("engine/base/planted.c", text, MESSAGE_OUT_PARAM)
+    glue = planted("engine/base/planted.c", text, CARRIER_GLUE)
+    assert [v.split(":")[1] for v in params] == ["1", "2"], params
+    assert [v.split(":")[1] for v in glue] == ["3", "5"], glue
+
+
+def test_one_message_carrier():
+    """No `char **errmsg` out-parameter and no `? ... : tf_strerror(` glue in
+    the front end or the core; why_text() in error.c is the one place that
+    falls back from the words to the code's message."""
+    def why_text(path, line):
+        return path == os.path.join(ENGINE, "base", "error.c")
+    paths = list(sources(FRONT, *CORE))
+    assert violations(paths, MESSAGE_OUT_PARAM) == []
+    assert violations(paths, CARRIER_GLUE, why_text) == []

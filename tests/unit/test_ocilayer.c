@@ -85,9 +85,9 @@ static void make_tree(const char *root, int variant)
 static void layer_of(const char *root, const char *blobs, struct oci_desc *d)
 {
 	char *paths[] = {"opt/b/z.so.1", "opt/a/x.h", "opt/b/z.so"};
-	char *err = NULL;
+	struct why err = {0};
 	assert_int_equal(oci_layer_write(root, paths, 3, 1234, blobs, d, &err), 0);
-	assert_null(err);
+	assert_null(err.msg);
 }
 
 static void test_same_tree_same_bytes(void **state)
@@ -154,14 +154,15 @@ static void test_same_tree_same_bytes(void **state)
 static void test_fifo_fails_and_leaves_no_blob(void **state)
 {
 	(void)state;
-	char *root = path_join(dir, "f"), *blobs = path_join(dir, "fb"), *err = NULL;
+	char *root = path_join(dir, "f"), *blobs = path_join(dir, "fb");
+	struct why err = {0};
 	put(root, "a/file", "x", 0644);
 	char *fifo = path_join(root, "a/pipe");
 	assert_int_equal(mkfifo(fifo, 0644), 0);
 	char *paths[] = {"a/file", "a/pipe"};
 	struct oci_desc d = {0};
 	assert_int_equal(oci_layer_write(root, paths, 2, 1, blobs, &d, &err), TF_EFAIL);
-	assert_non_null(strstr(err, "neither a file"));
+	assert_non_null(strstr(err.msg, "neither a file"));
 	char *sub = path_join(blobs, "sha256");
 	DIR *dd = opendir(sub);
 	struct dirent *de;
@@ -172,7 +173,7 @@ static void test_fifo_fails_and_leaves_no_blob(void **state)
 	assert_int_equal(n, 0);
 	free(sub);
 	free(fifo);
-	free(err);
+	why_clear(&err);
 	free(root);
 	free(blobs);
 }
@@ -181,19 +182,18 @@ static void test_bad_bases(void **state)
 {
 	(void)state;
 	struct oci_image im;
-	char *err = NULL, *scratch = path_join(dir, "s"), *missing = path_join(dir, "nope");
+	char *scratch = path_join(dir, "s"), *missing = path_join(dir, "nope");
+	struct why err = {0};
 	mkdir(scratch, 0755);
 	assert_int_equal(oci_image_read(missing, scratch, NULL, &im, &err), TF_EFAIL);
-	assert_non_null(strstr(err, "No such file"));
-	free(err);
-	err = NULL;
+	assert_non_null(strstr(err.msg, "No such file"));
+	why_clear(&err);
 	assert_int_equal(oci_image_read(dir, scratch, NULL, &im, &err), TF_EFAIL);
-	assert_non_null(strstr(err, "not an OCI image layout"));
-	free(err);
-	err = NULL;
+	assert_non_null(strstr(err.msg, "not an OCI image layout"));
+	why_clear(&err);
 	assert_int_equal(oci_image_read("docker://debian:12", scratch, NULL, &im, &err), TF_EUSAGE);
-	assert_non_null(strstr(err, "registries are not supported yet"));
-	free(err);
+	assert_non_null(strstr(err.msg, "registries are not supported yet"));
+	why_clear(&err);
 	free(scratch);
 	free(missing);
 }
@@ -214,11 +214,12 @@ static void put_link(const char *root, const char *rel, const char *target)
 static char *cat(const struct oci_image *im, const char *blobs, const char *a, const char *b,
                  size_t max, char **res)
 {
-	char *paths[] = {(char *)a, (char *)b}, *data = NULL, *err = NULL;
+	char *paths[] = {(char *)a, (char *)b}, *data = NULL;
+	struct why err = {0};
 	size_t len = 0;
 	assert_int_equal(
 	    oci_image_read_file(im, blobs, paths, b ? 2 : 1, max, &data, &len, res, &err), 0);
-	assert_null(err);
+	assert_null(err.msg);
 	if (data)
 		assert_int_equal(len, strlen(data));
 	return data;
@@ -235,7 +236,8 @@ static void test_read_file_across_layers(void **state)
 {
 	(void)state;
 	char *one = path_join(dir, "one"), *two = path_join(dir, "two");
-	char *blobs = path_join(dir, "blobs"), *err = NULL, *res = NULL, *d;
+	char *blobs = path_join(dir, "blobs"), *res = NULL, *d;
+	struct why err = {0};
 	struct oci_desc l[2] = {{0}};
 	put(one, "usr/lib/x86_64-linux-gnu/libc.so.6", "glibc 2.36", 0755);
 	put(one, "etc/a", "old", 0644);
@@ -279,8 +281,8 @@ static void test_read_file_across_layers(void **state)
 	assert_int_equal(oci_image_read_file(&bad, blobs, one_path, 1, 64, &data, &len, NULL, &err),
 	                 TF_EFAIL);
 	assert_null(data);
-	assert_non_null(strstr(err, junk.digest));
-	free(err);
+	assert_non_null(strstr(err.msg, junk.digest));
+	why_clear(&err);
 	free(junk.media_type);
 	free(l[0].media_type);
 	free(l[1].media_type);
@@ -307,7 +309,8 @@ static int blob_files(const char *blobs)
 static void test_blob_take_verifies(void **state)
 {
 	(void)state;
-	char *src = path_join(dir, "src"), *blobs = path_join(dir, "tb"), *err = NULL, hex[65];
+	char *src = path_join(dir, "src"), *blobs = path_join(dir, "tb"), hex[65];
+	struct why err = {0};
 	char digest[72], bad[72];
 	put(dir, "src", "hello, layer", 0600);
 	sha256_buf("hello, layer", 12, hex);
@@ -317,13 +320,11 @@ static void test_blob_take_verifies(void **state)
 	for (int link_ok = 0; link_ok < 2; link_ok++) {
 		/* Another digest, or the right one with another size: nothing kept. */
 		assert_int_equal(oci_blob_take(src, blobs, bad, 12, link_ok, &err), TF_EINTEGRITY);
-		assert_non_null(strstr(err, hex));
-		free(err);
-		err = NULL;
+		assert_non_null(strstr(err.msg, hex));
+		why_clear(&err);
 		assert_int_equal(oci_blob_take(src, blobs, digest, 13, link_ok, &err),
 		                 TF_EINTEGRITY);
-		free(err);
-		err = NULL;
+		why_clear(&err);
 		assert_int_equal(blob_files(blobs), 0);
 	}
 	/* Copied: the bytes, another inode; linked: the same inode. */
@@ -343,7 +344,7 @@ static void test_blob_take_verifies(void **state)
 	assert_true(a.st_ino == b.st_ino);
 	assert_int_equal(blob_files(blobs), 1);
 	assert_int_equal(oci_blob_take(src, blobs, "md5:00", 12, 0, &err), TF_EFAIL);
-	free(err);
+	why_clear(&err);
 	free(text);
 	free(dst);
 	free(src);
@@ -359,7 +360,8 @@ static int is_libcuda(const char *name)
 static void test_layers_find(void **state)
 {
 	(void)state;
-	char *root = path_join(dir, "lf"), *blobs = path_join(dir, "lfb"), *err = NULL, *found;
+	char *root = path_join(dir, "lf"), *blobs = path_join(dir, "lfb"), *found;
+	struct why err = {0};
 	struct oci_desc d[2] = {{0}, {0}};
 	char *one[] = {"opt/a/x.h"}, *two[] = {"opt/cuda/compat/libcuda.so.1", "opt/cuda/z"};
 	put(root, "opt/a/x.h", "x", 0644);
@@ -379,8 +381,8 @@ static void test_layers_find(void **state)
 	put(blobs, rel, "not a tar", 0644);
 	free(rel);
 	assert_int_equal(oci_layers_find(d, 1, blobs, is_libcuda, &found, &err), TF_EFAIL);
-	assert_non_null(err);
-	free(err);
+	assert_non_null(err.msg);
+	why_clear(&err);
 	free(p);
 	free(d[0].media_type);
 	free(d[1].media_type);

@@ -22,7 +22,7 @@ static void test_cuda_components(void **state)
 	const char *comps[] = {"cuda_cudart", "libcublas"};
 	struct redist_artifact *a = NULL;
 	size_t n = 0;
-	char *err = NULL;
+	struct why err = {0};
 	int r = redist_resolve(DIR "cuda-redistrib_12.3.2.json", CUDA_URL, "linux-x86_64", NULL,
 	                       comps, 2, &a, &n, &err);
 	assert_int_equal(r, 0);
@@ -46,7 +46,7 @@ static void test_cudnn_nested_variant(void **state)
 	const char *comps[] = {"cudnn"};
 	struct redist_artifact *a = NULL;
 	size_t n = 0;
-	char *err = NULL;
+	struct why err = {0};
 	int r = redist_resolve(DIR "cudnn-redistrib_8.6.0.json", CUDNN_URL, "linux-x86_64",
 	                       "cuda11", comps, 1, &a, &n, &err);
 	assert_int_equal(r, 0);
@@ -64,15 +64,15 @@ static void test_cudnn_nested_variant(void **state)
 	r = redist_resolve(DIR "cudnn-redistrib_8.6.0.json", CUDNN_URL, "linux-x86_64", NULL, comps,
 	                   1, &a, &n, &err);
 	assert_int_equal(r, TF_EMANIFEST);
-	assert_non_null(strstr(err, "cuda10"));
-	assert_non_null(strstr(err, "cuda11"));
-	free(err);
+	assert_non_null(strstr(err.msg, "cuda10"));
+	assert_non_null(strstr(err.msg, "cuda11"));
+	why_clear(&err);
 
 	r = redist_resolve(DIR "cudnn-redistrib_8.6.0.json", CUDNN_URL, "linux-x86_64", "cuda12",
 	                   comps, 1, &a, &n, &err);
 	assert_int_equal(r, TF_EMANIFEST);
-	assert_non_null(strstr(err, "no variant 'cuda12'"));
-	free(err);
+	assert_non_null(strstr(err.msg, "no variant 'cuda12'"));
+	why_clear(&err);
 }
 
 static void test_cudnn_flat_entries(void **state)
@@ -80,7 +80,7 @@ static void test_cudnn_flat_entries(void **state)
 	const char *comps[] = {"cudnn"};
 	struct redist_artifact *a = NULL;
 	size_t n = 0;
-	char *err = NULL;
+	struct why err = {0};
 	int r = redist_resolve(DIR "cudnn-redistrib_8.9.4.25.json",
 	                       "https://developer.download.nvidia.com/compute/cudnn/redist/"
 	                       "redistrib_8.9.4.25.json",
@@ -98,8 +98,8 @@ static void test_cudnn_flat_entries(void **state)
 	r = redist_resolve(DIR "cudnn-redistrib_8.9.4.25.json", NULL, "linux-x86_64", "cuda11",
 	                   comps, 1, &a, &n, &err);
 	assert_int_equal(r, TF_EMANIFEST);
-	assert_non_null(strstr(err, "cuda11"));
-	free(err);
+	assert_non_null(strstr(err.msg, "cuda11"));
+	why_clear(&err);
 }
 
 static void test_errors_name_choices(void **state)
@@ -107,31 +107,31 @@ static void test_errors_name_choices(void **state)
 	const char *comps[] = {"cuda_cudartt"};
 	struct redist_artifact *a = NULL;
 	size_t n = 0;
-	char *err = NULL;
+	struct why err = {0};
 	int r = redist_resolve(DIR "cuda-redistrib_12.3.2.json", CUDA_URL, "linux-x86_64", NULL,
 	                       comps, 1, &a, &n, &err);
 	assert_int_equal(r, TF_EMANIFEST);
-	assert_non_null(strstr(err, "did you mean 'cuda_cudart'"));
-	free(err);
+	assert_non_null(strstr(err.msg, "did you mean 'cuda_cudart'"));
+	why_clear(&err);
 
 	const char *c2[] = {"nvidia_fs"};
 	r = redist_resolve(DIR "cuda-redistrib_12.3.2.json", CUDA_URL, "windows-x86_64", NULL, c2,
 	                   1, &a, &n, &err);
 	assert_int_equal(r, TF_EMANIFEST);
-	assert_non_null(strstr(err, "no platform 'windows-x86_64'"));
-	free(err);
+	assert_non_null(strstr(err.msg, "no platform 'windows-x86_64'"));
+	why_clear(&err);
 
 	r = redist_resolve(DIR "nonexistent.json", NULL, "linux-x86_64", NULL, comps, 1, &a, &n,
 	                   &err);
 	assert_int_equal(r, TF_EIO);
-	free(err);
+	why_clear(&err);
 }
 
 static void test_all_components(void **state)
 {
 	struct redist_artifact *a = NULL;
 	size_t n = 0;
-	char *err = NULL;
+	struct why err = {0};
 	int r = redist_resolve(DIR "cuda-redistrib_11.8.0.json", NULL, "linux-x86_64", NULL, NULL,
 	                       0, &a, &n, &err);
 	assert_int_equal(r, 0);
@@ -170,13 +170,13 @@ static void test_relative_path_escapes_refused(void **state)
 		fclose(f);
 		struct redist_artifact *a = NULL;
 		size_t n = 0;
-		char *err = NULL;
+		struct why err = {0};
 		int r = redist_resolve(path, "file:///srv/redistrib_1.json", "linux-x86_64", NULL,
 		                       comps, 1, &a, &n, &err);
 		unlink(path);
 		assert_int_equal(r, TF_EMANIFEST);
-		assert_non_null(strstr(err, "bad relative_path"));
-		free(err);
+		assert_non_null(strstr(err.msg, "bad relative_path"));
+		why_clear(&err);
 	}
 }
 

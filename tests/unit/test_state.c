@@ -51,7 +51,7 @@ static void test_new_database_is_at_the_latest_version(void **unused)
 	(void)unused;
 	char *d = tmpdir();
 	struct state *st = NULL;
-	char *err = NULL;
+	struct why err = {0};
 	assert_int_equal(state_open(d, 1, &st, &err), 0);
 	state_close(st);
 	char *db = path_join(d, "state.db");
@@ -93,7 +93,7 @@ static void test_version_1_database_is_migrated_keeping_its_rows(void **unused)
 	    SQLITE_OK);
 	sqlite3_close(h);
 	struct state *st = NULL;
-	char *err = NULL;
+	struct why err = {0};
 	assert_int_equal(state_open(d, 0, &st, &err), 0);
 	assert_int_equal(state_stack_id(st, "old"), 1);
 	state_close(st);
@@ -152,7 +152,7 @@ static struct state *open_v2(char **dir, char **db)
 	assert_int_equal(sqlite3_exec(h, schema_v2, NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(h);
 	struct state *st = NULL;
-	char *err = NULL;
+	struct why err = {0};
 	assert_int_equal(state_open(*dir, 0, &st, &err), 0);
 	return st;
 }
@@ -230,12 +230,12 @@ static void test_failed_migration_keeps_the_previous_version(void **unused)
 	                 SQLITE_OK);
 	sqlite3_close(h);
 	struct state *st = NULL;
-	char *err = NULL;
+	struct why err = {0};
 	assert_int_equal(state_open(d, 0, &st, &err), TF_ESTATE);
 	assert_null(st);
-	assert_non_null(err);
-	assert_non_null(strstr(err, "state migration failed"));
-	free(err);
+	assert_non_null(err.msg);
+	assert_non_null(strstr(err.msg, "state migration failed"));
+	why_clear(&err);
 	assert_int_equal(sql_int(db, "PRAGMA user_version"), 2);
 	assert_int_equal(sql_int(db, "SELECT count(*) FROM cache"), 1);
 	free(db);
@@ -254,13 +254,13 @@ static void test_newer_schema_is_refused_not_downgraded(void **unused)
 	    SQLITE_OK);
 	sqlite3_close(h);
 	struct state *st = NULL;
-	char *err = NULL;
+	struct why err = {0};
 	assert_int_equal(state_open(d, 0, &st, &err), TF_ESTATE);
 	assert_null(st);
-	assert_non_null(err);
-	assert_non_null(strstr(err, "newer than this tfprov"));
-	assert_non_null(strstr(err, "99"));
-	free(err);
+	assert_non_null(err.msg);
+	assert_non_null(strstr(err.msg, "newer than this tfprov"));
+	assert_non_null(strstr(err.msg, "99"));
+	why_clear(&err);
 	assert_int_equal(sql_int(db, "PRAGMA user_version"), 99);
 	free(db);
 	free(d);
@@ -271,7 +271,8 @@ static void test_second_writer_is_refused_naming_the_holder(void **unused)
 	(void)unused;
 	char *d = tmpdir();
 	struct state *a = NULL, *b = NULL;
-	char *err = NULL, *holder = NULL;
+	struct why err = {0};
+	char *holder = NULL;
 	assert_int_equal(state_open(d, 1, &a, &err), 0);
 	assert_int_equal(state_open(d, 1, &b, &err), 0);
 	assert_int_equal(state_lock(a, 0, NULL), 0);
@@ -312,7 +313,7 @@ static void test_writer_lock_on_a_fresh_root_leaves_no_trace(void **unused)
 	free(holder);
 	/* The old kind of lock (state_lock) excludes it too: one file. */
 	struct state *st = NULL;
-	char *err = NULL;
+	struct why err = {0};
 	assert_int_equal(state_open(dir, 1, &st, &err), 0);
 	assert_int_equal(state_lock(st, 0, NULL), TF_ELOCKED);
 	state_close(st);
@@ -357,7 +358,7 @@ static void test_writer_is_wal_with_synchronous_full(void **unused)
 	(void)unused;
 	char *d = tmpdir();
 	struct state *st = NULL;
-	char *err = NULL;
+	struct why err = {0};
 	assert_int_equal(state_open(d, 1, &st, &err), 0);
 	assert_int_equal(conn_int(st, "PRAGMA synchronous"), 2); /* FULL */
 	struct state_stmt *s = NULL;
@@ -379,7 +380,7 @@ static void test_recovery_undoes_an_unfinished_update(void **unused)
 	c.rootfd = -1;
 	c.root = root;
 	c.state_dir = path_join(root, "var/lib/tfprov");
-	char *err = NULL;
+	struct why err = {0};
 	assert_int_equal(state_open(c.state_dir, 1, &c.st, &err), 0);
 	int64_t stack = state_stack_ensure(c.st, "s", "/m.yaml");
 	struct txn *t = NULL;

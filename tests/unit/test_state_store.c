@@ -32,7 +32,7 @@ static int setup(void **state)
 	char tmpl[] = "/tmp/tfprov-store-XXXXXX";
 	assert_non_null(mkdtemp(tmpl));
 	f->dir = xstrdup(tmpl);
-	char *err = NULL;
+	struct why err = {0};
 	assert_int_equal(state_open(f->dir, 1, &f->st, &err), 0);
 	*state = f;
 	return 0;

@@ -9,6 +9,7 @@
 #define TFPROV_ARTIFACT_INT_H
 
 #include "artifact.h"
+#include "error.h"
 
 char *cache_part_path(const char *dir, const char *sha256);
 
@@ -52,7 +53,7 @@ int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const stru
  */
 int http_get_small_chain(const struct ctx *c, const char *url, const char *protocols,
                          const char *accept, size_t max, char **out, size_t *len, long *status,
-                         struct strvec *chain, char **err);
+                         struct strvec *chain, struct why *why);
 
 int ms_pubkey_parse(const char *text, size_t len, struct ms_pubkey *pk, const char **why);
 
@@ -64,12 +65,13 @@ char *trust_describe(const struct trust *t);
  * path) in events; with pinned >= 0 as unpack_archive_pinned() (below).
  */
 int unpack_archive_named(struct ctx *c, const char *archive, const char *label, int64_t pinned,
-                         const char *dest_dir, int strip, struct unpack_result *res, char **errmsg);
+                         const char *dest_dir, int strip, struct unpack_result *res,
+                         struct why *why);
 
 /* unpack_archive() (no strip) calling on_file(arg, e) for every file written. */
 int unpack_archive_each(struct ctx *c, const char *archive, const char *dest_dir,
                         unpack_file_fn on_file, void *arg, struct unpack_result *res,
-                        char **errmsg);
+                        struct why *why);
 
 /*
  * unpack_archive() with a hard limit: an archive whose files add up to more
@@ -78,7 +80,7 @@ int unpack_archive_each(struct ctx *c, const char *archive, const char *dest_dir
  */
 int unpack_archive_pinned(struct ctx *c, const char *archive, uint64_t unpacked_size,
                           const char *dest_dir, int strip, struct unpack_result *res,
-                          char **errmsg);
+                          struct why *why);
 
 /* The bound of artifact.h's unpack comment for an archive of `archive_size` bytes; `declared` < 0: none. */
 uint64_t unpack_bound(int64_t declared, int64_t archive_size);

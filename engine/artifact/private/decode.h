@@ -11,6 +11,7 @@
 
 #include "artifact.h"
 #include "cores.h"
+#include "error.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -33,8 +34,7 @@ struct decode {
 	char **parts; /* where each archive is unpacked; NULL: not decoded here */
 	struct unpack_result *res;
 	int *ready;          /* unpacked completely */
-	int *rc;             /* after the download: unpack_archive's result */
-	char **err;          /* ... and its message */
+	struct why *why;     /* after the download: why unpack_archive failed */
 	char **stopped;      /* before: why decoding on a pinned budget stopped */
 	int verified;        /* 0: follow the downloads; 1: from the verified files */
 	size_t jobs;         /* decoders */

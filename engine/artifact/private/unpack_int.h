@@ -10,6 +10,7 @@
 #define TFPROV_UNPACK_INT_H
 
 #include "artifact.h"
+#include "error.h"
 #include "unpack_pool.h"
 #include "util.h"
 
@@ -86,10 +87,9 @@ struct writer {
 	int strip;
 	struct unpack_result *res;
 	size_t cap;
-	char *parent;  /* cached parent dir, relative ("" for dest) */
-	int parent_fd; /* its fd (destfd itself for "") */
-	int err;
-	char *errmsg;
+	char *parent;   /* cached parent dir, relative ("" for dest) */
+	int parent_fd;  /* its fd (destfd itself for "") */
+	struct why why; /* the first failure (w_fail) */
 	struct strvec symlinks;
 	uint64_t last_progress;
 	int64_t archive_size;
@@ -139,7 +139,7 @@ void queue_abort(struct queue *q);
 int check_room(struct writer *w, int dirfd, const char *where, uint64_t expected);
 /* One unpack: a decoder thread (or share of a zip) and the writer (unpack.c). */
 int unpack_common(struct ctx *c, const char *archive, const struct unpack_how *how,
-                  const char *dest_dir, int strip, struct unpack_result *res, char **errmsg);
+                  const char *dest_dir, int strip, struct unpack_result *res, struct why *why);
 /* The decoder's share of a zip (unpack_zip.c): the messages decode_stream pushes. */
 int decode_zip_part(struct decoder *d);
 

@@ -8,6 +8,7 @@
 
 #include "artifact.h"
 #include "cores.h"
+#include "error.h"
 
 /* A decoder of a pool: the cores it shares and its archive's rank there. */
 struct unpack_share {
@@ -46,16 +47,16 @@ struct unpack_follow {
  */
 int unpack_archive_follow(struct ctx *c, const char *part, const struct unpack_follow *follow,
                           const char *dest_dir, int strip, struct unpack_result *res,
-                          char **errmsg);
+                          struct why *why);
 
 /* unpack_archive_named(), unpack_zip_parallel() (no callback) and
  * unpack_conda_package() for a decoder of a pool sharing cores. */
 int unpack_pool_archive(struct ctx *c, const char *archive, const char *label, int64_t pinned,
                         const char *dest_dir, int strip, const struct unpack_share *share,
-                        struct unpack_result *res, char **errmsg);
+                        struct unpack_result *res, struct why *why);
 int unpack_pool_zip(struct ctx *c, const char *archive, const char *dest_dir, int nparts,
-                    const struct unpack_share *share, struct unpack_result *res, char **errmsg);
+                    const struct unpack_share *share, struct unpack_result *res, struct why *why);
 int unpack_pool_conda(struct ctx *c, const char *file, int is_conda, const char *dest_dir,
-                      const struct unpack_share *share, struct unpack_result *res, char **errmsg);
+                      const struct unpack_share *share, struct unpack_result *res, struct why *why);
 
 #endif

@@ -10,6 +10,7 @@
 #ifndef TFPROV_PLACE_TXN_H
 #define TFPROV_PLACE_TXN_H
 
+#include "error.h"
 #include "place.h"
 #include "event.h"
 #include "state.h"
@@ -29,7 +30,7 @@ struct txn {
 	struct strvec dels;   /* record paths (and their subtrees) to forget */
 	struct strvec rmdirs; /* directories to remove after the commit if empty */
 	struct strvec kept;   /* what the removal found and kept (not placed by tfprov) */
-	char *err;
+	struct why why;       /* the last failure (txn_fail) */
 	unsigned seq;
 	int forget_all;
 	struct strvec jpaths;   /* the path of each journal row of this txn (jids order) */
@@ -58,7 +59,7 @@ void txn_said_add(struct txn *t, enum ev_kind kind, const char *what, const char
 /* Writes the journal's intent row before the change it describes. 0 or TF_ESTATE. */
 int txn_journal_add(struct txn *t, const char *op, const char *path, const char *tmp,
                     const char *backup);
-/* Keeps the txn's message (txn_error) and returns rc. */
+/* Keeps the txn's failure (txn_why) and returns rc. */
 int txn_fail(struct txn *t, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Whether host exists (lstat: a dangling link does). */
 int place_exists(const char *host);

@@ -8,6 +8,7 @@
 #define TFPROV_OCI_INT_H
 
 #include "digest.h"
+#include "error.h"
 #include "image.h"
 
 struct blob_out {
@@ -22,8 +23,8 @@ struct blob_out {
 	int64_t expect_size;
 };
 
-/* Opens a new blob in blobdir/sha256. 0, TF_ENOSPC or TF_EIO (errmsg set). */
-int blob_open(const char *blobdir, struct blob_out *b, char **errmsg);
+/* Opens a new blob in blobdir/sha256. 0, TF_ENOSPC or TF_EIO (why set). */
+int blob_open(const char *blobdir, struct blob_out *b, struct why *why);
 /* Appends n bytes; a failure is kept in b->err for blob_close. */
 void blob_add(struct blob_out *b, const void *data, size_t n);
 /*
@@ -32,6 +33,6 @@ void blob_add(struct blob_out *b, const void *data, size_t n);
  * bytes that are not those b->expect names are removed too (TF_EINTEGRITY).
  */
 int blob_close(const char *blobdir, struct blob_out *b, int failed, const char *media_type,
-               struct oci_desc *out, char **errmsg);
+               struct oci_desc *out, struct why *why);
 
 #endif

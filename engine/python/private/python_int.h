@@ -8,6 +8,7 @@
 #ifndef TFPROV_PYTHON_INT_H
 #define TFPROV_PYTHON_INT_H
 
+#include "error.h"
 #include "python.h"
 
 /*
@@ -16,18 +17,18 @@
  * e.g. from txn_stage_dir) the env is built there, files carrying `prefix`,
  * and left for the caller to place (txn_replace_dir); without, it is built
  * in a sibling of prefix, synced and swapped in (a throwaway env: tfprov
- * lock). 0, or a TF_E* code with *errmsg (caller frees).
+ * lock). 0, or a TF_E* code with why.
  */
 int conda_install(struct ctx *c, const char *prefix, const char *pkgs_dir,
                   const struct conda_pkg *pkgs, char *const *files, size_t n, struct art *ahead,
-                  const char *stage, struct conda_result *res, char **errmsg);
+                  const char *stage, struct conda_result *res, struct why *why);
 
 /*
  * Extracts one package file into <pkgs_dir>/<dist>/ unless a complete entry
  * for the same hash is there (*reused = 1). *dir gets the entry's path.
  */
 int conda_extract(struct ctx *c, const char *pkgs_dir, const struct conda_pkg *p, const char *file,
-                  struct art *ahead, char **dir, int *reused, char **errmsg);
+                  struct art *ahead, char **dir, int *reused, struct why *why);
 
 /* Whether some recorded file lies under directory `path`. */
 int pkgfiles_has_under(const struct pkgfiles *x, const char *path);

@@ -29,6 +29,7 @@
 #define TFPROV_WHEEL_H
 
 #include <stddef.h>
+#include "error.h"
 
 struct art;
 struct artset;
@@ -55,7 +56,7 @@ struct wheel_stats {
 
 /*
  * Installs the wheels into the env at env_path (root-relative; its
- * interpreter is <env>/bin/python). 0, or an error with *errmsg: TF_EINTEGRITY
+ * interpreter is <env>/bin/python). 0, or an error with why: TF_EINTEGRITY
  * (a file differs from the wheel's RECORD), TF_EUNSAFE (an unsafe entry),
  * TF_EFAIL (an unsupported wheel, a failed compile), TF_EIO.
  *
@@ -69,12 +70,12 @@ struct wheel_stats {
  * distribution staying in the env also lists.
  */
 int wheel_install(struct ctx *c, struct txn *t, const char *env_path, const struct wheel_src *w,
-                  size_t n, struct wheel_stats *stats, char **errmsg);
+                  size_t n, struct wheel_stats *stats, struct why *why);
 /* wheel_install that first uninstalls the distributions named in `drop`
  * (PEP 503 names; may be NULL), counted in stats->removed. */
 int wheel_install_drop(struct ctx *c, struct txn *t, const char *env_path,
                        const struct wheel_src *w, size_t n, const struct strvec *drop,
-                       struct wheel_stats *stats, char **errmsg);
+                       struct wheel_stats *stats, struct why *why);
 /*
  * The same into an env that is being built in place and holds no
  * distribution yet (a venv made --without-pip, under txn_will_create: a kill
@@ -83,7 +84,7 @@ int wheel_install_drop(struct ctx *c, struct txn *t, const char *env_path,
  * Scripts name `exe` (a host path: the interpreter that would have run pip).
  */
 int wheel_install_fresh(struct ctx *c, const char *env_path, const struct wheel_src *w, size_t n,
-                        const char *exe, struct wheel_stats *stats, char **errmsg);
+                        const char *exe, struct wheel_stats *stats, struct why *why);
 
 /*
  * 1 unless the env at env_path (root-relative) holds this wheel file's

@@ -9,6 +9,7 @@
 #ifndef TFPROV_WHEEL_INT_H
 #define TFPROV_WHEEL_INT_H
 
+#include "error.h"
 #include "wheel.h"
 #include "ctx.h"
 #include "spawn.h"
@@ -35,8 +36,7 @@ struct whl {
 	struct strvec records; /* "relpath\x1fhash\x1fsize" */
 	struct strvec pys;     /* rel paths of installed .py files (their .pyc in RECORD) */
 	struct strvec late;    /* those the byte-compiler gets after the unpack */
-	int err;
-	char *errmsg;
+	struct why why;        /* the first failure (whl_fail) */
 };
 
 struct job {
@@ -82,17 +82,17 @@ int put_generated(struct job *j, struct whl *w, const char *rel, const char *tex
 char *header_value(const char *text, const char *key);
 char *dest_of(struct job *j, struct whl *w, const char *p, const char *datadir, int *script);
 char *resolve_rel(const char *dir, const char *rec);
-int uninstall(struct job *j, const char *libdir, const char *distinfo, char **errmsg);
+int uninstall(struct job *j, const char *libdir, const char *distinfo, struct why *why);
 void installed_dists(const char *stage, const char *libdir, struct strvec *out);
-int remove_older(struct job *j, struct wheel_stats *stats, char **errmsg);
+int remove_older(struct job *j, struct wheel_stats *stats, struct why *why);
 int cmp_str(const void *a, const void *b);
 void finish_job(size_t i, void *arg);
-int compiler_start(struct compiler *cp, struct job *j, char **errmsg);
+int compiler_start(struct compiler *cp, struct job *j, struct why *why);
 void compiler_send(struct compiler *cp, const char *tmp, const char *rel);
-int compiler_finish(struct compiler *cp, char **errmsg);
+int compiler_finish(struct compiler *cp, struct why *why);
 void owned_installed(const char *env, const char *libdir, const char *distinfo, const char *who,
                      int with_pyc, struct owned **v, size_t *n, size_t *cap);
-int check_overlaps(struct job *j, char **errmsg);
+int check_overlaps(struct job *j, struct why *why);
 int parse_filename(struct whl *w);
 
 #endif
