@@ -130,6 +130,8 @@ void why_prefix(struct why *w, const char *fmt, ...)
 
 const char *why_text(const struct why *w)
 {
+	if (!w)
+		return tf_strerror(0);
 	return w->msg ? w->msg : tf_strerror(w->code);
 }
 

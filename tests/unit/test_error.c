@@ -108,6 +108,7 @@ static void test_the_one_message_carrier(void **state)
 	assert_int_equal(why_code(NULL, TF_EIO), TF_EIO);
 	why_prefix(NULL, "x");
 	why_clear(NULL);
+	assert_string_equal(why_text(NULL), "success");
 	why_fail(&v, TF_EIO, "dropped");
 	why_move(NULL, &v);
 	assert_null(v.msg);
