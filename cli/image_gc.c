@@ -144,6 +144,27 @@ static int is_temp(const char *name, const char *mark, const struct stat *st, ti
 	return strstr(name, mark) != NULL && st->st_mtime <= now - TEMP_AGE;
 }
 
+/* The next regular file of d, its stat in *st; NULL at the end. */
+static struct dirent *next_file(DIR *d, struct stat *st)
+{
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		if (fstatat(dirfd(d), de->d_name, st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st->st_mode))
+			return de;
+	return NULL;
+}
+
+/* A killed store's temporary p (in listed) into g: 1 (p taken), else 0. */
+static int take_temp(struct image_gc *g, char *p, const char *name, const char *mark,
+                     const struct stat *st, time_t now, const struct strvec *listed)
+{
+	if (!is_temp(name, mark, st, now) || !allowed(listed, p))
+		return 0;
+	push(g, IMAGE_GC_TEMP, p, NULL, st, 0);
+	return 1;
+}
+
 /*
  * keys/: the entries that go (old, and in listed) into g, the layers of
  * those that stay into keep, of those that go into gone ("<hex> <step>").
@@ -155,18 +176,13 @@ static int scan_entries(const char *keys, time_t now, long days, const struct st
 	DIR *d = opendir(keys);
 	if (d == NULL)
 		return errno == ENOENT ? 0 : TF_EIO;
-	while ((de = readdir(d)) != NULL) {
-		struct stat st;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-		    !S_ISREG(st.st_mode))
-			continue;
+	struct stat st;
+	while ((de = next_file(d, &st)) != NULL) {
 		char *p = path_join(keys, de->d_name);
 		long age = (long)(now - st.st_mtime);
 		int old = days == 0 || age >= days * 86400L;
-		if (is_temp(de->d_name, ".tfprov-tmp.", &st, now) && allowed(listed, p)) {
-			push(g, IMAGE_GC_TEMP, p, NULL, &st, 0);
+		if (take_temp(g, p, de->d_name, ".tfprov-tmp.", &st, now, listed))
 			continue;
-		}
 		if (!str_ends_with(de->d_name, ".json")) {
 			free(p);
 			continue;
@@ -193,16 +209,11 @@ static int scan_layers(const char *sha, time_t now, const struct strvec *listed,
 	DIR *d = opendir(sha);
 	if (d == NULL)
 		return errno == ENOENT ? 0 : TF_EIO;
-	while ((de = readdir(d)) != NULL) {
-		struct stat st;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-		    !S_ISREG(st.st_mode))
-			continue;
+	struct stat st;
+	while ((de = next_file(d, &st)) != NULL) {
 		char *p = path_join(sha, de->d_name);
-		if (is_temp(de->d_name, ".tfprov-blob-", &st, now) && allowed(listed, p)) {
-			push(g, IMAGE_GC_TEMP, p, NULL, &st, 0);
+		if (take_temp(g, p, de->d_name, ".tfprov-blob-", &st, now, listed))
 			continue;
-		}
 		if (!is_hex64(de->d_name) || has(keep, de->d_name) || !allowed(listed, p)) {
 			free(p);
 			continue;
