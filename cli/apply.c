@@ -192,8 +192,10 @@ int cmd_apply(struct ctx *c, struct opts *o)
 	}
 	/* Not under a command running in the stack (tfprov run): wait or exit 4. */
 	rc = c->st ? cli_stack_claim(c, m->stack.name.s, "apply") : 0;
-	if (rc == 0)
-		rc = plan_apply(c, m, &p);
+	if (rc == 0) {
+		struct why w = {0};
+		rc = cli_say_why(c, plan_apply(c, m, &p, &w), &w);
+	}
 	if (rc == 0)
 		ev_log(c, EV_INFO, "\nApply complete: %d added, %d changed, %d destroyed (%.1f s).",
 		       p.add, p.change, p.destroy, (double)(now_ns() - t0) / 1e9);

@@ -152,6 +152,13 @@ int cli_lint_manifest(struct ctx *c, const char *path, struct manifest **out, st
 /* Sorts and prints d: to stderr, or as JSON events under --json. */
 void cli_print_diags(struct ctx *c, struct diags *d);
 
+/* A failure the engine handed back in words (a state it cannot open or lock,
+ * downloads that failed before any step ran): its one error event. Nothing
+ * when w has no words (a step's failure, said by its own event). Clears w;
+ * returns rc. */
+struct why;
+int cli_say_why(struct ctx *c, int rc, struct why *w);
+
 /*
  * Asks before a change, Terraform's way: on a terminal the question and
  * "Only 'yes' will be accepted"; -y approves; without a terminal on stdin

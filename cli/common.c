@@ -113,6 +113,14 @@ int cli_confirm(struct ctx *c, const char *action, const char *question)
 	return 0;
 }
 
+int cli_say_why(struct ctx *c, int rc, struct why *w)
+{
+	if (rc != 0 && w->msg)
+		ev_log(c, EV_ERROR, "%s", w->msg);
+	why_clear(w);
+	return rc;
+}
+
 int cli_stack_arg(struct ctx *c, const struct opts *o, const char *usage, int64_t *sid)
 {
 	if (o->args.n != 1) {

@@ -378,7 +378,8 @@ int cmd_gc(struct ctx *c, struct opts *o)
 	}
 	if (c->st == NULL) {
 		/* Nothing recorded; take the lock anyway, so a first apply is not pruned. */
-		rc = place_open_state(c);
+		struct why w = {0};
+		rc = cli_say_why(c, place_open_state(c, &w), &w);
 		if (rc != 0)
 			return rc;
 	}

@@ -955,7 +955,8 @@ static int build_from_cache(struct build *b, struct manifest *m, struct opts *o,
 /* 2-5 as a build: the apply, the root detached, the layers, stored in the cache. */
 static int build_full(struct build *b, struct manifest *m, const char *base)
 {
-	int rc = plan_apply(b->c, m, &b->p);
+	struct why w = {0};
+	int rc = cli_say_why(b->c, plan_apply(b->c, m, &b->p, &w), &w);
 	if (rc == 0)
 		rc = build_detach(b, base);
 	if (rc == 0)

@@ -795,7 +795,7 @@ static int run_command(const struct cmd *cmd, struct ctx *c, struct opts *o)
 		if ((cmd->flags & CMD_LOCK) && c->st) {
 			state_close(c->st);
 			c->st = NULL;
-			rc = place_open_state(c);
+			rc = cli_say_why(c, place_open_state(c, &w), &w);
 			if (rc != 0)
 				return rc;
 			/* A killed run's half-written cache names (not journaled: hints). */

@@ -61,6 +61,20 @@ static json_t *str_or_null(const char *s)
  * NULL when the kind has nothing to say to a person. The same sentence is
  * the "@message" of its JSON line.
  */
+/* --offline's one error: how many artifacts are missing, and their names. */
+static char *phrase_offline(const struct ev_offline *o)
+{
+	struct strbuf names = STRBUF_INIT;
+	for (size_t i = 0; i < o->n; i++)
+		strbuf_addf(&names, "%s%s", i ? ", " : "", o->missing[i].name);
+	char *s = xasprintf("--offline: %zu artifact%s not in the cache %s%s and cannot be "
+	                    "downloaded: %s. Run once with network, or give --mirror DIR",
+	                    o->n, o->n == 1 ? " is" : "s are", o->cache ? o->cache : "?",
+	                    o->nmirrors ? " nor in a mirror" : "", names.buf);
+	strbuf_release(&names);
+	return s;
+}
+
 static char *phrase(const struct event *e)
 {
 	const struct ev_art *a = &e->art;
@@ -88,6 +102,8 @@ static char *phrase(const struct event *e)
 		return xasprintf("%s %s did not match its %s (expected %s, got %s); moved to %s",
 		                 a->source, item, a->check, a->expected, a->actual,
 		                 a->quarantined ? a->quarantined : "quarantine");
+	case EV_OFFLINE:
+		return phrase_offline(&e->offline);
 	case EV_PLACED:
 		return xasprintf("%s: placed %s %s%s (%llu entries)", e->step, p->what, p->path,
 		                 p->replaced ? ", replacing the old one" : "",
@@ -149,6 +165,24 @@ static void json_typed(json_t *o, const struct event *e)
 		json_object_set_new(o, "mirror", str_or_null(a->mirror));
 		json_object_set_new(o, "quarantined", str_or_null(a->quarantined));
 		return;
+	case EV_OFFLINE: {
+		json_t *miss = json_array(), *mirrors = json_array();
+		for (size_t i = 0; i < e->offline.n; i++) {
+			const struct ev_missing *m = &e->offline.missing[i];
+			json_array_append_new(
+			    miss, json_pack("{s:o, s:o, s:o, s:o}", "name", str_or_null(m->name),
+			                    "sha256", str_or_null(m->sha256), "size",
+			                    m->size >= 0 ? json_integer((json_int_t)m->size)
+			                                 : json_null(),
+			                    "url", str_or_null(m->url)));
+		}
+		for (size_t i = 0; i < e->offline.nmirrors; i++)
+			json_array_append_new(mirrors, json_string(e->offline.mirrors[i]));
+		json_object_set_new(o, "missing", miss);
+		json_object_set_new(o, "cache", str_or_null(e->offline.cache));
+		json_object_set_new(o, "mirrors", mirrors);
+		break;
+	}
 	case EV_PLACED:
 		json_object_set_new(o, "path", str_or_null(p->path));
 		json_object_set_new(o, "what", str_or_null(p->what));
@@ -536,6 +570,7 @@ static void emit_text(struct ctx *c, const struct event *e)
 	case EV_DOWNLOAD_DONE:
 	case EV_VERIFIED:
 	case EV_MISMATCH:
+	case EV_OFFLINE:
 	case EV_PLACED:
 	case EV_REMOVED:
 	case EV_KEPT:

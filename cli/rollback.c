@@ -55,7 +55,9 @@ int cmd_rollback(struct ctx *c, struct opts *o)
 		    xasprintf("Do you want to roll %s back to generation %lld?\n  tfprov will "
 		              "perform the actions described above.",
 		              o->args.v[0], gen);
-		rc = cli_confirm(c, "rollback", q) ? plan_apply(c, m, &p) : TF_EFAIL;
+		struct why w = {0};
+		rc = cli_confirm(c, "rollback", q) ? cli_say_why(c, plan_apply(c, m, &p, &w), &w)
+		                                   : TF_EFAIL;
 		free(q);
 	}
 	plan_release(&p);

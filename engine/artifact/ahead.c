@@ -212,7 +212,8 @@ int artset_decode_ahead(struct ctx *c, struct artset *s, struct ahead **scratch,
 		goto out; /* fetch_all reported what failed */
 	if (stopped < n) {
 		*failed = stopped;
-		rc = why_fail(why, TF_EINTEGRITY, "%s", d.stopped[stopped]);
+		why_move(why, &d.stopped[stopped]);
+		rc = TF_EINTEGRITY;
 		goto out;
 	}
 	decode_verified(&d, jobs);

@@ -106,8 +106,10 @@ static int unpack_fetch(struct decode *d, struct fetch_job *job, size_t jobs, st
 	decode_plan(d);
 	int rc = decode_fetch(d, jobs, &stopped);
 	/* A pinned budget exceeded by bytes that then verified: the lock is wrong. */
-	if (rc == 0 && stopped < n)
-		rc = why_fail(why, TF_EINTEGRITY, "%s", d->stopped[stopped]);
+	if (rc == 0 && stopped < n) {
+		why_move(why, &d->stopped[stopped]);
+		rc = TF_EINTEGRITY;
+	}
 	for (size_t i = 0; i < n; i++)
 		if (job->items[i].why.code && rc != 0)
 			why_first(why, job->items[i].why.code, "%s", why_text(&job->items[i].why));

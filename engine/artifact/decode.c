@@ -255,11 +255,14 @@ static void decode_one(size_t k, void *arg)
 		ev_log(d->c, EV_DEBUG, "unpacking %s while it downloads", a->name);
 		rc = unpack_archive_follow(d->c, part_file, &f, d->parts[i], a->strip, &d->res[i],
 		                           &w);
-		if (rc != 0 && w.msg && strstr(w.msg, "decoding stopped"))
-			ev_log(d->c, rc == TF_EINTEGRITY ? EV_ERROR : EV_INFO, "%s: %s", a->name,
-			       w.msg);
-		if (rc == TF_EINTEGRITY)
-			d->stopped[i] = xasprintf("%s: %s", a->name, why_text(&w));
+		if (rc == TF_EINTEGRITY) {
+			/* A pinned budget exceeded: the step fails with these words. */
+			why_prefix(&w, "%s", a->name);
+			why_move(&d->stopped[i], &w);
+		} else if (rc != 0 && w.msg && strstr(w.msg, "decoding stopped")) {
+			/* Not a failure: decoded again once the download verified. */
+			ev_log(d->c, EV_INFO, "%s: %s", a->name, w.msg);
+		}
 		free(part_file);
 		/*
 		 * The download finished (verified, renamed into the cache) before
@@ -309,7 +312,7 @@ void decode_init(struct decode *d, struct ctx *c, struct artset *s, struct fetch
 	d->res = xcalloc(one, sizeof(struct unpack_result));
 	d->ready = xcalloc(one, sizeof(int));
 	d->why = xcalloc(one, sizeof(struct why));
-	d->stopped = xcalloc(one, sizeof(char *));
+	d->stopped = xcalloc(one, sizeof(struct why));
 	d->taken = xcalloc(one, sizeof(int));
 	d->known = xcalloc(one, sizeof(int64_t));
 	d->done = xcalloc(one, sizeof(struct timespec));
@@ -352,7 +355,7 @@ int decode_fetch(struct decode *d, size_t jobs, size_t *stopped)
 		pthread_join(th, NULL);
 	*stopped = s->n;
 	for (size_t i = 0; i < s->n; i++) {
-		if (d->stopped[i] && *stopped == s->n)
+		if (d->stopped[i].code && *stopped == s->n)
 			*stopped = i;
 		if (d->fj->items[i].path && s->v[i].path == NULL)
 			s->v[i].path = xstrdup(d->fj->items[i].path);
@@ -377,7 +380,7 @@ void decode_release(struct decode *d, const char *keep)
 			fs_rmtree(d->parts[i]);
 		free(d->parts[i]);
 		why_clear(&d->why[i]);
-		free(d->stopped[i]);
+		why_clear(&d->stopped[i]);
 		unpack_result_release(&d->res[i]);
 		fetch_item_release(&d->fj->items[i]);
 	}

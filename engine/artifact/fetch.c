@@ -586,7 +586,7 @@ static void give_up(struct fetch_run *r, struct xfer *x)
 		}
 		strbuf_addf(&sb, ", and --offline forbids downloading %s", x->it->url);
 		item_fail(x->it, TF_EOFFLINE, strbuf_detach(&sb));
-		goto out; /* fetch_all_opts names every missing artifact in one error */
+		goto out; /* fetch_all_opts names every missing artifact in one event */
 	} else {
 		strbuf_addf(&sb, "%s: cannot download", x->it->name);
 		if (x->nsrc == 0)
@@ -1100,22 +1100,27 @@ static void fetch_followers(struct xfer *xs, struct fetch_item *items, size_t n)
 	}
 }
 
-/* --offline: one error for everything that is missing, not one per artifact. */
+/* --offline: one event for everything that is missing, not one per artifact. */
 static void offline_report(struct ctx *c, const struct xfer *xs, const struct fetch_item *items,
                            size_t n)
 {
-	struct strbuf missing = STRBUF_INIT;
-	size_t nmissing = 0;
+	struct ev_missing *miss = xcalloc(n ? n : 1, sizeof(*miss));
+	size_t nmiss = 0;
 	for (size_t i = 0; i < n; i++)
 		if (items[i].why.code == TF_EOFFLINE && xs[i].leader < 0)
-			strbuf_addf(&missing, "%s%s", nmissing++ ? ", " : "", items[i].name);
-	if (nmissing)
-		ev_log(c, EV_ERROR,
-		       "--offline: %zu artifact%s not in the cache %s%s and cannot be downloaded: "
-		       "%s. Run once with network, or give --mirror DIR",
-		       nmissing, nmissing == 1 ? " is" : "s are", c->cache_dir,
-		       c->mirrors.n ? " nor in a mirror" : "", missing.buf);
-	strbuf_release(&missing);
+			miss[nmiss++] = (struct ev_missing){.name = items[i].name,
+			                                    .sha256 = items[i].sha256,
+			                                    .size = items[i].size,
+			                                    .url = items[i].url};
+	if (nmiss)
+		ev_emit(c, &(struct event){.kind = EV_OFFLINE,
+		                           .level = EV_ERROR,
+		                           .offline = {.missing = miss,
+		                                       .n = nmiss,
+		                                       .cache = c->cache_dir,
+		                                       .mirrors = (const char *const *)c->mirrors.v,
+		                                       .nmirrors = c->mirrors.n}});
+	free(miss);
 }
 
 int fetch_all_opts(struct ctx *c, struct fetch_item *items, size_t n, const struct fetch_opts *o)

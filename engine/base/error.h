@@ -22,7 +22,9 @@
  * (minisign's, pep508's `const char **why`) is a phrase its caller puts in
  * its own words, as it would strerror(); state_errmsg() is SQLite's last
  * words, read by the store's caller. Whoever decides the run fails turns the
- * carrier into one event (why_text), the front end phrasing it. No
+ * carrier into one event: a step's failure its EV_STEP_DONE, one no step owns
+ * is handed back (plan_apply, place_open_state) and said by the front end; the
+ * library never logs at EV_ERROR (test_the_library_logs_no_error). No
  * `char **errmsg`, no `err ? err : tf_strerror(rc)`:
  * test_layout.py::test_one_message_carrier fails on either.
  *

@@ -16,6 +16,7 @@
 #ifndef TFPROV_EVENT_H
 #define TFPROV_EVENT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct json_t;
@@ -25,7 +26,7 @@ struct json_t;
  * changelog is): the major number changes only when a field is removed or
  * changes meaning.
  */
-#define TFPROV_JSON_UI_VERSION "1.5"
+#define TFPROV_JSON_UI_VERSION "1.6"
 
 struct ctx;
 
@@ -47,6 +48,7 @@ struct ctx;
 	X(EV_DOWNLOAD_DONE, "download_done")     /* art: verified and in the cache */              \
 	X(EV_VERIFIED, "artifact_verified")      /* art: size and sha256 as the manifest says */   \
 	X(EV_MISMATCH, "artifact_mismatch")      /* art: size or sha256 differ; quarantined */     \
+	X(EV_OFFLINE, "offline_missing")         /* offline: what --offline could not find */      \
 	X(EV_PLACED, "placed")                   /* place: a file or tree committed */             \
 	X(EV_REMOVED, "removed")                 /* place: paths removed, committed */             \
 	X(EV_KEPT, "kept")                       /* place: left in place, not tfprov's */          \
@@ -81,6 +83,26 @@ struct ev_art {
 	const char *actual;      /* EV_MISMATCH: what the bytes have ("more" when too long) */
 	const char *quarantined; /* EV_MISMATCH: where the bytes were moved, or NULL */
 	const char *error;       /* EV_DOWNLOAD_RETRY/FAILED: what went wrong */
+};
+
+/* One artifact --offline could not find (in struct ev_offline). */
+struct ev_missing {
+	const char *name;
+	const char *sha256;
+	int64_t size; /* -1 when the manifest names none */
+	const char *url;
+};
+
+/*
+ * Every artifact --offline could not find, in the cache nor in a mirror
+ * (EV_OFFLINE), said once for all of them rather than once per artifact.
+ */
+struct ev_offline {
+	const struct ev_missing *missing;
+	size_t n;
+	const char *cache;          /* the download cache looked in */
+	const char *const *mirrors; /* the --mirror looked in, in order */
+	size_t nmirrors;
 };
 
 /* One placement of a step's transaction (EV_PLACED, EV_REMOVED, EV_KEPT); step is the txn's. */
@@ -124,6 +146,7 @@ struct event {
 	struct ev_art art;              /* EV_DOWNLOAD_*, EV_VERIFIED, EV_MISMATCH */
 	struct ev_place place;          /* EV_PLACED, EV_REMOVED, EV_KEPT */
 	struct ev_finding finding;      /* EV_FINDING */
+	struct ev_offline offline;      /* EV_OFFLINE */
 };
 
 typedef void (*ev_handler_fn)(void *ud, struct ctx *c, const struct event *e);

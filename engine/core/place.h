@@ -152,8 +152,9 @@ void txn_abort(struct txn *t);
 struct why *txn_why(struct txn *t);
 
 /* Opens (creating) the state db, takes the writer lock (c->lock_timeout) and
- * recovers interrupted runs. 0, TF_ELOCKED, TF_EINTR or TF_ESTATE (logged). */
-int place_open_state(struct ctx *c);
+ * recovers interrupted runs. 0, or TF_ELOCKED, TF_EINTR or TF_ESTATE with its
+ * words in why (who holds the lock, how long it waited). */
+int place_open_state(struct ctx *c, struct why *why);
 
 /*
  * What the placement layer knows about ownership, for steps (which do not

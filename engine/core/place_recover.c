@@ -265,28 +265,26 @@ int place_recover(struct ctx *c)
 	return n;
 }
 
-int place_open_state(struct ctx *c)
+int place_open_state(struct ctx *c, struct why *why)
 {
 	char *holder = NULL;
 	struct why w = {0};
 	int rc = state_open(c->state_dir, 1, &c->st, &w);
 	if (rc != 0) {
-		ev_log(c, EV_ERROR, "%s (%s)", why_text(&w), c->state_dir);
+		rc = why_fail(why, rc < 0 ? rc : TF_ESTATE, "%s (%s)", why_text(&w), c->state_dir);
 		why_clear(&w);
-		return rc < 0 ? rc : TF_ESTATE;
+		return rc;
 	}
 	rc = c->wlock ? 0 : state_lock(c->st, c->lock_timeout, &holder); /* main holds it */
-	if (rc != 0 && tf_interrupted) {
+	if (rc != 0 && tf_interrupted)
 		/* SIGINT/SIGTERM during the wait: nothing was changed; 130, not 4. */
-		ev_log(c, EV_ERROR, "interrupted while waiting for the state lock (%s)",
-		       holder ? holder : "unknown");
-		rc = TF_EINTR;
-	} else if (rc != 0) {
-		ev_log(c, EV_ERROR,
-		       "the state in %s is locked by another tfprov run (%s); waited %.0f s "
-		       "(--lock-timeout)",
-		       c->state_dir, holder ? holder : "unknown", c->lock_timeout);
-	}
+		rc = why_fail(why, TF_EINTR, "interrupted while waiting for the state lock (%s)",
+		              holder ? holder : "unknown");
+	else if (rc != 0)
+		rc = why_fail(why, rc,
+		              "the state in %s is locked by another tfprov run (%s); waited %.0f s "
+		              "(--lock-timeout)",
+		              c->state_dir, holder ? holder : "unknown", c->lock_timeout);
 	free(holder);
 	if (rc != 0) {
 		state_close(c->st);

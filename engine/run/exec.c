@@ -203,7 +203,8 @@ static void preps_split(struct preps *ps, struct artset *all, struct step **owne
 	}
 }
 
-static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p, struct preps *ps)
+static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p, struct preps *ps,
+                    struct why *why)
 {
 	struct artset all = {0};
 	struct step **owner = NULL;
@@ -226,9 +227,8 @@ static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p, str
 	struct why w = {0};
 	if (cache_init(c->cache_dir, &w) < 0) {
 		/* An unusable cache (a link where a directory must be, ...): say why. */
-		ev_log(c, EV_ERROR, "%s: nothing was changed", why_text(&w));
+		rc = why_fail(why, TF_EIO, "%s: nothing was changed", why_text(&w));
 		why_clear(&w);
-		rc = TF_EIO;
 		goto out;
 	}
 	size_t failed = all.n;
@@ -240,8 +240,8 @@ static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p, str
 		why_code(&s->why, rc);
 		step_event(c, s, 0, 1, why_text(&s->why));
 	} else if (rc != 0 && rc != TF_EOFFLINE) {
-		/* fetch_all reported what failed (offline: in one error). */
-		ev_log(c, EV_ERROR, "a download failed or did not verify: nothing was changed");
+		/* Each failed download had its event (offline: one for all of them). */
+		why_fail(why, rc, "a download failed or did not verify: nothing was changed");
 	}
 	why_clear(&w);
 	/* The pip step's wheels: no two ship one path with other bytes (python.h). */
@@ -275,12 +275,13 @@ out:
 	return rc;
 }
 
-static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p, struct preps *ps);
+static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p, struct preps *ps,
+                      struct why *why);
 
-int plan_apply(struct ctx *c, struct manifest *m, struct plan *p)
+int plan_apply(struct ctx *c, struct manifest *m, struct plan *p, struct why *why)
 {
 	struct preps ps = {0};
-	int rc = apply_plan(c, m, p, &ps);
+	int rc = apply_plan(c, m, p, &ps, why);
 	preps_release(&ps); /* with this run's decode-ahead scratch, taken over or not */
 	return rc;
 }
@@ -300,17 +301,18 @@ int plan_precheck(struct ctx *c, const struct manifest *m, struct plan *p)
 	return 0;
 }
 
-static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p, struct preps *ps)
+static int apply_plan(struct ctx *c, struct manifest *m, struct plan *p, struct preps *ps,
+                      struct why *why)
 {
 	/* Preconditions: nothing has changed yet when one fails. */
 	int rc = plan_precheck(c, m, p);
 	if (rc != 0)
 		return rc;
-	if ((rc = prefetch(c, m, p, ps)) != 0)
+	if ((rc = prefetch(c, m, p, ps, why)) != 0)
 		return rc;
 	if (c->st == NULL) {
 		/* First run on this root: the state is created only now. */
-		rc = place_open_state(c);
+		rc = place_open_state(c, why);
 		if (rc != 0)
 			return rc;
 		/* Another run may have applied while we waited for the lock. */

@@ -53,9 +53,13 @@ int64_t drift_check(struct ctx *c, int64_t res_id, int *missing, int *changed);
 
 /*
  * Applies the plan: preconditions first (nothing changed when they fail),
- * then one generation, one txn per step. Returns 0 or a TF_E* code.
+ * then one generation, one txn per step. Returns 0 or a TF_E* code. A step's
+ * failure is said by its own event (EV_STEP_DONE, failed); one that belongs
+ * to no step (the cache unusable, downloads failed, the state locked) leaves
+ * its words in why for the front end to say.
  */
-int plan_apply(struct ctx *c, struct manifest *m, struct plan *p);
+struct why;
+int plan_apply(struct ctx *c, struct manifest *m, struct plan *p, struct why *why);
 /*
  * The preconditions plan_apply runs first, alone: each step's precheck, the
  * first that fails reported as a failed step (its event) and returned. An

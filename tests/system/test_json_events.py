@@ -64,7 +64,7 @@ def test_apply_downloads_verifies_and_places(tfprov, tmp_path, mirror):
     m = make_stack(mirror.root, mirror, tmp_path / "stack.yaml")
     files = served(mirror)
     evs = events(apply_json(tfprov, m))
-    assert evs[0]["type"] == "version" and evs[0]["data"]["ui"] == "1.5"
+    assert evs[0]["type"] == "version" and evs[0]["data"]["ui"] == "1.6"
 
     # An artifact's event names it as the manifest does; its source is the URL of
     # the file the server serves, whose sha256 and size the fields must have.
@@ -323,3 +323,32 @@ def test_status_names_an_unfinished_apply(tfprov, tmp_path, mirror):
     assert [(e["stack"], e["path"], e["expected"], e["actual"], e["fix"]) for e in f] == \
         [("demo", m, "ok", "interrupted", "tfprov apply " + m)], f
     assert "was interrupted" in f[0]["@message"]
+
+
+def test_offline_missing_names_every_artifact_as_fields(tfprov, tmp_path, mirror):
+    """--offline with an empty cache and an empty --mirror DIR: one offline_missing
+    event, whose missing[] are the served archives (sha256 and size as the server
+    has them, each URL on the server), and nothing downloaded."""
+    m = make_stack(mirror.root, mirror, tmp_path / "stack.yaml")
+    empty = tmp_path / "empty-mirror"
+    empty.mkdir()
+    p = tfprov.run("--json", "--offline", "--mirror", empty, "--no-gpu", "apply", "-y", m,
+                   env=real_no_gpu_env(), check=1)
+    evs = events(p)
+    off = of(evs, "offline_missing")
+    assert len(off) == 1 and off[0]["@level"] == "error", off
+    miss = off[0]["missing"]
+    assert sorted((a["sha256"], a["size"]) for a in miss) == sorted(served(mirror).values())
+    for a in miss:
+        assert a["url"] == mirror.url("/" + relpath(mirror, os.path.basename(a["url"]))), a
+        assert a["name"] in off[0]["@message"], a
+    assert off[0]["cache"].startswith(tfprov.root + "/") and off[0]["mirrors"] == [str(empty)]
+    assert f"{len(miss)} artifacts are not in the cache {off[0]['cache']} nor in a mirror" \
+        in off[0]["@message"], off[0]
+    for k in off[0]:
+        assert k.startswith("@") or k == "type" or re.search(
+            r"\b%s\b" % k, documented_rows()["offline_missing"]), k
+    # The one error a consumer reads is the typed one; the run ends with exit 1.
+    assert [e["type"] for e in evs if e.get("@level") == "error"] == ["offline_missing",
+                                                                      "result"], evs
+    assert evs[-1]["exit_code"] == 1 and mirror.requests == []

@@ -524,3 +524,36 @@ def test_one_message_carrier():
     paths = list(sources(FRONT, *CORE))
     assert violations(paths, MESSAGE_OUT_PARAM) == []
     assert violations(paths, CARRIER_GLUE, why_text) == []
+
+
+# The level of an ev_log call: its second argument, over as many lines as it takes.
+LOG_LEVEL = r"\bev_log\s*\(\s*[^,()]*,\s*([^,]*)"
+
+
+def error_logs(paths, text=None):
+    """The ev_log calls whose level can be EV_ERROR, as path:line."""
+    out = []
+    for p in paths:
+        code = "\n".join(line for _, line in code_lines(p, text))
+        for m in re.finditer(LOG_LEVEL, code):
+            if "EV_ERROR" in m.group(1):
+                out.append(f"{p}:{code.count(chr(10), 0, m.start()) + 1}")
+    return out
+
+
+def test_the_library_logs_no_error():
+    """The engine, the steps and the store never decide how a failure reads: it
+    goes back to the caller in a struct why (plan_apply, place_open_state), or
+    out as a typed event the front end phrases (download_failed,
+    artifact_mismatch, offline_missing, a failed step's apply_complete). No
+    library ev_log at error level, a conditional one included; the front end's
+    are its own."""
+    text = ("\tev_log(c, EV_ERROR, \"cannot: %s\", why_text(&w));\n"
+            "\tev_log(d->c, rc == TF_EINTEGRITY ? EV_ERROR\n"
+            "\t                                 : EV_INFO, \"%s\", m);\n"
+            "\tev_log(c, EV_WARN, \"EV_ERROR, in words\");\n"
+            "\tev_emit(c, &(struct event){.kind = EV_OFFLINE, .level = EV_ERROR});\n")
+    assert error_logs(["engine/base/planted.c"], text) == [
+        "engine/base/planted.c:1", "engine/base/planted.c:2"]
+    assert error_logs(list(sources(*CORE))) == []
+    assert len(error_logs(list(sources(FRONT)))) > 50  # the check sees multi-line calls

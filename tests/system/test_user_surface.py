@@ -430,7 +430,7 @@ def test_json_events_are_versioned_and_structured(tfprov, tmp_path, mirror):
     p = tfprov.run("--json", "--no-gpu", "apply", "-y", m, env=real_no_gpu_env(), check=0,
                    timeout=300)
     ev = [json.loads(ln) for ln in p.stdout.splitlines()]
-    assert ev[0]["type"] == "version" and ev[0]["data"]["ui"] == "1.5"
+    assert ev[0]["type"] == "version" and ev[0]["data"]["ui"] == "1.6"
     assert all(re.fullmatch(RFC3339, e["@timestamp"]) for e in ev)
     prog = [e for e in ev if e["type"] == "progress"]
     assert {e["step"] for e in prog} >= {"fetch", "unpack"}

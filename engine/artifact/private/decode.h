@@ -35,7 +35,7 @@ struct decode {
 	struct unpack_result *res;
 	int *ready;          /* unpacked completely */
 	struct why *why;     /* after the download: why unpack_archive failed */
-	char **stopped;      /* before: why decoding on a pinned budget stopped */
+	struct why *stopped; /* before: why decoding on a pinned budget stopped */
 	int verified;        /* 0: follow the downloads; 1: from the verified files */
 	size_t jobs;         /* decoders */
 	struct cores *cores; /* the cores they share (cores.h) */
