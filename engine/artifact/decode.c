@@ -260,8 +260,10 @@ static void decode_one(size_t k, void *arg)
 			why_prefix(&w, "%s", a->name);
 			why_move(&d->stopped[i], &w);
 		} else if (rc != 0 && w.msg && strstr(w.msg, "decoding stopped")) {
-			/* Not a failure: decoded again once the download verified. */
-			ev_log(d->c, EV_INFO, "%s: %s", a->name, w.msg);
+			/* Not a failure: decoded again once the download verified. Said
+			 * to -v alone when the download failed: that has its own event. */
+			int lost = __atomic_load_n(f.failed, __ATOMIC_ACQUIRE);
+			ev_log(d->c, lost ? EV_DEBUG : EV_INFO, "%s: %s", a->name, w.msg);
 		}
 		free(part_file);
 		/*
