@@ -113,6 +113,16 @@ static char *phrase(const struct event *e)
 		                 (unsigned long long)p->count);
 	case EV_KEPT:
 		return xasprintf("kept %s: %s", p->path, p->why);
+	case EV_RECOVERED: {
+		const struct ev_recovered *r = &e->recovered;
+		if (r->undone)
+			return xasprintf("recovered from an interrupted run: undid %llu unfinished "
+			                 "operation%s",
+			                 (unsigned long long)r->undone, r->undone == 1 ? "" : "s");
+		return xasprintf("recovered from an interrupted run: its change was committed; "
+		                 "removed %llu leftover backup%s",
+		                 (unsigned long long)r->leftovers, r->leftovers == 1 ? "" : "s");
+	}
 	case EV_FINDING:
 		return xasprintf("%s: %s%s%s", e->finding.kind,
 		                 e->finding.path ? e->finding.path : "", e->finding.why ? ": " : "",
@@ -196,6 +206,11 @@ static void json_typed(json_t *o, const struct event *e)
 	case EV_KEPT:
 		json_object_set_new(o, "path", str_or_null(p->path));
 		json_object_set_new(o, "why", str_or_null(p->why));
+		break;
+	case EV_RECOVERED:
+		json_object_set_new(o, "undone", json_integer((json_int_t)e->recovered.undone));
+		json_object_set_new(o, "leftovers",
+		                    json_integer((json_int_t)e->recovered.leftovers));
 		break;
 	case EV_FINDING:
 		json_object_set_new(o, "origin", str_or_null(f->origin));
@@ -574,6 +589,7 @@ static void emit_text(struct ctx *c, const struct event *e)
 	case EV_PLACED:
 	case EV_REMOVED:
 	case EV_KEPT:
+	case EV_RECOVERED:
 	case EV_FINDING: {
 		char *said = e->msg ? NULL : phrase(e);
 		text_line(c, e->level, e->msg ? e->msg : said);

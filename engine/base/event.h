@@ -52,6 +52,7 @@ struct ctx;
 	X(EV_PLACED, "placed")                   /* place: a file or tree committed */             \
 	X(EV_REMOVED, "removed")                 /* place: paths removed, committed */             \
 	X(EV_KEPT, "kept")                       /* place: left in place, not tfprov's */          \
+	X(EV_RECOVERED, "recovered")             /* recovered: a killed run's journal undone */    \
 	X(EV_FINDING, "finding")                 /* finding: of verify, status or doctor */        \
 	X(EV_RESULT, "result")                   /* end of a command: exit code */                 \
 	X(EV_DATA, "data")                       /* a command's result as data (type, data) */
@@ -115,6 +116,12 @@ struct ev_place {
 	const char *why;  /* EV_KEPT: why it stays */
 };
 
+/* What the recovery of a killed run did (EV_RECOVERED), before this run's work. */
+struct ev_recovered {
+	uint64_t undone;    /* unfinished operations undone (0: its change had committed) */
+	uint64_t leftovers; /* its journal rows, cleared (with the backups they kept) */
+};
+
 /* One finding of verify, status or doctor (EV_FINDING). */
 struct ev_finding {
 	const char *origin;   /* "verify", "status" or "doctor" */
@@ -147,6 +154,7 @@ struct event {
 	struct ev_place place;          /* EV_PLACED, EV_REMOVED, EV_KEPT */
 	struct ev_finding finding;      /* EV_FINDING */
 	struct ev_offline offline;      /* EV_OFFLINE */
+	struct ev_recovered recovered;  /* EV_RECOVERED */
 };
 
 typedef void (*ev_handler_fn)(void *ud, struct ctx *c, const struct event *e);

@@ -253,15 +253,10 @@ int place_recover(struct ctx *c)
 	if (n_rows)
 		state_journal_clear(st, NULL);
 	state_gens_interrupted(st);
-	if (n)
-		ev_log(c, EV_WARN,
-		       "recovered from an interrupted run: undid %d unfinished operation%s", n,
-		       n == 1 ? "" : "s");
-	else if (n_rows)
-		ev_log(c, EV_WARN,
-		       "recovered from an interrupted run: its change was committed; removed %zu "
-		       "leftover backup%s",
-		       n_rows, n_rows == 1 ? "" : "s");
+	if (n_rows)
+		ev_emit(c, &(struct event){.kind = EV_RECOVERED,
+		                           .level = EV_WARN,
+		                           .recovered = {.undone = (uint64_t)n, .leftovers = n_rows}});
 	return n;
 }
 

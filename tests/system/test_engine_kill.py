@@ -30,6 +30,7 @@ A failure names the seed, the iteration and the point with its operation;
 TFPROV_KILL_SEED replays the run, TFPROV_KILL_ITERS runs it longer.
 """
 import hashlib
+import json
 import os
 import random
 import signal
@@ -211,8 +212,14 @@ def test_kill_between_rename_and_commit_is_undone(tfprov, tmp_path):
     tfprov.run("status")
     # The next writer recovers (recovery runs under the lock, at the start of
     # apply/destroy/rollback).
-    p = tfprov.run("apply", "-y", m0, timeout=30)
+    p = tfprov.run("--json", "apply", "-y", m0, timeout=30)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "recovered from an interrupted run" in p.stderr, p.stderr
+    # Said as a typed event (docs/json-events.md), phrased by the front end.
+    rec = [e for e in map(json.loads, p.stdout.splitlines()) if e["type"] == "recovered"]
+    assert len(rec) == 1 and rec[0]["@level"] == "warn", rec
+    assert 1 <= rec[0]["undone"] <= rec[0]["leftovers"], rec
+    assert rec[0]["@message"] == ("recovered from an interrupted run: undid %d unfinished "
+                                  "operation%s" % (rec[0]["undone"],
+                                                   "" if rec[0]["undone"] == 1 else "s"))
     assert leftovers(tfprov.root) == [], leftovers(tfprov.root)
     assert open(tfprov.path(path), "rb").read() == old
