@@ -254,9 +254,10 @@ int place_recover(struct ctx *c)
 		state_journal_clear(st, NULL);
 	state_gens_interrupted(st);
 	if (n_rows)
-		ev_emit(c, &(struct event){.kind = EV_RECOVERED,
-		                           .level = EV_WARN,
-		                           .recovered = {.undone = (uint64_t)n, .leftovers = n_rows}});
+		ev_emit(c,
+		        &(struct event){.kind = EV_RECOVERED,
+		                        .level = EV_WARN,
+		                        .recovered = {.undone = (uint64_t)n, .leftovers = n_rows}});
 	return n;
 }
 
