@@ -259,6 +259,7 @@ static void decode_one(size_t k, void *arg)
 			/* A pinned budget exceeded: the step fails with these words. */
 			why_prefix(&w, "%s", a->name);
 			why_move(&d->stopped[i], &w);
+			why_code(&d->stopped[i], rc);
 		} else if (rc != 0 && w.msg && strstr(w.msg, "decoding stopped")) {
 			/* Not a failure: decoded again once the download verified. Said
 			 * to -v alone when the download failed: that has its own event. */
