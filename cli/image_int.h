@@ -66,10 +66,10 @@ void image_cache_release(struct image_cache *ic);
 
 /*
  * The key of the build of m on base (its plan p built), or ic->off (TF_EFAIL
- * or TF_EIO, and the reason in words): with
- * --no-cache (no_cache), an incomplete pip lock (pip resolves at build
- * time), no interpreter for the venv (its precheck refuses the build), or
- * an input that cannot be read. Never fails the build.
+ * or TF_EIO, with the reason in words): with --no-cache (no_cache), an
+ * incomplete pip lock (pip resolves at build time), no interpreter for the
+ * venv (its precheck refuses the build), or an input that cannot be read.
+ * Never fails the build.
  */
 void image_cache_key(struct ctx *c, const struct manifest *m, const struct plan *p,
                      const struct oci_image *base, int64_t epoch, int no_cache,
