@@ -906,9 +906,9 @@ static int build_from_cache(struct build *b, struct manifest *m, struct opts *o,
 	int rc;
 	*hit = 0;
 	image_cache_key(c, m, &b->p, &b->base, b->epoch, o->no_cache, &b->ic);
-	b->cached = b->ic.off ? "off" : "miss";
-	if (b->ic.off) {
-		ev_log(c, EV_DEBUG, "image cache: not used (%s)", b->ic.off);
+	b->cached = b->ic.off.code ? "off" : "miss";
+	if (b->ic.off.code) {
+		ev_log(c, EV_DEBUG, "image cache: not used (%s)", why_text(&b->ic.off));
 		return 0;
 	}
 	ev_log(c, EV_DEBUG, "image cache: key %s", b->ic.key);
@@ -961,7 +961,7 @@ static int build_full(struct build *b, struct manifest *m, const char *base)
 		rc = build_detach(b, base);
 	if (rc == 0)
 		rc = build_layers(b);
-	if (rc == 0 && b->ic.off == NULL) {
+	if (rc == 0 && b->ic.off.code == 0) {
 		struct image_entry e = {.ls = b->ls,
 		                        .kinds = b->kinds,
 		                        .n = b->nl,

@@ -124,14 +124,14 @@ int check_base_glibc(struct ctx *c, const struct manifest *m, const struct oci_i
 {
 	struct compat *kb = NULL;
 	struct diags d = {0};
-	const char *why = NULL, *tf = NULL, *need;
+	const char *source = NULL, *tf = NULL, *need;
 	char ver[16], *where = NULL;
 	struct why err = {0};
 	int rc = 0;
 	if (!m->pip.set)
 		return 0;
 	int loaded = compat_load(compat_default_path(), &kb, &d) == 0;
-	need = compat_manifest_min_glibc(loaded ? kb : NULL, m, &why, &tf);
+	need = compat_manifest_min_glibc(loaded ? kb : NULL, m, &source, &tf);
 	if (need == NULL)
 		goto out;
 	rc = base_glibc(base, blobs, ver, &where, &err);
@@ -144,14 +144,15 @@ int check_base_glibc(struct ctx *c, const struct manifest *m, const struct oci_i
 		    "/usr/lib/x86_64-linux-gnu, /lib64, /usr/lib64 or /lib, no libc6 in "
 		    "/var/lib/dpkg/status), and the pip lock's wheels need glibc >= %s (%s%s%s): "
 		    "choose a glibc-based base",
-		    ref, need, why, tf ? " of TensorFlow " : "", tf ? tf : "");
+		    ref, need, source, tf ? " of TensorFlow " : "", tf ? tf : "");
 		rc = TF_EPRECOND;
 	} else if (version_cmp(ver, need) < 0) {
 		ev_log(c, EV_ERROR,
 		       "the base %s has glibc %s (%s), older than %s, which the pip lock's wheels "
 		       "need (%s%s%s): they would not load in the image. Choose a base with glibc "
 		       ">= %s, or a stack whose wheels need less",
-		       ref, ver, where, need, why, tf ? " of TensorFlow " : "", tf ? tf : "", need);
+		       ref, ver, where, need, source, tf ? " of TensorFlow " : "", tf ? tf : "",
+		       need);
 		rc = TF_EPRECOND;
 	} else {
 		ev_log(c, EV_DEBUG, "base %s: glibc %s (%s), the wheels need %s", ref, ver, where,

@@ -101,6 +101,7 @@ void image_cache_release(struct image_cache *ic)
 	free(ic->dir);
 	free(ic->entry);
 	free(ic->inputs);
+	why_clear(&ic->off);
 	memset(ic, 0, sizeof(*ic));
 }
 
@@ -141,8 +142,8 @@ static const char fingerprint_src[] =
     "ensurepip._bootstrap(upgrade=True, default_pip=True)\n"
     "print(h.hexdigest())\n";
 
-/* The venv's interpreter and its fingerprint into sb. 0, or TF_EFAIL with *why. */
-static int add_python(struct ctx *c, const struct manifest *m, struct strbuf *sb, const char **why)
+/* The venv's interpreter and its fingerprint into sb. 0, or TF_EFAIL with why. */
+static int add_python(struct ctx *c, const struct manifest *m, struct strbuf *sb, struct why *why)
 {
 	char *prefix = stack_env_prefix(m), *py = NULL;
 	struct why err = {0};
@@ -152,8 +153,7 @@ static int add_python(struct ctx *c, const struct manifest *m, struct strbuf *sb
 	struct spawn_result r = {0};
 	struct strvec env = STRVEC_INIT;
 	if (rc != 0) {
-		*why = "no interpreter for the venv";
-		rc = TF_EFAIL;
+		rc = why_fail(why, TF_EFAIL, "no interpreter for the venv");
 		goto out;
 	}
 	spawn_env_base(&env);
@@ -164,12 +164,11 @@ static int add_python(struct ctx *c, const struct manifest *m, struct strbuf *sb
 	if (spawn_run(&so, &r) == 0 && r.status == 0 && r.out.buf)
 		l = strcspn(r.out.buf, "\n");
 	if (l != 64) {
-		*why = "the venv's interpreter could not be fingerprinted";
+		rc = why_fail(why, TF_EFAIL, "the venv's interpreter could not be fingerprinted");
 		ev_log(c, EV_DEBUG, "image cache: %s: %s", py,
 		       r.why.msg   ? r.why.msg
 		       : r.err.buf ? r.err.buf
 		                   : "");
-		rc = TF_EFAIL;
 		goto out;
 	}
 	strbuf_addf(sb, "python %s %.64s\n", py, r.out.buf);
@@ -194,23 +193,18 @@ static int add_file(struct strbuf *sb, const char *label, const char *path)
 	return 0;
 }
 
-/* The inputs the key hashes, but for the interpreter's. 0 or TF_EIO (*why). */
+/* The inputs the key hashes, but for the interpreter's. 0 or TF_EIO (why). */
 static int key_text(struct ctx *c, const struct manifest *m, const struct plan *p,
-                    const struct oci_image *base, int64_t epoch, struct strbuf *sb,
-                    const char **why)
+                    const struct oci_image *base, int64_t epoch, struct strbuf *sb, struct why *why)
 {
 	char real[PATH_MAX];
 	strbuf_addf(sb, "tfprov image cache %d\ntfprov %s %s\n", ENTRY_FORMAT, TFPROV_VERSION,
 	            TFPROV_COMMIT);
-	if (add_file(sb, "exe", "/proc/self/exe") != 0) {
-		*why = "tfprov's own executable does not read";
-		return TF_EIO;
-	}
+	if (add_file(sb, "exe", "/proc/self/exe") != 0)
+		return why_fail(why, TF_EIO, "tfprov's own executable does not read");
 	if (realpath(m->path, real) == NULL || add_file(sb, "manifest", real) != 0 ||
-	    add_file(sb, "kb", compat_default_path()) != 0) {
-		*why = "the manifest or the knowledge base does not read";
-		return TF_EIO;
-	}
+	    add_file(sb, "kb", compat_default_path()) != 0)
+		return why_fail(why, TF_EIO, "the manifest or the knowledge base does not read");
 	strbuf_addf(sb, "parsed %s lock %s requirements %s\n", m->sha256,
 	            m->python.lock_file_sha256[0] ? m->python.lock_file_sha256 : "-",
 	            m->pip.requirements_file_sha256[0] ? m->pip.requirements_file_sha256 : "-");
@@ -231,20 +225,21 @@ void image_cache_key(struct ctx *c, const struct manifest *m, const struct plan 
                      struct image_cache *ic)
 {
 	struct strbuf sb = STRBUF_INIT;
-	const char *why = NULL;
+	struct why *off = &ic->off;
 	memset(ic, 0, sizeof(*ic));
 	if (no_cache)
-		why = "--no-cache";
+		why_fail(off, TF_EFAIL, "--no-cache");
 	else if (c->cache_dir == NULL)
-		why = "no cache directory";
+		why_fail(off, TF_EFAIL, "no cache directory");
 	else if (m->pip.set && !m->pip.complete.v)
-		why = "the pip lock is not complete: pip resolves what it leaves out at build time";
-	if (why == NULL)
-		key_text(c, m, p, base, epoch, &sb, &why);
-	if (why == NULL && m->python.set && m->python.manager == PYENV_VENV)
-		add_python(c, m, &sb, &why);
-	if (why != NULL) {
-		ic->off = why;
+		why_fail(
+		    off, TF_EFAIL,
+		    "the pip lock is not complete: pip resolves what it leaves out at build time");
+	if (!off->code)
+		key_text(c, m, p, base, epoch, &sb, off);
+	if (!off->code && m->python.set && m->python.manager == PYENV_VENV)
+		add_python(c, m, &sb, off);
+	if (off->code) {
 		strbuf_release(&sb);
 		return;
 	}
@@ -263,18 +258,17 @@ static size_t kind_of(const char *step, const char *const *names, size_t nnames)
 	return step ? i : nnames;
 }
 
-/* An entry's JSON into e: 0, or TF_EFAIL (not an entry of this key: *why). */
+/* An entry's JSON into e: 0, or TF_EFAIL (not an entry of this key: why). */
 static int entry_parse(json_t *j, const char *key, const char *const *names, size_t nnames,
-                       struct image_entry *e, const char **why)
+                       struct image_entry *e, struct why *why)
 {
 	json_t *ls = json_object_get(j, "layers"), *py = json_object_get(j, "interpreters"), *v;
 	size_t i;
-	*why = "not an entry of this key";
 	if (json_integer_value(json_object_get(j, "format")) != ENTRY_FORMAT ||
 	    json_string_value(json_object_get(j, "key")) == NULL ||
 	    strcmp(json_string_value(json_object_get(j, "key")), key) != 0 || !json_is_array(ls) ||
 	    json_array_size(ls) == 0 || json_array_size(ls) > nnames || !json_is_array(py))
-		return TF_EFAIL;
+		goto bad;
 	e->n = json_array_size(ls);
 	e->ls = xcalloc(e->n, sizeof(*e->ls));
 	e->kinds = xcalloc(e->n, sizeof(*e->kinds));
@@ -288,7 +282,7 @@ static int entry_parse(json_t *j, const char *key, const char *const *names, siz
 		if (d == NULL || strncmp(d, "sha256:", 7) != 0 || !is_hex64(d + 7) || mt == NULL ||
 		    !json_is_integer(size) || json_integer_value(size) < 0 || k >= nnames ||
 		    (i > 0 && e->kinds[i] <= e->kinds[i - 1]))
-			return TF_EFAIL;
+			goto bad;
 		snprintf(e->ls[i].digest, sizeof(e->ls[i].digest), "%s", d);
 		e->ls[i].media_type = xstrdup(mt);
 		e->ls[i].size = json_integer_value(size);
@@ -298,11 +292,13 @@ static int entry_parse(json_t *j, const char *key, const char *const *names, siz
 		const char *venv = json_string_value(json_object_get(v, "venv"));
 		const char *python = json_string_value(json_object_get(v, "python"));
 		if (venv == NULL || python == NULL)
-			return TF_EFAIL;
+			goto bad;
 		strvec_push(&e->venvs, venv);
 		strvec_push(&e->pythons, python);
 	}
 	return 0;
+bad:
+	return why_fail(why, TF_EFAIL, "not an entry of this key");
 }
 
 int image_cache_lock(struct ctx *c, const char *dir, int how, const char *waiting)
@@ -333,7 +329,7 @@ int image_cache_lookup(struct ctx *c, struct image_cache *ic, const char *const 
                        size_t nnames, struct image_entry *e)
 {
 	json_error_t jerr;
-	const char *why = NULL;
+	struct why why = {0};
 	json_t *j = NULL;
 	int rc = 0;
 	memset(e, 0, sizeof(*e));
@@ -349,16 +345,18 @@ int image_cache_lookup(struct ctx *c, struct image_cache *ic, const char *const 
 		goto out;
 	j = json_load_file(ic->entry, 0, &jerr);
 	if (j == NULL) {
-		why = jerr.text;
+		why_fail(&why, TF_EFAIL, "%s", jerr.text);
 		goto out;
 	}
 	rc = entry_parse(j, ic->key, names, nnames, e, &why) == 0;
 out:
 	if (rc == 0) {
-		ev_log(c, EV_DEBUG, "image cache: %s: %s", ic->entry, why ? why : "no entry");
+		ev_log(c, EV_DEBUG, "image cache: %s: %s", ic->entry,
+		       why.code ? why_text(&why) : "no entry");
 		image_entry_release(e);
 		cache_unlock(ic);
 	}
+	why_clear(&why);
 	json_decref(j);
 	return rc;
 }

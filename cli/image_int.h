@@ -56,19 +56,20 @@ void image_entry_release(struct image_entry *e);
  */
 struct image_cache {
 	char key[65];
-	char *dir;    /* <cache-dir>/images */
-	char *entry;  /* dir/keys/<key>.json */
-	char *inputs; /* the text the key hashes, kept in the entry */
-	const char *off;
+	char *dir;           /* <cache-dir>/images */
+	char *entry;         /* dir/keys/<key>.json */
+	char *inputs;        /* the text the key hashes, kept in the entry */
+	struct why off;      /* why the cache is not used; code 0 when it is */
 	int locked, lock_fd; /* dir/lock held shared (image_cache_lock) */
 };
 void image_cache_release(struct image_cache *ic);
 
 /*
- * The key of the build of m on base (its plan p built), or ic->off: with
- * --no-cache (no_cache), an incomplete pip lock (pip resolves at build
- * time), no interpreter for the venv (its precheck refuses the build), or
- * an input that cannot be read. Never fails the build.
+ * The key of the build of m on base (its plan p built), or ic->off (TF_EFAIL
+ * or TF_EIO, with the reason in words): with --no-cache (no_cache), an
+ * incomplete pip lock (pip resolves at build time), no interpreter for the
+ * venv (its precheck refuses the build), or an input that cannot be read.
+ * Never fails the build.
  */
 void image_cache_key(struct ctx *c, const struct manifest *m, const struct plan *p,
                      const struct oci_image *base, int64_t epoch, int no_cache,

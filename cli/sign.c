@@ -62,7 +62,7 @@ int cli_load_seckey(struct ctx *c, const char *path, struct ms_seckey *sk)
 {
 	char *text = NULL, *pw = NULL;
 	size_t len;
-	const char *why = NULL;
+	struct why why = {0};
 	int r = read_file_at(AT_FDCWD, path, MS_FILE_MAX, &text, &len);
 	if (r != 0) {
 		ev_log(c, EV_ERROR, "secret key %s: %s", path, strerror(-r));
@@ -71,8 +71,10 @@ int cli_load_seckey(struct ctx *c, const char *path, struct ms_seckey *sk)
 	r = ms_seckey_parse(text, len, NULL, sk, &why);
 	if (r == MS_NEED_PASSWORD) {
 		pw = read_password(path);
+		why_clear(&why);
 		if (pw == NULL)
-			why = "it is encrypted and no password was given on standard input";
+			why_fail(&why, r,
+			         "it is encrypted and no password was given on standard input");
 		else
 			r = ms_seckey_parse(text, len, pw, sk, &why);
 	}
@@ -82,11 +84,10 @@ int cli_load_seckey(struct ctx *c, const char *path, struct ms_seckey *sk)
 	}
 	explicit_bzero(text, len);
 	free(text);
-	if (r != 0) {
-		ev_log(c, EV_ERROR, "secret key %s: %s", path, why);
-		return TF_EFAIL;
-	}
-	return 0;
+	if (r != 0)
+		ev_log(c, EV_ERROR, "secret key %s: %s", path, why_text(&why));
+	why_clear(&why);
+	return r != 0 ? TF_EFAIL : 0;
 }
 
 /* Signs data into PATH.minisig with `tc` (minisign's own fields first). */
@@ -136,10 +137,10 @@ int cli_sign_mirror_index(struct ctx *c, const char *dir, const struct ms_seckey
 	if (read_file_at(AT_FDCWD, sigpath, MS_FILE_MAX, &old, &oldlen) == 0) {
 		struct ms_sig sig;
 		struct ms_pubkey pk;
-		const char *why;
 		ms_seckey_public(sk, &pk);
-		int ok = ms_sig_parse(old, oldlen, &sig, &why) == 0 &&
-		         ms_verify(&sig, &pk, data, len, &why) == 0;
+		/* Any failure means "sign again": its words are not wanted. */
+		int ok = ms_sig_parse(old, oldlen, &sig, NULL) == 0 &&
+		         ms_verify(&sig, &pk, data, len, NULL) == 0;
 		ms_sig_release(&sig);
 		if (ok) {
 			ev_log(c, EV_INFO, "%s is signed and current", sigpath);

@@ -73,7 +73,7 @@ static int pip_glibc_precheck(const struct manifest *m, struct step *s)
 {
 	struct compat *kb = NULL;
 	struct diags d = {0};
-	const char *need, *why = NULL, *tf = NULL;
+	const char *need, *source = NULL, *tf = NULL;
 	const char *host = getenv("TFPROV_GLIBC_VERSION");
 	int rc = 0;
 	if (m->stack.platform != PLATFORM_LINUX_X86_64 && m->stack.platform != PLATFORM_WSL2)
@@ -81,13 +81,13 @@ static int pip_glibc_precheck(const struct manifest *m, struct step *s)
 	if (host == NULL || *host == '\0')
 		host = gnu_get_libc_version();
 	int loaded = compat_load(compat_default_path(), &kb, &d) == 0;
-	need = compat_manifest_min_glibc(loaded ? kb : NULL, m, &why, &tf);
+	need = compat_manifest_min_glibc(loaded ? kb : NULL, m, &source, &tf);
 	if (need != NULL && version_valid(host) && version_cmp(host, need) < 0) {
 		step_fail(s,
 		          "this machine's glibc %s is older than %s, which the pip lock's wheels "
 		          "need (%s%s%s): pip would find no installable file for them. Use a "
 		          "distribution with glibc >= %s, or a stack whose wheels need less",
-		          host, need, why, tf ? " of TensorFlow " : "", tf ? tf : "", need);
+		          host, need, source, tf ? " of TensorFlow " : "", tf ? tf : "", need);
 		rc = TF_EPRECOND;
 	}
 	compat_free(kb);

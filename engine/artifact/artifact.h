@@ -368,7 +368,8 @@ void http_get_small_many(const struct ctx *c, struct http_small *v, size_t n, co
  * writes them (zero checksum, which minisign accepts for such keys).
  *
  * Parsers take a whole file in memory and never print; on failure they return
- * TF_EINTEGRITY and point *why at a static English reason.
+ * TF_EINTEGRITY with the reason, a phrase in English, in why (the caller
+ * prefixes it with what was being read: why_prefix).
  */
 
 #define MS_KEYNUM_BYTES 8
@@ -406,22 +407,22 @@ void ms_keyid(const unsigned char keynum[MS_KEYNUM_BYTES], char out[MS_KEYID_SIZ
 
 /*
  * Parses a secret key file; an encrypted one is decrypted with password
- * (MS_NEED_PASSWORD when it is NULL). 0, MS_NEED_PASSWORD or TF_EINTEGRITY
- * (the reason in *why).
+ * (MS_NEED_PASSWORD when it is NULL, the code alone in why). 0,
+ * MS_NEED_PASSWORD or TF_EINTEGRITY (the reason in why).
  */
 int ms_seckey_parse(const char *text, size_t len, const char *password, struct ms_seckey *sk,
-                    const char **why);
+                    struct why *why);
 /* Parses a .minisig file; release with ms_sig_release(). */
-int ms_sig_parse(const char *text, size_t len, struct ms_sig *sig, const char **why);
+int ms_sig_parse(const char *text, size_t len, struct ms_sig *sig, struct why *why);
 void ms_sig_release(struct ms_sig *sig);
 
 /*
  * Checks sig against message and pk: the key numbers, the signature of the
  * message, then the global signature over the trusted comment. 0 or
- * TF_EINTEGRITY (the reason in *why).
+ * TF_EINTEGRITY (the reason in why).
  */
 int ms_verify(const struct ms_sig *sig, const struct ms_pubkey *pk, const void *msg, size_t len,
-              const char **why);
+              struct why *why);
 
 /*
  * Signs message in the prehashed form; returns the .minisig file text

@@ -50,18 +50,14 @@ void ms_keyid(const unsigned char keynum[MS_KEYNUM_BYTES], char out[MS_KEYID_SIZ
  * anything after them must be blank. 0 or TF_EINTEGRITY.
  */
 static int split_lines(const char *text, size_t len, size_t want, const char **line, size_t *llen,
-                       const char **why)
+                       struct why *why)
 {
 	size_t i = 0, n = 0;
-	if (memchr(text, '\0', len)) {
-		*why = "it contains a NUL byte";
-		return TF_EINTEGRITY;
-	}
+	if (memchr(text, '\0', len))
+		return why_fail(why, TF_EINTEGRITY, "it contains a NUL byte");
 	while (n < want) {
-		if (i >= len) {
-			*why = "it ends early";
-			return TF_EINTEGRITY;
-		}
+		if (i >= len)
+			return why_fail(why, TF_EINTEGRITY, "it ends early");
 		const char *nl = memchr(text + i, '\n', len - i);
 		size_t end = nl ? (size_t)(nl - text) : len;
 		line[n] = text + i;
@@ -72,10 +68,8 @@ static int split_lines(const char *text, size_t len, size_t want, const char **l
 		i = nl ? end + 1 : len;
 	}
 	for (; i < len; i++)
-		if (text[i] != '\n' && text[i] != '\r' && text[i] != ' ' && text[i] != '\t') {
-			*why = "it has text after its last line";
-			return TF_EINTEGRITY;
-		}
+		if (text[i] != '\n' && text[i] != '\r' && text[i] != ' ' && text[i] != '\t')
+			return why_fail(why, TF_EINTEGRITY, "it has text after its last line");
 	return 0;
 }
 
@@ -115,25 +109,21 @@ static char *b64_encode(const unsigned char *in, size_t n)
 
 /* Checks the untrusted comment line and decodes the base64 line after it. */
 static int comment_and_blob(const char **line, const size_t *llen, unsigned char *blob,
-                            size_t blob_len, const char *what, const char **why)
+                            size_t blob_len, const char *what, struct why *why)
 {
 	size_t pl = strlen(UNTRUSTED_PREFIX);
-	if (llen[0] < pl || memcmp(line[0], UNTRUSTED_PREFIX, pl) != 0) {
-		*why = "the first line does not start with 'untrusted comment: '";
-		return TF_EINTEGRITY;
-	}
-	if (llen[0] >= UNTRUSTED_LINE_MAX - 1) {
-		*why = "the untrusted comment is longer than minisign allows";
-		return TF_EINTEGRITY;
-	}
-	if (b64_decode_exact(line[1], llen[1], blob, blob_len) != 0) {
-		*why = what;
-		return TF_EINTEGRITY;
-	}
+	if (llen[0] < pl || memcmp(line[0], UNTRUSTED_PREFIX, pl) != 0)
+		return why_fail(why, TF_EINTEGRITY,
+		                "the first line does not start with 'untrusted comment: '");
+	if (llen[0] >= UNTRUSTED_LINE_MAX - 1)
+		return why_fail(why, TF_EINTEGRITY,
+		                "the untrusted comment is longer than minisign allows");
+	if (b64_decode_exact(line[1], llen[1], blob, blob_len) != 0)
+		return why_fail(why, TF_EINTEGRITY, "%s", what);
 	return 0;
 }
 
-int ms_pubkey_parse(const char *text, size_t len, struct ms_pubkey *pk, const char **why)
+int ms_pubkey_parse(const char *text, size_t len, struct ms_pubkey *pk, struct why *why)
 {
 	const char *line[2];
 	size_t llen[2];
@@ -143,10 +133,8 @@ int ms_pubkey_parse(const char *text, size_t len, struct ms_pubkey *pk, const ch
 	                     "the second line is not the base64 of a minisign public key",
 	                     why) != 0)
 		return TF_EINTEGRITY;
-	if (memcmp(b, "Ed", 2) != 0) {
-		*why = "the key's algorithm is not Ed25519 ('Ed')";
-		return TF_EINTEGRITY;
-	}
+	if (memcmp(b, "Ed", 2) != 0)
+		return why_fail(why, TF_EINTEGRITY, "the key's algorithm is not Ed25519 ('Ed')");
 	memcpy(pk->keynum, b + 2, MS_KEYNUM_BYTES);
 	memcpy(pk->pk, b + 2 + MS_KEYNUM_BYTES, 32);
 	return 0;
@@ -189,22 +177,19 @@ static void scrypt_params(uint64_t ops, uint64_t mem, unsigned *n_log2, uint64_t
 }
 
 /* XORs the secret part of an "Sc" key with scrypt(password). 0 or TF_EINTEGRITY. */
-static int sk_decrypt(unsigned char *b, const char *password, const char **why)
+static int sk_decrypt(unsigned char *b, const char *password, struct why *why)
 {
 	unsigned n_log2;
 	uint64_t p, r;
 	unsigned char stream[SK_SECRET_BYTES];
 	scrypt_params(le64(b + 38), le64(b + 46), &n_log2, &p, &r);
-	if (n_log2 > 40 || p == 0 || 128 * r * (((uint64_t)1 << n_log2) + p + 2) > SCRYPT_MAX_MEM) {
-		*why = "the key's scrypt parameters need more than 2 GiB of memory";
-		return TF_EINTEGRITY;
-	}
+	if (n_log2 > 40 || p == 0 || 128 * r * (((uint64_t)1 << n_log2) + p + 2) > SCRYPT_MAX_MEM)
+		return why_fail(why, TF_EINTEGRITY,
+		                "the key's scrypt parameters need more than 2 GiB of memory");
 	uint64_t maxmem = 128 * r * (((uint64_t)1 << n_log2) + p + 2) + (1u << 20);
 	if (EVP_PBE_scrypt(password, strlen(password), b + 6, 32, (uint64_t)1 << n_log2, r, p,
-	                   maxmem, stream, sizeof(stream)) != 1) {
-		*why = "scrypt failed (OpenSSL)";
-		return TF_EINTEGRITY;
-	}
+	                   maxmem, stream, sizeof(stream)) != 1)
+		return why_fail(why, TF_EINTEGRITY, "scrypt failed (OpenSSL)");
 	for (size_t i = 0; i < sizeof(stream); i++)
 		b[SK_SECRET_OFF + i] ^= stream[i];
 	OPENSSL_cleanse(stream, sizeof(stream));
@@ -222,7 +207,7 @@ static int seed_public(const unsigned char seed[32], unsigned char pk[32])
 }
 
 int ms_seckey_parse(const char *text, size_t len, const char *password, struct ms_seckey *sk,
-                    const char **why)
+                    struct why *why)
 {
 	const char *line[2];
 	size_t llen[2];
@@ -234,28 +219,30 @@ int ms_seckey_parse(const char *text, size_t len, const char *password, struct m
 	                     why) != 0)
 		goto out;
 	if (memcmp(b, "Ed", 2) != 0) {
-		*why = "the key's algorithm is not Ed25519 ('Ed')";
+		why_fail(why, TF_EINTEGRITY, "the key's algorithm is not Ed25519 ('Ed')");
 		goto out;
 	}
 	if (memcmp(b + 4, "B2", 2) != 0) {
-		*why = "the key's checksum algorithm is not BLAKE2b ('B2')";
+		why_fail(why, TF_EINTEGRITY, "the key's checksum algorithm is not BLAKE2b ('B2')");
 		goto out;
 	}
 	int encrypted = memcmp(b + 2, "Sc", 2) == 0;
 	if (!encrypted && memcmp(b + 2, "\0\0", 2) != 0) {
-		*why = "the key's encryption is neither scrypt ('Sc') nor none";
+		why_fail(why, TF_EINTEGRITY,
+		         "the key's encryption is neither scrypt ('Sc') nor none");
 		goto out;
 	}
 	if (encrypted && password == NULL) {
-		rc = MS_NEED_PASSWORD;
+		rc = why_code(why, MS_NEED_PASSWORD);
 		goto out;
 	}
 	if (encrypted && sk_decrypt(b, password, why) != 0)
 		goto out;
 	const unsigned char *seed = b + SK_SECRET_OFF + MS_KEYNUM_BYTES;
 	if (seed_public(seed, pk) != 0 || memcmp(pk, seed + 32, 32) != 0) {
-		*why = encrypted ? "wrong password for this key"
-		                 : "the key is corrupt: its public half does not match its seed";
+		why_fail(why, TF_EINTEGRITY, "%s",
+		         encrypted ? "wrong password for this key"
+		                   : "the key is corrupt: its public half does not match its seed");
 		goto out;
 	}
 	memcpy(sk->keynum, b + SK_SECRET_OFF, MS_KEYNUM_BYTES);
@@ -267,7 +254,7 @@ out:
 	return rc;
 }
 
-int ms_sig_parse(const char *text, size_t len, struct ms_sig *sig, const char **why)
+int ms_sig_parse(const char *text, size_t len, struct ms_sig *sig, struct why *why)
 {
 	const char *line[4];
 	size_t llen[4], tl = strlen(TRUSTED_PREFIX);
@@ -277,22 +264,18 @@ int ms_sig_parse(const char *text, size_t len, struct ms_sig *sig, const char **
 	    comment_and_blob(line, llen, b, sizeof(b),
 	                     "the second line is not the base64 of a minisign signature", why) != 0)
 		return TF_EINTEGRITY;
-	if (memcmp(b, "ED", 2) != 0 && memcmp(b, "Ed", 2) != 0) {
-		*why = "the signature's algorithm is neither 'ED' nor 'Ed'";
-		return TF_EINTEGRITY;
-	}
-	if (llen[2] < tl || memcmp(line[2], TRUSTED_PREFIX, tl) != 0) {
-		*why = "the third line does not start with 'trusted comment: '";
-		return TF_EINTEGRITY;
-	}
-	if (llen[2] >= MS_TRUSTED_COMMENT_MAX - 1) {
-		*why = "the trusted comment is longer than minisign allows";
-		return TF_EINTEGRITY;
-	}
-	if (b64_decode_exact(line[3], llen[3], sig->global_sig, 64) != 0) {
-		*why = "the fourth line is not the base64 of a 64-byte signature";
-		return TF_EINTEGRITY;
-	}
+	if (memcmp(b, "ED", 2) != 0 && memcmp(b, "Ed", 2) != 0)
+		return why_fail(why, TF_EINTEGRITY,
+		                "the signature's algorithm is neither 'ED' nor 'Ed'");
+	if (llen[2] < tl || memcmp(line[2], TRUSTED_PREFIX, tl) != 0)
+		return why_fail(why, TF_EINTEGRITY,
+		                "the third line does not start with 'trusted comment: '");
+	if (llen[2] >= MS_TRUSTED_COMMENT_MAX - 1)
+		return why_fail(why, TF_EINTEGRITY,
+		                "the trusted comment is longer than minisign allows");
+	if (b64_decode_exact(line[3], llen[3], sig->global_sig, 64) != 0)
+		return why_fail(why, TF_EINTEGRITY,
+		                "the fourth line is not the base64 of a 64-byte signature");
 	sig->prehashed = b[1] == 'D';
 	memcpy(sig->keynum, b + 2, MS_KEYNUM_BYTES);
 	memcpy(sig->sig, b + 2 + MS_KEYNUM_BYTES, 64);
@@ -351,29 +334,24 @@ static unsigned char *global_msg(const unsigned char sig[64], const char *tc, si
 }
 
 int ms_verify(const struct ms_sig *sig, const struct ms_pubkey *pk, const void *msg, size_t len,
-              const char **why)
+              struct why *why)
 {
 	unsigned char h[64];
 	size_t glen;
-	if (memcmp(sig->keynum, pk->keynum, MS_KEYNUM_BYTES) != 0) {
-		*why = "the signature is by another key";
-		return TF_EINTEGRITY;
-	}
-	if (sig->prehashed && blake2b512(msg, len, h) != 0) {
-		*why = "BLAKE2b-512 failed (OpenSSL)";
-		return TF_EINTEGRITY;
-	}
+	if (memcmp(sig->keynum, pk->keynum, MS_KEYNUM_BYTES) != 0)
+		return why_fail(why, TF_EINTEGRITY, "the signature is by another key");
+	if (sig->prehashed && blake2b512(msg, len, h) != 0)
+		return why_fail(why, TF_EINTEGRITY, "BLAKE2b-512 failed (OpenSSL)");
 	if (ed25519_verify(pk->pk, sig->sig, sig->prehashed ? h : msg, sig->prehashed ? 64 : len) !=
-	    0) {
-		*why = "the signature does not match the file";
-		return TF_EINTEGRITY;
-	}
+	    0)
+		return why_fail(why, TF_EINTEGRITY, "the signature does not match the file");
 	unsigned char *g = global_msg(sig->sig, sig->trusted_comment, &glen);
 	int rc = ed25519_verify(pk->pk, sig->global_sig, g, glen);
 	free(g);
 	if (rc != 0)
-		*why = "the trusted comment's signature does not match";
-	return rc;
+		return why_fail(why, TF_EINTEGRITY,
+		                "the trusted comment's signature does not match");
+	return 0;
 }
 
 static int one_line(const char *s)

@@ -73,12 +73,16 @@ static int read_in_root(const struct ctx *c, const char *path, size_t max, char 
 /* Parses one public key and trusts it; `shown` names it in messages. */
 static int add_key_text(struct trust *t, char *text, size_t len, const char *shown, struct why *why)
 {
-	const char *reason = NULL;
+	struct why w = {0};
 	struct ms_pubkey pk;
-	int r = ms_pubkey_parse(text, len, &pk, &reason);
-	if (r != 0)
-		return why_fail(why, TF_EFAIL, "trusted key %s is not a minisign public key: %s",
-		                shown, reason);
+	int r = ms_pubkey_parse(text, len, &pk, &w);
+	if (r != 0) {
+		/* TF_EFAIL, not the parser's TF_EINTEGRITY: a policy that does not load. */
+		why_fail(why, TF_EFAIL, "trusted key %s is not a minisign public key: %s", shown,
+		         why_text(&w));
+		why_clear(&w);
+		return TF_EFAIL;
+	}
 	add_key(t, &pk, shown);
 	return 0;
 }
@@ -255,23 +259,23 @@ int trust_verify(const struct trust *t, const void *msg, size_t len, const char 
                  const char *sigtext, size_t siglen, struct ms_sig *sig, size_t *signer,
                  struct why *why)
 {
-	const char *reason = NULL;
 	char id[MS_KEYID_SIZE];
-	if (ms_sig_parse(sigtext, siglen, sig, &reason) != 0)
-		return why_fail(why, TF_EINTEGRITY, "%s is not a minisign signature: %s", sig_name,
-		                reason);
+	if (ms_sig_parse(sigtext, siglen, sig, why) != 0) {
+		why_prefix(why, "%s is not a minisign signature", sig_name);
+		return TF_EINTEGRITY;
+	}
 	ms_keyid(sig->keynum, id);
 	/* Every trusted key with the signature's key id is tried (ids are not unique). */
 	size_t tried = 0;
 	for (size_t i = 0; i < t->n; i++) {
 		if (memcmp(t->keys[i].keynum, sig->keynum, MS_KEYNUM_BYTES) != 0)
 			continue;
-		if (ms_verify(sig, &t->keys[i], msg, len, &reason) == 0) {
+		if (ms_verify(sig, &t->keys[i], msg, len, why) == 0) {
 			*signer = i;
 			return 0;
 		}
-		why_fail(why, TF_EINTEGRITY, "%s: signature by key %s (%s) is not valid: %s",
-		         sig_name, id, t->src[i], reason);
+		why_prefix(why, "%s: signature by key %s (%s) is not valid", sig_name, id,
+		           t->src[i]);
 		tried++;
 	}
 	if (tried == 0) {

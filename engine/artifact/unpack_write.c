@@ -49,16 +49,16 @@ int has_control(const char *s)
 
 /*
  * Splits a relative archive name into clean components (no "", no ".").
- * Returns NULL and a reason for an unsafe name.
+ * Returns NULL and TF_EUNSAFE with a reason in why for an unsafe name.
  */
-static char **split_name(const char *name, size_t *n, const char **why)
+static char **split_name(const char *name, size_t *n, struct why *why)
 {
 	if (has_control(name)) {
-		*why = "control character in name";
+		why_fail(why, TF_EUNSAFE, "control character in name");
 		return NULL;
 	}
 	if (name[0] == '/') {
-		*why = "absolute path";
+		why_fail(why, TF_EUNSAFE, "absolute path");
 		return NULL;
 	}
 	char **v = NULL;
@@ -70,7 +70,7 @@ static char **split_name(const char *name, size_t *n, const char **why)
 			for (size_t i = 0; i < cnt; i++)
 				free(v[i]);
 			free(v);
-			*why = "'..' component";
+			why_fail(why, TF_EUNSAFE, "'..' component");
 			return NULL;
 		}
 		if (len > 0 && !(len == 1 && p[0] == '.')) {
@@ -401,14 +401,14 @@ static void drain_file(struct writer *w, struct queue *q)
 static void put_hard_link(struct writer *w, const struct raw_entry *e, char **comps, size_t n,
                           const char *rel)
 {
-	const char *why = NULL;
+	struct why why = {0};
 	size_t ln = 0;
 	char **lcomps = split_name(e->link ? e->link : "", &ln, &why);
 	char *lrel = NULL;
 	if (lcomps == NULL) {
-		char *reason = xasprintf("hard link target: %s", why);
-		w_unsafe(w, e->path, reason);
-		free(reason);
+		why_prefix(&why, "hard link target");
+		w_unsafe(w, e->path, why_text(&why));
+		why_clear(&why);
 		goto out;
 	}
 	if (ln <= (size_t)w->strip) {
@@ -491,14 +491,15 @@ static void put_symlink(struct writer *w, int pfd, const char *base, const char 
 
 void handle_entry(struct writer *w, struct queue *q, struct raw_entry *e)
 {
-	const char *why = NULL;
+	struct why why = {0};
 	size_t n = 0;
 	char *rel = NULL;
 	int is_file = e->type == AE_IFREG && !e->hard;
 	int consumed = 0;
 	char **comps = split_name(e->path, &n, &why);
 	if (comps == NULL) {
-		w_unsafe(w, e->path, why);
+		w_unsafe(w, e->path, why_text(&why));
+		why_clear(&why);
 		goto out;
 	}
 	if (!e->hard && e->type != AE_IFREG && e->type != AE_IFDIR && e->type != AE_IFLNK) {

@@ -18,15 +18,16 @@
  * helper without words ends with `return why_code(why, rc)`). An object that
  * outlives the call and keeps a failure holds one as a member (a txn, a step,
  * a fetch item, a spawn result, a decoder, a wheel being installed). A
- * manifest finding is a diagnostic (struct diags); a parser's static reason
- * (minisign's, pep508's `const char **why`) is a phrase its caller puts in
- * its own words, as it would strerror(); state_errmsg() is SQLite's last
- * words, read by the store's caller. Whoever decides the run fails turns the
- * carrier into one event: a step's failure its EV_STEP_DONE, one no step owns
- * is handed back (plan_apply, place_open_state) and said by the front end; the
- * library never logs at EV_ERROR (test_the_library_logs_no_error). No
- * `char **errmsg`, no `err ? err : tf_strerror(rc)`:
- * test_layout.py::test_one_message_carrier fails on either.
+ * manifest finding is a diagnostic (struct diags); a parser's reason
+ * (minisign's, pep508's) comes back in its why like any other failure's, and
+ * its caller says what was being read with why_prefix; state_errmsg() is
+ * SQLite's last words, read by the store's caller. Whoever decides the run
+ * fails turns the carrier into one event: a step's failure its EV_STEP_DONE,
+ * one no step owns is handed back (plan_apply, place_open_state) and said by
+ * the front end; the library never logs at EV_ERROR
+ * (test_the_library_logs_no_error). No `char **errmsg`, no static reason in
+ * a `const char **why`, no `err ? err : tf_strerror(rc)`:
+ * test_layout.py::test_one_message_carrier fails on any of them.
  *
  * tf_exit_code() maps an error to the process exit code documented in
  * README.md ("Exit codes"); that mapping is a public contract, and main()

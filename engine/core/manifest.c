@@ -423,16 +423,13 @@ static struct pos block_line_pos(struct pctx *p, const struct ynode *n, size_t i
  * Opens a side file (python.lock_file, pip.requirements_file) beneath the
  * manifest's directory: a relative path whose resolution, symlinks included,
  * never leaves that directory (openat2 RESOLVE_BENEATH; without openat2,
- * realpath and a prefix check). An fd, or -errno (with *why set when the
- * path would leave the directory).
+ * realpath and a prefix check). An fd, or -errno (-EXDEV with why set when
+ * the path would leave the directory).
  */
-static int open_beneath(const char *dir, const char *name, const char **why)
+static int open_beneath(const char *dir, const char *name, struct why *why)
 {
-	*why = NULL;
-	if (name[0] == '/') {
-		*why = "an absolute path";
-		return -EXDEV;
-	}
+	if (name[0] == '/')
+		return why_fail(why, -EXDEV, "an absolute path");
 	int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
@@ -453,7 +450,8 @@ static int open_beneath(const char *dir, const char *name, const char **why)
 	}
 	int e = errno;
 	if (fd < 0 && e == EXDEV)
-		*why = "a path that leads out of the manifest's directory ('..' or a symlink)";
+		why_fail(why, -EXDEV,
+		         "a path that leads out of the manifest's directory ('..' or a symlink)");
 	close(dfd);
 	return fd < 0 ? -e : fd;
 }
@@ -461,14 +459,16 @@ static int open_beneath(const char *dir, const char *name, const char **why)
 /* Reads a file named relative to the manifest's directory, beneath it. */
 static int read_side_file(struct pctx *p, struct mstr *name, char **text, size_t *len, char **path)
 {
-	const char *why = NULL;
+	struct why why = {0};
 	*path = path_join(p->dir, name->s);
 	int fd = open_beneath(p->dir, name->s, &why);
-	if (fd < 0 && why) {
+	if (fd < 0 && why.code) {
 		diags_add(p->d, DIAG_ERROR, p->file, name->pos, "schema.side-file",
 		          "keep lock and requirements files in the manifest's directory tree and "
 		          "name them relative to it",
-		          "'%s' is %s; side files must stay beside the manifest", name->s, why);
+		          "'%s' is %s; side files must stay beside the manifest", name->s,
+		          why_text(&why));
+		why_clear(&why);
 		return TF_EMANIFEST;
 	}
 	int rc = fd < 0 ? fd : read_fd(fd, MANIFEST_MAX_BYTES, text, len);

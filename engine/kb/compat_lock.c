@@ -82,19 +82,19 @@ static int has_extra(const struct dist *x, const char *e)
 
 /*
  * Whether requirement text applies to distribution x on the target: 1 yes,
- * 0 no, TF_EMANIFEST unreadable (*err). r is filled when it parses.
+ * 0 no, TF_EMANIFEST unreadable (why). r is filled when it parses.
  */
 static int applies(struct lock *k, const struct dist *x, const char *text, struct pep508_req *r,
-                   const char **err)
+                   struct why *why)
 {
-	int rc = pep508_parse(text, r, err);
+	int rc = pep508_parse(text, r, why);
 	if (rc != 0)
 		return rc;
 	if (r->marker == NULL)
 		return 1;
 	k->env.extras = (const char *const *)x->extras.v;
 	k->env.nextras = x->extras.n;
-	return pep508_marker_eval(r->marker, &k->env, err);
+	return pep508_marker_eval(r->marker, &k->env, why);
 }
 
 /* Extras that requirements ask of other pinned distributions, to a fixed point. */
@@ -108,11 +108,10 @@ static void spread_extras(struct lock *k)
 			const struct pip_requires *q = k->v[i].req;
 			for (size_t j = 0; q != NULL && j < q->nreqs; j++) {
 				struct pep508_req r;
-				const char *err;
 				struct dist *t;
 
 				if (q->reqs[j].s == NULL ||
-				    applies(k, &k->v[i], q->reqs[j].s, &r, &err) != 1) {
+				    applies(k, &k->v[i], q->reqs[j].s, &r, NULL) != 1) {
 					if (q->reqs[j].s != NULL)
 						pep508_req_release(&r);
 					continue;
@@ -208,20 +207,21 @@ static void check_dist(struct lock *k, const struct dist *x)
 
 	for (size_t j = 0; q != NULL && j < q->nreqs; j++) {
 		struct pep508_req r;
-		const char *err = NULL;
+		struct why why = {0};
 		int a;
 
 		if (q->reqs[j].s == NULL)
 			continue;
-		a = applies(k, x, q->reqs[j].s, &r, &err);
+		a = applies(k, x, q->reqs[j].s, &r, &why);
 		if (a < 0) {
 			diags_add(
 			    k->d, DIAG_WARNING, k->file, q->reqs[j].pos,
 			    "compat.pip-requires-unreadable",
 			    "record Requires-Dist as the wheel's METADATA writes it (PEP 508)",
 			    "%s's requirement '%s' cannot be judged: %s", x->name, q->reqs[j].s,
-			    err ? err : "malformed");
-			if (err != NULL && r.name != NULL)
+			    why_text(&why));
+			why_clear(&why);
+			if (r.name != NULL)
 				pep508_req_release(&r);
 			continue;
 		}
@@ -238,11 +238,10 @@ static int requires_dist(struct lock *k, const struct dist *x, const char *y)
 
 	for (size_t j = 0; x->req != NULL && j < x->req->nreqs && !found; j++) {
 		struct pep508_req r;
-		const char *err;
 
 		if (x->req->reqs[j].s == NULL)
 			continue;
-		if (applies(k, x, x->req->reqs[j].s, &r, &err) == 1)
+		if (applies(k, x, x->req->reqs[j].s, &r, NULL) == 1)
 			found = strcmp(r.name, y) == 0;
 		if (r.name != NULL)
 			pep508_req_release(&r);
@@ -401,7 +400,6 @@ void compat_lint_lock(const struct compat *kb, const struct manifest *m, const c
 		const struct pip_req *q = &m->pip.reqs[i];
 		struct dist *x;
 		struct pep508_req r;
-		const char *err;
 
 		if (q->name == NULL || find_dist(&k, q->name) != NULL)
 			continue;
@@ -410,7 +408,7 @@ void compat_lint_lock(const struct compat *kb, const struct manifest *m, const c
 		x->version = q->version;
 		x->pos = q->pos;
 		x->extras = (struct strvec)STRVEC_INIT;
-		if (q->spec != NULL && pep508_parse(q->spec, &r, &err) == 0) {
+		if (q->spec != NULL && pep508_parse(q->spec, &r, NULL) == 0) {
 			for (size_t e = 0; e < r.nextras; e++)
 				strvec_push(&x->extras, r.extras[e]);
 			pep508_req_release(&r);

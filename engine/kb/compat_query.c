@@ -417,23 +417,23 @@ const char *compat_tf_min_glibc(const struct compat *kb, const char *tf_version,
 }
 
 const char *compat_manifest_min_glibc(const struct compat *kb, const struct manifest *m,
-                                      const char **why, const char **tf)
+                                      const char **source, const char **tf)
 {
 	const struct compat_tf_glibc *row = NULL;
 	const char *v = m->versions.tensorflow.s, *need = NULL;
-	*why = NULL;
+	*source = NULL;
 	*tf = NULL;
 	for (size_t i = 0; v == NULL && i < m->pip.nreqs; i++)
 		if (m->pip.reqs[i].name && strcmp(m->pip.reqs[i].name, "tensorflow") == 0)
 			v = m->pip.reqs[i].version;
 	if (kb != NULL && compat_tf_min_glibc(kb, v, &row)) {
 		need = row->glibc;
-		*why = row->tag;
+		*source = row->tag;
 		*tf = v;
 	}
 	if (m->pip.min_glibc.set && (need == NULL || version_cmp(m->pip.min_glibc.s, need) > 0)) {
 		need = m->pip.min_glibc.s;
-		*why = "pip.min_glibc";
+		*source = "pip.min_glibc";
 		*tf = NULL;
 	}
 	return need;

@@ -530,13 +530,13 @@ size_t compat_tf_libraries(const struct compat *kb, int windows, const char *cud
 /*
  * The glibc a manifest's pip lock needs on Linux: the higher of the floor of
  * TensorFlow's own wheel (its series' row; the TF version from versions or the
- * lock's tensorflow pin) and pip.min_glibc. NULL when neither says. *why: the
- * row's wheel tag or "pip.min_glibc"; *tf: the row's TF version, NULL when the
+ * lock's tensorflow pin) and pip.min_glibc. NULL when neither says. *source:
+ * the row's wheel tag or "pip.min_glibc"; *tf: the row's TF version, NULL when the
  * floor is pip.min_glibc. kb may be NULL (pip.min_glibc only). Shared by apply's
  * host check (modules/pip.c) and image build's check of the base.
  */
 const char *compat_manifest_min_glibc(const struct compat *kb, const struct manifest *m,
-                                      const char **why, const char **tf);
+                                      const char **source, const char **tf);
 
 /*
  * The CUDA major a pip distribution name carries when it is one of NVIDIA's CUDA

@@ -46,7 +46,7 @@ static char *clean_spec(const char *s, size_t n)
 	return strbuf_detach(&sb);
 }
 
-int pep508_parse(const char *text, struct pep508_req *out, const char **err)
+int pep508_parse(const char *text, struct pep508_req *out, struct why *why)
 {
 	const char *s = skip_ws(text), *start, *semi;
 	char *raw;
@@ -55,10 +55,8 @@ int pep508_parse(const char *text, struct pep508_req *out, const char **err)
 	start = s;
 	while (name_char(*s))
 		s++;
-	if (s == start) {
-		*err = "no distribution name";
-		return TF_EMANIFEST;
-	}
+	if (s == start)
+		return why_fail(why, TF_EMANIFEST, "no distribution name");
 	raw = xstrndup(start, (size_t)(s - start));
 	out->name = pip_normalize_name(raw);
 	free(raw);
@@ -82,7 +80,7 @@ int pep508_parse(const char *text, struct pep508_req *out, const char **err)
 				continue;
 			}
 			if (*s != ']') {
-				*err = "an unclosed extras list";
+				why_fail(why, TF_EMANIFEST, "an unclosed extras list");
 				goto bad;
 			}
 			s++;
@@ -98,14 +96,14 @@ int pep508_parse(const char *text, struct pep508_req *out, const char **err)
 	} else {
 		out->spec = clean_spec(s, semi ? (size_t)(semi - s) : strlen(s));
 		if (!compat_spec_valid(out->spec)) {
-			*err = "a version specifier PEP 440 does not know";
+			why_fail(why, TF_EMANIFEST, "a version specifier PEP 440 does not know");
 			goto bad;
 		}
 	}
 	if (semi != NULL) {
 		const char *m = skip_ws(semi + 1);
 		if (*m == '\0') {
-			*err = "an empty marker after ';'";
+			why_fail(why, TF_EMANIFEST, "an empty marker after ';'");
 			goto bad;
 		}
 		out->marker = xstrdup(m);
@@ -358,7 +356,7 @@ static int m_or(struct mparse *p)
 	return v;
 }
 
-int pep508_marker_eval(const char *marker, const struct pep508_env *env, const char **err)
+int pep508_marker_eval(const char *marker, const struct pep508_env *env, struct why *why)
 {
 	struct mparse p = {marker, env, NULL};
 	int v = m_or(&p);
@@ -368,6 +366,6 @@ int pep508_marker_eval(const char *marker, const struct pep508_env *env, const c
 		v = TF_EMANIFEST;
 	}
 	if (v < 0)
-		*err = p.err ? p.err : "a malformed marker";
+		return why_fail(why, v, "%s", p.err ? p.err : "a malformed marker");
 	return v;
 }

@@ -15,7 +15,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	const char *text = (const char *)data, *why = NULL;
+	const char *text = (const char *)data;
+	struct why why = {0};
 	struct ms_pubkey pk = {{0}, {0}};
 	struct ms_seckey sk;
 	struct ms_sig sig;
@@ -23,6 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int r = ms_seckey_parse(text, size, NULL, &sk, &why);
 	if (r != 0 && r != TF_EINTEGRITY && r != MS_NEED_PASSWORD)
 		abort();
+	if (r == TF_EINTEGRITY && (why.code != r || why.msg == NULL))
+		abort(); /* every refusal says why */
 	if (ms_sig_parse(text, size, &sig, &why) == 0) {
 		if (sig.trusted_comment == NULL)
 			abort();
@@ -30,5 +33,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		ms_sig_release(&sig);
 	}
 	(void)have_pk;
+	why_clear(&why);
 	return 0;
 }

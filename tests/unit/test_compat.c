@@ -263,7 +263,7 @@ static void test_pep508(void **state)
 {
 	struct pep508_env env;
 	struct pep508_req r;
-	const char *err = NULL;
+	struct why err = {0};
 	const char *extras[] = {"and-cuda"};
 	(void)state;
 	assert_int_equal(pep508_parse("Tensorflow_Intel [and_cuda, x] (>= 2.15 , <2.16) ; "
@@ -280,8 +280,14 @@ static void test_pep508(void **state)
 	pep508_env_for(&env, 1, "3.10", NULL);
 	assert_int_equal(pep508_marker_eval(r.marker, &env, &err), 1);
 	pep508_req_release(&r);
-	assert_int_not_equal(pep508_parse("numpy >=1.2 [", &r, &err), 0);
-	assert_int_not_equal(pep508_parse("numpy >=1.2,,<2", &r, &err), 0);
+	assert_int_equal(err.code, 0);
+	assert_int_equal(pep508_parse("numpy >=1.2 [", &r, &err), TF_EMANIFEST);
+	assert_int_equal(err.code, TF_EMANIFEST);
+	assert_string_equal(err.msg, "a version specifier PEP 440 does not know");
+	assert_int_equal(pep508_parse("numpy >=1.2,,<2", &r, &err), TF_EMANIFEST);
+	assert_int_equal(pep508_parse("numpy [cuda", &r, &err), TF_EMANIFEST);
+	assert_string_equal(err.msg, "an unclosed extras list");
+	why_clear(&err);
 	pep508_env_for(&env, 0, "3.9", "3.9.19");
 	/* Versions compare as versions: "3.10" > "3.9", though not as strings. */
 	assert_int_equal(pep508_marker_eval("python_version >= '3.10'", &env, &err), 0);
@@ -297,10 +303,15 @@ static void test_pep508(void **state)
 	env.extras = extras;
 	env.nextras = 1;
 	assert_int_equal(pep508_marker_eval("extra == \"and_cuda\"", &env, &err), 1);
+	assert_int_equal(err.code, 0);
 	assert_int_equal(pep508_marker_eval("python_versio == '3'", &env, &err), TF_EMANIFEST);
+	assert_int_equal(err.code, TF_EMANIFEST);
+	assert_string_equal(err.msg, "an environment marker variable PEP 508 does not define");
 	assert_int_equal(pep508_marker_eval("python_version >= '3.8' and", &env, &err),
 	                 TF_EMANIFEST);
 	assert_int_equal(pep508_marker_eval("(python_version >= '3.8'", &env, &err), TF_EMANIFEST);
+	assert_string_equal(err.msg, "an unclosed parenthesis");
+	why_clear(&err);
 }
 
 static void test_pip_requires(void **state)

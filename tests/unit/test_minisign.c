@@ -51,7 +51,7 @@ static void test_minisign_known_answers(void **state)
 {
 	struct ms_pubkey pk;
 	struct ms_sig s;
-	const char *why = NULL;
+	struct why why = {0};
 	char id[MS_KEYID_SIZE];
 	assert_int_equal(ms_pubkey_parse(PUB, strlen(PUB), &pk, &why), 0);
 	ms_keyid(pk.keynum, id);
@@ -62,11 +62,11 @@ static void test_minisign_known_answers(void **state)
 	assert_string_equal(s.trusted_comment, "timestamp:1796092604\tfile:m.txt\thashed");
 	assert_int_equal(ms_verify(&s, &pk, msg, strlen(msg), &why), 0);
 	assert_int_equal(ms_verify(&s, &pk, "hellp\n", 6, &why), TF_EINTEGRITY);
-	assert_string_equal(why, "the signature does not match the file");
+	assert_string_equal(why.msg, "the signature does not match the file");
 	/* The trusted comment is authenticated: one character changed fails. */
 	s.trusted_comment[10] ^= 1;
 	assert_int_equal(ms_verify(&s, &pk, msg, strlen(msg), &why), TF_EINTEGRITY);
-	assert_string_equal(why, "the trusted comment's signature does not match");
+	assert_string_equal(why.msg, "the trusted comment's signature does not match");
 	ms_sig_release(&s);
 
 	assert_int_equal(ms_sig_parse(SIG_ED_LEGACY, strlen(SIG_ED_LEGACY), &s, &why), 0);
@@ -74,6 +74,7 @@ static void test_minisign_known_answers(void **state)
 	assert_int_equal(ms_verify(&s, &pk, msg, strlen(msg), &why), 0);
 	assert_int_equal(ms_verify(&s, &pk, msg, strlen(msg) - 1, &why), TF_EINTEGRITY);
 	ms_sig_release(&s);
+	why_clear(&why);
 }
 
 static void test_minisign_secret_key_signs_for_its_public_key(void **state)
@@ -81,7 +82,7 @@ static void test_minisign_secret_key_signs_for_its_public_key(void **state)
 	struct ms_seckey sk;
 	struct ms_pubkey pk, derived;
 	struct ms_sig s;
-	const char *why = NULL;
+	struct why why = {0};
 	assert_int_equal(ms_seckey_parse(SEC, strlen(SEC), NULL, &sk, &why), 0);
 	assert_int_equal(ms_pubkey_parse(PUB, strlen(PUB), &pk, &why), 0);
 	ms_seckey_public(&sk, &derived);
@@ -102,6 +103,7 @@ static void test_minisign_secret_key_signs_for_its_public_key(void **state)
 	long_tc[MS_TRUSTED_COMMENT_MAX] = '\0';
 	assert_null(ms_sign(&sk, msg, strlen(msg), long_tc, "test"));
 	free(long_tc);
+	assert_int_equal(why.code, 0); /* nothing failed */
 }
 
 static void test_minisign_keygen_round_trip(void **state)
@@ -109,7 +111,7 @@ static void test_minisign_keygen_round_trip(void **state)
 	struct ms_seckey a, b, parsed;
 	struct ms_pubkey pa, pb;
 	struct ms_sig s;
-	const char *why = NULL;
+	struct why why = {0};
 	assert_int_equal(ms_keygen(&a), 0);
 	assert_int_equal(ms_keygen(&b), 0);
 	char *pub = ms_pubkey_format(&a), *sec = ms_seckey_format(&a);
@@ -121,8 +123,9 @@ static void test_minisign_keygen_round_trip(void **state)
 	assert_int_equal(ms_sig_parse(text, strlen(text), &s, &why), 0);
 	assert_int_equal(ms_verify(&s, &pa, msg, 3, &why), 0);
 	assert_int_equal(ms_verify(&s, &pb, msg, 3, &why), TF_EINTEGRITY);
-	assert_string_equal(why, "the signature is by another key");
+	assert_string_equal(why.msg, "the signature is by another key");
 	ms_sig_release(&s);
+	why_clear(&why);
 	free(text);
 	free(pub);
 	free(sec);
@@ -152,11 +155,13 @@ struct bad {
 static void expect_pub_bad(const char *text, size_t len, const char *want)
 {
 	struct ms_pubkey pk;
-	const char *why = NULL;
+	struct why why = {0};
 	assert_int_equal(ms_pubkey_parse(text, len, &pk, &why), TF_EINTEGRITY);
-	assert_non_null(why);
-	if (strstr(why, want) == NULL)
-		fail_msg("'%s': got '%s', wanted '%s'", text, why, want);
+	assert_int_equal(why.code, TF_EINTEGRITY);
+	assert_non_null(why.msg);
+	if (strstr(why.msg, want) == NULL)
+		fail_msg("'%s': got '%s', wanted '%s'", text, why.msg, want);
+	why_clear(&why);
 }
 
 static void test_minisign_public_key_malformed(void **state)
@@ -210,10 +215,11 @@ static void test_minisign_public_key_malformed(void **state)
 
 	/* CRLF line ends and trailing blank lines are fine. */
 	struct ms_pubkey pk;
-	const char *why;
+	struct why why = {0};
 	const char *crlf = "untrusted comment: x\r\n"
 	                   "RWQ2CMQduRgKASCW1kTCzCUVFtncoNGfWmzM151wRvUP09q6swvEPC3J\r\n\r\n";
 	assert_int_equal(ms_pubkey_parse(crlf, strlen(crlf), &pk, &why), 0);
+	assert_int_equal(why.code, 0);
 }
 
 /* The test secret key with one byte at `off` replaced; returns the file text. */
@@ -232,10 +238,12 @@ static char *sec_with(size_t off, unsigned char v)
 static void expect_sec(char *text, const char *password, int rc, const char *want)
 {
 	struct ms_seckey sk;
-	const char *why = NULL;
+	struct why why = {0};
 	assert_int_equal(ms_seckey_parse(text, strlen(text), password, &sk, &why), rc);
-	if (want && (why == NULL || strstr(why, want) == NULL))
-		fail_msg("got '%s', wanted '%s'", why ? why : "(null)", want);
+	assert_int_equal(why.code, rc);
+	if (want && (why.msg == NULL || strstr(why.msg, want) == NULL))
+		fail_msg("got '%s', wanted '%s'", why.msg ? why.msg : "(null)", want);
+	why_clear(&why);
 	free(text);
 }
 
@@ -265,11 +273,13 @@ static void test_minisign_secret_key_malformed(void **state)
 static void expect_sig_bad(const char *text, const char *want)
 {
 	struct ms_sig s;
-	const char *why = NULL;
+	struct why why = {0};
 	assert_int_equal(ms_sig_parse(text, strlen(text), &s, &why), TF_EINTEGRITY);
 	assert_null(s.trusted_comment);
-	if (why == NULL || strstr(why, want) == NULL)
-		fail_msg("got '%s', wanted '%s'", why ? why : "(null)", want);
+	assert_int_equal(why.code, TF_EINTEGRITY);
+	if (why.msg == NULL || strstr(why.msg, want) == NULL)
+		fail_msg("got '%s', wanted '%s'", why.msg ? why.msg : "(null)", want);
+	why_clear(&why);
 }
 
 static void test_minisign_signature_malformed(void **state)

@@ -55,7 +55,7 @@ int http_get_small_chain(const struct ctx *c, const char *url, const char *proto
                          const char *accept, size_t max, char **out, size_t *len, long *status,
                          struct strvec *chain, struct why *why);
 
-int ms_pubkey_parse(const char *text, size_t len, struct ms_pubkey *pk, const char **why);
+int ms_pubkey_parse(const char *text, size_t len, struct ms_pubkey *pk, struct why *why);
 
 /* "ID (source), ID (source)": the trusted keys, for messages; caller frees. */
 char *trust_describe(const struct trust *t);

@@ -15,6 +15,8 @@
 
 #include <stddef.h>
 
+#include "error.h"
+
 struct pep508_req {
 	char *name;    /* PEP 503 normalized */
 	char **extras; /* normalized (PEP 685) */
@@ -24,9 +26,8 @@ struct pep508_req {
 	char *marker; /* the text after ';', else NULL */
 };
 
-/* 0 on success; TF_EMANIFEST with *err (static text) when the text is not a PEP 508
- * requirement. */
-int pep508_parse(const char *text, struct pep508_req *out, const char **err);
+/* 0 on success; TF_EMANIFEST with why when the text is not a PEP 508 requirement. */
+int pep508_parse(const char *text, struct pep508_req *out, struct why *why);
 void pep508_req_release(struct pep508_req *r);
 
 /* The environment markers of one target. extras: the distribution's active extras. */
@@ -45,7 +46,7 @@ struct pep508_env {
 void pep508_env_for(struct pep508_env *env, int windows, const char *python_version,
                     const char *python_full_version);
 
-/* 1 true, 0 false, TF_EMANIFEST when it cannot be evaluated (*err says why). */
-int pep508_marker_eval(const char *marker, const struct pep508_env *env, const char **err);
+/* 1 true, 0 false, TF_EMANIFEST when it cannot be evaluated (why says why). */
+int pep508_marker_eval(const char *marker, const struct pep508_env *env, struct why *why);
 
 #endif
