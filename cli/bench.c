@@ -294,10 +294,9 @@ static int bench_tf(struct ctx *c, const struct stackinfo *si, int *printed_head
 		ev_log(c, EV_INFO, "TensorFlow benchmark (%s) in %s ...", prec, si->env_prefix);
 		if (bench_run(c, &bo, &r, &err) != 0) {
 			ev_log(c, EV_ERROR, "TensorFlow benchmark (%s) failed: %s", prec,
-			       err.msg ? err.msg : "unknown error");
+			       why_text(&err));
 			if (summary)
-				strvec_pushf(summary, "%s: FAILED: %s", prec,
-				             err.msg ? err.msg : "unknown error");
+				strvec_pushf(summary, "%s: FAILED: %s", prec, why_text(&err));
 			rc = TF_EVERIFY;
 		} else if (!r.ok) {
 			ev_log(c, EV_ERROR, "TensorFlow benchmark (%s): no GPU number: %s", prec,

@@ -65,8 +65,7 @@ static int need_redist(struct ctx *c, struct strvec *need, const struct manifest
 	    m->stack.platform == PLATFORM_WINDOWS_X86_64 ? "windows-x86_64" : "linux-x86_64";
 	if (redist_resolve(json, r->json.url.s, platform, r->variant.set ? r->variant.s : NULL,
 	                   names, r->ncomponents, &ra, &nra, &err) != 0) {
-		ev_log(c, EV_ERROR, "%s: %s: %s", label, r->json.url.s,
-		       err.msg ? err.msg : "cannot resolve");
+		ev_log(c, EV_ERROR, "%s: %s: %s", label, r->json.url.s, why_text(&err));
 		rc = TF_EFAIL;
 		goto out;
 	}

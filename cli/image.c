@@ -881,8 +881,7 @@ static int build_layers(struct build *b)
 			       layer_names[k], l->digest, (long long)l->size, b->layer_paths[k].n);
 			b->kinds[b->nl++] = k;
 		} else {
-			ev_log(c, EV_ERROR, "layer %s: %s", layer_names[k],
-			       b->err.msg ? b->err.msg : "");
+			ev_log(c, EV_ERROR, "layer %s: %s", layer_names[k], why_text(&b->err));
 		}
 	}
 	return rc;
@@ -927,8 +926,8 @@ static int build_from_cache(struct build *b, struct manifest *m, struct opts *o,
 	}
 	if (rc == 0)
 		rc = oci_layers_find(e.ls, e.n, b->blobs, is_driver_lib, &drv, &b->err);
-	if (rc != 0 && rc != TF_EPRECOND && b->err.msg)
-		ev_log(c, EV_ERROR, "%s", b->err.msg);
+	if (rc != 0 && rc != TF_EPRECOND)
+		ev_log(c, EV_ERROR, "%s", why_text(&b->err));
 	if (rc == 0 && drv)
 		rc = refuse_driver_lib(c, drv);
 	if (rc == 0)

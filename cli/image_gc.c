@@ -315,12 +315,16 @@ int image_gc_remove(struct ctx *c, long days, const struct image_gc *listed, siz
 		rc = scan(c, dir, days, &paths, &g);
 	if (rc == 0)
 		rc = unlink_kind(c, &g, IMAGE_GC_ENTRY, 0, removed, bytes);
-	/* The entries' removal durable before the layers they named go (invariant 3). */
+	/* The entries' removal durable before the layers they named go (invariant 3):
+	 * when it cannot be made so, the layers stay for the next gc. */
 	int fd = rc == 0 ? open(keys, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
+	if (rc == 0 && ((fd < 0 && errno != ENOENT) || (fd >= 0 && fsync(fd) != 0))) {
+		ev_log(c, EV_ERROR, "cannot sync %s: %s; the layers stay for the next gc", keys,
+		       strerror(errno));
+		rc = TF_EIO;
 	}
+	if (fd >= 0)
+		close(fd);
 	if (rc == 0)
 		rc = unlink_kind(c, &g, IMAGE_GC_ENTRY, 1, removed, bytes);
 out:

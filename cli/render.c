@@ -56,11 +56,6 @@ static json_t *str_or_null(const char *s)
 	return s ? json_string(s) : json_null();
 }
 
-/*
- * The sentence of a typed event the core sent without one (malloc'd), or
- * NULL when the kind has nothing to say to a person. The same sentence is
- * the "@message" of its JSON line.
- */
 /* --offline's one error: how many artifacts are missing, and their names. */
 static char *phrase_offline(const struct ev_offline *o)
 {
@@ -75,6 +70,11 @@ static char *phrase_offline(const struct ev_offline *o)
 	return s;
 }
 
+/*
+ * The sentence of a typed event the core sent without one (malloc'd), or
+ * NULL when the kind has nothing to say to a person. The same sentence is
+ * the "@message" of its JSON line.
+ */
 static char *phrase(const struct event *e)
 {
 	const struct ev_art *a = &e->art;
