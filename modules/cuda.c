@@ -201,7 +201,7 @@ static int run_runfile(struct ctx *c, const struct art *a, const char *stage, st
 		                      : "");
 		rc = TF_EFAIL;
 	} else if (rc != 0) {
-		step_fail(s, "cannot run the CUDA runfile: %s", r.why.msg ? r.why.msg : "");
+		step_fail(s, "cannot run the CUDA runfile: %s", why_text(&r.why));
 	}
 	if (rc == 0)
 		staged_record_tree(out, stage);

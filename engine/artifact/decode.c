@@ -147,6 +147,9 @@ static int unpack_python(struct decode *d, size_t i, const char *file, struct wh
 	char *base = url_basename(a->url);
 	char *dir = xstrndup(d->parts[i], (size_t)(strrchr(d->parts[i], '/') - d->parts[i]));
 	char *named = NULL;
+	/* The link and its unlink move the file's ctime: a file this run hashed
+	 * stays known as hashed (cache_was_hashed), or its step hashes it again. */
+	int hashed = cache_was_hashed(file, a->sha256, NULL);
 	if (fs_rel_is_safe(base) && strchr(base, '/') == NULL && base[0] != '.' &&
 	    strlen(base) < 200) {
 		named = path_join(dir, base);
@@ -177,6 +180,8 @@ static int unpack_python(struct decode *d, size_t i, const char *file, struct wh
 		clock_gettime(CLOCK_REALTIME, &d->done[i]);
 	if (named)
 		unlink(named);
+	if (named && hashed)
+		cache_note_hashed(file, a->sha256);
 	free(named);
 	free(dir);
 	free(base);

@@ -271,6 +271,7 @@ int trust_verify(const struct trust *t, const void *msg, size_t len, const char 
 		if (memcmp(t->keys[i].keynum, sig->keynum, MS_KEYNUM_BYTES) != 0)
 			continue;
 		if (ms_verify(sig, &t->keys[i], msg, len, why) == 0) {
+			why_clear(why); /* an earlier key of the same id failed: not a failure */
 			*signer = i;
 			return 0;
 		}

@@ -137,6 +137,8 @@ const char *why_text(const struct why *w)
 
 void why_move(struct why *dst, struct why *src)
 {
+	if (!src)
+		return;
 	if (!dst) {
 		why_clear(src);
 		return;

@@ -333,8 +333,11 @@ out:
 	if (e)
 		archive_entry_free(e);
 	archive_write_free(a);
-	if (rc == TF_EIO && b.err == ENOSPC)
+	if (rc == TF_EIO && b.err == ENOSPC) {
 		rc = TF_ENOSPC;
+		if (why)
+			why->code = rc; /* the words stay: what ran out of space */
+	}
 	rc = blob_close(blobdir, &b, rc, OCI_MT_LAYER, out, why);
 	strvec_release(&ents);
 	return rc;

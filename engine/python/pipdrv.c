@@ -528,13 +528,14 @@ static int install_with_pip(struct ctx *c, const char *prefix, struct pip_work *
 
 /* After a failure outside a txn: the snapshot becomes the env again (why
  * says when it cannot). In a txn, its abort does that, journaled. */
-static void restore_env(const char *prefix, struct pip_work *w, struct why *why)
+static void restore_env(const char *prefix, struct pip_work *w, int rc, struct why *why)
 {
 	if (!w->snapped || w->txn)
 		return;
 	int e = fs_swap_in(w->snap, prefix);
 	if (e != 0) {
-		why_fail(why, why->code, "%s; restoring the environment from %s also failed: %s",
+		why_code(why, rc);
+		why_fail(why, rc, "%s; restoring the environment from %s also failed: %s",
 		         why_text(why), w->snap, strerror(-e));
 	} else {
 		w->snapped = 0; /* the snapshot is the env again */
@@ -606,7 +607,7 @@ int pip_install(struct ctx *c, const char *prefix, const struct pip_req *reqs, s
 	if (rc == 0 && !done)
 		rc = install_with_pip(c, prefix, &w, reqs, n, &own, res, why);
 	if (rc != 0)
-		restore_env(prefix, &w, why);
+		restore_env(prefix, &w, rc, why);
 	else
 		rc = list_installed(prefix, reqs, n, res, why);
 	work_release(prefix, &w, &own);
