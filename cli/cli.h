@@ -33,7 +33,7 @@ struct opts {
 	const char *base;   /* image build --base */
 	const char *tag;    /* image build --tag */
 	int no_cache;       /* image build --no-cache */
-	const char *days;   /* gc --image-days */
+	long days;          /* gc --image-days; -1: not given (30) */
 	int files;          /* sbom --files */
 	const char *format; /* sbom --format */
 	int dashdash;       /* a `--` was given: what follows it is in cmdv */

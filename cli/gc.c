@@ -242,22 +242,6 @@ static void show_drop(struct ctx *c, const char *path, const char *what)
 /* An image cache entry unused this many days goes (--image-days). */
 #define IMAGE_DAYS 30
 
-/* --image-days into *days. 0 or TF_EUSAGE (said). */
-static int image_days(struct ctx *c, const struct opts *o, long *days)
-{
-	char *end = NULL;
-	*days = IMAGE_DAYS;
-	if (o->days == NULL)
-		return 0;
-	errno = 0;
-	*days = strtol(o->days, &end, 10);
-	if (end == o->days || *end || errno || *days < 0 || *days > 1000000) {
-		ev_log(c, EV_ERROR, "--image-days wants a number of days, 0 or more: %s", o->days);
-		return TF_EUSAGE;
-	}
-	return 0;
-}
-
 /* One line per thing gc would remove of the image cache, as show_drop's. */
 static void show_image(struct ctx *c, const struct image_gc *g)
 {
@@ -366,11 +350,9 @@ int cmd_gc(struct ctx *c, struct opts *o)
 	struct image_gc ig = {0};
 	long long bytes = 0;
 	size_t n[3] = {0}, removed = 0;
-	long days;
+	long days = o->days >= 0 ? o->days : IMAGE_DAYS; /* checked by main.c */
 	struct stat st;
-	int rc = image_days(c, o, &days);
-	if (rc != 0)
-		return rc;
+	int rc = 0;
 	if (stat(c->cache_dir, &st) != 0) {
 		ev_log(c, EV_INFO, "No download cache at %s: nothing to collect.", c->cache_dir);
 		return 0;

@@ -147,6 +147,7 @@ enum optset {
 	SET_FLAG,       /* int field of struct opts = 1 */
 	SET_STRING,     /* const char * field = the argument */
 	SET_GENERATION, /* long field = a generation number, 1 or more */
+	SET_DAYS,       /* long field = a number of days, 0 or more */
 	SET_CTX_FLAG,   /* a ctx flag bit */
 };
 
@@ -247,7 +248,7 @@ static const struct cmd_opt {
     {"image-days", required_argument, OPT_IMAGE_DAYS,
      "--image-days DAYS    remove the image cache's entries no image build used in\n"
      "                       DAYS days (default 30; 0: every entry)",
-     SET_STRING, FIELD(days)},
+     SET_DAYS, FIELD(days)},
     {"remove-unpinned", no_argument, OPT_REMOVE_UNPINNED,
      "--remove-unpinned    uninstall the env's distributions that the pip lock does not\n"
      "                       pin (kept and named otherwise)",
@@ -495,6 +496,15 @@ static int command_option(const struct cmd_opt *d, const char *arg, struct ctx *
 		*(long *)field = strtol(arg, &end, 10);
 		if (*end || *(long *)field < 1) {
 			fprintf(stderr, "tfprov: --generation wants a generation number\n");
+			return TF_EUSAGE;
+		}
+		break;
+	case SET_DAYS:
+		errno = 0;
+		*(long *)field = strtol(arg, &end, 10);
+		if (end == arg || *end || errno || *(long *)field < 0 || *(long *)field > 1000000) {
+			fprintf(stderr, "tfprov: --%s wants a number of days, 0 or more: %s\n",
+			        d->name, arg);
 			return TF_EUSAGE;
 		}
 		break;
@@ -822,6 +832,7 @@ int main(int argc, char **argv)
 	gpu_isolated_main(argc, argv); /* verify's checking child does not return */
 	memset(&c, 0, sizeof(c));
 	memset(&o, 0, sizeof(o));
+	o.days = -1;
 	memset(&l, 0, sizeof(l));
 	l.root = "/";
 	ev_set_handler(render_event, NULL);

@@ -260,3 +260,12 @@ def test_gc_stops_when_a_generation_no_longer_loads(tfprov, tmp_path, mirror):
 def test_gc_without_a_cache(tfprov):
     p = tfprov.run("gc", "-y", check=0)
     assert "nothing to collect" in p.stdout, out(p)
+
+
+@pytest.mark.parametrize("days", ["x", "-1", "1.5", ""])
+def test_gc_refuses_a_bad_image_days_before_touching_the_root(tfprov, days):
+    """--image-days is checked with the options: exit 64 naming it, and the root
+    is left as it was (no lock file, no state, no cache created)."""
+    p = tfprov.run("gc", "-y", "--image-days", days, check=64)
+    assert "--image-days wants a number of days, 0 or more: " + days in p.stderr, p.stderr
+    assert os.listdir(tfprov.root) == []
