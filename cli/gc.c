@@ -135,17 +135,6 @@ static int needed(struct ctx *c, struct strvec *need)
 	return rc;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* need is sorted (cmd_gc): generations pin tens of thousands of hashes. */
-static int is_needed(const struct strvec *need, const char *hex)
-{
-	return need->n && bsearch(&hex, need->v, need->n, sizeof(*need->v), cmp_str) != NULL;
-}
-
 /* Regular files of DIR (keep: a predicate on the name, or NULL) into out; bytes summed. */
 static void list_files(const char *dir, const struct strvec *need, struct strvec *out,
                        long long *bytes)
@@ -160,7 +149,7 @@ static void list_files(const char *dir, const struct strvec *need, struct strvec
 			continue;
 		char *p = path_join(dir, de->d_name);
 		if (lstat(p, &st) == 0 && S_ISREG(st.st_mode) &&
-		    (need == NULL || !is_needed(need, de->d_name))) {
+		    (need == NULL || !strvec_has(need, de->d_name))) {
 			strvec_push(out, p);
 			*bytes += (long long)st.st_size;
 		}
@@ -323,16 +312,20 @@ static void show_totals(struct ctx *c, const size_t n[3], long long bytes,
 }
 
 /* Unlinks the download cache's files in drop (with their name hints); counts what went. */
-static int remove_downloads(struct ctx *c, const struct strvec *drop, size_t nsha, size_t *removed)
+static int remove_downloads(struct ctx *c, const struct strvec *drop, size_t nsha, size_t *removed,
+                            long long *bytes)
 {
 	int rc = 0;
 	for (size_t i = 0; i < drop->n; i++) {
+		struct stat st;
+		long long size = lstat(drop->v[i], &st) == 0 ? (long long)st.st_size : 0;
 		if (unlink(drop->v[i]) != 0 && errno != ENOENT) {
 			ev_log(c, EV_ERROR, "cannot remove %s: %s", drop->v[i], strerror(errno));
 			rc = TF_EIO;
 			continue;
 		}
 		(*removed)++;
+		*bytes += size;
 		/* Its name hint goes with it. */
 		const char *base = strrchr(drop->v[i], '/') + 1;
 		if (i < nsha && is_hex64(base)) {
@@ -367,8 +360,7 @@ int cmd_gc(struct ctx *c, struct opts *o)
 	rc = needed(c, &need);
 	if (rc != 0)
 		goto out;
-	if (need.n > 1) /* need.v is NULL when no generation needs anything */
-		qsort(need.v, need.n, sizeof(*need.v), cmp_str);
+	strvec_sort(&need); /* generations pin tens of thousands of hashes */
 	list_downloads(c, &need, &drop, &bytes, n);
 	rc = image_gc_list(c, days, &ig);
 	if (rc != 0)
@@ -391,12 +383,13 @@ int cmd_gc(struct ctx *c, struct opts *o)
 		rc = TF_EFAIL;
 		goto out;
 	}
-	rc = remove_downloads(c, &drop, n[0], &removed);
-	int irc = image_gc_remove(c, days, &ig, &removed, &bytes);
+	long long gone = 0; /* bytes removed, not listed: a failed unlink frees none */
+	rc = remove_downloads(c, &drop, n[0], &removed, &gone);
+	int irc = image_gc_remove(c, days, &ig, &removed, &gone);
 	rc = rc != 0 ? rc : irc;
 	c->changed = removed > 0;
 	char freed[32];
-	human_size(bytes, freed);
+	human_size(gone, freed);
 	ev_log(c, EV_INFO, "Removed %zu file%s (%s).", removed, plural_s((long long)removed),
 	       freed);
 out:

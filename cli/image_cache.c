@@ -413,6 +413,11 @@ int image_cache_take(struct ctx *c, struct image_cache *ic, const struct image_e
 	return rc;
 }
 
+int image_cache_is_temp(const char *name, const char *mark, const struct stat *st, time_t now)
+{
+	return strstr(name, mark) != NULL && st->st_mtime <= now - 3600;
+}
+
 /* Removes what killed stores left in dir: temporary files (named with part) an hour old. */
 static void sweep(const char *dir, const char *part)
 {
@@ -421,9 +426,8 @@ static void sweep(const char *dir, const char *part)
 	time_t now = time(NULL);
 	while (d && (de = readdir(d)) != NULL) {
 		struct stat st;
-		if (strstr(de->d_name, part) != NULL &&
-		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		    S_ISREG(st.st_mode) && st.st_mtime < now - 3600)
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode) && image_cache_is_temp(de->d_name, part, &st, now))
 			unlinkat(dirfd(d), de->d_name, 0);
 	}
 	if (d)

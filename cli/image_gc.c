@@ -41,9 +41,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A store's temporary file this old is a killed store's (image_cache.c sweeps the same). */
-#define TEMP_AGE 3600
-
 void image_gc_release(struct image_gc *g)
 {
 	for (size_t i = 0; i < g->n; i++) {
@@ -54,28 +51,10 @@ void image_gc_release(struct image_gc *g)
 	memset(g, 0, sizeof(*g));
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sorted for has(): a cache of thousands of entries names tens of thousands of layers. */
-static void sort(struct strvec *sv)
-{
-	if (sv->n > 1)
-		qsort(sv->v, sv->n, sizeof(*sv->v), cmp_str);
-}
-
-/* Whether sorted sv holds s. */
-static int has(const struct strvec *sv, const char *s)
-{
-	return sv->n && bsearch(&s, sv->v, sv->n, sizeof(*sv->v), cmp_str) != NULL;
-}
-
 /* Whether path is in listed (sorted; NULL: anything goes). */
 static int allowed(const struct strvec *listed, const char *path)
 {
-	return listed == NULL || has(listed, path);
+	return listed == NULL || strvec_has(listed, path);
 }
 
 /* "<hex> <step>" rows, sorted, compared by their hex. */
@@ -138,12 +117,6 @@ static void entry_layers(json_t *j, struct strvec *hexes, int steps)
 	}
 }
 
-/* Whether a file of dir is a killed store's temporary (its name holds mark). */
-static int is_temp(const char *name, const char *mark, const struct stat *st, time_t now)
-{
-	return strstr(name, mark) != NULL && st->st_mtime <= now - TEMP_AGE;
-}
-
 /* The next regular file of d, its stat in *st; NULL at the end. */
 static struct dirent *next_file(DIR *d, struct stat *st)
 {
@@ -159,7 +132,7 @@ static struct dirent *next_file(DIR *d, struct stat *st)
 static int take_temp(struct image_gc *g, char *p, const char *name, const char *mark,
                      const struct stat *st, time_t now, const struct strvec *listed)
 {
-	if (!is_temp(name, mark, st, now) || !allowed(listed, p))
+	if (!image_cache_is_temp(name, mark, st, now) || !allowed(listed, p))
 		return 0;
 	push(g, IMAGE_GC_TEMP, p, NULL, st, 0);
 	return 1;
@@ -214,7 +187,7 @@ static int scan_layers(const char *sha, time_t now, const struct strvec *listed,
 		char *p = path_join(sha, de->d_name);
 		if (take_temp(g, p, de->d_name, ".tfprov-blob-", &st, now, listed))
 			continue;
-		if (!is_hex64(de->d_name) || has(keep, de->d_name) || !allowed(listed, p)) {
+		if (!is_hex64(de->d_name) || strvec_has(keep, de->d_name) || !allowed(listed, p)) {
 			free(p);
 			continue;
 		}
@@ -235,15 +208,18 @@ static int scan(struct ctx *c, const char *dir, long days, const struct strvec *
 	char *keys = path_join(dir, "keys"), *sha = path_join(dir, "sha256");
 	struct strvec keep = STRVEC_INIT, gone = STRVEC_INIT;
 	time_t now = time(NULL);
+	const char *failed = keys;
 	int rc = scan_entries(keys, now, days, listed, g, &keep, &gone);
 	if (rc == 0) {
-		sort(&keep);
+		strvec_sort(&keep);
 		if (gone.n > 1)
 			qsort(gone.v, gone.n, sizeof(*gone.v), cmp_hex);
+		failed = sha;
 		rc = scan_layers(sha, now, listed, g, &keep, &gone);
 	}
-	if (rc != 0)
-		ev_log(c, EV_ERROR, "cannot read the image cache %s: %s", dir, strerror(errno));
+	if (rc != 0) /* errno: the opendir that failed, nothing ran after it */
+		ev_log(c, EV_ERROR, "cannot read the image cache's %s: %s", failed,
+		       strerror(errno));
 	strvec_release(&keep);
 	strvec_release(&gone);
 	free(keys);
@@ -279,13 +255,14 @@ int image_gc_list(struct ctx *c, long days, struct image_gc *g)
 	return rc;
 }
 
-/* Unlinks g's items of one kind (or, other: of every other kind); counts what went. */
-static int unlink_kind(struct ctx *c, const struct image_gc *g, enum image_gc_kind kind, int other,
-                       size_t *removed, long long *bytes)
+/* Unlinks g's entries (entries 1) or everything else, layers and temporaries
+ * (entries 0); counts what went. */
+static int unlink_items(struct ctx *c, const struct image_gc *g, int entries, size_t *removed,
+                        long long *bytes)
 {
 	int rc = 0;
 	for (size_t i = 0; i < g->n; i++) {
-		if ((g->v[i].kind == kind) == other)
+		if ((g->v[i].kind == IMAGE_GC_ENTRY) != entries)
 			continue;
 		if (unlink(g->v[i].path) != 0 && errno != ENOENT) {
 			ev_log(c, EV_ERROR, "cannot remove %s: %s", g->v[i].path, strerror(errno));
@@ -309,12 +286,12 @@ int image_gc_remove(struct ctx *c, long days, const struct image_gc *listed, siz
 		goto out;
 	for (size_t i = 0; i < listed->n; i++)
 		strvec_push(&paths, listed->v[i].path);
-	sort(&paths);
+	strvec_sort(&paths);
 	rc = lock_for_gc(c, dir, &lock);
 	if (rc == 0)
 		rc = scan(c, dir, days, &paths, &g);
 	if (rc == 0)
-		rc = unlink_kind(c, &g, IMAGE_GC_ENTRY, 0, removed, bytes);
+		rc = unlink_items(c, &g, 1, removed, bytes);
 	/* The entries' removal durable before the layers they named go (invariant 3):
 	 * when it cannot be made so, the layers stay for the next gc. */
 	int fd = rc == 0 ? open(keys, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
@@ -326,7 +303,7 @@ int image_gc_remove(struct ctx *c, long days, const struct image_gc *listed, siz
 	if (fd >= 0)
 		close(fd);
 	if (rc == 0)
-		rc = unlink_kind(c, &g, IMAGE_GC_ENTRY, 1, removed, bytes);
+		rc = unlink_items(c, &g, 0, removed, bytes);
 out:
 	if (lock >= 0)
 		close(lock);

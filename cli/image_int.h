@@ -12,6 +12,8 @@
 #include "manifest.h"
 #include "plan.h"
 
+#include <time.h>
+
 /* image_base.c */
 
 /* The stack's platform against the base's os/architecture. 0 or TF_EPRECOND (said). */
@@ -83,6 +85,11 @@ void image_cache_key(struct ctx *c, const struct manifest *m, const struct plan 
  * -errno (-EINTR: interrupted).
  */
 int image_cache_lock(struct ctx *c, const char *dir, int how, const char *waiting);
+/* Whether a file of the image cache is a killed store's temporary: its name
+ * holds mark (".tfprov-tmp." in keys/, ".tfprov-blob-" in sha256/) and it is
+ * an hour old. A store's sweep removes those; so does gc. */
+struct stat;
+int image_cache_is_temp(const char *name, const char *mark, const struct stat *st, time_t now);
 /*
  * The entry of ic's key: 1 with *e filled (step names mapped to indexes of
  * names[0..nnames)) and the cache's lock held shared (image_cache_take or

@@ -160,6 +160,22 @@ void strvec_release(struct strvec *sv)
 	sv->n = sv->cap = 0;
 }
 
+static int cmp_strp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void strvec_sort(struct strvec *sv)
+{
+	if (sv->n > 1)
+		qsort(sv->v, sv->n, sizeof(*sv->v), cmp_strp);
+}
+
+int strvec_has(const struct strvec *sv, const char *s)
+{
+	return sv->n && bsearch(&s, sv->v, sv->n, sizeof(*sv->v), cmp_strp) != NULL;
+}
+
 int str_starts_with(const char *s, const char *prefix)
 {
 	return strncmp(s, prefix, strlen(prefix)) == 0;

@@ -56,6 +56,10 @@ struct strvec {
 void strvec_push(struct strvec *sv, const char *s);
 void strvec_pushf(struct strvec *sv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void strvec_release(struct strvec *sv);
+/* Sorts sv by strcmp, for strvec_has: a set of thousands looked up thousands of times. */
+void strvec_sort(struct strvec *sv);
+/* Whether sorted sv holds s (binary search). */
+int strvec_has(const struct strvec *sv, const char *s);
 
 int str_starts_with(const char *s, const char *prefix);
 int str_ends_with(const char *s, const char *suffix);
