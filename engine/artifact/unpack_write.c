@@ -133,13 +133,10 @@ static int link_target_inside(const char *path, const char *target)
 
 void w_fail(struct writer *w, int err, const char *fmt, ...)
 {
-	if (w->why.code)
-		return;
 	va_list ap;
 	va_start(ap, fmt);
-	why_vfail(&w->why, err, fmt, ap);
+	why_vfirst_of(&w->why, w->archive, err, fmt, ap);
 	va_end(ap);
-	why_prefix(&w->why, "%s", w->archive);
 }
 
 /* Names go into terminal messages: control characters are shown escaped. */

@@ -107,6 +107,15 @@ int why_first(struct why *w, int code, const char *fmt, ...)
 	return code;
 }
 
+int why_vfirst_of(struct why *w, const char *who, int code, const char *fmt, va_list ap)
+{
+	if (!w || w->code || w->msg)
+		return code;
+	why_vfail(w, code, fmt, ap);
+	why_prefix(w, "%s", who);
+	return code;
+}
+
 int why_code(struct why *w, int code)
 {
 	if (w && code && !w->code)

@@ -118,6 +118,10 @@ int why_vfail(struct why *w, int code, const char *fmt, va_list ap)
  * reports at its end: as why_fail when w holds no failure yet, else nothing.
  * Returns code either way. */
 int why_first(struct why *w, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* why_first's, the words prefixed with "<who>: " (the file a writer or an
+ * installer works on), from a va_list. Returns code. */
+int why_vfirst_of(struct why *w, const char *who, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 /* The code of a failure, when w holds no code yet: what a callee that failed
  * through a helper with no words returned, or the code of a step whose words
  * step_fail gave. The words, if any, stay. Returns code; 0 records nothing. */

@@ -57,13 +57,10 @@
 
 void whl_fail(struct whl *w, int err, const char *fmt, ...)
 {
-	if (w->why.code)
-		return;
 	va_list ap;
 	va_start(ap, fmt);
-	why_vfail(&w->why, err, fmt, ap);
+	why_vfirst_of(&w->why, strrchr(w->src->path, '/') + 1, err, fmt, ap);
 	va_end(ap);
-	why_prefix(&w->why, "%s", strrchr(w->src->path, '/') + 1);
 }
 
 /* ------------------------------------------------------------ small helpers */
@@ -888,8 +885,10 @@ static int stage_copy(struct txn *t, const char *env_path, const char *final, ch
                       uint64_t *t0, struct why *why)
 {
 	int rc = txn_stage_dir(t, env_path, stage);
-	if (rc != 0)
-		return why_fail(why, rc, "%s", txn_why(t)->msg ? txn_why(t)->msg : "cannot stage");
+	if (rc != 0) {
+		why_move(why, txn_why(t));
+		return why_code(why, rc);
+	}
 	*t0 = now_ns();
 	if (fs_link_tree(final, *stage) != 0)
 		return why_fail(why, TF_EIO, "cannot copy %s (hard links): %s", final,
@@ -997,8 +996,10 @@ static int install_wheels(struct ctx *c, struct txn *t, const char *env_path,
 	       "byte-compile tail %.2f s, RECORD %.2f s; %zu .pyc files compiled ahead",
 	       (double)(t1 - t0) / 1e9, (double)(t2 - t1) / 1e9, (double)(t3 - t2) / 1e9,
 	       (double)(now_ns() - t3) / 1e9, j.nahead);
-	if (rc == 0 && t != NULL && txn_replace_dir(t, stage, env_path) != 0)
-		rc = why_fail(why, TF_EIO, "%s", why_text(txn_why(t)));
+	if (rc == 0 && t != NULL && (rc = txn_replace_dir(t, stage, env_path)) != 0) {
+		why_move(why, txn_why(t));
+		why_code(why, rc);
+	}
 out:
 	/* On failure the stage is the txn's to remove (journaled). */
 	for (size_t i = 0; i < n; i++) {

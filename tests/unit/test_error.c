@@ -112,6 +112,31 @@ static void test_the_one_message_carrier(void **state)
 	why_fail(&v, TF_EIO, "dropped");
 	why_move(NULL, &v);
 	assert_null(v.msg);
+	why_move(&v, NULL);
+	assert_int_equal(v.code, 0);
+}
+
+static int first_of(struct why *w, const char *who, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = why_vfirst_of(w, who, code, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* The first failure of a writer or installer, said with the file it works on. */
+static void test_the_first_failure_names_its_file(void **state)
+{
+	(void)state;
+	struct why w = {0};
+	assert_int_equal(first_of(&w, "a.whl", TF_EUNSAFE, "bad name %s", "../x"), TF_EUNSAFE);
+	assert_string_equal(why_text(&w), "a.whl: bad name ../x");
+	assert_int_equal(first_of(&w, "b.whl", TF_EIO, "later"), TF_EIO);
+	assert_int_equal(w.code, TF_EUNSAFE);
+	assert_string_equal(why_text(&w), "a.whl: bad name ../x");
+	why_clear(&w);
+	assert_int_equal(first_of(NULL, "c.whl", TF_EIO, "lost"), TF_EIO);
 }
 
 int main(void)
@@ -121,6 +146,7 @@ int main(void)
 	    cmocka_unit_test(test_errno_is_a_system_error_with_exit_1),
 	    cmocka_unit_test(test_the_one_errno_mapper),
 	    cmocka_unit_test(test_the_one_message_carrier),
+	    cmocka_unit_test(test_the_first_failure_names_its_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
