@@ -36,6 +36,20 @@ static void step_event(struct ctx *c, const struct step *s, int changed, int fai
 	ev_emit(c, &e);
 }
 
+/*
+ * A step failed with rc: its own words, else w's (a callee's; NULL: none),
+ * with the code, then its one failed event (the words, else the code's).
+ * Returns rc.
+ */
+static int step_failed(struct ctx *c, struct step *s, int rc, struct why *w)
+{
+	if (w && s->why.msg == NULL)
+		why_move(&s->why, w);
+	why_code(&s->why, rc);
+	step_event(c, s, 0, 1, why_text(&s->why));
+	return rc;
+}
+
 /* What the executor prepared for the steps of one apply, by step address. */
 struct preps {
 	struct prepared *v;
@@ -108,9 +122,6 @@ static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, s
 			rc = txn_remove_all(t);
 		if (rc == 0)
 			rc = txn_commit(t, NULL, NULL);
-		if (rc != 0 && s->why.msg == NULL)
-			why_move(&s->why, txn_why(t)); /* the txn's words, if it has any */
-		why_code(&s->why, rc);
 		const struct strvec *kept = txn_kept(t);
 		for (size_t i = 0; rc == 0 && i < kept->n; i++)
 			ev_emit(c, &(struct event){.kind = EV_KEPT,
@@ -122,14 +133,12 @@ static int run_step(struct ctx *c, const struct manifest *m, int64_t stack_id, s
 		rc = s->mod->apply(c, m, s, t, prep);
 		if (rc == 0)
 			rc = txn_commit(t, s->desired, s->attrs);
-		if (rc != 0 && s->why.msg == NULL)
-			why_move(&s->why, txn_why(t)); /* the txn's words, if it has any */
-		why_code(&s->why, rc);
 	}
 	if (rc != 0) {
+		if (s->why.msg == NULL)
+			why_move(&s->why, txn_why(t)); /* the txn's words, if it has any */
 		txn_abort(t);
-		step_event(c, s, 0, 1, why_text(&s->why));
-		return rc;
+		return step_failed(c, s, rc, NULL);
 	}
 	txn_abort(t); /* committed: releases memory, nothing left to undo */
 	c->changed = 1;
@@ -163,7 +172,7 @@ static int execute(struct ctx *c, const struct manifest *m, struct plan *p, int6
 				prep = preps_add(ps, s->addr);
 				if (s->action != ACT_DESTROY &&
 				    (rc = prepare_late(c, m, s, prep)) != 0) {
-					step_event(c, s, 0, 1, s->why.msg);
+					step_failed(c, s, rc, NULL);
 					break;
 				}
 			}
@@ -217,7 +226,7 @@ static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p, str
 		size_t from = all.n;
 		rc = s->mod->artifacts(c, m, &all, s);
 		if (rc != 0)
-			step_event(c, s, 0, 1, s->why.msg);
+			step_failed(c, s, rc, NULL);
 		owner = xrealloc(owner, (all.n ? all.n : 1) * sizeof(*owner));
 		for (size_t k = from; k < all.n; k++)
 			owner[k] = s;
@@ -234,11 +243,7 @@ static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p, str
 	size_t failed = all.n;
 	rc = artset_decode_ahead(c, &all, &ps->scratch, &failed, &w);
 	if (rc != 0 && failed < all.n) {
-		struct step *s = owner[failed];
-		if (s->why.msg == NULL)
-			why_move(&s->why, &w);
-		why_code(&s->why, rc);
-		step_event(c, s, 0, 1, why_text(&s->why));
+		step_failed(c, owner[failed], rc, &w);
 	} else if (rc != 0 && rc != TF_EOFFLINE) {
 		/* Each failed download had its event (offline: one for all of them). */
 		why_fail(why, rc, "a download failed or did not verify: nothing was changed");
@@ -257,8 +262,7 @@ static int prefetch(struct ctx *c, const struct manifest *m, struct plan *p, str
 	if (rc == 0 && wheels.n > 1 &&
 	    (rc = wheel_overlaps((const char *const *)wheels.v, (const char *const *)names.v,
 	                         wheels.n, &w)) != 0) {
-		why_move(&pip->why, &w);
-		step_event(c, pip, 0, 1, pip->why.msg);
+		step_failed(c, pip, rc, &w);
 	}
 	strvec_release(&wheels);
 	strvec_release(&names);
@@ -293,10 +297,8 @@ int plan_precheck(struct ctx *c, const struct manifest *m, struct plan *p)
 		if (s->mod->precheck == NULL || s->action == ACT_DESTROY)
 			continue;
 		int rc = s->mod->precheck(c, m, s);
-		if (rc != 0) {
-			step_event(c, s, 0, 1, s->why.msg);
-			return rc;
-		}
+		if (rc != 0)
+			return step_failed(c, s, rc, NULL);
 	}
 	return 0;
 }
