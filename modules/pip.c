@@ -288,7 +288,6 @@ static int pip_drift(struct ctx *c, int64_t stack_id, const char *attrs, struct 
 {
 	struct envdiff d = {STRVEC_INIT, STRVEC_INIT, STRVEC_INIT, STRVEC_INIT};
 	char *env = pkgfiles_stack_env(c, stack_id);
-	struct why err = {0};
 	int rc = 0;
 	if (env == NULL || attrs == NULL)
 		goto out;
@@ -297,12 +296,11 @@ static int pip_drift(struct ctx *c, int64_t stack_id, const char *attrs, struct 
 	free(host);
 	if (!there)
 		goto out; /* the env itself is gone: its own step's drift says so */
-	rc = env_compare(c, env, attrs, &d, &err);
+	rc = env_compare(c, env, attrs, &d, NULL);
 	for (size_t i = 0; rc == 0 && i < d.lines.n; i++)
 		strvec_push(found, d.lines.v[i]);
 out:
 	envdiff_release(&d);
-	why_clear(&err);
 	free(env);
 	return rc;
 }
@@ -312,7 +310,6 @@ static int pip_restamp(struct ctx *c, int64_t stack_id, const char *attrs, char 
 {
 	struct pip_result now = {0};
 	char *env = pkgfiles_stack_env(c, stack_id);
-	struct why err = {0};
 	json_t *j = attrs ? json_loads(attrs, JSON_DECODE_ANY, NULL) : NULL;
 	json_t *inst = json_object_get(j, "installed"), *o;
 	size_t i;
@@ -320,7 +317,7 @@ static int pip_restamp(struct ctx *c, int64_t stack_id, const char *attrs, char 
 	*out = NULL;
 	if (env == NULL || !json_is_array(inst))
 		goto out;
-	if ((rc = env_dist_stamps(c, env, &now, &err)) != 0)
+	if ((rc = env_dist_stamps(c, env, &now, NULL)) != 0)
 		goto out;
 	json_array_foreach(inst, i, o)
 	{
@@ -335,7 +332,6 @@ static int pip_restamp(struct ctx *c, int64_t stack_id, const char *attrs, char 
 out:
 	pip_result_release(&now);
 	json_decref(j);
-	why_clear(&err);
 	free(env);
 	return rc;
 }
@@ -493,10 +489,8 @@ static char *pip_attrs(struct ctx *c, const struct manifest *m, const char *pref
                        const struct strvec *kept, int complete)
 {
 	struct pip_result now = {0};
-	struct why serr = {0};
-	if (env_dist_stamps(c, prefix, &now, &serr) != 0)
+	if (env_dist_stamps(c, prefix, &now, NULL) != 0)
 		pip_result_release(&now);
-	why_clear(&serr);
 	json_t *arr = json_array();
 	for (size_t i = 0; i < res->n; i++) {
 		json_t *d = json_object();

@@ -290,9 +290,8 @@ static int pyenv_precheck(struct ctx *c, const struct manifest *m, struct step *
 static void venv_ahead(struct ctx *c, const struct manifest *m, struct artset *out)
 {
 	char *python = NULL, *prefix = stack_env_prefix(m);
-	struct why err = {0};
 	char *host = ctx_host_path(c, prefix);
-	if (venv_python(c, m, &python, &err) == 0 && !venv_reusable(python, host)) {
+	if (venv_python(c, m, &python, NULL) == 0 && !venv_reusable(python, host)) {
 		size_t from = out->n;
 		venv_bundled_artifacts(c, python, out);
 		if (out->n > from)
@@ -300,7 +299,6 @@ static void venv_ahead(struct ctx *c, const struct manifest *m, struct artset *o
 			                 m->python.interpreter.s);
 	}
 	free(python);
-	why_clear(&err);
 	free(host);
 	free(prefix);
 }

@@ -97,16 +97,14 @@ static int cudnn_fits(const char *path, const char *version, void *arg)
 	struct redist_artifact *ra = NULL;
 	size_t nra = 0;
 	char *variant = xasprintf("cuda%d", w->cuda_major);
-	struct why err = {0};
 	char *tag = xasprintf("_cuda%d-", w->cuda_major);
 	int ok = 0;
 	if (!version_has_prefix(version, w->series) || (w->min && version_cmp(version, w->min) < 0))
 		goto out;
-	if (redist_resolve(path, NULL, w->platform, variant, comp, 1, &ra, &nra, &err) == 0) {
+	if (redist_resolve(path, NULL, w->platform, variant, comp, 1, &ra, &nra, NULL) == 0) {
 		ok = 1;
 	} else {
-		why_clear(&err);
-		if (redist_resolve(path, NULL, w->platform, NULL, comp, 1, &ra, &nra, &err) == 0 &&
+		if (redist_resolve(path, NULL, w->platform, NULL, comp, 1, &ra, &nra, NULL) == 0 &&
 		    nra == 1 && strstr(ra[0].relative_path, tag) != NULL) {
 			ok = 1;
 			free(variant);
@@ -124,7 +122,6 @@ static int cudnn_fits(const char *path, const char *version, void *arg)
 	}
 out:
 	redist_artifacts_free(ra, nra);
-	why_clear(&err);
 	free(variant);
 	free(tag);
 	return ok;

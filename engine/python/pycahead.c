@@ -105,17 +105,15 @@ static void *server_main(void *arg)
 static char *env_python(struct pyc_ahead *a)
 {
 	char *py = path_join(a->env, "bin/python");
-	struct why err = {0};
 	if (access(py, X_OK) == 0)
 		return py;
 	free(py);
 	py = NULL;
 	if (a->want && pyenv_find_python(a->c, a->want, a->interp, pyenv_for_all_users(a->env), &py,
-	                                 &err) != 0) {
+	                                 NULL) != 0) {
 		free(py);
 		py = NULL;
 	}
-	why_clear(&err);
 	return py;
 }
 

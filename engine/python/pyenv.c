@@ -456,11 +456,8 @@ int venv_bundled_artifacts(struct ctx *c, const char *python, struct artset *out
 {
 	struct spawn_result r = {0};
 	struct strvec names = STRVEC_INIT;
-	struct why err = {0};
-	if (c->cache_dir == NULL || cache_init(c->cache_dir, &err) < 0) {
-		why_clear(&err);
+	if (c->cache_dir == NULL || cache_init(c->cache_dir, NULL) < 0)
 		return 0;
-	}
 	char *partial = path_join(c->cache_dir, "partial");
 	bundled_sweep(partial);
 	char *dir = xasprintf("%s/bundled-XXXXXX", partial);
