@@ -78,6 +78,22 @@ static void test_any_change_since_makes_it_unknown(void **state)
 	assert_int_equal(cache_was_hashed(p, HEX_A, NULL), 0);
 	drop(p);
 
+	/* A truncate and a write back to the same size and bytes. */
+	p = fresh("twelve bytes");
+	cache_note_hashed(p, HEX_A);
+	tick();
+	assert_int_equal(truncate(p, 5), 0);
+	assert_int_equal(truncate(p, 12), 0);
+	fd = open(p, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "twelve bytes", 12, 0), 12);
+	close(fd);
+	struct stat st;
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_size, 12);
+	assert_int_equal(cache_was_hashed(p, HEX_A, NULL), 0);
+	drop(p);
+
 	/* A chmod (the cache's files are 0444: a writer makes them writable first). */
 	p = fresh("twelve bytes");
 	cache_note_hashed(p, HEX_A);
