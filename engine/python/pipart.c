@@ -509,7 +509,7 @@ static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipa
 		if (rc != 0) {
 			why_fail(why, rc, "%s==%s: cannot read the index page %s (%s)",
 			         q->raw_name ? q->raw_name : q->name, q->version, page,
-			         e.msg ? e.msg : "");
+			         why_text(&e));
 			why_clear(&e);
 			goto out;
 		}
