@@ -507,6 +507,7 @@ static int resolve_one(struct ctx *c, const struct pip_req *q, const struct pipa
 			rc = get_page(c, page, &html, &e);
 		}
 		if (rc != 0) {
+			why_code(&e, rc);
 			why_fail(why, rc, "%s==%s: cannot read the index page %s (%s)",
 			         q->raw_name ? q->raw_name : q->name, q->version, page,
 			         why_text(&e));
